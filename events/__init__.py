@@ -1,0 +1,79 @@
+"""reel's events: the catalog, the hash-chained journal, redaction and verification.
+
+``events`` imports nothing else of reel's; everything else stands on it.
+
+Public surface::
+
+    from events import Journal, JournalReader, NodeKey, verify
+    from events.catalog import RunAccepted, ...   # the event kinds
+
+Exceptions (all raised on purpose derive from :class:`JournalError`)::
+
+    JournalError
+    ├── JournalUnavailable        cannot open/use the file: missing, read-only, SQLite-locked
+    │   ├── NotAJournal           not a reel journal (other database, not SQLite)
+    │   ├── SchemaTooNew          written by a newer reel
+    │   └── JournalLocked         another process holds it for writing (.holder_pid)
+    ├── JournalClosed             used after close()
+    ├── AppendRejected            bad append, nothing written (empty, oversize, not an event)
+    │   └── ConcurrencyConflict   expected_seq is not the stream's next seq
+    ├── UnknownEventKind          a payload the catalog cannot decode or upcast
+    └── CheckpointKeyError        node key missing, unreadable or with unsafe permissions
+"""
+
+from events.catalog import CATALOG, Event, kind_of
+from events.chain import GENESIS
+from events.checkpoint import Checkpoint, NodeKey
+from events.codec import decode, encode
+from events.envelope import AppendResult, Head, StoredEvent
+from events.errors import (
+    AppendRejected,
+    CheckpointKeyError,
+    ConcurrencyConflict,
+    JournalClosed,
+    JournalError,
+    JournalLocked,
+    JournalUnavailable,
+    NotAJournal,
+    SchemaTooNew,
+    UnknownEventKind,
+)
+from events.ids import is_ulid, new_id
+from events.journal import Journal
+from events.reader import JournalReader
+from events.redact import MARKER, redact_event, redact_value
+from events.verify import Fault, VerifyReport, verify
+
+__all__ = [
+    "CATALOG",
+    "GENESIS",
+    "MARKER",
+    "AppendRejected",
+    "AppendResult",
+    "Checkpoint",
+    "CheckpointKeyError",
+    "ConcurrencyConflict",
+    "Event",
+    "Fault",
+    "Head",
+    "Journal",
+    "JournalClosed",
+    "JournalError",
+    "JournalLocked",
+    "JournalReader",
+    "JournalUnavailable",
+    "NodeKey",
+    "NotAJournal",
+    "SchemaTooNew",
+    "StoredEvent",
+    "UnknownEventKind",
+    "VerifyReport",
+    "decode",
+    "encode",
+    "is_ulid",
+    "kind_of",
+    "new_id",
+    "redact_event",
+    "redact_value",
+    "verify",
+]

@@ -1,0 +1,263 @@
+"""The event catalog: one frozen Struct per kind, decoded through one tagged union.
+
+Every event class names its dotted kind as its msgspec ``tag`` (the payload carries it in the
+``kind`` field) and its schema ``version`` as a class variable. Evolution rules (msgspec's):
+new fields need defaults; a change that old payloads cannot satisfy bumps ``version`` and
+registers an upcaster in :mod:`events.upcast`. Stored bytes are never rewritten.
+
+``redact_fields`` names the free-form fields (message text, tool arguments and results, provider
+errors) that redaction scans before hashing; schema fields such as token counts are never
+scanned, whatever their names. ``redacted`` records how many values redaction replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+RunTerminalReason = str
+"""Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
+approval_denied, provider_error, interrupted, internal_error, ..."""
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of every event. Subclasses set ``tag=<kind>`` and may raise ``version``."""
+
+    version: ClassVar[int] = 1
+    redact_fields: ClassVar[frozenset[str]] = frozenset()
+
+    redacted: int = 0
+    """How many values redaction replaced in this event's free-form fields."""
+
+
+# --- sessions (stream ``session/<session_id>``) -------------------------------------------
+
+
+class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
+    """A session exists. Version 2 renamed v1's ``key`` to ``session_key`` (see upcast)."""
+
+    version: ClassVar[int] = 2
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"label"})
+
+    session_id: str
+    session_key: str | None = None
+    label: str | None = None
+    parent_session_id: str | None = None
+    """Set on a branch: the session whose history this one starts from."""
+    branched_from_run_id: str | None = None
+    """Set on a branch: the last run of the parent whose history is included."""
+
+
+class SessionReset(Event, frozen=True, kw_only=True, tag="session.reset"):
+    """Later runs no longer see earlier history; session-scoped approval grants are dropped."""
+
+    session_id: str
+
+
+# --- runs (stream ``run/<run_id>``) --------------------------------------------------------
+
+
+class RunAccepted(Event, frozen=True, kw_only=True, tag="run.accepted"):
+    """A message was accepted for a session; the run may wait behind earlier runs."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"text"})
+
+    run_id: str
+    session_id: str
+    text: str
+    channel: str | None = None
+
+
+class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
+    """The run left ``accepted`` for ``in_progress``, with the budgets it runs under."""
+
+    run_id: str
+    max_turns: int
+    max_tool_calls: int
+    wall_clock_s: float
+    provider: str = ""
+    model: str | None = None
+
+
+class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
+    """A coalesced chunk of model output (at most ~16 words or 50 ms)."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"text"})
+
+    run_id: str
+    turn: int
+    text: str
+
+
+class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed"):
+    """One provider call finished; token counts are the provider's usage for that call."""
+
+    run_id: str
+    turn: int
+    prompt_tokens: int
+    completion_tokens: int
+    tool_calls: int
+    finish_reason: str
+
+
+class RunAwaitingApproval(Event, frozen=True, kw_only=True, tag="run.awaiting_approval"):
+    """The run waits for a human decision on ``approval_id``."""
+
+    run_id: str
+    approval_id: str
+
+
+class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
+    """The approval the run waited for was resolved; the run is in progress again."""
+
+    run_id: str
+    approval_id: str
+
+
+class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+    """Terminal: the model gave a final answer."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"answer"})
+
+    run_id: str
+    answer: str
+    reason: RunTerminalReason = "final_answer"
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class RunFailed(Event, frozen=True, kw_only=True, tag="run.failed"):
+    """Terminal: a budget, a provider error, a denial or a crash stopped the run."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"message"})
+
+    run_id: str
+    reason: RunTerminalReason
+    message: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class RunCancelled(Event, frozen=True, kw_only=True, tag="run.cancelled"):
+    """Terminal: cancelled from outside (a client, an operator, the node draining)."""
+
+    run_id: str
+    reason: RunTerminalReason = "cancelled"
+    requested_by: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+# --- tool invocations (stream ``tool/<invocation_id>``) ------------------------------------
+
+
+class ToolProposed(Event, frozen=True, kw_only=True, tag="tool.proposed"):
+    """The model asked for a tool call; ``arguments`` is the decoded JSON or the raw text."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"arguments"})
+
+    invocation_id: str
+    run_id: str
+    session_id: str
+    call_id: str
+    tool: str
+    arguments: Any
+
+
+class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
+    """The outcome of posture and policy for one call, naming the policies that decided."""
+
+    invocation_id: str
+    run_id: str
+    tool: str
+    outcome: Literal["allow", "deny", "approval_required"]
+    reason: str
+    policy_ids: tuple[str, ...] = ()
+    posture: str = ""
+    grant: str | None = None
+    """Set when a cached approval grant (scope session/always) allowed the call."""
+
+
+class ApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
+    """A sensitive call waits for a human; ``arguments`` are stored as redacted."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"arguments"})
+
+    approval_id: str
+    invocation_id: str
+    run_id: str
+    session_id: str
+    tool: str
+    arguments: Any
+    risk: str
+    reason: str
+    scope_options: tuple[str, ...] = ("once", "session", "always")
+    expires_at_ms: int = 0
+
+
+class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_resolved"):
+    """A decision on an approval: by a human, or ``timeout`` / ``interrupted`` by the node."""
+
+    approval_id: str
+    invocation_id: str
+    run_id: str
+    decision: Literal["allow", "deny"]
+    scope: Literal["once", "session", "always"] = "once"
+    decided_by: str = ""
+    reason: str = ""
+
+
+class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
+    """The call's result (or why it did not run) as fed back to the model."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"output", "error"})
+
+    invocation_id: str
+    run_id: str
+    tool: str
+    ok: bool
+    output: str = ""
+    error: str | None = None
+    error_kind: str | None = None
+    truncated: bool = False
+    duration_ms: int = 0
+
+
+CATALOG: tuple[type[Event], ...] = (
+    SessionCreated,
+    SessionReset,
+    RunAccepted,
+    RunStarted,
+    RunOutput,
+    RunTurnCompleted,
+    RunAwaitingApproval,
+    RunResumed,
+    RunCompleted,
+    RunFailed,
+    RunCancelled,
+    ToolProposed,
+    ToolDecided,
+    ApprovalRequested,
+    ApprovalResolved,
+    ToolCompleted,
+)
+"""Every current event class. Adding a kind means adding it here."""
+
+
+def kind_of(cls: type[Event] | Event) -> str:
+    """The dotted kind of an event class or instance (its msgspec tag)."""
+    klass = cls if isinstance(cls, type) else type(cls)
+    tag = klass.__struct_config__.tag
+    if not isinstance(tag, str):
+        raise TypeError(f"{klass.__name__} has no kind tag")
+    return tag
+
+
+BY_KIND: dict[str, type[Event]] = {kind_of(c): c for c in CATALOG}

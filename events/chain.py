@@ -1,0 +1,77 @@
+"""The hash chain: the exact bytes each row's hash covers (docs/journal-format.md).
+
+``hash = SHA-256(prev_hash || identity || payload)`` where ``prev_hash`` is the previous row's
+hash (32 zero bytes for position 1), ``payload`` is the stored payload bytes, and ``identity`` is
+the envelope fields in this order, each encoded as:
+
+* integers (position, stream_seq, version, recorded_at_ms): 8 bytes, big-endian, signed;
+* strings (event_id, stream, kind, principal): 4-byte big-endian length, then UTF-8 bytes;
+* optional strings (correlation_id, causation_id): as strings, or ``FF FF FF FF`` when absent.
+
+Order: position, event_id, stream, stream_seq, kind, version, recorded_at_ms, principal,
+correlation_id, causation_id. Every field is self-delimiting, so the payload needs no length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+GENESIS = bytes(32)
+"""``prev_hash`` of the first row."""
+
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+_ABSENT = b"\xff\xff\xff\xff"
+
+
+def _text(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return _U32.pack(len(data)) + data
+
+
+def _optional(value: str | None) -> bytes:
+    return _ABSENT if value is None else _text(value)
+
+
+def identity_bytes(
+    position: int,
+    event_id: str,
+    stream: str,
+    stream_seq: int,
+    kind: str,
+    version: int,
+    recorded_at_ms: int,
+    principal: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+) -> bytes:
+    """The canonical encoding of the envelope fields the hash covers."""
+    return b"".join(
+        (
+            _I64.pack(position),
+            _text(event_id),
+            _text(stream),
+            _I64.pack(stream_seq),
+            _text(kind),
+            _I64.pack(version),
+            _I64.pack(recorded_at_ms),
+            _text(principal),
+            _optional(correlation_id),
+            _optional(causation_id),
+        )
+    )
+
+
+def row_hash(prev_hash: bytes, identity: bytes, payload: bytes) -> bytes:
+    """SHA-256 over ``prev_hash || identity || payload``."""
+    h = hashlib.sha256(prev_hash)
+    h.update(identity)
+    h.update(payload)
+    return h.digest()
+
+
+def payload_digest(payload: bytes) -> bytes:
+    """SHA-256 of the payload alone: stored beside it so verify can tell a payload edit from an
+    envelope edit. It is a diagnostic aid, not part of the chain's guarantee."""
+    return hashlib.sha256(payload).digest()

@@ -1,0 +1,55 @@
+"""The journal's exceptions. The tree is drawn in :mod:`events` (``events/__init__.py``)."""
+
+from __future__ import annotations
+
+
+class JournalError(Exception):
+    """Base of every error the journal raises on purpose."""
+
+
+class JournalUnavailable(JournalError):
+    """The journal file cannot be opened or used: missing, unreadable, read-only, SQLite-locked."""
+
+
+class NotAJournal(JournalUnavailable):
+    """The file exists but is not a reel journal (another SQLite database, or not SQLite at all)."""
+
+
+class SchemaTooNew(JournalUnavailable):
+    """The journal was written by a newer reel whose schema this version cannot read safely."""
+
+
+class JournalLocked(JournalUnavailable):
+    """Another process holds the data dir for writing; ``holder_pid`` names it when known."""
+
+    def __init__(self, message: str, holder_pid: int | None) -> None:
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
+class JournalClosed(JournalError):
+    """An operation was attempted on a journal that has been closed."""
+
+
+class AppendRejected(JournalError):
+    """An append was refused before anything was written (empty batch, oversize payload...)."""
+
+
+class ConcurrencyConflict(AppendRejected):
+    """The stream's next ``stream_seq`` is not the one the append expected; nothing was written."""
+
+    def __init__(self, stream: str, expected_seq: int, actual_seq: int) -> None:
+        super().__init__(
+            f"stream {stream!r}: expected next stream_seq {expected_seq}, but it is {actual_seq}"
+        )
+        self.stream = stream
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+
+
+class UnknownEventKind(JournalError):
+    """A stored payload names a kind/version the catalog cannot decode or upcast."""
+
+
+class CheckpointKeyError(JournalError):
+    """The node key is missing, unreadable or has unsafe permissions."""

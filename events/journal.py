@@ -1,0 +1,496 @@
+"""The journal: one writer thread, group commit, optimistic concurrency, idempotency, checkpoints.
+
+Appends from any thread are queued; the writer thread drains the queue and commits everything it
+drained in one transaction (group commit), then resolves each caller's future. An append
+therefore returns only after the transaction holding its rows has committed (durable with
+``synchronous=FULL``, the default). Per request, either every event is written or none:
+a conflicting ``expected_seq`` or a bad request fails that request alone.
+
+Subscribers are woken after each commit (:meth:`Journal.wait_for`, :meth:`Journal.listen`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+from msgspec.structs import replace
+
+from events.catalog import Event, kind_of
+from events.chain import identity_bytes, payload_digest, row_hash
+from events.checkpoint import Checkpoint, NodeKey
+from events.codec import encode
+from events.envelope import AppendResult, Head
+from events.errors import AppendRejected, ConcurrencyConflict, JournalClosed, JournalError
+from events.ids import UlidGenerator
+from events.lock import WriterLock
+from events.reader import JournalReader
+from events.redact import redact_event
+from events.schema import SYNCHRONOUS_MODES, connect
+
+_INSERT = (
+    "INSERT INTO events(position, event_id, stream, stream_seq, kind, version, recorded_at_ms,"
+    " principal, correlation_id, causation_id, payload, payload_sha256, prev_hash, hash)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_STOP = object()
+
+Listener = Callable[[int], None]
+
+
+class _Append:
+    __slots__ = (
+        "causation_id",
+        "correlation_id",
+        "expected_seq",
+        "future",
+        "idempotency_key",
+        "payloads",
+        "principal",
+        "stream",
+    )
+
+    def __init__(
+        self,
+        stream: str,
+        payloads: list[tuple[str, int, bytes]],
+        expected_seq: int | None,
+        principal: str,
+        correlation_id: str | None,
+        causation_id: str | None,
+        idempotency_key: str | None,
+    ) -> None:
+        self.stream = stream
+        self.payloads = payloads
+        self.expected_seq = expected_seq
+        self.principal = principal
+        self.correlation_id = correlation_id
+        self.causation_id = causation_id
+        self.idempotency_key = idempotency_key
+        self.future: Future[AppendResult] = Future()
+
+
+class _CheckpointRequest:
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: Future[Checkpoint | None] = Future()
+
+
+class Journal(JournalReader):
+    """A journal opened for writing by this process (it holds the writer lock)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        node_key: NodeKey | None = None,
+        synchronous: str = "FULL",
+        checkpoint_every_events: int = 10_000,
+        checkpoint_every_s: float = 60.0,
+        max_payload_bytes: int = 1 << 20,
+        max_batch_events: int = 4096,
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        self._lock = WriterLock(path.with_name(path.name + ".lock"))
+        self._lock.acquire(f"journal {path}")
+        try:
+            self._wconn = connect(path, writable=True)
+            self._wconn.execute("PRAGMA journal_mode=WAL")
+            self._wconn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            super().__init__(path)
+        except BaseException:
+            self._lock.release()
+            raise
+        self.node_key = node_key
+        self.max_payload_bytes = max_payload_bytes
+        self._checkpoint_every_events = checkpoint_every_events
+        self._checkpoint_every_s = checkpoint_every_s
+        self._max_batch_events = max_batch_events
+        self._ids = UlidGenerator()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._stream_next: dict[str, int] = {}
+        head = self._load_head()
+        self._head_position = head.position
+        self._head_hash = head.hash
+        last = self._wconn.execute("SELECT max(position) FROM checkpoints").get
+        self._last_checkpoint_position = int(last) if last is not None else 0
+        self._last_checkpoint_time = time.monotonic()
+        self._committed = threading.Condition()
+        self._committed_position = head.position
+        self._listeners: list[Listener] = []
+        self._accepting = True
+        self._submit_guard = threading.Lock()
+        self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
+        self._writer.start()
+
+    # --- appending ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Future[AppendResult]:
+        """Queue an append and return its future (resolved after commit).
+
+        ``expected_seq`` is the ``stream_seq`` the first event must get: the stream's current
+        length. ``None`` skips the check (only for streams with no competing writer).
+        Events are redacted and encoded here, in the caller's thread.
+        """
+        if not stream:
+            raise AppendRejected("stream must be a non-empty string")
+        if not events:
+            raise AppendRejected("an append needs at least one event")
+        if expected_seq is not None and expected_seq < 0:
+            raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+        payloads: list[tuple[str, int, bytes]] = []
+        for event in events:
+            if not isinstance(event, Event):
+                raise AppendRejected(f"not an event: {type(event).__name__}")
+            payload = encode(redact_event(event))
+            if len(payload) > self.max_payload_bytes:
+                raise AppendRejected(
+                    f"{kind_of(event)} payload is {len(payload)} bytes; "
+                    f"the limit is {self.max_payload_bytes}"
+                )
+            payloads.append((kind_of(event), type(event).version, payload))
+        request = _Append(
+            stream,
+            payloads,
+            expected_seq,
+            principal,
+            correlation_id,
+            causation_id,
+            idempotency_key,
+        )
+        self._enqueue(request)
+        return request.future
+
+    def append(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
+        next seq is not ``expected_seq`` (nothing written)."""
+        return self.submit(
+            stream,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+        ).result()
+
+    def checkpoint(self) -> Checkpoint | None:
+        """Sign the current head now (after everything queued before this call has committed).
+
+        Returns ``None`` when there is no node key or the head is already checkpointed.
+        """
+        request = _CheckpointRequest()
+        self._enqueue(request)
+        return request.future.result()
+
+    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(request)
+
+    # --- subscription -------------------------------------------------------------------
+
+    @property
+    def committed_position(self) -> int:
+        """The last position known committed (cheap; no I/O)."""
+        return self._committed_position
+
+    def wait_for(self, after_position: int, timeout: float | None = None) -> int:
+        """Block until a commit moves the head past ``after_position`` (or timeout); returns
+        the committed head position."""
+        with self._committed:
+            self._committed.wait_for(
+                lambda: self._committed_position > after_position or not self._accepting,
+                timeout,
+            )
+            return self._committed_position
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(head_position)`` from the writer thread after each commit.
+
+        Listeners must return quickly (hand off to a queue or an event loop). Returns a function
+        that unsubscribes.
+        """
+        with self._committed:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._committed:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Finish queued appends, sign a final checkpoint (unless told not to), release the
+        file and the writer lock. Idempotent."""
+        with self._submit_guard:
+            was_open = self._accepting
+            if was_open and checkpoint and self.node_key is not None:
+                final = _CheckpointRequest()
+                self._queue.put(final)
+            self._accepting = False
+            if was_open:
+                self._queue.put(_STOP)
+        if was_open:
+            self._writer.join()
+            with self._committed:
+                self._committed.notify_all()
+            super().close()
+            self._wconn.close()
+            self._lock.release()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the writer thread --------------------------------------------------------------
+
+    def _load_head(self) -> Head:
+        row = self._wconn.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).get
+        if row is None:
+            return Head(0, bytes(32))
+        position, hash_ = row
+        return Head(int(position), bytes(hash_))
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Append | _CheckpointRequest] = [first]  # type: ignore[list-item]
+            events = len(first.payloads) if isinstance(first, _Append) else 0
+            stop = False
+            while events < self._max_batch_events:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+                if isinstance(item, _Append):
+                    events += len(item.payloads)
+            self._commit(batch)
+            if stop:
+                return
+
+    def _next_seq(self, stream: str) -> int:
+        seq = self._stream_next.get(stream)
+        if seq is None:
+            value = self._wconn.execute(
+                "SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,)
+            ).get
+            seq = 0 if value is None else int(value) + 1
+            self._stream_next[stream] = seq
+        return seq
+
+    def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
+        now_ms = time.time_ns() // 1_000_000
+        position = self._head_position
+        prev = self._head_hash
+        rows: list[tuple[object, ...]] = []
+        keys: list[tuple[str, str, int, int, int, int]] = []
+        outcomes: list[tuple[Future[AppendResult], AppendResult | BaseException]] = []
+        checkpoints: list[_CheckpointRequest] = []
+        batch_next: dict[str, int] = {}
+        batch_keys: dict[str, AppendResult] = {}
+        try:
+            for request in batch:
+                if isinstance(request, _CheckpointRequest):
+                    checkpoints.append(request)
+                    continue
+                if request.future.set_running_or_notify_cancel() is False:
+                    continue
+                key = request.idempotency_key
+                if key is not None:
+                    earlier = batch_keys.get(key) or self._idempotent(key)
+                    if earlier is not None:
+                        outcomes.append((request.future, replace(earlier, duplicate=True)))
+                        continue
+                stream = request.stream
+                seq = batch_next.get(stream)
+                if seq is None:
+                    seq = self._next_seq(stream)
+                if request.expected_seq is not None and request.expected_seq != seq:
+                    outcomes.append(
+                        (request.future, ConcurrencyConflict(stream, request.expected_seq, seq))
+                    )
+                    continue
+                first_position, first_seq = position + 1, seq
+                ids: list[str] = []
+                for kind, version, payload in request.payloads:
+                    position += 1
+                    event_id = self._ids.new(now_ms)
+                    identity = identity_bytes(
+                        position,
+                        event_id,
+                        stream,
+                        seq,
+                        kind,
+                        version,
+                        now_ms,
+                        request.principal,
+                        request.correlation_id,
+                        request.causation_id,
+                    )
+                    digest = row_hash(prev, identity, payload)
+                    rows.append(
+                        (
+                            position,
+                            event_id,
+                            stream,
+                            seq,
+                            kind,
+                            version,
+                            now_ms,
+                            request.principal,
+                            request.correlation_id,
+                            request.causation_id,
+                            payload,
+                            payload_digest(payload),
+                            prev,
+                            digest,
+                        )
+                    )
+                    ids.append(event_id)
+                    prev = digest
+                    seq += 1
+                batch_next[stream] = seq
+                result = AppendResult(
+                    stream=stream,
+                    first_position=first_position,
+                    last_position=position,
+                    first_seq=first_seq,
+                    last_seq=seq - 1,
+                    event_ids=tuple(ids),
+                )
+                if key is not None:
+                    batch_keys[key] = result
+                    keys.append((key, stream, first_position, position, first_seq, seq - 1))
+                outcomes.append((request.future, result))
+            signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
+            if rows or keys or signed is not None:
+                with self._wconn:
+                    if rows:
+                        self._wconn.executemany(_INSERT, rows)
+                    if keys:
+                        self._wconn.executemany(
+                            "INSERT INTO idempotency VALUES (?,?,?,?,?,?)", keys
+                        )
+                    if signed is not None:
+                        self._wconn.execute(
+                            "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?,?)",
+                            (
+                                signed.position,
+                                signed.hash,
+                                signed.signed_at_ms,
+                                signed.public_key,
+                                signed.signature,
+                            ),
+                        )
+        except BaseException as exc:  # nothing of this batch was committed
+            self._stream_next.clear()
+            error = JournalError(f"append failed, nothing written: {exc}")
+            for future, _ in outcomes:
+                if not future.done():
+                    future.set_exception(error)
+            for request in batch:
+                if isinstance(request, _Append) and not request.future.done():
+                    request.future.set_exception(error)
+                if isinstance(request, _CheckpointRequest):
+                    request.future.set_exception(error)
+            return
+        self._stream_next.update(batch_next)
+        self._head_position, self._head_hash = position, prev
+        if signed is not None:
+            self._last_checkpoint_position = signed.position
+            self._last_checkpoint_time = time.monotonic()
+        for future, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        for request in checkpoints:
+            request.future.set_result(signed)
+        if rows:
+            with self._committed:
+                self._committed_position = position
+                self._committed.notify_all()
+                listeners = list(self._listeners)
+            for listener in listeners:
+                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+                    listener(position)
+
+    def _idempotent(self, key: str) -> AppendResult | None:
+        row = self._wconn.execute(
+            "SELECT stream, first_position, last_position, first_seq, last_seq "
+            "FROM idempotency WHERE key = ?",
+            (key,),
+        ).get
+        if row is None:
+            return None
+        stream, first, last, first_seq, last_seq = row
+        ids = tuple(
+            str(r[0])
+            for r in self._wconn.execute(
+                "SELECT event_id FROM events WHERE position BETWEEN ? AND ? ORDER BY position",
+                (first, last),
+            )
+        )
+        return AppendResult(
+            stream=str(stream),
+            first_position=int(first),
+            last_position=int(last),
+            first_seq=int(first_seq),
+            last_seq=int(last_seq),
+            event_ids=ids,
+            duplicate=True,
+        )
+
+    def _maybe_sign(
+        self, position: int, hash_: bytes, now_ms: int, *, forced: bool
+    ) -> Checkpoint | None:
+        if self.node_key is None or position == self._last_checkpoint_position:
+            return None
+        due = (
+            forced
+            or position - self._last_checkpoint_position >= self._checkpoint_every_events
+            or time.monotonic() - self._last_checkpoint_time >= self._checkpoint_every_s
+        )
+        return self.node_key.sign(position, hash_, now_ms) if due else None

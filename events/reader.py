@@ -1,0 +1,195 @@
+"""Read access to a journal file: positions, streams, head, checkpoints.
+
+A :class:`JournalReader` never takes the writer lock, so ``reel journal verify`` and friends can
+read a journal that a running node is appending to (WAL readers see committed rows only).
+Each thread gets its own SQLite connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Self
+
+import apsw
+
+from events.chain import GENESIS
+from events.checkpoint import Checkpoint
+from events.envelope import Head, StoredEvent
+from events.errors import JournalClosed
+from events.schema import connect
+
+COLUMNS = (
+    "position, event_id, stream, stream_seq, kind, version, recorded_at_ms, principal, "
+    "correlation_id, causation_id, payload, prev_hash, hash"
+)
+"""The envelope columns, in :class:`StoredEvent` field order."""
+
+RawRow = tuple[int, str, str, int, str, int, int, str, str | None, str | None, bytes, bytes, bytes]
+
+
+def to_event(row: RawRow) -> StoredEvent:
+    """A :class:`StoredEvent` from a row selected with :data:`COLUMNS`."""
+    return StoredEvent(
+        position=row[0],
+        event_id=row[1],
+        stream=row[2],
+        stream_seq=row[3],
+        kind=row[4],
+        version=row[5],
+        recorded_at_ms=row[6],
+        principal=row[7],
+        correlation_id=row[8],
+        causation_id=row[9],
+        payload=row[10],
+        prev_hash=row[11],
+        hash=row[12],
+    )
+
+
+class JournalReader:
+    """Reads a journal file; safe to use from many threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._connections: list[apsw.Connection] = []
+        self._guard = threading.Lock()
+        self._closed = False
+        self._conn()  # fail now, with a clear error, if the file is not a readable journal
+
+    @classmethod
+    def open(cls, path: Path) -> Self:
+        """Open ``path`` (read-only for a reader, read-write with defaults for a Journal).
+
+        Raises :class:`events.JournalUnavailable` and its subclasses with one clear line."""
+        return cls(path)
+
+    def _conn(self) -> apsw.Connection:
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise JournalClosed(f"journal {self.path} is closed")
+            conn = connect(self.path, writable=False)
+            self._local.conn = conn
+            with self._guard:
+                self._connections.append(conn)
+        return conn
+
+    def head(self) -> Head:
+        """The last position and its hash; ``Head(0, GENESIS)`` when empty."""
+        row = (
+            self._conn()
+            .execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
+            .get
+        )
+        if row is None:
+            return Head(0, GENESIS)
+        position, hash_ = row
+        return Head(int(position), bytes(hash_))
+
+    def read(self, after_position: int = 0, limit: int = 1000) -> list[StoredEvent]:
+        """Up to ``limit`` events with position greater than ``after_position``, in order."""
+        cur = self._conn().execute(
+            f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
+            (after_position, limit),
+        )
+        return [to_event(row) for row in cur]
+
+    def read_stream(
+        self, stream: str, after_seq: int = -1, limit: int | None = None
+    ) -> list[StoredEvent]:
+        """The events of ``stream`` with ``stream_seq > after_seq``, in order."""
+        cur = self._conn().execute(
+            f"SELECT {COLUMNS} FROM events WHERE stream = ? AND stream_seq > ? "
+            "ORDER BY stream_seq LIMIT ?",
+            (stream, after_seq, -1 if limit is None else limit),
+        )
+        return [to_event(row) for row in cur]
+
+    def read_correlated(self, correlation_id: str, after_position: int = 0) -> list[StoredEvent]:
+        """Events whose ``correlation_id`` is the given run, in journal order."""
+        cur = self._conn().execute(
+            f"SELECT {COLUMNS} FROM events WHERE correlation_id = ? AND position > ? "
+            "ORDER BY position",
+            (correlation_id, after_position),
+        )
+        return [to_event(row) for row in cur]
+
+    def stream_next_seq(self, stream: str) -> int:
+        """The ``stream_seq`` the stream's next event gets (0 for a new stream)."""
+        value = (
+            self._conn()
+            .execute("SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,))
+            .get
+        )
+        return 0 if value is None else int(value) + 1
+
+    def streams(self, prefix: str) -> list[str]:
+        """Distinct stream names starting with ``prefix`` (e.g. ``"session/"``)."""
+        cur = self._conn().execute(
+            "SELECT DISTINCT stream FROM events WHERE stream >= ? AND stream < ? ORDER BY stream",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return [str(row[0]) for row in cur]
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Every signed checkpoint, by position."""
+        cur = self._conn().execute(
+            "SELECT position, hash, signed_at_ms, public_key, signature FROM checkpoints "
+            "ORDER BY position"
+        )
+        return [
+            Checkpoint(
+                position=int(r[0]),
+                hash=bytes(r[1]),
+                signed_at_ms=int(r[2]),
+                public_key=bytes(r[3]),
+                signature=bytes(r[4]),
+            )
+            for r in cur
+        ]
+
+    def position_of_hash(self, hash_: bytes) -> int | None:
+        """The position of the row whose hash is ``hash_`` (a full scan: for diagnosis only)."""
+        value = self._conn().execute("SELECT position FROM events WHERE hash = ?", (hash_,)).get
+        return int(value) if value is not None else None
+
+    def prev_hash_at(self, position: int) -> bytes | None:
+        """The stored ``prev_hash`` of the row at ``position``, if there is one."""
+        value = (
+            self._conn().execute("SELECT prev_hash FROM events WHERE position = ?", (position,)).get
+        )
+        return bytes(value) if isinstance(value, bytes) else None
+
+    def count(self) -> int:
+        """Number of rows (for progress; equals the head position in an intact journal)."""
+        return int(self._conn().execute("SELECT count(*) FROM events").get)
+
+    def scan(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
+        """Every row in position order with ``payload_sha256`` appended: for verify and export.
+
+        Reads in keyed batches so a long scan never holds one read transaction open for long.
+        """
+        last: Any = -(2**63)
+        conn = self._conn()
+        while True:
+            rows = conn.execute(
+                f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
+                "ORDER BY position LIMIT ?",
+                (last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            yield from rows
+            last = rows[-1][0]
+
+    def close(self) -> None:
+        """Close every connection this reader opened."""
+        with self._guard:
+            self._closed = True
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()

@@ -1,0 +1,126 @@
+"""The journal file's schema, and opening a file safely.
+
+A reel journal is an SQLite database whose ``application_id`` is :data:`APPLICATION_ID` and whose
+``user_version`` is the schema version. Rows of ``events`` are append-only (triggers refuse
+updates and deletes: a guard against accidents; tampering is what verify is for).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import apsw
+
+from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew
+
+APPLICATION_ID = 0x7265656C  # "reel"
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE events(
+    position INTEGER PRIMARY KEY,
+    event_id TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    stream_seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    recorded_at_ms INTEGER NOT NULL,
+    principal TEXT NOT NULL,
+    correlation_id TEXT,
+    causation_id TEXT,
+    payload BLOB NOT NULL,
+    payload_sha256 BLOB NOT NULL,
+    prev_hash BLOB NOT NULL,
+    hash BLOB NOT NULL
+);
+CREATE UNIQUE INDEX events_by_stream ON events(stream, stream_seq);
+CREATE TABLE idempotency(
+    key TEXT PRIMARY KEY,
+    stream TEXT NOT NULL,
+    first_position INTEGER NOT NULL,
+    last_position INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE checkpoints(
+    position INTEGER PRIMARY KEY,
+    hash BLOB NOT NULL,
+    signed_at_ms INTEGER NOT NULL,
+    public_key BLOB NOT NULL,
+    signature BLOB NOT NULL
+);
+CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'journal rows are append-only'); END;
+CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'journal rows are append-only'); END;
+"""
+
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def connect(path: Path, *, writable: bool, busy_timeout_ms: int = 5000) -> apsw.Connection:
+    """Open ``path`` as a reel journal, creating it when ``writable`` and absent.
+
+    Raises :class:`NotAJournal`, :class:`SchemaTooNew` or :class:`JournalUnavailable` with one
+    line that names the file and the problem.
+    """
+    exists = path.exists()
+    if not exists and not writable:
+        raise JournalUnavailable(f"no journal at {path}")
+    if exists and path.is_dir():
+        raise JournalUnavailable(f"{path} is a directory, not a journal file")
+    if writable and exists and not os.access(path, os.W_OK):
+        raise JournalUnavailable(f"journal {path} is read-only (no write permission)")
+    if writable and not exists and not os.access(path.parent, os.W_OK):
+        raise JournalUnavailable(f"cannot create journal in {path.parent}: directory is read-only")
+    flags = (
+        apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        if writable
+        else apsw.SQLITE_OPEN_READONLY
+    )
+    try:
+        conn = apsw.Connection(str(path), flags=flags)
+        conn.set_busy_timeout(busy_timeout_ms)
+        app_id, version = _identity(conn)
+        if app_id == 0 and version == 0 and _is_empty(conn):
+            if not writable:
+                raise NotAJournal(f"{path} is an empty database, not a reel journal")
+            _create(conn)
+            return conn
+        if app_id != APPLICATION_ID:
+            raise NotAJournal(f"{path} is not a reel journal (application_id {app_id:#x})")
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"journal {path} has schema version {version}; this reel reads up to "
+                f"{SCHEMA_VERSION} - upgrade reel"
+            )
+        return conn
+    except apsw.NotADBError:
+        raise NotAJournal(f"{path} is not a reel journal (not an SQLite database)") from None
+    except apsw.BusyError:
+        raise JournalUnavailable(f"journal {path} is locked by another process") from None
+    except apsw.ReadOnlyError:
+        raise JournalUnavailable(f"journal {path} is read-only") from None
+    except apsw.CantOpenError:
+        raise JournalUnavailable(f"cannot open journal {path}") from None
+    except apsw.IOError as exc:
+        raise JournalUnavailable(f"I/O error on journal {path}: {exc}") from None
+
+
+def _identity(conn: apsw.Connection) -> tuple[int, int]:
+    app_id = conn.execute("PRAGMA application_id").get
+    version = conn.execute("PRAGMA user_version").get
+    return int(app_id or 0), int(version or 0)
+
+
+def _is_empty(conn: apsw.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_schema").get == 0)
+
+
+def _create(conn: apsw.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    with conn:
+        conn.execute(DDL)
+        conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")

@@ -1,0 +1,1 @@
+"""reel's projections package."""

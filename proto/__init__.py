@@ -1,0 +1,1 @@
+"""reel's proto package."""

@@ -1,0 +1,1 @@
+"""Everything that speaks a protocol: gRPC, HTTP, the CLI, model providers, chat channels."""

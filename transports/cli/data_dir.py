@@ -1,0 +1,30 @@
+"""Where reel keeps its data: ``--data``, else ``$REEL_DATA``, else ``$XDG_DATA_HOME/reel``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def default_data_dir() -> Path:
+    """``$REEL_DATA`` if set, otherwise the XDG data dir (``~/.local/share/reel``)."""
+    explicit = os.environ.get("REEL_DATA")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(xdg) / "reel"
+
+
+def resolve(data: Path | None) -> Path:
+    """The data dir to use for a command given its ``--data`` option."""
+    return (data if data is not None else default_data_dir()).expanduser()
+
+
+def journal_path(data_dir: Path) -> Path:
+    """The journal file inside a data dir."""
+    return data_dir / "journal.db"
+
+
+def node_key_path(data_dir: Path) -> Path:
+    """The node's Ed25519 key inside a data dir."""
+    return data_dir / "node.key"

@@ -1,0 +1,44 @@
+"""The ``reel`` entry point: mounts each command group and maps failures to exit codes."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+from events import JournalError
+from transports.cli import journal_cmd
+from transports.cli.errors import EXIT_UNUSABLE, CliError
+
+app = typer.Typer(
+    name="reel",
+    help="reel: run AI agents under policy, on a hash-chained journal.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+app.add_typer(journal_cmd.app, name="journal")
+
+
+def main() -> None:
+    """Run the CLI; expected failures become one line on stderr and exit code 2."""
+    try:
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(EXIT_UNUSABLE)
+    except UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        print(f"reel: error: {exc.format_message()}{hint}", file=sys.stderr)
+        sys.exit(EXIT_UNUSABLE)
+    except typer.Abort:
+        sys.exit(130)
+    except (JournalError, CliError) as exc:
+        code = exc.code if isinstance(exc, CliError) else EXIT_UNUSABLE
+        print(f"reel: error: {exc}", file=sys.stderr)
+        sys.exit(code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
