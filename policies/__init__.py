@@ -1,0 +1,59 @@
+"""Cedar policy for reel: the baseline policy files, the schema, and the engine.
+
+The package imports nothing of reel's: the node describes a call with plain values
+(:class:`ToolRequest`) and gets a plain :class:`Decision` back, naming the policies that
+decided. Files: ``schema.cedarschema`` (the vocabulary), ``read_only.cedar``,
+``approvals.cedar`` and ``tool_execute.cedar`` (the baseline, deny by default), plus the
+operator's ``*.cedar`` files from the data dir's ``policies/``. Everything is parsed and
+validated once, in :meth:`PolicyEngine.load`.
+
+Exceptions::
+
+    PolicyError                     anything this package raises
+    ├── PolicyLoadError             the policy set cannot be built (unreadable file or
+    │   │                           directory, broken schema); has .path and .detail
+    │   ├── PolicyParseError        a policy file is not valid Cedar syntax
+    │   └── PolicyValidationError   a policy file does not validate against the schema,
+    │                               reuses a policy id, or holds a template
+    └── PolicyRequestError          a request is malformed (also a ValueError); has .field
+"""
+
+from policies.decision import Decision, Outcome
+from policies.engine import TOOL_EXECUTE, PolicyEngine
+from policies.errors import (
+    PolicyError,
+    PolicyLoadError,
+    PolicyParseError,
+    PolicyRequestError,
+    PolicyValidationError,
+)
+from policies.loader import BASELINE_DIR, SCHEMA_PATH, PolicySource
+from policies.request import (
+    CAPABILITIES,
+    POSTURES,
+    RISKS,
+    SENSITIVE_CAPABILITIES,
+    SENSITIVE_RISKS,
+    ToolRequest,
+)
+
+__all__ = [
+    "BASELINE_DIR",
+    "CAPABILITIES",
+    "POSTURES",
+    "RISKS",
+    "SCHEMA_PATH",
+    "SENSITIVE_CAPABILITIES",
+    "SENSITIVE_RISKS",
+    "TOOL_EXECUTE",
+    "Decision",
+    "Outcome",
+    "PolicyEngine",
+    "PolicyError",
+    "PolicyLoadError",
+    "PolicyParseError",
+    "PolicyRequestError",
+    "PolicySource",
+    "PolicyValidationError",
+    "ToolRequest",
+]

@@ -1,0 +1,340 @@
+"""The policy engine: parse once at start, then answer many questions fast.
+
+``decide`` turns one proposed tool call into allow / deny / approval_required:
+
+1. ask Cedar ``tool.execute`` with the call as it is (``approved`` as given);
+2. permitted -> **allow**, naming the permits;
+3. not permitted and the call was already approved -> **deny**;
+4. otherwise ask again as if a human had approved it: permitted -> **approval_required**
+   (naming the permits that would allow it), still not permitted -> **deny** (naming the
+   forbids that hold even with approval, or none: deny by default).
+
+A forbid that only holds while the call is unapproved (``baseline.posture_ask_each_time``)
+is therefore an approval gate, and any other forbid is a plain deny. When the tool's
+declaration makes a refusal likely (sensitive, or not ``always_allow``), both questions
+go to Cedar in one batch; that is only a speed-up, the answer is the same.
+
+Everything Cedar needs that does not change per call is built once: the schema, the
+policy set, the entity set (actions plus one Tool entity per tool declaration, cached),
+and the fixed part of each tool's context.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import cedarpy
+import msgspec
+
+from policies.decision import Decision
+from policies.errors import PolicyRequestError
+from policies.loader import LoadedPolicies, PolicySource, load_policies
+from policies.request import (
+    CAPABILITIES,
+    POSTURES,
+    RISKS,
+    SENSITIVE_CAPABILITIES,
+    SENSITIVE_RISKS,
+    ToolRequest,
+)
+
+TOOL_EXECUTE: Final = "tool.execute"
+_ACTION_TOOL_EXECUTE: Final = {"type": "Action", "id": TOOL_EXECUTE}
+_TOOL_CACHE_LIMIT: Final = 4096
+"""Tool declarations are few; the bound only stops a caller that invents them."""
+
+
+class _EntityRef(msgspec.Struct, frozen=True):
+    type: str
+    id: str
+
+
+class _EntityValue(msgspec.Struct, frozen=True):
+    entity: _EntityRef = msgspec.field(name="__entity")
+
+
+class _CallFields(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The per-call part of the ``tool.execute`` context."""
+
+    session_id: str
+    run_id: str
+    channel: _EntityValue | None = None
+
+
+class _ToolEntity(msgspec.Struct, frozen=True):
+    uid: _EntityRef
+    attrs: dict[str, Any]
+    parents: tuple[()] = ()
+
+
+class _ToolFacts(msgspec.Struct, frozen=True):
+    """Everything derived from one tool declaration, built on first use and cached."""
+
+    entities: cedarpy.Entities
+    """The action entities plus this tool's entity."""
+    resource: dict[str, str]
+    context_unapproved: str
+    """Context JSON up to and including the comma before the per-call fields."""
+    context_approved: str
+    likely_refused: bool
+    """True when an unapproved call will probably not be permitted outright."""
+    approval_why: tuple[str, ...]
+    """Why this tool needs approval under the baseline, in words."""
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+class PolicyEngine:
+    """Answers policy questions from a policy set parsed once at start.
+
+    Build it with :meth:`load`. It is immutable apart from an internal cache of tool
+    declarations and is safe to share between threads.
+    """
+
+    def __init__(self, loaded: LoadedPolicies) -> None:
+        self._schema = loaded.schema
+        self._policy_set = loaded.policy_set
+        self._sources = loaded.sources
+        self._by_id = {source.policy_id: source for source in loaded.sources}
+        self._base_entities = cedarpy.Entities.from_json_str("[]", loaded.schema)
+        self._tools: dict[tuple[str, tuple[str, ...], str, str], _ToolFacts] = {}
+
+    @classmethod
+    def load(cls, operator_dir: Path | None = None) -> PolicyEngine:
+        """Parse and validate the packaged baseline plus ``operator_dir/*.cedar``.
+
+        Raises :class:`~policies.errors.PolicyParseError` or
+        :class:`~policies.errors.PolicyValidationError` naming the file and carrying
+        cedarpy's message; the node must not start when it does.
+        """
+        return cls(load_policies(operator_dir))
+
+    @property
+    def policy_ids(self) -> tuple[str, ...]:
+        """Every loaded policy's stable id, in load order."""
+        return tuple(source.policy_id for source in self._sources)
+
+    @property
+    def sources(self) -> tuple[PolicySource, ...]:
+        """Where each loaded policy came from, in load order."""
+        return self._sources
+
+    def source_of(self, policy_id: str) -> PolicySource:
+        """Where the policy ``policy_id`` came from; ``KeyError`` if it is not loaded."""
+        return self._by_id[policy_id]
+
+    def decide(self, request: ToolRequest) -> Decision:
+        """Decide one proposed tool call (see the module docstring for the steps).
+
+        Raises :class:`~policies.errors.PolicyRequestError` naming the field when the
+        request is malformed (empty principal, unknown risk, posture or capability).
+        """
+        facts = self._facts(request)
+        fields = _encode(_call_fields(request)).decode()
+        principal = {"type": "Principal", "id": request.principal}
+        context = facts.context_approved if request.approved else facts.context_unapproved
+        first = {
+            "principal": principal,
+            "action": _ACTION_TOOL_EXECUTE,
+            "resource": facts.resource,
+            "context": context + fields[1:],
+        }
+        if request.approved:
+            return _allow_or_deny(
+                cedarpy.is_authorized(first, self._policy_set, facts.entities, self._schema)
+            )
+        if not facts.likely_refused:
+            unapproved_result = cedarpy.is_authorized(
+                first, self._policy_set, facts.entities, self._schema
+            )
+            if unapproved_result.allowed:
+                return _allow(unapproved_result)
+        approved = {
+            "principal": principal,
+            "action": _ACTION_TOOL_EXECUTE,
+            "resource": facts.resource,
+            "context": facts.context_approved + fields[1:],
+        }
+        if facts.likely_refused:
+            unapproved_result, approved_result = cedarpy.is_authorized_batch(
+                [first, approved], self._policy_set, facts.entities, self._schema
+            )
+        else:
+            approved_result = cedarpy.is_authorized(
+                approved, self._policy_set, facts.entities, self._schema
+            )
+        if unapproved_result.allowed:
+            return _allow(unapproved_result)
+        if not approved_result.allowed:
+            return _deny(approved_result, TOOL_EXECUTE)
+        return _approval_required(unapproved_result, approved_result, facts)
+
+    def is_permitted(
+        self, principal: str, action: str, resource_type: str, resource_id: str
+    ) -> Decision:
+        """Ask about an action other than ``tool.execute`` (reads, ``approval.resolve``).
+
+        The outcome is ``allow`` or ``deny``; an action or resource type the schema does
+        not know is denied, with Cedar's message in ``errors``.
+        """
+        for field, value in (
+            ("principal", principal),
+            ("action", action),
+            ("resource_type", resource_type),
+            ("resource_id", resource_id),
+        ):
+            _require_text(field, value)
+        if action == TOOL_EXECUTE:
+            raise PolicyRequestError("action", "tool.execute is decided by decide(ToolRequest)")
+        request = {
+            "principal": {"type": "Principal", "id": principal},
+            "action": {"type": "Action", "id": action},
+            "resource": {"type": resource_type, "id": resource_id},
+            "context": "{}",
+        }
+        result = cedarpy.is_authorized(request, self._policy_set, self._base_entities, self._schema)
+        return _allow_or_deny(result, action)
+
+    def _facts(self, request: ToolRequest) -> _ToolFacts:
+        _require_text("principal", request.principal)
+        if type(request.approved) is not bool:
+            raise PolicyRequestError("approved", "must be a bool")
+        if request.channel is not None:
+            _require_text("channel", request.channel)
+        if type(request.session_id) is not str:
+            raise PolicyRequestError("session_id", "must be a string")
+        if type(request.run_id) is not str:
+            raise PolicyRequestError("run_id", "must be a string")
+        if type(request.capabilities) is not tuple:
+            raise PolicyRequestError("capabilities", "must be a tuple of strings")
+        key = (request.tool, request.capabilities, request.risk, request.posture)
+        try:
+            facts = self._tools.get(key)
+        except TypeError:  # an unhashable field: let _build_facts name it
+            facts = None
+        if facts is None:
+            facts = self._build_facts(request)
+            if len(self._tools) >= _TOOL_CACHE_LIMIT:
+                self._tools.clear()
+            self._tools[key] = facts
+        return facts
+
+    def _build_facts(self, request: ToolRequest) -> _ToolFacts:
+        _require_text("tool", request.tool)
+        unknown = [c for c in request.capabilities if type(c) is not str or c not in CAPABILITIES]
+        if unknown:
+            raise PolicyRequestError(
+                "capabilities",
+                f"unknown capability {unknown[0]!r}; expected some of {sorted(CAPABILITIES)}",
+            )
+        if request.risk not in RISKS:
+            raise PolicyRequestError("risk", f"{request.risk!r} is not one of {list(RISKS)}")
+        if request.posture not in POSTURES:
+            raise PolicyRequestError(
+                "posture", f"{request.posture!r} is not one of {list(POSTURES)}"
+            )
+        attrs: dict[str, Any] = {
+            "capabilities": sorted(set(request.capabilities)),
+            "risk": request.risk,
+            "posture": request.posture,
+        }
+        uid = _EntityRef("Tool", request.tool)
+        entities = self._base_entities.with_added_json_str(
+            _encode([_ToolEntity(uid=uid, attrs=attrs)]).decode(), self._schema
+        )
+        # '{"capabilities":[..],"posture":"..","risk":".."}' -> the same without its "}"
+        static = _encode(attrs).decode()[:-1]
+        why = _approval_why(request)
+        return _ToolFacts(
+            entities=entities,
+            resource={"type": "Tool", "id": request.tool},
+            context_unapproved=static + ',"approved":false,',
+            context_approved=static + ',"approved":true,',
+            likely_refused=request.posture != "always_allow" or bool(why),
+            approval_why=why,
+        )
+
+
+def _call_fields(request: ToolRequest) -> _CallFields:
+    if request.channel is None:
+        return _CallFields(request.session_id, request.run_id)
+    return _CallFields(
+        request.session_id, request.run_id, _EntityValue(_EntityRef("Channel", request.channel))
+    )
+
+
+def _require_text(field: str, value: object) -> None:
+    if type(value) is not str:
+        raise PolicyRequestError(field, "must be a string")
+    if not value:
+        raise PolicyRequestError(field, "must not be empty")
+
+
+def _approval_why(request: ToolRequest) -> tuple[str, ...]:
+    why: list[str] = []
+    if request.posture == "ask_each_time":
+        why.append("tool posture is ask_each_time")
+    why.extend(
+        f"tool has capability {capability}"
+        for capability in SENSITIVE_CAPABILITIES
+        if capability in request.capabilities
+    )
+    if request.risk in SENSITIVE_RISKS:
+        why.append(f"tool risk is {request.risk}")
+    return tuple(why)
+
+
+def _ids(result: cedarpy.AuthzResult) -> tuple[str, ...]:
+    return tuple(sorted(result.diagnostics.reasons))
+
+
+def _errors(result: cedarpy.AuthzResult) -> tuple[str, ...]:
+    return tuple(str(error) for error in result.diagnostics.errors)
+
+
+def _allow(result: cedarpy.AuthzResult) -> Decision:
+    ids = _ids(result)
+    return Decision(
+        outcome="allow",
+        policy_ids=ids,
+        reason=f"permitted by {', '.join(ids)}",
+        errors=_errors(result),
+    )
+
+
+def _deny(result: cedarpy.AuthzResult, action: str) -> Decision:
+    errors = _errors(result)
+    if result.decision is cedarpy.Decision.NoDecision:
+        detail = "; ".join(errors) or "Cedar reached no decision"
+        return Decision(outcome="deny", policy_ids=(), reason=f"denied: {detail}", errors=errors)
+    ids = _ids(result)
+    if ids:
+        reason = f"forbidden by {', '.join(ids)}"
+    else:
+        reason = f"denied by default: no policy permits {action}"
+    return Decision(outcome="deny", policy_ids=ids, reason=reason, errors=errors)
+
+
+def _allow_or_deny(result: cedarpy.AuthzResult, action: str = TOOL_EXECUTE) -> Decision:
+    return _allow(result) if result.allowed else _deny(result, action)
+
+
+def _approval_required(
+    unapproved: cedarpy.AuthzResult, approved: cedarpy.AuthzResult, facts: _ToolFacts
+) -> Decision:
+    gates = ", ".join(_ids(unapproved))
+    why = ", ".join(facts.approval_why)
+    if why and gates:
+        why += f" (held back by {gates})"
+    elif gates:
+        why = f"held back by {gates}"
+    elif not why:
+        why = "no policy permits this call without approval"
+    return Decision(
+        outcome="approval_required",
+        policy_ids=_ids(approved),
+        reason=f"approval required: {why}",
+        errors=_errors(unapproved) + _errors(approved),
+    )

@@ -1,0 +1,63 @@
+"""What the engine is asked: one proposed tool call, as plain values.
+
+The vocabularies below are reel's, not Cedar's: a value outside them is refused with
+:class:`~policies.errors.PolicyRequestError` before Cedar sees it, so a typo in a tool
+declaration can never turn into a silently non-sensitive tool.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+CAPABILITIES: Final[frozenset[str]] = frozenset(
+    {"fs.read", "fs.write", "net.egress", "process.exec", "secrets.read"}
+)
+"""Every capability a tool may declare."""
+
+SENSITIVE_CAPABILITIES: Final[tuple[str, ...]] = (
+    "process.exec",
+    "net.egress",
+    "fs.write",
+    "secrets.read",
+)
+"""Capabilities that make a tool sensitive. The rule that acts on them lives in
+``tool_execute.cedar`` (``baseline.tool.low_risk``); this copy only words the reason."""
+
+RISKS: Final[tuple[str, ...]] = ("low", "medium", "high", "critical")
+"""Risk levels, lowest first."""
+
+SENSITIVE_RISKS: Final[frozenset[str]] = frozenset({"high", "critical"})
+"""Risk levels that make a tool sensitive."""
+
+POSTURES: Final[tuple[str, ...]] = ("always_allow", "ask_each_time", "disabled")
+"""Tool postures: the operator's per-tool default, possibly overridden per scope."""
+
+
+class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One proposed tool call, described by the node to the engine.
+
+    ``capabilities``, ``risk`` and ``posture`` are the tool's declaration and its
+    effective posture for this call; ``approved`` is true when a human approved this call
+    or a cached approval grant covers it.
+    """
+
+    principal: str
+    """Who asks, e.g. ``alice`` or ``channel:discord``."""
+    tool: str
+    """The tool's catalog name, e.g. ``shell.run``."""
+    capabilities: tuple[str, ...]
+    """Members of :data:`CAPABILITIES`."""
+    risk: str
+    """One of :data:`RISKS`."""
+    posture: str
+    """One of :data:`POSTURES`."""
+    channel: str | None = None
+    """The channel the run came from, or None for direct API / CLI use."""
+    session_id: str = ""
+    """The session the call belongs to ("" when there is none, e.g. ``reel policy check``)."""
+    run_id: str = ""
+    """The run the call belongs to ("" when there is none)."""
+    approved: bool = False
+    """Whether this call is already approved."""

@@ -1,0 +1,242 @@
+"""A fake OpenAI chat-completions server on 127.0.0.1 that speaks the real wire protocol.
+
+It runs an aiohttp.web app on its own event loop in a background thread, so a test can drive
+the client with ``asyncio.run`` on the main thread. Replies are scripted with :class:`Reply`
+(status, headers, body, or the exact SSE byte pieces to stream); with no reply queued it
+streams an echo of the last user message, word by word, as OpenAI does. Every request's
+headers and JSON body are recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    """One scripted response."""
+
+    status: int = 200
+    pieces: list[bytes] = field(default_factory=list)
+    """For 200: the raw bytes written one after another (SSE chunks, or any slicing of them)."""
+    body: bytes = b""
+    """For other statuses, or a 200 with ``json`` content: the response body."""
+    content_type: str = "text/event-stream"
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_before_headers_s: float = 0.0
+    delay_between_pieces_s: float = 0.0
+    stall_after: int = -1
+    """Pause ``stall_s`` after writing this many pieces (-1: never)."""
+    stall_s: float = 0.0
+    abort_after_pieces: bool = False
+    """Drop the connection after the pieces instead of ending the response cleanly."""
+
+
+@dataclass
+class Recorded:
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> bytes:
+    payload = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "system_fingerprint": "fp_test",
+        "choices": [{"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish}],
+        "usage": None,
+    }
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _usage_chunk(prompt_tokens: int, completion_tokens: int) -> bytes:
+    payload = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "system_fingerprint": "fp_test",
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    }
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def text_stream(pieces: list[str], prompt_tokens: int = 9) -> list[bytes]:
+    """The SSE chunks OpenAI sends for a plain text answer."""
+    return [
+        _chunk({"role": "assistant", "content": "", "refusal": None}),
+        *(_chunk({"content": piece}) for piece in pieces),
+        _chunk({}, "stop"),
+        _usage_chunk(prompt_tokens, len(pieces)),
+        DONE,
+    ]
+
+
+def tool_stream(calls: list[tuple[str, str, str]], fragment: int = 4) -> list[bytes]:
+    """The SSE chunks OpenAI sends for parallel tool calls ``(id, wire_name, arguments)``:
+    each call opens with its id and name, then its arguments arrive in small fragments."""
+    chunks = [_chunk({"role": "assistant", "content": None, "refusal": None})]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        opening = {
+            "index": index,
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        chunks.append(_chunk({"tool_calls": [opening]}))
+        for start in range(0, len(arguments), fragment):
+            part = {"index": index, "function": {"arguments": arguments[start : start + fragment]}}
+            chunks.append(_chunk({"tool_calls": [part]}))
+    chunks += [_chunk({}, "tool_calls"), _usage_chunk(20, 12), DONE]
+    return chunks
+
+
+def completion_reply(
+    message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
+) -> Reply:
+    """A whole (non-streamed) ``chat.completion`` response, as OpenAI sends it."""
+    payload = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+    return Reply(body=json.dumps(payload).encode(), content_type="application/json")
+
+
+class FakeOpenAI:
+    """The fake server; see the module docstring."""
+
+    text_stream = staticmethod(text_stream)
+    tool_stream = staticmethod(tool_stream)
+    completion_reply = staticmethod(completion_reply)
+    chunk = staticmethod(_chunk)
+    DONE = DONE
+
+    def __init__(self) -> None:
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Recorded] = []
+        self.disconnected = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @staticmethod
+    def reply(**fields: Any) -> Reply:
+        """A scripted :class:`Reply` (the fixture hands tests this, not the module)."""
+        return Reply(**fields)
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    async def _start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        # Handlers still sleeping (scripted slow replies) are cancelled, not abandoned.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    def _echo(self, body: dict[str, Any]) -> Reply:
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        words = (users[-1].get("content") or "ack").split() if users else ["ack"]
+        pieces = [word + " " for word in words[:-1]] + [words[-1]]
+        prompt = sum(len(str(m.get("content") or "").split()) for m in body.get("messages", []))
+        if body.get("stream") is False:
+            message = {"role": "assistant", "content": "".join(pieces)}
+            return completion_reply(message, "stop", prompt, len(pieces))
+        return Reply(pieces=text_stream(pieces, prompt_tokens=prompt))
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append(Recorded(headers=dict(request.headers), body=body))
+        reply = self.replies.popleft() if self.replies else self._echo(body)
+        if reply.delay_before_headers_s:
+            await asyncio.sleep(reply.delay_before_headers_s)
+        if reply.status != 200 or reply.content_type == "application/json":
+            return web.Response(
+                status=reply.status,
+                body=reply.body,
+                headers={"Content-Type": "application/json", **reply.headers},
+            )
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        try:
+            for written, piece in enumerate(reply.pieces, start=1):
+                await response.write(piece)
+                if written == reply.stall_after:
+                    await asyncio.sleep(reply.stall_s)
+                if reply.delay_between_pieces_s:
+                    await asyncio.sleep(reply.delay_between_pieces_s)
+            if reply.abort_after_pieces:
+                assert request.transport is not None
+                request.transport.abort()
+                return response
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            self.disconnected.set()
+            raise
+        return response
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
