@@ -47,6 +47,9 @@ class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
     """Set on a branch: the session whose history this one starts from."""
     branched_from_run_id: str | None = None
     """Set on a branch: the last run of the parent whose history is included."""
+    history: tuple[str, ...] = ()
+    """Set on a branch: the run ids (the parent's visible history up to the branch point) that
+    this session's runs see as prior turns."""
 
 
 class SessionReset(Event, frozen=True, kw_only=True, tag="session.reset"):
@@ -55,7 +58,16 @@ class SessionReset(Event, frozen=True, kw_only=True, tag="session.reset"):
     session_id: str
 
 
-# --- runs (stream ``run/<run_id>``) --------------------------------------------------------
+class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_added"):
+    """A human allowed ``tool`` with scope ``session``: later calls in this session do not ask
+    again until the session resets."""
+
+    session_id: str
+    tool: str
+    approval_id: str
+
+
+# --- runs (stream ``run/<run_id>``; ``run.accepted`` is on the session's stream) --------------------------------------------------------
 
 
 class RunAccepted(Event, frozen=True, kw_only=True, tag="run.accepted"):
@@ -212,6 +224,10 @@ class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_reso
     scope: Literal["once", "session", "always"] = "once"
     decided_by: str = ""
     reason: str = ""
+    tool: str = ""
+    grant_principal: str = ""
+    """Whose calls a ``session``/``always`` grant covers: the principal the run acts for."""
+    waited_ms: int = 0
 
 
 class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
@@ -233,6 +249,7 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
+    SessionGrantAdded,
     RunAccepted,
     RunStarted,
     RunOutput,

@@ -75,6 +75,20 @@ class _Append:
         self.future: Future[AppendResult] = Future()
 
 
+def _check_text(name: str, value: str | None) -> None:
+    """Refuse an envelope field the hash input cannot encode (not text, or not UTF-8)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise AppendRejected(f"{name} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AppendRejected(
+            f"{name} is not valid UTF-8 text (it holds a lone surrogate)"
+        ) from None
+
+
 class _CheckpointRequest:
     __slots__ = ("future",)
 
@@ -155,11 +169,20 @@ class Journal(JournalReader):
             raise AppendRejected("an append needs at least one event")
         if expected_seq is not None and expected_seq < 0:
             raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+        # Checked here, not in the writer thread, where a bad field would fail the whole batch.
+        _check_text("stream", stream)
+        _check_text("principal", principal)
+        _check_text("correlation_id", correlation_id)
+        _check_text("causation_id", causation_id)
+        _check_text("idempotency_key", idempotency_key)
         payloads: list[tuple[str, int, bytes]] = []
         for event in events:
             if not isinstance(event, Event):
                 raise AppendRejected(f"not an event: {type(event).__name__}")
-            payload = encode(redact_event(event))
+            try:
+                payload = encode(redact_event(event))
+            except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+                raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
             if len(payload) > self.max_payload_bytes:
                 raise AppendRejected(
                     f"{kind_of(event)} payload is {len(payload)} bytes; "

@@ -117,6 +117,28 @@ class JournalReader:
         )
         return [to_event(row) for row in cur]
 
+    def first_events(self, prefix: str) -> list[StoredEvent]:
+        """The first event (``stream_seq`` 0) of every stream whose name starts with ``prefix``.
+
+        Uses the stream index (no table scan): e.g. every ``session.created``."""
+        cur = self._conn().execute(
+            f"SELECT {COLUMNS} FROM events WHERE stream >= ? AND stream < ? AND stream_seq = 0 "
+            "ORDER BY position",
+            (prefix, prefix + "\U0010ffff"),
+        )
+        return [to_event(row) for row in cur]
+
+    def events_of_kinds(self, kinds: tuple[str, ...], after_position: int = 0) -> list[StoredEvent]:
+        """Every event of the given kinds, in journal order (a table scan: for start-up
+        recovery and rare error paths, not hot paths)."""
+        marks = ",".join("?" * len(kinds))
+        cur = self._conn().execute(
+            f"SELECT {COLUMNS} FROM events WHERE kind IN ({marks}) AND position > ? "
+            "ORDER BY position",
+            (*kinds, after_position),
+        )
+        return [to_event(row) for row in cur]
+
     def stream_next_seq(self, stream: str) -> int:
         """The ``stream_seq`` the stream's next event gets (0 for a new stream)."""
         value = (

@@ -55,7 +55,9 @@ _PAIR_KEY = (
 _VALUE_PATTERNS = (
     # PEM private key blocks, terminated or not.
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----|[\s\S]*)",
-    r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{16,}",
+    # Segments may hold "_" (sk-ant-api03-..., sk-proj-... keys are base64url); trailing short
+    # segments are taken too, so no part of the key survives.
+    r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*",
     r"\bgh[pousr]_[A-Za-z0-9]{20,}",
     r"\bgithub_pat_[A-Za-z0-9_]{20,}",
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
@@ -67,7 +69,8 @@ _VALUE_PATTERNS = (
 _VALUE_RE = re.compile("|".join(f"(?:{p})" for p in _VALUE_PATTERNS))
 _PAIR_RE = re.compile(
     r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*" + _PAIR_KEY + r")(?![A-Za-z0-9])"
-    r"([\"']?\s*[:=]\s*[\"']?)([^\s\"'&,;}\]]+)"
+    # An already-placed marker is matched whole, so ``_pair`` leaves it (and its count) alone.
+    r"([\"']?\s*[:=]\s*[\"']?)(\[REDACTED\]|[^\s\"'&,;}\]]+)"
 )
 
 T = TypeVar("T")

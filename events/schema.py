@@ -35,6 +35,8 @@ CREATE TABLE events(
     hash BLOB NOT NULL
 );
 CREATE UNIQUE INDEX events_by_stream ON events(stream, stream_seq);
+CREATE INDEX events_by_correlation ON events(correlation_id, position)
+    WHERE correlation_id IS NOT NULL;
 CREATE TABLE idempotency(
     key TEXT PRIMARY KEY,
     stream TEXT NOT NULL,

@@ -25,6 +25,7 @@ Fault kinds (``Fault.kind``):
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 
@@ -169,7 +170,7 @@ def _walk(
                 corr,
                 cause,
             )
-        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except (TypeError, ValueError, AttributeError, OverflowError, struct.error) as exc:
             raise _Found(
                 Fault(
                     kind="altered_envelope",
@@ -177,6 +178,14 @@ def _walk(
                     message=f"row {position} has an envelope field of the wrong type: {exc}",
                 )
             ) from None
+        if not isinstance(payload, bytes):
+            raise _Found(
+                Fault(
+                    kind="altered_payload",
+                    position=position,
+                    message=f"the payload of row {position} is not a blob",
+                )
+            )
         if prev_hash != prev:
             raise _Found(
                 _classify_link(

@@ -8,8 +8,11 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from events import JournalError
-from transports.cli import journal_cmd
+from policies import PolicyError
+from tools import ToolsError
+from transports.cli import chat_cmd, journal_cmd, node_cmd
 from transports.cli.errors import EXIT_UNUSABLE, CliError
+from transports.config import ConfigError
 
 app = typer.Typer(
     name="reel",
@@ -20,6 +23,8 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(journal_cmd.app, name="journal")
+app.command("node")(node_cmd.node)
+app.command("chat")(chat_cmd.chat)
 
 
 def main() -> None:
@@ -35,7 +40,7 @@ def main() -> None:
         sys.exit(EXIT_UNUSABLE)
     except typer.Abort:
         sys.exit(130)
-    except (JournalError, CliError) as exc:
+    except (JournalError, CliError, ConfigError, PolicyError, ToolsError) as exc:
         code = exc.code if isinstance(exc, CliError) else EXIT_UNUSABLE
         print(f"reel: error: {exc}", file=sys.stderr)
         sys.exit(code)

@@ -1,0 +1,69 @@
+"""reel's actors: node, session directory, sessions, runs and tool invocations (pykka).
+
+Rules (docs/architecture.md, section 4): state is a fold of the actor's own events; a command is
+handled by deciding events, appending them, then applying them; no actor blocks on another's
+future (replies are messages); network I/O runs on the node's asyncio loop; blocking tool work
+runs on the tool actor's own thread.
+
+Public surface::
+
+    from actors import Node, ActorsConfig, RunBudgets
+    from actors.messages import StartRun, CancelRun, ResolveApproval, ...
+
+Exceptions (delivered through command reply futures)::
+
+    ActorsError
+    ├── InvalidCommand            bad input; .field names it (empty text, oversize, bad id)
+    ├── NotFound
+    │   ├── UnknownSession
+    │   ├── UnknownRun
+    │   └── UnknownApproval
+    ├── Conflict
+    │   ├── SessionKeyTaken
+    │   ├── ApprovalAlreadyResolved
+    │   └── RunNotActive
+    ├── NodeDraining              the node is shutting down
+    └── IllegalTransition         a forbidden run state change (a bug)
+
+The provider seam (``actors.provider``) has its own: ProviderError → ProviderTimeout.
+"""
+
+from actors.config import ActorsConfig, RunBudgets
+from actors.errors import (
+    ActorsError,
+    ApprovalAlreadyResolved,
+    Conflict,
+    IllegalTransition,
+    InvalidCommand,
+    NodeDraining,
+    NotFound,
+    RunNotActive,
+    SessionKeyTaken,
+    UnknownApproval,
+    UnknownRun,
+    UnknownSession,
+)
+from actors.gate import GateDecision, ToolGate
+from actors.node import Node
+from actors.run_state import RunStatus
+
+__all__ = [
+    "ActorsConfig",
+    "ActorsError",
+    "ApprovalAlreadyResolved",
+    "Conflict",
+    "GateDecision",
+    "IllegalTransition",
+    "InvalidCommand",
+    "Node",
+    "NodeDraining",
+    "NotFound",
+    "RunBudgets",
+    "RunNotActive",
+    "RunStatus",
+    "SessionKeyTaken",
+    "ToolGate",
+    "UnknownApproval",
+    "UnknownRun",
+    "UnknownSession",
+]

@@ -1,0 +1,36 @@
+"""Settings the actors run under (the daemon decodes them from config.toml + ``REEL_*``)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class RunBudgets(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Limits every run stops at, recording the matching termination reason."""
+
+    max_turns: int = 16
+    """Provider calls per run (reason ``max_turns``)."""
+    max_tool_calls: int = 8
+    """Tool calls per run (reason ``max_tool_calls``)."""
+    wall_clock_s: float = 900.0
+    """Time in progress, not counting time awaiting approval (reason ``wall_clock``)."""
+
+
+class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Node-wide behaviour of sessions, runs and tool invocations."""
+
+    budgets: RunBudgets = RunBudgets()
+    system_prompt: str = "You are a helpful assistant run by reel. Use tools when they help."
+    max_message_bytes: int = 64 * 1024
+    """A user message larger than this is refused (field ``text``)."""
+    idle_passivate_s: float = 300.0
+    """A session with no live run is stopped after this long without a command."""
+    passivate_check_s: float = 5.0
+    chunk_max_words: int = 16
+    chunk_max_age_s: float = 0.05
+    approval_timeout_s: float = 600.0
+    """A pending approval older than this is denied with reason ``timeout``."""
+    tool_result_max_chars: int = 16_000
+    """Tool output fed back to the model is cut to this many characters."""
+    cancel_grace_s: float = 1.0
+    """How long a cancelled run waits for an in-flight tool to stop before it records the end."""

@@ -1,0 +1,322 @@
+"""SessionDirectory: routes commands to session actors, creates, wakes and passivates them.
+
+It is the only actor that knows every session (an index of ids, keys and labels loaded from the
+journal at start), so it enforces ``session_key`` uniqueness. Sessions with no live run that
+were idle for ``idle_passivate_s`` are stopped; messages for a session that is stopping are
+buffered and delivered after it wakes again (by folding its stream). A session that fails is
+restarted the same way on its next message. Cancels and approval decisions go straight to the
+live run or tool actor via the registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+import msgspec
+import pykka
+
+from actors.errors import (
+    ApprovalAlreadyResolved,
+    InvalidCommand,
+    NodeDraining,
+    RunNotActive,
+    SessionKeyTaken,
+    UnknownApproval,
+    UnknownRun,
+    UnknownSession,
+)
+from actors.messages import (
+    BranchSession,
+    CancelRun,
+    CreateSession,
+    GetSessionState,
+    Passivate,
+    PassivationTick,
+    ResetSession,
+    ResolveApproval,
+    ResolveSession,
+    SessionInfo,
+    SessionStopped,
+    StartRun,
+    reject,
+    resolve,
+)
+from actors.run import ToSession
+from actors.services import Services
+from actors.session import PassivationRefused, SessionActor
+from events import is_ulid, new_id
+from events.catalog import ApprovalRequested, ApprovalResolved, SessionCreated
+
+TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
+
+
+class _Entry(msgspec.Struct):
+    session_key: str | None
+    label: str | None
+
+
+class SessionDirectory(pykka.ThreadingActor):
+    """The front door of the actor system."""
+
+    use_daemon_thread = True
+
+    def __init__(self, services: Services) -> None:
+        super().__init__()
+        self.s = services
+        self.index: dict[str, _Entry] = {}
+        self.keys: dict[str, str] = {}
+        self.live: dict[str, pykka.ActorRef[Any]] = {}
+        self.stopping: dict[str, list[Any]] = {}
+        self.last_active: dict[str, float] = {}
+
+    def on_start(self) -> None:
+        for stored in self.s.journal.first_events("session/"):
+            event = stored.decode()
+            if isinstance(event, SessionCreated):
+                self._remember(event.session_id, event.session_key, event.label)
+        self._schedule_tick()
+
+    def on_stop(self) -> None:
+        for ref in list(self.live.values()):
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+
+    # --- routing ---------------------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, StartRun):
+            self._start_run(message)
+        elif isinstance(message, CreateSession):
+            self._create(message)
+        elif isinstance(message, ResolveSession):
+            self._resolve_session(message)
+        elif isinstance(message, ResetSession | BranchSession | GetSessionState):
+            if self._known(message.session_id, message.reply):
+                self._deliver(message.session_id, message)
+        elif isinstance(message, CancelRun):
+            self._cancel(message)
+        elif isinstance(message, ResolveApproval):
+            self._resolve_approval(message)
+        elif isinstance(message, ToSession):
+            self._deliver(message.session_id, message.message)
+        elif isinstance(message, SessionStopped):
+            self._stopped(message)
+        elif isinstance(message, PassivationRefused):
+            for buffered in self.stopping.pop(message.session_id, []):
+                self._deliver(message.session_id, buffered)
+        elif isinstance(message, PassivationTick):
+            self._passivate_idle()
+            self._schedule_tick()
+        return None
+
+    def _deliver(self, session_id: str, message: Any) -> None:
+        self.last_active[session_id] = time.monotonic()
+        if session_id in self.stopping:
+            self.stopping[session_id].append(message)
+            return
+        ref = self.live.get(session_id)
+        if ref is None:
+            ref = SessionActor.start(self.s, session_id)
+            self.live[session_id] = ref
+        try:
+            ref.tell(message)
+        except pykka.ActorDeadError:  # died between our bookkeeping and the tell: restart
+            self.live.pop(session_id, None)
+            self._deliver(session_id, message)
+
+    def _known(self, session_id: str, reply: Any) -> bool:
+        if session_id in self.index:
+            return True
+        reject(reply, UnknownSession(f"no session with id {session_id!r}"))
+        return False
+
+    # --- sessions --------------------------------------------------------------------------
+
+    def _remember(self, session_id: str, key: str | None, label: str | None) -> None:
+        self.index[session_id] = _Entry(key, label)
+        if key is not None:
+            self.keys[key] = session_id
+
+    def _create(self, message: CreateSession) -> None:
+        key = message.session_key
+        if key is not None and key in self.keys:
+            reject(message.reply, SessionKeyTaken(f"session_key {key!r} is already in use"))
+            return
+        session_id = new_id()
+        self._remember(session_id, key, message.label)
+        self.last_active[session_id] = time.monotonic()
+        self.live[session_id] = SessionActor.start(self.s, session_id, message)
+        if message.then is not None:
+            follow = msgspec.structs.replace(
+                message.then, session_id=session_id, session_key=None, session_created=True
+            )
+            self._deliver(session_id, follow)
+        else:
+            resolve(
+                message.reply,
+                SessionInfo(
+                    session_id=session_id,
+                    session_key=key,
+                    label=message.label,
+                    parent_session_id=message.parent_session_id,
+                    created=True,
+                ),
+            )
+
+    def _resolve_session(self, message: ResolveSession) -> None:
+        session_id = message.session_id
+        if session_id is None and message.session_key is not None:
+            session_id = self.keys.get(message.session_key)
+        if session_id is None or session_id not in self.index:
+            if message.session_id is not None:
+                reject(message.reply, UnknownSession(f"no session with id {message.session_id!r}"))
+            elif not message.create:
+                reject(
+                    message.reply,
+                    UnknownSession(f"no session with key {message.session_key!r}"),
+                )
+            elif self.s.draining:
+                reject(message.reply, NodeDraining("the node is shutting down"))
+            else:
+                self._create(
+                    CreateSession(
+                        session_key=message.session_key,
+                        label=message.label,
+                        principal=message.principal,
+                        reply=message.reply,
+                    )
+                )
+            return
+        self._deliver(session_id, message)
+
+    def _start_run(self, message: StartRun) -> None:
+        error = validate_text(message.text, self.s.config.max_message_bytes)
+        if error is not None:
+            reject(message.reply, error)
+            return
+        if self.s.draining:
+            reject(message.reply, NodeDraining("the node is shutting down; not accepting runs"))
+            return
+        if message.session_id is not None:
+            if self._known(message.session_id, message.reply):
+                self._deliver(message.session_id, message)
+            return
+        if message.session_key is not None and message.session_key in self.keys:
+            self._deliver(self.keys[message.session_key], message)
+            return
+        if not message.create:
+            what = (
+                f"no session with key {message.session_key!r}"
+                if message.session_key is not None
+                else "give a session id or key, or ask for a new session"
+            )
+            reject(
+                message.reply,
+                UnknownSession(what) if message.session_key else InvalidCommand("session", what),
+            )
+            return
+        self._create(
+            CreateSession(
+                session_key=message.session_key,
+                label=message.label,
+                principal=message.principal,
+                then=message,
+                reply=message.reply,
+            )
+        )
+
+    def _stopped(self, message: SessionStopped) -> None:
+        self.live.pop(message.session_id, None)
+        buffered = self.stopping.pop(message.session_id, [])
+        for item in buffered:
+            self._deliver(message.session_id, item)
+
+    def _passivate_idle(self) -> None:
+        now = time.monotonic()
+        idle_after = self.s.config.idle_passivate_s
+        for session_id, ref in list(self.live.items()):
+            if session_id in self.stopping:
+                continue
+            if now - self.last_active.get(session_id, now) < idle_after:
+                continue
+            if self.s.registry.live_runs_of(session_id):
+                continue
+            self.stopping[session_id] = []
+            try:
+                ref.tell(Passivate())
+            except pykka.ActorDeadError:
+                self._stopped(SessionStopped(session_id))
+
+    def _schedule_tick(self) -> None:
+        ref = self.actor_ref
+
+        def tick() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(PassivationTick())
+
+        self.s.io.call_later(self.s.config.passivate_check_s, tick)
+
+    # --- runs and approvals ----------------------------------------------------------------
+
+    def _cancel(self, message: CancelRun) -> None:
+        ref = self.s.registry.live_run(message.run_id)
+        if ref is not None:
+            try:
+                ref.tell(message)
+                return
+            except pykka.ActorDeadError:
+                pass
+        session_id = self.s.registry.queued_session(message.run_id)
+        if session_id is not None:
+            self._deliver(session_id, message)
+            return
+        events = self.s.journal.read_correlated(message.run_id) if is_ulid(message.run_id) else []
+        if not events:
+            reject(message.reply, UnknownRun(f"no run with id {message.run_id!r}"))
+        else:
+            reject(message.reply, RunNotActive(f"run {message.run_id} has already ended"))
+
+    def _resolve_approval(self, message: ResolveApproval) -> None:
+        ref = self.s.registry.approval(message.approval_id)
+        if ref is not None:
+            try:
+                ref.tell(message)
+                return
+            except pykka.ActorDeadError:
+                pass
+        state = approval_state(self.s, message.approval_id)
+        if state is None:
+            reject(message.reply, UnknownApproval(f"no approval with id {message.approval_id!r}"))
+        else:
+            reject(
+                message.reply,
+                ApprovalAlreadyResolved(f"approval {message.approval_id} is already {state}"),
+            )
+
+
+def validate_text(text: str, max_bytes: int) -> InvalidCommand | None:
+    """The error for a message text that is empty or over the cap, else None."""
+    if not text.strip():
+        return InvalidCommand("text", "the message is empty")
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        return InvalidCommand("text", f"the message is {size} bytes; the limit is {max_bytes}")
+    return None
+
+
+def approval_state(services: Services, approval_id: str) -> str | None:
+    """``pending``/``resolved`` for an approval the journal knows, None when unknown.
+
+    A linear scan of approval events: only used on the error path (unknown or stale ids)."""
+    found = None
+    for stored in services.journal.events_of_kinds(
+        ("tool.approval_requested", "tool.approval_resolved")
+    ):
+        event = stored.decode()
+        if isinstance(event, ApprovalRequested | ApprovalResolved) and (
+            event.approval_id == approval_id
+        ):
+            found = "resolved" if isinstance(event, ApprovalResolved) else "pending"
+    return found

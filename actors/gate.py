@@ -1,0 +1,106 @@
+"""The decision pipeline for one tool call: posture -> Cedar -> cached grants.
+
+``policies`` decides from plain values; this module supplies them (the tool's capabilities,
+risk and effective posture) and applies approval grants: a ``session`` grant (until the session
+resets) or an ``always`` grant (principal + tool) turns ``approval_required`` into ``allow``
+when Cedar also permits the call as approved.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import msgspec
+
+from policies import Decision, PolicyEngine, ToolRequest
+from tools import Posture, ToolSpec
+
+
+class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """What the tool actor records as ``tool.decided``."""
+
+    outcome: str
+    reason: str
+    policy_ids: tuple[str, ...]
+    posture: str
+    grant: str | None = None
+
+
+class ToolGate:
+    """Posture configuration, the policy engine and the ``always`` grants of this node."""
+
+    def __init__(self, engine: PolicyEngine, postures: Mapping[str, Posture] | None = None) -> None:
+        self.engine = engine
+        self._postures = dict(postures or {})
+        self._always: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def posture(self, spec: ToolSpec, overrides: Mapping[str, str] | None = None) -> Posture:
+        """Session override, else the node's configured posture, else the tool's default."""
+        if overrides and spec.name in overrides:
+            return overrides[spec.name]  # type: ignore[return-value]
+        return self._postures.get(spec.name, spec.default_posture)
+
+    def grant_always(self, principal: str, tool: str) -> None:
+        with self._lock:
+            self._always.add((principal, tool))
+
+    def revoke_always(self, principal: str, tool: str) -> bool:
+        with self._lock:
+            if (principal, tool) in self._always:
+                self._always.discard((principal, tool))
+                return True
+            return False
+
+    def has_always(self, principal: str, tool: str) -> bool:
+        with self._lock:
+            return (principal, tool) in self._always
+
+    def decide(
+        self,
+        spec: ToolSpec,
+        *,
+        principal: str,
+        session_id: str,
+        run_id: str,
+        channel: str | None = None,
+        session_grants: tuple[str, ...] = (),
+        posture_overrides: Mapping[str, str] | None = None,
+    ) -> GateDecision:
+        """Decide one call; never raises for a well-formed spec."""
+        posture = self.posture(spec, posture_overrides)
+        request = ToolRequest(
+            principal=principal,
+            tool=spec.name,
+            capabilities=tuple(sorted(spec.capabilities)),
+            risk=spec.risk,
+            posture=posture,
+            channel=channel,
+            session_id=session_id,
+            run_id=run_id,
+        )
+        decision = self.engine.decide(request)
+        grant: str | None = None
+        if decision.outcome == "approval_required":
+            if spec.name in session_grants:
+                grant = "session"
+            elif self.has_always(principal, spec.name):
+                grant = "always"
+            if grant is not None:
+                approved = self.engine.decide(msgspec.structs.replace(request, approved=True))
+                if approved.outcome == "allow":
+                    decision = Decision(
+                        outcome="allow",
+                        policy_ids=approved.policy_ids,
+                        reason=f"allowed by a cached {grant} grant ({approved.reason})",
+                    )
+                else:
+                    grant = None
+        return GateDecision(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            policy_ids=decision.policy_ids,
+            posture=posture,
+            grant=grant,
+        )

@@ -1,0 +1,250 @@
+"""Messages the actors exchange.
+
+Commands come from transports and carry a ``reply`` future that the actor which finally handles
+the command resolves (with a value or an :mod:`actors.errors` exception); nobody inside the actor
+system ever blocks on it. Internal messages are the replies actors send each other instead of
+waiting on futures. All are frozen Structs; ``reply`` is an ordinary
+:class:`concurrent.futures.Future`.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Literal
+
+import msgspec
+
+from actors.provider import ProviderEvent
+
+Reply = Future[Any] | None
+Scope = Literal["once", "session", "always"]
+
+
+def resolve(reply: Reply, value: Any) -> None:
+    """Complete a command's reply (if anyone is waiting and it is not done yet)."""
+    if reply is not None and not reply.done():
+        reply.set_result(value)
+
+
+def reject(reply: Reply, error: BaseException) -> None:
+    """Fail a command's reply with ``error``."""
+    if reply is not None and not reply.done():
+        reply.set_exception(error)
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+class RunTicket(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to :class:`StartRun`: the run exists and is durable."""
+
+    run_id: str
+    session_id: str
+    session_created: bool = False
+    queued: bool = False
+    """True when an earlier run of the session is still live; this one waits its turn."""
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to session commands."""
+
+    session_id: str
+    session_key: str | None = None
+    label: str | None = None
+    parent_session_id: str | None = None
+    created: bool = False
+    reset_applied: bool = False
+
+
+# --- commands (transports -> directory) ------------------------------------------------------
+
+
+class StartRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Start a run with ``text`` in a session named by id or key, or in a new session."""
+
+    text: str
+    session_id: str | None = None
+    session_key: str | None = None
+    create: bool = False
+    """Create the session when the key is unknown (or when neither id nor key is given)."""
+    label: str | None = None
+    principal: str = "operator"
+    channel: str | None = None
+    reply: Reply = None
+    session_created: bool = False
+    """Set by the directory when it created the session for this message."""
+
+
+class ResolveSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Find a session by id or key; create it if allowed; reset it if asked."""
+
+    session_id: str | None = None
+    session_key: str | None = None
+    label: str | None = None
+    create: bool = False
+    reset: bool = False
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class ResetSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Later runs of the session no longer see earlier history; session grants are dropped."""
+
+    session_id: str
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class BranchSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Create a session whose history is this one's up to ``run_id`` (default: the last)."""
+
+    session_id: str
+    run_id: str | None = None
+    session_key: str | None = None
+    label: str | None = None
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Cancel a queued or live run."""
+
+    run_id: str
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A human decision on a pending approval."""
+
+    approval_id: str
+    decision: Literal["allow", "deny"]
+    scope: Scope = "once"
+    principal: str = "operator"
+    reason: str = ""
+    reply: Reply = None
+
+
+class GetSessionState(msgspec.Struct, frozen=True, kw_only=True):
+    """Ask a session for its folded state (introspection and tests)."""
+
+    session_id: str
+    reply: Reply = None
+
+
+# --- internal ---------------------------------------------------------------------------------
+
+
+class CreateSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Directory-internal: create a session (also the second half of a branch)."""
+
+    session_key: str | None = None
+    label: str | None = None
+    parent_session_id: str | None = None
+    branched_from_run_id: str | None = None
+    history: tuple[str, ...] = ()
+    principal: str = "operator"
+    then: StartRun | None = None
+    reply: Reply = None
+
+
+class SessionStopped(msgspec.Struct, frozen=True):
+    """Session -> directory: the session actor has stopped (passivated or failed)."""
+
+    session_id: str
+    failed: bool = False
+
+
+class Passivate(msgspec.Struct, frozen=True):
+    """Directory -> session: stop if still idle."""
+
+
+class PassivationTick(msgspec.Struct, frozen=True):
+    """Timer -> directory: look for idle sessions."""
+
+
+class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """Run -> session: the run reached a terminal state."""
+
+    run_id: str
+    status: str
+
+
+class GrantAdded(msgspec.Struct, frozen=True, kw_only=True):
+    """Run -> session: a human allowed ``tool`` for the rest of the session."""
+
+    tool: str
+    approval_id: str
+
+
+class ProviderItem(msgspec.Struct, frozen=True):
+    """I/O loop -> run: one item of the provider stream for ``turn``."""
+
+    turn: int
+    item: ProviderEvent
+
+
+class ProviderDone(msgspec.Struct, frozen=True):
+    """I/O loop -> run: the provider stream for ``turn`` ended normally."""
+
+    turn: int
+
+
+class ProviderFailed(msgspec.Struct, frozen=True):
+    """I/O loop -> run: the provider call for ``turn`` failed."""
+
+    turn: int
+    message: str
+
+
+class FlushTick(msgspec.Struct, frozen=True):
+    """Timer -> run: buffered output may be older than the chunk age limit."""
+
+    turn: int
+
+
+class WallClockExpired(msgspec.Struct, frozen=True):
+    """Timer -> run: the wall-clock budget is spent."""
+
+    generation: int
+
+
+class CancelGraceExpired(msgspec.Struct, frozen=True):
+    """Timer -> run: stop waiting for the in-flight tool to acknowledge cancellation."""
+
+
+class ToolFinished(msgspec.Struct, frozen=True, kw_only=True):
+    """Tool -> run: the invocation ended; ``content`` is what the model sees."""
+
+    invocation_id: str
+    call_id: str
+    tool: str
+    ok: bool
+    content: str
+    denied: bool = False
+    grant: Scope | None = None
+    approval_id: str | None = None
+
+
+class ApprovalPending(msgspec.Struct, frozen=True, kw_only=True):
+    """Tool -> run: the invocation waits for a human decision."""
+
+    invocation_id: str
+    approval_id: str
+
+
+class ApprovalSettled(msgspec.Struct, frozen=True, kw_only=True):
+    """Tool -> run: the approval the run waited for has a decision."""
+
+    invocation_id: str
+    approval_id: str
+
+
+class ExecuteTool(msgspec.Struct, frozen=True):
+    """Tool actor -> itself: run the pipeline (keeps on_start short)."""
+
+
+class ApprovalTimedOut(msgspec.Struct, frozen=True):
+    """Timer -> tool: the approval waited too long."""
+
+    approval_id: str

@@ -1,0 +1,75 @@
+"""Routing tables for what is live right now: runs and pending approvals.
+
+Like pykka's own actor registry this is routing infrastructure, not domain state: it only says
+where to deliver a cancel or a decision. Everything it holds is also derivable from the journal.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+
+
+class LiveRegistry:
+    """Thread-safe maps: live run -> (session, actor); queued run -> session;
+    pending approval -> (run, tool actor)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, tuple[str, pykka.ActorRef[Any]]] = {}
+        self._queued: dict[str, str] = {}
+        self._approvals: dict[str, tuple[str, pykka.ActorRef[Any]]] = {}
+
+    def run_started(self, run_id: str, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+        with self._lock:
+            self._queued.pop(run_id, None)
+            self._runs[run_id] = (session_id, ref)
+
+    def run_queued(self, run_id: str, session_id: str) -> None:
+        with self._lock:
+            self._queued[run_id] = session_id
+
+    def run_ended(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.pop(run_id, None)
+            self._queued.pop(run_id, None)
+
+    def live_run(self, run_id: str) -> pykka.ActorRef[Any] | None:
+        with self._lock:
+            entry = self._runs.get(run_id)
+        return entry[1] if entry else None
+
+    def queued_session(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._queued.get(run_id)
+
+    def live_runs_of(self, session_id: str) -> list[str]:
+        with self._lock:
+            return [r for r, (s, _) in self._runs.items() if s == session_id]
+
+    def live_run_count(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+    def all_live_runs(self) -> list[pykka.ActorRef[Any]]:
+        with self._lock:
+            return [ref for _, ref in self._runs.values()]
+
+    def approval_pending(self, approval_id: str, run_id: str, ref: pykka.ActorRef[Any]) -> None:
+        with self._lock:
+            self._approvals[approval_id] = (run_id, ref)
+
+    def approval_closed(self, approval_id: str) -> None:
+        with self._lock:
+            self._approvals.pop(approval_id, None)
+
+    def approval(self, approval_id: str) -> pykka.ActorRef[Any] | None:
+        with self._lock:
+            entry = self._approvals.get(approval_id)
+        return entry[1] if entry else None
+
+    def pending_approvals(self) -> list[str]:
+        with self._lock:
+            return list(self._approvals)

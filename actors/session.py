@@ -1,0 +1,252 @@
+"""SessionActor: one session's runs, one live at a time, owning the stream ``session/<id>``.
+
+Its state is the fold of its stream (:mod:`actors.session_state`), rebuilt identically when the
+directory wakes it after passivation or a failure. A message arriving while a run is live is
+accepted at once (``run.accepted`` is durable before the caller hears back) and waits its turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from typing import Any
+
+import msgspec
+import pykka
+
+from actors.errors import InvalidCommand, UnknownRun
+from actors.messages import (
+    BranchSession,
+    CancelRun,
+    CreateSession,
+    GetSessionState,
+    GrantAdded,
+    Passivate,
+    ResetSession,
+    ResolveSession,
+    RunFinished,
+    RunTicket,
+    SessionInfo,
+    SessionStopped,
+    StartRun,
+    reject,
+    resolve,
+)
+from actors.run import RunActor
+from actors.services import Services
+from actors.session_state import SessionState, apply, fold, history_until
+from events import new_id
+from events.catalog import Event, RunAccepted, SessionCreated, SessionGrantAdded, SessionReset
+
+
+class PassivationRefused(msgspec.Struct, frozen=True):
+    """Session -> directory: not idle after all; keep delivering to it."""
+
+    session_id: str
+
+
+class _Queued(msgspec.Struct, frozen=True):
+    run_id: str
+    text: str
+    principal: str
+    channel: str | None
+
+
+class SessionActor(pykka.ThreadingActor):
+    """Owns ``session/<session_id>``. Started (and restarted) only by the directory."""
+
+    use_daemon_thread = True
+
+    def __init__(
+        self, services: Services, session_id: str, create: CreateSession | None = None
+    ) -> None:
+        super().__init__()
+        self.s = services
+        self.session_id = session_id
+        self.stream = f"session/{session_id}"
+        self.create = create
+        self.state: SessionState | None = None
+        self.active: str | None = None
+        self.queue: deque[_Queued] = deque()
+
+    # --- pykka hooks -----------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        if self.create is not None:
+            c = self.create
+            self._append(
+                SessionCreated(
+                    session_id=self.session_id,
+                    session_key=c.session_key,
+                    label=c.label,
+                    parent_session_id=c.parent_session_id,
+                    branched_from_run_id=c.branched_from_run_id,
+                    history=c.history,
+                ),
+                principal=c.principal,
+            )
+        else:
+            stored = self.s.journal.read_stream(self.stream)
+            self.state = fold(event.decode() for event in stored)
+            if self.state is None:
+                raise LookupError(f"session {self.session_id} has no events")
+        live = self.s.registry.live_runs_of(self.session_id)
+        self.active = live[0] if live else None
+
+    def on_stop(self) -> None:
+        self._tell_directory(SessionStopped(self.session_id))
+
+    def on_failure(self, *_: object) -> None:
+        self._tell_directory(SessionStopped(self.session_id, failed=True))
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, StartRun):
+            self._start_run(message)
+        elif isinstance(message, RunFinished):
+            if message.run_id == self.active:
+                self.active = None
+                self._start_next()
+        elif isinstance(message, CancelRun):
+            self._cancel_queued(message)
+        elif isinstance(message, ResetSession):
+            self._append(SessionReset(session_id=self.session_id), principal=message.principal)
+            resolve(message.reply, self._info(reset_applied=True))
+        elif isinstance(message, ResolveSession):
+            if message.reset:
+                self._append(SessionReset(session_id=self.session_id), principal=message.principal)
+            resolve(message.reply, self._info(reset_applied=message.reset))
+        elif isinstance(message, BranchSession):
+            self._branch(message)
+        elif isinstance(message, GrantAdded):
+            self._append(
+                SessionGrantAdded(
+                    session_id=self.session_id, tool=message.tool, approval_id=message.approval_id
+                )
+            )
+        elif isinstance(message, GetSessionState):
+            resolve(message.reply, self.state)
+        elif isinstance(message, Passivate):
+            if self.active is None and not self.queue:
+                self.stop()
+            else:
+                self._tell_directory(PassivationRefused(self.session_id))
+        return None
+
+    # --- commands --------------------------------------------------------------------------
+
+    def _append(self, event: Event, principal: str = "system") -> None:
+        expected = 0 if self.state is None else self.state.next_seq
+        self.s.journal.append(
+            self.stream,
+            [event],
+            expected_seq=expected,
+            principal=principal,
+            correlation_id=event.run_id if isinstance(event, RunAccepted) else None,
+            causation_id=None,
+        )
+        self.state = apply(self.state, event)
+
+    def _start_run(self, message: StartRun) -> None:
+        run_id = new_id()
+        self._append(
+            RunAccepted(
+                run_id=run_id,
+                session_id=self.session_id,
+                text=message.text,
+                channel=message.channel,
+            ),
+            principal=message.principal,
+        )
+        queued = _Queued(run_id, message.text, message.principal, message.channel)
+        busy = self.active is not None
+        if busy:
+            self.queue.append(queued)
+            self.s.registry.run_queued(run_id, self.session_id)
+        resolve(
+            message.reply,
+            RunTicket(
+                run_id=run_id,
+                session_id=self.session_id,
+                session_created=message.session_created,
+                queued=busy,
+            ),
+        )
+        if not busy:
+            self._launch(queued)
+
+    def _start_next(self) -> None:
+        if self.queue:
+            self._launch(self.queue.popleft())
+
+    def _launch(self, q: _Queued, cancelled_by: str | None = None) -> None:
+        assert self.state is not None
+        history = self.state.history
+        prior = history[: history.index(q.run_id)] if q.run_id in history else history
+        if cancelled_by is None:
+            self.active = q.run_id
+        RunActor.start(
+            self.s,
+            run_id=q.run_id,
+            session_id=self.session_id,
+            text=q.text,
+            principal=q.principal,
+            channel=q.channel,
+            history=prior,
+            grants=self.state.grants,
+            cancelled_by=cancelled_by,
+        )
+
+    def _cancel_queued(self, message: CancelRun) -> None:
+        for queued in self.queue:
+            if queued.run_id == message.run_id:
+                self.queue.remove(queued)
+                self._launch(queued, cancelled_by=message.principal)
+                resolve(message.reply, True)
+                return
+        reject(message.reply, UnknownRun(f"run {message.run_id} is not queued here"))
+
+    def _branch(self, message: BranchSession) -> None:
+        assert self.state is not None
+        unfinished = {self.active, *(q.run_id for q in self.queue)} - {None}
+        visible = tuple(r for r in self.state.history if r not in unfinished)
+        try:
+            base = history_until(
+                msgspec.structs.replace(self.state, history=visible), message.run_id
+            )
+        except ValueError:
+            reject(
+                message.reply,
+                InvalidCommand(
+                    "run_id",
+                    f"run {message.run_id} is not a finished run in "
+                    f"session {self.session_id}'s history",
+                ),
+            )
+            return
+        self._tell_directory(
+            CreateSession(
+                session_key=message.session_key,
+                label=message.label,
+                parent_session_id=self.session_id,
+                branched_from_run_id=base[-1] if base else None,
+                history=base,
+                principal=message.principal,
+                reply=message.reply,
+            )
+        )
+
+    def _info(self, *, reset_applied: bool = False) -> SessionInfo:
+        assert self.state is not None
+        return SessionInfo(
+            session_id=self.session_id,
+            session_key=self.state.session_key,
+            label=self.state.label,
+            parent_session_id=self.state.parent_session_id,
+            reset_applied=reset_applied,
+        )
+
+    def _tell_directory(self, message: Any) -> None:
+        directory = self.s.directory
+        if directory is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                directory.tell(message)

@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from tools_conformance import Call, RuntimeConformance
+
+from tools import (
+    ExecutionContext,
+    InvalidArguments,
+    ManifestError,
+    PluginLoadError,
+    ToolCatalog,
+    ToolResult,
+    ToolsConfig,
+)
+from tools.plugins import EXAMPLES_DIR, load_plugins
+
+BIG_FUEL_CONFIG = ToolsConfig(wasm_max_fuel=10**15)
+
+LOOP = '(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))'
+
+GROW = """(module
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (func (export "_start")
+    (if (i32.eq (memory.grow (i32.const 1000)) (i32.const -1))
+      (then (call $exit (i32.const 42))))))"""
+
+OPEN_AND_READ = """(module
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "PATH")
+  (func (export "_start") (local $err i32)
+    (local.set $err (call $open (i32.const 3) (i32.const 0) (i32.const 16) (i32.const LEN)
+      (i32.const 0) (i64.const RIGHTS) (i64.const RIGHTS) (i32.const 0) (i32.const 64)))
+    (if (local.get $err) (then (call $exit (local.get $err))))
+    (i32.store (i32.const 0) (i32.const 1024))
+    (i32.store (i32.const 4) (i32.const 1024))
+    (local.set $err (call $read (i32.load (i32.const 64)) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (if (local.get $err) (then (call $exit (local.get $err))))
+    (i32.store (i32.const 4) (i32.load (i32.const 8)))
+    (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
+
+CHATTY = """(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (func (export "_start") (local $i i32)
+    (i32.store (i32.const 0) (i32.const 1024))
+    (i32.store (i32.const 4) (i32.const 1024))
+    (loop $l
+      (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (local.get $i) (i32.const 100))))))"""
+
+WASI_ERRNO_BADF = 8
+WASI_ERRNO_PERM = 63
+WASI_RIGHT_FD_READ = 2
+WASI_RIGHT_FD_WRITE = 64
+
+
+def _open_wat(path: str, rights: int = WASI_RIGHT_FD_READ) -> str:
+    return (OPEN_AND_READ.replace("PATH", path).replace("LEN", str(len(path)))
+            .replace("RIGHTS", str(rights)))
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value)  # JSON scalars and string lists are valid TOML values
+
+
+def make_plugin(root: Path, tool_name: str, wat: str, **fields: Any) -> Path:
+    """Write ``root/<dir>/manifest.toml`` and ``module.wat``; returns the plugin directory."""
+    directory = root / tool_name.replace(".", "_")
+    directory.mkdir(parents=True)
+    (directory / "module.wat").write_text(wat)
+    manifest: dict[str, Any] = {
+        "name": tool_name, "description": "test plugin", "module": "module.wat",
+        "fuel": 1_000_000, "memory_limit_bytes": 1 << 20, "time_limit_ms": 1000,
+    }
+    manifest.update(fields)
+    lines = [f"{key} = {_toml_value(value)}" for key, value in manifest.items()]
+    (directory / "manifest.toml").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def _run(catalog: ToolCatalog, name: str, workspace: Path, arguments: Any = None,
+         timeout_s: float = 20) -> ToolResult:
+    return catalog.execute(name, catalog.validate(name, arguments or {}),
+                           ExecutionContext.start(workspace, timeout_s))
+
+
+def _single(tmp_path: Path, wat: str, config: ToolsConfig | None = None,
+            **fields: Any) -> ToolCatalog:
+    root = tmp_path / "plugins"
+    make_plugin(root, "test.plugin", wat, **fields)
+    return ToolCatalog([load_plugins(root, config or ToolsConfig())])
+
+
+class TestWasmConformance(RuntimeConformance):
+    @pytest.fixture(autouse=True)
+    def _plugins(self, tmp_path: Path) -> None:
+        root = tmp_path / "plugins"
+        make_plugin(root, "test.loop", LOOP, fuel=10**14, time_limit_ms=600_000)
+        self.runtime = load_plugins(root, BIG_FUEL_CONFIG)
+        self.examples = load_plugins(EXAMPLES_DIR, ToolsConfig())
+
+    def make_catalog(self, workspace: Path) -> ToolCatalog:
+        return ToolCatalog([self.runtime, self.examples])
+
+    def quick_call(self, workspace: Path) -> Call:
+        return ("example.json_echo", {"message": "hi"})
+
+    def slow_call(self, workspace: Path) -> Call:
+        return ("test.loop", {})
+
+
+def test_example_plugin_round_trip(workspace: Path) -> None:
+    catalog = ToolCatalog([load_plugins(EXAMPLES_DIR, ToolsConfig())])
+    result = _run(catalog, "example.json_echo", workspace, {"message": "héllo", "count": 2})
+    assert result.ok, result.error
+    assert msgspec.json.decode(result.output) == {"echo": {"message": "héllo", "count": 2}}
+    assert msgspec.json.decode(_run(catalog, "example.json_echo", workspace,
+                                    {"message": "x"}).output) == {"echo": {"message": "x"}}
+
+
+def test_example_plugin_arguments_are_validated() -> None:
+    catalog = ToolCatalog([load_plugins(EXAMPLES_DIR, ToolsConfig())])
+    with pytest.raises(InvalidArguments, match=r"Expected `str`, got `int` - at `\$.message`"):
+        catalog.validate("example.json_echo", {"message": 1})
+    with pytest.raises(InvalidArguments, match="missing required field `message`"):
+        catalog.validate("example.json_echo", {})
+    with pytest.raises(InvalidArguments, match=r">= 0 - at `\$.count`"):
+        catalog.validate("example.json_echo", {"message": "x", "count": -1})
+    with pytest.raises(InvalidArguments, match="unknown field `other`"):
+        catalog.validate("example.json_echo", {"message": "x", "other": 1})
+
+
+def test_infinite_loop_runs_out_of_fuel(tmp_path: Path, workspace: Path) -> None:
+    result = _run(_single(tmp_path, LOOP, fuel=100_000), "test.plugin", workspace)
+    assert (result.ok, result.error_kind, result.error) == (
+        False, "limit", "fuel exhausted (100000 units)")
+
+
+@pytest.mark.timeout(15)
+def test_infinite_loop_hits_the_epoch_deadline(tmp_path: Path, workspace: Path) -> None:
+    catalog = _single(tmp_path, LOOP, BIG_FUEL_CONFIG, fuel=10**14, time_limit_ms=200)
+    result = _run(catalog, "test.plugin", workspace)
+    assert (result.error_kind, result.error) == ("timeout", "time limit of 200 ms exceeded")
+
+
+def test_memory_growth_beyond_the_limit_is_refused(tmp_path: Path, workspace: Path) -> None:
+    result = _run(_single(tmp_path, GROW), "test.plugin", workspace)
+    assert (result.error_kind, result.error) == ("failed", "exited with status 42")
+
+
+def test_initial_memory_above_the_limit_cannot_instantiate(
+    tmp_path: Path, workspace: Path
+) -> None:
+    wat = '(module (memory (export "memory") 100) (func (export "_start")))'
+    result = _run(_single(tmp_path, wat), "test.plugin", workspace)
+    assert result.error_kind == "limit"
+    assert "could not be instantiated within its limits" in (result.error or "")
+
+
+def test_path_open_without_preopens_is_denied(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "hello.txt").write_text("secret")
+    result = _run(_single(tmp_path, _open_wat("/etc/passwd")), "test.plugin", workspace)
+    assert (result.error_kind, result.error) == (
+        "failed", f"exited with status {WASI_ERRNO_BADF}")
+    assert result.output == ""
+
+
+def test_granted_workspace_subdir_is_readable_and_confined(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / "data").mkdir()
+    (workspace / "data" / "hello.txt").write_text("hi from the workspace")
+    (workspace / "secret.txt").write_text("outside the grant")
+    grant = {"capabilities": ["fs.read"], "workspace_subdir": "data"}
+    ok = _run(_single(tmp_path / "a", _open_wat("hello.txt"), **grant), "test.plugin", workspace)
+    assert (ok.ok, ok.output) == (True, "hi from the workspace")
+    escape = _run(_single(tmp_path / "b", _open_wat("../secret.txt"), **grant),
+                  "test.plugin", workspace)
+    assert escape.error_kind == "failed" and escape.output == ""
+
+
+def test_output_cap_truncates(tmp_path: Path, workspace: Path) -> None:
+    result = _run(_single(tmp_path, CHATTY, output_cap_bytes=1000), "test.plugin", workspace)
+    assert result.ok and result.truncated
+    assert len(result.output) == 1000
+
+
+def test_a_trap_is_reported(tmp_path: Path, workspace: Path) -> None:
+    wat = '(module (memory (export "memory") 1) (func (export "_start") unreachable))'
+    result = _run(_single(tmp_path, wat), "test.plugin", workspace)
+    assert result.error_kind == "failed"
+    assert (result.error or "").startswith("trap: ")
+    assert "unreachable" in (result.error or "")
+
+
+@pytest.mark.parametrize(
+    ("wat", "problem"),
+    [
+        ("(module (func", "invalid module"),
+        ('(module (import "env" "f" (func)) (func (export "_start")))', "imports env.f"),
+        ('(module (func (export "main")))', "does not export a `_start` function"),
+    ],
+)
+def test_bad_modules_fail_at_load_naming_the_plugin(
+    tmp_path: Path, wat: str, problem: str
+) -> None:
+    with pytest.raises(PluginLoadError) as info:
+        _single(tmp_path, wat)
+    assert "plugin 'test.plugin'" in str(info.value)
+    assert problem in str(info.value)
+
+
+def test_binary_wasm_modules_load(tmp_path: Path, workspace: Path) -> None:
+    import wasmtime
+
+    directory = make_plugin(tmp_path / "plugins", "test.binary", "", module="module.wasm")
+    (directory / "module.wasm").write_bytes(
+        wasmtime.wat2wasm('(module (memory (export "memory") 1) (func (export "_start")))'))
+    catalog = ToolCatalog([load_plugins(tmp_path / "plugins", ToolsConfig())])
+    assert _run(catalog, "test.binary", workspace).ok
+
+
+def test_unknown_manifest_key_names_key_and_file(tmp_path: Path) -> None:
+    directory = make_plugin(tmp_path / "plugins", "test.plugin", LOOP, colour="blue")
+    with pytest.raises(ManifestError) as info:
+        load_plugins(tmp_path / "plugins", ToolsConfig())
+    assert str(info.value) == f"{directory / 'manifest.toml'}: unknown key `colour`"
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ({"capabilities": ["net.egress"]}, "cannot be granted to WASM plugins"),
+        ({"capabilities": ["fs.read"]}, "needs workspace_subdir"),
+        ({"workspace_subdir": "x"}, "needs capability fs.read or fs.write"),
+        ({"fuel": 10**13}, "fuel: 10000000000000 exceeds the ceiling"),
+        ({"risk": "extreme"}, "at `$.risk`"),
+        ({"module": "../x.wat"}, "at `$.module`"),
+        ({"name": "NoDots"}, "at `$.name`"),
+    ],
+)
+def test_manifest_problems_are_named(tmp_path: Path, fields: dict[str, Any], problem: str) -> None:
+    make_plugin(tmp_path / "plugins", "test.plugin", LOOP, **fields)
+    with pytest.raises(ManifestError, match="manifest.toml: ") as info:
+        load_plugins(tmp_path / "plugins", ToolsConfig())
+    assert problem in str(info.value)
+
+
+def test_unsupported_schema_keyword_is_named(tmp_path: Path) -> None:
+    directory = make_plugin(tmp_path / "plugins", "test.plugin", LOOP)
+    with (directory / "manifest.toml").open("a") as f:
+        f.write('[arguments]\ntype = "object"\n[arguments.properties.when]\n'
+                'type = "string"\nformat = "date-time"\n')
+    with pytest.raises(ManifestError,
+                       match=r"arguments\.properties\.when\.format: unsupported schema keyword"):
+        load_plugins(tmp_path / "plugins", ToolsConfig())
+
+
+def test_missing_module_file(tmp_path: Path) -> None:
+    directory = make_plugin(tmp_path / "plugins", "test.plugin", LOOP)
+    (directory / "module.wat").unlink()
+    with pytest.raises(PluginLoadError, match="cannot read module"):
+        load_plugins(tmp_path / "plugins", ToolsConfig())

@@ -1,0 +1,59 @@
+"""reel's tool catalog and tool runtimes.
+
+Plain values in, plain values out: nothing here knows about events, actors
+or policies. The tool actor asks the catalog to `validate` a model's
+arguments, lets policy decide using the `ToolSpec`, then calls `execute`
+with an `ExecutionContext` on its own thread and records the `ToolResult`.
+
+Runtimes: builtins (echo, time.now, sleep), workspace files (fs.read,
+fs.list, fs.write), http.fetch, shell.run, and WASM plugins on wasmtime.
+
+Exceptions (only for unknown tools, bad arguments, bad plugins and
+programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
+
+    ToolsError
+    ├── UnknownTool          the catalog has no tool of that name
+    ├── InvalidArguments     arguments do not match the schema (names the field path)
+    └── PluginError          a plugin cannot be loaded (names the plugin and file)
+        ├── ManifestError    malformed manifest: unknown key, bad value, bad schema
+        └── PluginLoadError  module missing, too large or not valid WebAssembly
+"""
+
+from tools.build import build_catalog
+from tools.catalog import ToolCatalog
+from tools.config import ToolsConfig, decode_config
+from tools.context import ExecutionContext
+from tools.errors import (
+    InvalidArguments,
+    ManifestError,
+    PluginError,
+    PluginLoadError,
+    ToolsError,
+    UnknownTool,
+)
+from tools.result import ErrorKind, ToolResult
+from tools.runtime import ToolRuntime
+from tools.spec import CAPABILITIES, Capability, Posture, Risk, RuntimeKind, ToolSpec
+
+__all__ = [
+    "CAPABILITIES",
+    "Capability",
+    "ErrorKind",
+    "ExecutionContext",
+    "InvalidArguments",
+    "ManifestError",
+    "PluginError",
+    "PluginLoadError",
+    "Posture",
+    "Risk",
+    "RuntimeKind",
+    "ToolCatalog",
+    "ToolResult",
+    "ToolRuntime",
+    "ToolSpec",
+    "ToolsConfig",
+    "ToolsError",
+    "UnknownTool",
+    "build_catalog",
+    "decode_config",
+]

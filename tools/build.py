@@ -1,0 +1,39 @@
+"""`build_catalog`: the composition of every runtime from one `ToolsConfig`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.builtins import BuiltinRuntime
+from tools.catalog import ToolCatalog
+from tools.config import ToolsConfig
+from tools.errors import ManifestError
+from tools.files import FileRuntime
+from tools.http_fetch import HttpRuntime
+from tools.plugins import load_plugins
+from tools.runtime import ToolRuntime
+from tools.shell import ShellRuntime
+
+__all__ = ["build_catalog"]
+
+
+def build_catalog(config: ToolsConfig) -> ToolCatalog:
+    """Builtins, workspace files, http.fetch, shell.run, and the plugins in ``plugin_dir``.
+
+    Raises a `PluginError` naming the plugin when one cannot be loaded, or
+    whose name clashes with a built-in tool.
+    """
+    runtimes: list[ToolRuntime] = [
+        BuiltinRuntime(config),
+        FileRuntime(config),
+        HttpRuntime(config),
+        ShellRuntime(config),
+    ]
+    if config.plugin_dir is not None:
+        plugins = load_plugins(Path(config.plugin_dir), config)
+        taken = {spec.name for runtime in runtimes for spec in runtime.specs()}
+        for spec in plugins.specs():
+            if spec.name in taken:
+                raise ManifestError(f"plugin {spec.name!r}: name clashes with a built-in tool")
+        runtimes.append(plugins)
+    return ToolCatalog(runtimes)

@@ -1,0 +1,117 @@
+"""`ToolCatalog`: the tools by name, argument validation, and the execution boundary.
+
+`execute` is the one place where a runtime's `Fault` becomes a failed
+`ToolResult`, where the tool's own timeout is folded into the deadline, and
+where the spec's output cap is enforced as a backstop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from tools.context import ExecutionContext
+from tools.errors import InvalidArguments, UnknownTool
+from tools.result import Fault, Output, ToolResult, decode_text
+from tools.runtime import ToolRuntime, checkpoint
+from tools.spec import ToolSpec
+
+__all__ = ["ToolCatalog"]
+
+
+class ToolCatalog:
+    """An immutable set of tools, each bound to the runtime that executes it."""
+
+    def __init__(self, runtimes: Iterable[ToolRuntime]) -> None:
+        entries: dict[str, tuple[ToolSpec, ToolRuntime]] = {}
+        for runtime in runtimes:
+            for spec in runtime.specs():
+                if spec.name in entries:
+                    raise ValueError(f"duplicate tool name {spec.name!r}")
+                entries[spec.name] = (spec, runtime)
+        self._entries: Mapping[str, tuple[ToolSpec, ToolRuntime]] = dict(sorted(entries.items()))
+
+    def names(self) -> list[str]:
+        """Tool names, sorted."""
+        return list(self._entries)
+
+    def specs(self) -> Sequence[ToolSpec]:
+        """Every spec, sorted by name."""
+        return tuple(spec for spec, _ in self._entries.values())
+
+    def spec(self, name: str) -> ToolSpec:
+        """The spec of ``name``; raises `UnknownTool`."""
+        return self._entry(name)[0]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def validate(self, name: str, arguments: bytes | str | Mapping[str, Any]) -> msgspec.Struct:
+        """Decode ``arguments`` (JSON text or a mapping) into the tool's argument Struct.
+
+        Empty text counts as ``{}``. Raises `UnknownTool`, or `InvalidArguments`
+        whose message carries msgspec's field path and problem. Unknown fields
+        are errors.
+        """
+        spec = self.spec(name)
+        try:
+            if isinstance(arguments, bytes | str):
+                text = arguments.strip() or b"{}"
+                return msgspec.json.decode(text, type=spec.args_type)
+            return msgspec.convert(arguments, type=spec.args_type)
+        except msgspec.ValidationError as exc:
+            raise InvalidArguments(name, str(exc)) from None
+        except msgspec.DecodeError as exc:
+            raise InvalidArguments(name, f"malformed JSON: {exc}") from None
+
+    def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
+        """Run a validated call to completion, failure, time-out or cancellation.
+
+        Synchronous; meant for the tool actor's own thread. Returns a
+        `ToolResult` for every runtime outcome; raises only `UnknownTool`, or
+        TypeError when ``args`` is not the tool's argument type (a caller bug).
+        """
+        spec, runtime = self._entry(name)
+        if type(args) is not spec.args_type:
+            raise TypeError(
+                f"{name}: expected {spec.args_type.__name__}, got {type(args).__name__}; "
+                "call validate() first"
+            )
+        started = time.monotonic()
+        bounded = ctx.with_deadline(started + spec.timeout_s)
+        try:
+            checkpoint(bounded)
+            out = runtime.run(name, args, bounded)
+        except Fault as fault:
+            out = Output(text=fault.output, truncated=fault.truncated, lossy=fault.lossy)
+            return _finish(spec, started, out, fault)
+        return _finish(spec, started, out, None)
+
+    def _entry(self, name: str) -> tuple[ToolSpec, ToolRuntime]:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownTool(name) from None
+
+
+def _finish(spec: ToolSpec, started: float, out: Output, fault: Fault | None) -> ToolResult:
+    text, truncated, lossy = out.text, out.truncated, out.lossy
+    raw = text.encode("utf-8")
+    if len(raw) > spec.output_cap_bytes:
+        text, _ = decode_text(raw[: spec.output_cap_bytes], truncated=True)
+        truncated = True
+    return ToolResult(
+        ok=fault is None,
+        output=text,
+        error=None if fault is None else fault.message,
+        error_kind=None if fault is None else fault.kind,
+        truncated=truncated,
+        lossy=lossy,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )

@@ -1,0 +1,73 @@
+"""`ToolsConfig`: every knob of the tool runtimes, with safe defaults.
+
+Defaults deny: no executable may run, no host may be fetched, no private
+address is reachable, no plugin directory is scanned. Decode it from the
+node's config with `msgspec` (unknown keys are errors naming the key); the
+numeric constraints below are checked by msgspec and named in its errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+__all__ = ["ToolsConfig", "decode_config"]
+
+_KiB = 1024
+_MiB = 1024 * 1024
+
+Positive = Annotated[int, msgspec.Meta(gt=0)]
+Seconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Limits and allowlists bound into the runtimes by `build_catalog`."""
+
+    workspace_dir: str | None = None
+    """Default workspace for `ExecutionContext.start`; the daemon passes ``<data>/workspace``."""
+    plugin_dir: str | None = None
+    """Directory with one subdirectory per WASM plugin; ``None`` loads no plugins."""
+
+    default_output_cap_bytes: Positive = 256 * _KiB
+    """Backstop cap on any tool's output text."""
+
+    sleep_cap_s: Seconds = 30.0
+
+    fs_read_cap_bytes: Positive = 1 * _MiB
+    fs_write_cap_bytes: Positive = 1 * _MiB
+    fs_list_max_entries: Positive = 1000
+    fs_timeout_s: Seconds = 10.0
+
+    shell_allowlist: tuple[str, ...] = ()
+    """Bare executable names that may run; empty means nothing runs."""
+    shell_path: str = "/usr/local/bin:/usr/bin:/bin"
+    """The fixed PATH used to resolve argv[0] and given to the child."""
+    shell_cpu_s: Positive = 2
+    shell_memory_bytes: Positive = 256 * _MiB
+    shell_file_size_bytes: Positive = 16 * _MiB
+    shell_output_cap_bytes: Positive = 64 * _KiB
+    """Per stream (stdout, stderr); the process is killed when one is exceeded."""
+    shell_stdin_cap_bytes: Positive = 64 * _KiB
+    shell_timeout_s: Seconds = 30.0
+
+    http_allowlist: tuple[str, ...] = ()
+    """Hosts that may be fetched: exact names/IP literals, or ``*.example.com`` suffixes."""
+    http_allow_private: tuple[str, ...] = ()
+    """CIDRs or host names that may resolve to private/loopback/link-local addresses."""
+    http_max_redirects: Annotated[int, msgspec.Meta(ge=0, le=20)] = 5
+    http_response_cap_bytes: Positive = 512 * _KiB
+    http_request_body_cap_bytes: Positive = 64 * _KiB
+    http_timeout_s: Seconds = 15.0
+
+    wasm_max_fuel: Positive = 1_000_000_000
+    """Ceiling on a manifest's ``fuel``."""
+    wasm_max_memory_bytes: Positive = 256 * _MiB
+    """Ceiling on a manifest's ``memory_limit_bytes``."""
+    wasm_max_module_bytes: Positive = 4 * _MiB
+    wasm_output_cap_bytes: Positive = 256 * _KiB
+
+
+def decode_config(data: bytes | str) -> ToolsConfig:
+    """Decode JSON config text; raises `msgspec.ValidationError` naming the field."""
+    return msgspec.json.decode(data, type=ToolsConfig)

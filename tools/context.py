@@ -1,0 +1,53 @@
+"""`ExecutionContext`: the per-call facts a runtime needs besides the arguments."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+__all__ = ["ExecutionContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionContext:
+    """Where a call runs, until when, and how to stop it.
+
+    Not a msgspec value: it carries a live `threading.Event`. Limits and
+    allowlists are not here; they are bound into the runtimes from
+    `ToolsConfig` when the catalog is built, so a spec's declared limits and
+    the enforced ones come from the same place.
+    """
+
+    workspace: Path
+    """The directory file, shell and WASM tools are confined to (must exist)."""
+    deadline: float
+    """Absolute `time.monotonic()` instant after which the call is a timeout."""
+    cancel: threading.Event = field(default_factory=threading.Event)
+    """Set by the owner to stop the call; runtimes notice within ~100 ms."""
+
+    @classmethod
+    def start(
+        cls, workspace: Path | str, timeout_s: float, cancel: threading.Event | None = None
+    ) -> ExecutionContext:
+        """A context whose deadline is ``timeout_s`` from now."""
+        return cls(
+            workspace=Path(workspace),
+            deadline=time.monotonic() + timeout_s,
+            cancel=cancel if cancel is not None else threading.Event(),
+        )
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline (negative when passed)."""
+        return self.deadline - time.monotonic()
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    def with_deadline(self, deadline: float) -> ExecutionContext:
+        """A copy whose deadline is the earlier of the current one and ``deadline``."""
+        return replace(self, deadline=min(self.deadline, deadline))

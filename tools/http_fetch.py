@@ -1,0 +1,228 @@
+"""http.fetch: GET/POST to allowlisted hosts, with SSRF guards and caps.
+
+Each hop (the first request and every redirect, followed manually up to
+``http_max_redirects``) is checked by `EgressPolicy`: the host against the
+allowlist, then every address DNS returns. The connection then goes to the
+vetted address through a pinned resolver, so there is no second lookup and
+no DNS-rebinding window. The response body is read until the size cap and
+the rest is dropped (``truncated``). The whole call runs on a private event
+loop inside `run`; a watcher polls the cancel event and the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+import aiohttp
+import msgspec
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
+
+from tools.config import ToolsConfig
+from tools.context import ExecutionContext
+from tools.egress import EgressPolicy, IPAddress
+from tools.result import Fault, Output, decode_text
+from tools.runtime import POLL_S, ToolRuntime, checkpoint
+from tools.spec import ToolSpec
+
+__all__ = ["HttpFetchArgs", "HttpRuntime"]
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_FORBIDDEN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
+_HIDDEN_RESPONSE_HEADERS = frozenset({"set-cookie"})
+
+
+class HttpFetchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    url: Annotated[str, msgspec.Meta(description="http:// or https:// URL.")]
+    method: Literal["GET", "POST"] = "GET"
+    body: Annotated[str, msgspec.Meta(description="Request body (POST only).")] | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class _PinnedResolver(AbstractResolver):
+    """Answers only with addresses `EgressPolicy` has already vetted."""
+
+    def __init__(self) -> None:
+        self.pins: dict[str, IPAddress] = {}
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        ip = self.pins.get(host)
+        if ip is None:  # every hop pins before connecting; anything else is a bug
+            raise OSError(f"host {host!r} was not vetted")
+        fam = socket.AF_INET if ip.version == 4 else socket.AF_INET6
+        return [ResolveResult(hostname=host, host=str(ip), port=port, family=fam,
+                              proto=0, flags=socket.AI_NUMERICHOST)]
+
+    async def close(self) -> None:
+        return None
+
+
+class HttpRuntime(ToolRuntime):
+    """The http.fetch tool."""
+
+    def __init__(self, config: ToolsConfig) -> None:
+        self._config = config
+        self._policy = EgressPolicy(config.http_allowlist, config.http_allow_private)
+
+    def specs(self) -> Sequence[ToolSpec]:
+        cfg = self._config
+        return (
+            ToolSpec(
+                name="http.fetch",
+                description="Fetch an http(s) URL on an allowlisted host (GET or POST). "
+                f"Bodies over {cfg.http_response_cap_bytes} bytes are truncated.",
+                args_type=HttpFetchArgs,
+                capabilities=frozenset({"net.egress"}),
+                risk="high",
+                default_posture="ask_each_time",
+                timeout_s=cfg.http_timeout_s,
+                output_cap_bytes=max(cfg.default_output_cap_bytes,
+                                     cfg.http_response_cap_bytes * 2 + 16 * 1024),
+                runtime="http",
+            ),
+        )
+
+    def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
+        if not isinstance(args, HttpFetchArgs):
+            raise ValueError(f"http runtime has no tool {name!r}")
+        if args.body is not None and args.method != "POST":
+            raise Fault("invalid", "body: only allowed with method POST")
+        body_cap = self._config.http_request_body_cap_bytes
+        if args.body is not None and len(args.body.encode()) > body_cap:
+            raise Fault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
+        for key in args.headers:
+            if key.strip().lower() in _FORBIDDEN_HEADERS:
+                raise Fault("invalid", f"headers.{key}: may not be set by the caller")
+        return asyncio.run(_watched(self._fetch(args, ctx), ctx))
+
+    async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
+        resolver = _PinnedResolver()
+        connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
+        timeout = aiohttp.ClientTimeout(total=max(ctx.remaining(), 0.001))
+        async with aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        ) as session:
+            url = _parse(args.url)
+            method: str = args.method
+            body = args.body
+            headers = dict(args.headers)
+            for hop in range(self._config.http_max_redirects + 1):
+                host = await self._vet(url, resolver)
+                try:
+                    async with session.request(
+                        method, url, data=body, headers=headers, allow_redirects=False
+                    ) as resp:
+                        location = resp.headers.get("Location")
+                        if resp.status in _REDIRECTS and location:
+                            nxt = url.join(URL(location))
+                            if resp.status == 303 or (
+                                resp.status in (301, 302) and method == "POST"
+                            ):
+                                method, body = "GET", None
+                            if (nxt.host, nxt.port, nxt.scheme) != (url.host, url.port, url.scheme):
+                                headers = {}  # never forward caller headers to another origin
+                            url = _parse(str(nxt))
+                            continue
+                        return await self._read(resp, url, hop)
+                except aiohttp.ClientError as exc:
+                    raise Fault("failed", f"request to {host!r} failed: {_describe(exc)}") from None
+                except TimeoutError:
+                    raise Fault("timeout", "deadline exceeded") from None
+            raise Fault("limit", f"more than {self._config.http_max_redirects} redirects")
+
+    async def _vet(self, url: URL, resolver: _PinnedResolver) -> str:
+        host = url.host or ""
+        self._policy.check_host(host)
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            literal: IPAddress | None = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        if literal is not None:
+            addresses = [literal]
+        else:
+            loop = asyncio.get_running_loop()
+            try:
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                raise Fault("failed", f"host {host!r} could not be resolved") from None
+            addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+        if not addresses:
+            raise Fault("failed", f"host {host!r} has no addresses")
+        for ip in addresses:
+            self._policy.check_address(host, ip)
+        resolver.pins[host] = addresses[0]
+        return host
+
+    async def _read(self, resp: aiohttp.ClientResponse, url: URL, redirects: int) -> Output:
+        cap = self._config.http_response_cap_bytes
+        buf = bytearray()
+        while len(buf) <= cap:
+            chunk = await resp.content.read(min(64 * 1024, cap + 1 - len(buf)))
+            if not chunk:
+                break
+            buf += chunk
+        truncated = len(buf) > cap
+        text, lossy = decode_text(bytes(buf[:cap]), truncated=truncated)
+        headers: dict[str, Any] = {
+            k: v for k, v in resp.headers.items() if k.lower() not in _HIDDEN_RESPONSE_HEADERS
+        }
+        body = {
+            "url": str(url.with_query(None).with_fragment(None)),
+            "status": resp.status,
+            "headers": headers,
+            "body": text,
+            "truncated": truncated,
+            "lossy": lossy,
+            "redirects": redirects,
+        }
+        out_text = msgspec.json.encode(body).decode()
+        if resp.status >= 400:
+            raise Fault("failed", f"HTTP {resp.status}", output=out_text,
+                        truncated=truncated, lossy=lossy)
+        return Output(text=out_text, truncated=truncated, lossy=lossy)
+
+
+def _parse(raw: str) -> URL:
+    try:
+        url = URL(raw)
+    except (ValueError, TypeError):
+        raise Fault("invalid", "url: not a valid URL") from None
+    if url.scheme not in ("http", "https"):
+        raise Fault("invalid", f"url: scheme {url.scheme!r} is not http or https")
+    if url.user is not None or url.password is not None:
+        raise Fault("invalid", "url: credentials in the URL are not allowed")
+    if not url.host:
+        raise Fault("invalid", "url: has no host")
+    return url
+
+
+def _describe(exc: aiohttp.ClientError) -> str:
+    # Only the class and the OS reason: aiohttp's own messages may embed the
+    # full URL, whose query string can carry tokens.
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"{type(exc).__name__} ({exc.os_error.strerror or exc.os_error})"
+    return type(exc).__name__
+
+
+async def _watched(work: Any, ctx: ExecutionContext) -> Output:
+    """Run ``work`` until done, cancelling it when ctx is cancelled or expires."""
+    task: asyncio.Task[Output] = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait({task}, timeout=POLL_S)
+        if not task.done() and (ctx.cancelled() or ctx.expired()):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            checkpoint(ctx)
+    return task.result()

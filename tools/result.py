@@ -1,0 +1,97 @@
+"""`ToolResult`, the one value every execution returns, and how runtimes build it.
+
+A runtime signals a failure by raising `Fault` (kind + message); the catalog
+turns it into ``ToolResult(ok=False, ...)`` at the boundary, so no runtime
+fault ever escapes `ToolCatalog.execute` as an exception.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+__all__ = ["ErrorKind", "Fault", "Output", "ToolResult", "cap_bytes", "decode_text"]
+
+ErrorKind = Literal["timeout", "cancelled", "denied", "invalid", "failed", "limit"]
+"""Why a call failed:
+
+- ``timeout``: the deadline passed;  ``cancelled``: the cancel event was set;
+- ``denied``: a runtime rule refused it (path escape, host not allowlisted, ...);
+- ``invalid``: the arguments were well-typed but unusable (missing file, bad URL);
+- ``failed``: the tool ran and failed (non-zero exit, trap, HTTP error);
+- ``limit``: a resource limit stopped it (CPU, memory, fuel, output cap).
+"""
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The outcome of one tool call, as the tool actor records it."""
+
+    ok: bool
+    output: str
+    """UTF-8 text, usually JSON text; may hold partial output on failure."""
+    error: str | None = None
+    """Human-readable reason when ``ok`` is false; never contains secrets."""
+    error_kind: ErrorKind | None = None
+    truncated: bool = False
+    """Some output was dropped because a size cap was reached."""
+    lossy: bool = False
+    """Some output was not valid UTF-8 and was decoded with replacement characters."""
+    duration_ms: int = 0
+
+
+class Output(msgspec.Struct, frozen=True, kw_only=True):
+    """What a runtime returns on success (the catalog adds timing and caps)."""
+
+    text: str
+    truncated: bool = False
+    lossy: bool = False
+
+
+class Fault(Exception):
+    """Raised inside runtimes; converted to a failed `ToolResult` by the catalog."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        output: str = "",
+        truncated: bool = False,
+        lossy: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.output = output
+        self.truncated = truncated
+        self.lossy = lossy
+
+
+def cap_bytes(data: bytes, cap: int) -> tuple[bytes, bool]:
+    """Cut ``data`` to at most ``cap`` bytes; report whether anything was cut."""
+    if len(data) <= cap:
+        return data, False
+    return data[:cap], True
+
+
+def decode_text(data: bytes, *, truncated: bool = False) -> tuple[str, bool]:
+    """Decode UTF-8 with replacement; report whether anything was replaced.
+
+    When ``truncated`` is true an incomplete multi-byte sequence at the very
+    end is the cap's doing, not bad input, and is dropped silently.
+    """
+    try:
+        return data.decode("utf-8"), False
+    except UnicodeDecodeError as exc:
+        if truncated and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8", errors="replace"), _has_bad(data[: exc.start])
+        return data.decode("utf-8", errors="replace"), True
+
+
+def _has_bad(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False

@@ -1,0 +1,54 @@
+"""The runtime seam: a few abstract methods every tool runtime implements.
+
+A runtime owns one or more tools. `run` gets already-validated arguments and
+an `ExecutionContext` whose deadline already includes the tool's own
+timeout. It returns an `Output` or raises `Fault`; it must notice
+``ctx.cancel`` and the deadline within about 100 ms and clean up (kill
+processes, close sockets) before returning.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import msgspec
+
+from tools.context import ExecutionContext
+from tools.result import Fault, Output
+from tools.spec import ToolSpec
+
+__all__ = ["POLL_S", "ToolRuntime", "checkpoint", "wait"]
+
+POLL_S = 0.05
+"""How often blocking loops look at the cancel event and the deadline."""
+
+
+class ToolRuntime(ABC):
+    """A family of tools sharing one way of executing."""
+
+    @abstractmethod
+    def specs(self) -> Sequence[ToolSpec]:
+        """The tools this runtime executes."""
+
+    @abstractmethod
+    def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
+        """Execute tool ``name``; raise `Fault` for any runtime failure."""
+
+
+def checkpoint(ctx: ExecutionContext) -> None:
+    """Raise the matching `Fault` if the call was cancelled or its deadline passed."""
+    if ctx.cancelled():
+        raise Fault("cancelled", "cancelled by request")
+    if ctx.expired():
+        raise Fault("timeout", "deadline exceeded")
+
+
+def wait(ctx: ExecutionContext, seconds: float) -> None:
+    """Block for ``seconds`` unless cancelled or out of time (then raise `Fault`)."""
+    checkpoint(ctx)
+    budget = min(seconds, max(ctx.remaining(), 0.0))
+    if ctx.cancel.wait(budget):
+        raise Fault("cancelled", "cancelled by request")
+    if budget < seconds:
+        raise Fault("timeout", "deadline exceeded")

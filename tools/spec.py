@@ -1,0 +1,83 @@
+"""What a tool declares about itself: `ToolSpec` and its vocabulary.
+
+The spec is the contract the policy engine and the model see. The argument
+schema is a frozen msgspec Struct; `ToolSpec.json_schema()` exports it as a
+self-contained JSON schema object (`$defs` are inlined, so the result can be
+handed to a model provider as a function's `parameters` as is).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "CAPABILITIES",
+    "Capability",
+    "Posture",
+    "Risk",
+    "RuntimeKind",
+    "ToolSpec",
+    "inline_schema",
+]
+
+Capability = Literal["fs.read", "fs.write", "net.egress", "process.exec", "secrets.read"]
+"""What a tool may touch; Cedar policies and approvals reason about these."""
+
+CAPABILITIES: frozenset[str] = frozenset(
+    ("fs.read", "fs.write", "net.egress", "process.exec", "secrets.read")
+)
+
+Risk = Literal["low", "medium", "high", "critical"]
+Posture = Literal["always_allow", "ask_each_time", "disabled"]
+RuntimeKind = Literal["builtin", "files", "http", "shell", "wasm"]
+"""Which runtime executes the tool (recorded by the tool actor)."""
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool's declaration. Immutable; built by the runtimes."""
+
+    name: str
+    """Dotted name, e.g. ``fs.read``; unique in a catalog."""
+    description: str
+    """One or two sentences for the model."""
+    args_type: type[msgspec.Struct]
+    """Frozen Struct with ``forbid_unknown_fields``; decoding it validates."""
+    capabilities: frozenset[Capability]
+    risk: Risk
+    default_posture: Posture
+    timeout_s: float
+    """Wall-clock budget; the effective deadline is the earlier of this and the caller's."""
+    output_cap_bytes: int
+    """Upper bound on `ToolResult.output` in UTF-8 bytes."""
+    runtime: RuntimeKind
+
+    def json_schema(self) -> dict[str, Any]:
+        """The argument schema as one JSON schema object, `$defs` inlined."""
+        return inline_schema(msgspec.json.schema(self.args_type))
+
+
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace every ``{"$ref": "#/$defs/X"}`` by X's body and drop `$defs`.
+
+    Tool argument types are never recursive, so inlining terminates; a
+    recursive type is a programming error and raises ValueError.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                key = ref.removeprefix("#/$defs/")
+                if key in seen:
+                    raise ValueError(f"recursive argument type {key!r} cannot be inlined")
+                return resolve(defs[key], (*seen, key))
+            return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        return node
+
+    result: dict[str, Any] = resolve(schema, ())
+    return result

@@ -1,0 +1,237 @@
+"""The WASM runtime: WASI programs on wasmtime, under fuel, memory and time limits.
+
+Every call gets its own `wasmtime.Engine` (the compiled module is
+deserialized into it, ~0.2 ms): an engine's epoch is shared by all its
+stores, so a per-call engine lets a watchdog thread interrupt exactly one
+call with `Engine.increment_epoch()` when its time limit passes, the
+caller's deadline passes, or the cancel event is set.
+
+Limits: fuel (`Store.set_fuel`, out of fuel is a trap), a `StoreLimits`
+memory cap (``memory.grow`` past it returns -1; a module whose initial
+memory is above it fails to instantiate), and the epoch deadline. WASI gets
+the JSON arguments on stdin, ``argv = [tool name]``, no environment, stdout
+and stderr captured with a cap, and no preopened directory unless the
+program was granted a workspace subdirectory (mounted at ``/workspace``).
+The entry point is ``_start``; ``proc_exit(0)`` or returning is success.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+import wasmtime
+
+from tools.context import ExecutionContext
+from tools.result import ErrorKind, Fault, Output, decode_text
+from tools.runtime import POLL_S, ToolRuntime
+from tools.spec import ToolSpec
+from tools.workspace import confine, open_dir
+
+__all__ = ["WASI_MODULE", "WasmProgram", "WasmRuntime", "compile_module"]
+
+WASI_MODULE = "wasi_snapshot_preview1"
+GUEST_WORKSPACE = "/workspace"
+
+
+class WasmProgram(msgspec.Struct, frozen=True, kw_only=True):
+    """A compiled module and the limits it runs under."""
+
+    name: str
+    compiled: bytes
+    """`Module.serialize()` output for an engine made by `_engine()`."""
+    fuel: int
+    memory_limit_bytes: int
+    time_limit_ms: int
+    output_cap_bytes: int
+    workspace_subdir: str | None = None
+    """Preopened at ``/workspace`` when set; read-only unless ``writable``."""
+    writable: bool = False
+
+
+def _engine() -> wasmtime.Engine:
+    config = wasmtime.Config()
+    config.consume_fuel = True
+    config.epoch_interruption = True
+    return wasmtime.Engine(config)
+
+
+def compile_module(source: bytes, *, is_text: bool) -> bytes:
+    """Compile WAT text or a binary module; raise `wasmtime.WasmtimeError` if invalid.
+
+    Also checks the module's shape: it must export a ``_start`` function and
+    import nothing but WASI preview 1 functions (ValueError otherwise).
+    """
+    engine = _engine()
+    module = wasmtime.Module(engine, source.decode("utf-8") if is_text else source)
+    for imp in module.imports:
+        if imp.module != WASI_MODULE:
+            raise ValueError(f"imports {imp.module}.{imp.name}; only {WASI_MODULE} is provided")
+    starts = [e for e in module.exports if e.name == "_start"]
+    if not starts or not isinstance(starts[0].type, wasmtime.FuncType):
+        raise ValueError("does not export a `_start` function")
+    return bytes(module.serialize())
+
+
+class _Capture:
+    """A WASI output sink that keeps at most ``cap + 1`` bytes."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+
+    def __call__(self, chunk: bytes) -> int:
+        room = self.cap + 1 - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        return len(chunk)
+
+
+class _Watchdog(threading.Thread):
+    """Interrupts the call's engine when time runs out or cancel is set."""
+
+    def __init__(self, engine: wasmtime.Engine, ctx: ExecutionContext, limit_s: float) -> None:
+        super().__init__(name="wasm-watchdog", daemon=True)
+        self._engine, self._ctx = engine, ctx
+        self._until = min(ctx.deadline, time.monotonic() + limit_s)
+        self._limit_s = limit_s
+        self.finished = threading.Event()
+        self.reason: tuple[ErrorKind, str] | None = None
+
+    def run(self) -> None:
+        while not self.finished.is_set():
+            if self._ctx.cancelled():
+                self.reason = ("cancelled", "cancelled by request")
+            elif time.monotonic() >= self._until:
+                own_limit = self._until < self._ctx.deadline
+                self.reason = ("timeout", f"time limit of {self._limit_s * 1000:.0f} ms exceeded"
+                               if own_limit else "deadline exceeded")
+            if self.reason is not None:
+                self._engine.increment_epoch()
+                return
+            self.finished.wait(min(POLL_S, max(self._until - time.monotonic(), 0.001)))
+
+
+class WasmRuntime(ToolRuntime):
+    """Runs the given WASM programs, one tool each."""
+
+    def __init__(self, tools: Sequence[tuple[ToolSpec, WasmProgram]]) -> None:
+        self._specs = tuple(spec for spec, _ in tools)
+        self._programs = {spec.name: program for spec, program in tools}
+
+    def specs(self) -> Sequence[ToolSpec]:
+        return self._specs
+
+    def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
+        program = self._programs.get(name)
+        if program is None:
+            raise ValueError(f"wasm runtime has no tool {name!r}")
+        engine = _engine()
+        module = wasmtime.Module.deserialize(engine, program.compiled)
+        store = wasmtime.Store(engine)
+        store.set_fuel(program.fuel)
+        store.set_limits(memory_size=program.memory_limit_bytes, table_elements=100_000,
+                         instances=16, tables=16, memories=4)
+        store.set_epoch_deadline(1)
+        stdout, stderr = _Capture(program.output_cap_bytes), _Capture(4096)
+        with tempfile.TemporaryDirectory(prefix="reel-wasm-") as tmp:
+            stdin_path = Path(tmp) / "stdin.json"
+            stdin_path.write_bytes(msgspec.json.encode(args))
+            wasi = wasmtime.WasiConfig()
+            wasi.argv = [name]
+            wasi.stdin_file = str(stdin_path)
+            wasi.stdout_custom = stdout
+            wasi.stderr_custom = stderr
+            if program.workspace_subdir is not None:
+                host = _granted_dir(ctx.workspace, program.workspace_subdir)
+                wasi.preopen_dir(host, GUEST_WORKSPACE, fs_mutable=program.writable)
+            store.set_wasi(wasi)
+            linker = wasmtime.Linker(engine)
+            linker.define_wasi()
+            watchdog = _Watchdog(engine, ctx, program.time_limit_ms / 1000)
+            watchdog.start()
+            try:
+                code = self._start(linker, store, module, program)
+            except wasmtime.Trap as trap:
+                raise _trap_fault(trap, watchdog, program, stdout) from None
+            except wasmtime.WasmtimeError as exc:
+                # A host (WASI) call rejected its arguments: the module's fault.
+                partial, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=True)
+                raise Fault("failed", f"host call failed: {_first_line(exc)}",
+                            output=partial, lossy=lossy) from None
+            finally:
+                watchdog.finished.set()
+                watchdog.join()
+        return self._output(code, stdout, stderr)
+
+    @staticmethod
+    def _start(
+        linker: wasmtime.Linker, store: wasmtime.Store, module: wasmtime.Module,
+        program: WasmProgram,
+    ) -> int:
+        try:
+            instance = linker.instantiate(store, module)
+        except wasmtime.Trap:
+            raise
+        except wasmtime.WasmtimeError as exc:
+            raise Fault("limit", f"plugin {program.name!r} could not be instantiated within "
+                        f"its limits (memory {program.memory_limit_bytes} bytes): "
+                        f"{_first_line(exc)}") from None
+        start = instance.exports(store)["_start"]
+        assert isinstance(start, wasmtime.Func)
+        try:
+            start(store)
+        except wasmtime.ExitTrap as exc:
+            return int(exc.code)
+        return 0
+
+    @staticmethod
+    def _output(code: int, stdout: _Capture, stderr: _Capture) -> Output:
+        truncated = len(stdout.data) > stdout.cap
+        text, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=truncated)
+        if code != 0:
+            note, _ = decode_text(bytes(stderr.data[:200]), truncated=True)
+            detail = f": {note.strip()}" if note.strip() else ""
+            raise Fault("failed", f"exited with status {code}{detail}", output=text,
+                        truncated=truncated, lossy=lossy)
+        return Output(text=text, truncated=truncated, lossy=lossy)
+
+
+def _trap_fault(
+    trap: wasmtime.Trap, watchdog: _Watchdog, program: WasmProgram, stdout: _Capture
+) -> Fault:
+    partial, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=True)
+    code = trap.trap_code
+    kind: ErrorKind
+    if code == wasmtime.TrapCode.INTERRUPT and watchdog.reason is not None:
+        kind, message = watchdog.reason
+    elif code == wasmtime.TrapCode.OUT_OF_FUEL:
+        kind, message = "limit", f"fuel exhausted ({program.fuel} units)"
+    else:
+        kind, message = "failed", f"trap: {_first_line(trap)}"
+    return Fault(kind, message, output=partial, lossy=lossy)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The cause of a wasmtime error, without the backtrace that precedes it."""
+    text = str(exc).strip()
+    if "Caused by:" in text:
+        text = text.split("Caused by:", 1)[1].strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            head, sep, rest = line.partition(": ")
+            return rest if sep and head.isdigit() else line
+    return type(exc).__name__
+
+
+def _granted_dir(workspace: Path, subdir: str) -> str:
+    parts = confine(workspace, subdir)
+    with open_dir(workspace, parts):
+        pass  # must exist and be a real directory inside the workspace
+    return os.path.join(os.path.realpath(workspace), *parts)

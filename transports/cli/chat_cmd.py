@@ -1,0 +1,121 @@
+"""``reel chat --local``: drive one run in-process on a data dir no node holds.
+
+Prints the answer as it streams, each tool call, decision and result on its own line, and the
+run id; asks at the prompt when an approval is requested (``--approve``/``--deny`` for
+scripts). Ctrl-C cancels the run. Exit 0 done, 1 failed or cancelled, 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from actors import ActorsError
+from actors.messages import CancelRun, ResolveApproval, StartRun
+from events.catalog import ApprovalRequested
+from transports.cli.data_dir import resolve
+from transports.cli.errors import CliError
+from transports.cli.follow import follow_run
+from transports.cli.options import DataOption
+from transports.cli.render import TapePrinter
+from transports.runtime import Runtime, open_runtime
+
+CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny", "": "deny"}
+
+
+def chat(
+    message: Annotated[str, typer.Argument(help="The message to send.")],
+    local: Annotated[bool, typer.Option("--local", help="Run the node in this process.")] = False,
+    data: DataOption = None,
+    session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
+    key: Annotated[str | None, typer.Option("--key", help="Session key (created if new).")] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start a new session.")] = False,
+    approve: Annotated[bool, typer.Option("--approve", help="Allow every approval once.")] = False,
+    deny: Annotated[bool, typer.Option("--deny", help="Deny every approval.")] = False,
+) -> None:
+    """Send a message and stream the run."""
+    if not local:
+        raise CliError(
+            "reel chat talks to a running node over gRPC, which this build does not serve yet; "
+            "use --local to run the node in-process"
+        )
+    if approve and deny:
+        raise typer.BadParameter("give at most one of --approve and --deny")
+    if sum(x is not None and x is not False for x in (session, key, new or None)) > 1:
+        raise typer.BadParameter("give at most one of --session, --key and --new")
+    runtime = open_runtime(resolve(data))
+    try:
+        code = _converse(runtime, message, session, key, approve, deny)
+    finally:
+        runtime.close(grace_s=0)
+    raise typer.Exit(code)
+
+
+def _converse(
+    runtime: Runtime,
+    text: str,
+    session: str | None,
+    key: str | None,
+    approve: bool,
+    deny: bool,
+) -> int:
+    node = runtime.node
+    try:
+        ticket = node.ask(
+            StartRun(
+                text=text,
+                session_id=session,
+                session_key=key,
+                create=session is None,
+                principal="cli",
+            )
+        )
+    except ActorsError as exc:
+        raise CliError(str(exc)) from None
+    print(f"run {ticket.run_id} (session {ticket.session_id})", flush=True)
+    printer = TapePrinter(sys.stdout)
+    status = "failed"
+    try:
+        for stored in follow_run(runtime.journal, ticket.run_id):
+            event = stored.decode()
+            printer.show(event)
+            if isinstance(event, ApprovalRequested):
+                scope = _decide(event, approve, deny)
+                decision = "deny" if scope == "deny" else "allow"
+                try:
+                    node.ask(
+                        ResolveApproval(
+                            approval_id=event.approval_id,
+                            decision=decision,
+                            scope="once" if scope == "deny" else scope,  # type: ignore[arg-type]
+                            principal="cli",
+                        )
+                    )
+                except ActorsError as exc:
+                    printer.line(f"   approval not recorded: {exc}")
+            if stored.kind == "run.completed":
+                status = "done"
+    except KeyboardInterrupt:
+        printer.line("cancelling...")
+        node.ask(CancelRun(run_id=ticket.run_id, principal="cli"))
+        for stored in follow_run(runtime.journal, ticket.run_id):
+            printer.show(stored.decode())
+        return 1
+    return 0 if status == "done" else 1
+
+
+def _decide(event: ApprovalRequested, approve: bool, deny: bool) -> str:
+    if approve:
+        return "once"
+    if deny:
+        return "deny"
+    prompt = f"   allow {event.tool}? [o]nce, [s]ession, [a]lways, [d]eny: "
+    while True:
+        try:
+            answer = input(prompt).strip().lower()
+        except EOFError:
+            return "deny"
+        if answer[:1] in CHOICES:
+            return CHOICES[answer[:1]]

@@ -1,0 +1,178 @@
+"""Node configuration: ``config.toml`` in the data dir plus ``REEL_<SECTION>_<KEY>`` overrides.
+
+Every table and key is declared here; an unknown one is an error naming its path
+(``runs.max_turnz``), whether it comes from the file or the environment. Environment values are
+parsed as TOML values when they parse (numbers, booleans, arrays), else taken as strings.
+Secrets (the provider's API key) are read from the environment variable named by
+``provider.api_key_env``, never written to the journal or logs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from actors.config import ActorsConfig, RunBudgets
+from tools import ToolsConfig
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the key and the problem."""
+
+
+class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class HttpConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = 8470
+    max_body_bytes: int = 1 << 20
+
+
+class GrpcConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = 8471
+    max_message_bytes: int = 4 << 20
+
+
+class ProviderConfig(_Strict):
+    kind: Literal["deterministic", "openai"] = "deterministic"
+    chunk_delay_s: float = 0.0
+    """Deterministic provider: pause between streamed words (demos, cancellation tests)."""
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Name of the environment variable holding the API key (the key itself is never in config)."""
+    timeout_s: float = 60.0
+    max_retries: int = 2
+
+
+class RunsConfig(_Strict):
+    max_turns: int = 16
+    max_tool_calls: int = 8
+    wall_clock_s: float = 900.0
+    system_prompt: str = ActorsConfig().system_prompt
+
+
+class SessionsConfig(_Strict):
+    idle_passivate_s: float = 300.0
+    max_message_bytes: int = 64 * 1024
+
+
+class ApprovalsConfig(_Strict):
+    timeout_s: float = 600.0
+
+
+class JournalConfig(_Strict):
+    synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
+    checkpoint_every_events: int = 10_000
+    checkpoint_every_s: float = 60.0
+
+
+class ToolsSection(_Strict):
+    postures: dict[str, Literal["always_allow", "ask_each_time", "disabled"]] = {}
+    shell_allowlist: tuple[str, ...] = ()
+    http_allowlist: tuple[str, ...] = ()
+    http_allow_private: tuple[str, ...] = ()
+    sleep_cap_s: float = 30.0
+
+
+class NodeConfig(_Strict):
+    """Everything ``reel node`` reads. Defaults are safe: loopback only, no shell, no egress."""
+
+    http: HttpConfig = HttpConfig()
+    grpc: GrpcConfig = GrpcConfig()
+    provider: ProviderConfig = ProviderConfig()
+    runs: RunsConfig = RunsConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    journal: JournalConfig = JournalConfig()
+    tools: ToolsSection = ToolsSection()
+
+    def actors(self) -> ActorsConfig:
+        """The actor system's settings."""
+        return ActorsConfig(
+            budgets=RunBudgets(
+                max_turns=self.runs.max_turns,
+                max_tool_calls=self.runs.max_tool_calls,
+                wall_clock_s=self.runs.wall_clock_s,
+            ),
+            system_prompt=self.runs.system_prompt,
+            max_message_bytes=self.sessions.max_message_bytes,
+            idle_passivate_s=self.sessions.idle_passivate_s,
+            approval_timeout_s=self.approvals.timeout_s,
+        )
+
+    def tools_config(self, data_dir: Path) -> ToolsConfig:
+        """The tool runtimes' settings, rooted in the data dir."""
+        return ToolsConfig(
+            workspace_dir=str(data_dir / "workspace"),
+            plugin_dir=str(data_dir / "plugins"),
+            shell_allowlist=self.tools.shell_allowlist,
+            http_allowlist=self.tools.http_allowlist,
+            http_allow_private=self.tools.http_allow_private,
+            sleep_cap_s=self.tools.sleep_cap_s,
+        )
+
+
+SECTIONS = tuple(NodeConfig.__struct_fields__)
+NOT_CONFIG = ("REEL_DATA", "REEL_CONFIG")
+
+
+def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> NodeConfig:
+    """Read ``path`` (if it exists) and apply ``REEL_*`` overrides from ``environ``."""
+    table: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    if path is not None and path.exists():
+        try:
+            table = tomllib.loads(path.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    for name, raw in sorted((environ if environ is not None else os.environ).items()):
+        if not name.startswith("REEL_") or name in NOT_CONFIG:
+            continue
+        section, _, key = name[5:].lower().partition("_")
+        if section not in SECTIONS:
+            continue
+        if not key:
+            raise ConfigError(f"{name}: names no key of [{section}]")
+        table.setdefault(section, {})[key] = _env_value(raw)
+        origins[f"{section}.{key}"] = name
+    try:
+        return msgspec.convert(table, NodeConfig)
+    except msgspec.ValidationError as exc:
+        key, problem = _describe(exc)
+        if key in origins:
+            raise ConfigError(f"{origins[key]} (config key {key}): {problem}") from None
+        where = f"{path}: " if path is not None and path.exists() else ""
+        raise ConfigError(f"{where}config key {key}: {problem}") from None
+
+
+def _env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _describe(exc: msgspec.ValidationError) -> tuple[str, str]:
+    """The dotted key path and the problem, from msgspec's ``<problem> - at `$.a.b```."""
+    text = str(exc)
+    message, sep, where = text.rpartition(" - at `$")
+    path = where.rstrip("`").lstrip(".") if sep else ""
+    if not sep:
+        message = text
+    unknown = re.match(r"Object contains unknown field `([^`]+)`", message)
+    if unknown:
+        key = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
+        return key, "unknown key"
+    return path or "(top level)", message

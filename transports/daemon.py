@@ -1,0 +1,79 @@
+"""``reel node``: the daemon in the foreground.
+
+Starts the node over a data dir (recovering whatever a crash left in flight), logs one JSON line
+per run state change on stderr, and on SIGTERM or SIGINT drains: stops accepting runs, lets live
+runs finish for a grace period, cancels the rest, signs a final checkpoint and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from transports.config import NodeConfig, load_config
+from transports.runlog import RunStateLogger
+from transports.runtime import open_runtime
+
+
+def log_line(message: str, **fields: object) -> None:
+    """A structured line on stderr."""
+    sys.stderr.write(json.dumps({"msg": message, **fields}) + "\n")
+    sys.stderr.flush()
+
+
+def serve(
+    data_dir: Path,
+    *,
+    config: NodeConfig | None = None,
+    config_path: Path | None = None,
+    ready: Callable[[], None] | None = None,
+    drain_grace_s: float = 10.0,
+) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    cfg = config or load_config(config_path or data_dir / "config.toml")
+    runtime = open_runtime(data_dir, config=cfg)
+    recovery = runtime.node.recovery
+    if recovery.interrupted_runs or recovery.closed_approvals:
+        log_line(
+            "recovered after an unclean stop",
+            interrupted_runs=list(recovery.interrupted_runs),
+            closed_approvals=list(recovery.closed_approvals),
+        )
+    logger = RunStateLogger(runtime.journal, lambda line: log_line_raw(line))
+    logger.start()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log_line("draining", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    log_line(
+        "reel node ready",
+        pid=os.getpid(),
+        data_dir=str(data_dir),
+        provider=cfg.provider.kind,
+        config=msgspec.to_builtins(cfg.runs),
+    )
+    if ready is not None:
+        ready()
+    stop.wait()
+    try:
+        runtime.close(drain_grace_s)
+    finally:
+        logger.stop()
+    log_line("reel node stopped", head=runtime.journal.committed_position)
+    return 0
+
+
+def log_line_raw(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
