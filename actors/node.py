@@ -60,10 +60,24 @@ class Node:
     def start(self) -> RecoveryReport:
         """Recover, then start the directory. Returns what recovery resolved."""
         from actors.directory import SessionDirectory
+        from actors.run import RunActor
 
-        self.recovery = recover(self.journal, self.services.gate)
+        config = self.services.config
+        self.recovery = recover(self.journal, self.services.gate, config.system_prompt)
         self.services.offer_tools()
         self.services.directory = SessionDirectory.start(self.services)
+        for plan in self.recovery.resumed:
+            RunActor.start(
+                self.services,
+                run_id=plan.run_id,
+                session_id=plan.session_id,
+                text=plan.text,
+                principal=plan.principal,
+                channel=plan.channel,
+                history=(),
+                grants=(),
+                resume=plan,
+            )
         self._started = True
         return self.recovery
 
@@ -81,19 +95,25 @@ class Node:
         return self.send(command).result(timeout)
 
     def drain(self, grace_s: float = 10.0) -> None:
-        """Stop accepting runs; wait up to ``grace_s`` for live runs; cancel what is left."""
+        """Stop accepting runs; give live runs ``grace_s`` to finish; cancel the rest.
+
+        Runs waiting for a human are left as they are: the journal shows them awaiting approval,
+        and the next start resumes them (actors.resume)."""
         self.services.draining = True
         registry = self.services.registry
+
+        def working() -> dict[str, Any]:
+            waiting = registry.runs_awaiting_approval()
+            return {r: ref for r, ref in registry.live_runs().items() if r not in waiting}
+
         deadline = time.monotonic() + grace_s
-        while registry.live_run_count() and time.monotonic() < deadline:
-            if registry.pending_approvals():
-                break  # a run waiting for a human will not finish by itself
+        while working() and time.monotonic() < deadline:
             time.sleep(0.05)
-        for ref in registry.all_live_runs():
+        for run_id, ref in working().items():
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(CancelRun(run_id="", principal="node:drain"))
+                ref.tell(CancelRun(run_id=run_id, principal="node:drain"))
         deadline = time.monotonic() + 5.0
-        while registry.live_run_count() and time.monotonic() < deadline:
+        while working() and time.monotonic() < deadline:
             time.sleep(0.02)
 
     def stop(self, grace_s: float = 10.0) -> None:
@@ -107,7 +127,12 @@ class Node:
         if directory is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 directory.stop(block=True, timeout=10)
-        pykka.ActorRegistry.stop_all(block=True, timeout=5)
+        registry = self.services.registry
+        leftovers = list(registry.live_runs().values())
+        leftovers += [ref for a in registry.pending_approvals() if (ref := registry.approval(a))]
+        for ref in leftovers:  # runs and tools left waiting for a human: resumed on next start
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
         provider = self.services.provider
         with contextlib.suppress(Exception):
             self.io.submit(provider.aclose()).result(timeout=5)

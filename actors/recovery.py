@@ -1,10 +1,13 @@
-"""Start-up recovery: resolve from the journal whatever a crash left in flight.
+"""Start-up recovery: resolve from the journal whatever a crash or a stop left in flight.
 
-Before any actor starts: every run the journal shows accepted but not ended fails with reason
-``interrupted``; its tool invocations that never completed are completed as ``interrupted``,
-and an approval still pending is closed (denied, reason ``interrupted``) — reel does not resume
-a run mid-loop after a restart (docs/operations.md says so). The run's terminal event is written
-last, so it stays the last entry of its tape. ``always`` grants are reloaded into the gate.
+Before any actor starts, for every run the journal shows accepted but not ended:
+
+* a run waiting for an approval is *resumed* (:mod:`actors.resume`): the approval stays pending
+  (or takes effect, if an operator decided it while the node was down) and the run continues;
+* every other run fails with reason ``interrupted``: its tool invocations that never completed
+  are completed as ``interrupted`` first, so the run's terminal event stays last in its tape.
+
+``always`` grants are reloaded into the gate.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from actors.gate import ToolGate
+from actors.resume import ResumePlan, plan_resume
 from events import Journal, StoredEvent
 from events.catalog import ApprovalRequested, ApprovalResolved, RunFailed, ToolCompleted
 
@@ -20,23 +24,30 @@ INTERRUPTED = "the node stopped while this was in flight"
 
 
 class RecoveryReport(msgspec.Struct, frozen=True):
-    """What recovery resolved."""
+    """What recovery resolved, and the runs to resume."""
 
     interrupted_runs: tuple[str, ...] = ()
     closed_approvals: tuple[str, ...] = ()
     always_grants: int = 0
+    resumed: tuple[ResumePlan, ...] = ()
 
 
-def recover(journal: Journal, gate: ToolGate) -> RecoveryReport:
+def recover(journal: Journal, gate: ToolGate, system_prompt: str = "") -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
     accepted = [e.correlation_id for e in journal.events_of_kinds(("run.accepted",))]
     ended = {e.correlation_id for e in journal.events_of_kinds(TERMINAL_KINDS)}
     runs: list[str] = []
     approvals: list[str] = []
+    plans: list[ResumePlan] = []
     for run_id in accepted:
         if run_id is None or run_id in ended:
             continue
-        approvals.extend(_close_tools(journal, run_id))
+        events = journal.read_correlated(run_id)
+        plan = plan_resume(journal, run_id, events, system_prompt)
+        if plan is not None:
+            plans.append(plan)
+            continue
+        approvals.extend(_close_tools(journal, run_id, events))
         stream = f"run/{run_id}"
         journal.append(
             stream,
@@ -56,12 +67,12 @@ def recover(journal: Journal, gate: ToolGate) -> RecoveryReport:
         ):
             gate.grant_always(event.grant_principal, event.tool)
             grants += 1
-    return RecoveryReport(tuple(runs), tuple(approvals), grants)
+    return RecoveryReport(tuple(runs), tuple(approvals), grants, tuple(plans))
 
 
-def _close_tools(journal: Journal, run_id: str) -> list[str]:
+def _close_tools(journal: Journal, run_id: str, events: list[StoredEvent]) -> list[str]:
     by_stream: dict[str, list[StoredEvent]] = {}
-    for stored in journal.read_correlated(run_id):
+    for stored in events:
         if stored.stream.startswith("tool/"):
             by_stream.setdefault(stored.stream, []).append(stored)
     closed: list[str] = []

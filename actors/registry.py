@@ -53,9 +53,15 @@ class LiveRegistry:
         with self._lock:
             return len(self._runs)
 
-    def all_live_runs(self) -> list[pykka.ActorRef[Any]]:
+    def live_runs(self) -> dict[str, pykka.ActorRef[Any]]:
+        """Live run id -> run actor."""
         with self._lock:
-            return [ref for _, ref in self._runs.values()]
+            return {run_id: ref for run_id, (_, ref) in self._runs.items()}
+
+    def runs_awaiting_approval(self) -> set[str]:
+        """Runs that have an approval pending."""
+        with self._lock:
+            return {run_id for run_id, _ in self._approvals.values()}
 
     def approval_pending(self, approval_id: str, run_id: str, ref: pykka.ActorRef[Any]) -> None:
         with self._lock:

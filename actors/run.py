@@ -50,6 +50,7 @@ from actors.provider import (
     TurnEnd,
     Usage,
 )
+from actors.resume import ResumePlan
 from actors.run_state import RunStatus, apply
 from actors.services import Services
 from actors.tool_invocation import CancelTool, ToolInvocationActor
@@ -92,6 +93,7 @@ class RunActor(pykka.ThreadingActor):
         history: tuple[str, ...],
         grants: tuple[str, ...],
         cancelled_by: str | None = None,
+        resume: ResumePlan | None = None,
     ) -> None:
         super().__init__()
         self.s = services
@@ -130,6 +132,7 @@ class RunActor(pykka.ThreadingActor):
         self.ending: tuple[str, str, str] | None = None
         """(terminal kind, reason, message) once a stop was decided but not yet written."""
         self.ended = False
+        self.resume = resume
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -137,6 +140,9 @@ class RunActor(pykka.ThreadingActor):
         self.s.registry.run_started(self.run_id, self.session_id, self.actor_ref)
         if self.cancelled_by is not None:
             self._write_end(("cancelled", "cancelled", self.cancelled_by))
+            return
+        if self.resume is not None:
+            self._resume(self.resume)
             return
         self._append(
             RunStarted(
@@ -205,6 +211,32 @@ class RunActor(pykka.ThreadingActor):
             self._write_end(("failed", "internal_error", f"{name}: {exc}"))
         self.ended = True
         self.s.registry.run_ended(self.run_id)
+
+    def _resume(self, plan: ResumePlan) -> None:
+        """Continue a run a restart found waiting for an approval (see actors.resume)."""
+        self.seq = plan.next_seq
+        self.status = RunStatus.AWAITING_APPROVAL
+        self.turn = plan.turn
+        self.tool_calls = plan.tool_calls
+        self.prompt_tokens = plan.prompt_tokens
+        self.completion_tokens = plan.completion_tokens
+        self.messages = list(plan.messages)
+        self.pending = deque(plan.pending)
+        self.grants = set(plan.grants)
+        self.tool_cancel = threading.Event()
+        self.tool_ref = ToolInvocationActor.start(
+            self.s,
+            invocation_id=plan.invocation.invocation_id,
+            run_id=self.run_id,
+            session_id=self.session_id,
+            principal=self.principal,
+            channel=self.channel,
+            call=plan.invocation.call,
+            run_ref=self.actor_ref,
+            cancel=self.tool_cancel,
+            session_grants=tuple(sorted(self.grants)),
+            resume=plan.invocation,
+        )
 
     # --- journal ---------------------------------------------------------------------------
 
@@ -298,6 +330,7 @@ class RunActor(pykka.ThreadingActor):
                 completion_tokens=usage.completion_tokens,
                 tool_calls=len(calls),
                 finish_reason=self.turn_finish,
+                calls=tuple({"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls),
             )
         )
         text = "".join(self.turn_text)

@@ -30,7 +30,9 @@ from actors.messages import (
     resolve,
 )
 from actors.provider import ToolCall
+from actors.resume import ResumedInvocation
 from actors.services import Services
+from actors.tool_content import model_content
 from events import new_id
 from events.catalog import (
     ApprovalRequested,
@@ -40,7 +42,7 @@ from events.catalog import (
     ToolDecided,
     ToolProposed,
 )
-from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
+from tools import ExecutionContext, InvalidArguments, ToolSpec, UnknownTool
 
 MAX_ARGUMENT_TEXT = 64 * 1024
 
@@ -70,6 +72,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         run_ref: pykka.ActorRef[Any],
         cancel: threading.Event,
         session_grants: tuple[str, ...],
+        resume: ResumedInvocation | None = None,
     ) -> None:
         super().__init__()
         self.s = services
@@ -90,11 +93,15 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.approval_started = 0.0
         self.approval_timer: Any = None
         self.finished = False
+        self.resume = resume
 
     # --- pykka hooks -----------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.actor_ref.tell(ExecuteTool())
+        if self.resume is not None:
+            self._resume(self.resume)
+        else:
+            self.actor_ref.tell(ExecuteTool())
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, ExecuteTool):
@@ -169,6 +176,34 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._request_approval(decision.reason, arguments)
         else:
             self._complete_failed(f"denied: {decision.reason}", "denied", denied=True)
+
+    def _resume(self, inv: ResumedInvocation) -> None:
+        """Pick up an approval that was pending when the node stopped (see actors.resume)."""
+        self.seq = inv.next_seq
+        try:
+            self.spec = self.s.catalog.spec(self.call.name)
+            self.args = self.s.catalog.validate(self.call.name, self.call.arguments or "{}")
+        except (UnknownTool, InvalidArguments) as exc:
+            self._complete_failed(f"cannot resume {self.call.name}: {exc}", "invalid")
+            return
+        approval_id = inv.approval.approval_id
+        self.approval_id = approval_id
+        waited_s = max(0.0, time.time() - inv.requested_at_ms / 1000)
+        self.approval_started = time.monotonic() - waited_s
+        if inv.resolution is not None:
+            r = inv.resolution
+            self.approval_id = None
+            self.run_ref.tell(
+                ApprovalSettled(invocation_id=self.invocation_id, approval_id=approval_id)
+            )
+            self._act_on(r.decision, r.scope, decided_by=r.decided_by, reason=r.reason)
+            return
+        self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
+        remaining = max(0.0, inv.approval.expires_at_ms / 1000 - time.time())
+        ref = self.actor_ref
+        self.approval_timer = self.s.io.call_later(
+            remaining, lambda: _tell_quietly(ref, ApprovalTimedOut(approval_id))
+        )
 
     def _decided(
         self,
@@ -252,6 +287,11 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.run_ref.tell(
             ApprovalSettled(invocation_id=self.invocation_id, approval_id=approval_id)
         )
+        self._act_on(decision, scope, decided_by=decided_by, reason=reason)
+
+    def _act_on(self, decision: str, scope: Scope, *, decided_by: str, reason: str) -> None:
+        """Execute after an allow, or feed the denial back."""
+        assert self.spec is not None
         if decision == "allow":
             if scope == "always":
                 self.s.gate.grant_always(self.principal, self.spec.name)
@@ -277,39 +317,31 @@ class ToolInvocationActor(pykka.ThreadingActor):
             return
         ctx = ExecutionContext.start(self.s.workspace, self.spec.timeout_s, self.cancel)
         result = self.s.catalog.execute(self.spec.name, self.args, ctx)
-        self._completed(result)
-        content = result.output if result.ok else f"error ({result.error_kind}): {result.error}"
-        if result.ok and result.truncated:
-            content += "\n[output truncated]"
-        self._finish(ok=result.ok, content=content, grant=grant)
-
-    def _completed(self, result: ToolResult) -> None:
-        self._append(
-            ToolCompleted(
-                invocation_id=self.invocation_id,
-                run_id=self.run_id,
-                tool=self.call.name,
-                ok=result.ok,
-                output=result.output,
-                error=result.error,
-                error_kind=result.error_kind,
-                truncated=result.truncated,
-                duration_ms=result.duration_ms,
-            )
+        completed = ToolCompleted(
+            invocation_id=self.invocation_id,
+            run_id=self.run_id,
+            tool=self.call.name,
+            ok=result.ok,
+            output=result.output,
+            error=result.error,
+            error_kind=result.error_kind,
+            truncated=result.truncated,
+            duration_ms=result.duration_ms,
         )
+        self._append(completed)
+        self._finish(ok=result.ok, content=model_content(completed), grant=grant)
 
     def _complete_failed(self, error: str, kind: str, *, denied: bool = False) -> None:
-        self._append(
-            ToolCompleted(
-                invocation_id=self.invocation_id,
-                run_id=self.run_id,
-                tool=self.call.name,
-                ok=False,
-                error=error,
-                error_kind=kind,
-            )
+        completed = ToolCompleted(
+            invocation_id=self.invocation_id,
+            run_id=self.run_id,
+            tool=self.call.name,
+            ok=False,
+            error=error,
+            error_kind=kind,
         )
-        self._finish(ok=False, content=f"error: {error}", denied=denied)
+        self._append(completed)
+        self._finish(ok=False, content=model_content(completed), denied=denied)
 
     def _finish(
         self, *, ok: bool, content: str, denied: bool = False, grant: Scope | None = None

@@ -103,7 +103,12 @@ class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
 
 
 class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed"):
-    """One provider call finished; token counts are the provider's usage for that call."""
+    """One provider call finished; token counts are the provider's usage for that call.
+
+    ``calls`` records the tool calls the model proposed (``{"id", "name", "arguments"}``, the
+    arguments as the model's JSON text, redacted), so a run can be resumed after a restart."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"calls"})
 
     run_id: str
     turn: int
@@ -111,6 +116,7 @@ class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed
     completion_tokens: int
     tool_calls: int
     finish_reason: str
+    calls: tuple[dict[str, str], ...] = ()
 
 
 class RunAwaitingApproval(Event, frozen=True, kw_only=True, tag="run.awaiting_approval"):

@@ -17,7 +17,7 @@ import apsw
 from events.chain import GENESIS
 from events.checkpoint import Checkpoint
 from events.envelope import Head, StoredEvent
-from events.errors import JournalClosed
+from events.errors import JournalClosed, JournalUnavailable
 from events.schema import connect
 
 COLUMNS = (
@@ -193,15 +193,27 @@ class JournalReader:
         """Every row in position order with ``payload_sha256`` appended: for verify and export.
 
         Reads in keyed batches so a long scan never holds one read transaction open for long.
+        Raises :class:`JournalUnavailable` at a row that cannot be read at all (a text column
+        holding bytes that are not UTF-8), after yielding every row before it.
         """
         last: Any = -(2**63)
         conn = self._conn()
         while True:
-            rows = conn.execute(
-                f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
-                "ORDER BY position LIMIT ?",
-                (last, batch),
-            ).fetchall()
+            rows: list[tuple[Any, ...]] = []
+            try:
+                for row in conn.execute(
+                    f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
+                    "ORDER BY position LIMIT ?",
+                    (last, batch),
+                ):
+                    rows.append(row)
+            except UnicodeDecodeError:
+                yield from rows
+                after = rows[-1][0] if rows else last
+                raise JournalUnavailable(
+                    f"journal {self.path}: the row after position {max(after, 0)} cannot be read "
+                    "(a text column is not valid UTF-8)"
+                ) from None
             if not rows:
                 return
             yield from rows

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
 from events.chain import GENESIS, identity_bytes, payload_digest, row_hash
 from events.checkpoint import Checkpoint, signature_valid
+from events.errors import JournalUnavailable
 from events.reader import JournalReader
 
 Progress = Callable[[int, int], None]
@@ -140,7 +142,7 @@ def _walk(
     before_prev = GENESIS
     events = 0
     last_good_checkpoint = 0
-    for row in reader.scan():
+    for row in _readable(reader.scan()):
         position = row[0]
         (event_id, stream, seq, kind, version, at_ms, principal, corr, cause) = row[1:10]
         payload, prev_hash, stored_hash, digest = row[10:14]
@@ -237,6 +239,17 @@ def _walk(
         if progress is not None and events % every == 0:
             progress(events, total)
     return events, expected - 1, prev
+
+
+def _readable(rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    """The scanned rows; a row that cannot be read at all ends the walk as ``unreadable``."""
+    last = 0
+    try:
+        for row in rows:
+            last = row[0] if isinstance(row[0], int) else last
+            yield row
+    except JournalUnavailable as exc:
+        raise _Found(Fault(kind="unreadable", position=last + 1, message=str(exc))) from None
 
 
 def _classify_link(
