@@ -112,9 +112,10 @@ class NodeConfig(_Strict):
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:
         """The tool runtimes' settings, rooted in the data dir."""
+        plugins = data_dir / "plugins"
         return ToolsConfig(
             workspace_dir=str(data_dir / "workspace"),
-            plugin_dir=str(data_dir / "plugins"),
+            plugin_dir=str(plugins) if plugins.is_dir() else None,
             shell_allowlist=self.tools.shell_allowlist,
             http_allowlist=self.tools.http_allowlist,
             http_allow_private=self.tools.http_allow_private,
