@@ -80,8 +80,11 @@ class BuiltinRuntime(ToolRuntime):
             slept = round(time.monotonic() - started, 3)
             return Output(text=msgspec.json.encode({"slept_s": slept}).decode())
         if name == "time.now":
-            now = time.time_ns()
-            iso = datetime.fromtimestamp(now / 1e9, tz=UTC).isoformat(timespec="milliseconds")
-            body = {"iso": iso.replace("+00:00", "Z"), "epoch_ms": now // 1_000_000}
+            ms = time.time_ns() // 1_000_000
+            moment = datetime.fromtimestamp(ms // 1000, tz=UTC).replace(
+                microsecond=(ms % 1000) * 1000
+            )
+            iso = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            body = {"iso": iso, "epoch_ms": ms}
             return Output(text=msgspec.json.encode(body).decode())
         raise ValueError(f"builtin runtime has no tool {name!r}")

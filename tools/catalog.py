@@ -73,7 +73,8 @@ class ToolCatalog:
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         """Run a validated call to completion, failure, time-out or cancellation.
 
-        Synchronous; meant for the tool actor's own thread. Returns a
+        Synchronous; meant for the tool actor's own thread, which must not be
+        running an asyncio loop (http.fetch runs a private one). Returns a
         `ToolResult` for every runtime outcome; raises only `UnknownTool`, or
         TypeError when ``args`` is not the tool's argument type (a caller bug).
         """

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import socket
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
 import aiohttp
@@ -103,6 +105,17 @@ class HttpRuntime(ToolRuntime):
         return asyncio.run(_watched(self._fetch(args, ctx), ctx))
 
     async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
+        # DNS runs on a private thread that is abandoned, not awaited, on cancel:
+        # asyncio.run would otherwise wait for a hung lookup before returning.
+        dns = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reel-http-dns")
+        try:
+            return await self._fetch_with(args, ctx, dns)
+        finally:
+            dns.shutdown(wait=False, cancel_futures=True)
+
+    async def _fetch_with(
+        self, args: HttpFetchArgs, ctx: ExecutionContext, dns: ThreadPoolExecutor
+    ) -> Output:
         resolver = _PinnedResolver()
         connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
         timeout = aiohttp.ClientTimeout(total=max(ctx.remaining(), 0.001))
@@ -117,7 +130,7 @@ class HttpRuntime(ToolRuntime):
             body = args.body
             headers = dict(args.headers)
             for hop in range(self._config.http_max_redirects + 1):
-                host = await self._vet(url, resolver)
+                host = await self._vet(url, resolver, dns)
                 try:
                     async with session.request(
                         method, url, data=body, headers=headers, allow_redirects=False
@@ -140,7 +153,7 @@ class HttpRuntime(ToolRuntime):
                     raise Fault("timeout", "deadline exceeded") from None
             raise Fault("limit", f"more than {self._config.http_max_redirects} redirects")
 
-    async def _vet(self, url: URL, resolver: _PinnedResolver) -> str:
+    async def _vet(self, url: URL, resolver: _PinnedResolver, dns: ThreadPoolExecutor) -> str:
         host = url.host or ""
         self._policy.check_host(host)
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -153,7 +166,10 @@ class HttpRuntime(ToolRuntime):
         else:
             loop = asyncio.get_running_loop()
             try:
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+                infos = await loop.run_in_executor(
+                    dns, functools.partial(socket.getaddrinfo, host, port,
+                                           type=socket.SOCK_STREAM)
+                )
             except OSError:
                 raise Fault("failed", f"host {host!r} could not be resolved") from None
             addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]

@@ -10,7 +10,8 @@ Limits: fuel (`Store.set_fuel`, out of fuel is a trap), a `StoreLimits`
 memory cap (``memory.grow`` past it returns -1; a module whose initial
 memory is above it fails to instantiate), and the epoch deadline. WASI gets
 the JSON arguments on stdin, ``argv = [tool name]``, no environment, stdout
-and stderr captured with a cap, and no preopened directory unless the
+and stderr captured to files with a cap (the watchdog stops a module whose
+stdout passes the cap), and no preopened directory unless the
 program was granted a workspace subdirectory (mounted at ``/workspace``).
 The entry point is ``_start``; ``proc_exit(0)`` or returning is success.
 """
@@ -79,25 +80,48 @@ def compile_module(source: bytes, *, is_text: bool) -> bytes:
 
 
 class _Capture:
-    """A WASI output sink that keeps at most ``cap + 1`` bytes."""
+    """A WASI output file, read back up to ``cap + 1`` bytes.
 
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
+    A file and not `WasiConfig.stdout_custom`: custom sinks call back into
+    Python from wasmtime's tokio threads, which makes the interpreter abort
+    at exit ("panic in a function that cannot unwind") in wasmtime-py 50.
+    The watchdog stops the module once the file grows past the cap.
+    """
 
-    def __call__(self, chunk: bytes) -> int:
-        room = self.cap + 1 - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        return len(chunk)
+    def __init__(self, path: Path, cap: int) -> None:
+        self.path, self.cap = path, cap
+        path.touch(mode=0o600)
+
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return 0
+
+    def over(self) -> bool:
+        return self.size() > self.cap
+
+    def read(self) -> tuple[bytes, bool]:
+        """At most ``cap`` bytes, and whether more were written."""
+        with self.path.open("rb") as f:
+            data = f.read(self.cap + 1)
+        return data[: self.cap], len(data) > self.cap
+
+    def text(self) -> tuple[str, bool, bool]:
+        """Decoded text, truncated flag, lossy flag."""
+        data, truncated = self.read()
+        text, lossy = decode_text(data, truncated=truncated)
+        return text, truncated, lossy
 
 
 class _Watchdog(threading.Thread):
     """Interrupts the call's engine when time runs out or cancel is set."""
 
-    def __init__(self, engine: wasmtime.Engine, ctx: ExecutionContext, limit_s: float) -> None:
+    def __init__(
+        self, engine: wasmtime.Engine, ctx: ExecutionContext, limit_s: float, stdout: _Capture
+    ) -> None:
         super().__init__(name="wasm-watchdog", daemon=True)
-        self._engine, self._ctx = engine, ctx
+        self._engine, self._ctx, self._stdout = engine, ctx, stdout
         self._until = min(ctx.deadline, time.monotonic() + limit_s)
         self._limit_s = limit_s
         self.finished = threading.Event()
@@ -107,6 +131,8 @@ class _Watchdog(threading.Thread):
         while not self.finished.is_set():
             if self._ctx.cancelled():
                 self.reason = ("cancelled", "cancelled by request")
+            elif self._stdout.over():
+                self.reason = ("limit", f"output exceeded {self._stdout.cap} bytes")
             elif time.monotonic() >= self._until:
                 own_limit = self._until < self._ctx.deadline
                 self.reason = ("timeout", f"time limit of {self._limit_s * 1000:.0f} ms exceeded"
@@ -138,22 +164,23 @@ class WasmRuntime(ToolRuntime):
         store.set_limits(memory_size=program.memory_limit_bytes, table_elements=100_000,
                          instances=16, tables=16, memories=4)
         store.set_epoch_deadline(1)
-        stdout, stderr = _Capture(program.output_cap_bytes), _Capture(4096)
         with tempfile.TemporaryDirectory(prefix="reel-wasm-") as tmp:
             stdin_path = Path(tmp) / "stdin.json"
             stdin_path.write_bytes(msgspec.json.encode(args))
+            stdout = _Capture(Path(tmp) / "stdout", program.output_cap_bytes)
+            stderr = _Capture(Path(tmp) / "stderr", 200)
             wasi = wasmtime.WasiConfig()
             wasi.argv = [name]
             wasi.stdin_file = str(stdin_path)
-            wasi.stdout_custom = stdout
-            wasi.stderr_custom = stderr
+            wasi.stdout_file = str(stdout.path)
+            wasi.stderr_file = str(stderr.path)
             if program.workspace_subdir is not None:
                 host = _granted_dir(ctx.workspace, program.workspace_subdir)
                 wasi.preopen_dir(host, GUEST_WORKSPACE, fs_mutable=program.writable)
             store.set_wasi(wasi)
             linker = wasmtime.Linker(engine)
             linker.define_wasi()
-            watchdog = _Watchdog(engine, ctx, program.time_limit_ms / 1000)
+            watchdog = _Watchdog(engine, ctx, program.time_limit_ms / 1000, stdout)
             watchdog.start()
             try:
                 code = self._start(linker, store, module, program)
@@ -161,13 +188,13 @@ class WasmRuntime(ToolRuntime):
                 raise _trap_fault(trap, watchdog, program, stdout) from None
             except wasmtime.WasmtimeError as exc:
                 # A host (WASI) call rejected its arguments: the module's fault.
-                partial, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=True)
+                partial, truncated, lossy = stdout.text()
                 raise Fault("failed", f"host call failed: {_first_line(exc)}",
-                            output=partial, lossy=lossy) from None
+                            output=partial, truncated=truncated, lossy=lossy) from None
             finally:
                 watchdog.finished.set()
                 watchdog.join()
-        return self._output(code, stdout, stderr)
+            return self._output(code, stdout, stderr)
 
     @staticmethod
     def _start(
@@ -192,10 +219,9 @@ class WasmRuntime(ToolRuntime):
 
     @staticmethod
     def _output(code: int, stdout: _Capture, stderr: _Capture) -> Output:
-        truncated = len(stdout.data) > stdout.cap
-        text, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=truncated)
+        text, truncated, lossy = stdout.text()
         if code != 0:
-            note, _ = decode_text(bytes(stderr.data[:200]), truncated=True)
+            note, _, _ = stderr.text()
             detail = f": {note.strip()}" if note.strip() else ""
             raise Fault("failed", f"exited with status {code}{detail}", output=text,
                         truncated=truncated, lossy=lossy)
@@ -205,7 +231,7 @@ class WasmRuntime(ToolRuntime):
 def _trap_fault(
     trap: wasmtime.Trap, watchdog: _Watchdog, program: WasmProgram, stdout: _Capture
 ) -> Fault:
-    partial, lossy = decode_text(bytes(stdout.data[: stdout.cap]), truncated=True)
+    partial, truncated, lossy = stdout.text()
     code = trap.trap_code
     kind: ErrorKind
     if code == wasmtime.TrapCode.INTERRUPT and watchdog.reason is not None:
@@ -214,7 +240,7 @@ def _trap_fault(
         kind, message = "limit", f"fuel exhausted ({program.fuel} units)"
     else:
         kind, message = "failed", f"trap: {_first_line(trap)}"
-    return Fault(kind, message, output=partial, lossy=lossy)
+    return Fault(kind, message, output=partial, truncated=truncated, lossy=lossy)
 
 
 def _first_line(exc: BaseException) -> str:

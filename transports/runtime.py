@@ -14,6 +14,7 @@ from actors import Node, ToolGate
 from actors.provider import ModelProvider
 from events import Journal, NodeKey
 from policies import PolicyEngine
+from projections import Projector, Views
 from tools import build_catalog
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
@@ -21,19 +22,27 @@ from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvide
 
 @dataclass
 class Runtime:
-    """A composed node over one data dir; ``close()`` stops it and the journal."""
+    """A composed node over one data dir; ``close()`` stops it, the views and the journal."""
 
     data_dir: Path
     config: NodeConfig
     journal: Journal
     node: Node
+    projector: Projector
+    views: Views
 
     def close(self, grace_s: float = 10.0) -> None:
-        """Drain and stop the node, then close the journal (signing a final checkpoint)."""
+        """Drain and stop the node, then the projector, then close the journal (signing a final
+        checkpoint)."""
         try:
             self.node.stop(grace_s)
         finally:
-            self.journal.close()
+            try:
+                self.projector.catch_up()
+                self.projector.close()
+                self.views.close()
+            finally:
+                self.journal.close()
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -91,7 +100,9 @@ def open_runtime(
         checkpoint_every_events=cfg.journal.checkpoint_every_events,
         checkpoint_every_s=cfg.journal.checkpoint_every_s,
     )
+    projector: Projector | None = None
     try:
+        projector = Projector(journal, data_dir / "views.db")
         node = Node(
             journal=journal,
             provider=model,
@@ -101,7 +112,18 @@ def open_runtime(
             config=cfg.actors(),
         )
         node.start()
+        projector.follow(journal)
     except BaseException:
+        if projector is not None:
+            projector.close()
         journal.close()
         raise
-    return Runtime(data_dir=data_dir, config=cfg, journal=journal, node=node)
+    views = Views(data_dir / "views.db")
+    return Runtime(
+        data_dir=data_dir,
+        config=cfg,
+        journal=journal,
+        node=node,
+        projector=projector,
+        views=views,
+    )

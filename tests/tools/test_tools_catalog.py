@@ -83,7 +83,8 @@ def test_validation_errors_name_the_field(
 
 def test_validate_accepts_text_bytes_and_mappings(catalog: tools.ToolCatalog) -> None:
     a = catalog.validate("echo", '{"text": "x"}')
-    assert a == catalog.validate("echo", b'{"text": "x"}') == catalog.validate("echo", {"text": "x"})
+    assert a == catalog.validate("echo", b'{"text": "x"}')
+    assert a == catalog.validate("echo", {"text": "x"})
 
 
 def test_execute_refuses_unvalidated_arguments(

@@ -55,7 +55,8 @@ def test_read_write_list_round_trip(workspace: Path) -> None:
 
 def test_write_without_create_dirs_needs_the_parent(workspace: Path) -> None:
     result = _call(workspace, "fs.write", {"path": "missing/n.txt", "content": "x"})
-    assert (result.error_kind, result.error) == ("invalid", "path: directory 'missing' does not exist")
+    assert (result.error_kind, result.error) == (
+        "invalid", "path: directory 'missing' does not exist")
 
 
 @pytest.mark.parametrize("tool", ["fs.read", "fs.list", "fs.write"])
@@ -146,7 +147,8 @@ def test_reading_a_directory_or_fifo_is_invalid(workspace: Path) -> None:
     os.mkfifo(workspace / "fifo")
     assert _call(workspace, "fs.read", {"path": "d"}).error_kind == "invalid"
     assert _call(workspace, "fs.read", {"path": "fifo"}).error_kind == "invalid"
-    assert _call(workspace, "fs.read", {"path": "nothing"}).error == "path: 'nothing' does not exist"
+    missing = _call(workspace, "fs.read", {"path": "nothing"})
+    assert missing.error == "path: 'nothing' does not exist"
 
 
 def test_list_reports_symlinks_without_following(workspace: Path) -> None:

@@ -151,7 +151,7 @@ def test_post_body_and_caller_headers(workspace: Path, http_server: LoopbackServ
 
 
 def test_bad_requests_are_invalid(workspace: Path, http_server: LoopbackServer) -> None:
-    cases = {
+    cases: dict[str, dict[str, object]] = {
         "body: only allowed with method POST": {"url": f"{http_server.base}/hello", "body": "x"},
         "headers.Host: may not be set by the caller": {"url": f"{http_server.base}/hello",
                                                        "headers": {"Host": "evil"}},

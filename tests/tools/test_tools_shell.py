@@ -89,7 +89,9 @@ def test_environment_is_scrubbed(workspace: Path, monkeypatch: pytest.MonkeyPatc
                      "PATH=/usr/local/bin:/usr/bin:/bin"]
 
 
-def test_argv0_is_resolved_on_the_fixed_path(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_argv0_is_resolved_on_the_fixed_path(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = workspace / "echo"
     fake.write_text("#!/bin/sh\necho hijacked\n")
     fake.chmod(0o755)

@@ -44,7 +44,8 @@ OPEN_AND_READ = """(module
     (if (local.get $err) (then (call $exit (local.get $err))))
     (i32.store (i32.const 0) (i32.const 1024))
     (i32.store (i32.const 4) (i32.const 1024))
-    (local.set $err (call $read (i32.load (i32.const 64)) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (local.set $err
+      (call $read (i32.load (i32.const 64)) (i32.const 0) (i32.const 1) (i32.const 8)))
     (if (local.get $err) (then (call $exit (local.get $err))))
     (i32.store (i32.const 4) (i32.load (i32.const 8)))
     (drop (call $write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
@@ -183,12 +184,34 @@ def test_granted_workspace_subdir_is_readable_and_confined(
     (workspace / "data").mkdir()
     (workspace / "data" / "hello.txt").write_text("hi from the workspace")
     (workspace / "secret.txt").write_text("outside the grant")
-    grant = {"capabilities": ["fs.read"], "workspace_subdir": "data"}
+    grant: dict[str, Any] = {"capabilities": ["fs.read"], "workspace_subdir": "data"}
     ok = _run(_single(tmp_path / "a", _open_wat("hello.txt"), **grant), "test.plugin", workspace)
     assert (ok.ok, ok.output) == (True, "hi from the workspace")
     escape = _run(_single(tmp_path / "b", _open_wat("../secret.txt"), **grant),
                   "test.plugin", workspace)
     assert escape.error_kind == "failed" and escape.output == ""
+
+
+def test_write_access_is_refused_under_a_read_only_grant(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (workspace / "data").mkdir()
+    (workspace / "data" / "hello.txt").write_text("keep me")
+    wat = _open_wat("hello.txt", rights=WASI_RIGHT_FD_WRITE)
+    result = _run(_single(tmp_path, wat, capabilities=["fs.read"], workspace_subdir="data"),
+                  "test.plugin", workspace)
+    assert result.error == f"exited with status {WASI_ERRNO_PERM}"
+    assert (workspace / "data" / "hello.txt").read_text() == "keep me"
+
+
+@pytest.mark.timeout(15)
+def test_endless_output_is_stopped_at_the_cap(tmp_path: Path, workspace: Path) -> None:
+    endless = CHATTY.replace("(i32.const 100)", "(i32.const -1)")  # unsigned max: never ends
+    catalog = _single(tmp_path, endless, BIG_FUEL_CONFIG, fuel=10**14, time_limit_ms=600_000,
+                      output_cap_bytes=4096)
+    result = _run(catalog, "test.plugin", workspace)
+    assert (result.error_kind, result.error) == ("limit", "output exceeded 4096 bytes")
+    assert result.truncated and len(result.output) == 4096
 
 
 def test_output_cap_truncates(tmp_path: Path, workspace: Path) -> None:
@@ -253,7 +276,7 @@ def test_unknown_manifest_key_names_key_and_file(tmp_path: Path) -> None:
 )
 def test_manifest_problems_are_named(tmp_path: Path, fields: dict[str, Any], problem: str) -> None:
     make_plugin(tmp_path / "plugins", "test.plugin", LOOP, **fields)
-    with pytest.raises(ManifestError, match="manifest.toml: ") as info:
+    with pytest.raises(ManifestError, match=r"manifest\.toml: ") as info:
         load_plugins(tmp_path / "plugins", ToolsConfig())
     assert problem in str(info.value)
 

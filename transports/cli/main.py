@@ -10,7 +10,15 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from events import JournalError
 from policies import PolicyError
 from tools import ToolsError
-from transports.cli import approvals_cmd, chat_cmd, journal_cmd, node_cmd, policy_cmd, tools_cmd
+from transports.cli import (
+    approvals_cmd,
+    chat_cmd,
+    journal_cmd,
+    node_cmd,
+    policy_cmd,
+    replay_cmd,
+    tools_cmd,
+)
 from transports.cli.errors import EXIT_UNUSABLE, CliError
 from transports.config import ConfigError
 
@@ -28,6 +36,7 @@ app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(policy_cmd.app, name="policy")
 app.command("tools")(tools_cmd.tools)
+app.command("replay")(replay_cmd.replay_cmd)
 
 
 def main() -> None:

@@ -1,0 +1,30 @@
+"""The projection seam: a named, versioned fold of journal events into tables of views.db.
+
+Each projection owns its tables (``ddl``) and says which event kinds it handles; ``apply`` writes
+rows for one event inside the projector's transaction. Bumping ``version`` makes the projector
+drop and rebuild that projection's tables from position 0.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import apsw
+
+from events import Event, StoredEvent
+
+
+class Projection(Protocol):
+    """A read model folded from the journal."""
+
+    name: str
+    version: int
+    tables: tuple[str, ...]
+    """The tables it owns (dropped on a version bump; compared by ``reel replay``)."""
+    ddl: str
+    kinds: frozenset[str] | None
+    """Event kinds it handles; None means every event with a correlation id (the tape)."""
+
+    def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+        """Write the rows for one event (called inside the projector's transaction)."""
+        ...

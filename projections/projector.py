@@ -1,0 +1,211 @@
+"""The projector: folds the journal into views.db, one checkpoint per projection.
+
+Each batch is one transaction that writes the projections' rows *and* their checkpoints, so a
+crash never leaves a view ahead of or behind its checkpoint. A projection whose stored version
+differs from its code is dropped and rebuilt from position 0. The projector follows the journal
+through its subscription (``Journal.listen``) on its own thread, and wakes its own listeners
+(SSE, gRPC streams) after each batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import apsw
+
+from events import Journal, JournalReader, UnknownEventKind
+from projections.approvals_view import ApprovalsProjection
+from projections.base import Projection
+from projections.runs import RunsProjection
+from projections.sessions import SessionsProjection
+from projections.tape import TapeProjection
+from projections.tool_usage import ToolUsageProjection
+
+VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
+
+
+def all_projections() -> list[Projection]:
+    """A fresh instance of every projection reel maintains."""
+    return [
+        SessionsProjection(),
+        RunsProjection(),
+        TapeProjection(),
+        ApprovalsProjection(),
+        ToolUsageProjection(),
+    ]
+
+
+Progress = Callable[[int, int], None]
+
+
+class Projector:
+    """Owns views.db for writing; readers open their own connections (WAL)."""
+
+    def __init__(
+        self,
+        reader: JournalReader,
+        path: Path,
+        projections: Sequence[Projection] | None = None,
+        batch: int = 2000,
+    ) -> None:
+        self.reader = reader
+        self.path = path
+        self.projections = list(projections or all_projections())
+        self.batch = batch
+        self.conn = apsw.Connection(str(path))
+        self.conn.set_busy_timeout(5000)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")  # views are rebuildable from the journal
+        self._checkpoints = self._prepare()
+        self._cond = threading.Condition()
+        self._listeners: list[Callable[[int], None]] = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self.error: BaseException | None = None
+
+    # --- schema and checkpoints --------------------------------------------------------------
+
+    def _prepare(self) -> dict[str, int]:
+        with self.conn:
+            self.conn.execute(f"PRAGMA application_id={VIEWS_APPLICATION_ID}")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS projection_checkpoints("
+                " name TEXT PRIMARY KEY, version INTEGER NOT NULL, position INTEGER NOT NULL)"
+            )
+            stored = {
+                str(name): (int(version), int(position))
+                for name, version, position in self.conn.execute(
+                    "SELECT name, version, position FROM projection_checkpoints"
+                )
+            }
+            checkpoints: dict[str, int] = {}
+            for projection in self.projections:
+                version, position = stored.get(projection.name, (None, 0))
+                if version != projection.version:
+                    for table in projection.tables:
+                        self.conn.execute(f"DROP TABLE IF EXISTS {table}")
+                    position = 0
+                self.conn.execute(projection.ddl)
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO projection_checkpoints VALUES (?,?,?)",
+                    (projection.name, projection.version, position),
+                )
+                checkpoints[projection.name] = position
+        return checkpoints
+
+    @property
+    def position(self) -> int:
+        """The journal position every projection has applied."""
+        return min(self._checkpoints.values()) if self._checkpoints else 0
+
+    def checkpoints(self) -> dict[str, int]:
+        """Each projection's last applied position."""
+        return dict(self._checkpoints)
+
+    # --- folding -----------------------------------------------------------------------------
+
+    def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
+        """Apply every committed event (up to ``until``); returns how many were read."""
+        total = 0
+        target = until if until is not None else self.reader.head().position
+        while True:
+            start = self.position
+            if start >= target:
+                break
+            limit = min(self.batch, target - start)
+            events = self.reader.read(after_position=start, limit=limit)
+            if not events:
+                break
+            with self.conn:
+                for stored in events:
+                    try:
+                        event = stored.decode()
+                    except UnknownEventKind:
+                        continue  # verify reports it; views skip what they cannot read
+                    for projection in self.projections:
+                        if stored.position <= self._checkpoints[projection.name]:
+                            continue
+                        kinds = projection.kinds
+                        if kinds is None:
+                            if stored.correlation_id is None:
+                                continue
+                        elif stored.kind not in kinds:
+                            continue
+                        projection.apply(self.conn, stored, event)
+                last = events[-1].position
+                for projection in self.projections:
+                    if self._checkpoints[projection.name] < last:
+                        self.conn.execute(
+                            "UPDATE projection_checkpoints SET position = ? WHERE name = ?",
+                            (last, projection.name),
+                        )
+            for projection in self.projections:
+                self._checkpoints[projection.name] = max(self._checkpoints[projection.name], last)
+            total += len(events)
+            self._notify(last)
+            if progress is not None:
+                progress(last, target)
+        return total
+
+    # --- following the journal ---------------------------------------------------------------
+
+    def follow(self, journal: Journal) -> None:
+        """Catch up now, then keep up with the journal on a background thread."""
+        self.catch_up()
+        self._unsubscribe = journal.listen(lambda _head: self._wake.set())
+        self._thread = threading.Thread(target=self._run, name="projector", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=0.5)
+            self._wake.clear()
+            try:
+                self.catch_up()
+            except Exception as exc:
+                self.error = exc
+
+    def wait_for(self, position: int, timeout: float | None = None) -> int:
+        """Block until the views include ``position`` (or timeout); returns the view position."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.position >= position or self._stop.is_set(), timeout)
+            return self.position
+
+    def listen(self, listener: Callable[[int], None]) -> Callable[[], None]:
+        """Call ``listener(position)`` after each applied batch; returns an unsubscribe."""
+        with self._cond:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._cond:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def _notify(self, position: int) -> None:
+        with self._cond:
+            self._cond.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):
+                listener(position)
+
+    def close(self) -> None:
+        """Stop following and close views.db; idempotent."""
+        self._stop.set()
+        self._wake.set()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        with self._cond:
+            self._cond.notify_all()
+        self.conn.close()

@@ -1,0 +1,133 @@
+"""Reading the views: what the HTTP and gRPC transports serve. Safe from many threads; never
+writes (the projector owns views.db for writing)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+import msgspec
+
+from projections.records import (
+    ApprovalRecord,
+    RunRecord,
+    SessionRecord,
+    TapeEntry,
+    ToolUsageRecord,
+)
+
+R = TypeVar("R", bound=msgspec.Struct)
+_json = msgspec.json.Decoder()
+
+
+class Views:
+    """Typed queries over views.db."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._guard = threading.Lock()
+
+    def _conn(self) -> apsw.Connection:
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
+            conn.set_busy_timeout(5000)
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
+        cur = self._conn().execute(sql, args)
+        names = [d[0] for d in cur.getdescription()]
+        out = []
+        for row in cur:
+            values = dict(zip(names, row, strict=True))
+            if cls is TapeEntry:
+                values["event"] = _json.decode(values.pop("entry"))
+            elif cls is ApprovalRecord:
+                values["arguments"] = _json.decode(values["arguments"])
+            out.append(msgspec.convert(values, cls))
+        return out
+
+    def sessions(self, after: str | None = None, limit: int = 100) -> list[SessionRecord]:
+        """Sessions ordered by id (creation order), after the given id."""
+        return self._rows(
+            SessionRecord,
+            "SELECT * FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?",
+            (after or "", limit),
+        )
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        rows = self._rows(
+            SessionRecord, "SELECT * FROM sessions WHERE session_id = ?", (session_id,)
+        )
+        return rows[0] if rows else None
+
+    def runs_of_session(
+        self, session_id: str, after: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        """A session's runs in order, after the given run id."""
+        return self._rows(
+            RunRecord,
+            "SELECT * FROM runs WHERE session_id = ? AND run_id > ? ORDER BY run_id LIMIT ?",
+            (session_id, after or "", limit),
+        )
+
+    def run(self, run_id: str) -> RunRecord | None:
+        rows = self._rows(RunRecord, "SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        return rows[0] if rows else None
+
+    def tape(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[TapeEntry]:
+        """The run's tape entries with ``tape_seq > after_seq``, in order."""
+        return self._rows(
+            TapeEntry,
+            "SELECT * FROM tape WHERE run_id = ? AND tape_seq > ? ORDER BY tape_seq LIMIT ?",
+            (run_id, after_seq, limit),
+        )
+
+    def approvals(
+        self, state: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Approvals by id (request order), optionally only pending or resolved."""
+        if state is None:
+            return self._rows(
+                ApprovalRecord,
+                "SELECT * FROM approvals WHERE approval_id > ? ORDER BY approval_id LIMIT ?",
+                (after or "", limit),
+            )
+        return self._rows(
+            ApprovalRecord,
+            "SELECT * FROM approvals WHERE state = ? AND approval_id > ? "
+            "ORDER BY approval_id LIMIT ?",
+            (state, after or "", limit),
+        )
+
+    def approval(self, approval_id: str) -> ApprovalRecord | None:
+        rows = self._rows(
+            ApprovalRecord, "SELECT * FROM approvals WHERE approval_id = ?", (approval_id,)
+        )
+        return rows[0] if rows else None
+
+    def tool_usage(self) -> list[ToolUsageRecord]:
+        return self._rows(ToolUsageRecord, "SELECT * FROM tool_usage ORDER BY tool")
+
+    def run_states(self) -> dict[str, int]:
+        """How many runs are in each state."""
+        cur = self._conn().execute("SELECT state, count(*) FROM runs GROUP BY state")
+        return {str(state): int(n) for state, n in cur}
+
+    def pending_approvals(self) -> int:
+        value = self._conn().execute("SELECT count(*) FROM approvals WHERE state = 'pending'").get
+        return int(value)
+
+    def close(self) -> None:
+        with self._guard:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()

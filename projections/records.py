@@ -1,0 +1,86 @@
+"""The rows of the views, as typed records (the HTTP API returns them; its OpenAPI schema is
+generated from them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    session_key: str | None
+    label: str | None
+    parent_session_id: str | None
+    branched_from_run_id: str | None
+    principal: str
+    created_at_ms: int
+    updated_at_ms: int
+    runs: int
+    resets: int
+    last_run_id: str | None
+
+
+class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    session_id: str
+    principal: str
+    state: str
+    """accepted, in_progress, awaiting_approval, done, failed or cancelled."""
+    termination_reason: str | None
+    message: str | None
+    accepted_at_ms: int
+    started_at_ms: int | None
+    ended_at_ms: int | None
+    turns: int
+    tool_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    answer: str | None
+
+
+class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
+    run_id: str
+    tape_seq: int
+    """Dense per run, from 0."""
+    position: int
+    """The journal position of the event."""
+    kind: str
+    stream: str
+    recorded_at_ms: int
+    event: dict[str, Any]
+    """The event as stored (redacted), with its ``kind`` tag."""
+
+
+class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
+    approval_id: str
+    invocation_id: str
+    run_id: str
+    session_id: str
+    tool: str
+    arguments: Any
+    risk: str
+    reason: str
+    principal: str
+    requested_at_ms: int
+    expires_at_ms: int
+    state: str
+    """pending or resolved."""
+    decision: str | None
+    scope: str | None
+    decided_by: str | None
+    decided_reason: str | None
+    resolved_at_ms: int | None
+    waited_ms: int | None
+
+
+class ToolUsageRecord(msgspec.Struct, frozen=True, kw_only=True):
+    tool: str
+    proposed: int
+    allowed: int
+    denied: int
+    approval_required: int
+    succeeded: int
+    failed: int
+    total_duration_ms: int
