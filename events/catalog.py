@@ -67,7 +67,7 @@ class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_add
     approval_id: str
 
 
-# --- runs (stream ``run/<run_id>``; ``run.accepted`` is on the session's stream) --------------------------------------------------------
+# --- runs (stream ``run/<run_id>``; ``run.accepted`` is on the session stream) ----------------
 
 
 class RunAccepted(Event, frozen=True, kw_only=True, tag="run.accepted"):

@@ -32,6 +32,7 @@ from events.lock import WriterLock
 from events.reader import JournalReader
 from events.redact import redact_event
 from events.schema import SYNCHRONOUS_MODES, connect
+from events.stats import LatencyHistogram
 
 _INSERT = (
     "INSERT INTO events(position, event_id, stream, stream_seq, kind, version, recorded_at_ms,"
@@ -53,6 +54,7 @@ class _Append:
         "payloads",
         "principal",
         "stream",
+        "submitted",
     )
 
     def __init__(
@@ -73,6 +75,7 @@ class _Append:
         self.causation_id = causation_id
         self.idempotency_key = idempotency_key
         self.future: Future[AppendResult] = Future()
+        self.submitted = time.perf_counter()
 
 
 def _check_text(name: str, value: str | None) -> None:
@@ -128,6 +131,8 @@ class Journal(JournalReader):
         self._checkpoint_every_s = checkpoint_every_s
         self._max_batch_events = max_batch_events
         self._ids = UlidGenerator()
+        self.append_latency = LatencyHistogram()
+        """Submit-to-commit time of every append (``/metrics``)."""
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._stream_next: dict[str, int] = {}
         head = self._load_head()
@@ -464,6 +469,10 @@ class Journal(JournalReader):
         if signed is not None:
             self._last_checkpoint_position = signed.position
             self._last_checkpoint_time = time.monotonic()
+        committed = time.perf_counter()
+        for request in batch:
+            if isinstance(request, _Append):
+                self.append_latency.observe(committed - request.submitted)
         for future, outcome in outcomes:
             if isinstance(outcome, BaseException):
                 future.set_exception(outcome)

@@ -77,6 +77,16 @@ class JournalReader:
                 self._connections.append(conn)
         return conn
 
+    def _events(self, cur: apsw.Cursor) -> list[StoredEvent]:
+        """Rows of a ``COLUMNS`` query as events; a row with undecodable text is a clear error."""
+        try:
+            return [to_event(row) for row in cur]
+        except UnicodeDecodeError:
+            raise JournalUnavailable(
+                f"journal {self.path}: a row cannot be read (a text column is not valid UTF-8); "
+                "run reel journal verify"
+            ) from None
+
     def head(self) -> Head:
         """The last position and its hash; ``Head(0, GENESIS)`` when empty."""
         row = (
@@ -95,7 +105,7 @@ class JournalReader:
             f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
             (after_position, limit),
         )
-        return [to_event(row) for row in cur]
+        return self._events(cur)
 
     def read_stream(
         self, stream: str, after_seq: int = -1, limit: int | None = None
@@ -106,7 +116,7 @@ class JournalReader:
             "ORDER BY stream_seq LIMIT ?",
             (stream, after_seq, -1 if limit is None else limit),
         )
-        return [to_event(row) for row in cur]
+        return self._events(cur)
 
     def read_correlated(self, correlation_id: str, after_position: int = 0) -> list[StoredEvent]:
         """Events whose ``correlation_id`` is the given run, in journal order."""
@@ -115,7 +125,7 @@ class JournalReader:
             "ORDER BY position",
             (correlation_id, after_position),
         )
-        return [to_event(row) for row in cur]
+        return self._events(cur)
 
     def first_events(self, prefix: str) -> list[StoredEvent]:
         """The first event (``stream_seq`` 0) of every stream whose name starts with ``prefix``.
@@ -126,7 +136,7 @@ class JournalReader:
             "ORDER BY position",
             (prefix, prefix + "\U0010ffff"),
         )
-        return [to_event(row) for row in cur]
+        return self._events(cur)
 
     def events_of_kinds(self, kinds: tuple[str, ...], after_position: int = 0) -> list[StoredEvent]:
         """Every event of the given kinds, in journal order (a table scan: for start-up
@@ -137,7 +147,7 @@ class JournalReader:
             "ORDER BY position",
             (*kinds, after_position),
         )
-        return [to_event(row) for row in cur]
+        return self._events(cur)
 
     def stream_next_seq(self, stream: str) -> int:
         """The ``stream_seq`` the stream's next event gets (0 for a new stream)."""

@@ -47,6 +47,11 @@ _SECRET_KEY_PARTS = (
     "access_key",
 )
 _SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd"})
+# A part counts only as whole words of the key (``x_api_key``, ``credentials``), so counts such
+# as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``.
+_SECRET_KEY_RE = re.compile(
+    r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)"
+)
 
 _PAIR_KEY = (
     r"(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
@@ -64,13 +69,16 @@ _VALUE_PATTERNS = (
     r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
     r"\bAIza[0-9A-Za-z_-]{35}",
     r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    r"\b(?:[Bb]earer|BEARER|[Bb]asic|BASIC)\s+[A-Za-z0-9._~+/-]{8,}=*",
+    r"(?i:\b(?:bearer|basic))\s+[A-Za-z0-9._~+/-]{8,}=*",
+    # Cookie headers carry session credentials: everything up to the end of the line goes.
+    r"(?i:\b(?:set-)?cookie)\s*:\s*[^\r\n]+",
 )
 _VALUE_RE = re.compile("|".join(f"(?:{p})" for p in _VALUE_PATTERNS))
 _PAIR_RE = re.compile(
     r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*" + _PAIR_KEY + r")(?![A-Za-z0-9])"
     # An already-placed marker is matched whole, so ``_pair`` leaves it (and its count) alone.
-    r"([\"']?\s*[:=]\s*[\"']?)(\[REDACTED\]|[^\s\"'&,;}\]]+)"
+    # A quoted value is taken whole (``password: "two words"``).
+    r"([\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[\"']?\[REDACTED\][\"']?|[^\s\"'&,;}\]]+)"
 )
 
 T = TypeVar("T")
@@ -81,7 +89,7 @@ def is_secret_key(key: str) -> bool:
     norm = key.strip().lower().replace("-", "_").replace(" ", "_")
     if norm in _SECRET_KEYS_EXACT:
         return True
-    return any(part in norm for part in _SECRET_KEY_PARTS)
+    return _SECRET_KEY_RE.search(norm) is not None
 
 
 def redact_text(text: str) -> tuple[str, int]:
@@ -95,10 +103,12 @@ def redact_text(text: str) -> tuple[str, int]:
 
     def _pair(match: re.Match[str]) -> str:
         nonlocal count
-        if match.group(3) == MARKER:
+        value = match.group(3)
+        if value.strip("\"'") == MARKER:
             return match.group(0)
         count += 1
-        return match.group(1) + match.group(2) + MARKER
+        quote = value[0] if value[0] in "\"'" else ""
+        return match.group(1) + match.group(2) + quote + MARKER + quote
 
     text = _VALUE_RE.sub(_value, text)
     text = _PAIR_RE.sub(_pair, text)

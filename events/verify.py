@@ -97,6 +97,9 @@ def verify(
         fault = None
     except _Found as found:
         fault = found.fault
+        if fault.kind not in ("bad_checkpoint_signature", "truncated_tail"):
+            # Found by the walk: the rows before the first bad position checked out.
+            events = (fault.earliest_position or fault.position) - 1
     if progress is not None:
         progress(total, total)
     return VerifyReport(

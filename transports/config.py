@@ -30,19 +30,19 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     pass
 
 
-class HttpConfig(_Strict):
+class HttpConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = 8470
     max_body_bytes: int = 1 << 20
 
 
-class GrpcConfig(_Strict):
+class GrpcConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     host: str = "127.0.0.1"
     port: int = 8471
     max_message_bytes: int = 4 << 20
 
 
-class ProviderConfig(_Strict):
+class ProviderConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     kind: Literal["deterministic", "openai"] = "deterministic"
     chunk_delay_s: float = 0.0
     """Deterministic provider: pause between streamed words (demos, cancellation tests)."""
@@ -54,37 +54,36 @@ class ProviderConfig(_Strict):
     max_retries: int = 2
 
 
-class RunsConfig(_Strict):
+class RunsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     max_turns: int = 16
     max_tool_calls: int = 8
     wall_clock_s: float = 900.0
     system_prompt: str = ActorsConfig().system_prompt
 
 
-class SessionsConfig(_Strict):
+class SessionsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     idle_passivate_s: float = 300.0
     max_message_bytes: int = 64 * 1024
 
 
-class ApprovalsConfig(_Strict):
+class ApprovalsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     timeout_s: float = 600.0
 
 
-class JournalConfig(_Strict):
+class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     checkpoint_every_events: int = 10_000
     checkpoint_every_s: float = 60.0
 
 
-class ToolsSection(_Strict):
+class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
+    posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
+
     postures: dict[str, Literal["always_allow", "ask_each_time", "disabled"]] = {}
-    shell_allowlist: tuple[str, ...] = ()
-    http_allowlist: tuple[str, ...] = ()
-    http_allow_private: tuple[str, ...] = ()
-    sleep_cap_s: float = 30.0
 
 
-class NodeConfig(_Strict):
+class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Everything ``reel node`` reads. Defaults are safe: loopback only, no shell, no egress."""
 
     http: HttpConfig = HttpConfig()
@@ -112,15 +111,14 @@ class NodeConfig(_Strict):
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:
         """The tool runtimes' settings, rooted in the data dir."""
+        fields = msgspec.structs.asdict(self.tools)
+        del fields["postures"]
         plugins = data_dir / "plugins"
-        return ToolsConfig(
-            workspace_dir=str(data_dir / "workspace"),
-            plugin_dir=str(plugins) if plugins.is_dir() else None,
-            shell_allowlist=self.tools.shell_allowlist,
-            http_allowlist=self.tools.http_allowlist,
-            http_allow_private=self.tools.http_allow_private,
-            sleep_cap_s=self.tools.sleep_cap_s,
-        )
+        if fields["workspace_dir"] is None:
+            fields["workspace_dir"] = str(data_dir / "workspace")
+        if fields["plugin_dir"] is None and plugins.is_dir():
+            fields["plugin_dir"] = str(plugins)
+        return ToolsConfig(**fields)
 
 
 SECTIONS = tuple(NodeConfig.__struct_fields__)

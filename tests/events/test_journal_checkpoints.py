@@ -1,0 +1,128 @@
+"""Signed checkpoints and the node key file."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
+
+from events import CheckpointKeyError, Journal, JournalReader, NodeKey
+from events.catalog import RunOutput
+from events.checkpoint import signature_valid
+
+
+def out(text: str = "x") -> RunOutput:
+    return RunOutput(run_id="r", turn=0, text=text)
+
+
+def test_node_key_is_created_with_mode_0600(data_dir: Path) -> None:
+    path = data_dir / "node.key"
+    key = NodeKey.load_or_create(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert b"PRIVATE KEY" in path.read_bytes()
+    assert len(key.public_key) == 32
+    assert NodeKey.load_or_create(path).public_key == key.public_key  # loaded, not replaced
+    assert [p.name for p in data_dir.iterdir()] == ["node.key"]  # no temp file left behind
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_key_readable_by_others_is_refused(data_dir: Path, mode: int) -> None:
+    path = data_dir / "node.key"
+    NodeKey.load_or_create(path)
+    path.chmod(mode)
+    for load in (NodeKey.load, NodeKey.load_or_create):
+        with pytest.raises(CheckpointKeyError, match=f"mode {mode:o}") as info:
+            load(path)
+        assert "\n" not in str(info.value)
+
+
+def test_missing_key_is_a_checkpoint_key_error(data_dir: Path) -> None:
+    with pytest.raises(CheckpointKeyError, match="cannot read node key"):
+        NodeKey.load(data_dir / "node.key")
+
+
+def write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, data)
+    os.close(fd)
+
+
+def test_garbage_and_wrong_key_types_are_refused(data_dir: Path) -> None:
+    garbage = data_dir / "garbage.key"
+    write_private(garbage, b"not a key at all")
+    with pytest.raises(CheckpointKeyError, match="not a PEM private key"):
+        NodeKey.load(garbage)
+    ec = data_dir / "ec.key"
+    write_private(
+        ec,
+        generate_private_key(SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+    with pytest.raises(CheckpointKeyError, match="not an Ed25519 key"):
+        NodeKey.load(ec)
+    for path in (garbage, ec):  # the error names the file but never prints its contents
+        with pytest.raises(CheckpointKeyError) as info:
+            NodeKey.load(path)
+        assert str(path) in str(info.value)
+        assert "PRIVATE" not in str(info.value)
+
+
+def test_automatic_checkpoints_every_n_events_and_on_close(data_dir: Path) -> None:
+    key = NodeKey.load_or_create(data_dir / "node.key")
+    journal = Journal(data_dir / "journal.db", node_key=key, checkpoint_every_events=10)
+    for i in range(35):
+        journal.append("run/1", [out(str(i))], expected_seq=i)
+    assert [c.position for c in journal.checkpoints()] == [10, 20, 30]
+    journal.close()
+    reader = JournalReader.open(data_dir / "journal.db")
+    try:
+        checkpoints = reader.checkpoints()
+        assert [c.position for c in checkpoints] == [10, 20, 30, 35]
+        for checkpoint in checkpoints:
+            (row,) = reader.read(after_position=checkpoint.position - 1, limit=1)
+            assert checkpoint.hash == row.hash
+            assert checkpoint.public_key == key.public_key
+            assert signature_valid(checkpoint, key.public_key)
+    finally:
+        reader.close()
+
+
+def test_explicit_checkpoint(data_dir: Path) -> None:
+    key = NodeKey.load_or_create(data_dir / "node.key")
+    with Journal(data_dir / "journal.db", node_key=key) as journal:
+        assert journal.checkpoint() is None  # nothing to sign yet
+        journal.append("run/1", [out(), out()], expected_seq=0)
+        signed = journal.checkpoint()
+        assert signed is not None
+        assert (signed.position, signed.hash) == (2, journal.head().hash)
+        assert journal.checkpoint() is None  # the head is already signed
+        assert journal.checkpoints() == [signed]
+    reader = JournalReader.open(data_dir / "journal.db")
+    assert [c.position for c in reader.checkpoints()] == [2]  # close() had nothing to add
+    reader.close()
+
+
+def test_no_node_key_means_no_checkpoints(data_dir: Path) -> None:
+    with Journal(data_dir / "journal.db", checkpoint_every_events=1) as journal:
+        journal.append("run/1", [out()], expected_seq=0)
+        assert journal.checkpoint() is None
+    reader = JournalReader.open(data_dir / "journal.db")
+    assert reader.checkpoints() == []
+    reader.close()
+
+
+def test_close_without_checkpoint(data_dir: Path) -> None:
+    key = NodeKey.load_or_create(data_dir / "node.key")
+    journal = Journal(data_dir / "journal.db", node_key=key)
+    journal.append("run/1", [out()], expected_seq=0)
+    journal.close(checkpoint=False)
+    reader = JournalReader.open(data_dir / "journal.db")
+    assert reader.checkpoints() == []
+    reader.close()

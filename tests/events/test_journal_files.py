@@ -1,0 +1,229 @@
+"""Opening files that are not (usable) journals, and the writer lock between real processes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import apsw
+import pytest
+
+from events import (
+    Journal,
+    JournalError,
+    JournalLocked,
+    JournalReader,
+    JournalUnavailable,
+    NotAJournal,
+    SchemaTooNew,
+    verify,
+)
+from events.catalog import RunOutput
+
+IS_ROOT = os.geteuid() == 0
+
+
+def out(text: str = "x") -> RunOutput:
+    return RunOutput(run_id="r", turn=0, text=text)
+
+
+def make_journal(path: Path, events: int = 3) -> None:
+    with Journal(path) as journal:
+        for i in range(events):
+            journal.append("run/1", [out(str(i))], expected_seq=i)
+
+
+def random_bytes(path: Path) -> None:
+    path.write_bytes(os.urandom(8192))
+
+
+def other_database(path: Path) -> None:
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes(body) VALUES ('not a journal')")
+    conn.close()
+
+
+def newer_schema(path: Path) -> None:
+    make_journal(path)
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+
+
+def directory(path: Path) -> None:
+    path.mkdir()
+
+
+BAD_FILES: list[tuple[Callable[[Path], None], type[JournalError], str]] = [
+    (random_bytes, NotAJournal, "not an SQLite database"),
+    (other_database, NotAJournal, "application_id 0x0"),
+    (newer_schema, SchemaTooNew, "schema version 2"),
+    (directory, JournalUnavailable, "is a directory"),
+]
+
+
+def fingerprint(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "words"), BAD_FILES, ids=lambda v: getattr(v, "__name__", "")
+)
+@pytest.mark.parametrize("opener", [Journal, JournalReader.open], ids=["writer", "reader"])
+def test_bad_file_is_refused_with_one_clear_line(
+    tmp_path: Path,
+    make: Callable[[Path], None],
+    error: type[JournalError],
+    words: str,
+    opener: Callable[[Path], object],
+) -> None:
+    path = tmp_path / "journal.db"
+    make(path)
+    before = fingerprint(path)
+    with pytest.raises(error) as info:
+        opener(path)
+    message = str(info.value)
+    assert words in message
+    assert str(path) in message
+    assert "\n" not in message
+    assert fingerprint(path) == before  # the file was not touched
+
+
+def test_missing_file_for_a_reader(tmp_path: Path) -> None:
+    with pytest.raises(JournalUnavailable, match="no journal at"):
+        JournalReader.open(tmp_path / "journal.db")
+    assert not (tmp_path / "journal.db").exists()
+
+
+def test_empty_database_is_not_a_journal_for_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    path.touch()
+    with pytest.raises(NotAJournal, match="empty database"):
+        JournalReader.open(path)
+
+
+def test_read_only_journal(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    make_journal(path)
+    before = fingerprint(path)
+    path.chmod(0o444)
+    try:
+        if not IS_ROOT:  # root ignores file modes: there is no refusal to observe
+            with pytest.raises(JournalUnavailable, match="read-only") as info:
+                Journal(path)
+            assert "\n" not in str(info.value)
+        reader = JournalReader.open(path)
+        try:
+            assert reader.count() == 3
+            assert verify(reader).ok
+        finally:
+            reader.close()
+        assert fingerprint(path) == before
+    finally:
+        path.chmod(0o644)
+
+
+# --- the writer lock, between real processes ----------------------------------------------
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from events import Journal
+    from events.catalog import RunOutput
+    journal = Journal(Path(sys.argv[1]))
+    journal.append("run/holder", [RunOutput(run_id="h", turn=0, text="held")], expected_seq=None)
+    print("ready", flush=True)
+    sys.stdin.read()  # hold the lock until the parent closes our stdin
+    journal.close()
+    """
+)
+
+OPENER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from events import Journal
+    from events.catalog import RunOutput
+    with Journal(Path(sys.argv[1])) as journal:
+        result = journal.append("run/next", [RunOutput(run_id="n", turn=0, text="mine")],
+                                expected_seq=0)
+    print("appended", result.first_position)
+    """
+)
+
+
+@contextmanager
+def holder(path: Path) -> Iterator[subprocess.Popen[str]]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
+
+
+def test_second_process_gets_journal_locked_naming_the_holder(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    make_journal(path)
+    with holder(path) as child:
+        before = fingerprint(path)
+        with pytest.raises(JournalLocked) as info:
+            Journal(path)
+        assert info.value.holder_pid == child.pid
+        assert f"process {child.pid}" in str(info.value)
+        assert "\n" not in str(info.value)
+        assert fingerprint(path) == before
+        reader = JournalReader.open(path)  # readers never need the lock
+        try:
+            assert reader.count() == 4
+        finally:
+            reader.close()
+        assert child.stdin is not None
+        child.stdin.close()
+        assert child.wait() == 0
+    with Journal(path) as journal:  # released on close
+        assert journal.count() == 4
+
+
+def test_lock_is_released_by_kill_9(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with holder(path) as child:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    done = subprocess.run(
+        [sys.executable, "-c", OPENER, str(path)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["appended", "2"]
+    reader = JournalReader.open(path)
+    try:
+        assert verify(reader).ok
+    finally:
+        reader.close()
+
+
+def test_lock_in_the_same_process(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path):
+        with pytest.raises(JournalLocked) as info:
+            Journal(path)
+        assert info.value.holder_pid == os.getpid()

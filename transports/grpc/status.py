@@ -1,0 +1,55 @@
+"""Errors as the gRPC API reports them: the one place where everything a handler can raise
+becomes a gRPC status and a message naming the problem.
+
+Handlers raise :class:`grpclib.exceptions.GRPCError` for what they detect themselves (bad
+requests); :func:`to_grpc_error` translates the actors' error tree and journal errors.
+Unexpected exceptions become INTERNAL with a generic message (never a traceback or a secret).
+"""
+
+from __future__ import annotations
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from actors import (
+    ActorsError,
+    Conflict,
+    InvalidCommand,
+    NodeDraining,
+    NotFound,
+    SessionKeyTaken,
+)
+from events import AppendRejected, JournalClosed, JournalError, JournalUnavailable
+
+
+def to_grpc_error(exc: BaseException) -> GRPCError:
+    """The status and message for any exception a handler let through."""
+    if isinstance(exc, GRPCError):
+        return exc
+    if isinstance(exc, InvalidCommand):
+        return GRPCError(Status.INVALID_ARGUMENT, str(exc))
+    if isinstance(exc, NotFound):
+        return GRPCError(Status.NOT_FOUND, str(exc))
+    if isinstance(exc, SessionKeyTaken):
+        return GRPCError(Status.ALREADY_EXISTS, str(exc))
+    if isinstance(exc, Conflict):
+        return GRPCError(Status.FAILED_PRECONDITION, str(exc))
+    if isinstance(exc, NodeDraining):
+        return GRPCError(Status.UNAVAILABLE, f"the node is shutting down: {exc}")
+    if isinstance(exc, AppendRejected):
+        return GRPCError(Status.INVALID_ARGUMENT, f"the journal refused the input: {exc}")
+    if isinstance(exc, JournalClosed | JournalUnavailable):
+        return GRPCError(Status.UNAVAILABLE, "the journal is not available")
+    if isinstance(exc, JournalError | ActorsError):
+        return GRPCError(Status.INTERNAL, f"internal error ({type(exc).__name__})")
+    return GRPCError(Status.INTERNAL, "internal error")
+
+
+def invalid(field: str, problem: str) -> GRPCError:
+    """INVALID_ARGUMENT naming the request field."""
+    return GRPCError(Status.INVALID_ARGUMENT, f"{field}: {problem}")
+
+
+def not_found(what: str) -> GRPCError:
+    """NOT_FOUND with ``what`` (e.g. "run '01H...'") in the message."""
+    return GRPCError(Status.NOT_FOUND, f"{what} not found")

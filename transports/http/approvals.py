@@ -1,0 +1,72 @@
+"""``/v1/approvals``: the queue (pending or resolved) and human decisions."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from actors.messages import ResolveApproval
+from projections import ApprovalRecord
+from transports.http.bodies import ApprovalPage, DecisionRequest
+from transports.http.context import CONTEXT, ApiContext
+from transports.http.failures import ApiError
+from transports.http.inputs import LIST_CAP, after_id, page_limit, path_id, read_body
+from transports.http.replies import json_reply
+from transports.http.sessions import PRINCIPAL
+
+STATES = ("pending", "resolved")
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/approvals")
+async def list_approvals(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    state = request.query.get("state") or None
+    if state is not None and state not in STATES:
+        raise ApiError(
+            "invalid_argument", "state must be pending or resolved (or absent)", "query.state"
+        )
+    limit = page_limit(request, LIST_CAP)
+    rows = ctx.runtime.views.approvals(state=state, after=after_id(request), limit=limit.value + 1)
+    more = len(rows) > limit.value
+    items = rows[: limit.value]
+    return json_reply(
+        ApprovalPage(
+            items=items,
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=items[-1].approval_id if more else None,
+        )
+    )
+
+
+@routes.get("/v1/approvals/{approval_id}")
+async def get_approval(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    return json_reply(await approval_record(ctx, path_id(request, "approval_id", "approval")))
+
+
+@routes.post("/v1/approvals/{approval_id}")
+async def decide(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    approval_id = path_id(request, "approval_id", "approval")
+    body = await read_body(request, DecisionRequest)
+    await ctx.command(
+        ResolveApproval(
+            approval_id=approval_id,
+            decision=body.decision,
+            scope=body.scope,
+            reason=body.reason,
+            principal=PRINCIPAL,
+        )
+    )
+    await ctx.caught_up()
+    return json_reply(await approval_record(ctx, approval_id))
+
+
+async def approval_record(ctx: ApiContext, approval_id: str) -> ApprovalRecord:
+    views = ctx.runtime.views
+    record = await ctx.fresh(lambda: views.approval(approval_id))
+    if record is None:
+        raise ApiError("not_found", f"no approval with id {approval_id!r}")
+    return record

@@ -1,0 +1,148 @@
+"""The JSON bodies of the HTTP API: requests (strict) and responses, as msgspec Structs.
+
+Requests forbid unknown fields, so a typo is a 400 naming the field instead of a silently ignored
+option. Responses reuse the view records (``projections.records``) as they are, so the API and
+the views cannot drift apart; ``/v1/openapi.json`` is generated from these types.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from projections import ApprovalRecord, RunRecord, SessionRecord, TapeEntry
+
+
+class _Request(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+# --- requests ----------------------------------------------------------------------------------
+
+
+class CreateSessionRequest(_Request):
+    """``POST /v1/sessions``: a new session, or the existing one with this ``session_key``."""
+
+    session_key: str | None = None
+    label: str | None = None
+
+
+class SendMessageRequest(_Request):
+    """``POST /v1/sessions/{id}/messages``: start a run with ``text``."""
+
+    text: str
+    label: str | None = None
+
+
+class ResetSessionRequest(_Request):
+    """``POST /v1/sessions/{id}/reset``: later runs forget earlier history (body optional)."""
+
+
+class BranchSessionRequest(_Request):
+    """``POST /v1/sessions/{id}/branch``: a new session with this one's history up to
+    ``run_id`` (default: the last finished run)."""
+
+    run_id: str | None = None
+    session_key: str | None = None
+    label: str | None = None
+
+
+class CancelRunRequest(_Request):
+    """``POST /v1/runs/{id}/cancel`` (body optional)."""
+
+
+class DecisionRequest(_Request):
+    """``POST /v1/approvals/{id}``: a human decision on a pending approval."""
+
+    decision: Literal["allow", "deny"]
+    scope: Literal["once", "session", "always"] = "once"
+    reason: str = ""
+
+
+class VerifyRequest(_Request):
+    """``POST /v1/journal/verify`` (body optional)."""
+
+
+# --- responses ---------------------------------------------------------------------------------
+
+
+ErrorCode = Literal[
+    "unauthenticated",
+    "invalid_argument",
+    "not_found",
+    "method_not_allowed",
+    "conflict",
+    "payload_too_large",
+    "unavailable",
+    "internal",
+]
+
+
+class ErrorDetail(msgspec.Struct, frozen=True, kw_only=True):
+    code: ErrorCode
+    """Stable: clients branch on it (the message is for people)."""
+    message: str
+    field: str | None = None
+    """The offending input: ``$.decision`` for a body field, ``query.limit`` for a query
+    parameter, ``header.Last-Event-ID`` for a header."""
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True):
+    error: ErrorDetail
+
+
+class SessionPage(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[SessionRecord]
+    limit: int
+    """The page size used (after clamping)."""
+    limit_clamped: bool
+    """True when the requested ``limit`` was above the cap and was lowered to it."""
+    next_after: str | None
+    """Pass as ``after`` for the next page; null when there is nothing more (now)."""
+
+
+class RunPage(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[RunRecord]
+    limit: int
+    limit_clamped: bool
+    next_after: str | None
+
+
+class ApprovalPage(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[ApprovalRecord]
+    limit: int
+    limit_clamped: bool
+    next_after: str | None
+
+
+class TapePage(msgspec.Struct, frozen=True, kw_only=True):
+    items: list[TapeEntry]
+    limit: int
+    limit_clamped: bool
+    next_after: int | None
+    """The last ``tape_seq`` of this page when more entries exist now; null otherwise (a live
+    run's tape may still grow: follow it from the last item's ``tape_seq``, or use SSE)."""
+
+
+class RunStarted(msgspec.Struct, frozen=True, kw_only=True):
+    """``POST /v1/sessions/{id}/messages``: the run is durable and visible in the views."""
+
+    run_id: str
+    session_id: str
+    session_created: bool
+    queued: bool
+    """True when an earlier run of the session is still live; this one waits its turn."""
+
+
+class JournalHead(msgspec.Struct, frozen=True, kw_only=True):
+    position: int
+    """The last committed journal position (0 when empty)."""
+    hash: str
+    """That row's chain hash, hex."""
+    views_position: int
+    """The position every view has applied; ``position - views_position`` is the lag."""
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True):
+    status: Literal["ok", "draining"]

@@ -1,0 +1,65 @@
+"""What every handler needs from the running node, kept on the aiohttp application."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from transports.http.failures import ApiError
+from transports.http.freshness import views_reach
+from transports.runtime import Runtime
+
+R = TypeVar("R")
+
+COMMAND_TIMEOUT_S = 30.0
+"""An actor answers a command at once (work continues after the reply); longer means trouble."""
+
+
+@dataclass
+class ApiContext:
+    """The node behind the API, its admin token and the knobs tests and benchmarks turn."""
+
+    runtime: Runtime
+    token: str
+    keepalive_s: float = 15.0
+    """Seconds between SSE keep-alive comments when a stream has nothing to say."""
+    freshness_s: float = 2.0
+    """How long a read waits for the views to include the latest commit before answering."""
+    sse_streams: int = 0
+    """Open SSE responses (``reel_http_sse_streams``)."""
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the server stops: open SSE streams end."""
+    verify_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """One journal verification at a time: it reads the whole journal."""
+
+    async def command(self, command: Any) -> Any:
+        """Send ``command`` to the node and await its reply (errors are the actors' own)."""
+        future = self.runtime.node.send(command)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), COMMAND_TIMEOUT_S)
+        except TimeoutError:
+            raise ApiError("unavailable", "the node did not answer in time") from None
+
+    async def caught_up(self) -> bool:
+        """Wait until the views include every committed event (bounded by ``freshness_s``)."""
+        runtime = self.runtime
+        return await views_reach(
+            runtime.projector, runtime.journal.committed_position, self.freshness_s
+        )
+
+    async def fresh(self, read: Callable[[], R | None]) -> R | None:
+        """``read()``; on a miss while the views lag the journal, wait for them and read again
+        (a run started over gRPC a moment ago is found over HTTP too)."""
+        row = read()
+        runtime = self.runtime
+        if row is None and runtime.projector.position < runtime.journal.committed_position:
+            await self.caught_up()
+            row = read()
+        return row
+
+
+CONTEXT = web.AppKey("reel_api", ApiContext)

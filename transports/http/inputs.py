@@ -1,0 +1,108 @@
+"""Reading request input: JSON bodies, path ids, query parameters and the paging rules.
+
+Bodies are decoded straight into the request Structs (``forbid_unknown_fields``); the failure
+is mapped to a 400 naming the field by :mod:`transports.http.failures`. Query parameters are
+checked here and name themselves as ``query.<name>``.
+
+Paging: ``limit`` defaults to 50; above the cap (1000 for a tape, 200 for lists) it is lowered
+to the cap and the response says so (``limit_clamped``); below 1 it is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any, NamedTuple, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from events import is_ulid
+from transports.http.failures import ApiError
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+DEFAULT_LIMIT = 50
+LIST_CAP = 200
+TAPE_CAP = 1000
+MAX_SEQ = (1 << 62) - 1
+"""Larger tape positions cannot exist (and would overflow SQLite's integers)."""
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+@cache
+def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(kind)
+
+
+async def read_body(request: web.Request, kind: type[T], *, optional: bool = False) -> T:
+    """Decode the request body as ``kind``; an empty body is ``kind()`` when ``optional``."""
+    raw = await request.read()
+    if not raw.strip():
+        if optional:
+            return kind()
+        raise ApiError("invalid_argument", "a JSON object body is required", "$")
+    body: T = _decoder(kind).decode(raw)
+    return body
+
+
+def path_id(request: web.Request, name: str, what: str) -> str:
+    """A ULID from the path; anything else cannot name a ``what`` (404, not 400)."""
+    value = request.match_info[name]
+    if not is_ulid(value):
+        raise ApiError("not_found", f"no {what} with id {value[:64]!r}")
+    return value
+
+
+class Limit(NamedTuple):
+    value: int
+    clamped: bool
+
+
+def page_limit(request: web.Request, cap: int) -> Limit:
+    """The page size: ``limit`` (default 50) lowered to ``cap`` when above it."""
+    raw = request.query.get("limit")
+    if raw is None or raw == "":
+        return Limit(min(DEFAULT_LIMIT, cap), False)
+    value = _integer(raw, "limit")
+    if value < 1:
+        raise ApiError("invalid_argument", "limit must be at least 1", "query.limit")
+    if value > cap:
+        return Limit(cap, True)
+    return Limit(value, False)
+
+
+def after_id(request: web.Request) -> str | None:
+    """The list cursor: the last id of the previous page (a ULID) or nothing."""
+    raw = request.query.get("after")
+    if raw is None or raw == "":
+        return None
+    if not is_ulid(raw):
+        raise ApiError(
+            "invalid_argument", "after must be an id from a previous page", "query.after"
+        )
+    return raw
+
+
+def after_seq(request: web.Request) -> int:
+    """The tape cursor from ``?after=`` (default -1: from the start)."""
+    raw = request.query.get("after")
+    if raw is None or raw == "":
+        return -1
+    return seq_value(raw, "query.after")
+
+
+def seq_value(raw: str, field: str) -> int:
+    """A tape sequence number (-1 means "before the first entry")."""
+    value = _integer(raw, field.rpartition(".")[2], field)
+    if not -1 <= value <= MAX_SEQ:
+        raise ApiError("invalid_argument", f"{field} must be between -1 and {MAX_SEQ}", field)
+    return value
+
+
+def _integer(raw: str, name: str, field: str | None = None) -> int:
+    where = field or f"query.{name}"
+    text = raw.strip()
+    if not _INTEGER.fullmatch(text):
+        raise ApiError("invalid_argument", f"{name} must be an integer, got {raw[:32]!r}", where)
+    return int(text)

@@ -1,0 +1,66 @@
+"""``/v1/runs``: a run's record, its tape page by page, and cancellation.
+
+The live tape (Server-Sent Events) is in :mod:`transports.http.stream`.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from actors.messages import CancelRun
+from projections import RunRecord
+from transports.http.bodies import CancelRunRequest, TapePage
+from transports.http.context import CONTEXT, ApiContext
+from transports.http.failures import ApiError
+from transports.http.inputs import TAPE_CAP, after_seq, page_limit, path_id, read_body
+from transports.http.replies import json_reply
+from transports.http.sessions import PRINCIPAL
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/runs/{run_id}")
+async def get_run(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    return json_reply(await run_record(ctx, path_id(request, "run_id", "run")))
+
+
+@routes.get("/v1/runs/{run_id}/tape")
+async def get_tape(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    run_id = path_id(request, "run_id", "run")
+    limit = page_limit(request, TAPE_CAP)
+    after = after_seq(request)
+    views = ctx.runtime.views
+    rows = views.tape(run_id, after_seq=after, limit=limit.value + 1)
+    if not rows:
+        await run_record(ctx, run_id)  # an empty page of a run that exists, or a 404
+    more = len(rows) > limit.value
+    items = rows[: limit.value]
+    return json_reply(
+        TapePage(
+            items=items,
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=items[-1].tape_seq if more else None,
+        )
+    )
+
+
+@routes.post("/v1/runs/{run_id}/cancel")
+async def cancel_run(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    run_id = path_id(request, "run_id", "run")
+    await read_body(request, CancelRunRequest, optional=True)
+    await ctx.command(CancelRun(run_id=run_id, principal=PRINCIPAL))
+    await ctx.caught_up()
+    return json_reply(await run_record(ctx, run_id), status=202)
+
+
+async def run_record(ctx: ApiContext, run_id: str) -> RunRecord:
+    """The run's row (waiting for lagging views on a miss), or a 404."""
+    views = ctx.runtime.views
+    record = await ctx.fresh(lambda: views.run(run_id))
+    if record is None:
+        raise ApiError("not_found", f"no run with id {run_id!r}")
+    return record

@@ -1,0 +1,156 @@
+"""``/v1/sessions``: list, read, create, send a message (start a run), reset, branch."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from actors.messages import (
+    BranchSession,
+    ResetSession,
+    ResolveSession,
+    RunTicket,
+    SessionInfo,
+    StartRun,
+)
+from projections import SessionRecord
+from transports.http.bodies import (
+    BranchSessionRequest,
+    CreateSessionRequest,
+    ResetSessionRequest,
+    RunPage,
+    RunStarted,
+    SendMessageRequest,
+    SessionPage,
+)
+from transports.http.context import CONTEXT, ApiContext
+from transports.http.failures import ApiError
+from transports.http.inputs import LIST_CAP, after_id, page_limit, path_id, read_body
+from transports.http.replies import json_reply
+
+PRINCIPAL = "http"
+"""Who the journal says acted, for commands that arrive over HTTP with the admin token."""
+
+routes = web.RouteTableDef()
+
+
+@routes.get("/v1/sessions")
+async def list_sessions(request: web.Request) -> web.Response:
+    views = request.app[CONTEXT].runtime.views
+    limit = page_limit(request, LIST_CAP)
+    rows = views.sessions(after=after_id(request), limit=limit.value + 1)
+    more = len(rows) > limit.value
+    items = rows[: limit.value]
+    return json_reply(
+        SessionPage(
+            items=items,
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=items[-1].session_id if more else None,
+        )
+    )
+
+
+@routes.get("/v1/sessions/{session_id}")
+async def get_session(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    return json_reply(await session_record(ctx, session_id))
+
+
+@routes.get("/v1/sessions/{session_id}/runs")
+async def list_runs(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    limit = page_limit(request, LIST_CAP)
+    after = after_id(request)
+    await session_record(ctx, session_id)
+    rows = ctx.runtime.views.runs_of_session(session_id, after=after, limit=limit.value + 1)
+    more = len(rows) > limit.value
+    items = rows[: limit.value]
+    return json_reply(
+        RunPage(
+            items=items,
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=items[-1].run_id if more else None,
+        )
+    )
+
+
+@routes.post("/v1/sessions")
+async def create_session(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    body = await read_body(request, CreateSessionRequest, optional=True)
+    info: SessionInfo = await ctx.command(
+        ResolveSession(
+            session_key=body.session_key, label=body.label, create=True, principal=PRINCIPAL
+        )
+    )
+    record = await session_record(ctx, info.session_id, wait=True)
+    return json_reply(record, status=201 if info.created else 200)
+
+
+@routes.post("/v1/sessions/{session_id}/messages")
+async def send_message(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    body = await read_body(request, SendMessageRequest)
+    ticket: RunTicket = await ctx.command(
+        StartRun(
+            text=body.text,
+            session_id=session_id,
+            label=body.label,
+            principal=PRINCIPAL,
+            channel="http",
+        )
+    )
+    await ctx.caught_up()
+    return json_reply(
+        RunStarted(
+            run_id=ticket.run_id,
+            session_id=ticket.session_id,
+            session_created=ticket.session_created,
+            queued=ticket.queued,
+        ),
+        status=202,
+        headers={"Location": f"/v1/runs/{ticket.run_id}"},
+    )
+
+
+@routes.post("/v1/sessions/{session_id}/reset")
+async def reset_session(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    await read_body(request, ResetSessionRequest, optional=True)
+    info: SessionInfo = await ctx.command(
+        ResetSession(session_id=session_id, principal=PRINCIPAL)
+    )
+    return json_reply(await session_record(ctx, info.session_id, wait=True))
+
+
+@routes.post("/v1/sessions/{session_id}/branch")
+async def branch_session(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    body = await read_body(request, BranchSessionRequest, optional=True)
+    info: SessionInfo = await ctx.command(
+        BranchSession(
+            session_id=session_id,
+            run_id=body.run_id,
+            session_key=body.session_key,
+            label=body.label,
+            principal=PRINCIPAL,
+        )
+    )
+    return json_reply(await session_record(ctx, info.session_id, wait=True), status=201)
+
+
+async def session_record(ctx: ApiContext, session_id: str, wait: bool = False) -> SessionRecord:
+    """The session's row; after a write (``wait``) the views are brought up to date first."""
+    views = ctx.runtime.views
+    if wait:
+        await ctx.caught_up()
+    record = await ctx.fresh(lambda: views.session(session_id))
+    if record is None:
+        raise ApiError("not_found", f"no session with id {session_id!r}")
+    return record
