@@ -37,8 +37,10 @@ from actors.messages import (
     ResetSession,
     ResolveApproval,
     ResolveSession,
+    RevokeGrant,
     SessionInfo,
     SessionStopped,
+    SetSessionPosture,
     StartRun,
     reject,
     resolve,
@@ -47,9 +49,15 @@ from actors.run import ToSession
 from actors.services import Services
 from actors.session import PassivationRefused, SessionActor
 from events import is_ulid, new_id
-from events.catalog import ApprovalRequested, ApprovalResolved, SessionCreated
+from events.catalog import ApprovalRequested, ApprovalResolved, GrantRevoked, SessionCreated
 
 TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
+GRANTS_STREAM = "grants"
+"""Revocations of ``always`` grants; the directory is the stream's only writer."""
+
+
+SESSION_COMMANDS = (ResetSession, BranchSession, GetSessionState, SetSessionPosture)
+"""Commands naming an existing session, delivered to it as they are."""
 
 
 class _Entry(msgspec.Struct):
@@ -92,7 +100,11 @@ class SessionDirectory(pykka.ThreadingActor):
             self._create(message)
         elif isinstance(message, ResolveSession):
             self._resolve_session(message)
-        elif isinstance(message, ResetSession | BranchSession | GetSessionState):
+        elif isinstance(message, RevokeGrant):
+            self._revoke(message)
+        elif isinstance(
+            message, ResetSession | BranchSession | GetSessionState | SetSessionPosture
+        ):
             if self._known(message.session_id, message.reply):
                 self._deliver(message.session_id, message)
         elif isinstance(message, CancelRun):
@@ -257,6 +269,17 @@ class SessionDirectory(pykka.ThreadingActor):
                 ref.tell(PassivationTick())
 
         self.s.io.call_later(self.s.config.passivate_check_s, tick)
+
+    def _revoke(self, message: RevokeGrant) -> None:
+        existed = self.s.gate.revoke_always(message.principal, message.tool)
+        if existed:
+            self.s.journal.append(
+                GRANTS_STREAM,
+                [GrantRevoked(principal=message.principal, tool=message.tool)],
+                expected_seq=self.s.journal.stream_next_seq(GRANTS_STREAM),
+                principal=message.revoked_by,
+            )
+        resolve(message.reply, existed)
 
     # --- runs and approvals ----------------------------------------------------------------
 

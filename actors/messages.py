@@ -125,6 +125,25 @@ class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     reply: Reply = None
 
 
+class SetSessionPosture(msgspec.Struct, frozen=True, kw_only=True):
+    """Override a tool's posture for one session (``posture=None`` removes the override)."""
+
+    session_id: str
+    tool: str
+    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class RevokeGrant(msgspec.Struct, frozen=True, kw_only=True):
+    """Revoke an ``always`` grant of ``tool`` to ``principal``. Answers whether one existed."""
+
+    principal: str
+    tool: str
+    revoked_by: str = "operator"
+    reply: Reply = None
+
+
 class GetSessionState(msgspec.Struct, frozen=True, kw_only=True):
     """Ask a session for its folded state (introspection and tests)."""
 

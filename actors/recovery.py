@@ -16,8 +16,14 @@ import msgspec
 
 from actors.gate import ToolGate
 from actors.resume import ResumePlan, plan_resume
-from events import Journal, StoredEvent
-from events.catalog import ApprovalRequested, ApprovalResolved, RunFailed, ToolCompleted
+from events import Journal, JournalReader, StoredEvent
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    GrantRevoked,
+    RunFailed,
+    ToolCompleted,
+)
 
 TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
 INTERRUPTED = "the node stopped while this was in flight"
@@ -57,17 +63,28 @@ def recover(journal: Journal, gate: ToolGate, system_prompt: str = "") -> Recove
             correlation_id=run_id,
         )
         runs.append(run_id)
-    grants = 0
-    for stored in journal.events_of_kinds(("tool.approval_resolved",)):
+    grants = active_always_grants(journal)
+    for principal, tool in grants:
+        gate.grant_always(principal, tool)
+    return RecoveryReport(tuple(runs), tuple(approvals), len(grants), tuple(plans))
+
+
+def active_always_grants(reader: JournalReader) -> set[tuple[str, str]]:
+    """(principal, tool) pairs granted ``always`` and not revoked since, folded in order."""
+    grants: set[tuple[str, str]] = set()
+    for stored in reader.events_of_kinds(("tool.approval_resolved", "grant.revoked")):
         event = stored.decode()
-        if (
+        if isinstance(event, GrantRevoked):
+            grants.discard((event.principal, event.tool))
+        elif (
             isinstance(event, ApprovalResolved)
             and event.decision == "allow"
-            and (event.scope == "always" and event.tool and event.grant_principal)
+            and event.scope == "always"
+            and event.tool
+            and event.grant_principal
         ):
-            gate.grant_always(event.grant_principal, event.tool)
-            grants += 1
-    return RecoveryReport(tuple(runs), tuple(approvals), grants, tuple(plans))
+            grants.add((event.grant_principal, event.tool))
+    return grants
 
 
 def _close_tools(journal: Journal, run_id: str, events: list[StoredEvent]) -> list[str]:

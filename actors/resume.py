@@ -58,6 +58,7 @@ class ResumePlan(msgspec.Struct, frozen=True, kw_only=True):
     pending: tuple[ToolCall, ...]
     invocation: ResumedInvocation
     grants: tuple[str, ...] = ()
+    postures: tuple[tuple[str, str], ...] = ()
 
 
 def plan_resume(
@@ -145,6 +146,7 @@ def plan_resume(
         pending=tuple(pending),
         invocation=waiting,
         grants=session.grants if session is not None else (),
+        postures=session.postures if session is not None else (),
     )
 
 

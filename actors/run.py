@@ -92,6 +92,7 @@ class RunActor(pykka.ThreadingActor):
         channel: str | None,
         history: tuple[str, ...],
         grants: tuple[str, ...],
+        postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
         resume: ResumePlan | None = None,
     ) -> None:
@@ -104,6 +105,7 @@ class RunActor(pykka.ThreadingActor):
         self.channel = channel
         self.history = history
         self.grants = set(grants)
+        self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
         self.stream = f"run/{run_id}"
         self.seq = 0
@@ -223,6 +225,7 @@ class RunActor(pykka.ThreadingActor):
         self.messages = list(plan.messages)
         self.pending = deque(plan.pending)
         self.grants = set(plan.grants)
+        self.postures = dict(plan.postures)
         self.tool_cancel = threading.Event()
         self.tool_ref = ToolInvocationActor.start(
             self.s,
@@ -235,6 +238,7 @@ class RunActor(pykka.ThreadingActor):
             run_ref=self.actor_ref,
             cancel=self.tool_cancel,
             session_grants=tuple(sorted(self.grants)),
+            posture_overrides=self.postures,
             resume=plan.invocation,
         )
 
@@ -365,6 +369,7 @@ class RunActor(pykka.ThreadingActor):
             run_ref=self.actor_ref,
             cancel=self.tool_cancel,
             session_grants=tuple(sorted(self.grants)),
+            posture_overrides=self.postures,
         )
 
     def _on_tool_finished(self, message: ToolFinished) -> None:

@@ -28,6 +28,7 @@ from actors.messages import (
     RunTicket,
     SessionInfo,
     SessionStopped,
+    SetSessionPosture,
     StartRun,
     reject,
     resolve,
@@ -36,7 +37,14 @@ from actors.run import RunActor
 from actors.services import Services
 from actors.session_state import SessionState, apply, fold, history_until
 from events import new_id
-from events.catalog import Event, RunAccepted, SessionCreated, SessionGrantAdded, SessionReset
+from events.catalog import (
+    Event,
+    RunAccepted,
+    SessionCreated,
+    SessionGrantAdded,
+    SessionPostureSet,
+    SessionReset,
+)
 
 
 class PassivationRefused(msgspec.Struct, frozen=True):
@@ -123,6 +131,17 @@ class SessionActor(pykka.ThreadingActor):
                     session_id=self.session_id, tool=message.tool, approval_id=message.approval_id
                 )
             )
+        elif isinstance(message, SetSessionPosture):
+            if message.tool not in self.s.catalog:
+                reject(message.reply, InvalidCommand("tool", f"unknown tool {message.tool!r}"))
+            else:
+                self._append(
+                    SessionPostureSet(
+                        session_id=self.session_id, tool=message.tool, posture=message.posture
+                    ),
+                    principal=message.principal,
+                )
+                resolve(message.reply, self._info())
         elif isinstance(message, GetSessionState):
             resolve(message.reply, self.state)
         elif isinstance(message, Passivate):
@@ -193,6 +212,7 @@ class SessionActor(pykka.ThreadingActor):
             channel=q.channel,
             history=prior,
             grants=self.state.grants,
+            postures=dict(self.state.postures),
             cancelled_by=cancelled_by,
         )
 

@@ -6,7 +6,14 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events.catalog import Event, RunAccepted, SessionCreated, SessionGrantAdded, SessionReset
+from events.catalog import (
+    Event,
+    RunAccepted,
+    SessionCreated,
+    SessionGrantAdded,
+    SessionPostureSet,
+    SessionReset,
+)
 
 
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -23,6 +30,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """The runs the next run sees as prior turns (inherited on a branch; emptied by reset)."""
     grants: tuple[str, ...] = ()
     """Tools allowed with scope ``session`` since the last reset (sorted)."""
+    postures: tuple[tuple[str, str], ...] = ()
+    """Per-session posture overrides, (tool, posture), sorted."""
     resets: int = 0
     next_seq: int = 0
     """The ``stream_seq`` the session's next event gets."""
@@ -53,6 +62,13 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
     if isinstance(event, SessionReset):
         return msgspec.structs.replace(
             state, history=(), grants=(), resets=state.resets + 1, next_seq=nxt
+        )
+    if isinstance(event, SessionPostureSet):
+        postures = {tool: p for tool, p in state.postures if tool != event.tool}
+        if event.posture is not None:
+            postures[event.tool] = event.posture
+        return msgspec.structs.replace(
+            state, postures=tuple(sorted(postures.items())), next_seq=nxt
         )
     if isinstance(event, SessionGrantAdded):
         grants = tuple(sorted({*state.grants, event.tool}))

@@ -72,6 +72,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         run_ref: pykka.ActorRef[Any],
         cancel: threading.Event,
         session_grants: tuple[str, ...],
+        posture_overrides: dict[str, str] | None = None,
         resume: ResumedInvocation | None = None,
     ) -> None:
         super().__init__()
@@ -85,6 +86,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.run_ref = run_ref
         self.cancel = cancel
         self.session_grants = session_grants
+        self.posture_overrides = posture_overrides or {}
         self.stream = f"tool/{invocation_id}"
         self.seq = 0
         self.spec: ToolSpec | None = None
@@ -166,6 +168,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             run_id=self.run_id,
             channel=self.channel,
             session_grants=self.session_grants,
+            posture_overrides=self.posture_overrides,
         )
         self._decided(
             decision.outcome, decision.reason, decision.policy_ids, decision.posture, decision.grant

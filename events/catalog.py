@@ -67,6 +67,24 @@ class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_add
     approval_id: str
 
 
+class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_set"):
+    """An operator overrode a tool's posture for this session only (``None`` clears it)."""
+
+    session_id: str
+    tool: str
+    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+
+
+class GrantRevoked(Event, frozen=True, kw_only=True, tag="grant.revoked"):
+    """An ``always`` grant (principal + tool) was revoked; later calls ask again.
+
+    Stream ``grants``, written by the session directory (or ``reel approvals revoke`` on a
+    stopped node)."""
+
+    principal: str
+    tool: str
+
+
 # --- runs (stream ``run/<run_id>``; ``run.accepted`` is on the session stream) ----------------
 
 
@@ -256,6 +274,8 @@ CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
     SessionGrantAdded,
+    SessionPostureSet,
+    GrantRevoked,
     RunAccepted,
     RunStarted,
     RunOutput,

@@ -49,9 +49,7 @@ _SECRET_KEY_PARTS = (
 _SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd"})
 # A part counts only as whole words of the key (``x_api_key``, ``credentials``), so counts such
 # as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``.
-_SECRET_KEY_RE = re.compile(
-    r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)"
-)
+_SECRET_KEY_RE = re.compile(r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)")
 
 _PAIR_KEY = (
     r"(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"

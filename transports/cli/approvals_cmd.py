@@ -13,8 +13,10 @@ from typing import Annotated, Literal
 import msgspec
 import typer
 
+from actors.directory import GRANTS_STREAM
+from actors.recovery import active_always_grants
 from events import Journal, JournalReader, NodeKey
-from events.catalog import ApprovalResolved
+from events.catalog import ApprovalResolved, GrantRevoked
 from projections.approvals import ApprovalView, load_approvals
 from transports.cli.data_dir import journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
@@ -104,6 +106,33 @@ Scope = Annotated[
     str,
     typer.Option("--scope", help="once, session (until the session resets) or always."),
 ]
+
+
+@app.command("revoke")
+def revoke_cmd(
+    principal: Annotated[str, typer.Option("--principal", help="Whose grant.")],
+    tool: Annotated[str, typer.Option("--tool", help="Which tool.")],
+    data: DataOption = None,
+) -> None:
+    """Revoke an ``always`` grant (on a data dir no running node holds)."""
+    data_dir = resolve(data)
+    key = NodeKey.load_or_create(node_key_path(data_dir))
+    journal = Journal(journal_path(data_dir), node_key=key)
+    try:
+        granted = active_always_grants(journal)
+        if (principal, tool) not in granted:
+            raise CliError(
+                f"{principal} has no always grant for {tool}; nothing changed", EXIT_NEGATIVE
+            )
+        journal.append(
+            GRANTS_STREAM,
+            [GrantRevoked(principal=principal, tool=tool)],
+            expected_seq=journal.stream_next_seq(GRANTS_STREAM),
+            principal="cli",
+        )
+    finally:
+        journal.close()
+    print(f"revoked: {principal} must be asked again for {tool}")
 
 
 @app.command("approve")

@@ -13,7 +13,13 @@ from typing import Annotated
 import typer
 
 from actors import ActorsError
-from actors.messages import CancelRun, ResolveApproval, StartRun
+from actors.messages import (
+    CancelRun,
+    ResolveApproval,
+    ResolveSession,
+    SetSessionPosture,
+    StartRun,
+)
 from events.catalog import ApprovalRequested
 from transports.cli.data_dir import resolve
 from transports.cli.errors import CliError
@@ -34,6 +40,13 @@ def chat(
     new: Annotated[bool, typer.Option("--new", help="Start a new session.")] = False,
     approve: Annotated[bool, typer.Option("--approve", help="Allow every approval once.")] = False,
     deny: Annotated[bool, typer.Option("--deny", help="Deny every approval.")] = False,
+    posture: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--posture",
+            help="TOOL=always_allow|ask_each_time|disabled for this session (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Send a message and stream the run."""
     if not local:
@@ -45,12 +58,46 @@ def chat(
         raise typer.BadParameter("give at most one of --approve and --deny")
     if sum(x is not None and x is not False for x in (session, key, new or None)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
+    overrides = [_posture(p) for p in posture or ()]
     runtime = open_runtime(resolve(data))
     try:
+        if overrides:
+            session = _apply_postures(runtime, session, key, overrides)
+            key = None
         code = _converse(runtime, message, session, key, approve, deny)
     finally:
         runtime.close(grace_s=0)
     raise typer.Exit(code)
+
+
+def _posture(text: str) -> tuple[str, str]:
+    tool, sep, value = text.partition("=")
+    if not sep or value not in ("always_allow", "ask_each_time", "disabled"):
+        raise typer.BadParameter(
+            f"{text!r}: expected TOOL=always_allow|ask_each_time|disabled", param_hint="--posture"
+        )
+    return tool, value
+
+
+def _apply_postures(
+    runtime: Runtime, session: str | None, key: str | None, overrides: list[tuple[str, str]]
+) -> str:
+    """Resolve (or create) the session and set its posture overrides; returns its id."""
+    try:
+        info = runtime.node.ask(
+            ResolveSession(
+                session_id=session, session_key=key, create=session is None, principal="cli"
+            )
+        )
+        for tool, value in overrides:
+            runtime.node.ask(
+                SetSessionPosture(
+                    session_id=info.session_id, tool=tool, posture=value, principal="cli"
+                )  # type: ignore[arg-type]
+            )
+    except ActorsError as exc:
+        raise CliError(str(exc)) from None
+    return str(info.session_id)
 
 
 def _converse(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -58,4 +59,10 @@ def main() -> None:
         sys.exit(code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a bug: one line, the traceback only when asked for
+        if os.environ.get("REEL_DEBUG"):
+            raise
+        print(f"reel: internal error: {type(exc).__name__}: {exc} (REEL_DEBUG=1 shows the "
+              "traceback)", file=sys.stderr)
+        sys.exit(EXIT_UNUSABLE)
     sys.exit(code if isinstance(code, int) else 0)
