@@ -434,7 +434,10 @@ class Journal(JournalReader):
                 outcomes.append((request.future, result))
             signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
             if rows or keys or signed is not None:
-                with self._wconn:
+                # Explicit BEGIN/COMMIT: apsw runs each statement with the GIL released, so
+                # other threads keep working during the commit's fsync.
+                self._wconn.execute("BEGIN IMMEDIATE")
+                try:
                     if rows:
                         self._wconn.executemany(_INSERT, rows)
                     if keys:
@@ -452,6 +455,11 @@ class Journal(JournalReader):
                                 signed.signature,
                             ),
                         )
+                    self._wconn.execute("COMMIT")
+                except BaseException:
+                    if not self._wconn.getautocommit():
+                        self._wconn.execute("ROLLBACK")
+                    raise
         except BaseException as exc:  # nothing of this batch was committed
             self._stream_next.clear()
             error = JournalError(f"append failed, nothing written: {exc}")

@@ -2,13 +2,15 @@
 
 A :class:`JournalReader` never takes the writer lock, so ``reel journal verify`` and friends can
 read a journal that a running node is appending to (WAL readers see committed rows only).
-Each thread gets its own SQLite connection.
+Connections are pooled and borrowed per query.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -49,15 +51,20 @@ def to_event(row: RawRow) -> StoredEvent:
 
 
 class JournalReader:
-    """Reads a journal file; safe to use from many threads."""
+    """Reads a journal file; safe to use from many threads.
+
+    Connections are pooled: a call borrows one for the duration of its query and gives it back,
+    so the number of open connections follows the number of concurrent reads, not the number of
+    threads that ever read (actors come and go by the thousand).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._local = threading.local()
+        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
         self._connections: list[apsw.Connection] = []
         self._guard = threading.Lock()
         self._closed = False
-        self._conn()  # fail now, with a clear error, if the file is not a readable journal
+        self._value("SELECT 1")  # fail now, with a clear error, if the file is not a journal
 
     @classmethod
     def open(cls, path: Path) -> Self:
@@ -66,21 +73,36 @@ class JournalReader:
         Raises :class:`events.JournalUnavailable` and its subclasses with one clear line."""
         return cls(path)
 
-    def _conn(self) -> apsw.Connection:
-        conn: apsw.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            if self._closed:
-                raise JournalClosed(f"journal {self.path} is closed")
+    @contextmanager
+    def _borrow(self) -> Iterator[apsw.Connection]:
+        if self._closed:
+            raise JournalClosed(f"journal {self.path} is closed")
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
             conn = connect(self.path, writable=False)
-            self._local.conn = conn
             with self._guard:
                 self._connections.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            if self._closed:
+                conn.close()
+            else:
+                self._idle.put(conn)
 
-    def _events(self, cur: apsw.Cursor) -> list[StoredEvent]:
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._borrow() as conn:
+            return conn.execute(sql, args).fetchall()
+
+    def _value(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        with self._borrow() as conn:
+            return conn.execute(sql, args).get
+
+    def _events(self, sql: str, args: tuple[Any, ...]) -> list[StoredEvent]:
         """Rows of a ``COLUMNS`` query as events; a row with undecodable text is a clear error."""
         try:
-            return [to_event(row) for row in cur]
+            return [to_event(row) for row in self._rows(sql, args)]
         except UnicodeDecodeError:
             raise JournalUnavailable(
                 f"journal {self.path}: a row cannot be read (a text column is not valid UTF-8); "
@@ -89,11 +111,7 @@ class JournalReader:
 
     def head(self) -> Head:
         """The last position and its hash; ``Head(0, GENESIS)`` when empty."""
-        row = (
-            self._conn()
-            .execute("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
-            .get
-        )
+        row = self._value("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
         if row is None:
             return Head(0, GENESIS)
         position, hash_ = row
@@ -101,74 +119,65 @@ class JournalReader:
 
     def read(self, after_position: int = 0, limit: int = 1000) -> list[StoredEvent]:
         """Up to ``limit`` events with position greater than ``after_position``, in order."""
-        cur = self._conn().execute(
+        return self._events(
             f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
             (after_position, limit),
         )
-        return self._events(cur)
 
     def read_stream(
         self, stream: str, after_seq: int = -1, limit: int | None = None
     ) -> list[StoredEvent]:
         """The events of ``stream`` with ``stream_seq > after_seq``, in order."""
-        cur = self._conn().execute(
+        return self._events(
             f"SELECT {COLUMNS} FROM events WHERE stream = ? AND stream_seq > ? "
             "ORDER BY stream_seq LIMIT ?",
             (stream, after_seq, -1 if limit is None else limit),
         )
-        return self._events(cur)
 
     def read_correlated(self, correlation_id: str, after_position: int = 0) -> list[StoredEvent]:
         """Events whose ``correlation_id`` is the given run, in journal order."""
-        cur = self._conn().execute(
+        return self._events(
             f"SELECT {COLUMNS} FROM events WHERE correlation_id = ? AND position > ? "
             "ORDER BY position",
             (correlation_id, after_position),
         )
-        return self._events(cur)
 
     def first_events(self, prefix: str) -> list[StoredEvent]:
         """The first event (``stream_seq`` 0) of every stream whose name starts with ``prefix``.
 
         Uses the stream index (no table scan): e.g. every ``session.created``."""
-        cur = self._conn().execute(
+        return self._events(
             f"SELECT {COLUMNS} FROM events WHERE stream >= ? AND stream < ? AND stream_seq = 0 "
             "ORDER BY position",
             (prefix, prefix + "\U0010ffff"),
         )
-        return self._events(cur)
 
     def events_of_kinds(self, kinds: tuple[str, ...], after_position: int = 0) -> list[StoredEvent]:
         """Every event of the given kinds, in journal order (a table scan: for start-up
         recovery and rare error paths, not hot paths)."""
         marks = ",".join("?" * len(kinds))
-        cur = self._conn().execute(
+        return self._events(
             f"SELECT {COLUMNS} FROM events WHERE kind IN ({marks}) AND position > ? "
             "ORDER BY position",
             (*kinds, after_position),
         )
-        return self._events(cur)
 
     def stream_next_seq(self, stream: str) -> int:
         """The ``stream_seq`` the stream's next event gets (0 for a new stream)."""
-        value = (
-            self._conn()
-            .execute("SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,))
-            .get
-        )
+        value = self._value("SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,))
         return 0 if value is None else int(value) + 1
 
     def streams(self, prefix: str) -> list[str]:
         """Distinct stream names starting with ``prefix`` (e.g. ``"session/"``)."""
-        cur = self._conn().execute(
+        rows = self._rows(
             "SELECT DISTINCT stream FROM events WHERE stream >= ? AND stream < ? ORDER BY stream",
             (prefix, prefix + "\U0010ffff"),
         )
-        return [str(row[0]) for row in cur]
+        return [str(row[0]) for row in rows]
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every signed checkpoint, by position."""
-        cur = self._conn().execute(
+        rows = self._rows(
             "SELECT position, hash, signed_at_ms, public_key, signature FROM checkpoints "
             "ORDER BY position"
         )
@@ -180,24 +189,22 @@ class JournalReader:
                 public_key=bytes(r[3]),
                 signature=bytes(r[4]),
             )
-            for r in cur
+            for r in rows
         ]
 
     def position_of_hash(self, hash_: bytes) -> int | None:
         """The position of the row whose hash is ``hash_`` (a full scan: for diagnosis only)."""
-        value = self._conn().execute("SELECT position FROM events WHERE hash = ?", (hash_,)).get
+        value = self._value("SELECT position FROM events WHERE hash = ?", (hash_,))
         return int(value) if value is not None else None
 
     def prev_hash_at(self, position: int) -> bytes | None:
         """The stored ``prev_hash`` of the row at ``position``, if there is one."""
-        value = (
-            self._conn().execute("SELECT prev_hash FROM events WHERE position = ?", (position,)).get
-        )
+        value = self._value("SELECT prev_hash FROM events WHERE position = ?", (position,))
         return bytes(value) if isinstance(value, bytes) else None
 
     def count(self) -> int:
         """Number of rows (for progress; equals the head position in an intact journal)."""
-        return int(self._conn().execute("SELECT count(*) FROM events").get)
+        return int(self._value("SELECT count(*) FROM events"))
 
     def scan(self, batch: int = 20_000) -> Iterator[tuple[Any, ...]]:
         """Every row in position order with ``payload_sha256`` appended: for verify and export.
@@ -207,16 +214,16 @@ class JournalReader:
         holding bytes that are not UTF-8), after yielding every row before it.
         """
         last: Any = -(2**63)
-        conn = self._conn()
         while True:
             rows: list[tuple[Any, ...]] = []
             try:
-                for row in conn.execute(
-                    f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
-                    "ORDER BY position LIMIT ?",
-                    (last, batch),
-                ):
-                    rows.append(row)
+                with self._borrow() as conn:
+                    for row in conn.execute(
+                        f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
+                        "ORDER BY position LIMIT ?",
+                        (last, batch),
+                    ):
+                        rows.append(row)
             except UnicodeDecodeError:
                 yield from rows
                 after = rows[-1][0] if rows else last
@@ -230,10 +237,9 @@ class JournalReader:
             last = rows[-1][0]
 
     def close(self) -> None:
-        """Close every connection this reader opened."""
+        """Close every connection this reader opened (borrowed ones close on return)."""
         with self._guard:
             self._closed = True
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-        self._local = threading.local()

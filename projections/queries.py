@@ -3,7 +3,10 @@ writes (the projector owns views.db for writing)."""
 
 from __future__ import annotations
 
+import queue
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,26 +30,33 @@ class Views:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._local = threading.local()
+        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
         self._all: list[apsw.Connection] = []
         self._guard = threading.Lock()
 
-    def _conn(self) -> apsw.Connection:
-        conn: apsw.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+    @contextmanager
+    def _borrow(self) -> Iterator[apsw.Connection]:
+        """A pooled read-only connection for one query."""
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
             conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             conn.set_busy_timeout(5000)
-            self._local.conn = conn
             with self._guard:
                 self._all.append(conn)
-        return conn
+        try:
+            yield conn
+        finally:
+            self._idle.put(conn)
 
     def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
-        cur = self._conn().execute(sql, args)
-        names = [d[0] for d in cur.getdescription()]
+        with self._borrow() as conn:
+            cur = conn.execute(sql, args)
+            names = [d[0] for d in cur.getdescription()]
+            raw = cur.fetchall()
         out = []
-        for row in cur:
-            values = dict(zip(names, row, strict=True))
+        for row in raw:
+            values: dict[str, Any] = dict(zip(names, row, strict=True))
             if cls is TapeEntry:
                 values["event"] = _json.decode(values.pop("entry"))
             elif cls is ApprovalRecord:
@@ -118,16 +128,19 @@ class Views:
 
     def run_states(self) -> dict[str, int]:
         """How many runs are in each state."""
-        cur = self._conn().execute("SELECT state, count(*) FROM runs GROUP BY state")
-        return {str(state): int(n) for state, n in cur}
+        with self._borrow() as conn:
+            rows: list[Any] = conn.execute(
+                "SELECT state, count(*) FROM runs GROUP BY state"
+            ).fetchall()
+        return {str(state): int(n) for state, n in rows}
 
     def pending_approvals(self) -> int:
-        value = self._conn().execute("SELECT count(*) FROM approvals WHERE state = 'pending'").get
-        return int(value)
+        with self._borrow() as conn:
+            value: Any = conn.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").get
+        return int(value or 0)
 
     def close(self) -> None:
         with self._guard:
             for conn in self._all:
                 conn.close()
             self._all.clear()
-        self._local = threading.local()
