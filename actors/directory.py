@@ -38,7 +38,6 @@ from actors.messages import (
     ResolveApproval,
     ResolveSession,
     RevokeGrant,
-    SessionInfo,
     SessionStopped,
     SetSessionPosture,
     StartRun,
@@ -52,6 +51,9 @@ from events import is_ulid, new_id
 from events.catalog import ApprovalRequested, ApprovalResolved, GrantRevoked, SessionCreated
 
 TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
+PENDING_RETRIES = 100
+"""How many times (50 ms apart) a decision for a pending but not yet routable approval is
+redelivered before it is refused."""
 GRANTS_STREAM = "grants"
 """Revocations of ``always`` grants; the directory is the stream's only writer."""
 
@@ -165,17 +167,7 @@ class SessionDirectory(pykka.ThreadingActor):
                 message.then, session_id=session_id, session_key=None, session_created=True
             )
             self._deliver(session_id, follow)
-        else:
-            resolve(
-                message.reply,
-                SessionInfo(
-                    session_id=session_id,
-                    session_key=key,
-                    label=message.label,
-                    parent_session_id=message.parent_session_id,
-                    created=True,
-                ),
-            )
+        # Otherwise the session answers the reply once session.created is durable.
 
     def _resolve_session(self, message: ResolveSession) -> None:
         session_id = message.session_id
@@ -310,6 +302,14 @@ class SessionDirectory(pykka.ThreadingActor):
             except pykka.ActorDeadError:
                 pass
         state = approval_state(self.s, message.approval_id)
+        if state == "pending" and message.attempts < PENDING_RETRIES:
+            # Pending on the journal but not routable yet: its actor is starting (a run being
+            # resumed after a restart). Deliver again shortly instead of refusing.
+            ref, retry = self.actor_ref, msgspec.structs.replace(
+                message, attempts=message.attempts + 1
+            )
+            self.s.io.call_later(0.05, lambda: ref.tell(retry))
+            return
         if state is None:
             reject(message.reply, UnknownApproval(f"no approval with id {message.approval_id!r}"))
         else:

@@ -123,6 +123,8 @@ class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     principal: str = "operator"
     reason: str = ""
     reply: Reply = None
+    attempts: int = 0
+    """Directory-internal: redeliveries while the approval's actor is still starting."""
 
 
 class SetSessionPosture(msgspec.Struct, frozen=True, kw_only=True):

@@ -93,6 +93,8 @@ class SessionActor(pykka.ThreadingActor):
                 ),
                 principal=c.principal,
             )
+            if c.then is None:
+                resolve(c.reply, msgspec.structs.replace(self._info(), created=True))
         else:
             stored = self.s.journal.read_stream(self.stream)
             self.state = fold(event.decode() for event in stored)
@@ -181,6 +183,8 @@ class SessionActor(pykka.ThreadingActor):
         if busy:
             self.queue.append(queued)
             self.s.registry.run_queued(run_id, self.session_id)
+        else:
+            self._launch(queued)  # registered before the caller hears of the run
         resolve(
             message.reply,
             RunTicket(
@@ -190,8 +194,6 @@ class SessionActor(pykka.ThreadingActor):
                 queued=busy,
             ),
         )
-        if not busy:
-            self._launch(queued)
 
     def _start_next(self) -> None:
         if self.queue:
@@ -203,7 +205,7 @@ class SessionActor(pykka.ThreadingActor):
         prior = history[: history.index(q.run_id)] if q.run_id in history else history
         if cancelled_by is None:
             self.active = q.run_id
-        RunActor.start(
+        ref = RunActor.start(
             self.s,
             run_id=q.run_id,
             session_id=self.session_id,
@@ -215,6 +217,7 @@ class SessionActor(pykka.ThreadingActor):
             postures=dict(self.state.postures),
             cancelled_by=cancelled_by,
         )
+        self.s.registry.run_started(q.run_id, self.session_id, ref)
 
     def _cancel_queued(self, message: CancelRun) -> None:
         for queued in self.queue:

@@ -117,11 +117,25 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._settle("deny", "once", decided_by="node", reason=message.reason)
         return None
 
-    def on_failure(self, *_: object) -> None:
-        if not self.finished:
-            self.finished = True
-            self._close_approval()
-            self._tell_run(ok=False, content="error: the tool invocation failed internally")
+    def on_failure(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Contain a crash: close the invocation on the journal and tell the run."""
+        if self.finished:
+            return
+        self.finished = True
+        self._close_approval()
+        error = f"the tool invocation failed internally ({getattr(exc_type, '__name__', 'error')})"
+        with contextlib.suppress(Exception):
+            self._append(
+                ToolCompleted(
+                    invocation_id=self.invocation_id,
+                    run_id=self.run_id,
+                    tool=self.call.name,
+                    ok=False,
+                    error=error,
+                    error_kind="internal_error",
+                )
+            )
+        self._tell_run(ok=False, content=f"error: {error}")
 
     # --- pipeline --------------------------------------------------------------------------
 
@@ -233,6 +247,11 @@ class ToolInvocationActor(pykka.ThreadingActor):
         assert self.spec is not None
         approval_id = new_id()
         timeout = self.s.config.approval_timeout_s
+        # Routable before it is visible: a decision arriving as soon as the request is on the
+        # journal waits in this actor's inbox instead of being refused.
+        self.approval_id = approval_id
+        self.approval_started = time.monotonic()
+        self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
         self._append(
             ApprovalRequested(
                 approval_id=approval_id,
@@ -246,9 +265,6 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 expires_at_ms=int(time.time() * 1000 + timeout * 1000),
             )
         )
-        self.approval_id = approval_id
-        self.approval_started = time.monotonic()
-        self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
         ref = self.actor_ref
         self.approval_timer = self.s.io.call_later(
             timeout, lambda: _tell_quietly(ref, ApprovalTimedOut(approval_id))

@@ -67,6 +67,7 @@ class Projector:
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self.error: BaseException | None = None
+        self._closed = False
 
     # --- schema and checkpoints --------------------------------------------------------------
 
@@ -196,8 +197,9 @@ class Projector:
             with contextlib.suppress(Exception):
                 listener(position)
 
-    def close(self) -> None:
-        """Stop following and close views.db; idempotent."""
+    def close(self, *, final_catch_up: bool = False) -> None:
+        """Stop following (then, if asked, apply what is still unapplied) and close views.db.
+        Idempotent."""
         self._stop.set()
         self._wake.set()
         if self._unsubscribe is not None:
@@ -206,6 +208,10 @@ class Projector:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if final_catch_up and not self._closed:
+            self.catch_up()
         with self._cond:
             self._cond.notify_all()
-        self.conn.close()
+        if not self._closed:
+            self._closed = True
+            self.conn.close()

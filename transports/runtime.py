@@ -38,8 +38,7 @@ class Runtime:
             self.node.stop(grace_s)
         finally:
             try:
-                self.projector.catch_up()
-                self.projector.close()
+                self.projector.close(final_catch_up=True)
                 self.views.close()
             finally:
                 self.journal.close()

@@ -32,8 +32,10 @@ function h(tag, props = {}, ...children) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "class") node.className = value;
     else if (key === "text") node.textContent = String(value);
-    else if (key === "data") for (const [k, v] of Object.entries(value)) node.dataset[k] = String(v);
-    else if (key === "on") for (const [k, fn] of Object.entries(value)) node.addEventListener(k, fn);
+    else if (key === "data")
+      for (const [k, v] of Object.entries(value)) node.dataset[k] = String(v);
+    else if (key === "on")
+      for (const [k, fn] of Object.entries(value)) node.addEventListener(k, fn);
     else if (key === "testid") node.dataset.testid = String(value);
     else if (value === true) node.setAttribute(key, "");
     else node.setAttribute(key, String(value));
@@ -53,9 +55,35 @@ function clear(node) {
   node.replaceChildren();
 }
 
+/**
+ * Make `list` show `items` in order, re-rendering only the items whose data changed, so a
+ * poll does not replace the element under the pointer or reset keyboard focus.
+ */
+function reconcile(list, items, keyOf, render) {
+  const old = new Map([...list.children].map((li) => [li.dataset.key, li]));
+  const nodes = items.map((item) => {
+    const key = keyOf(item);
+    const sig = JSON.stringify(item);
+    const li = old.get(key);
+    if (li && li.dataset.sig === sig) return li;
+    const fresh = render(item);
+    fresh.dataset.key = key;
+    fresh.dataset.sig = sig;
+    if (li && document.activeElement === li) queueMicrotask(() => fresh.focus());
+    return fresh;
+  });
+  const same =
+    nodes.length === list.children.length && nodes.every((n, i) => list.children[i] === n);
+  if (!same) list.replaceChildren(...nodes);
+}
+
 function shortId(id) {
   if (!id) return "";
   return id.length > 10 ? `${id.slice(0, 4)}…${id.slice(-6)}` : id;
+}
+
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
 function clock(ms) {
@@ -105,7 +133,10 @@ function toast(message, kind = "info") {
 }
 
 function badge(state, extra = "") {
-  return h("span", { class: `badge state-${state} ${extra}`.trim(), text: state.replace("_", " ") });
+  return h("span", {
+    class: `badge state-${state} ${extra}`.trim(),
+    text: state.replace("_", " "),
+  });
 }
 
 // --- API ------------------------------------------------------------------------------------
@@ -137,7 +168,11 @@ const api = {
   },
 
   async request(method, path, body) {
-    const init = { method, headers: this.headers({ Accept: "application/json" }), cache: "no-store" };
+    const init = {
+      method,
+      headers: this.headers({ Accept: "application/json" }),
+      cache: "no-store",
+    };
     if (body !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -182,7 +217,8 @@ const api = {
 
 function q(params) {
   const usp = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") usp.set(k, v);
+  for (const [k, v] of Object.entries(params))
+    if (v !== undefined && v !== null && v !== "") usp.set(k, v);
   const s = usp.toString();
   return s ? `?${s}` : "";
 }
@@ -206,6 +242,7 @@ async function followTape(runId, signal, onEntry, onStatus) {
   let last = -1;
   let ended = false;
   let failures = 0;
+  let misses = 0;
   const deliver = (entry) => {
     if (typeof entry?.tape_seq !== "number" || entry.tape_seq <= last) return;
     last = entry.tape_seq;
@@ -225,6 +262,7 @@ async function followTape(runId, signal, onEntry, onStatus) {
       }
       onStatus("live");
       failures = 0;
+      misses = 0;
       await readEvents(res.body, signal, (event) => {
         if (!event.data) return;
         let entry;
@@ -237,13 +275,18 @@ async function followTape(runId, signal, onEntry, onStatus) {
       });
     } catch (exc) {
       if (signal.aborted) return;
-      if (exc instanceof ApiError && (exc.status === 401 || exc.status === 404)) {
-        onStatus(exc.status === 404 ? "unknown run" : "logged out");
+      if (exc instanceof ApiError && exc.status === 401) {
+        onStatus("logged out");
+        return;
+      }
+      // A run started a moment ago may not be in the views yet: a 404 is retried for a while.
+      if (exc instanceof ApiError && exc.status === 404 && ++misses > 20) {
+        onStatus("unknown run");
         return;
       }
       failures += 1;
     }
-    if (!ended && !signal.aborted) {
+    if (!ended && !signal.aborted && misses === 0) {
       // The stream ended before the run did (a restart, a proxy time-out): read the tape
       // page-wise to catch up, then listen again.
       try {
@@ -251,7 +294,9 @@ async function followTape(runId, signal, onEntry, onStatus) {
       } catch {
         failures += 1;
       }
-      if (!ended) await sleep(Math.min(5000, 250 * 2 ** Math.min(failures, 5)), signal);
+    }
+    if (!ended && !signal.aborted) {
+      await sleep(misses ? 250 : Math.min(5000, 250 * 2 ** Math.min(failures, 5)), signal);
     }
   }
   if (ended) onStatus("ended");
@@ -260,7 +305,9 @@ async function followTape(runId, signal, onEntry, onStatus) {
 async function catchUp(runId, lastSeq, deliver) {
   for (;;) {
     const after = lastSeq();
-    const data = await api.get(`/v1/runs/${enc(runId)}/tape${q({ after: after >= 0 ? after : undefined, limit: 500 })}`);
+    const data = await api.get(
+      `/v1/runs/${enc(runId)}/tape${q({ after: after >= 0 ? after : undefined, limit: 500 })}`,
+    );
     const { items } = page(data);
     items.forEach(deliver);
     if (items.length < 500) return;
@@ -306,10 +353,14 @@ async function readEvents(body, signal, onEvent) {
 function sleep(ms, signal) {
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
-      clearTimeout(t);
-      resolve();
-    }, { once: true });
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(t);
+        resolve();
+      },
+      { once: true },
+    );
   });
 }
 
@@ -365,7 +416,9 @@ async function login(token) {
   } catch (exc) {
     api.token = "";
     sessionStorage.removeItem(TOKEN_KEY);
-    showLogin(exc.status === 401 ? "That token was not accepted." : `Cannot log in: ${exc.message}`);
+    showLogin(
+      exc.status === 401 ? "That token was not accepted." : `Cannot log in: ${exc.message}`,
+    );
     return;
   }
   sessionStorage.setItem(TOKEN_KEY, token);
@@ -392,7 +445,8 @@ function every(ms, fn) {
       await fn();
       setNodeStatus(true);
     } catch (exc) {
-      if (exc instanceof ApiError && exc.status === 0) setNodeStatus(false);
+      if (exc instanceof ApiError && exc.status !== 401)
+        setNodeStatus(false, exc.status ? exc.message : "");
     } finally {
       busy = false;
     }
@@ -401,10 +455,11 @@ function every(ms, fn) {
   tick();
 }
 
-function setNodeStatus(up) {
+function setNodeStatus(up, problem = "") {
   const node = $("node-status");
   node.hidden = false;
-  node.textContent = up ? "connected" : "node unreachable";
+  node.textContent = up ? "connected" : problem ? "API error" : "node unreachable";
+  node.title = problem;
   node.className = `node-status ${up ? "up" : "down"}`;
 }
 
@@ -441,8 +496,8 @@ async function refreshSessions() {
   const all = await readAll((after) => `/v1/sessions${q({ after, limit: PAGE })}`, MAX_SESSIONS);
   all.sort((a, b) => b.updated_at_ms - a.updated_at_ms || (a.session_id < b.session_id ? 1 : -1));
   const list = $("sessions-list");
-  clear(list);
-  all.forEach((s) => list.append(sessionItem(s)));
+  reconcile(list, all, (s) => s.session_id, sessionItem);
+  markSelected();
   $("sessions-empty").hidden = all.length > 0;
   $("sessions-capped").hidden = all.length < MAX_SESSIONS;
 }
@@ -454,7 +509,8 @@ async function readAll(pathFor, cap) {
   for (;;) {
     const { items, next } = page(await api.get(pathFor(after)));
     out.push(...items);
-    if (!next || items.length < PAGE || out.length >= cap || next === after) return out.slice(0, cap);
+    if (!next || items.length < PAGE || out.length >= cap || next === after)
+      return out.slice(0, cap);
     after = next;
   }
 }
@@ -471,13 +527,16 @@ function sessionItem(s) {
       tabindex: 0,
       testid: "session",
       data: { sessionId: s.session_id },
-      on: { click: () => selectSession(s.session_id), keydown: onEnter(() => selectSession(s.session_id)) },
+      on: {
+        click: () => selectSession(s.session_id),
+        keydown: onEnter(() => selectSession(s.session_id)),
+      },
     },
     h("div", { class: "item-title", text: sessionName(s) }),
     h(
       "div",
       { class: "item-meta" },
-      h("span", { text: `${s.runs} run${s.runs === 1 ? "" : "s"}` }),
+      h("span", { text: plural(s.runs, "run") }),
       s.parent_session_id ? h("span", { text: "branch" }) : null,
       h("span", { text: ago(s.updated_at_ms), title: new Date(s.updated_at_ms).toLocaleString() }),
     ),
@@ -497,14 +556,22 @@ function onEnter(fn) {
 function selectSession(id) {
   if (state.sessionId === id) return;
   state.sessionId = id;
-  for (const li of $("sessions-list").children) li.classList.toggle("selected", li.dataset.sessionId === id);
+  markSelected();
   clear($("runs-list"));
   renderSessionHead();
   writeRoute();
   refreshRuns().catch(reportError);
 }
 
+function markSelected() {
+  for (const li of $("sessions-list").children)
+    li.classList.toggle("selected", li.dataset.sessionId === state.sessionId);
+  for (const li of $("runs-list").children)
+    li.classList.toggle("selected", li.dataset.runId === state.runId);
+}
+
 function renderSessionHead() {
+  markSelected();
   $("session-id").textContent = state.sessionId ? state.sessionId : "";
   $("session-id").title = state.sessionId ? "session id" : "";
   $("composer-hint").textContent = state.sessionId
@@ -520,7 +587,8 @@ function renderSessionHead() {
 async function createSession() {
   const now = new Date();
   const pad = (n) => String(n).padStart(2, "0");
-  const label = `console ${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())} ${pad(now.getHours())}:${pad(now.getMinutes())}`;
+  const day = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
+  const label = `console ${day} ${pad(now.getHours())}:${pad(now.getMinutes())}`;
   const s = await api.post("/v1/sessions", { label });
   state.sessionId = s.session_id;
   state.runId = null;
@@ -538,13 +606,16 @@ async function createSession() {
 async function refreshRuns() {
   const sid = state.sessionId;
   if (!sid) return;
-  const runs = await readAll((after) => `/v1/sessions/${enc(sid)}/runs${q({ after, limit: PAGE })}`, MAX_RUNS);
+  const runs = await readAll(
+    (after) => `/v1/sessions/${enc(sid)}/runs${q({ after, limit: PAGE })}`,
+    MAX_RUNS,
+  );
   if (sid !== state.sessionId) return;
   // Newest first: the API pages oldest first by run id (ULIDs sort by time).
   runs.sort((a, b) => b.accepted_at_ms - a.accepted_at_ms || (a.run_id < b.run_id ? 1 : -1));
   const list = $("runs-list");
-  clear(list);
-  runs.forEach((r) => list.append(runItem(r)));
+  reconcile(list, runs, (r) => r.run_id, runItem);
+  markSelected();
   $("runs-empty").textContent = "No runs in this session yet.";
   $("runs-empty").hidden = runs.length > 0;
   const current = runs.find((r) => r.run_id === state.runId);
@@ -561,13 +632,19 @@ function runItem(r) {
       data: { runId: r.run_id, state: r.state },
       on: { click: () => openRun(r.run_id), keydown: onEnter(() => openRun(r.run_id)) },
     },
-    h("div", { class: "item-title" }, badge(r.state), " ", h("span", { class: "mono", text: shortId(r.run_id) })),
+    h(
+      "div",
+      { class: "item-title" },
+      badge(r.state),
+      " ",
+      h("span", { class: "mono", text: shortId(r.run_id) }),
+    ),
     h(
       "div",
       { class: "item-meta" },
       h("span", { text: clock(r.accepted_at_ms) }),
-      h("span", { text: `${r.turns} turn${r.turns === 1 ? "" : "s"}` }),
-      h("span", { text: `${r.tool_calls} tool call${r.tool_calls === 1 ? "" : "s"}` }),
+      h("span", { text: plural(r.turns, "turn") }),
+      h("span", { text: plural(r.tool_calls, "tool call") }),
     ),
   );
 }
@@ -587,7 +664,8 @@ async function sendMessage(ev) {
     const sid = state.sessionId || (await createSession());
     const ticket = await api.post(`/v1/sessions/${enc(sid)}/messages`, { text });
     input.value = "";
-    if (ticket.session_id && ticket.session_id !== state.sessionId) state.sessionId = ticket.session_id;
+    if (ticket.session_id && ticket.session_id !== state.sessionId)
+      state.sessionId = ticket.session_id;
     openRun(ticket.run_id);
     refreshRuns().catch(() => {});
     refreshSessions().catch(() => {});
@@ -617,7 +695,7 @@ function openRun(runId) {
   state.runId = runId;
   state.runState = null;
   writeRoute();
-  for (const li of $("runs-list").children) li.classList.toggle("selected", li.dataset.runId === runId);
+  markSelected();
   const tape = $("tape");
   clear(tape);
   tape.dataset.runId = runId;
@@ -640,7 +718,10 @@ function openRun(runId) {
       }
       renderRunSummary(run);
     })
-    .catch(reportError);
+    .catch((exc) => {
+      // Not in the views yet (just started): the summary comes with the terminal entry.
+      if (!(exc instanceof ApiError && exc.status === 404)) reportError(exc);
+    });
   followTape(
     runId,
     abort.signal,
@@ -669,10 +750,14 @@ function setRunState(s) {
 
 function renderRunSummary(run) {
   if (run.run_id !== state.runId) return;
-  if (FINISHED_STATES.has(run.state) || !FINISHED_STATES.has(state.runState)) setRunState(run.state);
+  if (FINISHED_STATES.has(run.state) || !FINISHED_STATES.has(state.runState))
+    setRunState(run.state);
   const dl = $("run-summary");
   clear(dl);
-  const pair = (k, v) => (v === null || v === undefined || v === "" ? null : [h("dt", { text: k }), h("dd", { text: v })]);
+  const pair = (k, v) =>
+    v === null || v === undefined || v === ""
+      ? null
+      : h("div", {}, h("dt", { text: k }), h("dd", { text: v }));
   append(dl, [
     pair("turns", run.turns),
     pair("tool calls", run.tool_calls),
@@ -763,49 +848,109 @@ function renderEntry(ctx, entry) {
 
   switch (kind) {
     case "run.accepted":
-      append(body, [h("div", { class: "head" }, label, ev.channel ? h("span", { class: "muted", text: `via ${ev.channel}` }) : null), h("pre", { class: "user-text", text: ev.text ?? "" })]);
+      append(body, [
+        h(
+          "div",
+          { class: "head" },
+          label,
+          ev.channel ? h("span", { class: "muted", text: `via ${ev.channel}` }) : null,
+        ),
+        h("pre", { class: "user-text", text: ev.text ?? "" }),
+      ]);
       break;
     case "run.started":
       append(body, [
-        h("div", { class: "head" }, label,
+        h(
+          "div",
+          { class: "head" },
+          label,
           h("span", { class: "muted", text: [ev.provider, ev.model].filter(Boolean).join(" · ") }),
-          h("span", { class: "muted", text: `budget: ${ev.max_turns} turns, ${ev.max_tool_calls} tool calls, ${ev.wall_clock_s}s` })),
+          h("span", {
+            class: "muted",
+            text: `budget: ${[
+              plural(ev.max_turns, "turn"),
+              plural(ev.max_tool_calls, "tool call"),
+              `${ev.wall_clock_s}s`,
+            ].join(", ")}`,
+          }),
+        ),
       ]);
       break;
     case "run.output": {
       const text = h("pre", { class: "output-text", testid: "output-text", text: ev.text ?? "" });
-      append(body, [h("div", { class: "head" }, label, h("span", { class: "muted", text: `turn ${ev.turn}` })), text]);
+      append(body, [
+        h("div", { class: "head" }, label, h("span", { class: "muted", text: `turn ${ev.turn}` })),
+        text,
+      ]);
       ctx.outputs.set(ev.turn, { li, text });
       break;
     }
     case "run.turn_completed":
       append(body, [
-        h("div", { class: "head" }, label,
-          h("span", { class: "muted", text: `turn ${ev.turn} · ${ev.finish_reason} · ${ev.prompt_tokens} in / ${ev.completion_tokens} out tokens · ${ev.tool_calls} tool call${ev.tool_calls === 1 ? "" : "s"}` })),
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", {
+            class: "muted",
+            text: [
+              `turn ${ev.turn}`,
+              ev.finish_reason,
+              `${ev.prompt_tokens} in / ${ev.completion_tokens} out tokens`,
+              plural(ev.tool_calls, "tool call"),
+            ].join(" · "),
+          }),
+        ),
       ]);
       break;
     case "tool.proposed":
       append(body, [
-        h("div", { class: "head" }, label, h("span", { class: "tool-name", text: ev.tool }), h("span", { class: "muted mono", text: ev.call_id })),
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "tool-name", text: ev.tool }),
+          h("span", { class: "muted mono", text: ev.call_id }),
+        ),
         h("pre", { class: "args", testid: "tool-args", text: pretty(ev.arguments) }),
       ]);
       break;
     case "tool.decided":
       append(body, [
-        h("div", { class: "head" }, label, h("span", { class: "tool-name", text: ev.tool }), badge(ev.outcome ?? "unknown", "outcome")),
-        h("div", { class: "detail" },
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "tool-name", text: ev.tool }),
+          badge(ev.outcome ?? "unknown", "outcome"),
+        ),
+        h(
+          "div",
+          { class: "detail" },
           ev.reason ? h("span", { text: ev.reason }) : null,
           ev.posture ? h("span", { class: "muted", text: `posture ${ev.posture}` }) : null,
-          ev.grant ? h("span", { class: "muted", text: `grant ${ev.grant}` }) : null),
+          ev.grant ? h("span", { class: "muted", text: `grant ${ev.grant}` }) : null,
+        ),
         ev.policy_ids?.length
-          ? h("div", { class: "policies" }, h("span", { class: "muted", text: "policies:" }), ev.policy_ids.map((p) => h("code", { class: "policy", text: p })))
+          ? h(
+              "div",
+              { class: "policies" },
+              h("span", { class: "muted", text: "policies:" }),
+              ev.policy_ids.map((p) => h("code", { class: "policy", text: p })),
+            )
           : null,
       ]);
       break;
     case "tool.approval_requested": {
       append(body, [
-        h("div", { class: "head" }, label, h("span", { class: "tool-name", text: ev.tool }), badge(ev.risk ?? "unknown", "risk"),
-          h("span", { class: "muted", text: until(ev.expires_at_ms) })),
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "tool-name", text: ev.tool }),
+          badge(ev.risk ?? "unknown", "risk"),
+          h("span", { class: "muted", text: until(ev.expires_at_ms) }),
+        ),
         h("pre", { class: "args", text: pretty(ev.arguments) }),
       ]);
       const controls = approvalControls(ev.approval_id, ev.scope_options, "tape");
@@ -815,14 +960,29 @@ function renderEntry(ctx, entry) {
       break;
     }
     case "run.awaiting_approval":
-      append(body, [h("div", { class: "head" }, label, h("span", { class: "muted", text: `for approval ${shortId(ev.approval_id)}` }))]);
+      append(body, [
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "muted", text: `for approval ${shortId(ev.approval_id)}` }),
+        ),
+      ]);
       break;
     case "tool.approval_resolved": {
       append(body, [
-        h("div", { class: "head" }, label, h("span", { class: "tool-name", text: ev.tool }), badge(ev.decision === "allow" ? "allowed" : "denied", "decision"),
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "tool-name", text: ev.tool }),
+          badge(ev.decision === "allow" ? "allowed" : "denied", "decision"),
           h("span", { class: "muted", text: `scope ${ev.scope}` }),
           ev.decided_by ? h("span", { class: "muted", text: `by ${ev.decided_by}` }) : null,
-          ev.waited_ms ? h("span", { class: "muted", text: `after ${(ev.waited_ms / 1000).toFixed(1)}s` }) : null),
+          ev.waited_ms
+            ? h("span", { class: "muted", text: `after ${(ev.waited_ms / 1000).toFixed(1)}s` })
+            : null,
+        ),
         ev.reason ? h("div", { class: "detail", text: ev.reason }) : null,
       ]);
       state.resolved.add(ev.approval_id);
@@ -836,39 +996,69 @@ function renderEntry(ctx, entry) {
       break;
     case "tool.completed":
       append(body, [
-        h("div", { class: "head" }, label, h("span", { class: "tool-name", text: ev.tool }), badge(ev.ok ? "ok" : "error", "result"),
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", { class: "tool-name", text: ev.tool }),
+          badge(ev.ok ? "ok" : "error", "result"),
           ev.error_kind ? h("span", { class: "muted", text: ev.error_kind }) : null,
           ev.truncated ? h("span", { class: "muted", text: "truncated" }) : null,
-          ev.duration_ms ? h("span", { class: "muted", text: `${ev.duration_ms} ms` }) : null),
-        ev.output ? h("pre", { class: "tool-output", testid: "tool-output", text: ev.output }) : null,
+          ev.duration_ms ? h("span", { class: "muted", text: `${ev.duration_ms} ms` }) : null,
+        ),
+        ev.output
+          ? h("pre", { class: "tool-output", testid: "tool-output", text: pretty(ev.output) })
+          : null,
         ev.error ? h("pre", { class: "tool-error", text: ev.error }) : null,
       ]);
       break;
     case "run.completed":
       append(body, [
-        h("div", { class: "head" }, badge("done", "terminal"), h("span", { class: "muted", text: terminalStats(ev) })),
+        h(
+          "div",
+          { class: "head" },
+          badge("done", "terminal"),
+          h("span", { class: "muted", text: terminalStats(ev) }),
+        ),
         h("pre", { class: "answer", testid: "answer", text: ev.answer ?? "" }),
       ]);
       break;
     case "run.failed":
       append(body, [
-        h("div", { class: "head" }, badge("failed", "terminal"), h("span", { text: ev.reason }), h("span", { class: "muted", text: terminalStats(ev) })),
+        h(
+          "div",
+          { class: "head" },
+          badge("failed", "terminal"),
+          h("span", { text: ev.reason }),
+          h("span", { class: "muted", text: terminalStats(ev) }),
+        ),
         ev.message ? h("pre", { class: "tool-error", text: ev.message }) : null,
       ]);
       break;
     case "run.cancelled":
       append(body, [
-        h("div", { class: "head" }, badge("cancelled", "terminal"), h("span", { text: ev.reason }),
+        h(
+          "div",
+          { class: "head" },
+          badge("cancelled", "terminal"),
+          h("span", { text: ev.reason }),
           ev.requested_by ? h("span", { class: "muted", text: `by ${ev.requested_by}` }) : null,
-          h("span", { class: "muted", text: terminalStats(ev) })),
+          h("span", { class: "muted", text: terminalStats(ev) }),
+        ),
       ]);
       break;
     default:
-      append(body, [h("div", { class: "head" }, label), h("pre", { class: "args", text: pretty(ev) })]);
+      append(body, [
+        h("div", { class: "head" }, label),
+        h("pre", { class: "args", text: pretty(ev) }),
+      ]);
   }
   tape.append(li);
   if (TERMINAL.has(kind)) {
-    api.get(`/v1/runs/${enc(ctx.runId)}`).then(renderRunSummary).catch(() => {});
+    api
+      .get(`/v1/runs/${enc(ctx.runId)}`)
+      .then(renderRunSummary)
+      .catch(() => {});
     refreshRuns().catch(() => {});
   }
   follow();
@@ -876,9 +1066,10 @@ function renderEntry(ctx, entry) {
 
 function terminalStats(ev) {
   const parts = [];
-  if (ev.turns !== undefined) parts.push(`${ev.turns} turn${ev.turns === 1 ? "" : "s"}`);
-  if (ev.tool_calls !== undefined) parts.push(`${ev.tool_calls} tool call${ev.tool_calls === 1 ? "" : "s"}`);
-  if (ev.prompt_tokens !== undefined) parts.push(`${ev.prompt_tokens} in / ${ev.completion_tokens} out tokens`);
+  if (ev.turns !== undefined) parts.push(plural(ev.turns, "turn"));
+  if (ev.tool_calls !== undefined) parts.push(plural(ev.tool_calls, "tool call"));
+  if (ev.prompt_tokens !== undefined)
+    parts.push(`${ev.prompt_tokens} in / ${ev.completion_tokens} out tokens`);
   return parts.join(" · ");
 }
 
@@ -893,8 +1084,16 @@ function approvalControls(approvalId, scopeOptions, where) {
     { class: "scopes", testid: "scope" },
     h("legend", { class: "sr-only", text: "Scope" }),
     scopes.map((s, i) =>
-      h("label", { class: "scope" },
-        h("input", { type: "radio", name, value: s, checked: i === 0, data: { testid: `scope-${s}` } }),
+      h(
+        "label",
+        { class: "scope" },
+        h("input", {
+          type: "radio",
+          name,
+          value: s,
+          checked: i === 0,
+          data: { testid: `scope-${s}` },
+        }),
         h("span", { text: s }),
       ),
     ),
@@ -986,20 +1185,33 @@ function approvalItem(a) {
   return h(
     "li",
     { class: "approval", testid: "approval", data: { approvalId: a.approval_id, runId: a.run_id } },
-    h("div", { class: "head" }, h("span", { class: "tool-name", text: a.tool }), badge(a.risk ?? "unknown", "risk"),
-      h("span", { class: "muted expiry", text: until(a.expires_at_ms) })),
+    h(
+      "div",
+      { class: "head" },
+      h("span", { class: "tool-name", text: a.tool }),
+      badge(a.risk ?? "unknown", "risk"),
+      h("span", { class: "muted expiry", text: until(a.expires_at_ms) }),
+    ),
     a.reason ? h("div", { class: "detail", text: a.reason }) : null,
     h("pre", { class: "args", testid: "approval-args", text: pretty(a.arguments) }),
-    h("div", { class: "item-meta" },
+    h(
+      "div",
+      { class: "item-meta" },
       h("a", {
         href: "#",
         class: "run-link",
         text: `run ${shortId(a.run_id)}`,
-        on: { click: (ev) => { ev.preventDefault(); openRun(a.run_id); } },
+        on: {
+          click: (ev) => {
+            ev.preventDefault();
+            openRun(a.run_id);
+          },
+        },
       }),
       h("span", { text: `session ${shortId(a.session_id)}` }),
       h("span", { text: a.principal }),
-      h("span", { text: clock(a.requested_at_ms) })),
+      h("span", { text: clock(a.requested_at_ms) }),
+    ),
     approvalControls(a.approval_id, null, "queue"),
   );
 }

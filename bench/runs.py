@@ -1,0 +1,653 @@
+"""Runs through the actor system, next to the journal appends they cost, in the same run.
+
+Each phase runs in its own child process (``--phase``), so its thread count and its peak RSS
+(``ru_maxrss``) are its own and not what an earlier phase left behind:
+
+- ``single``: one session, ``--runs`` runs one after another; ``concurrent``: ``--sessions``
+  sessions at once, each running ``--runs / --sessions`` runs one after another. Every run is
+  ``StartRun`` with the deterministic provider and one builtin tool call (``echo``), so it
+  takes two turns. A run's latency is from ``node.send(StartRun)`` to the commit of its
+  ``run.completed`` (timed by a ``Journal.listen`` callback in the writer thread). The driver
+  is one thread: it learns of ends from the journal and sends each session's next run at
+  once (a closed loop; nothing is queued behind a live run). ``paced``: the same sessions with
+  runs offered at 150 runs/s in total, for latency at the target load (a closed loop of 100
+  sessions has latency = 100 / throughput by Little's law, whatever the system does).
+- ``ceiling`` (in the same child, after the runs): the events those runs produced, read back
+  from the journal and appended again with :meth:`events.Journal.append` to a fresh journal:
+  same streams, kinds, payloads and envelopes, one event per append as the actors do, one
+  thread per session (a session's runs append one after another, as in the actor system).
+  The ratio is runs/s through the actors over the runs/s the bare appends allow.
+- ``idle``: ``--idle-sessions`` sessions created with ``ResolveSession(create=True)`` and
+  left alone under a short ``idle_passivate_s``; live threads and RSS after passivation,
+  against the same node before the sessions existed.
+
+Threads (``threading.active_count``) and current RSS (``VmRSS``) are sampled every 10 ms.
+Targets are printed as PASS/MISS, never asserted; the exit status is 0 unless the bench broke.
+
+Run: ``.venv/bin/python bench/runs.py [--runs N] [--dir DIR]`` (about a minute on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import heapq
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from actors import ActorsConfig, Node, ToolGate
+from actors.messages import ResolveSession, RunTicket, SessionInfo, StartRun
+from actors.session import SessionActor
+from events import Event, Journal, NodeKey, StoredEvent
+from policies import PolicyEngine
+from tools import ToolsConfig, build_catalog
+from transports.models import DeterministicProvider
+
+REPO = Path(__file__).resolve().parent.parent
+
+TEXT = 'benchmark run: say hello back\n/tool echo {"text": "hi"}'
+"""Two turns: the first proposes ``echo``, the second answers the text and the tool result."""
+TERMINAL = ("run.completed", "run.failed", "run.cancelled")
+TARGET_RUNS_PER_S = 150.0
+TARGET_P99_S = 0.250
+TARGET_IDLE_MIB = 100.0
+RUN_TIMEOUT_S = 120.0
+"""A phase that has not seen every run end by then stops and reports what it has."""
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process (``VmRSS``)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Sampler:
+    """Samples live threads and current RSS every ``interval_s`` on a thread of its own."""
+
+    def __init__(self, interval_s: float = 0.01) -> None:
+        self.interval_s = interval_s
+        self.peak_threads = threading.active_count()
+        self.peak_rss = rss_mib()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.peak_threads = max(self.peak_threads, threading.active_count())
+            self.peak_rss = max(self.peak_rss, rss_mib())
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of ``values`` (``q`` in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+# --- the node -------------------------------------------------------------------------------
+
+
+def open_node(work: Path, config: ActorsConfig) -> tuple[Journal, Node]:
+    """A journal and a started node in ``work``, as the daemon composes them."""
+    workspace = work / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    journal = Journal(work / "journal.db", node_key=NodeKey.load_or_create(work / "node.key"))
+    node = Node(
+        journal=journal,
+        provider=DeterministicProvider(),
+        catalog=build_catalog(ToolsConfig(workspace_dir=str(workspace))),
+        gate=ToolGate(PolicyEngine.load(None)),
+        workspace=workspace,
+        config=config,
+    )
+    node.start()
+    return journal, node
+
+
+class Driver:
+    """Keeps every session busy with one run at a time, from one thread.
+
+    ``node.send`` is non-blocking; the ticket's ``run_id`` arrives on the reply future. The
+    driver waits for commits (``Journal.wait_for``), reads the new events and, for each run
+    that ended, sends its session's next run. Commit times come from a listener in the writer
+    thread, so a run's latency does not include the driver's own reaction time.
+
+    With ``rate`` None the loop is closed: a session's next run is sent as soon as the last one
+    ended (every session always has a run live: throughput). With ``rate`` runs/s, run ``k``
+    of session ``i`` is due at ``k * sessions + i`` / rate seconds after the start, and sent
+    then or when the session's previous run ends, whichever is later (latency at that load).
+    """
+
+    def __init__(
+        self, journal: Journal, node: Node, sessions: int, runs_each: int, rate: float | None
+    ) -> None:
+        self.journal = journal
+        self.node = node
+        self.sessions = sessions
+        self.runs_each = runs_each
+        self.rate = rate
+        self.lock = threading.Lock()
+        self.sent_at: dict[str, float] = {}
+        """run_id -> perf_counter at send."""
+        self.session_of_run: dict[str, int] = {}
+        self.session_ids: dict[int, str] = {}
+        self.left = dict.fromkeys(range(sessions), runs_each)
+        self.due: list[tuple[float, int]] = []
+        """(when, session) heap of the next sends."""
+        self.started = 0.0
+        self.errors: list[BaseException] = []
+        self.commits: list[tuple[int, float]] = []
+        """(committed head position, perf_counter) per commit, appended by the writer thread."""
+        self.ended: dict[str, tuple[str, int]] = {}
+        """run_id -> (terminal kind, position)."""
+
+    def _on_commit(self, position: int) -> None:
+        self.commits.append((position, time.perf_counter()))
+
+    def _schedule(self, lane: int, now: float) -> None:
+        if self.left[lane] <= 0:
+            return
+        index = self.runs_each - self.left[lane]
+        when = now
+        if self.rate is not None:
+            when = max(now, self.started + (index * self.sessions + lane) / self.rate)
+        heapq.heappush(self.due, (when, lane))
+
+    def _send(self, lane: int) -> None:
+        self.left[lane] -= 1
+        session_id = self.session_ids.get(lane)
+        command = (
+            StartRun(text=TEXT, session_id=session_id)
+            if session_id is not None
+            else StartRun(text=TEXT, create=True)
+        )
+        started = time.perf_counter()
+        reply = self.node.send(command)
+
+        def accepted(done: Future[Any]) -> None:  # runs in the session actor's thread
+            error = done.exception()
+            if error is not None:
+                self.errors.append(error)
+                return
+            ticket: RunTicket = done.result()
+            with self.lock:
+                self.sent_at[ticket.run_id] = started
+                self.session_of_run[ticket.run_id] = lane
+                self.session_ids[lane] = ticket.session_id
+
+        reply.add_done_callback(accepted)
+
+    def run(self) -> float:
+        """Drive every run to its end; returns the seconds from first send to last commit."""
+        unsubscribe = self.journal.listen(self._on_commit)
+        position = self.journal.committed_position
+        total = self.sessions * self.runs_each
+        self.started = time.perf_counter()
+        deadline = self.started + RUN_TIMEOUT_S
+        for lane in range(self.sessions):
+            self._schedule(lane, self.started)
+        try:
+            while len(self.ended) < total and not self.errors:
+                now = time.perf_counter()
+                if now > deadline:
+                    print(f"timed out: {len(self.ended)} of {total} runs ended", file=sys.stderr)
+                    break
+                while self.due and self.due[0][0] <= now:
+                    self._send(heapq.heappop(self.due)[1])
+                wait = min(0.5, self.due[0][0] - now) if self.due else 0.5
+                self.journal.wait_for(position, timeout=max(wait, 0.0))
+                fresh = self.journal.read(position, limit=10_000)
+                now = time.perf_counter()
+                for stored in fresh:
+                    if stored.kind in TERMINAL and stored.correlation_id is not None:
+                        self._ended(stored.correlation_id, stored.kind, stored.position, now)
+                if fresh:
+                    position = fresh[-1].position
+        finally:
+            unsubscribe()
+        if self.errors:
+            raise RuntimeError(f"a StartRun failed: {self.errors[0]!r}")
+        return self._commit_time(max(p for _, p in self.ended.values())) - self.started
+
+    def _ended(self, run_id: str, kind: str, position: int, now: float) -> None:
+        with self.lock:
+            lane = self.session_of_run.get(run_id)
+        if lane is None or run_id in self.ended:
+            return  # not one of ours (the warm-up run)
+        self.ended[run_id] = (kind, position)
+        self._schedule(lane, now)
+
+    def _commit_time(self, position: int) -> float:
+        """When the commit holding ``position`` was signalled (the first commit at or past it)."""
+        at = bisect.bisect_left(self.commits, (position, float("-inf")))
+        return self.commits[at][1]
+
+    def latencies(self) -> list[float]:
+        return [
+            self._commit_time(position) - self.sent_at[run_id]
+            for run_id, (_, position) in self.ended.items()
+        ]
+
+
+def warm_up(journal: Journal, node: Node) -> int:
+    """One run in a session of its own (imports, first tool call); returns the head after it."""
+    ticket: RunTicket = node.ask(StartRun(text=TEXT, create=True))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(e.kind in TERMINAL for e in journal.read_correlated(ticket.run_id)):
+            return journal.committed_position
+        time.sleep(0.01)
+    raise RuntimeError("the warm-up run did not end within 30 s")
+
+
+# --- the ceiling ----------------------------------------------------------------------------
+
+
+class Append:
+    """One recorded append, decoded up front so the replay only does what the actors do."""
+
+    __slots__ = ("causation_id", "correlation_id", "event", "principal", "seq", "stream")
+
+    def __init__(self, stored: StoredEvent) -> None:
+        self.stream = stored.stream
+        self.seq = stored.stream_seq
+        self.event: Event = stored.decode()
+        self.principal = stored.principal
+        self.correlation_id = stored.correlation_id
+        self.causation_id = stored.causation_id
+
+
+def lanes_of(events: list[StoredEvent], session_of_run: dict[str, int]) -> list[list[Append]]:
+    """The recorded events split by the session whose thread(s) appended them, in order.
+
+    ``session/<id>`` events belong to their session; run and tool events carry the run id as
+    correlation id, which maps to its session."""
+    by_session_id: dict[str, int] = {}
+    for stored in events:
+        if stored.kind == "run.accepted" and stored.correlation_id in session_of_run:
+            by_session_id[stored.stream.removeprefix("session/")] = session_of_run[
+                stored.correlation_id
+            ]
+    lanes: dict[int, list[Append]] = {}
+    for stored in events:
+        if stored.stream.startswith("session/"):
+            lane = by_session_id[stored.stream.removeprefix("session/")]
+        else:
+            assert stored.correlation_id is not None
+            lane = session_of_run[stored.correlation_id]
+        lanes.setdefault(lane, []).append(Append(stored))
+    return list(lanes.values())
+
+
+def ceiling(work: Path, lanes: list[list[Append]]) -> tuple[float, float, float]:
+    """Replay ``lanes`` (one thread each) into a fresh journal; returns (events/s, seconds,
+    CPU seconds)."""
+    journal = Journal(work / "ceiling.db", node_key=NodeKey.load_or_create(work / "node.key"))
+    start = threading.Barrier(len(lanes) + 1)
+    errors: list[BaseException] = []
+
+    def replay(lane: list[Append]) -> None:
+        start.wait()
+        try:
+            for a in lane:
+                journal.append(
+                    a.stream,
+                    [a.event],
+                    expected_seq=a.seq,
+                    principal=a.principal,
+                    correlation_id=a.correlation_id,
+                    causation_id=a.causation_id,
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=replay, args=(lane,)) for lane in lanes]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started, cpu = time.perf_counter(), cpu_s()
+    for thread in threads:
+        thread.join()
+    elapsed, cpu = time.perf_counter() - started, cpu_s() - cpu
+    journal.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} replay thread(s) failed; first: {errors[0]!r}")
+    return sum(len(lane) for lane in lanes) / elapsed, elapsed, cpu
+
+
+# --- phases (each in a child process) -------------------------------------------------------
+
+
+def phase_runs(
+    work: Path, sessions: int, runs_each: int, rate: float | None = None
+) -> dict[str, Any]:
+    """Runs through the actor system, then (closed loop only) the ceiling of their appends."""
+    baseline_threads = threading.active_count()
+    journal, node = open_node(work, ActorsConfig())
+    node_threads = threading.active_count()
+    warm = warm_up(journal, node)
+    driver = Driver(journal, node, sessions, runs_each, rate)
+    rss_before = rss_mib()
+    cpu_before = cpu_s()
+    with Sampler() as sampler:
+        elapsed = driver.run()
+    cpu = cpu_s() - cpu_before
+    peak_rss = peak_rss_mib()
+    latencies = driver.latencies()
+    open_fds = len(os.listdir("/proc/self/fd"))
+    node.stop()
+    events = [e for e in read_all(journal, warm)]
+    journal.close()
+
+    kinds: dict[str, int] = {}
+    for stored in events:
+        kinds[stored.kind] = kinds.get(stored.kind, 0) + 1
+    ends: dict[str, int] = {}
+    for kind, _ in driver.ended.values():
+        ends[kind] = ends.get(kind, 0) + 1
+    runs = len(driver.ended)
+    lanes = lanes_of(events, driver.session_of_run)
+    ceiling_rate, ceiling_s, ceiling_cpu = (
+        ceiling(work, lanes) if rate is None else (float("nan"), float("nan"), float("nan"))
+    )
+    return {
+        "rate": rate,
+        "sessions": sessions,
+        "runs": runs,
+        "planned": sessions * runs_each,
+        "ends": ends,
+        "elapsed_s": elapsed,
+        "runs_per_s": runs / elapsed,
+        "p50_s": percentile(latencies, 50),
+        "p99_s": percentile(latencies, 99),
+        "max_s": max(latencies, default=float("nan")),
+        "events": len(events),
+        "kinds": kinds,
+        "payload_bytes": sum(len(e.payload) for e in events),
+        "ceiling_events_per_s": ceiling_rate,
+        "ceiling_s": ceiling_s,
+        "ceiling_cpu_s": ceiling_cpu,
+        "ceiling_threads": len(lanes),
+        "baseline_threads": baseline_threads,
+        "node_threads": node_threads,
+        "peak_threads": sampler.peak_threads,
+        "rss_before_mib": rss_before,
+        "peak_rss_sampled_mib": sampler.peak_rss,
+        "peak_rss_mib": peak_rss,
+        "cpu_s": cpu,
+        "open_fds": open_fds,
+    }
+
+
+def read_all(journal: Journal, after: int) -> list[StoredEvent]:
+    """Every event past ``after``, in position order."""
+    out: list[StoredEvent] = []
+    while True:
+        batch = journal.read(after, limit=10_000)
+        if not batch:
+            return out
+        out.extend(batch)
+        after = batch[-1].position
+
+
+def phase_idle(work: Path, count: int) -> dict[str, Any]:
+    """``count`` sessions created and left idle; threads and RSS before and after passivation."""
+    config = ActorsConfig(idle_passivate_s=1.0, passivate_check_s=0.25)
+    journal, node = open_node(work, config)
+    warm_up(journal, node)  # one session, one run: the code paths are loaded before the baseline
+    deadline = time.monotonic() + 10
+    while pykka.ActorRegistry.get_by_class(SessionActor) and time.monotonic() < deadline:
+        time.sleep(0.05)  # let the warm-up session passivate too
+    with Sampler() as sampler:
+        fixed_threads = threading.active_count()
+        rss_before = rss_mib()
+        started = time.perf_counter()
+        replies = [node.send(ResolveSession(create=True)) for _ in range(count)]
+        infos: list[SessionInfo] = [reply.result(timeout=60) for reply in replies]
+        created_s = time.perf_counter() - started
+        live_threads = threading.active_count()
+        rss_live = rss_mib()
+        deadline = time.monotonic() + 60
+        while pykka.ActorRegistry.get_by_class(SessionActor) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the stopped actors' threads exit
+        passivated_s = time.perf_counter() - started
+        after_threads = threading.active_count()
+        rss_after = rss_mib()
+        sessions_left = len(pykka.ActorRegistry.get_by_class(SessionActor))
+        live_runs = node.services.registry.live_run_count()
+    node.stop()
+    journal.close()
+    return {
+        "sessions": len({info.session_id for info in infos}),
+        "created_s": created_s,
+        "passivated_s": passivated_s,
+        "fixed_threads": fixed_threads,
+        "live_threads": live_threads,
+        "peak_threads": max(sampler.peak_threads, live_threads),
+        "after_threads": after_threads,
+        "sessions_left": sessions_left,
+        "live_runs": live_runs,
+        "rss_before_mib": rss_before,
+        "rss_live_mib": rss_live,
+        "peak_rss_sampled_mib": sampler.peak_rss,
+        "rss_after_mib": rss_after,
+    }
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def child(phase: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Run one phase in a fresh interpreter; its last stdout line is its result as JSON."""
+    command = [
+        sys.executable,
+        __file__,
+        "--phase",
+        phase,
+        "--runs",
+        str(args.runs),
+        "--sessions",
+        str(args.sessions),
+        "--idle-sessions",
+        str(args.idle_sessions),
+        "--dir",
+        str(work / phase),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise RuntimeError(f"phase {phase} failed with exit status {done.returncode}")
+    if done.stderr.strip():
+        sys.stderr.write(done.stderr)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def verdict(met: bool) -> str:
+    return "PASS" if met else "MISS"
+
+
+def show(label: str, what: str, figure: str, rest: str = "") -> None:
+    print(f"{label:<9} {what:<40} {figure:>12}   {rest}".rstrip())
+
+
+def report_runs(name: str, r: dict[str, Any]) -> None:
+    """Print one run phase (with its ceiling, when it has one)."""
+    per_run = r["events"] / r["runs"]
+    ends = ", ".join(f"{n} {k.removeprefix('run.')}" for k, n in sorted(r["ends"].items()))
+    what = f"{r['sessions']} session(s) x {r['planned'] // r['sessions']} runs"
+    ratio = ""
+    if r["rate"] is None:
+        ceiling_runs = r["ceiling_events_per_s"] / per_run
+        show(
+            "ceiling",
+            f"{r['events']:,} appends from {r['ceiling_threads']} thread(s)",
+            f"{ceiling_runs:,.1f} runs/s",
+            f"{r['ceiling_events_per_s']:,.0f} ev/s ({per_run:.2f} events per run)   "
+            f"CPU {r['ceiling_cpu_s'] / r['runs'] * 1000:.1f} ms/run",
+        )
+        ratio = f"ratio {r['runs_per_s'] / ceiling_runs:.2f}   "
+    else:
+        what += f" at {r['rate']:g} runs/s offered"
+    show(
+        name,
+        what,
+        f"{r['runs_per_s']:,.1f} runs/s",
+        f"{ratio}p50 {r['p50_s'] * 1000:.1f} ms   p99 {r['p99_s'] * 1000:.1f} ms   "
+        f"max {r['max_s'] * 1000:.1f} ms   ({ends})",
+    )
+    show(
+        "",
+        "threads: baseline / node started / peak",
+        f"{r['baseline_threads']} / {r['node_threads']} / {r['peak_threads']}",
+        f"RSS {r['rss_before_mib']:.0f} MiB before, peak {r['peak_rss_sampled_mib']:.0f} "
+        f"(ru_maxrss {r['peak_rss_mib']:.0f})   CPU {r['cpu_s'] / r['runs'] * 1000:.1f} ms/run   "
+        f"open fds at the end {r['open_fds']}",
+    )
+
+
+def main_report(args: argparse.Namespace, work: Path) -> None:
+    runs_each = max(1, args.runs // args.sessions)
+    print(
+        f"reel actors: {args.runs} runs per phase, each StartRun + 1 echo tool call (2 turns), "
+        f"deterministic provider, journal synchronous=FULL; {os.cpu_count()} CPUs; "
+        f"files in {work}"
+    )
+    single = child("single", args, work)
+    many = child("concurrent", args, work)
+    paced = child("paced", args, work)
+    idle = child("idle", args, work)
+    report_runs("1 sess", single)
+    kinds = ", ".join(f"{k} {n / single['runs']:.2g}" for k, n in sorted(single["kinds"].items()))
+    print(f"{'':<9} events per run: {kinds}")
+    report_runs(f"{args.sessions} sess", many)
+    print(
+        f"{'':<9} closed loop, {runs_each} runs per session one after another: every session "
+        f"always has a run live, so p50 ~ {args.sessions} / (runs/s) by Little's law"
+    )
+    report_runs("paced", paced)
+
+    delta = idle["rss_after_mib"] - idle["rss_before_mib"]
+    live_delta = idle["rss_live_mib"] - idle["rss_before_mib"]
+    allowed = idle["fixed_threads"] + idle["live_runs"]
+    show(
+        "idle",
+        f"{idle['sessions']:,} sessions created",
+        f"{idle['created_s']:.1f} s",
+        f"threads {idle['fixed_threads']} -> {idle['live_threads']} when the last reply came "
+        f"(peak {idle['peak_threads']}); RSS +{live_delta:.0f} MiB",
+    )
+    show(
+        "",
+        "after passivation",
+        f"{idle['passivated_s']:.1f} s",
+        f"threads {idle['after_threads']}, sessions left {idle['sessions_left']}, "
+        f"RSS {idle['rss_before_mib']:.0f} -> {idle['rss_after_mib']:.0f} MiB "
+        f"(+{delta:.1f}; peak sampled {idle['peak_rss_sampled_mib']:.0f})",
+    )
+
+    rate = many["runs_per_s"]
+    print(
+        f"{verdict(rate >= TARGET_RUNS_PER_S)}      {args.sessions} sessions, closed loop: "
+        f">= {TARGET_RUNS_PER_S:g} runs/s: {rate:.1f}"
+    )
+    print(
+        f"{verdict(paced['p99_s'] < TARGET_P99_S)}      {args.sessions} sessions at "
+        f"{TARGET_RUNS_PER_S:g} runs/s offered: p99 < {TARGET_P99_S * 1000:.0f} ms: "
+        f"{paced['p99_s'] * 1000:.0f} ms (achieved {paced['runs_per_s']:.1f} runs/s)"
+    )
+    print(
+        f"{verdict(many['p99_s'] < TARGET_P99_S)}      {args.sessions} sessions, closed loop: "
+        f"p99 < {TARGET_P99_S * 1000:.0f} ms: {many['p99_s'] * 1000:.0f} ms "
+        f"(needs >= {args.sessions / TARGET_P99_S:.0f} runs/s by Little's law)"
+    )
+    print(
+        f"{verdict(delta < TARGET_IDLE_MIB)}      {idle['sessions']:,} idle sessions, after "
+        f"passivation, cost < {TARGET_IDLE_MIB:g} MiB RSS: +{delta:.1f} MiB"
+    )
+    print(
+        f"{verdict(idle['after_threads'] <= allowed)}      live threads after passivation <= "
+        f"live runs ({idle['live_runs']}) + the node's fixed {idle['fixed_threads']}: "
+        f"{idle['after_threads']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000, help="runs per run phase")
+    parser.add_argument("--sessions", type=int, default=100, help="sessions of the busy phase")
+    parser.add_argument("--idle-sessions", type=int, default=2000)
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO / ".cache" / "bench",
+        help="temp files go in a new directory under this one",
+    )
+    parser.add_argument(
+        "--phase", choices=("single", "concurrent", "paced", "idle"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.phase is not None:  # a child: one phase, its result as one JSON line
+        args.dir.mkdir(parents=True, exist_ok=True)
+        phases: dict[str, Callable[[], dict[str, Any]]] = {
+            "single": lambda: phase_runs(args.dir, 1, args.runs),
+            "concurrent": lambda: phase_runs(
+                args.dir, args.sessions, max(1, args.runs // args.sessions)
+            ),
+            "paced": lambda: phase_runs(
+                args.dir, args.sessions, max(1, args.runs // args.sessions), TARGET_RUNS_PER_S
+            ),
+            "idle": lambda: phase_idle(args.dir, args.idle_sessions),
+        }
+        print(json.dumps(phases[args.phase]()))
+        return
+    args.dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="runs-", dir=args.dir))
+    try:
+        main_report(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
