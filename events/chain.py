@@ -14,6 +14,7 @@ correlation_id, causation_id. Every field is self-delimiting, so the payload nee
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 
@@ -30,8 +31,14 @@ def _text(value: str) -> bytes:
     return _U32.pack(len(data)) + data
 
 
+@functools.lru_cache(maxsize=65_536)
+def _repeated(value: str) -> bytes:
+    """``_text`` for fields that repeat from row to row (stream, kind, principal, run id)."""
+    return _text(value)
+
+
 def _optional(value: str | None) -> bytes:
-    return _ABSENT if value is None else _text(value)
+    return _ABSENT if value is None else _repeated(value)
 
 
 def identity_bytes(
@@ -51,12 +58,12 @@ def identity_bytes(
         (
             _I64.pack(position),
             _text(event_id),
-            _text(stream),
+            _repeated(stream),
             _I64.pack(stream_seq),
-            _text(kind),
+            _repeated(kind),
             _I64.pack(version),
             _I64.pack(recorded_at_ms),
-            _text(principal),
+            _repeated(principal),
             _optional(correlation_id),
             _optional(causation_id),
         )

@@ -79,6 +79,27 @@ _PAIR_RE = re.compile(
     r"([\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[\"']?\[REDACTED\][\"']?|[^\s\"'&,;}\]]+)"
 )
 
+_VALUE_HINTS = (
+    "private key",
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xox",
+    "aiza",
+    "eyj",
+    "bearer",
+    "basic",
+    "cookie",
+)
+_AWS_HINTS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA")
+"""Literals one of which every value pattern contains (lower-cased, or as is for the AWS key id
+prefixes): a text with none of them cannot match, and skipping the regex keeps redaction cheap
+for ordinary text."""
+
 T = TypeVar("T")
 
 
@@ -108,8 +129,11 @@ def redact_text(text: str) -> tuple[str, int]:
         quote = value[0] if value[0] in "\"'" else ""
         return match.group(1) + match.group(2) + quote + MARKER + quote
 
-    text = _VALUE_RE.sub(_value, text)
-    text = _PAIR_RE.sub(_pair, text)
+    lowered = text.lower()
+    if any(hint in lowered for hint in _VALUE_HINTS) or any(h in text for h in _AWS_HINTS):
+        text = _VALUE_RE.sub(_value, text)
+    if ":" in text or "=" in text:
+        text = _PAIR_RE.sub(_pair, text)
     return text, count
 
 
