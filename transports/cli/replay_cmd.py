@@ -63,7 +63,8 @@ def replay_cmd(data: DataOption = None, json: JsonOption = False) -> None:
         if result.identical:
             print("views identical to a replay from position 0")
         else:
-            print(f"{len(result.differences)} differences:")
+            n = len(result.differences)
+            print(f"{n} difference{'' if n == 1 else 's'}:")
             for d in result.differences:
                 print(f"  {d.table} [{d.key}]\n    live:     {d.live}\n    replayed: {d.replayed}")
     if not result.identical:
