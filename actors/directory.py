@@ -41,10 +41,10 @@ from actors.messages import (
     SessionStopped,
     SetSessionPosture,
     StartRun,
+    ToSession,
     reject,
     resolve,
 )
-from actors.run import ToSession
 from actors.services import Services
 from actors.session import PassivationRefused, SessionActor
 from events import is_ulid, new_id
@@ -305,8 +305,9 @@ class SessionDirectory(pykka.ThreadingActor):
         if state == "pending" and message.attempts < PENDING_RETRIES:
             # Pending on the journal but not routable yet: its actor is starting (a run being
             # resumed after a restart). Deliver again shortly instead of refusing.
-            ref, retry = self.actor_ref, msgspec.structs.replace(
-                message, attempts=message.attempts + 1
+            ref, retry = (
+                self.actor_ref,
+                msgspec.structs.replace(message, attempts=message.attempts + 1),
             )
             self.s.io.call_later(0.05, lambda: ref.tell(retry))
             return

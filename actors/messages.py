@@ -261,6 +261,19 @@ class ApprovalSettled(msgspec.Struct, frozen=True, kw_only=True):
     approval_id: str
 
 
+class ToSession(msgspec.Struct, frozen=True):
+    """Run -> directory: deliver ``message`` to the session (waking it if needed)."""
+
+    session_id: str
+    message: Any
+
+
+class CancelTool(msgspec.Struct, frozen=True):
+    """Run -> tool: the run was stopped; stop waiting for an approval."""
+
+    reason: str
+
+
 class ExecuteTool(msgspec.Struct, frozen=True):
     """Tool actor -> itself: run the pipeline (keeps on_start short)."""
 

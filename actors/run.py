@@ -30,6 +30,7 @@ from actors.messages import (
     ApprovalSettled,
     CancelGraceExpired,
     CancelRun,
+    CancelTool,
     FlushTick,
     GrantAdded,
     ProviderDone,
@@ -37,6 +38,7 @@ from actors.messages import (
     ProviderItem,
     RunFinished,
     ToolFinished,
+    ToSession,
     WallClockExpired,
     reject,
     resolve,
@@ -53,7 +55,7 @@ from actors.provider import (
 from actors.resume import ResumePlan
 from actors.run_state import RunStatus, apply
 from actors.services import Services
-from actors.tool_invocation import CancelTool, ToolInvocationActor
+from actors.tool_invocation import ToolInvocationActor
 from events import new_id
 from events.catalog import (
     Event,
@@ -66,14 +68,6 @@ from events.catalog import (
     RunStarted,
     RunTurnCompleted,
 )
-
-
-class ToSession:
-    """Run -> directory: deliver ``message`` to the session (waking it if needed)."""
-
-    def __init__(self, session_id: str, message: Any) -> None:
-        self.session_id = session_id
-        self.message = message
 
 
 class RunActor(pykka.ThreadingActor):
@@ -419,8 +413,7 @@ class RunActor(pykka.ThreadingActor):
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
-        if self.coalescer.flush() is not None:
-            pass  # output of a stopped turn that was never flushed is dropped, not recorded
+        self.coalescer.flush()  # a stopped turn's unflushed output is dropped, not recorded
         event: Event
         if kind == "completed":
             event = RunCompleted(run_id=self.run_id, answer=detail, reason=reason, **counts)

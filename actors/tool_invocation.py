@@ -22,6 +22,7 @@ from actors.messages import (
     ApprovalPending,
     ApprovalSettled,
     ApprovalTimedOut,
+    CancelTool,
     ExecuteTool,
     ResolveApproval,
     Scope,
@@ -45,13 +46,6 @@ from events.catalog import (
 from tools import ExecutionContext, InvalidArguments, ToolSpec, UnknownTool
 
 MAX_ARGUMENT_TEXT = 64 * 1024
-
-
-class CancelTool:
-    """Run -> tool: the run was cancelled; stop waiting for an approval."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
 
 
 class ToolInvocationActor(pykka.ThreadingActor):
