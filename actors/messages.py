@@ -189,6 +189,8 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
 
     run_id: str
     status: str
+    answer: str | None = None
+    """The final answer when the run completed (the session keeps recent turns in memory)."""
 
 
 class GrantAdded(msgspec.Struct, frozen=True, kw_only=True):

@@ -74,7 +74,7 @@ class Node:
                 text=plan.text,
                 principal=plan.principal,
                 channel=plan.channel,
-                history=(),
+                prior=(),
                 grants=(),
                 resume=plan,
             )

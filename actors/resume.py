@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from actors.history import model_input
+from actors.history import model_input, prior_turns
 from actors.provider import ChatMessage, ToolCall
 from actors.session_state import fold
 from actors.tool_content import model_content
@@ -86,7 +86,7 @@ def plan_resume(
     session = fold(e.decode() for e in reader.read_stream(f"session/{start.session_id}"))
     history = session.history if session is not None else ()
     prior = history[: history.index(run_id)] if run_id in history else history
-    messages = model_input(reader, system_prompt, prior, start.text)
+    messages = model_input(system_prompt, prior_turns(reader, prior), start.text)
     outputs: dict[int, list[str]] = {}
     turns: list[RunTurnCompleted] = []
     for stored in run_events:

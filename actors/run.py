@@ -84,7 +84,7 @@ class RunActor(pykka.ThreadingActor):
         text: str,
         principal: str,
         channel: str | None,
-        history: tuple[str, ...],
+        prior: tuple[ChatMessage, ...],
         grants: tuple[str, ...],
         postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
@@ -97,7 +97,7 @@ class RunActor(pykka.ThreadingActor):
         self.text = text
         self.principal = principal
         self.channel = channel
-        self.history = history
+        self.prior = prior
         self.grants = set(grants)
         self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
@@ -149,9 +149,7 @@ class RunActor(pykka.ThreadingActor):
                 provider=self.s.provider.name,
             )
         )
-        self.messages = model_input(
-            self.s.journal, self.s.config.system_prompt, self.history, self.text
-        )
+        self.messages = model_input(self.s.config.system_prompt, self.prior, self.text)
         self._start_clock(self.budgets.wall_clock_s)
         self._next_turn()
 
@@ -421,11 +419,14 @@ class RunActor(pykka.ThreadingActor):
             event = RunCancelled(run_id=self.run_id, reason=reason, requested_by=detail, **counts)
         else:
             event = RunFailed(run_id=self.run_id, reason=reason, message=detail, **counts)
+        # Unrouted before the end is visible: whoever sees the terminal event and sends the
+        # session its next message finds this run gone, not still live.
+        self.s.registry.run_ended(self.run_id)
         self._append(event)
         self.ended = True
-        self.s.registry.run_ended(self.run_id)
         assert self.status is not None
-        self._to_session(RunFinished(run_id=self.run_id, status=self.status.value))
+        answer = detail if kind == "completed" else None
+        self._to_session(RunFinished(run_id=self.run_id, status=self.status.value, answer=answer))
         self.stop()
 
     def _to_session(self, message: Any) -> None:

@@ -15,6 +15,7 @@ import msgspec
 import pykka
 
 from actors.errors import InvalidCommand, UnknownRun
+from actors.history import TurnCache
 from actors.messages import (
     BranchSession,
     CancelRun,
@@ -76,6 +77,7 @@ class SessionActor(pykka.ThreadingActor):
         self.state: SessionState | None = None
         self.active: str | None = None
         self.queue: deque[_Queued] = deque()
+        self.turns = TurnCache()
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -113,6 +115,7 @@ class SessionActor(pykka.ThreadingActor):
         if isinstance(message, StartRun):
             self._start_run(message)
         elif isinstance(message, RunFinished):
+            self.turns.finished(message.run_id, message.answer)
             if message.run_id == self.active:
                 self.active = None
                 self._start_next()
@@ -178,8 +181,13 @@ class SessionActor(pykka.ThreadingActor):
             ),
             principal=message.principal,
         )
+        self.turns.accepted(run_id, message.text)
         queued = _Queued(run_id, message.text, message.principal, message.channel)
-        busy = self.active is not None
+        # The active run may have ended with its RunFinished still on the way: the registry
+        # knows first.
+        busy = bool(self.queue) or (
+            self.active is not None and self.s.registry.live_run(self.active) is not None
+        )
         if busy:
             self.queue.append(queued)
             self.s.registry.run_queued(run_id, self.session_id)
@@ -212,7 +220,7 @@ class SessionActor(pykka.ThreadingActor):
             text=q.text,
             principal=q.principal,
             channel=q.channel,
-            history=prior,
+            prior=self.turns.prior(self.s.journal, prior),
             grants=self.state.grants,
             postures=dict(self.state.postures),
             cancelled_by=cancelled_by,
