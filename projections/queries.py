@@ -52,7 +52,10 @@ class Views:
     def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
         with self._borrow() as conn:
             cur = conn.execute(sql, args)
-            names = [d[0] for d in cur.getdescription()]
+            try:
+                names = [d[0] for d in cur.getdescription()]
+            except apsw.ExecutionCompleteError:  # no rows: apsw has nothing to describe
+                return []
             raw = cur.fetchall()
         out = []
         for row in raw:
@@ -99,6 +102,14 @@ class Views:
             "SELECT * FROM tape WHERE run_id = ? AND tape_seq > ? ORDER BY tape_seq LIMIT ?",
             (run_id, after_seq, limit),
         )
+
+    def last_tape_seq(self, run_id: str) -> int:
+        """The run's highest ``tape_seq`` (-1 when it has no entries yet)."""
+        with self._borrow() as conn:
+            value: Any = conn.execute(
+                "SELECT max(tape_seq) FROM tape WHERE run_id = ?", (run_id,)
+            ).get
+        return -1 if value is None else int(value)
 
     def approvals(
         self, state: str | None = None, after: str | None = None, limit: int = 100

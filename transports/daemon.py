@@ -17,7 +17,9 @@ from pathlib import Path
 
 import msgspec
 
+from transports.auth import token_path
 from transports.config import NodeConfig, load_config
+from transports.grpc import start_grpc
 from transports.runlog import RunStateLogger
 from transports.runtime import open_runtime
 
@@ -39,6 +41,11 @@ def serve(
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
     cfg = config or load_config(config_path or data_dir / "config.toml")
     runtime = open_runtime(data_dir, config=cfg)
+    try:
+        grpc = start_grpc(runtime)
+    except BaseException:
+        runtime.close(0)
+        raise
     recovery = runtime.node.recovery
     if recovery.interrupted_runs or recovery.closed_approvals:
         log_line(
@@ -60,6 +67,8 @@ def serve(
         "reel node ready",
         pid=os.getpid(),
         data_dir=str(data_dir),
+        grpc=grpc.address,
+        token_file=str(token_path(data_dir)),
         provider=cfg.provider.kind,
         config=msgspec.to_builtins(cfg.runs),
     )
@@ -67,6 +76,7 @@ def serve(
         ready()
     stop.wait()
     try:
+        grpc.close()  # before the node: the server runs on the node's I/O loop
         runtime.close(drain_grace_s)
     finally:
         logger.stop()

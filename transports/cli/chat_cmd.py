@@ -1,4 +1,5 @@
-"""``reel chat --local``: drive one run in-process on a data dir no node holds.
+"""``reel chat``: over gRPC to a running node (transports/cli/grpc_chat.py), or ``--local``:
+drive one run in-process on a data dir no node holds.
 
 Prints the answer as it streams, each tool call, decision and result on its own line, and the
 run id; asks at the prompt when an approval is requested (``--approve``/``--deny`` for
@@ -8,6 +9,7 @@ scripts). Ctrl-C cancels the run. Exit 0 done, 1 failed or cancelled, 2 usage er
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -24,15 +26,19 @@ from events.catalog import ApprovalRequested
 from transports.cli.data_dir import resolve
 from transports.cli.errors import CliError
 from transports.cli.follow import follow_run
+from transports.cli.grpc_chat import chat_over_grpc
 from transports.cli.options import DataOption
 from transports.cli.render import TapePrinter
+from transports.grpc.client import DEFAULT_ADDRESS
 from transports.runtime import Runtime, open_runtime
 
 CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny", "": "deny"}
 
 
 def chat(
-    message: Annotated[str, typer.Argument(help="The message to send.")],
+    message: Annotated[
+        str | None, typer.Argument(help="The message (none: an interactive session).")
+    ] = None,
     local: Annotated[bool, typer.Option("--local", help="Run the node in this process.")] = False,
     data: DataOption = None,
     session: Annotated[str | None, typer.Option("--session", help="Session id.")] = None,
@@ -44,16 +50,46 @@ def chat(
         list[str] | None,
         typer.Option(
             "--posture",
-            help="TOOL=always_allow|ask_each_time|disabled for this session (repeatable).",
+            help="TOOL=always_allow|ask_each_time|disabled for this session (repeatable; "
+            "with --local).",
         ),
     ] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help="Resume streaming this run id.")
+    ] = None,
+    after: Annotated[
+        int | None, typer.Option("--after", help="With --resume: the last tape_seq seen.")
+    ] = None,
+    address: Annotated[
+        str, typer.Option("--address", help="The node's gRPC address.")
+    ] = DEFAULT_ADDRESS,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="Admin token (default <data>/admin.token).")
+    ] = None,
 ) -> None:
-    """Send a message and stream the run."""
+    """Send a message and stream the run: over gRPC to a running node, or --local in-process.
+
+    Exit 0 done, 1 failed or cancelled, 2 usage or connection error."""
     if not local:
-        raise CliError(
-            "reel chat talks to a running node over gRPC, which this build does not serve yet; "
-            "use --local to run the node in-process"
+        if posture:
+            raise typer.BadParameter("--posture needs --local", param_hint="--posture")
+        raise typer.Exit(
+            chat_over_grpc(
+                message,
+                session=session,
+                key=key,
+                new=new,
+                approve=approve,
+                deny=deny,
+                resume=resume,
+                after=after,
+                address=address,
+                token_file=token_file,
+                data=data,
+            )
         )
+    if message is None or resume is not None:
+        raise typer.BadParameter("--local needs a message (and cannot --resume)")
     if approve and deny:
         raise typer.BadParameter("give at most one of --approve and --deny")
     if sum(x is not None and x is not False for x in (session, key, new or None)) > 1:

@@ -22,6 +22,7 @@ from transports.cli import (
 )
 from transports.cli.errors import EXIT_UNUSABLE, CliError
 from transports.config import ConfigError
+from transports.grpc import GrpcTransportError
 
 app = typer.Typer(
     name="reel",
@@ -53,7 +54,14 @@ def main() -> None:
         sys.exit(EXIT_UNUSABLE)
     except typer.Abort:
         sys.exit(130)
-    except (JournalError, CliError, ConfigError, PolicyError, ToolsError) as exc:
+    except (
+        JournalError,
+        CliError,
+        ConfigError,
+        PolicyError,
+        ToolsError,
+        GrpcTransportError,
+    ) as exc:
         code = exc.code if isinstance(exc, CliError) else EXIT_UNUSABLE
         print(f"reel: error: {exc}", file=sys.stderr)
         sys.exit(code)
@@ -62,7 +70,9 @@ def main() -> None:
     except Exception as exc:  # a bug: one line, the traceback only when asked for
         if os.environ.get("REEL_DEBUG"):
             raise
-        print(f"reel: internal error: {type(exc).__name__}: {exc} (REEL_DEBUG=1 shows the "
-              "traceback)", file=sys.stderr)
+        print(
+            f"reel: internal error: {type(exc).__name__}: {exc} (REEL_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
         sys.exit(EXIT_UNUSABLE)
     sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,140 @@
+"""``reel chat`` over gRPC (transports.cli.grpc_chat) against a real node."""
+
+from __future__ import annotations
+
+import io
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, converse, run
+from transports.cli.grpc_chat import chat_over_grpc
+
+
+def chat(
+    node: GrpcNode, message: str | None, answers: Iterator[str] | None = None, **options: object
+) -> tuple[int, str, str]:
+    answers = answers if answers is not None else iter(())
+    out, err = io.StringIO(), io.StringIO()
+
+    def ask(prompt: str) -> str:
+        out.write(prompt)
+        try:
+            return next(answers)
+        except StopIteration:
+            raise EOFError from None
+
+    code = chat_over_grpc(
+        message,
+        address=node.address,
+        data=node.data_dir,
+        out=out,
+        err=err,
+        ask=ask,
+        **options,  # type: ignore[arg-type]
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_message_streams_to_the_terminal_and_exits_0(node: GrpcNode) -> None:
+    code, out, err = chat(node, "hello terminal")
+    assert code == 0, err
+    assert "hello terminal" in out
+    assert out.splitlines()[0].startswith("run ") and "(session " in out
+    assert "run done (final_answer" in out
+
+
+def test_an_approval_is_asked_at_the_prompt(node: GrpcNode) -> None:
+    code, out, err = chat(node, SHELL_ECHO, iter(["s"]))
+    assert code == 0, err
+    assert "-> tool shell.run" in out
+    assert "decision: approval_required" in out
+    assert "allow shell.run? [o]nce, [s]ession, [a]lways, [d]eny:" in out
+    assert "approval: allow session" in out
+    assert "<- shell.run:" in out and "yo" in out
+
+
+def test_deny_for_scripts_makes_the_tool_fail_and_the_run_still_ends(node: GrpcNode) -> None:
+    code, out, _ = chat(node, SHELL_ECHO, deny=True)
+    assert "approval: deny" in out
+    assert "<- shell.run failed" in out
+    assert code in (0, 1)
+
+
+def test_a_failed_run_exits_1(node: GrpcNode) -> None:
+    code, out, _ = chat(node, "/fail boom")
+    assert code == 1
+    assert "run failed" in out
+
+
+def test_resume_prints_the_rest_of_a_run(node: GrpcNode) -> None:
+    events = run(converse(node, "resume me please"))
+    code, out, err = chat(node, None, resume=events[0].run_id, after=2)
+    assert code == 0, err
+    assert "run done" in out
+
+
+def test_interactive_session_keeps_one_session(node: GrpcNode) -> None:
+    code, out, err = chat(node, None, iter(["first line", "second line"]))
+    assert code == 0, err
+    assert "first line" in out and "second line" in out
+    sessions = {line.split("(session ")[1] for line in out.splitlines() if "(session " in line}
+    assert len(sessions) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"approve": True, "deny": True}, "--approve and --deny"),
+        ({"session": "x", "new": True}, "--session, --key and --new"),
+        ({"after": 3}, "--after goes with --resume"),
+    ],
+)
+def test_usage_errors_exit_2(node: GrpcNode, options: dict[str, object], problem: str) -> None:
+    code, _, err = chat(node, "hi", **options)
+    assert code == 2 and problem in err
+
+
+def test_a_wrong_token_or_no_node_exits_2(node: GrpcNode, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("not-the-token\n")
+    code, _, err = chat(node, "hi", token_file=token)
+    assert code == 2 and "refused the token" in err and "not-the-token" not in err
+    out = io.StringIO()
+    closed = chat_over_grpc("hi", address="127.0.0.1:1", data=node.data_dir, out=out, err=out)
+    assert closed == 2 and "cannot reach the node at 127.0.0.1:1" in out.getvalue()
+
+
+def test_ctrl_c_cancels_the_run_and_exits_1(node: GrpcNode) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from transports.cli.grpc_chat import chat_over_grpc
+        sys.exit(chat_over_grpc("/sleep 20000\\nslow", address={node.address!r},
+                                data=Path({str(node.data_dir)!r})))
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    try:
+        assert child.stdout is not None
+        first = child.stdout.readline()
+        assert first.startswith("run "), first
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 1, err
+    assert "cancelling..." in out and "run cancelled" in out

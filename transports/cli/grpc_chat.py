@@ -1,0 +1,363 @@
+"""``reel chat`` over gRPC: talk to a running node (``--local`` runs one in-process instead).
+
+``reel chat [--session ID | --key K | --new] "message"`` streams the run: output as it arrives,
+tool calls, decisions and results on their own lines; an approval request asks at the prompt
+(allow once / for the session / always / deny) unless ``--approve``/``--deny`` answer for
+scripts. Ctrl-C cancels the run (a second Ctrl-C stops waiting). ``--resume RUN_ID --after N``
+follows an existing run from after tape entry N. Without a message it is an interactive session:
+each line is a message in the same session, until end of input.
+
+Exit codes: 0 the run finished (done), 1 it failed or was cancelled, 2 usage or connection
+error. The token comes from ``--token-file`` or the data dir's ``admin.token``; it is never
+printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from grpclib.client import Channel
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+
+from proto.reel.v1 import (
+    ApprovalScope,
+    ApprovalsStub,
+    ApprovalState,
+    Decision,
+    ListApprovalsRequest,
+    RunState,
+    TapeEvent,
+    ToolOutcome,
+)
+from transports.auth import token_path
+from transports.cli.data_dir import resolve
+from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
+from transports.grpc.client import (
+    DEFAULT_ADDRESS,
+    RunStreamClient,
+    auth_metadata,
+    open_channel,
+    read_token,
+)
+from transports.grpc.errors import GrpcClientError
+
+CHOICES: dict[str, ApprovalScope | None] = {
+    "o": ApprovalScope.ONCE,
+    "s": ApprovalScope.SESSION,
+    "a": ApprovalScope.ALWAYS,
+    "d": None,
+}
+OUTCOMES = {
+    ToolOutcome.ALLOW: "allow",
+    ToolOutcome.DENY: "deny",
+    ToolOutcome.APPROVAL_REQUIRED: "approval_required",
+}
+SCOPES = {
+    ApprovalScope.ONCE: "once",
+    ApprovalScope.SESSION: "session",
+    ApprovalScope.ALWAYS: "always",
+}
+Ask = Callable[[str], str]
+
+
+class ChatUsageError(Exception):
+    """Bad combination of options (exit 2)."""
+
+
+def chat_over_grpc(
+    message: str | None,
+    *,
+    session: str | None = None,
+    key: str | None = None,
+    new: bool = False,
+    approve: bool = False,
+    deny: bool = False,
+    resume: str | None = None,
+    after: int | None = None,
+    address: str = DEFAULT_ADDRESS,
+    token_file: Path | None = None,
+    data: Path | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    ask: Ask = input,
+) -> int:
+    """Run ``reel chat`` against the node at ``address``; returns the exit code."""
+    stdout = out or sys.stdout
+    stderr = err or sys.stderr
+    try:
+        _check_usage(message, session, key, new, approve, deny, resume, after)
+        token = read_token(token_file or token_path(resolve(data)))
+        chat = _Chat(address, token, stdout, ask, approve=approve, deny=deny)
+        return asyncio.run(chat.main(message, session, key, resume, after))
+    except (ChatUsageError, GrpcClientError) as exc:
+        print(f"reel: error: {exc}", file=stderr)
+        return EXIT_UNUSABLE
+    except _Failure as failure:
+        print(f"reel: error: {failure}", file=stderr)
+        return EXIT_UNUSABLE
+
+
+def _check_usage(
+    message: str | None,
+    session: str | None,
+    key: str | None,
+    new: bool,
+    approve: bool,
+    deny: bool,
+    resume: str | None,
+    after: int | None,
+) -> None:
+    if approve and deny:
+        raise ChatUsageError("give at most one of --approve and --deny")
+    if sum((session is not None, key is not None, new)) > 1:
+        raise ChatUsageError("give at most one of --session, --key and --new")
+    if resume is not None:
+        if message is not None or session is not None or key is not None or new:
+            raise ChatUsageError("--resume follows an existing run: give no message or session")
+        if after is not None and after < -1:
+            raise ChatUsageError("--after must be -1 or more")
+    elif after is not None:
+        raise ChatUsageError("--after goes with --resume")
+
+
+class _Failure(Exception):
+    """A connection or protocol failure to report (exit 2)."""
+
+
+class _Chat:
+    def __init__(
+        self, address: str, token: str, out: TextIO, ask: Ask, *, approve: bool, deny: bool
+    ) -> None:
+        self.address = address
+        self.token = token
+        self.printer = _Printer(out)
+        self.ask = ask
+        self.approve = approve
+        self.deny = deny
+        self.session_id: str | None = None
+
+    async def main(
+        self,
+        message: str | None,
+        session: str | None,
+        key: str | None,
+        resume: str | None,
+        after: int | None,
+    ) -> int:
+        channel = open_channel(self.address)
+        try:
+            if resume is not None:
+                return await self._run(channel, resume=resume, after=after)
+            if message is not None:
+                return await self._run(channel, text=message, session=session, key=key)
+            code = EXIT_OK
+            while True:
+                try:
+                    line = await asyncio.to_thread(self.ask, "> ")
+                except EOFError:
+                    return code
+                if not line.strip():
+                    continue
+                code = await self._run(
+                    channel, text=line, session=self.session_id or session, key=key
+                )
+                if code == EXIT_UNUSABLE:
+                    return code
+        finally:
+            channel.close()
+
+    async def _run(
+        self,
+        channel: Channel,
+        *,
+        text: str | None = None,
+        session: str | None = None,
+        key: str | None = None,
+        resume: str | None = None,
+        after: int | None = None,
+    ) -> int:
+        outcome = EXIT_NEGATIVE
+        run_id, last = resume or "", after if after is not None else -1
+        try:
+            async with RunStreamClient(channel, self.token) as run:
+                if resume is not None:
+                    await run.resume(resume, after)
+                    await self._pending_approvals(channel, run, resume)
+                elif session is not None:
+                    await run.start(text or "", session_id=session)
+                else:
+                    await run.start(text or "", session_key=key)
+                with self._interrupts(run):
+                    async for event in run.events():
+                        if event.tape_seq >= 0:
+                            run_id, last = event.run_id, event.tape_seq
+                        outcome = await self._handle(run, event, outcome)
+        except GRPCError as exc:
+            raise _Failure(self._describe(exc, run_id, last)) from None
+        except (OSError, StreamTerminatedError) as exc:
+            where = f"; resume with --resume {run_id} --after {last}" if run_id else ""
+            raise _Failure(f"cannot reach the node at {self.address}: {exc}{where}") from None
+        return outcome
+
+    async def _pending_approvals(self, channel: Channel, run: RunStreamClient, run_id: str) -> None:
+        """A resumed run may wait on an approval requested before ``--after``: ask now."""
+        stub = ApprovalsStub(channel, metadata=auth_metadata(self.token), timeout=30)
+        pending = await stub.list(ListApprovalsRequest(state=ApprovalState.PENDING, run_id=run_id))
+        for approval in pending.approvals:
+            self.printer.line(
+                f"   approval {approval.approval_id} pending ({approval.risk} risk): "
+                f"{approval.tool} {approval.arguments_json}"
+            )
+            scope = await self._decide(approval.tool)
+            await run.approve(
+                approval.approval_id, allow=scope is not None, scope=scope or ApprovalScope.ONCE
+            )
+
+    def _describe(self, exc: GRPCError, run_id: str, last: int) -> str:
+        text = exc.message or exc.status.name
+        if exc.status == Status.UNAUTHENTICATED:
+            return f"the node refused the token ({text}); check --token-file or --data"
+        if exc.status == Status.UNAVAILABLE and run_id:
+            return f"{text} (resume with --resume {run_id} --after {last})"
+        return f"{exc.status.name}: {text}"
+
+    @contextlib.contextmanager
+    def _interrupts(self, run: RunStreamClient) -> Iterator[None]:
+        """First Ctrl-C cancels the run (its cancelled status still arrives); the second stops
+        waiting."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        hits = 0
+        pending: set[asyncio.Task[None]] = set()
+
+        def on_sigint() -> None:
+            nonlocal hits
+            hits += 1
+            if hits == 1:
+                self.printer.line("cancelling...")
+                cancel = loop.create_task(run.cancel())
+                pending.add(cancel)
+                cancel.add_done_callback(pending.discard)
+            elif task is not None:
+                task.cancel()
+
+        installed = False
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+            installed = True
+        try:
+            yield None
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    async def _handle(self, run: RunStreamClient, event: TapeEvent, outcome: int) -> int:
+        self.printer.show(event)
+        if event.status is not None:
+            status = event.status
+            if status.state == RunState.ACCEPTED and status.session_id:
+                self.session_id = status.session_id
+                self.printer.line(f"run {event.run_id} (session {status.session_id})")
+            if status.state == RunState.DONE:
+                return EXIT_OK
+            if status.state in (RunState.FAILED, RunState.CANCELLED):
+                return EXIT_NEGATIVE
+        elif event.approval_request is not None:
+            request = event.approval_request
+            scope = await self._decide(request.tool)
+            await run.approve(
+                request.approval_id,
+                allow=scope is not None,
+                scope=scope or ApprovalScope.ONCE,
+            )
+        return outcome
+
+    async def _decide(self, tool: str) -> ApprovalScope | None:
+        if self.approve:
+            return ApprovalScope.ONCE
+        if self.deny:
+            return None
+        prompt = f"   allow {tool}? [o]nce, [s]ession, [a]lways, [d]eny: "
+        while True:
+            try:
+                answer = (await asyncio.to_thread(self.ask, prompt)).strip().lower()
+            except EOFError:
+                return None
+            if answer[:1] in CHOICES:
+                return CHOICES[answer[:1]]
+            if not answer:
+                return None
+
+
+class _Printer:
+    """Tape entries for a terminal: output as it streams, everything else on its own line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.mid_line = False
+
+    def line(self, text: str) -> None:
+        if self.mid_line:
+            self.out.write("\n")
+            self.mid_line = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def show(self, event: TapeEvent) -> None:
+        if event.output is not None:
+            self.out.write(event.output.text)
+            self.out.flush()
+            self.mid_line = not event.output.text.endswith("\n")
+        elif event.tool_proposal is not None:
+            p = event.tool_proposal
+            self.line(f"-> tool {p.tool} {p.arguments_json}")
+        elif event.tool_decision is not None:
+            d = event.tool_decision
+            ids = f" [{', '.join(d.policy_ids)}]" if d.policy_ids else ""
+            grant = f" (cached {d.grant} grant)" if d.grant else ""
+            self.line(f"   decision: {OUTCOMES.get(d.outcome, '?')}{grant}{ids}: {d.reason}")
+        elif event.approval_request is not None:
+            a = event.approval_request
+            self.line(f"   approval {a.approval_id} needed ({a.risk} risk): {a.reason}")
+        elif event.approval_resolution is not None:
+            r = event.approval_resolution
+            decision = "allow" if r.decision == Decision.ALLOW else "deny"
+            by = f" by {r.decided_by}" if r.decided_by else ""
+            self.line(f"   approval: {decision} {SCOPES.get(r.scope, 'once')}{by}")
+        elif event.tool_result is not None:
+            t = event.tool_result
+            if t.ok:
+                self.line(f"<- {t.tool}: {_shorten(t.output)}")
+            else:
+                self.line(f"<- {t.tool} failed ({t.error_kind}): {t.error}")
+        elif event.error is not None:
+            self.line(f"   refused: {event.error.message}")
+        elif event.status is not None:
+            self._status(event)
+
+    def _status(self, event: TapeEvent) -> None:
+        status = event.status
+        if status is None:
+            return
+        usage = status.usage
+        if status.state == RunState.DONE and usage is not None:
+            self.line(
+                f"run done ({status.reason}; {usage.turns} turns, {usage.tool_calls} tool calls, "
+                f"{usage.prompt_tokens}+{usage.completion_tokens} tokens)"
+            )
+        elif status.state == RunState.FAILED:
+            self.line(f"run failed ({status.reason}): {status.message}")
+        elif status.state == RunState.CANCELLED:
+            self.line(f"run cancelled ({status.reason}) by {status.requested_by or 'request'}")
+
+
+def _shorten(text: str, limit: int = 500) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "..."

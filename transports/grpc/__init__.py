@@ -1,0 +1,42 @@
+"""reel's gRPC transport: grpclib serving reel.v1 (Gateway, Approvals, Journal), health and
+reflection on the node's I/O loop, and the grpclib client ``reel chat`` uses.
+
+Public surface::
+
+    from transports.grpc import start_grpc, GrpcServer        # in the node
+    from transports.grpc import RunStreamClient, open_channel  # clients
+
+The API is documented in docs/grpc-api.md; statuses come from one mapping
+(:mod:`transports.grpc.status`).
+
+Exceptions::
+
+    GrpcTransportError
+    ├── GrpcStartError        the server cannot listen (address in use, bad host)
+    └── GrpcClientError       a client cannot reach or use a node (address, token file)
+"""
+
+from transports.grpc.client import (
+    DEFAULT_ADDRESS,
+    RunStreamClient,
+    auth_metadata,
+    open_channel,
+    parse_address,
+    read_token,
+)
+from transports.grpc.errors import GrpcClientError, GrpcStartError, GrpcTransportError
+from transports.grpc.server import GrpcServer, start_grpc
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "GrpcClientError",
+    "GrpcServer",
+    "GrpcStartError",
+    "GrpcTransportError",
+    "RunStreamClient",
+    "auth_metadata",
+    "open_channel",
+    "parse_address",
+    "read_token",
+    "start_grpc",
+]

@@ -1,0 +1,143 @@
+"""``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals).
+
+Watch follows the journal for ``tool.approval_requested`` / ``tool.approval_resolved`` events
+(reading only what was committed since it last looked) and sends each approval's view record once
+the projector has applied the event, so the record is never older than the change it reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from actors.messages import ResolveApproval
+from projections import ApprovalRecord
+from proto.reel.v1 import (
+    ApprovalChange,
+    ApprovalChangeKind,
+    ApprovalsBase,
+    ApprovalState,
+    Decision,
+    ListApprovalsRequest,
+    ListApprovalsResponse,
+    ResolveApprovalRequest,
+    ResolveApprovalResponse,
+    WatchApprovalsRequest,
+)
+from transports.grpc.context import (
+    PRINCIPAL,
+    ServiceContext,
+    page_size,
+    page_token,
+    require_id,
+)
+from transports.grpc.records import approval_message
+from transports.grpc.run_stream import SCOPE_NAMES
+from transports.grpc.status import invalid, to_grpc_error
+
+STATE_FILTER = {
+    ApprovalState.UNSPECIFIED: None,
+    ApprovalState.PENDING: "pending",
+    ApprovalState.RESOLVED: "resolved",
+}
+CHANGES = {
+    "tool.approval_requested": ApprovalChangeKind.REQUESTED,
+    "tool.approval_resolved": ApprovalChangeKind.RESOLVED,
+}
+SCAN = 500
+
+
+class ApprovalsService(ApprovalsBase):
+    """The approvals queue over the approvals view and ResolveApproval."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    async def list(self, message: ListApprovalsRequest) -> ListApprovalsResponse:
+        size = page_size(message.page_size)
+        after = page_token(message.page_token)
+        if message.state not in STATE_FILTER:
+            raise invalid("state", f"unknown approval state {int(message.state)}")
+        state = STATE_FILTER[message.state]
+
+        def wanted(record: ApprovalRecord) -> bool:
+            return (
+                (not message.run_id or record.run_id == message.run_id)
+                and (not message.session_id or record.session_id == message.session_id)
+                and (not message.tool or record.tool == message.tool)
+            )
+
+        views = self.ctx.views
+        found: list[ApprovalRecord] = []
+        cursor = after
+        while len(found) <= size:
+            batch = views.approvals(state, cursor, SCAN)
+            found.extend(r for r in batch if wanted(r))
+            if len(batch) < SCAN:
+                break
+            cursor = batch[-1].approval_id
+        page = found[:size]
+        more = len(found) > size
+        return ListApprovalsResponse(
+            approvals=[approval_message(r) for r in page],
+            next_page_token=page[-1].approval_id if more and page else "",
+        )
+
+    async def resolve(self, message: ResolveApprovalRequest) -> ResolveApprovalResponse:
+        approval_id = require_id("approval_id", message.approval_id)
+        if message.decision not in (Decision.ALLOW, Decision.DENY):
+            raise invalid("decision", "must be ALLOW or DENY")
+        command = ResolveApproval(
+            approval_id=approval_id,
+            decision="allow" if message.decision == Decision.ALLOW else "deny",
+            scope=SCOPE_NAMES.get(message.scope, "once"),
+            principal=PRINCIPAL,
+            reason=message.reason,
+        )
+        try:
+            await asyncio.wrap_future(self.ctx.runtime.node.send(command))
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return ResolveApprovalResponse(approval_id=approval_id, resolved=True)
+
+    async def watch(self, message: WatchApprovalsRequest) -> AsyncIterator[ApprovalChange]:
+        ctx = self.ctx
+        runtime = ctx.runtime
+        if message.after_position < 0:
+            raise invalid("after_position", "must not be negative")
+        async with ctx.stream():
+            position = message.after_position or runtime.projector.position
+            if message.include_pending:
+                cursor: str | None = None
+                while True:
+                    batch = ctx.views.approvals("pending", cursor, SCAN)
+                    for record in batch:
+                        yield ApprovalChange(
+                            change=ApprovalChangeKind.PENDING,
+                            approval=approval_message(record),
+                            position=position,
+                        )
+                    if len(batch) < SCAN:
+                        break
+                    cursor = batch[-1].approval_id
+            while True:
+                changed = ctx.applied.changed()
+                applied = runtime.projector.position
+                while position < applied:
+                    rows = runtime.journal.read(position, min(SCAN, applied - position))
+                    if not rows:
+                        break
+                    for stored in rows:
+                        position = stored.position
+                        kind = CHANGES.get(stored.kind)
+                        if kind is None:
+                            continue
+                        approval_id = getattr(stored.decode(), "approval_id", "")
+                        current = ctx.views.approval(approval_id)
+                        if current is not None:
+                            yield ApprovalChange(
+                                change=kind, approval=approval_message(current), position=position
+                            )
+                await asyncio.wait((changed, ctx.shutdown), return_when=asyncio.FIRST_COMPLETED)
+                if ctx.shutdown.done():
+                    raise ctx.closing_error(f"watch again with after_position {position}")

@@ -1,0 +1,94 @@
+"""What every service shares: the runtime, the wake-up hubs, the shutdown signal, paging rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from events import is_ulid
+from projections import Views
+from transports.grpc.hub import ChangeHub
+from transports.grpc.status import invalid
+from transports.runtime import Runtime
+
+PRINCIPAL = "grpc"
+"""The principal recorded on commands that arrive over gRPC (the admin token's holder)."""
+DEFAULT_PAGE = 100
+MAX_PAGE = 500
+CATCH_UP_S = 2.0
+
+
+@dataclass
+class ServiceContext:
+    """Shared by the services of one server; lives on the node's I/O loop."""
+
+    runtime: Runtime
+    views: Views
+    """This server's own read connections to views.db."""
+    applied: ChangeHub
+    """Notified after each projector batch (views changed)."""
+    committed: ChangeHub
+    """Notified after each journal commit."""
+    shutdown: asyncio.Future[None]
+    """Resolved when the server begins to close: open streams end with UNAVAILABLE."""
+    streams: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Tasks serving long-lived streams (the server waits for them to end when closing)."""
+
+    async def catch_up(self) -> None:
+        """Wait (briefly) until the views include everything the journal has committed: a row
+        a client just learned about (a run id from StartRun) is then readable."""
+        runtime = self.runtime
+        target = runtime.journal.committed_position
+        if runtime.projector.position >= target:
+            return
+        await asyncio.to_thread(runtime.projector.wait_for, target, CATCH_UP_S)
+
+    def closing_error(self, what: str) -> GRPCError:
+        return GRPCError(Status.UNAVAILABLE, f"server shutting down; {what}")
+
+    @asynccontextmanager
+    async def stream(self) -> AsyncIterator[None]:
+        """Mark the current task as serving a long-lived stream."""
+        task = asyncio.current_task()
+        if self.shutdown.done():
+            raise self.closing_error("try again after restart")
+        if task is not None:
+            self.streams.add(task)
+        try:
+            yield
+        finally:
+            if task is not None:
+                self.streams.discard(task)
+
+
+def page_size(value: int) -> int:
+    """A request's page size: 0 means the default; otherwise 1..MAX_PAGE."""
+    if value == 0:
+        return DEFAULT_PAGE
+    if not 1 <= value <= MAX_PAGE:
+        raise invalid("page_size", f"must be between 1 and {MAX_PAGE} (or 0 for {DEFAULT_PAGE})")
+    return value
+
+
+def page_token(value: str) -> str | None:
+    """A page token: empty for the first page, else an id from a previous response."""
+    if not value:
+        return None
+    if not is_ulid(value):
+        raise invalid("page_token", "not a token this API returned")
+    return value
+
+
+def require_id(field_name: str, value: str) -> str:
+    """An id the request must carry, in ULID form."""
+    if not value:
+        raise invalid(field_name, "required")
+    if not is_ulid(value):
+        raise invalid(field_name, f"{value[:40]!r} is not a valid id")
+    return value

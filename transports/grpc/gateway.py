@@ -1,0 +1,107 @@
+"""``reel.v1.Gateway``: RunStream (see :mod:`transports.grpc.run_stream`), GetRun, CancelRun,
+ListSessions and ResolveSession."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import betterproto2
+
+from actors.messages import CancelRun, ResolveSession, SessionInfo
+from proto.reel.v1 import (
+    CancelRunRequest,
+    CancelRunResponse,
+    GatewayBase,
+    GetRunRequest,
+    ListSessionsRequest,
+    ListSessionsResponse,
+    ResolveSessionRequest,
+    ResolveSessionResponse,
+    Run,
+    RunStreamRequest,
+    TapeEvent,
+)
+from transports.grpc.context import (
+    PRINCIPAL,
+    ServiceContext,
+    page_size,
+    page_token,
+    require_id,
+)
+from transports.grpc.records import run_message, session_message
+from transports.grpc.run_stream import RunConversation
+from transports.grpc.status import invalid, not_found, to_grpc_error
+
+
+class GatewayService(GatewayBase):
+    """Runs and sessions over the node's commands and views."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    async def run_stream(
+        self, messages: AsyncIterator[RunStreamRequest]
+    ) -> AsyncIterator[TapeEvent]:
+        async for event in RunConversation(self.ctx).serve(messages):
+            yield event
+
+    async def get_run(self, message: GetRunRequest) -> Run:
+        run_id = require_id("run_id", message.run_id)
+        views = self.ctx.views
+        run = views.run(run_id)
+        if run is None:
+            await self.ctx.catch_up()
+            run = views.run(run_id)
+        if run is None:
+            raise not_found(f"run {run_id!r}")
+        return run_message(run, self.ctx.views.last_tape_seq(run_id))
+
+    async def cancel_run(self, message: CancelRunRequest) -> CancelRunResponse:
+        run_id = require_id("run_id", message.run_id)
+        command = CancelRun(run_id=run_id, principal=PRINCIPAL)
+        try:
+            accepted = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return CancelRunResponse(run_id=run_id, accepted=bool(accepted))
+
+    async def list_sessions(self, message: ListSessionsRequest) -> ListSessionsResponse:
+        size = page_size(message.page_size)
+        after = page_token(message.page_token)
+        rows = self.ctx.views.sessions(after, size + 1)
+        more = len(rows) > size
+        rows = rows[:size]
+        return ListSessionsResponse(
+            sessions=[session_message(s) for s in rows],
+            next_page_token=rows[-1].session_id if more and rows else "",
+        )
+
+    async def resolve_session(self, message: ResolveSessionRequest) -> ResolveSessionResponse:
+        choice, value = betterproto2.which_one_of(message, "session")
+        if choice == "session_id":
+            require_id("session_id", str(value))
+        elif choice == "session_key" and not value:
+            raise invalid("session_key", "must not be empty")
+        elif not choice and not message.create:
+            raise invalid("session", "give session_id or session_key, or set create")
+        command = ResolveSession(
+            session_id=value if choice == "session_id" else None,
+            session_key=value if choice == "session_key" else None,
+            label=message.label or None,
+            create=message.create,
+            reset=message.reset,
+            principal=PRINCIPAL,
+        )
+        try:
+            info: SessionInfo = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return ResolveSessionResponse(
+            session_id=info.session_id,
+            session_key=info.session_key or "",
+            label=info.label or "",
+            parent_session_id=info.parent_session_id or "",
+            created=info.created,
+            reset_applied=info.reset_applied,
+        )

@@ -1,0 +1,87 @@
+"""``reel.v1.Journal``: Head, Verify and Read, for auditors on another machine.
+
+Read sends the rows exactly as stored (payload bytes, ``prev_hash``, ``hash``) so the client can
+recompute the chain itself (docs/journal-format.md); Head carries the latest signed checkpoint so
+it can also check the node's signature. Verification and reads run on worker threads: a long
+verify never stalls the node's I/O loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from events import verify
+from proto.reel.v1 import (
+    Envelope,
+    JournalBase,
+    JournalHead,
+    JournalHeadRequest,
+    ReadJournalRequest,
+    VerifyJournalRequest,
+    VerifyJournalResponse,
+)
+from transports.grpc.context import ServiceContext
+from transports.grpc.records import checkpoint_message, envelope_message, verify_message
+from transports.grpc.status import invalid, to_grpc_error
+
+READ_BATCH = 1000
+
+
+class JournalService(JournalBase):
+    """Read-only access to the node's journal."""
+
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    async def head(self, message: JournalHeadRequest) -> JournalHead:
+        journal = self.ctx.runtime.journal
+        try:
+            head = await asyncio.to_thread(journal.head)
+            checkpoints = await asyncio.to_thread(journal.checkpoints)
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return JournalHead(
+            position=head.position,
+            hash=head.hash,
+            last_checkpoint=checkpoint_message(checkpoints[-1]) if checkpoints else None,
+        )
+
+    async def verify(self, message: VerifyJournalRequest) -> VerifyJournalResponse:
+        journal = self.ctx.runtime.journal
+        key = journal.node_key.public_key if journal.node_key is not None else None
+        try:
+            report = await asyncio.to_thread(verify, journal, trusted_public_key=key)
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return verify_message(report)
+
+    async def read(self, message: ReadJournalRequest) -> AsyncIterator[Envelope]:
+        if message.after_position < 0:
+            raise invalid("after_position", "must not be negative")
+        if message.limit < 0:
+            raise invalid("limit", "must not be negative (0 means no limit)")
+        ctx = self.ctx
+        journal = ctx.runtime.journal
+        position = message.after_position
+        left = message.limit or None
+        async with ctx.stream():
+            while left is None or left > 0:
+                changed = ctx.committed.changed()
+                want = READ_BATCH if left is None else min(READ_BATCH, left)
+                try:
+                    rows = await asyncio.to_thread(journal.read, position, want)
+                except Exception as exc:
+                    raise to_grpc_error(exc) from None
+                for stored in rows:
+                    yield envelope_message(stored)
+                    position = stored.position
+                if left is not None:
+                    left -= len(rows)
+                if rows:
+                    continue
+                if not message.follow:
+                    return
+                await asyncio.wait((changed, ctx.shutdown), return_when=asyncio.FIRST_COMPLETED)
+                if ctx.shutdown.done():
+                    raise ctx.closing_error(f"read again with after_position {position}")
