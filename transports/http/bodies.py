@@ -7,11 +7,14 @@ the views cannot drift apart; ``/v1/openapi.json`` is generated from these types
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
 from projections import ApprovalRecord, RunRecord, SessionRecord, TapeEntry
+
+ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
+"""What every id looks like (Crockford base32, 26 characters)."""
 
 
 class _Request(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -21,38 +24,38 @@ class _Request(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 # --- requests ----------------------------------------------------------------------------------
 
 
-class CreateSessionRequest(_Request):
+class CreateSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/sessions``: a new session, or the existing one with this ``session_key``."""
 
     session_key: str | None = None
     label: str | None = None
 
 
-class SendMessageRequest(_Request):
+class SendMessageRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/sessions/{id}/messages``: start a run with ``text``."""
 
-    text: str
+    text: Annotated[str, msgspec.Meta(pattern=r"\S", description="Not blank.")]
     label: str | None = None
 
 
-class ResetSessionRequest(_Request):
+class ResetSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/sessions/{id}/reset``: later runs forget earlier history (body optional)."""
 
 
-class BranchSessionRequest(_Request):
+class BranchSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/sessions/{id}/branch``: a new session with this one's history up to
     ``run_id`` (default: the last finished run)."""
 
-    run_id: str | None = None
+    run_id: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)] | None = None
     session_key: str | None = None
     label: str | None = None
 
 
-class CancelRunRequest(_Request):
+class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/runs/{id}/cancel`` (body optional)."""
 
 
-class DecisionRequest(_Request):
+class DecisionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/approvals/{id}``: a human decision on a pending approval."""
 
     decision: Literal["allow", "deny"]
@@ -60,7 +63,7 @@ class DecisionRequest(_Request):
     reason: str = ""
 
 
-class VerifyRequest(_Request):
+class VerifyRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/journal/verify`` (body optional)."""
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from aiohttp import web
 
 from transports.http.failures import ApiError
 from transports.http.freshness import views_reach
+from transports.http.views import ApiViews
 from transports.runtime import Runtime
 
 R = TypeVar("R")
@@ -25,16 +26,24 @@ class ApiContext:
 
     runtime: Runtime
     token: str
+    views: ApiViews
+    """The API's own read connections to views.db."""
     keepalive_s: float = 15.0
     """Seconds between SSE keep-alive comments when a stream has nothing to say."""
     freshness_s: float = 2.0
     """How long a read waits for the views to include the latest commit before answering."""
-    sse_streams: int = 0
-    """Open SSE responses (``reel_http_sse_streams``)."""
+    streams: set[asyncio.Event] = field(default_factory=set)
+    """The wake-up event of each open SSE response (``reel_http_sse_streams``)."""
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server stops: open SSE streams end."""
     verify_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     """One journal verification at a time: it reads the whole journal."""
+
+    def close_streams(self) -> None:
+        """End every open SSE stream (at its next loop turn): the server is stopping."""
+        self.closing.set()
+        for wake in list(self.streams):
+            wake.set()
 
     async def command(self, command: Any) -> Any:
         """Send ``command`` to the node and await its reply (errors are the actors' own)."""
@@ -60,6 +69,20 @@ class ApiContext:
             await self.caught_up()
             row = read()
         return row
+
+    async def appear(self, read: Callable[[], R | None]) -> R | None:
+        """``read()`` until it finds the row, waiting for projector batches in between (at most
+        ``freshness_s``). For a write whose event commits just after the command's reply: the
+        directory answers a new session before the session actor has appended it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.freshness_s
+        projector = self.runtime.projector
+        while True:
+            row = read()
+            remaining = deadline - loop.time()
+            if row is not None or remaining <= 0:
+                return row
+            await views_reach(projector, projector.position + 1, min(remaining, 0.05))
 
 
 CONTEXT = web.AppKey("reel_api", ApiContext)

@@ -31,11 +31,18 @@ STATUS: dict[ErrorCode, int] = {
 class ApiError(Exception):
     """A request failed in a way the client should hear about: ``code`` decides the status."""
 
-    def __init__(self, code: ErrorCode, message: str, field: str | None = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        field: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code: ErrorCode = code
         self.message = message
         self.field = field
+        self.headers = headers or {}
 
     @property
     def status(self) -> int:
@@ -65,7 +72,12 @@ def to_api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return ApiError("payload_too_large", "the request body is over the size limit")
     if isinstance(exc, web.HTTPMethodNotAllowed):
-        return ApiError("method_not_allowed", f"method {exc.method} is not allowed here")
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        return ApiError(
+            "method_not_allowed",
+            f"method {exc.method} is not allowed here; allowed: {allowed}",
+            headers={"Allow": allowed},
+        )
     if isinstance(exc, web.HTTPNotFound):
         return ApiError("not_found", "no such route")
     if isinstance(exc, web.HTTPException) and exc.status < 500:
@@ -94,6 +106,7 @@ def error_response(error: ApiError) -> web.Response:
         body=msgspec.json.encode(body),
         status=error.status,
         content_type="application/json",
+        headers=error.headers,
     )
     if error.code == "unauthenticated":
         response.headers["WWW-Authenticate"] = 'Bearer realm="reel"'

@@ -4,6 +4,8 @@ Bodies are decoded straight into the request Structs (``forbid_unknown_fields``)
 is mapped to a 400 naming the field by :mod:`transports.http.failures`. Query parameters are
 checked here and name themselves as ``query.<name>``.
 
+A parameter that is present must be valid: ``?after=`` (empty) is an error, not "absent".
+
 Paging: ``limit`` defaults to 50; above the cap (1000 for a tape, 200 for lists) it is lowered
 to the cap and the response says so (``limit_clamped``); below 1 it is an error.
 """
@@ -17,7 +19,6 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 from aiohttp import web
 
-from events import is_ulid
 from transports.http.failures import ApiError
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -28,6 +29,12 @@ TAPE_CAP = 1000
 MAX_SEQ = (1 << 62) - 1
 """Larger tape positions cannot exist (and would overflow SQLite's integers)."""
 _INTEGER = re.compile(r"-?[0-9]{1,19}")
+_ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}")
+"""What :func:`events.is_ulid` accepts, as a regular expression (a tenth of its cost)."""
+
+
+def is_ulid(text: str) -> bool:
+    return _ULID.fullmatch(text) is not None
 
 
 @cache
@@ -38,7 +45,7 @@ def _decoder(kind: type[Any]) -> msgspec.json.Decoder[Any]:
 async def read_body(request: web.Request, kind: type[T], *, optional: bool = False) -> T:
     """Decode the request body as ``kind``; an empty body is ``kind()`` when ``optional``."""
     raw = await request.read()
-    if not raw.strip():
+    if not raw:
         if optional:
             return kind()
         raise ApiError("invalid_argument", "a JSON object body is required", "$")
@@ -62,11 +69,13 @@ class Limit(NamedTuple):
 def page_limit(request: web.Request, cap: int) -> Limit:
     """The page size: ``limit`` (default 50) lowered to ``cap`` when above it."""
     raw = request.query.get("limit")
-    if raw is None or raw == "":
+    if raw is None:
         return Limit(min(DEFAULT_LIMIT, cap), False)
     value = _integer(raw, "limit")
     if value < 1:
         raise ApiError("invalid_argument", "limit must be at least 1", "query.limit")
+    if value > MAX_SEQ:
+        raise ApiError("invalid_argument", f"limit must be at most {MAX_SEQ}", "query.limit")
     if value > cap:
         return Limit(cap, True)
     return Limit(value, False)
@@ -75,7 +84,7 @@ def page_limit(request: web.Request, cap: int) -> Limit:
 def after_id(request: web.Request) -> str | None:
     """The list cursor: the last id of the previous page (a ULID) or nothing."""
     raw = request.query.get("after")
-    if raw is None or raw == "":
+    if raw is None:
         return None
     if not is_ulid(raw):
         raise ApiError(
@@ -87,7 +96,7 @@ def after_id(request: web.Request) -> str | None:
 def after_seq(request: web.Request) -> int:
     """The tape cursor from ``?after=`` (default -1: from the start)."""
     raw = request.query.get("after")
-    if raw is None or raw == "":
+    if raw is None:
         return -1
     return seq_value(raw, "query.after")
 

@@ -5,6 +5,7 @@ The live tape (Server-Sent Events) is in :mod:`transports.http.stream`.
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
 from actors.messages import CancelRun
@@ -15,8 +16,21 @@ from transports.http.failures import ApiError
 from transports.http.inputs import TAPE_CAP, after_seq, page_limit, path_id, read_body
 from transports.http.replies import json_reply
 from transports.http.sessions import PRINCIPAL
+from transports.http.views import RawTapeEntry
 
 routes = web.RouteTableDef()
+
+
+class _TapePageWire(msgspec.Struct, frozen=True, kw_only=True):
+    """:class:`TapePage` as sent: the same fields, entries with their events as stored JSON."""
+
+    items: list[RawTapeEntry]
+    limit: int
+    limit_clamped: bool
+    next_after: int | None
+
+
+assert _TapePageWire.__struct_fields__ == TapePage.__struct_fields__
 
 
 @routes.get("/v1/runs/{run_id}")
@@ -31,14 +45,14 @@ async def get_tape(request: web.Request) -> web.Response:
     run_id = path_id(request, "run_id", "run")
     limit = page_limit(request, TAPE_CAP)
     after = after_seq(request)
-    views = ctx.runtime.views
-    rows = views.tape(run_id, after_seq=after, limit=limit.value + 1)
+    views = ctx.views
+    rows = views.tape_raw(run_id, after_seq=after, limit=limit.value + 1)
     if not rows:
         await run_record(ctx, run_id)  # an empty page of a run that exists, or a 404
     more = len(rows) > limit.value
     items = rows[: limit.value]
     return json_reply(
-        TapePage(
+        _TapePageWire(
             items=items,
             limit=limit.value,
             limit_clamped=limit.clamped,
@@ -59,7 +73,7 @@ async def cancel_run(request: web.Request) -> web.Response:
 
 async def run_record(ctx: ApiContext, run_id: str) -> RunRecord:
     """The run's row (waiting for lagging views on a miss), or a 404."""
-    views = ctx.runtime.views
+    views = ctx.views
     record = await ctx.fresh(lambda: views.run(run_id))
     if record is None:
         raise ApiError("not_found", f"no run with id {run_id!r}")

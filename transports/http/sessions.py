@@ -35,7 +35,7 @@ routes = web.RouteTableDef()
 
 @routes.get("/v1/sessions")
 async def list_sessions(request: web.Request) -> web.Response:
-    views = request.app[CONTEXT].runtime.views
+    views = request.app[CONTEXT].views
     limit = page_limit(request, LIST_CAP)
     rows = views.sessions(after=after_id(request), limit=limit.value + 1)
     more = len(rows) > limit.value
@@ -64,7 +64,7 @@ async def list_runs(request: web.Request) -> web.Response:
     limit = page_limit(request, LIST_CAP)
     after = after_id(request)
     await session_record(ctx, session_id)
-    rows = ctx.runtime.views.runs_of_session(session_id, after=after, limit=limit.value + 1)
+    rows = ctx.views.runs_of_session(session_id, after=after, limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
     return json_reply(
@@ -86,7 +86,7 @@ async def create_session(request: web.Request) -> web.Response:
             session_key=body.session_key, label=body.label, create=True, principal=PRINCIPAL
         )
     )
-    record = await session_record(ctx, info.session_id, wait=True)
+    record = await created_session(ctx, info.session_id)
     return json_reply(record, status=201 if info.created else 200)
 
 
@@ -122,9 +122,7 @@ async def reset_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     await read_body(request, ResetSessionRequest, optional=True)
-    info: SessionInfo = await ctx.command(
-        ResetSession(session_id=session_id, principal=PRINCIPAL)
-    )
+    info: SessionInfo = await ctx.command(ResetSession(session_id=session_id, principal=PRINCIPAL))
     return json_reply(await session_record(ctx, info.session_id, wait=True))
 
 
@@ -142,15 +140,24 @@ async def branch_session(request: web.Request) -> web.Response:
             principal=PRINCIPAL,
         )
     )
-    return json_reply(await session_record(ctx, info.session_id, wait=True), status=201)
+    return json_reply(await created_session(ctx, info.session_id), status=201)
 
 
 async def session_record(ctx: ApiContext, session_id: str, wait: bool = False) -> SessionRecord:
     """The session's row; after a write (``wait``) the views are brought up to date first."""
-    views = ctx.runtime.views
+    views = ctx.views
     if wait:
         await ctx.caught_up()
     record = await ctx.fresh(lambda: views.session(session_id))
     if record is None:
         raise ApiError("not_found", f"no session with id {session_id!r}")
+    return record
+
+
+async def created_session(ctx: ApiContext, session_id: str) -> SessionRecord:
+    """A session the node has just created (its first event may commit after the reply)."""
+    views = ctx.views
+    record = await ctx.appear(lambda: views.session(session_id))
+    if record is None:
+        raise ApiError("unavailable", f"session {session_id} is not visible yet; retry the read")
     return record

@@ -1,0 +1,85 @@
+"""/v1/approvals: the queue and human decisions over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from httpkit import SHELL, Node
+
+UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+
+def test_allow_over_http_finishes_the_run_and_a_second_decision_is_409(node: Node) -> None:
+    run_id = node.start(SHELL)
+    approval_id = node.pending_approval(run_id)
+
+    pending = node.call("GET", "/v1/approvals?state=pending").json()
+    assert [a["approval_id"] for a in pending["items"]] == [approval_id]
+    record = node.call("GET", f"/v1/approvals/{approval_id}").json()
+    assert record["state"] == "pending" and record["tool"] == "shell.run"
+    assert record["arguments"] == {"argv": ["echo", "yo"]} and record["run_id"] == run_id
+
+    decided = node.call(
+        "POST", f"/v1/approvals/{approval_id}", {"decision": "allow", "reason": "looks fine"}
+    )
+    assert decided.status == 200
+    resolved = decided.json()
+    assert resolved["state"] == "resolved" and resolved["decision"] == "allow"
+    assert resolved["scope"] == "once" and resolved["decided_by"] == "http"
+
+    events = node.finish(run_id)
+    assert events[-1].event == "run.completed"
+    run = node.call("GET", f"/v1/runs/{run_id}").json()
+    assert run["state"] == "done" and "yo" in run["answer"]
+
+    again = node.call("POST", f"/v1/approvals/{approval_id}", {"decision": "deny"})
+    assert again.status == 409
+    assert again.error["code"] == "conflict"
+    assert node.call("GET", "/v1/approvals?state=pending").json()["items"] == []
+    done = node.call("GET", "/v1/approvals?state=resolved").json()["items"]
+    assert [a["approval_id"] for a in done] == [approval_id]
+    assert node.call("GET", "/v1/approvals").json()["items"] == done
+
+
+def test_deny_with_session_scope_is_recorded(node: Node) -> None:
+    run_id = node.start(SHELL)
+    approval_id = node.pending_approval(run_id)
+    reply = node.call(
+        "POST", f"/v1/approvals/{approval_id}", {"decision": "deny", "scope": "session"}
+    )
+    assert reply.status == 200
+    assert reply.json()["decision"] == "deny"
+    events = node.finish(run_id)
+    resolved = [e.entry["event"] for e in events if e.event == "tool.approval_resolved"]
+    assert resolved[0]["decision"] == "deny"
+    assert events[-1].event in {"run.completed", "run.failed"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"decision": "maybe"}', "$.decision"),
+        (b"{}", "$.decision"),
+        (b'{"decision": true}', "$.decision"),
+        (b'{"decision": "allow", "scope": "forever"}', "$.scope"),
+        (b'{"decision": "allow", "by": "me"}', "$.by"),
+        (b'{"decision": "allow", "reason": 3}', "$.reason"),
+        (b"", "$"),
+        (b"\x00\xff", "$"),
+    ],
+)
+def test_bad_decisions_are_400_with_the_field(node: Node, body: bytes, field: str) -> None:
+    reply = node.call("POST", f"/v1/approvals/{UNKNOWN}", raw=body)
+    assert reply.status == 400
+    assert reply.error["field"] == field
+
+
+def test_unknown_approvals_and_bad_filters(node: Node) -> None:
+    assert node.call("GET", f"/v1/approvals/{UNKNOWN}").status == 404
+    reply = node.call("POST", f"/v1/approvals/{UNKNOWN}", {"decision": "allow"})
+    assert (reply.status, reply.error["code"]) == (404, "not_found")
+    assert node.call("POST", "/v1/approvals/nope", {"decision": "allow"}).status == 404
+    for query in ("state=bogus", "state="):
+        bad = node.call("GET", f"/v1/approvals?{query}")
+        assert (bad.status, bad.error["field"]) == (400, "query.state")
+    clamped = node.call("GET", "/v1/approvals?limit=201").json()
+    assert clamped["limit"] == 200 and clamped["limit_clamped"] is True

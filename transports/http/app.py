@@ -1,0 +1,55 @@
+"""The aiohttp application: routes, middleware and the node context, without any socket."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from transports.http import (
+    approvals,
+    console,
+    health,
+    journal,
+    metrics,
+    openapi,
+    runs,
+    sessions,
+    stream,
+)
+from transports.http.context import CONTEXT, ApiContext
+from transports.http.guard import guard
+from transports.http.views import ApiViews
+from transports.runtime import Runtime
+
+
+def build_app(runtime: Runtime, token: str, *, keepalive_s: float = 15.0) -> web.Application:
+    """The API over ``runtime``, accepting ``token`` as the bearer token."""
+    ctx = ApiContext(
+        runtime=runtime,
+        token=token,
+        views=ApiViews(runtime.views.path),
+        keepalive_s=keepalive_s,
+    )
+    app = web.Application(middlewares=[guard], client_max_size=runtime.config.http.max_body_bytes)
+    app[CONTEXT] = ctx
+    for table in (
+        sessions.routes,
+        runs.routes,
+        stream.routes,
+        approvals.routes,
+        journal.routes,
+        openapi.routes,
+        metrics.routes,
+        health.routes,
+        console.routes,  # last: its /{name} catches single-segment paths
+    ):
+        app.add_routes(table)
+
+    async def end_streams(_app: web.Application) -> None:
+        ctx.close_streams()
+
+    async def close_views(_app: web.Application) -> None:
+        ctx.views.close()
+
+    app.on_shutdown.append(end_streams)
+    app.on_cleanup.append(close_views)
+    return app

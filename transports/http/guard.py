@@ -1,0 +1,47 @@
+"""The middleware every request passes: bearer auth, the body size cap, and error mapping.
+
+- Every route but ``/healthz`` and the console's static files needs
+  ``Authorization: Bearer <admin.token>`` (constant-time comparison); otherwise 401 with
+  ``WWW-Authenticate: Bearer``. Unknown paths need it too, so probing reveals nothing.
+- A declared ``Content-Length`` over ``http.max_body_bytes`` is refused before reading (413);
+  a chunked body is cut by aiohttp's ``client_max_size`` (also a 413).
+- Whatever a handler raises becomes the JSON error of :mod:`transports.http.failures`. Logs name
+  the method and path, never headers: the token cannot reach a log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from transports.auth import bearer_matches
+from transports.http import console, health
+from transports.http.context import CONTEXT
+from transports.http.failures import ApiError, error_response, to_api_error
+
+log = logging.getLogger("reel.http")
+
+PUBLIC_ROUTES = console.PUBLIC_ROUTES | health.PUBLIC_ROUTES
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        if request.match_info.route.name not in PUBLIC_ROUTES and not bearer_matches(
+            request.headers.get("Authorization"), request.app[CONTEXT].token
+        ):
+            raise ApiError("unauthenticated", "a valid bearer token is required")
+        length = request.content_length
+        if length is not None and length > request.client_max_size:
+            raise ApiError(
+                "payload_too_large",
+                f"the request body is {length} bytes; the limit is {request.client_max_size}",
+            )
+        return await handler(request)
+    except Exception as exc:
+        error = to_api_error(exc)
+        if error.code == "internal":
+            log.error("internal error on %s %s", request.method, request.path, exc_info=exc)
+        return error_response(error)

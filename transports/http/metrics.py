@@ -1,0 +1,122 @@
+"""``GET /metrics``: Prometheus text exposition (format 0.0.4), written by hand.
+
+Families:
+
+- ``reel_runs{state}`` (gauge): runs by state, from the runs view; every state is listed;
+- ``reel_events_appended_total`` (counter): events committed to the journal (its head position,
+  so it survives restarts and never goes down);
+- ``reel_append_latency_seconds`` (histogram): submit-to-commit time of journal appends since
+  the node started, as the journal's writer measures it (``Journal.append_latency``);
+- ``reel_approvals_pending`` (gauge): approvals waiting for a human;
+- ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
+- ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+from aiohttp import web
+
+from transports.http.context import CONTEXT, ApiContext
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+RUN_STATES = ("accepted", "in_progress", "awaiting_approval", "done", "failed", "cancelled")
+
+routes = web.RouteTableDef()
+
+
+class LatencySnapshot(Protocol):
+    @property
+    def buckets(self) -> Sequence[tuple[float, int]]: ...
+    @property
+    def sum_s(self) -> float: ...
+    @property
+    def count(self) -> int: ...
+
+
+class LatencySource(Protocol):
+    def snapshot(self) -> LatencySnapshot: ...
+
+
+def _number(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def _bound(value: float) -> str:
+    """A bucket's ``le`` label as Prometheus clients write it (``1.0``, ``0.25``, ``+Inf``)."""
+    return "+Inf" if math.isinf(value) else repr(float(value))
+
+
+def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+
+
+def histogram_lines(name: str, help_text: str, snapshot: LatencySnapshot) -> list[str]:
+    """A histogram family from cumulative ``(upper bound, count)`` buckets (+Inf last)."""
+    samples = [
+        f'{name}_bucket{{le="{_bound(bound)}"}} {count}' for bound, count in snapshot.buckets
+    ]
+    if not snapshot.buckets or not math.isinf(snapshot.buckets[-1][0]):
+        samples.append(f'{name}_bucket{{le="+Inf"}} {snapshot.count}')
+    samples += [f"{name}_sum {_number(snapshot.sum_s)}", f"{name}_count {snapshot.count}"]
+    return _family(name, "histogram", help_text, samples)
+
+
+def render(ctx: ApiContext) -> str:
+    """The whole exposition for the node behind ``ctx``."""
+    runtime = ctx.runtime
+    committed = runtime.journal.committed_position
+    views_position = runtime.projector.position
+    states = ctx.views.run_states()
+    names = [*RUN_STATES, *sorted(set(states) - set(RUN_STATES))]
+    lines = _family(
+        "reel_runs",
+        "gauge",
+        "Runs by state (runs view).",
+        (f'reel_runs{{state="{state}"}} {states.get(state, 0)}' for state in names),
+    )
+    lines += _family(
+        "reel_events_appended_total",
+        "counter",
+        "Events committed to the journal.",
+        [f"reel_events_appended_total {committed}"],
+    )
+    source: LatencySource | None = getattr(runtime.journal, "append_latency", None)
+    if source is not None:
+        lines += histogram_lines(
+            "reel_append_latency_seconds",
+            "Journal append latency, submit to commit, since the node started.",
+            source.snapshot(),
+        )
+    lines += _family(
+        "reel_approvals_pending",
+        "gauge",
+        "Approvals waiting for a human decision.",
+        [f"reel_approvals_pending {ctx.views.pending_approvals()}"],
+    )
+    lines += _family(
+        "reel_projection_lag_events",
+        "gauge",
+        "Committed events the views have not applied yet.",
+        [f"reel_projection_lag_events {max(0, committed - views_position)}"],
+    )
+    lines += _family(
+        "reel_http_sse_streams",
+        "gauge",
+        "Open Server-Sent Events responses.",
+        [f"reel_http_sse_streams {len(ctx.streams)}"],
+    )
+    return "\n".join(lines) + "\n"
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    body = render(request.app[CONTEXT]).encode()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -1,0 +1,390 @@
+"""``GET /v1/openapi.json``: the API described as OpenAPI 3.1, schemas generated from the Structs.
+
+Component schemas come from ``msgspec.json.schema_components`` over the request and response
+types (the same types the handlers decode and encode, so the document cannot drift from the
+code); the paths are written here. A test validates real responses of every route against this
+document, and schemathesis fuzzes a live node with it.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from events import VerifyReport
+from projections import ApprovalRecord, RunRecord, SessionRecord, TapeEntry
+from transports.http.bodies import (
+    ULID_PATTERN,
+    ApprovalPage,
+    BranchSessionRequest,
+    CancelRunRequest,
+    CreateSessionRequest,
+    DecisionRequest,
+    ErrorBody,
+    Health,
+    JournalHead,
+    ResetSessionRequest,
+    RunPage,
+    RunStarted,
+    SendMessageRequest,
+    SessionPage,
+    TapePage,
+    VerifyRequest,
+)
+from transports.http.inputs import LIST_CAP, MAX_SEQ, TAPE_CAP
+
+REF = "#/components/schemas/{name}"
+
+TYPES: tuple[type[Any], ...] = (
+    CreateSessionRequest,
+    SendMessageRequest,
+    ResetSessionRequest,
+    BranchSessionRequest,
+    CancelRunRequest,
+    DecisionRequest,
+    VerifyRequest,
+    ErrorBody,
+    SessionRecord,
+    SessionPage,
+    RunRecord,
+    RunPage,
+    TapePage,
+    TapeEntry,
+    ApprovalRecord,
+    ApprovalPage,
+    RunStarted,
+    JournalHead,
+    VerifyReport,
+    Health,
+)
+
+ERRORS = {
+    400: "Bad input: malformed JSON, a wrong type, an unknown field or a bad parameter "
+    "(``field`` names it).",
+    401: "Missing or wrong bearer token.",
+    404: "No such session, run or approval.",
+    409: "The current state refuses the command (already resolved, run ended, key taken).",
+    413: "The request body is over ``http.max_body_bytes``.",
+    503: "The node is shutting down.",
+}
+
+SSE_EVENT = {
+    "type": "object",
+    "description": "One event of the stream (OpenAPI 3.1: the schema describes each event).",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The tape_seq."},
+        "event": {"type": "string", "description": "The entry's kind."},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": REF.format(name="TapeEntry")},
+        },
+        "retry": {"type": "integer"},
+    },
+}
+
+routes = web.RouteTableDef()
+
+
+def _ref(kind: type[Any]) -> dict[str, str]:
+    return {"$ref": REF.format(name=kind.__name__)}
+
+
+def _json(kind: type[Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(kind)}}}
+
+
+def _id(name: str, what: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": f"The {what}'s id (a ULID).",
+        "schema": {"type": "string", "pattern": ULID_PATTERN},
+    }
+
+
+def _limit(cap: int) -> dict[str, Any]:
+    return {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": f"Page size, default 50; above {cap} it is lowered to {cap} "
+        "(the response says ``limit_clamped``).",
+        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_SEQ},
+    }
+
+
+AFTER_ID = {
+    "name": "after",
+    "in": "query",
+    "required": False,
+    "description": "The ``next_after`` of the previous page.",
+    "schema": {"type": "string", "pattern": ULID_PATTERN},
+}
+AFTER_SEQ = {
+    "name": "after",
+    "in": "query",
+    "required": False,
+    "description": "Entries with ``tape_seq`` greater than this (default -1: from the start).",
+    "schema": {"type": "integer", "minimum": -1, "maximum": MAX_SEQ},
+}
+
+
+def _op(
+    summary: str,
+    ok: dict[int, dict[str, Any]],
+    errors: tuple[int, ...],
+    *,
+    parameters: tuple[dict[str, Any], ...] = (),
+    body: type[Any] | None = None,
+    body_required: bool = False,
+    public: bool = False,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {str(status): spec for status, spec in ok.items()}
+    codes = errors if public else (401, *errors)
+    for status in sorted(codes):
+        responses[str(status)] = _json(ErrorBody, ERRORS[status])
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if parameters:
+        op["parameters"] = list(parameters)
+    if body is not None:
+        op["requestBody"] = {
+            "required": body_required,
+            "content": {"application/json": {"schema": _ref(body)}},
+        }
+    if public:
+        op["security"] = []
+    return op
+
+
+def _paths() -> dict[str, Any]:
+    session = _id("session_id", "session")
+    run = _id("run_id", "run")
+    approval = _id("approval_id", "approval")
+    write = (400, 404, 409, 413, 503)
+    return {
+        "/v1/sessions": {
+            "get": _op(
+                "Sessions in creation order.",
+                {200: _json(SessionPage, "A page of sessions.")},
+                (400,),
+                parameters=(AFTER_ID, _limit(LIST_CAP)),
+            ),
+            "post": _op(
+                "Create a session (or return the one with this session_key).",
+                {
+                    201: _json(SessionRecord, "Created."),
+                    200: _json(SessionRecord, "A session with this key already exists."),
+                },
+                (400, 409, 413, 503),
+                body=CreateSessionRequest,
+            ),
+        },
+        "/v1/sessions/{session_id}": {
+            "get": _op(
+                "One session.",
+                {200: _json(SessionRecord, "The session.")},
+                (404,),
+                parameters=(session,),
+            )
+        },
+        "/v1/sessions/{session_id}/runs": {
+            "get": _op(
+                "A session's runs in order.",
+                {200: _json(RunPage, "A page of runs.")},
+                (400, 404),
+                parameters=(session, AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
+        "/v1/sessions/{session_id}/messages": {
+            "post": _op(
+                "Send a message: starts a run (returns its id at once).",
+                {202: _json(RunStarted, "The run is accepted and durable.")},
+                write,
+                parameters=(session,),
+                body=SendMessageRequest,
+                body_required=True,
+            )
+        },
+        "/v1/sessions/{session_id}/reset": {
+            "post": _op(
+                "Reset: later runs no longer see earlier history; session grants are dropped.",
+                {200: _json(SessionRecord, "The session after the reset.")},
+                write,
+                parameters=(session,),
+                body=ResetSessionRequest,
+            )
+        },
+        "/v1/sessions/{session_id}/branch": {
+            "post": _op(
+                "Branch: a new session with this one's history up to a run.",
+                {201: _json(SessionRecord, "The new session.")},
+                write,
+                parameters=(session,),
+                body=BranchSessionRequest,
+            )
+        },
+        "/v1/runs/{run_id}": {
+            "get": _op("One run.", {200: _json(RunRecord, "The run.")}, (404,), parameters=(run,))
+        },
+        "/v1/runs/{run_id}/tape": {
+            "get": _op(
+                "A run's tape, page by page.",
+                {200: _json(TapePage, "A page of tape entries.")},
+                (400, 404),
+                parameters=(run, AFTER_SEQ, _limit(TAPE_CAP)),
+            )
+        },
+        "/v1/runs/{run_id}/events": {
+            "get": _op(
+                "A run's tape as Server-Sent Events: the backlog after Last-Event-ID (or "
+                "after), then live entries; ends after the terminal entry.",
+                {
+                    200: {
+                        "description": "``id:`` tape_seq, ``event:`` kind, ``data:`` TapeEntry "
+                        "JSON; ``: keep-alive`` comments in between.",
+                        "content": {"text/event-stream": {"schema": SSE_EVENT}},
+                    }
+                },
+                (400, 404, 503),
+                parameters=(
+                    run,
+                    AFTER_SEQ,
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "Resume after this tape_seq (wins over ``after``).",
+                        "schema": {"type": "integer", "minimum": -1, "maximum": MAX_SEQ},
+                    },
+                ),
+            )
+        },
+        "/v1/runs/{run_id}/cancel": {
+            "post": _op(
+                "Cancel a queued or live run.",
+                {202: _json(RunRecord, "Cancellation requested; the run as it is now.")},
+                write,
+                parameters=(run,),
+                body=CancelRunRequest,
+            )
+        },
+        "/v1/approvals": {
+            "get": _op(
+                "Approvals in request order, optionally only pending or resolved ones.",
+                {200: _json(ApprovalPage, "A page of approvals.")},
+                (400,),
+                parameters=(
+                    {
+                        "name": "state",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["pending", "resolved"]},
+                    },
+                    AFTER_ID,
+                    _limit(LIST_CAP),
+                ),
+            )
+        },
+        "/v1/approvals/{approval_id}": {
+            "get": _op(
+                "One approval.",
+                {200: _json(ApprovalRecord, "The approval.")},
+                (404,),
+                parameters=(approval,),
+            ),
+            "post": _op(
+                "Decide a pending approval (a second decision is a 409).",
+                {200: _json(ApprovalRecord, "The approval, resolved.")},
+                write,
+                parameters=(approval,),
+                body=DecisionRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/journal/head": {
+            "get": _op("The head of the hash chain.", {200: _json(JournalHead, "The head.")}, ())
+        },
+        "/v1/journal/verify": {
+            "post": _op(
+                "Verify the whole chain and its signed checkpoints (a fault is reported in "
+                "the body, with a 200).",
+                {200: _json(VerifyReport, "The verification report.")},
+                (400, 413),
+                body=VerifyRequest,
+            )
+        },
+        "/v1/openapi.json": {
+            "get": _op(
+                "This document.",
+                {
+                    200: {
+                        "description": "OpenAPI 3.1.",
+                        "content": {"application/json": {"schema": {"type": "object"}}},
+                    }
+                },
+                (),
+            )
+        },
+        "/metrics": {
+            "get": _op(
+                "Prometheus metrics (text exposition 0.0.4).",
+                {
+                    200: {
+                        "description": "Runs by state, events appended, append latency, "
+                        "approvals pending, projection lag.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+                (),
+            )
+        },
+        "/healthz": {
+            "get": _op(
+                "Liveness (no authentication).",
+                {
+                    200: _json(Health, "Serving."),
+                    503: _json(Health, "Draining: shutting down."),
+                },
+                (),
+                public=True,
+            )
+        },
+    }
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The OpenAPI document (built once)."""
+    _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "reel",
+            "version": "1",
+            "description": "The reel node's HTTP API. Every route but /healthz needs "
+            "`Authorization: Bearer <admin.token>`. Errors are "
+            '`{"error": {"code", "message", "field"}}`.',
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+    }
+
+
+@cache
+def document_bytes() -> bytes:
+    return msgspec.json.encode(document())
+
+
+@routes.get("/v1/openapi.json")
+async def openapi(request: web.Request) -> web.Response:
+    return web.Response(body=document_bytes(), content_type="application/json")

@@ -1,0 +1,128 @@
+"""Binding the API to a socket on the node's asyncio loop, and stopping it.
+
+The server runs on ``runtime.node.io`` (the node's one network I/O thread), with handler
+cancellation on: a client that disconnects cancels its handler (an SSE stream ends at once).
+No access log is written (the token is never at risk, and the API stays fast).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+
+from transports.auth import load_or_create_token
+from transports.http.app import build_app
+from transports.http.context import CONTEXT, ApiContext
+from transports.runtime import Runtime
+
+SHUTDOWN_GRACE_S = 5.0
+"""How long ``stop()`` lets in-flight requests finish before cancelling them."""
+
+
+class _QuietParserErrors(logging.Filter):
+    """aiohttp logs a request it cannot parse with the offending bytes, which may be a header
+    line carrying a token: keep the record, drop the bytes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "refused a malformed HTTP request (%s)"
+            record.args = (type(exc).__name__,)
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_QUIET = _QuietParserErrors()
+
+
+class HttpServer:
+    """A listening API server. ``url`` is its base (``http://127.0.0.1:8470``)."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int) -> None:
+        self.runner = runner
+        self.host = host
+        self.port = port
+        """The bound port (the real one when the config asked for 0)."""
+        self.loop = asyncio.get_running_loop()
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def context(self) -> ApiContext:
+        """The handlers' shared state (open SSE streams, knobs)."""
+        return self.runner.app[CONTEXT]
+
+    async def stop(self) -> None:
+        """Stop listening, end SSE streams, let in-flight requests finish; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self.context.close_streams()
+        await self.runner.cleanup()
+
+    def close(self, timeout: float = SHUTDOWN_GRACE_S + 5.0) -> None:
+        """:meth:`stop` from another thread (the daemon's), waiting for it."""
+        if self.loop.is_closed() or not self.loop.is_running():
+            return
+        asyncio.run_coroutine_threadsafe(self.stop(), self.loop).result(timeout)
+
+
+async def serve_http(
+    runtime: Runtime,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    token: str | None = None,
+    keepalive_s: float = 15.0,
+) -> HttpServer:
+    """Bind and start on the running loop; ``host``/``port`` default to ``config.http``.
+
+    The token defaults to the data dir's ``admin.token`` (created, mode 0600, if absent)."""
+    config = runtime.config.http
+    bind_host = config.host if host is None else host
+    bind_port = config.port if port is None else port
+    secret = token if token is not None else load_or_create_token(runtime.data_dir)
+    server_log = logging.getLogger("aiohttp.server")
+    if _QUIET not in server_log.filters:
+        server_log.addFilter(_QUIET)
+    app = build_app(runtime, secret, keepalive_s=keepalive_s)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=SHUTDOWN_GRACE_S,
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, bind_host, bind_port)
+        await site.start()
+        bound = runner.addresses[0]
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return HttpServer(runner, str(bound[0]), int(bound[1]))
+
+
+def start_http(
+    runtime: Runtime,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    token: str | None = None,
+    keepalive_s: float = 15.0,
+    timeout: float = 30.0,
+) -> HttpServer:
+    """Start the API on the node's I/O loop from any other thread; returns once it listens.
+
+    Raises OSError (address in use, permission) when it cannot bind."""
+    return runtime.node.io.submit(
+        serve_http(runtime, host=host, port=port, token=token, keepalive_s=keepalive_s)
+    ).result(timeout)
