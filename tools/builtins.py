@@ -56,8 +56,9 @@ class BuiltinRuntime(ToolRuntime):
 
         return (
             spec("echo", "Return the given text unchanged.", EchoArgs, 5.0),
-            spec("time.now", "The current time as ISO-8601 UTC and epoch milliseconds.",
-                 NoArgs, 5.0),
+            spec(
+                "time.now", "The current time as ISO-8601 UTC and epoch milliseconds.", NoArgs, 5.0
+            ),
             spec(
                 "sleep",
                 f"Wait for a number of seconds (at most {self._config.sleep_cap_s:g}).",

@@ -53,23 +53,54 @@ class FileRuntime(ToolRuntime):
         read_out = max(cfg.default_output_cap_bytes, cfg.fs_read_cap_bytes * 2 + 4096)
 
         def spec(
-            name: str, description: str, args: type[msgspec.Struct],
-            cap: Capability, risk: Risk, posture: Posture, out_cap: int,
+            name: str,
+            description: str,
+            args: type[msgspec.Struct],
+            cap: Capability,
+            risk: Risk,
+            posture: Posture,
+            out_cap: int,
         ) -> ToolSpec:
             return ToolSpec(
-                name=name, description=description, args_type=args,
-                capabilities=frozenset({cap}), risk=risk, default_posture=posture,
-                timeout_s=cfg.fs_timeout_s, output_cap_bytes=out_cap, runtime="files",
+                name=name,
+                description=description,
+                args_type=args,
+                capabilities=frozenset({cap}),
+                risk=risk,
+                default_posture=posture,
+                timeout_s=cfg.fs_timeout_s,
+                output_cap_bytes=out_cap,
+                runtime="files",
             )
 
         return (
-            spec("fs.read", f"Read a workspace file as text (at most {cfg.fs_read_cap_bytes} "
-                 "bytes).", FsReadArgs, "fs.read", "medium", "always_allow", read_out),
-            spec("fs.list", "List a workspace directory.", FsListArgs,
-                 "fs.read", "medium", "always_allow", cfg.default_output_cap_bytes),
-            spec("fs.write", f"Create or replace a workspace file (at most "
-                 f"{cfg.fs_write_cap_bytes} bytes).", FsWriteArgs, "fs.write", "high",
-                 "ask_each_time", cfg.default_output_cap_bytes),
+            spec(
+                "fs.read",
+                f"Read a workspace file as text (at most {cfg.fs_read_cap_bytes} bytes).",
+                FsReadArgs,
+                "fs.read",
+                "medium",
+                "always_allow",
+                read_out,
+            ),
+            spec(
+                "fs.list",
+                "List a workspace directory.",
+                FsListArgs,
+                "fs.read",
+                "medium",
+                "always_allow",
+                cfg.default_output_cap_bytes,
+            ),
+            spec(
+                "fs.write",
+                f"Create or replace a workspace file (at most {cfg.fs_write_cap_bytes} bytes).",
+                FsWriteArgs,
+                "fs.write",
+                "high",
+                "ask_each_time",
+                cfg.default_output_cap_bytes,
+            ),
         )
 
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
@@ -100,8 +131,13 @@ class FileRuntime(ToolRuntime):
         data = b"".join(chunks)
         truncated = len(data) > limit
         text, lossy = decode_text(data[:limit], truncated=truncated)
-        body = {"path": args.path, "size": size, "content": text,
-                "truncated": truncated, "lossy": lossy}
+        body = {
+            "path": args.path,
+            "size": size,
+            "content": text,
+            "truncated": truncated,
+            "lossy": lossy,
+        }
         return Output(text=_json(body), truncated=truncated, lossy=lossy)
 
     def _list(self, args: FsListArgs, ctx: ExecutionContext) -> Output:
@@ -110,8 +146,15 @@ class FileRuntime(ToolRuntime):
         with open_dir(ctx.workspace, parts) as fd, os.scandir(fd) as it:
             for entry in it:
                 st = entry.stat(follow_symlinks=False)
-                kind = ("dir" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode)
-                        else "symlink" if stat.S_ISLNK(st.st_mode) else "other")
+                kind = (
+                    "dir"
+                    if stat.S_ISDIR(st.st_mode)
+                    else "file"
+                    if stat.S_ISREG(st.st_mode)
+                    else "symlink"
+                    if stat.S_ISLNK(st.st_mode)
+                    else "other"
+                )
                 item: dict[str, Any] = {"name": entry.name, "type": kind}
                 if kind == "file":
                     item["size"] = st.st_size
@@ -130,7 +173,8 @@ class FileRuntime(ToolRuntime):
         parts = confine(ctx.workspace, args.path)
         checkpoint(ctx)
         with open_for_write(ctx.workspace, parts, args.path, create_dirs=args.create_dirs) as (
-            fd, created,
+            fd,
+            created,
         ):
             view = memoryview(data)
             while view:

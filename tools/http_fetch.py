@@ -59,8 +59,16 @@ class _PinnedResolver(AbstractResolver):
         if ip is None:  # every hop pins before connecting; anything else is a bug
             raise OSError(f"host {host!r} was not vetted")
         fam = socket.AF_INET if ip.version == 4 else socket.AF_INET6
-        return [ResolveResult(hostname=host, host=str(ip), port=port, family=fam,
-                              proto=0, flags=socket.AI_NUMERICHOST)]
+        return [
+            ResolveResult(
+                hostname=host,
+                host=str(ip),
+                port=port,
+                family=fam,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+        ]
 
     async def close(self) -> None:
         return None
@@ -85,8 +93,9 @@ class HttpRuntime(ToolRuntime):
                 risk="high",
                 default_posture="ask_each_time",
                 timeout_s=cfg.http_timeout_s,
-                output_cap_bytes=max(cfg.default_output_cap_bytes,
-                                     cfg.http_response_cap_bytes * 2 + 16 * 1024),
+                output_cap_bytes=max(
+                    cfg.default_output_cap_bytes, cfg.http_response_cap_bytes * 2 + 16 * 1024
+                ),
                 runtime="http",
             ),
         )
@@ -167,8 +176,7 @@ class HttpRuntime(ToolRuntime):
             loop = asyncio.get_running_loop()
             try:
                 infos = await loop.run_in_executor(
-                    dns, functools.partial(socket.getaddrinfo, host, port,
-                                           type=socket.SOCK_STREAM)
+                    dns, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
                 )
             except OSError:
                 raise Fault("failed", f"host {host!r} could not be resolved") from None
@@ -204,8 +212,9 @@ class HttpRuntime(ToolRuntime):
         }
         out_text = msgspec.json.encode(body).decode()
         if resp.status >= 400:
-            raise Fault("failed", f"HTTP {resp.status}", output=out_text,
-                        truncated=truncated, lossy=lossy)
+            raise Fault(
+                "failed", f"HTTP {resp.status}", output=out_text, truncated=truncated, lossy=lossy
+            )
         return Output(text=out_text, truncated=truncated, lossy=lossy)
 
 

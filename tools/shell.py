@@ -51,8 +51,11 @@ Stop = Literal["timeout", "cancelled", "output"]
 class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     argv: Annotated[
         tuple[str, ...],
-        msgspec.Meta(min_length=1, max_length=128,
-                     description="Executable name (allowlisted) followed by its arguments."),
+        msgspec.Meta(
+            min_length=1,
+            max_length=128,
+            description="Executable name (allowlisted) followed by its arguments.",
+        ),
     ]
     cwd: Annotated[str, msgspec.Meta(description="Directory relative to the workspace.")] | None = (
         None
@@ -79,8 +82,9 @@ class ShellRuntime(ToolRuntime):
                 risk="critical",
                 default_posture="ask_each_time",
                 timeout_s=cfg.shell_timeout_s,
-                output_cap_bytes=max(cfg.default_output_cap_bytes,
-                                     cfg.shell_output_cap_bytes * 4 + 16 * 1024),
+                output_cap_bytes=max(
+                    cfg.default_output_cap_bytes, cfg.shell_output_cap_bytes * 4 + 16 * 1024
+                ),
                 runtime="shell",
             ),
         )
@@ -94,8 +98,11 @@ class ShellRuntime(ToolRuntime):
         stdin_cap = self._config.shell_stdin_cap_bytes
         if len(stdin) > stdin_cap:
             raise Fault("limit", f"stdin: exceeds the cap of {stdin_cap} bytes")
-        env = {"PATH": self._config.shell_path, "LANG": "C.UTF-8",
-               "HOME": os.path.realpath(ctx.workspace)}
+        env = {
+            "PATH": self._config.shell_path,
+            "LANG": "C.UTF-8",
+            "HOME": os.path.realpath(ctx.workspace),
+        }
         try:
             proc = subprocess.Popen(
                 list(args.argv),
@@ -178,8 +185,12 @@ class ShellRuntime(ToolRuntime):
         return self._report(proc, args, out, err, stop)
 
     def _report(
-        self, proc: subprocess.Popen[bytes], args: ShellArgs,
-        out: bytearray, err: bytearray, stop: Stop | None,
+        self,
+        proc: subprocess.Popen[bytes],
+        args: ShellArgs,
+        out: bytearray,
+        err: bytearray,
+        stop: Stop | None,
     ) -> Output:
         cap = self._config.shell_output_cap_bytes
         out_trunc, err_trunc = len(out) > cap, len(err) > cap

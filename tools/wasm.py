@@ -135,8 +135,12 @@ class _Watchdog(threading.Thread):
                 self.reason = ("limit", f"output exceeded {self._stdout.cap} bytes")
             elif time.monotonic() >= self._until:
                 own_limit = self._until < self._ctx.deadline
-                self.reason = ("timeout", f"time limit of {self._limit_s * 1000:.0f} ms exceeded"
-                               if own_limit else "deadline exceeded")
+                self.reason = (
+                    "timeout",
+                    f"time limit of {self._limit_s * 1000:.0f} ms exceeded"
+                    if own_limit
+                    else "deadline exceeded",
+                )
             if self.reason is not None:
                 self._engine.increment_epoch()
                 return
@@ -161,8 +165,13 @@ class WasmRuntime(ToolRuntime):
         module = wasmtime.Module.deserialize(engine, program.compiled)
         store = wasmtime.Store(engine)
         store.set_fuel(program.fuel)
-        store.set_limits(memory_size=program.memory_limit_bytes, table_elements=100_000,
-                         instances=16, tables=16, memories=4)
+        store.set_limits(
+            memory_size=program.memory_limit_bytes,
+            table_elements=100_000,
+            instances=16,
+            tables=16,
+            memories=4,
+        )
         store.set_epoch_deadline(1)
         with tempfile.TemporaryDirectory(prefix="reel-wasm-") as tmp:
             stdin_path = Path(tmp) / "stdin.json"
@@ -189,8 +198,13 @@ class WasmRuntime(ToolRuntime):
             except wasmtime.WasmtimeError as exc:
                 # A host (WASI) call rejected its arguments: the module's fault.
                 partial, truncated, lossy = stdout.text()
-                raise Fault("failed", f"host call failed: {_first_line(exc)}",
-                            output=partial, truncated=truncated, lossy=lossy) from None
+                raise Fault(
+                    "failed",
+                    f"host call failed: {_first_line(exc)}",
+                    output=partial,
+                    truncated=truncated,
+                    lossy=lossy,
+                ) from None
             finally:
                 watchdog.finished.set()
                 watchdog.join()
@@ -198,7 +212,9 @@ class WasmRuntime(ToolRuntime):
 
     @staticmethod
     def _start(
-        linker: wasmtime.Linker, store: wasmtime.Store, module: wasmtime.Module,
+        linker: wasmtime.Linker,
+        store: wasmtime.Store,
+        module: wasmtime.Module,
         program: WasmProgram,
     ) -> int:
         try:
@@ -206,9 +222,12 @@ class WasmRuntime(ToolRuntime):
         except wasmtime.Trap:
             raise
         except wasmtime.WasmtimeError as exc:
-            raise Fault("limit", f"plugin {program.name!r} could not be instantiated within "
-                        f"its limits (memory {program.memory_limit_bytes} bytes): "
-                        f"{_first_line(exc)}") from None
+            raise Fault(
+                "limit",
+                f"plugin {program.name!r} could not be instantiated within "
+                f"its limits (memory {program.memory_limit_bytes} bytes): "
+                f"{_first_line(exc)}",
+            ) from None
         start = instance.exports(store)["_start"]
         assert isinstance(start, wasmtime.Func)
         try:
@@ -223,8 +242,13 @@ class WasmRuntime(ToolRuntime):
         if code != 0:
             note, _, _ = stderr.text()
             detail = f": {note.strip()}" if note.strip() else ""
-            raise Fault("failed", f"exited with status {code}{detail}", output=text,
-                        truncated=truncated, lossy=lossy)
+            raise Fault(
+                "failed",
+                f"exited with status {code}{detail}",
+                output=text,
+                truncated=truncated,
+                lossy=lossy,
+            )
         return Output(text=text, truncated=truncated, lossy=lossy)
 
 

@@ -80,8 +80,11 @@ def serve(
         provider=cfg.provider.kind,
         config=msgspec.to_builtins(cfg.runs),
     )
-    print(f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
-          f"gRPC {grpc.address}", flush=True)
+    print(
+        f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
+        f"gRPC {grpc.address}",
+        flush=True,
+    )
     if ready is not None:
         ready()
     stop.wait()

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nodekit import NodeKit
+
+from tests.actors.nodekit import NodeKit
 
 MakeNode = Callable[..., NodeKit]
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from conftest import MakeNode
-from nodekit import TERMINAL, NodeKit
 
 from actors import RunNotActive, UnknownRun
 from actors.messages import CancelRun
 from events import new_id
 from events.catalog import RunCancelled, RunCompleted
+from tests.actors.conftest import MakeNode
+from tests.actors.nodekit import TERMINAL, NodeKit
 from tools import ToolsConfig
 
 

@@ -6,10 +6,10 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import msgspec
-from conftest import MakeNode
 
 from actors.provider import ProviderEvent, ProviderRequest, TextDelta, TurnEnd, Usage
 from events.catalog import RunCompleted, RunFailed
+from tests.actors.conftest import MakeNode
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig, ToolSpec, build_catalog
 from transports.models import DeterministicProvider
 

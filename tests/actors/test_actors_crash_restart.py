@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_child import APPROVAL_TEXT, CONFIG
 
 from actors.messages import GetSessionState, ResolveApproval, StartRun
 from events import Journal, NodeKey, new_id, verify
@@ -36,6 +35,7 @@ from events.catalog import (
     ToolDecided,
     ToolProposed,
 )
+from tests.actors.crash_child import APPROVAL_TEXT, CONFIG
 from transports.runtime import Runtime, open_runtime
 
 CHILD = Path(__file__).with_name("crash_child.py")

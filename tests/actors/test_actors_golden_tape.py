@@ -11,10 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from conftest import MakeNode
-from nodekit import NodeKit
-
 from actors import ActorsConfig, RunBudgets
+from tests.actors.conftest import MakeNode
+from tests.actors.nodekit import NodeKit
 
 GOLDEN = Path(__file__).parent / "golden" / "simple_run_tape.json"
 MESSAGE = 'hello world\n/tool echo {"text": "hi"}'

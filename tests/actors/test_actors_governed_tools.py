@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MakeNode
-from nodekit import NodeKit
 
 from actors import (
     ActorsConfig,
@@ -25,6 +23,8 @@ from actors.messages import (
 )
 from events import new_id
 from events.catalog import ApprovalRequested, RunCancelled, RunCompleted
+from tests.actors.conftest import MakeNode
+from tests.actors.nodekit import NodeKit
 
 SHELL = '/tool shell.run {"argv": ["echo", "governed"]}'
 

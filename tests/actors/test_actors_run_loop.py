@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncGenerator
 
-from conftest import MakeNode
-from nodekit import NodeKit
-
 from actors import ActorsConfig, RunBudgets
 from actors.provider import ProviderEvent, ProviderRequest, TextDelta
 from events.catalog import RunCompleted, RunFailed, ToolCompleted, ToolDecided
+from tests.actors.conftest import MakeNode
+from tests.actors.nodekit import NodeKit
 from tools import ToolsConfig
 from transports.models import DeterministicProvider
 

@@ -6,8 +6,6 @@ import time
 
 import pykka
 import pytest
-from conftest import MakeNode
-from nodekit import DEADLINE_S, NodeKit
 
 from actors import (
     ActorsConfig,
@@ -28,6 +26,8 @@ from actors.session import SessionActor
 from actors.session_state import SessionState
 from events import new_id
 from events.catalog import RunCompleted
+from tests.actors.conftest import MakeNode
+from tests.actors.nodekit import DEADLINE_S, NodeKit
 
 
 def test_resolve_session_by_key_creates_once_then_finds(kit: NodeKit) -> None:

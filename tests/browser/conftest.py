@@ -12,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_node import CHROMIUM, CHROMIUM_ARGS, Console, running_console
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
+from tests.browser.console_node import CHROMIUM, CHROMIUM_ARGS, Console, running_console
 
-@pytest.fixture(scope="session")
+
+@pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[Playwright]:
     if not CHROMIUM.exists():
         reason = f"{CHROMIUM} is missing (Debian's chromium package: make pytest installs it)"
@@ -27,7 +28,7 @@ def playwright_instance() -> Iterator[Playwright]:
         yield pw
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium_browser(playwright_instance: Playwright) -> Iterator[Browser]:
     browser = playwright_instance.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
     try:

@@ -4,10 +4,10 @@ finish on the live tape (SSE read with fetch). A screenshot is saved in test-art
 
 from __future__ import annotations
 
-from console_node import ARTIFACTS, Console
 from playwright.sync_api import Page, Request, expect
 
 from actors.messages import ResolveApproval, StartRun
+from tests.browser.console_node import ARTIFACTS, Console
 
 SHELL_MESSAGE = 'hi\n/tool shell.run {"argv": ["echo", "yo"]}'
 

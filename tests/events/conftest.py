@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from journal_testkit import build_journal, copy_journal
 
 from events import NodeKey
+from tests.events.journal_testkit import build_journal, copy_journal
 
 
 @pytest.fixture(scope="session")

@@ -11,8 +11,6 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from journal_testkit import JOURNAL, KEY, build_journal, fetch_row, head_hash, insert_row, seal
-from journal_testkit import tamper as raw_connection
 
 from events import (
     CATALOG,
@@ -26,6 +24,16 @@ from events import (
     verify,
 )
 from events.catalog import RunAccepted, SessionCreated
+from tests.events.journal_testkit import (
+    JOURNAL,
+    KEY,
+    build_journal,
+    fetch_row,
+    head_hash,
+    insert_row,
+    seal,
+)
+from tests.events.journal_testkit import tamper as raw_connection
 
 JSON_SCALARS = (
     st.none()

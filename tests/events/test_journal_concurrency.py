@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from journal_testkit import assert_dense
 
 from events import (
     AppendRejected,
@@ -22,6 +21,7 @@ from events import (
     verify,
 )
 from events.catalog import RunOutput
+from tests.events.journal_testkit import assert_dense
 
 
 @pytest.fixture

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from journal_testkit import JOURNAL, KEY, assert_dense
 
 from events import Journal, JournalReader, NodeKey, StoredEvent, verify
 from events.catalog import RunOutput
+from tests.events.journal_testkit import JOURNAL, KEY, assert_dense
 
 CHILD = Path(__file__).with_name("crash_writer.py")
 CYCLES = int(os.environ.get("REEL_CRASH_CYCLES", "12"))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from journal_testkit import build_journal
 
 from events import MARKER, Journal, NodeKey
 from events.catalog import RunAccepted
+from tests.events.journal_testkit import build_journal
 
 VERIFIER = Path(__file__).with_name("independent_verify.py")
 REEL = Path(sys.executable).with_name("reel")

@@ -8,18 +8,18 @@ from pathlib import Path
 import apsw
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from journal_testkit import (
+
+from events import JournalReader, NodeKey, VerifyReport, verify
+from events.catalog import RunOutput
+from events.checkpoint import signed_message
+from events.codec import encode
+from tests.events.journal_testkit import (
     fetch_row,
     insert_row,
     seal,
     shift_positions,
     tamper,
 )
-
-from events import JournalReader, NodeKey, VerifyReport, verify
-from events.catalog import RunOutput
-from events.checkpoint import signed_message
-from events.codec import encode
 
 
 def check(path: Path, key: NodeKey | None) -> VerifyReport:

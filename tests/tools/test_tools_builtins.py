@@ -6,8 +6,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from tools_conformance import Call, RuntimeConformance
 
+from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolsConfig
 from tools.builtins import BuiltinRuntime
 
@@ -29,16 +29,18 @@ class TestBuiltinConformance(RuntimeConformance):
 
 def test_echo_returns_the_text(workspace: Path) -> None:
     catalog = _catalog()
-    result = catalog.execute("echo", catalog.validate("echo", '{"text": "héllo"}'),
-                             ExecutionContext.start(workspace, 5))
+    result = catalog.execute(
+        "echo", catalog.validate("echo", '{"text": "héllo"}'), ExecutionContext.start(workspace, 5)
+    )
     assert result.ok
     assert msgspec.json.decode(result.output) == {"text": "héllo"}
 
 
 def test_time_now_gives_iso_utc_and_epoch_ms(workspace: Path) -> None:
     catalog = _catalog()
-    result = catalog.execute("time.now", catalog.validate("time.now", ""),
-                             ExecutionContext.start(workspace, 5))
+    result = catalog.execute(
+        "time.now", catalog.validate("time.now", ""), ExecutionContext.start(workspace, 5)
+    )
     body = msgspec.json.decode(result.output)
     assert body["iso"].endswith("Z")
     parsed = datetime.fromisoformat(body["iso"].replace("Z", "+00:00"))
@@ -47,8 +49,9 @@ def test_time_now_gives_iso_utc_and_epoch_ms(workspace: Path) -> None:
 
 def test_sleep_over_the_cap_is_refused(workspace: Path) -> None:
     catalog = _catalog(sleep_cap_s=1.0)
-    result = catalog.execute("sleep", catalog.validate("sleep", {"seconds": 2}),
-                             ExecutionContext.start(workspace, 5))
+    result = catalog.execute(
+        "sleep", catalog.validate("sleep", {"seconds": 2}), ExecutionContext.start(workspace, 5)
+    )
     assert (result.ok, result.error_kind) == (False, "limit")
     assert "seconds" in (result.error or "")
 

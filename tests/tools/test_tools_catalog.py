@@ -24,20 +24,44 @@ def catalog() -> tools.ToolCatalog:
 
 def test_public_all_is_complete() -> None:
     public = {n for n in dir(tools) if not n.startswith("_")}
-    submodules = {"build", "builtins", "catalog", "config", "context", "egress", "errors",
-                  "files", "http_fetch", "plugins", "result", "runtime", "shell", "spec",
-                  "wasm", "workspace"}
+    submodules = {
+        "build",
+        "builtins",
+        "catalog",
+        "config",
+        "context",
+        "egress",
+        "errors",
+        "files",
+        "http_fetch",
+        "plugins",
+        "result",
+        "runtime",
+        "shell",
+        "spec",
+        "wasm",
+        "workspace",
+    }
     assert set(tools.__all__) == public - submodules
 
 
 def test_default_catalog_lists_the_builtin_tools(catalog: tools.ToolCatalog) -> None:
-    assert catalog.names() == ["echo", "fs.list", "fs.read", "fs.write", "http.fetch",
-                               "shell.run", "sleep", "time.now"]
+    assert catalog.names() == [
+        "echo",
+        "fs.list",
+        "fs.read",
+        "fs.write",
+        "http.fetch",
+        "shell.run",
+        "sleep",
+        "time.now",
+    ]
 
 
 def test_declared_risk_posture_and_capabilities(catalog: tools.ToolCatalog) -> None:
-    declared = {s.name: (s.risk, s.default_posture, sorted(s.capabilities))
-                for s in catalog.specs()}
+    declared = {
+        s.name: (s.risk, s.default_posture, sorted(s.capabilities)) for s in catalog.specs()
+    }
     assert declared["echo"] == ("low", "always_allow", [])
     assert declared["fs.read"] == ("medium", "always_allow", ["fs.read"])
     assert declared["fs.write"] == ("high", "ask_each_time", ["fs.write"])
@@ -87,18 +111,18 @@ def test_validate_accepts_text_bytes_and_mappings(catalog: tools.ToolCatalog) ->
     assert a == catalog.validate("echo", {"text": "x"})
 
 
-def test_execute_refuses_unvalidated_arguments(
-    catalog: tools.ToolCatalog, workspace: Path
-) -> None:
+def test_execute_refuses_unvalidated_arguments(catalog: tools.ToolCatalog, workspace: Path) -> None:
     with pytest.raises(TypeError, match="validate"):
-        catalog.execute("echo", catalog.validate("sleep", {"seconds": 0}),
-                        ExecutionContext.start(workspace, 5))
+        catalog.execute(
+            "echo", catalog.validate("sleep", {"seconds": 0}), ExecutionContext.start(workspace, 5)
+        )
 
 
 def test_output_over_the_spec_cap_is_truncated_and_marked(workspace: Path) -> None:
     catalog = build_catalog(ToolsConfig(default_output_cap_bytes=64))
-    result = catalog.execute("echo", catalog.validate("echo", {"text": "é" * 100}),
-                             ExecutionContext.start(workspace, 5))
+    result = catalog.execute(
+        "echo", catalog.validate("echo", {"text": "é" * 100}), ExecutionContext.start(workspace, 5)
+    )
     assert result.ok and result.truncated
     assert len(result.output.encode()) <= 64
     assert "\ufffd" not in result.output  # the cut does not split a character

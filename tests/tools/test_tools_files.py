@@ -5,8 +5,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from tools_conformance import Call, RuntimeConformance
 
+from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
 from tools.files import FileRuntime
 
@@ -17,8 +17,9 @@ def _catalog(**config: object) -> ToolCatalog:
 
 def _call(workspace: Path, name: str, arguments: dict[str, object], **config: object) -> ToolResult:
     catalog = _catalog(**config)
-    return catalog.execute(name, catalog.validate(name, arguments),
-                           ExecutionContext.start(workspace, 10))
+    return catalog.execute(
+        name, catalog.validate(name, arguments), ExecutionContext.start(workspace, 10)
+    )
 
 
 class TestFileConformance(RuntimeConformance):
@@ -39,11 +40,15 @@ def outside(tmp_path: Path) -> Path:
 
 
 def test_read_write_list_round_trip(workspace: Path) -> None:
-    wrote = _call(workspace, "fs.write", {"path": "sub/dir/n.txt", "content": "héllo",
-                                          "create_dirs": True})
+    wrote = _call(
+        workspace, "fs.write", {"path": "sub/dir/n.txt", "content": "héllo", "create_dirs": True}
+    )
     assert wrote.ok, wrote.error
-    assert msgspec.json.decode(wrote.output) == {"path": "sub/dir/n.txt", "bytes_written": 6,
-                                                 "created": True}
+    assert msgspec.json.decode(wrote.output) == {
+        "path": "sub/dir/n.txt",
+        "bytes_written": 6,
+        "created": True,
+    }
     read = _call(workspace, "fs.read", {"path": "sub/dir/n.txt"})
     assert msgspec.json.decode(read.output)["content"] == "héllo"
     listed = msgspec.json.decode(_call(workspace, "fs.list", {"path": "sub/dir"}).output)
@@ -56,7 +61,9 @@ def test_read_write_list_round_trip(workspace: Path) -> None:
 def test_write_without_create_dirs_needs_the_parent(workspace: Path) -> None:
     result = _call(workspace, "fs.write", {"path": "missing/n.txt", "content": "x"})
     assert (result.error_kind, result.error) == (
-        "invalid", "path: directory 'missing' does not exist")
+        "invalid",
+        "path: directory 'missing' does not exist",
+    )
 
 
 @pytest.mark.parametrize("tool", ["fs.read", "fs.list", "fs.write"])
@@ -128,10 +135,13 @@ def test_read_cap_truncates_and_marks(workspace: Path) -> None:
 
 
 def test_write_cap_refuses(workspace: Path) -> None:
-    result = _call(workspace, "fs.write", {"path": "w.txt", "content": "x" * 101},
-                   fs_write_cap_bytes=100)
+    result = _call(
+        workspace, "fs.write", {"path": "w.txt", "content": "x" * 101}, fs_write_cap_bytes=100
+    )
     assert (result.error_kind, result.error) == (
-        "limit", "content: 101 bytes exceeds the write cap of 100")
+        "limit",
+        "content: 101 bytes exceeds the write cap of 100",
+    )
     assert not (workspace / "w.txt").exists()
 
 

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import LoopbackServer
-from tools_conformance import Call, RuntimeConformance
 from yarl import URL
 
+from tests.tools.conftest import LoopbackServer
+from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
 from tools.egress import address_problem
 from tools.http_fetch import HttpRuntime
@@ -25,8 +25,11 @@ def _catalog(**config: object) -> ToolCatalog:
 
 def _fetch(workspace: Path, arguments: dict[str, object], **config: object) -> ToolResult:
     catalog = _catalog(**config)
-    return catalog.execute("http.fetch", catalog.validate("http.fetch", arguments),
-                           ExecutionContext.start(workspace, 20))
+    return catalog.execute(
+        "http.fetch",
+        catalog.validate("http.fetch", arguments),
+        ExecutionContext.start(workspace, 20),
+    )
 
 
 class TestHttpConformance(RuntimeConformance):
@@ -55,8 +58,7 @@ def test_get_from_an_allowed_loopback_server(workspace: Path, http_server: Loopb
 def test_loopback_is_refused_without_allow_private(
     workspace: Path, http_server: LoopbackServer
 ) -> None:
-    result = _fetch(workspace, {"url": f"{http_server.base}/hello"},
-                    http_allowlist=("127.0.0.1",))
+    result = _fetch(workspace, {"url": f"{http_server.base}/hello"}, http_allowlist=("127.0.0.1",))
     assert (result.ok, result.error_kind) == (False, "denied")
     assert result.error == "host '127.0.0.1' resolves to 127.0.0.1 (loopback), which is not allowed"
 
@@ -95,9 +97,12 @@ def test_redirect_to_a_disallowed_loopback_address_is_refused(
     workspace: Path, http_server: LoopbackServer
 ) -> None:
     target = f"http://127.0.0.2:{http_server.port}/hello"
-    result = _fetch(workspace, {"url": f"{http_server.base}/redirect?to={target}"},
-                    http_allowlist=("127.0.0.1", "127.0.0.2"),
-                    http_allow_private=("127.0.0.1/32",))
+    result = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/redirect?to={target}"},
+        http_allowlist=("127.0.0.1", "127.0.0.2"),
+        http_allow_private=("127.0.0.1/32",),
+    )
     assert result.error_kind == "denied"
     assert result.error == "host '127.0.0.2' resolves to 127.0.0.2 (loopback), which is not allowed"
 
@@ -105,13 +110,18 @@ def test_redirect_to_a_disallowed_loopback_address_is_refused(
 def test_redirect_to_metadata_and_unlisted_hosts_is_refused(
     workspace: Path, http_server: LoopbackServer
 ) -> None:
-    meta = _fetch(workspace,
-                  {"url": f"{http_server.base}/redirect?to=http://169.254.169.254/"},
-                  http_allowlist=("127.0.0.1", "169.254.169.254"),
-                  http_allow_private=("127.0.0.1",))
+    meta = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/redirect?to=http://169.254.169.254/"},
+        http_allowlist=("127.0.0.1", "169.254.169.254"),
+        http_allow_private=("127.0.0.1",),
+    )
     assert "link-local" in (meta.error or "")
-    other = _fetch(workspace, {"url": f"{http_server.base}/redirect?to=http://example.com/"},
-                   **LOOPBACK_ALLOWED)
+    other = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/redirect?to=http://example.com/"},
+        **LOOPBACK_ALLOWED,
+    )
     assert other.error == "host 'example.com' is not in the http allowlist"
 
 
@@ -121,14 +131,22 @@ def test_allowed_redirects_are_followed_up_to_the_limit(
     ok = _fetch(workspace, {"url": f"{http_server.base}/redirect?to=/hello"}, **LOOPBACK_ALLOWED)
     body = msgspec.json.decode(ok.output)
     assert (body["body"], body["redirects"]) == ("hello", 1)
-    looped = _fetch(workspace, {"url": f"{http_server.base}/redirect?to=/redirect?to=/hello"},
-                    http_max_redirects=1, **LOOPBACK_ALLOWED)
+    looped = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/redirect?to=/redirect?to=/hello"},
+        http_max_redirects=1,
+        **LOOPBACK_ALLOWED,
+    )
     assert (looped.error_kind, looped.error) == ("limit", "more than 1 redirects")
 
 
 def test_response_size_cap_truncates(workspace: Path, http_server: LoopbackServer) -> None:
-    result = _fetch(workspace, {"url": f"{http_server.base}/big"},
-                    http_response_cap_bytes=1000, **LOOPBACK_ALLOWED)
+    result = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/big"},
+        http_response_cap_bytes=1000,
+        **LOOPBACK_ALLOWED,
+    )
     body = msgspec.json.decode(result.output)
     assert result.ok and result.truncated and body["truncated"]
     assert body["body"] == "x" * 1000
@@ -136,25 +154,34 @@ def test_response_size_cap_truncates(workspace: Path, http_server: LoopbackServe
 
 @pytest.mark.timeout(15)
 def test_time_cap_stops_a_slow_server(workspace: Path, http_server: LoopbackServer) -> None:
-    result = _fetch(workspace, {"url": f"{http_server.base}/sleep"},
-                    http_timeout_s=0.5, **LOOPBACK_ALLOWED)
+    result = _fetch(
+        workspace, {"url": f"{http_server.base}/sleep"}, http_timeout_s=0.5, **LOOPBACK_ALLOWED
+    )
     assert (result.ok, result.error_kind) == (False, "timeout")
 
 
 def test_post_body_and_caller_headers(workspace: Path, http_server: LoopbackServer) -> None:
-    posted = _fetch(workspace, {"url": f"{http_server.base}/echo", "method": "POST",
-                                "body": "payload"}, **LOOPBACK_ALLOWED)
+    posted = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/echo", "method": "POST", "body": "payload"},
+        **LOOPBACK_ALLOWED,
+    )
     assert msgspec.json.decode(posted.output)["body"] == "payload"
-    seen = _fetch(workspace, {"url": f"{http_server.base}/headers",
-                              "headers": {"X-Probe": "1"}}, **LOOPBACK_ALLOWED)
+    seen = _fetch(
+        workspace,
+        {"url": f"{http_server.base}/headers", "headers": {"X-Probe": "1"}},
+        **LOOPBACK_ALLOWED,
+    )
     assert msgspec.json.decode(msgspec.json.decode(seen.output)["body"])["X-Probe"] == "1"
 
 
 def test_bad_requests_are_invalid(workspace: Path, http_server: LoopbackServer) -> None:
     cases: dict[str, dict[str, object]] = {
         "body: only allowed with method POST": {"url": f"{http_server.base}/hello", "body": "x"},
-        "headers.Host: may not be set by the caller": {"url": f"{http_server.base}/hello",
-                                                       "headers": {"Host": "evil"}},
+        "headers.Host: may not be set by the caller": {
+            "url": f"{http_server.base}/hello",
+            "headers": {"Host": "evil"},
+        },
         "url: scheme 'file' is not http or https": {"url": "file:///etc/passwd"},
         "url: credentials in the URL are not allowed": {"url": "http://u:p@127.0.0.1/"},
     }
@@ -197,8 +224,21 @@ def test_allowlist_wildcards() -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-     "::1", "fe80::1", "fc00::1", "::", "ff02::1", "::ffff:10.0.0.1", "2002:a00:1::1"],
+    [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "::1",
+        "fe80::1",
+        "fc00::1",
+        "::",
+        "ff02::1",
+        "::ffff:10.0.0.1",
+        "2002:a00:1::1",
+    ],
 )
 def test_internal_addresses_are_classified(address: str) -> None:
     assert address_problem(ipaddress.ip_address(address)) is not None

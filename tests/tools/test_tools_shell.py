@@ -7,8 +7,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from tools_conformance import Call, RuntimeConformance
 
+from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
 from tools.shell import ShellRuntime
 
@@ -20,11 +20,19 @@ def _catalog(**config: object) -> ToolCatalog:
     return ToolCatalog([ShellRuntime(ToolsConfig(**config))])  # type: ignore[arg-type]
 
 
-def _run(workspace: Path, arguments: dict[str, object], timeout_s: float = 20,
-         ctx: ExecutionContext | None = None, **config: object) -> ToolResult:
+def _run(
+    workspace: Path,
+    arguments: dict[str, object],
+    timeout_s: float = 20,
+    ctx: ExecutionContext | None = None,
+    **config: object,
+) -> ToolResult:
     catalog = _catalog(**config)
-    return catalog.execute("shell.run", catalog.validate("shell.run", arguments),
-                           ctx or ExecutionContext.start(workspace, timeout_s))
+    return catalog.execute(
+        "shell.run",
+        catalog.validate("shell.run", arguments),
+        ctx or ExecutionContext.start(workspace, timeout_s),
+    )
 
 
 def _body(result: ToolResult) -> dict[str, object]:
@@ -66,7 +74,9 @@ def test_runs_with_arguments_and_stdin(workspace: Path) -> None:
 def test_nothing_runs_by_default(workspace: Path) -> None:
     result = _run(workspace, {"argv": ["echo", "x"]}, shell_allowlist=())
     assert (result.error_kind, result.error) == (
-        "denied", "argv[0]: 'echo' is not in the shell allowlist")
+        "denied",
+        "argv[0]: 'echo' is not in the shell allowlist",
+    )
 
 
 @pytest.mark.parametrize("argv0", ["/bin/echo", "./echo", "../echo", "bin/echo"])
@@ -85,8 +95,11 @@ def test_environment_is_scrubbed(workspace: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("PATH", f"{workspace}:{os.environ['PATH']}")
     result = _run(workspace, {"argv": ["env"]})
     lines = sorted(str(_body(result)["stdout"]).splitlines())
-    assert lines == ["HOME=" + os.path.realpath(workspace), "LANG=C.UTF-8",
-                     "PATH=/usr/local/bin:/usr/bin:/bin"]
+    assert lines == [
+        "HOME=" + os.path.realpath(workspace),
+        "LANG=C.UTF-8",
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+    ]
 
 
 def test_argv0_is_resolved_on_the_fixed_path(
@@ -125,8 +138,9 @@ def test_cpu_limit_kills_a_busy_loop(workspace: Path) -> None:
 
 def test_memory_limit_refuses_a_large_allocation(workspace: Path) -> None:
     program = "b = bytearray(512 * 1024 * 1024); print('allocated')"
-    result = _run(workspace, {"argv": ["python3", "-c", program]},
-                  shell_memory_bytes=256 * 1024 * 1024)
+    result = _run(
+        workspace, {"argv": ["python3", "-c", program]}, shell_memory_bytes=256 * 1024 * 1024
+    )
     assert result.error_kind == "failed"
     assert "MemoryError" in str(_body(result)["stderr"])
     assert "allocated" not in str(_body(result)["stdout"])
@@ -157,8 +171,9 @@ def test_non_utf8_output_is_replaced_and_marked(workspace: Path) -> None:
 
 @pytest.mark.timeout(20)
 def test_timeout_kills_the_whole_process_group(workspace: Path) -> None:
-    result = _run(workspace, {"argv": ["sh", "-c", "sleep 300 & echo $!; sleep 300"]},
-                  timeout_s=0.5)
+    result = _run(
+        workspace, {"argv": ["sh", "-c", "sleep 300 & echo $!; sleep 300"]}, timeout_s=0.5
+    )
     assert result.error_kind == "timeout"
     body = _body(result)
     assert body["timed_out"] is True

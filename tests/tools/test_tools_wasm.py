@@ -6,8 +6,8 @@ from typing import Any
 
 import msgspec
 import pytest
-from tools_conformance import Call, RuntimeConformance
 
+from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import (
     ExecutionContext,
     InvalidArguments,
@@ -68,8 +68,11 @@ WASI_RIGHT_FD_WRITE = 64
 
 
 def _open_wat(path: str, rights: int = WASI_RIGHT_FD_READ) -> str:
-    return (OPEN_AND_READ.replace("PATH", path).replace("LEN", str(len(path)))
-            .replace("RIGHTS", str(rights)))
+    return (
+        OPEN_AND_READ.replace("PATH", path)
+        .replace("LEN", str(len(path)))
+        .replace("RIGHTS", str(rights))
+    )
 
 
 def _toml_value(value: Any) -> str:
@@ -82,8 +85,12 @@ def make_plugin(root: Path, tool_name: str, wat: str, **fields: Any) -> Path:
     directory.mkdir(parents=True)
     (directory / "module.wat").write_text(wat)
     manifest: dict[str, Any] = {
-        "name": tool_name, "description": "test plugin", "module": "module.wat",
-        "fuel": 1_000_000, "memory_limit_bytes": 1 << 20, "time_limit_ms": 1000,
+        "name": tool_name,
+        "description": "test plugin",
+        "module": "module.wat",
+        "fuel": 1_000_000,
+        "memory_limit_bytes": 1 << 20,
+        "time_limit_ms": 1000,
     }
     manifest.update(fields)
     lines = [f"{key} = {_toml_value(value)}" for key, value in manifest.items()]
@@ -91,14 +98,17 @@ def make_plugin(root: Path, tool_name: str, wat: str, **fields: Any) -> Path:
     return directory
 
 
-def _run(catalog: ToolCatalog, name: str, workspace: Path, arguments: Any = None,
-         timeout_s: float = 20) -> ToolResult:
-    return catalog.execute(name, catalog.validate(name, arguments or {}),
-                           ExecutionContext.start(workspace, timeout_s))
+def _run(
+    catalog: ToolCatalog, name: str, workspace: Path, arguments: Any = None, timeout_s: float = 20
+) -> ToolResult:
+    return catalog.execute(
+        name, catalog.validate(name, arguments or {}), ExecutionContext.start(workspace, timeout_s)
+    )
 
 
-def _single(tmp_path: Path, wat: str, config: ToolsConfig | None = None,
-            **fields: Any) -> ToolCatalog:
+def _single(
+    tmp_path: Path, wat: str, config: ToolsConfig | None = None, **fields: Any
+) -> ToolCatalog:
     root = tmp_path / "plugins"
     make_plugin(root, "test.plugin", wat, **fields)
     return ToolCatalog([load_plugins(root, config or ToolsConfig())])
@@ -127,8 +137,9 @@ def test_example_plugin_round_trip(workspace: Path) -> None:
     result = _run(catalog, "example.json_echo", workspace, {"message": "héllo", "count": 2})
     assert result.ok, result.error
     assert msgspec.json.decode(result.output) == {"echo": {"message": "héllo", "count": 2}}
-    assert msgspec.json.decode(_run(catalog, "example.json_echo", workspace,
-                                    {"message": "x"}).output) == {"echo": {"message": "x"}}
+    assert msgspec.json.decode(
+        _run(catalog, "example.json_echo", workspace, {"message": "x"}).output
+    ) == {"echo": {"message": "x"}}
 
 
 def test_example_plugin_arguments_are_validated() -> None:
@@ -146,7 +157,10 @@ def test_example_plugin_arguments_are_validated() -> None:
 def test_infinite_loop_runs_out_of_fuel(tmp_path: Path, workspace: Path) -> None:
     result = _run(_single(tmp_path, LOOP, fuel=100_000), "test.plugin", workspace)
     assert (result.ok, result.error_kind, result.error) == (
-        False, "limit", "fuel exhausted (100000 units)")
+        False,
+        "limit",
+        "fuel exhausted (100000 units)",
+    )
 
 
 @pytest.mark.timeout(15)
@@ -161,9 +175,7 @@ def test_memory_growth_beyond_the_limit_is_refused(tmp_path: Path, workspace: Pa
     assert (result.error_kind, result.error) == ("failed", "exited with status 42")
 
 
-def test_initial_memory_above_the_limit_cannot_instantiate(
-    tmp_path: Path, workspace: Path
-) -> None:
+def test_initial_memory_above_the_limit_cannot_instantiate(tmp_path: Path, workspace: Path) -> None:
     wat = '(module (memory (export "memory") 100) (func (export "_start")))'
     result = _run(_single(tmp_path, wat), "test.plugin", workspace)
     assert result.error_kind == "limit"
@@ -173,33 +185,32 @@ def test_initial_memory_above_the_limit_cannot_instantiate(
 def test_path_open_without_preopens_is_denied(tmp_path: Path, workspace: Path) -> None:
     (workspace / "hello.txt").write_text("secret")
     result = _run(_single(tmp_path, _open_wat("/etc/passwd")), "test.plugin", workspace)
-    assert (result.error_kind, result.error) == (
-        "failed", f"exited with status {WASI_ERRNO_BADF}")
+    assert (result.error_kind, result.error) == ("failed", f"exited with status {WASI_ERRNO_BADF}")
     assert result.output == ""
 
 
-def test_granted_workspace_subdir_is_readable_and_confined(
-    tmp_path: Path, workspace: Path
-) -> None:
+def test_granted_workspace_subdir_is_readable_and_confined(tmp_path: Path, workspace: Path) -> None:
     (workspace / "data").mkdir()
     (workspace / "data" / "hello.txt").write_text("hi from the workspace")
     (workspace / "secret.txt").write_text("outside the grant")
     grant: dict[str, Any] = {"capabilities": ["fs.read"], "workspace_subdir": "data"}
     ok = _run(_single(tmp_path / "a", _open_wat("hello.txt"), **grant), "test.plugin", workspace)
     assert (ok.ok, ok.output) == (True, "hi from the workspace")
-    escape = _run(_single(tmp_path / "b", _open_wat("../secret.txt"), **grant),
-                  "test.plugin", workspace)
+    escape = _run(
+        _single(tmp_path / "b", _open_wat("../secret.txt"), **grant), "test.plugin", workspace
+    )
     assert escape.error_kind == "failed" and escape.output == ""
 
 
-def test_write_access_is_refused_under_a_read_only_grant(
-    tmp_path: Path, workspace: Path
-) -> None:
+def test_write_access_is_refused_under_a_read_only_grant(tmp_path: Path, workspace: Path) -> None:
     (workspace / "data").mkdir()
     (workspace / "data" / "hello.txt").write_text("keep me")
     wat = _open_wat("hello.txt", rights=WASI_RIGHT_FD_WRITE)
-    result = _run(_single(tmp_path, wat, capabilities=["fs.read"], workspace_subdir="data"),
-                  "test.plugin", workspace)
+    result = _run(
+        _single(tmp_path, wat, capabilities=["fs.read"], workspace_subdir="data"),
+        "test.plugin",
+        workspace,
+    )
     assert result.error == f"exited with status {WASI_ERRNO_PERM}"
     assert (workspace / "data" / "hello.txt").read_text() == "keep me"
 
@@ -207,8 +218,14 @@ def test_write_access_is_refused_under_a_read_only_grant(
 @pytest.mark.timeout(15)
 def test_endless_output_is_stopped_at_the_cap(tmp_path: Path, workspace: Path) -> None:
     endless = CHATTY.replace("(i32.const 100)", "(i32.const -1)")  # unsigned max: never ends
-    catalog = _single(tmp_path, endless, BIG_FUEL_CONFIG, fuel=10**14, time_limit_ms=600_000,
-                      output_cap_bytes=4096)
+    catalog = _single(
+        tmp_path,
+        endless,
+        BIG_FUEL_CONFIG,
+        fuel=10**14,
+        time_limit_ms=600_000,
+        output_cap_bytes=4096,
+    )
     result = _run(catalog, "test.plugin", workspace)
     assert (result.error_kind, result.error) == ("limit", "output exceeded 4096 bytes")
     assert result.truncated and len(result.output) == 4096
@@ -236,9 +253,7 @@ def test_a_trap_is_reported(tmp_path: Path, workspace: Path) -> None:
         ('(module (func (export "main")))', "does not export a `_start` function"),
     ],
 )
-def test_bad_modules_fail_at_load_naming_the_plugin(
-    tmp_path: Path, wat: str, problem: str
-) -> None:
+def test_bad_modules_fail_at_load_naming_the_plugin(tmp_path: Path, wat: str, problem: str) -> None:
     with pytest.raises(PluginLoadError) as info:
         _single(tmp_path, wat)
     assert "plugin 'test.plugin'" in str(info.value)
@@ -250,7 +265,8 @@ def test_binary_wasm_modules_load(tmp_path: Path, workspace: Path) -> None:
 
     directory = make_plugin(tmp_path / "plugins", "test.binary", "", module="module.wasm")
     (directory / "module.wasm").write_bytes(
-        wasmtime.wat2wasm('(module (memory (export "memory") 1) (func (export "_start")))'))
+        wasmtime.wat2wasm('(module (memory (export "memory") 1) (func (export "_start")))')
+    )
     catalog = ToolCatalog([load_plugins(tmp_path / "plugins", ToolsConfig())])
     assert _run(catalog, "test.binary", workspace).ok
 
@@ -284,10 +300,13 @@ def test_manifest_problems_are_named(tmp_path: Path, fields: dict[str, Any], pro
 def test_unsupported_schema_keyword_is_named(tmp_path: Path) -> None:
     directory = make_plugin(tmp_path / "plugins", "test.plugin", LOOP)
     with (directory / "manifest.toml").open("a") as f:
-        f.write('[arguments]\ntype = "object"\n[arguments.properties.when]\n'
-                'type = "string"\nformat = "date-time"\n')
-    with pytest.raises(ManifestError,
-                       match=r"arguments\.properties\.when\.format: unsupported schema keyword"):
+        f.write(
+            '[arguments]\ntype = "object"\n[arguments.properties.when]\n'
+            'type = "string"\nformat = "date-time"\n'
+        )
+    with pytest.raises(
+        ManifestError, match=r"arguments\.properties\.when\.format: unsupported schema keyword"
+    ):
         load_plugins(tmp_path / "plugins", ToolsConfig())
 
 

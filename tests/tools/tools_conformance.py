@@ -42,8 +42,9 @@ class RuntimeConformance(ABC):
         return catalog.execute(name, catalog.validate(name, arguments), ctx)
 
     def test_quick_call_succeeds(self, workspace: Path) -> None:
-        result = self._run(workspace, self.quick_call(workspace),
-                           ExecutionContext.start(workspace, 30))
+        result = self._run(
+            workspace, self.quick_call(workspace), ExecutionContext.start(workspace, 30)
+        )
         assert result.ok, result.error
         assert result.error_kind is None
         assert result.duration_ms >= 0

@@ -79,11 +79,14 @@ def load_plugin(directory: Path, config: ToolsConfig) -> tuple[ToolSpec, WasmPro
 
 def _check_ceilings(manifest: PluginManifest, path: Path, config: ToolsConfig) -> None:
     if manifest.fuel > config.wasm_max_fuel:
-        raise ManifestError(f"{path}: fuel: {manifest.fuel} exceeds the ceiling "
-                            f"{config.wasm_max_fuel}")
+        raise ManifestError(
+            f"{path}: fuel: {manifest.fuel} exceeds the ceiling {config.wasm_max_fuel}"
+        )
     if manifest.memory_limit_bytes > config.wasm_max_memory_bytes:
-        raise ManifestError(f"{path}: memory_limit_bytes: {manifest.memory_limit_bytes} exceeds "
-                            f"the ceiling {config.wasm_max_memory_bytes}")
+        raise ManifestError(
+            f"{path}: memory_limit_bytes: {manifest.memory_limit_bytes} exceeds "
+            f"the ceiling {config.wasm_max_memory_bytes}"
+        )
 
 
 def _compile(manifest: PluginManifest, directory: Path, config: ToolsConfig) -> bytes:
@@ -94,8 +97,10 @@ def _compile(manifest: PluginManifest, directory: Path, config: ToolsConfig) -> 
     except OSError as exc:
         raise PluginLoadError(f"{where}: cannot read module: {exc.strerror}") from None
     if len(source) > config.wasm_max_module_bytes:
-        raise PluginLoadError(f"{where}: module is {len(source)} bytes, over the cap of "
-                              f"{config.wasm_max_module_bytes}")
+        raise PluginLoadError(
+            f"{where}: module is {len(source)} bytes, over the cap of "
+            f"{config.wasm_max_module_bytes}"
+        )
     try:
         return compile_module(source, is_text=module_path.suffix == ".wat")
     except (wasmtime.WasmtimeError, UnicodeDecodeError) as exc:

@@ -26,10 +26,12 @@ import msgspec
 __all__ = ["SchemaError", "struct_from_schema"]
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TOP_KEYS = frozenset({"type", "properties", "required", "description", "additionalProperties",
-                       "title"})
-_PROP_KEYS = frozenset({"type", "description", "enum", "minimum", "maximum", "minLength",
-                        "maxLength", "items"})
+_TOP_KEYS = frozenset(
+    {"type", "properties", "required", "description", "additionalProperties", "title"}
+)
+_PROP_KEYS = frozenset(
+    {"type", "description", "enum", "minimum", "maximum", "minLength", "maxLength", "items"}
+)
 _SCALARS: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
@@ -62,7 +64,11 @@ def struct_from_schema(type_name: str, schema: dict[str, Any]) -> type[msgspec.S
         fields.append((name, typ) if name in required else (name, typ | None, None))
     fields.sort(key=lambda f: len(f) == 3)  # required first
     struct: type[msgspec.Struct] = msgspec.defstruct(
-        type_name, fields, frozen=True, kw_only=True, forbid_unknown_fields=True,
+        type_name,
+        fields,
+        frozen=True,
+        kw_only=True,
+        forbid_unknown_fields=True,
         omit_defaults=True,
     )
     return struct
@@ -76,8 +82,11 @@ def _property_type(prop: Any, where: str) -> Any:
     base: Any
     if "enum" in prop:
         values = prop["enum"]
-        if (not isinstance(values, list) or not values
-                or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values)):
+        if (
+            not isinstance(values, list)
+            or not values
+            or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values)
+        ):
             raise SchemaError(f"{where}.enum: must be a non-empty list of strings or integers")
         base = Literal[tuple(values)]
     elif kind in _SCALARS:
@@ -98,10 +107,12 @@ def _meta(prop: dict[str, Any], where: str, kind: Any) -> msgspec.Meta | None:
     options: dict[str, Any] = {}
     if "description" in prop:
         options["description"] = str(prop["description"])
-    for key, name, kinds in (("minimum", "ge", ("integer", "number")),
-                             ("maximum", "le", ("integer", "number")),
-                             ("minLength", "min_length", ("string", "array")),
-                             ("maxLength", "max_length", ("string", "array"))):
+    for key, name, kinds in (
+        ("minimum", "ge", ("integer", "number")),
+        ("maximum", "le", ("integer", "number")),
+        ("minLength", "min_length", ("string", "array")),
+        ("maxLength", "max_length", ("string", "array")),
+    ):
         if key in prop:
             if kind not in kinds or "enum" in prop:
                 raise SchemaError(f"{where}.{key}: not allowed for type {kind!r}")

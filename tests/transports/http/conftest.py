@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from httpkit import Node, close_node, open_node
+
+from tests.transports.http.httpkit import Node, close_node, open_node
 
 
 @pytest.fixture

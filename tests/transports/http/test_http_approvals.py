@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from httpkit import SHELL, Node
+
+from tests.transports.http.httpkit import SHELL, Node
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 

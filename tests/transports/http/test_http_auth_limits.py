@@ -7,8 +7,8 @@ import socket
 import stat
 
 import pytest
-from httpkit import MAX_BODY, Node
 
+from tests.transports.http.httpkit import MAX_BODY, Node
 from transports.http.openapi import document
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"

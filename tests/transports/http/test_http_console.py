@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from httpkit import Node
 
 import transports.http
+from tests.transports.http.httpkit import Node
 from transports.http.console import STATIC_DIR, static_file
 from transports.http.failures import ApiError
 

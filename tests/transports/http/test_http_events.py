@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from httpkit import SHELL, TERMINAL, Node, eventually
+from tests.transports.http.httpkit import SHELL, TERMINAL, Node, eventually
 
 TOOLS = "\n".join(
     ["slow tools", "/sleep 300", *[f'/tool echo {{"text":"e{i}"}}' for i in range(3)]]

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from httpkit import Node
+
+from tests.transports.http.httpkit import Node
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 

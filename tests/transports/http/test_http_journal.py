@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from httpkit import Node
+from tests.transports.http.httpkit import Node
 
 
 def test_head_is_the_journal_head(node: Node) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from httpkit import SHELL, Node
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.transports.http.httpkit import SHELL, Node
 from transports.http.metrics import histogram_lines
 
 

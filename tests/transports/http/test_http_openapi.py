@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 import jsonschema_rs
-from httpkit import SHELL, Node, Reply
 
+from tests.transports.http.httpkit import SHELL, Node, Reply
 from transports.http.openapi import SSE_EVENT, document
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"

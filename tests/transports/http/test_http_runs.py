@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from httpkit import Node
+
+from tests.transports.http.httpkit import Node
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 TOOLS = "\n".join(["three tools", *[f'/tool echo {{"text":"e{i}"}}' for i in range(3)]])

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from httpkit import Node, close_node, open_node
 
+from tests.transports.http.httpkit import Node, close_node, open_node
 from transports.config import SessionsConfig
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
