@@ -26,5 +26,9 @@ class Projection(Protocol):
     """Event kinds it handles; None means every event with a correlation id (the tape)."""
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
-        """Write the rows for one event (called inside the projector's transaction)."""
+        """Write the rows for one event (called inside the projector's transaction).
+
+        A projection may also define ``flush(conn)`` (called at the end of each batch, inside
+        its transaction, to write buffered rows) and ``reset()`` (called when a batch rolls
+        back, to forget what it buffered or cached)."""
         ...

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import apsw
 
-from events import Journal, JournalReader, UnknownEventKind
+from events import Journal, JournalReader, StoredEvent, UnknownEventKind
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
 from projections.runs import RunsProjection
@@ -122,29 +122,15 @@ class Projector:
             events = self.reader.read(after_position=start, limit=limit)
             if not events:
                 break
-            with self.conn:
-                for stored in events:
-                    try:
-                        event = stored.decode()
-                    except UnknownEventKind:
-                        continue  # verify reports it; views skip what they cannot read
-                    for projection in self.projections:
-                        if stored.position <= self._checkpoints[projection.name]:
-                            continue
-                        kinds = projection.kinds
-                        if kinds is None:
-                            if stored.correlation_id is None:
-                                continue
-                        elif stored.kind not in kinds:
-                            continue
-                        projection.apply(self.conn, stored, event)
-                last = events[-1].position
+            try:
+                self._apply_batch(events)
+            except BaseException:
                 for projection in self.projections:
-                    if self._checkpoints[projection.name] < last:
-                        self.conn.execute(
-                            "UPDATE projection_checkpoints SET position = ? WHERE name = ?",
-                            (last, projection.name),
-                        )
+                    reset = getattr(projection, "reset", None)
+                    if reset is not None:
+                        reset()
+                raise
+            last = events[-1].position
             for projection in self.projections:
                 self._checkpoints[projection.name] = max(self._checkpoints[projection.name], last)
             total += len(events)
@@ -152,6 +138,36 @@ class Projector:
             if progress is not None:
                 progress(last, target)
         return total
+
+    def _apply_batch(self, events: list[StoredEvent]) -> None:
+        """Fold one batch and move the checkpoints, all in one transaction."""
+        with self.conn:
+            for stored in events:
+                try:
+                    event = stored.decode()
+                except UnknownEventKind:
+                    continue  # verify reports it; views skip what they cannot read
+                for projection in self.projections:
+                    if stored.position <= self._checkpoints[projection.name]:
+                        continue
+                    kinds = projection.kinds
+                    if kinds is None:
+                        if stored.correlation_id is None:
+                            continue
+                    elif stored.kind not in kinds:
+                        continue
+                    projection.apply(self.conn, stored, event)
+            for projection in self.projections:
+                flush = getattr(projection, "flush", None)
+                if flush is not None:
+                    flush(self.conn)
+            last = events[-1].position
+            for projection in self.projections:
+                if self._checkpoints[projection.name] < last:
+                    self.conn.execute(
+                        "UPDATE projection_checkpoints SET position = ? WHERE name = ?",
+                        (last, projection.name),
+                    )
 
     # --- following the journal ---------------------------------------------------------------
 

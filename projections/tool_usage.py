@@ -8,6 +8,8 @@ import apsw
 from events import Event, StoredEvent
 from events.catalog import ToolCompleted, ToolDecided, ToolProposed
 
+COUNTERS = frozenset({"proposed", "allowed", "denied", "approval_required", "succeeded", "failed"})
+
 
 class ToolUsageProjection:
     name: str = "tool_usage"
@@ -37,11 +39,11 @@ class ToolUsageProjection:
 
     @staticmethod
     def _bump(conn: apsw.Connection, tool: str, column: str, duration_ms: int = 0) -> None:
-        assert column in {"proposed", "allow", "deny", "approval_required", "succeeded", "failed"}
         column = {"allow": "allowed", "deny": "denied"}.get(column, column)
-        conn.execute("INSERT OR IGNORE INTO tool_usage(tool) VALUES (?)", (tool,))
+        assert column in COUNTERS
         conn.execute(
-            f"UPDATE tool_usage SET {column} = {column} + 1,"
-            " total_duration_ms = total_duration_ms + ? WHERE tool = ?",
-            (duration_ms, tool),
+            f"INSERT INTO tool_usage(tool, {column}, total_duration_ms) VALUES (?, 1, ?)"
+            f" ON CONFLICT(tool) DO UPDATE SET {column} = {column} + 1,"
+            " total_duration_ms = total_duration_ms + excluded.total_duration_ms",
+            (tool, duration_ms),
         )
