@@ -185,9 +185,7 @@ class SessionActor(pykka.ThreadingActor):
         queued = _Queued(run_id, message.text, message.principal, message.channel)
         # The active run may have ended with its RunFinished still on the way: the registry
         # knows first.
-        busy = bool(self.queue) or (
-            self.active is not None and self.s.registry.live_run(self.active) is not None
-        )
+        busy = bool(self.queue) or self._live_active() is not None
         if busy:
             self.queue.append(queued)
             self.s.registry.run_queued(run_id, self.session_id)
@@ -202,6 +200,13 @@ class SessionActor(pykka.ThreadingActor):
                 queued=busy,
             ),
         )
+
+    def _live_active(self) -> str | None:
+        """The active run unless it has already ended: its RunFinished may still be on the way,
+        but the registry forgets a run before its end is visible on the journal."""
+        if self.active is not None and self.s.registry.live_run(self.active) is not None:
+            return self.active
+        return None
 
     def _start_next(self) -> None:
         if self.queue:
@@ -238,7 +243,7 @@ class SessionActor(pykka.ThreadingActor):
 
     def _branch(self, message: BranchSession) -> None:
         assert self.state is not None
-        unfinished = {self.active, *(q.run_id for q in self.queue)} - {None}
+        unfinished = {self._live_active(), *(q.run_id for q in self.queue)} - {None}
         visible = tuple(r for r in self.state.history if r not in unfinished)
         try:
             base = history_until(

@@ -19,7 +19,8 @@ programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
         └── PluginLoadError  module missing, too large or not valid WebAssembly
 """
 
-from tools.build import build_catalog
+from typing import TYPE_CHECKING, Any
+
 from tools.catalog import ToolCatalog
 from tools.config import ToolsConfig, decode_config
 from tools.context import ExecutionContext
@@ -34,6 +35,20 @@ from tools.errors import (
 from tools.result import ErrorKind, ToolResult
 from tools.runtime import ToolRuntime
 from tools.spec import CAPABILITIES, Capability, Posture, Risk, RuntimeKind, ToolSpec
+
+if TYPE_CHECKING:
+    from tools.build import build_catalog
+
+
+def __getattr__(name: str) -> Any:
+    """``build_catalog`` is imported on first use: it pulls in every runtime (aiohttp,
+    wasmtime), which commands that only need the catalog's types should not pay for."""
+    if name == "build_catalog":
+        from tools.build import build_catalog
+
+        return build_catalog
+    raise AttributeError(f"module 'tools' has no attribute {name!r}")
+
 
 __all__ = [
     "CAPABILITIES",

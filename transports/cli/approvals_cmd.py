@@ -13,8 +13,6 @@ from typing import Annotated, Literal
 import msgspec
 import typer
 
-from actors.directory import GRANTS_STREAM
-from actors.recovery import active_always_grants
 from events import Journal, JournalReader, NodeKey
 from events.catalog import ApprovalResolved, GrantRevoked
 from projections.approvals import ApprovalView, load_approvals
@@ -115,6 +113,9 @@ def revoke_cmd(
     data: DataOption = None,
 ) -> None:
     """Revoke an ``always`` grant (on a data dir no running node holds)."""
+    from actors.directory import GRANTS_STREAM
+    from actors.recovery import active_always_grants
+
     data_dir = resolve(data)
     key = NodeKey.load_or_create(node_key_path(data_dir))
     journal = Journal(journal_path(data_dir), node_key=key)

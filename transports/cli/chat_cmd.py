@@ -10,27 +10,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from actors import ActorsError
-from actors.messages import (
-    CancelRun,
-    ResolveApproval,
-    ResolveSession,
-    SetSessionPosture,
-    StartRun,
-)
-from events.catalog import ApprovalRequested
 from transports.cli.data_dir import resolve
 from transports.cli.errors import CliError
-from transports.cli.follow import follow_run
-from transports.cli.grpc_chat import chat_over_grpc
 from transports.cli.options import DataOption
-from transports.cli.render import TapePrinter
-from transports.grpc.client import DEFAULT_ADDRESS
-from transports.runtime import Runtime, open_runtime
+
+if TYPE_CHECKING:
+    from events.catalog import ApprovalRequested
+    from transports.runtime import Runtime
+
+DEFAULT_ADDRESS = "127.0.0.1:8471"
+"""Where ``reel chat`` finds a node (config ``grpc.host``/``grpc.port`` defaults)."""
 
 CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny", "": "deny"}
 
@@ -71,6 +64,8 @@ def chat(
 
     Exit 0 done, 1 failed or cancelled, 2 usage or connection error."""
     if not local:
+        from transports.cli.grpc_chat import chat_over_grpc
+
         if posture:
             raise typer.BadParameter("--posture needs --local", param_hint="--posture")
         raise typer.Exit(
@@ -95,6 +90,8 @@ def chat(
     if sum(x is not None and x is not False for x in (session, key, new or None)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
     overrides = [_posture(p) for p in posture or ()]
+    from transports.runtime import open_runtime
+
     runtime = open_runtime(resolve(data))
     try:
         if overrides:
@@ -119,6 +116,9 @@ def _apply_postures(
     runtime: Runtime, session: str | None, key: str | None, overrides: list[tuple[str, str]]
 ) -> str:
     """Resolve (or create) the session and set its posture overrides; returns its id."""
+    from actors import ActorsError
+    from actors.messages import ResolveSession, SetSessionPosture
+
     try:
         info = runtime.node.ask(
             ResolveSession(
@@ -144,6 +144,12 @@ def _converse(
     approve: bool,
     deny: bool,
 ) -> int:
+    from actors import ActorsError
+    from actors.messages import CancelRun, ResolveApproval, StartRun
+    from events.catalog import ApprovalRequested
+    from transports.cli.follow import follow_run
+    from transports.cli.render import TapePrinter
+
     node = runtime.node
     try:
         ticket = node.ask(

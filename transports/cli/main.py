@@ -8,9 +8,6 @@ import sys
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
-from events import JournalError
-from policies import PolicyError
-from tools import ToolsError
 from transports.cli import (
     approvals_cmd,
     chat_cmd,
@@ -21,8 +18,26 @@ from transports.cli import (
     tools_cmd,
 )
 from transports.cli.errors import EXIT_UNUSABLE, CliError
-from transports.config import ConfigError
-from transports.grpc import GrpcTransportError
+
+EXPECTED_ERRORS = (
+    ("events.errors", "JournalError"),
+    ("policies.errors", "PolicyError"),
+    ("tools.errors", "ToolsError"),
+    ("transports.config", "ConfigError"),
+    ("transports.grpc.errors", "GrpcTransportError"),
+)
+"""Each package's error tree root: such an error is a one-line message, exit 2. Looked up in
+``sys.modules`` so that a command does not import packages it does not use."""
+
+
+def expected(exc: BaseException) -> bool:
+    """Whether ``exc`` belongs to one of reel's documented error trees."""
+    for module, name in EXPECTED_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, getattr(loaded, name)):
+            return True
+    return False
+
 
 app = typer.Typer(
     name="reel",
@@ -54,20 +69,16 @@ def main() -> None:
         sys.exit(EXIT_UNUSABLE)
     except typer.Abort:
         sys.exit(130)
-    except (
-        JournalError,
-        CliError,
-        ConfigError,
-        PolicyError,
-        ToolsError,
-        GrpcTransportError,
-    ) as exc:
-        code = exc.code if isinstance(exc, CliError) else EXIT_UNUSABLE
+    except CliError as exc:
         print(f"reel: error: {exc}", file=sys.stderr)
-        sys.exit(code)
+        sys.exit(exc.code)
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as exc:  # a bug: one line, the traceback only when asked for
+    except Exception as exc:
+        if expected(exc):
+            print(f"reel: error: {exc}", file=sys.stderr)
+            sys.exit(EXIT_UNUSABLE)
+        # A bug: one line, the traceback only when asked for.
         if os.environ.get("REEL_DEBUG"):
             raise
         print(

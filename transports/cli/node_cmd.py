@@ -10,8 +10,6 @@ import typer
 
 from transports.cli.data_dir import resolve
 from transports.cli.options import DataOption
-from transports.config import load_config
-from transports.daemon import serve
 
 ConfigOption = Annotated[
     Path | None,
@@ -27,6 +25,9 @@ def node(
     data: DataOption = None, config: ConfigOption = None, provider: ProviderOption = None
 ) -> None:
     """Run the node in the foreground until SIGTERM or SIGINT (then drain and exit 0)."""
+    from transports.config import load_config
+    from transports.daemon import serve
+
     data_dir = resolve(data)
     cfg = load_config(config or data_dir / "config.toml")
     if provider is not None:

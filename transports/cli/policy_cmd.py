@@ -6,13 +6,9 @@ from typing import Annotated
 
 import typer
 
-from actors import ToolGate
-from policies import PolicyEngine
-from tools import build_catalog
 from transports.cli.data_dir import resolve
 from transports.cli.errors import CliError
 from transports.cli.options import DataOption
-from transports.config import load_config
 
 app = typer.Typer(help="Inspect the policy set.", no_args_is_help=True)
 
@@ -27,6 +23,11 @@ def check_cmd(
     """Print the decision for PRINCIPAL calling TOOL and the policy ids that decided it.
 
     Uses the data dir's operator policies and configured postures, as the node would."""
+    from actors import ToolGate
+    from policies import PolicyEngine
+    from tools import build_catalog
+    from transports.config import load_config
+
     data_dir = resolve(data)
     config = load_config(data_dir / "config.toml")
     catalog = build_catalog(config.tools_config(data_dir))

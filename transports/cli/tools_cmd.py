@@ -5,16 +5,17 @@ from __future__ import annotations
 import msgspec
 import typer
 
-from actors import ToolGate
-from policies import PolicyEngine
-from tools import build_catalog
 from transports.cli.data_dir import resolve
 from transports.cli.options import DataOption, JsonOption
-from transports.config import load_config
 
 
 def tools(data: DataOption = None, json: JsonOption = False) -> None:
     """List tools: risk, capabilities, effective posture, time-out."""
+    from actors import ToolGate
+    from policies import PolicyEngine
+    from tools import build_catalog
+    from transports.config import load_config
+
     data_dir = resolve(data)
     config = load_config(data_dir / "config.toml")
     catalog = build_catalog(config.tools_config(data_dir))
