@@ -64,7 +64,7 @@ class Views:
                 values["event"] = _json.decode(values.pop("entry"))
             elif cls is ApprovalRecord:
                 values["arguments"] = _json.decode(values["arguments"])
-            out.append(msgspec.convert(values, cls))
+            out.append(cls(**values))  # the rows are ours: no validation pass needed
         return out
 
     def sessions(self, after: str | None = None, limit: int = 100) -> list[SessionRecord]:
