@@ -16,6 +16,7 @@ from projections.projector import Projector, all_projections
 from projections.queries import Views
 from projections.records import (
     ApprovalRecord,
+    RawTapeEntry,
     RunRecord,
     SessionRecord,
     TapeEntry,
@@ -27,6 +28,7 @@ __all__ = [
     "ApprovalRecord",
     "Difference",
     "Projector",
+    "RawTapeEntry",
     "ReplayReport",
     "RunRecord",
     "SessionRecord",

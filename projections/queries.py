@@ -15,6 +15,7 @@ import msgspec
 
 from projections.records import (
     ApprovalRecord,
+    RawTapeEntry,
     RunRecord,
     SessionRecord,
     TapeEntry,
@@ -22,7 +23,15 @@ from projections.records import (
 )
 
 R = TypeVar("R", bound=msgspec.Struct)
+ENDED = frozenset({"done", "failed", "cancelled"})
+TERMINAL_KINDS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+ENDED_CACHE = 4096
+"""How many ended runs' rows ``Views.run`` keeps (oldest dropped first)."""
 _json = msgspec.json.Decoder()
+_TAPE_RAW = (
+    "SELECT run_id, tape_seq, position, kind, stream, recorded_at_ms, entry FROM tape"
+    " WHERE run_id = ? AND tape_seq > ? ORDER BY tape_seq LIMIT ?"
+)
 
 
 class Views:
@@ -33,6 +42,8 @@ class Views:
         self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
         self._all: list[apsw.Connection] = []
         self._guard = threading.Lock()
+        self._ended: dict[str, RunRecord] = {}
+        self._final_pages: dict[tuple[str, int, int], list[RawTapeEntry]] = {}
 
     @contextmanager
     def _borrow(self) -> Iterator[apsw.Connection]:
@@ -92,8 +103,18 @@ class Views:
         )
 
     def run(self, run_id: str) -> RunRecord | None:
+        """The run's row. Rows of ended runs never change again, so they are cached."""
+        cached = self._ended.get(run_id)
+        if cached is not None:
+            return cached
         rows = self._rows(RunRecord, "SELECT * FROM runs WHERE run_id = ?", (run_id,))
-        return rows[0] if rows else None
+        record = rows[0] if rows else None
+        if record is not None and record.state in ENDED:
+            with self._guard:
+                if len(self._ended) >= ENDED_CACHE:
+                    self._ended.pop(next(iter(self._ended)))
+                self._ended[run_id] = record
+        return record
 
     def tape(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[TapeEntry]:
         """The run's tape entries with ``tape_seq > after_seq``, in order."""
@@ -110,6 +131,34 @@ class Views:
                 "SELECT max(tape_seq) FROM tape WHERE run_id = ?", (run_id,)
             ).get
         return -1 if value is None else int(value)
+
+    def tape_raw(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[RawTapeEntry]:
+        """:meth:`tape` with each event as its stored JSON. A page that ends with the run's
+        terminal entry can never change, so it is cached."""
+        key = (run_id, after_seq, limit)
+        cached = self._final_pages.get(key)
+        if cached is not None:
+            return cached
+        with self._borrow() as conn:
+            rows: list[tuple[Any, ...]] = conn.execute(_TAPE_RAW, key).fetchall()
+        page = [
+            RawTapeEntry(
+                run_id=run_id_,
+                tape_seq=tape_seq,
+                position=position,
+                kind=kind,
+                stream=stream,
+                recorded_at_ms=recorded_at_ms,
+                event=msgspec.Raw(entry),
+            )
+            for run_id_, tape_seq, position, kind, stream, recorded_at_ms, entry in rows
+        ]
+        if page and page[-1].kind in TERMINAL_KINDS:
+            with self._guard:
+                if len(self._final_pages) >= ENDED_CACHE:
+                    self._final_pages.pop(next(iter(self._final_pages)))
+                self._final_pages[key] = page
+        return page
 
     def approvals(
         self, state: str | None = None, after: str | None = None, limit: int = 100

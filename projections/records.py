@@ -53,6 +53,19 @@ class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
     """The event as stored (redacted), with its ``kind`` tag."""
 
 
+class RawTapeEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A :class:`TapeEntry` whose ``event`` is the stored JSON, passed on without decoding
+    (what streams and pages send: decoding and re-encoding was most of their cost)."""
+
+    run_id: str
+    tape_seq: int
+    position: int
+    kind: str
+    stream: str
+    recorded_at_ms: int
+    event: msgspec.Raw
+
+
 class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
     approval_id: str
     invocation_id: str

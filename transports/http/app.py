@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from projections import Views
 from transports.http import (
     approvals,
     console,
@@ -17,7 +18,6 @@ from transports.http import (
 )
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.guard import guard
-from transports.http.views import ApiViews
 from transports.runtime import Runtime
 
 
@@ -26,7 +26,7 @@ def build_app(runtime: Runtime, token: str, *, keepalive_s: float = 15.0) -> web
     ctx = ApiContext(
         runtime=runtime,
         token=token,
-        views=ApiViews(runtime.views.path),
+        views=Views(runtime.views.path),
         keepalive_s=keepalive_s,
     )
     app = web.Application(middlewares=[guard], client_max_size=runtime.config.http.max_body_bytes)

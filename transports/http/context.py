@@ -9,9 +9,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from projections import Views
 from transports.http.failures import ApiError
 from transports.http.freshness import views_reach
-from transports.http.views import ApiViews
 from transports.runtime import Runtime
 
 R = TypeVar("R")
@@ -26,7 +26,7 @@ class ApiContext:
 
     runtime: Runtime
     token: str
-    views: ApiViews
+    views: Views
     """The API's own read connections to views.db."""
     keepalive_s: float = 15.0
     """Seconds between SSE keep-alive comments when a stream has nothing to say."""

@@ -9,14 +9,13 @@ import msgspec
 from aiohttp import web
 
 from actors.messages import CancelRun
-from projections import RunRecord
+from projections import RawTapeEntry, RunRecord
 from transports.http.bodies import CancelRunRequest, TapePage
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.failures import ApiError
 from transports.http.inputs import TAPE_CAP, after_seq, page_limit, path_id, read_body
 from transports.http.replies import json_reply
 from transports.http.sessions import PRINCIPAL
-from transports.http.views import RawTapeEntry
 
 routes = web.RouteTableDef()
 

@@ -19,11 +19,11 @@ import contextlib
 import msgspec
 from aiohttp import web
 
+from projections import RawTapeEntry
 from transports.http.context import CONTEXT
 from transports.http.failures import ApiError
 from transports.http.inputs import after_seq, path_id, seq_value
 from transports.http.runs import run_record
-from transports.http.views import RawTapeEntry
 
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
 BATCH = 500
