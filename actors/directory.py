@@ -276,13 +276,8 @@ class SessionDirectory(pykka.ThreadingActor):
     # --- runs and approvals ----------------------------------------------------------------
 
     def _cancel(self, message: CancelRun) -> None:
-        ref = self.s.registry.live_run(message.run_id)
-        if ref is not None:
-            try:
-                ref.tell(message)
-                return
-            except pykka.ActorDeadError:
-                pass
+        if _told(self.s.registry.live_run(message.run_id), message):
+            return
         session_id = self.s.registry.queued_session(message.run_id)
         if session_id is not None:
             self._deliver(session_id, message)
@@ -294,13 +289,8 @@ class SessionDirectory(pykka.ThreadingActor):
             reject(message.reply, RunNotActive(f"run {message.run_id} has already ended"))
 
     def _resolve_approval(self, message: ResolveApproval) -> None:
-        ref = self.s.registry.approval(message.approval_id)
-        if ref is not None:
-            try:
-                ref.tell(message)
-                return
-            except pykka.ActorDeadError:
-                pass
+        if _told(self.s.registry.approval(message.approval_id), message):
+            return
         state = approval_state(self.s, message.approval_id)
         if state == "pending" and message.attempts < PENDING_RETRIES:
             # Pending on the journal but not routable yet: its actor is starting (a run being
@@ -318,6 +308,17 @@ class SessionDirectory(pykka.ThreadingActor):
                 message.reply,
                 ApprovalAlreadyResolved(f"approval {message.approval_id} is already {state}"),
             )
+
+
+def _told(ref: pykka.ActorRef[Any] | None, message: Any) -> bool:
+    """Deliver to a live actor; False when there is none (or it just stopped)."""
+    if ref is None:
+        return False
+    try:
+        ref.tell(message)
+    except pykka.ActorDeadError:
+        return False
+    return True
 
 
 def validate_text(text: str, max_bytes: int) -> InvalidCommand | None:

@@ -1,50 +1,27 @@
-"""The approvals view as a pure fold of approval events: pending and resolved, who decided, how
-long it waited. (The persistent projector and views.db come with the projections issue; this
-fold is what they will store.)"""
+"""Approvals folded straight from the journal (no views.db): for commands that must see the
+journal as it is now, such as ``reel approvals`` on a stopped node whose views may lag. The
+records are the approvals view's (:class:`projections.records.ApprovalRecord`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import msgspec
 
 from events import JournalReader, StoredEvent
 from events.catalog import ApprovalRequested, ApprovalResolved
+from projections.records import ApprovalRecord
 
 APPROVAL_KINDS = ("tool.approval_requested", "tool.approval_resolved")
 
 
-class ApprovalView(msgspec.Struct, kw_only=True):
-    """One approval as an operator sees it."""
-
-    approval_id: str
-    invocation_id: str
-    run_id: str
-    session_id: str
-    tool: str
-    arguments: Any
-    risk: str
-    reason: str
-    requested_at_ms: int
-    expires_at_ms: int
-    principal: str
-    state: str = "pending"
-    decision: str | None = None
-    scope: str | None = None
-    decided_by: str | None = None
-    decided_reason: str | None = None
-    resolved_at_ms: int | None = None
-    waited_ms: int | None = None
-
-
-def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalView]:
+def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:
     """Approvals by id, in request order."""
-    views: dict[str, ApprovalView] = {}
+    records: dict[str, ApprovalRecord] = {}
     for stored in events:
         event = stored.decode()
         if isinstance(event, ApprovalRequested):
-            views[event.approval_id] = ApprovalView(
+            records[event.approval_id] = ApprovalRecord(
                 approval_id=event.approval_id,
                 invocation_id=event.invocation_id,
                 run_id=event.run_id,
@@ -53,24 +30,32 @@ def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalView]:
                 arguments=event.arguments,
                 risk=event.risk,
                 reason=event.reason,
+                principal=stored.principal,
                 requested_at_ms=stored.recorded_at_ms,
                 expires_at_ms=event.expires_at_ms,
-                principal=stored.principal,
+                state="pending",
+                decision=None,
+                scope=None,
+                decided_by=None,
+                decided_reason=None,
+                resolved_at_ms=None,
+                waited_ms=None,
             )
-        elif isinstance(event, ApprovalResolved):
-            view = views.get(event.approval_id)
-            if view is None:
-                continue
-            view.state = "resolved"
-            view.decision = event.decision
-            view.scope = event.scope
-            view.decided_by = event.decided_by
-            view.decided_reason = event.reason
-            view.resolved_at_ms = stored.recorded_at_ms
-            view.waited_ms = stored.recorded_at_ms - view.requested_at_ms
-    return views
+        elif isinstance(event, ApprovalResolved) and event.approval_id in records:
+            record = records[event.approval_id]
+            records[event.approval_id] = msgspec.structs.replace(
+                record,
+                state="resolved",
+                decision=event.decision,
+                scope=event.scope,
+                decided_by=event.decided_by,
+                decided_reason=event.reason,
+                resolved_at_ms=stored.recorded_at_ms,
+                waited_ms=stored.recorded_at_ms - record.requested_at_ms,
+            )
+    return records
 
 
-def load_approvals(reader: JournalReader) -> dict[str, ApprovalView]:
+def load_approvals(reader: JournalReader) -> dict[str, ApprovalRecord]:
     """Every approval the journal holds."""
     return fold_approvals(reader.events_of_kinds(APPROVAL_KINDS))

@@ -15,7 +15,8 @@ import typer
 
 from events import Journal, JournalReader, NodeKey
 from events.catalog import ApprovalResolved, GrantRevoked
-from projections.approvals import ApprovalView, load_approvals
+from projections.approvals import load_approvals
+from projections.records import ApprovalRecord
 from transports.cli.data_dir import journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.options import DataOption, JsonOption
@@ -46,7 +47,7 @@ def list_cmd(
         print(_line(view))
 
 
-def _line(view: ApprovalView) -> str:
+def _line(view: ApprovalRecord) -> str:
     age = int(time.time() - view.requested_at_ms / 1000)
     state = view.state if view.state == "pending" else f"{view.decision} ({view.scope})"
     return (

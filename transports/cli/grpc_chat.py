@@ -39,6 +39,7 @@ from proto.reel.v1 import (
 from transports.auth import token_path
 from transports.cli.data_dir import resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
+from transports.cli.render import Terminal, shorten
 from transports.grpc.client import (
     DEFAULT_ADDRESS,
     RunStreamClient,
@@ -296,25 +297,12 @@ class _Chat:
                 return None
 
 
-class _Printer:
-    """Tape entries for a terminal: output as it streams, everything else on its own line."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.mid_line = False
-
-    def line(self, text: str) -> None:
-        if self.mid_line:
-            self.out.write("\n")
-            self.mid_line = False
-        self.out.write(text + "\n")
-        self.out.flush()
+class _Printer(Terminal):
+    """Prints tape entries received over gRPC."""
 
     def show(self, event: TapeEvent) -> None:
         if event.output is not None:
-            self.out.write(event.output.text)
-            self.out.flush()
-            self.mid_line = not event.output.text.endswith("\n")
+            self.stream(event.output.text)
         elif event.tool_proposal is not None:
             p = event.tool_proposal
             self.line(f"-> tool {p.tool} {p.arguments_json}")
@@ -334,7 +322,7 @@ class _Printer:
         elif event.tool_result is not None:
             t = event.tool_result
             if t.ok:
-                self.line(f"<- {t.tool}: {_shorten(t.output)}")
+                self.line(f"<- {t.tool}: {shorten(t.output)}")
             else:
                 self.line(f"<- {t.tool} failed ({t.error_kind}): {t.error}")
         elif event.error is not None:
@@ -356,8 +344,3 @@ class _Printer:
             self.line(f"run failed ({status.reason}): {status.message}")
         elif status.state == RunState.CANCELLED:
             self.line(f"run cancelled ({status.reason}) by {status.requested_by or 'request'}")
-
-
-def _shorten(text: str, limit: int = 500) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -19,25 +19,35 @@ from events.catalog import (
 )
 
 
-class TapePrinter:
-    """Writes each event; keeps track of whether the cursor is mid-line."""
+class Terminal:
+    """Model output streams inline; everything else goes on a line of its own. Shared by the
+    in-process (``--local``) and the gRPC ``reel chat``."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.mid_line = False
 
     def line(self, text: str) -> None:
+        """``text`` on its own line (ending a streamed output line first)."""
         if self.mid_line:
             self.out.write("\n")
             self.mid_line = False
         self.out.write(text + "\n")
         self.out.flush()
 
+    def stream(self, text: str) -> None:
+        """Model output, as it arrives."""
+        self.out.write(text)
+        self.out.flush()
+        self.mid_line = not text.endswith("\n")
+
+
+class TapePrinter(Terminal):
+    """Prints journal events (``reel chat --local``)."""
+
     def show(self, event: Event) -> None:
         if isinstance(event, RunOutput):
-            self.out.write(event.text)
-            self.out.flush()
-            self.mid_line = not event.text.endswith("\n")
+            self.stream(event.text)
         elif isinstance(event, ToolProposed):
             self.line(f"-> tool {event.tool} {_compact(event.arguments)}")
         elif isinstance(event, ToolDecided):
@@ -52,7 +62,7 @@ class TapePrinter:
             self.line(f"   approval: {event.decision} {event.scope}{by}{why}")
         elif isinstance(event, ToolCompleted):
             if event.ok:
-                self.line(f"<- {event.tool}: {_shorten(event.output)}")
+                self.line(f"<- {event.tool}: {shorten(event.output)}")
             else:
                 self.line(f"<- {event.tool} failed ({event.error_kind}): {event.error}")
         elif isinstance(event, RunCompleted):
@@ -70,6 +80,7 @@ def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def _shorten(text: str, limit: int = 500) -> str:
+def shorten(text: str, limit: int = 500) -> str:
+    """One line of at most ``limit`` characters."""
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "..."

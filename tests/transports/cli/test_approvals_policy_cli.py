@@ -1,0 +1,206 @@
+"""`reel approvals`, `reel policy check` and `reel tools` as a user runs them, on real data dirs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from actors.messages import ResolveApproval, StartRun
+from transports.config import NodeConfig, ToolsSection
+from transports.runtime import open_runtime
+
+REEL = str(Path(sys.executable).with_name("reel"))
+CONFIG_TOML = '[tools]\nshell_allowlist = ["echo"]\n'
+CHILD = """
+import sys, time
+from pathlib import Path
+from actors.messages import StartRun
+from transports.runtime import open_runtime
+rt = open_runtime(Path(sys.argv[1]))
+t = rt.node.ask(StartRun(text='/tool shell.run {"argv": ["echo", "later"]}', create=True))
+print(t.run_id, flush=True)
+time.sleep(60)
+"""
+
+
+def reel(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([REEL, *args], capture_output=True, text=True, timeout=60)
+
+
+def node_died_waiting(data: Path) -> str:
+    """A node that asked for an approval, then was killed: returns the run id."""
+    (data / "config.toml").write_text(CONFIG_TOML)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(data)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    run_id = child.stdout.readline().strip()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        listed = reel("approvals", "list", "--data", str(data), "--json")
+        if listed.returncode == 0 and json.loads(listed.stdout):
+            break
+        time.sleep(0.1)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    return run_id
+
+
+def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Path) -> None:
+    run_id = node_died_waiting(tmp_path)
+    listed = reel("approvals", "list", "--data", str(tmp_path))
+    assert listed.returncode == 0 and "shell.run" in listed.stdout and "pending" in listed.stdout
+    approval = json.loads(reel("approvals", "list", "--data", str(tmp_path), "--json").stdout)[0]
+    assert approval["run_id"] == run_id and approval["state"] == "pending"
+
+    unknown = reel("approvals", "approve", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--data", str(tmp_path))
+    assert unknown.returncode == 2 and unknown.stderr.startswith("reel: error: no approval")
+    bad_scope = reel(
+        "approvals",
+        "approve",
+        approval["approval_id"],
+        "--scope",
+        "forever",
+        "--data",
+        str(tmp_path),
+    )
+    assert bad_scope.returncode == 2
+
+    ok = reel(
+        "approvals",
+        "approve",
+        approval["approval_id"],
+        "--scope",
+        "session",
+        "--data",
+        str(tmp_path),
+    )
+    assert ok.returncode == 0, ok.stderr
+    again = reel("approvals", "deny", approval["approval_id"], "--data", str(tmp_path))
+    assert again.returncode == 1 and "already resolved" in again.stderr
+
+    rt = open_runtime(tmp_path)
+    try:
+        assert [p.run_id for p in rt.node.recovery.resumed] == [run_id]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            kinds = [e.kind for e in rt.journal.read_correlated(run_id)]
+            if kinds[-1] == "run.completed":
+                break
+            time.sleep(0.05)
+        events = [e.decode() for e in rt.journal.read_correlated(run_id)]
+    finally:
+        rt.close(grace_s=0)
+    completed = [e for e in events if type(e).__name__ == "ToolCompleted"]
+    assert completed and completed[-1].ok and "later" in completed[-1].output
+    assert type(events[-1]).__name__ == "RunCompleted"
+
+
+def test_deciding_while_a_node_holds_the_data_dir_names_the_holder(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(CONFIG_TOML)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        child.stdout.readline()
+        out = reel("approvals", "approve", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--data", str(tmp_path))
+        assert out.returncode == 2
+        assert f"process {child.pid}" in out.stderr and out.stderr.count("\n") == 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_revoke_an_always_grant(tmp_path: Path) -> None:
+    config = NodeConfig(tools=ToolsSection(shell_allowlist=("echo",)))
+    rt = open_runtime(tmp_path, config=config)
+    try:
+        ticket = rt.node.ask(
+            StartRun(text='/tool shell.run {"argv": ["echo", "1"]}', create=True, principal="ops")
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pending = [
+                e.decode()
+                for e in rt.journal.read_correlated(ticket.run_id)
+                if e.kind == "tool.approval_requested"
+            ]
+            if pending:
+                break
+            time.sleep(0.02)
+        rt.node.ask(
+            ResolveApproval(approval_id=pending[0].approval_id, decision="allow", scope="always")
+        )
+        while rt.journal.read_correlated(ticket.run_id)[-1].kind != "run.completed":
+            time.sleep(0.02)
+    finally:
+        rt.close(grace_s=0)
+    nothing = reel(
+        "approvals", "revoke", "--principal", "bob", "--tool", "shell.run", "--data", str(tmp_path)
+    )
+    assert nothing.returncode == 1 and "no always grant" in nothing.stderr
+    out = reel(
+        "approvals", "revoke", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
+    )
+    assert out.returncode == 0, out.stderr
+    rt = open_runtime(tmp_path, config=config)
+    try:
+        assert not rt.node.services.gate.has_always("ops", "shell.run")
+        assert rt.node.recovery.always_grants == 0
+    finally:
+        rt.close(grace_s=0)
+
+
+def test_policy_check_names_the_deciding_policies(tmp_path: Path) -> None:
+    out = reel(
+        "policy", "check", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
+    )
+    assert out.returncode == 0, out.stderr
+    assert "decision: approval_required" in out.stdout
+    assert "baseline.tool.approved" in out.stdout
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    (tmp_path / "policies" / "ops.cedar").write_text(
+        '@id("shell")\npermit (principal == Principal::"ops", action == Action::"tool.execute",'
+        ' resource == Tool::"shell.run");\n'
+    )
+    (tmp_path / "config.toml").write_text('[tools]\npostures = { "shell.run" = "always_allow" }\n')
+    allowed = reel(
+        "policy", "check", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
+    )
+    assert "decision: allow" in allowed.stdout and "ops.shell" in allowed.stdout
+    other = reel(
+        "policy", "check", "--principal", "eve", "--tool", "shell.run", "--data", str(tmp_path)
+    )
+    assert "decision: approval_required" in other.stdout
+    unknown = reel(
+        "policy", "check", "--principal", "ops", "--tool", "nope", "--data", str(tmp_path)
+    )
+    assert unknown.returncode == 2 and "unknown tool 'nope'" in unknown.stderr
+
+
+def test_a_policy_that_does_not_validate_stops_the_node(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "bad.cedar").write_text(
+        'permit (principal, action, resource) when { resource.colour == "red" };'
+    )
+    out = reel("node", "--data", str(tmp_path))
+    assert out.returncode == 2
+    assert "bad.cedar" in out.stderr and "colour" in out.stderr
+    assert out.stderr.count("\n") == 1
+
+
+def test_tools_lists_the_catalog_with_postures(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[tools]\npostures = { "echo" = "disabled" }\n')
+    out = reel("tools", "--data", str(tmp_path), "--json")
+    assert out.returncode == 0, out.stderr
+    tools = {t["name"]: t for t in json.loads(out.stdout)}
+    assert tools["echo"]["posture"] == "disabled"
+    assert tools["shell.run"]["risk"] == "critical"
+    assert tools["shell.run"]["capabilities"] == ["process.exec"]
+    assert tools["fs.read"]["parameters"]["properties"]["path"]["type"] == "string"
