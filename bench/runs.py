@@ -46,15 +46,19 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import pykka
+# Run as a script, bench/ comes first on sys.path, where bench/http.py (named by the HTTP issue)
+# would shadow the standard library's ``http`` that aiohttp imports: drop the folder.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from actors import ActorsConfig, Node, ToolGate
-from actors.messages import ResolveSession, RunTicket, SessionInfo, StartRun
-from actors.session import SessionActor
-from events import Event, Journal, NodeKey, StoredEvent
-from policies import PolicyEngine
-from tools import ToolsConfig, build_catalog
-from transports.models import DeterministicProvider
+import pykka  # noqa: E402
+
+from actors import ActorsConfig, Node, ToolGate  # noqa: E402
+from actors.messages import ResolveSession, RunTicket, SessionInfo, StartRun  # noqa: E402
+from actors.session import SessionActor  # noqa: E402
+from events import Event, Journal, NodeKey, StoredEvent  # noqa: E402
+from policies import PolicyEngine  # noqa: E402
+from tools import ToolsConfig, build_catalog  # noqa: E402
+from transports.models import DeterministicProvider  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
