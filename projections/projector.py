@@ -49,7 +49,8 @@ class Projector:
         reader: JournalReader,
         path: Path,
         projections: Sequence[Projection] | None = None,
-        batch: int = 2000,
+        batch: int = 5000,
+        durable: bool = True,
     ) -> None:
         self.reader = reader
         self.path = path
@@ -58,7 +59,9 @@ class Projector:
         self.conn = apsw.Connection(str(path))
         self.conn.set_busy_timeout(5000)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")  # views are rebuildable from the journal
+        # Views are rebuildable from the journal; a scratch rebuild need not survive a power cut.
+        self.conn.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
+        self._routes: dict[tuple[str, bool], list[Projection]] = {}
         self._checkpoints = self._prepare()
         self._cond = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
@@ -139,24 +142,36 @@ class Projector:
                 progress(last, target)
         return total
 
+    def _handlers(self, kind: str, correlated: bool) -> list[Projection]:
+        """The projections that fold events of ``kind`` (cached per kind)."""
+        key = (kind, correlated)
+        handlers = self._routes.get(key)
+        if handlers is None:
+            handlers = [
+                p for p in self.projections if (correlated if p.kinds is None else kind in p.kinds)
+            ]
+            self._routes[key] = handlers
+        return handlers
+
     def _apply_batch(self, events: list[StoredEvent]) -> None:
         """Fold one batch and move the checkpoints, all in one transaction."""
-        with self.conn:
+        conn = self.conn
+        checkpoints = self._checkpoints
+        behind = min(checkpoints.values(), default=0)
+        level = behind == max(checkpoints.values(), default=0)
+        with conn:
             for stored in events:
+                handlers = self._handlers(stored.kind, stored.correlation_id is not None)
+                if not handlers:
+                    continue
                 try:
                     event = stored.decode()
                 except UnknownEventKind:
                     continue  # verify reports it; views skip what they cannot read
-                for projection in self.projections:
-                    if stored.position <= self._checkpoints[projection.name]:
-                        continue
-                    kinds = projection.kinds
-                    if kinds is None:
-                        if stored.correlation_id is None:
-                            continue
-                    elif stored.kind not in kinds:
-                        continue
-                    projection.apply(self.conn, stored, event)
+                for projection in handlers:
+                    # After a version bump one projection is behind the others.
+                    if level or stored.position > checkpoints[projection.name]:
+                        projection.apply(conn, stored, event)
             for projection in self.projections:
                 flush = getattr(projection, "flush", None)
                 if flush is not None:

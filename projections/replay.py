@@ -41,7 +41,7 @@ def rebuild(
     """Fold the journal (up to ``until``) into a fresh views file at ``path``."""
     if path.exists():
         path.unlink()
-    projector = Projector(reader, path)
+    projector = Projector(reader, path, durable=False)
     try:
         return projector.catch_up(until=until, progress=progress)
     finally:
