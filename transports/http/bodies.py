@@ -51,6 +51,14 @@ class BranchSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_f
     label: str | None = None
 
 
+class PostureRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/sessions/{id}/postures``: override one tool's posture for this session only
+    (``posture: null`` removes the override)."""
+
+    tool: str
+    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+
+
 class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/runs/{id}/cancel`` (body optional)."""
 

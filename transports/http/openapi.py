@@ -26,6 +26,7 @@ from transports.http.bodies import (
     ErrorBody,
     Health,
     JournalHead,
+    PostureRequest,
     ResetSessionRequest,
     RunPage,
     RunStarted,
@@ -227,6 +228,16 @@ def _paths() -> dict[str, Any]:
                 write,
                 parameters=(session,),
                 body=BranchSessionRequest,
+            )
+        },
+        "/v1/sessions/{session_id}/postures": {
+            "post": _op(
+                "Override one tool's posture for this session only (null removes it).",
+                {200: _json(SessionRecord, "The session.")},
+                write,
+                parameters=(session,),
+                body=PostureRequest,
+                body_required=True,
             )
         },
         "/v1/runs/{run_id}": {

@@ -10,12 +10,14 @@ from actors.messages import (
     ResolveSession,
     RunTicket,
     SessionInfo,
+    SetSessionPosture,
     StartRun,
 )
 from projections import SessionRecord
 from transports.http.bodies import (
     BranchSessionRequest,
     CreateSessionRequest,
+    PostureRequest,
     ResetSessionRequest,
     RunPage,
     RunStarted,
@@ -141,6 +143,19 @@ async def branch_session(request: web.Request) -> web.Response:
         )
     )
     return json_reply(await created_session(ctx, info.session_id), status=201)
+
+
+@routes.post("/v1/sessions/{session_id}/postures")
+async def set_posture(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    body = await read_body(request, PostureRequest)
+    info: SessionInfo = await ctx.command(
+        SetSessionPosture(
+            session_id=session_id, tool=body.tool, posture=body.posture, principal=PRINCIPAL
+        )
+    )
+    return json_reply(await session_record(ctx, info.session_id, wait=True))
 
 
 async def session_record(ctx: ApiContext, session_id: str, wait: bool = False) -> SessionRecord:

@@ -163,3 +163,38 @@ def test_a_taken_session_key_on_branch_is_409(node: Node) -> None:
     reply = node.call("POST", f"/v1/sessions/{sid}/branch", {"session_key": "taken"})
     assert reply.status == 409
     assert reply.error["code"] == "conflict"
+
+
+def test_a_session_posture_override_decides_its_calls(node: Node) -> None:
+    sid = node.session()
+    reply = node.call(
+        "POST", f"/v1/sessions/{sid}/postures", {"tool": "echo", "posture": "disabled"}
+    )
+    assert reply.status == 200, reply
+    events = node.finish(node.start('/tool echo {"text": "x"}', sid))
+    decided = next(e.entry["event"] for e in events if e.event == "tool.decided")
+    assert decided["outcome"] == "deny"
+    assert decided["policy_ids"] == ["baseline.posture_disabled"]
+    other = node.finish(node.start('/tool echo {"text": "x"}'))
+    assert next(e.entry["event"] for e in other if e.event == "tool.decided")["outcome"] == "allow"
+    cleared = node.call("POST", f"/v1/sessions/{sid}/postures", {"tool": "echo", "posture": None})
+    assert cleared.status == 200
+    again = node.finish(node.start('/tool echo {"text": "y"}', sid))
+    assert next(e.entry["event"] for e in again if e.event == "tool.decided")["outcome"] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"tool": "nope", "posture": "disabled"}, "$.tool"),
+        ({"tool": "echo", "posture": "sometimes"}, "$.posture"),
+        ({"posture": "disabled"}, "$.tool"),
+    ],
+)
+def test_bad_posture_bodies_are_400_naming_the_field(
+    node: Node, body: dict[str, object], field: str
+) -> None:
+    sid = node.session()
+    reply = node.call("POST", f"/v1/sessions/{sid}/postures", body)
+    assert reply.status == 400, reply
+    assert reply.json()["error"]["field"] == field
