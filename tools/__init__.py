@@ -19,7 +19,7 @@ programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
         └── PluginLoadError  module missing, too large or not valid WebAssembly
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from tools.catalog import ToolCatalog
 from tools.config import ToolsConfig, decode_config
@@ -36,11 +36,11 @@ from tools.result import ErrorKind, ToolResult
 from tools.runtime import ToolRuntime
 from tools.spec import CAPABILITIES, Capability, Posture, Risk, RuntimeKind, ToolSpec
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from tools.build import build_catalog
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     """``build_catalog`` is imported on first use: it pulls in every runtime (aiohttp,
     wasmtime), which commands that only need the catalog's types should not pay for."""
     if name == "build_catalog":
@@ -72,3 +72,7 @@ __all__ = [
     "build_catalog",
     "decode_config",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
