@@ -50,7 +50,6 @@ from actors.session import PassivationRefused, SessionActor
 from events import is_ulid, new_id
 from events.catalog import ApprovalRequested, ApprovalResolved, GrantRevoked, SessionCreated
 
-TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
 PENDING_RETRIES = 100
 """How many times (50 ms apart) a decision for a pending but not yet routable approval is
 redelivered before it is refused."""
@@ -104,9 +103,7 @@ class SessionDirectory(pykka.ThreadingActor):
             self._resolve_session(message)
         elif isinstance(message, RevokeGrant):
             self._revoke(message)
-        elif isinstance(
-            message, ResetSession | BranchSession | GetSessionState | SetSessionPosture
-        ):
+        elif isinstance(message, SESSION_COMMANDS):
             if self._known(message.session_id, message.reply):
                 self._deliver(message.session_id, message)
         elif isinstance(message, CancelRun):
@@ -232,6 +229,9 @@ class SessionDirectory(pykka.ThreadingActor):
         )
 
     def _stopped(self, message: SessionStopped) -> None:
+        live = self.live.get(message.session_id)
+        if live is not None and message.urn and live.actor_urn != message.urn:
+            return  # an older actor of a session already restarted: the new one stays
         self.live.pop(message.session_id, None)
         buffered = self.stopping.pop(message.session_id, [])
         for item in buffered:
@@ -299,7 +299,7 @@ class SessionDirectory(pykka.ThreadingActor):
                 self.actor_ref,
                 msgspec.structs.replace(message, attempts=message.attempts + 1),
             )
-            self.s.io.call_later(0.05, lambda: ref.tell(retry))
+            self.s.io.call_later(0.05, lambda: _told(ref, retry))
             return
         if state is None:
             reject(message.reply, UnknownApproval(f"no approval with id {message.approval_id!r}"))

@@ -53,7 +53,7 @@ class IoLoop:
         """Run ``coro`` on the loop; cancelling the returned future cancels the task."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+    def call_later(self, delay: float, callback: Callable[[], object]) -> Timer:
         """Call ``callback`` on the loop thread after ``delay`` seconds."""
         timer = Timer(self.loop)
         self.loop.call_soon_threadsafe(lambda: timer._set(self.loop.call_later(delay, callback)))

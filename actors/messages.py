@@ -173,7 +173,8 @@ class SessionStopped(msgspec.Struct, frozen=True):
     """Session -> directory: the session actor has stopped (passivated or failed)."""
 
     session_id: str
-    failed: bool = False
+    urn: str = ""
+    """The stopped actor's urn: the directory forgets the session only if it is the live one."""
 
 
 class Passivate(msgspec.Struct, frozen=True):
@@ -274,6 +275,10 @@ class CancelTool(msgspec.Struct, frozen=True):
     """Run -> tool: the run was stopped; stop waiting for an approval."""
 
     reason: str
+
+
+class BeginRun(msgspec.Struct, frozen=True):
+    """Run actor -> itself: start (or resume) the run (keeps on_start short)."""
 
 
 class ExecuteTool(msgspec.Struct, frozen=True):

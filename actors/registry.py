@@ -11,6 +11,9 @@ from typing import Any
 
 import pykka
 
+ENDED_MEMORY = 10_000
+"""How many ended run ids the registry remembers (a late registration comes within moments)."""
+
 
 class LiveRegistry:
     """Thread-safe maps: live run -> (session, actor); queued run -> session;
@@ -21,11 +24,16 @@ class LiveRegistry:
         self._runs: dict[str, tuple[str, pykka.ActorRef[Any]]] = {}
         self._queued: dict[str, str] = {}
         self._approvals: dict[str, tuple[str, pykka.ActorRef[Any]]] = {}
+        self._ended: dict[str, None] = {}
+        """Recently ended runs (insertion-ordered), so a late registration cannot revive one."""
 
     def run_started(self, run_id: str, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+        """Route to a run. Both the session (when it starts the actor) and the actor itself
+        register it, in either order; a run that has already ended is not registered again."""
         with self._lock:
             self._queued.pop(run_id, None)
-            self._runs[run_id] = (session_id, ref)
+            if run_id not in self._ended:
+                self._runs[run_id] = (session_id, ref)
 
     def run_queued(self, run_id: str, session_id: str) -> None:
         with self._lock:
@@ -35,6 +43,9 @@ class LiveRegistry:
         with self._lock:
             self._runs.pop(run_id, None)
             self._queued.pop(run_id, None)
+            self._ended[run_id] = None
+            if len(self._ended) > ENDED_MEMORY:
+                self._ended.pop(next(iter(self._ended)))
 
     def live_run(self, run_id: str) -> pykka.ActorRef[Any] | None:
         with self._lock:

@@ -59,6 +59,8 @@ class ResumePlan(msgspec.Struct, frozen=True, kw_only=True):
     invocation: ResumedInvocation
     grants: tuple[str, ...] = ()
     postures: tuple[tuple[str, str], ...] = ()
+    clock_spent_s: float = 0.0
+    """Wall-clock budget already used (time in progress, not awaiting approval)."""
 
 
 def plan_resume(
@@ -146,8 +148,22 @@ def plan_resume(
         pending=tuple(pending),
         invocation=waiting,
         grants=session.grants if session is not None else (),
+        clock_spent_s=_time_in_progress(run_events),
         postures=session.postures if session is not None else (),
     )
+
+
+def _time_in_progress(run_events: list[StoredEvent]) -> float:
+    """Seconds the run spent in progress, from its state events' commit times."""
+    spent_ms = 0
+    since: int | None = None
+    for stored in run_events:
+        if stored.kind in ("run.started", "run.resumed"):
+            since = stored.recorded_at_ms
+        elif stored.kind == "run.awaiting_approval" and since is not None:
+            spent_ms += stored.recorded_at_ms - since
+            since = None
+    return spent_ms / 1000
 
 
 def _completed(stream_events: list[StoredEvent]) -> ToolCompleted | None:

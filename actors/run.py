@@ -28,6 +28,7 @@ from actors.io_loop import Timer
 from actors.messages import (
     ApprovalPending,
     ApprovalSettled,
+    BeginRun,
     CancelGraceExpired,
     CancelRun,
     CancelTool,
@@ -134,6 +135,11 @@ class RunActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self.s.registry.run_started(self.run_id, self.session_id, self.actor_ref)
+        # The work runs as a message, not in on_start: pykka contains (on_failure) only what
+        # fails in on_receive, and a run must always reach a terminal event.
+        self.actor_ref.tell(BeginRun())
+
+    def _begin(self) -> None:
         if self.cancelled_by is not None:
             self._write_end(("cancelled", "cancelled", self.cancelled_by))
             return
@@ -154,6 +160,9 @@ class RunActor(pykka.ThreadingActor):
         self._next_turn()
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, BeginRun):
+            self._begin()
+            return None
         if self.ended:
             if isinstance(message, CancelRun):
                 reject(message.reply, RunNotActive(f"run {self.run_id} has already ended"))
@@ -210,6 +219,7 @@ class RunActor(pykka.ThreadingActor):
         """Continue a run a restart found waiting for an approval (see actors.resume)."""
         self.seq = plan.next_seq
         self.status = RunStatus.AWAITING_APPROVAL
+        self.clock_spent = plan.clock_spent_s
         self.turn = plan.turn
         self.tool_calls = plan.tool_calls
         self.prompt_tokens = plan.prompt_tokens
@@ -258,6 +268,7 @@ class RunActor(pykka.ThreadingActor):
             return
         self.turn += 1
         self.turn_text, self.turn_calls, self.turn_usage = [], [], None
+        self.turn_finish = "stop"
         request = ProviderRequest(messages=tuple(self.messages), tools=self.s.tool_definitions)
         self.provider_task = self.s.io.submit(self._pump(request, self.turn))
 

@@ -31,6 +31,7 @@ from actors.messages import (
     SessionStopped,
     SetSessionPosture,
     StartRun,
+    ToSession,
     reject,
     resolve,
 )
@@ -106,12 +107,31 @@ class SessionActor(pykka.ThreadingActor):
         self.active = live[0] if live else None
 
     def on_stop(self) -> None:
-        self._tell_directory(SessionStopped(self.session_id))
+        self._tell_directory(SessionStopped(self.session_id, urn=self.actor_urn))
 
     def on_failure(self, *_: object) -> None:
-        self._tell_directory(SessionStopped(self.session_id, failed=True))
+        """Report the failure, and hand the commands still in the inbox back to the directory:
+        it restarts the session by replay and delivers them there, so no caller is left
+        waiting on a reply that a dead actor would never give."""
+        leftovers: list[Any] = []
+        while not self.actor_inbox.empty():
+            envelope = self.actor_inbox.get()
+            if isinstance(envelope.message, msgspec.Struct):  # ours, not pykka's own
+                leftovers.append(envelope.message)
+        self._tell_directory(SessionStopped(self.session_id, urn=self.actor_urn))
+        for message in leftovers:
+            self._tell_directory(ToSession(self.session_id, message))
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            self._handle(message)
+        except Exception as exc:
+            # pykka stops the actor; whoever waits on this command must not hang.
+            reject(getattr(message, "reply", None), exc)
+            raise
+        return None
+
+    def _handle(self, message: Any) -> None:
         if isinstance(message, StartRun):
             self._start_run(message)
         elif isinstance(message, RunFinished):
@@ -154,7 +174,6 @@ class SessionActor(pykka.ThreadingActor):
                 self.stop()
             else:
                 self._tell_directory(PassivationRefused(self.session_id))
-        return None
 
     # --- commands --------------------------------------------------------------------------
 
@@ -239,6 +258,13 @@ class SessionActor(pykka.ThreadingActor):
                 self._launch(queued, cancelled_by=message.principal)
                 resolve(message.reply, True)
                 return
+        live = self.s.registry.live_run(message.run_id)
+        if live is not None:  # launched between the directory's look-up and this message
+            try:
+                live.tell(message)
+                return
+            except pykka.ActorDeadError:
+                pass
         reject(message.reply, UnknownRun(f"run {message.run_id} is not queued here"))
 
     def _branch(self, message: BranchSession) -> None:

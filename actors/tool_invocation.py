@@ -90,18 +90,22 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.approval_timer: Any = None
         self.finished = False
         self.resume = resume
+        self.decided_approval: str | None = None
+        """The approval whose decision let this call run (reported with a session grant)."""
 
     # --- pykka hooks -----------------------------------------------------------------------
 
     def on_start(self) -> None:
-        if self.resume is not None:
-            self._resume(self.resume)
-        else:
-            self.actor_ref.tell(ExecuteTool())
+        # The work runs as a message, not in on_start: pykka contains (on_failure) only what
+        # fails in on_receive.
+        self.actor_ref.tell(ExecuteTool())
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, ExecuteTool):
-            self._propose()
+            if self.resume is not None:
+                self._resume(self.resume)
+            else:
+                self._propose()
         elif isinstance(message, ResolveApproval):
             self._resolve(message)
         elif isinstance(message, ApprovalTimedOut):
@@ -204,6 +208,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if inv.resolution is not None:
             r = inv.resolution
             self.approval_id = None
+            self.decided_approval = approval_id
             self.run_ref.tell(
                 ApprovalSettled(invocation_id=self.invocation_id, approval_id=approval_id)
             )
@@ -297,6 +302,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             )
         )
         self._close_approval()
+        self.decided_approval = approval_id
         self.run_ref.tell(
             ApprovalSettled(invocation_id=self.invocation_id, approval_id=approval_id)
         )
@@ -379,6 +385,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 content=content,
                 denied=denied,
                 grant=grant,
+                approval_id=self.decided_approval,
             ),
         )
 

@@ -132,10 +132,8 @@ class NodeKit:
         return self.wait_until(probe, timeout, f"{kind} in run {run_id}")
 
     def wait_for_approval(self, run_id: str, timeout: float = DEADLINE_S) -> Any:
-        """The run's first ``tool.approval_requested``, once the node can also take a decision
-        on it. (The tool actor appends the request before it registers the approval for
-        routing; a decision sent in between is refused. See test_actors_governed_tools.py,
-        test_a_decision_right_after_the_request_is_accepted.)"""
+        """The run's first ``tool.approval_requested``, once its approval is routable (the tool
+        actor registers it before appending the request; this wait documents that order)."""
         request = self.wait_for_kind(run_id, "tool.approval_requested", timeout)
         registry = self.node.services.registry
         self.wait_until(
