@@ -56,6 +56,7 @@ from actors.provider import (
 from actors.resume import ResumePlan
 from actors.run_state import RunStatus, apply
 from actors.services import Services
+from actors.stream import OwnedStream
 from actors.tool_invocation import ToolInvocationActor
 from events import new_id
 from events.catalog import (
@@ -102,8 +103,13 @@ class RunActor(pykka.ThreadingActor):
         self.grants = set(grants)
         self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
-        self.stream = f"run/{run_id}"
-        self.seq = 0
+        self.out = OwnedStream(
+            services.journal,
+            f"run/{run_id}",
+            principal=principal,
+            correlation_id=run_id,
+            causation_id=session_id,
+        )
         self.status: RunStatus | None = RunStatus.ACCEPTED
         cfg = services.config
         self.budgets = cfg.budgets
@@ -217,7 +223,7 @@ class RunActor(pykka.ThreadingActor):
 
     def _resume(self, plan: ResumePlan) -> None:
         """Continue a run a restart found waiting for an approval (see actors.resume)."""
-        self.seq = plan.next_seq
+        self.out.next_seq = plan.next_seq
         self.status = RunStatus.AWAITING_APPROVAL
         self.clock_spent = plan.clock_spent_s
         self.turn = plan.turn
@@ -247,15 +253,7 @@ class RunActor(pykka.ThreadingActor):
     # --- journal ---------------------------------------------------------------------------
 
     def _append(self, *events: Event) -> None:
-        result = self.s.journal.append(
-            self.stream,
-            events,
-            expected_seq=self.seq,
-            principal=self.principal,
-            correlation_id=self.run_id,
-            causation_id=self.session_id,
-        )
-        self.seq = result.next_seq
+        self.out.append(*events)
         for event in events:
             self.status = apply(self.status, event)
 

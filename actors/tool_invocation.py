@@ -33,6 +33,7 @@ from actors.messages import (
 from actors.provider import ToolCall
 from actors.resume import ResumedInvocation
 from actors.services import Services
+from actors.stream import OwnedStream
 from actors.tool_content import model_content
 from events import new_id
 from events.catalog import (
@@ -81,8 +82,13 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.cancel = cancel
         self.session_grants = session_grants
         self.posture_overrides = posture_overrides or {}
-        self.stream = f"tool/{invocation_id}"
-        self.seq = 0
+        self.out = OwnedStream(
+            services.journal,
+            f"tool/{invocation_id}",
+            principal=principal,
+            correlation_id=run_id,
+            causation_id=run_id,
+        )
         self.spec: ToolSpec | None = None
         self.args: Any = None
         self.approval_id: str | None = None
@@ -138,15 +144,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
     # --- pipeline --------------------------------------------------------------------------
 
     def _append(self, *events: Event) -> None:
-        result = self.s.journal.append(
-            self.stream,
-            events,
-            expected_seq=self.seq,
-            principal=self.principal,
-            correlation_id=self.run_id,
-            causation_id=self.run_id,
-        )
-        self.seq = result.next_seq
+        self.out.append(*events)
 
     def _propose(self) -> None:
         arguments = _parse_arguments(self.call.arguments)
@@ -194,7 +192,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     def _resume(self, inv: ResumedInvocation) -> None:
         """Pick up an approval that was pending when the node stopped (see actors.resume)."""
-        self.seq = inv.next_seq
+        self.out.next_seq = inv.next_seq
         try:
             self.spec = self.s.catalog.spec(self.call.name)
             self.args = self.s.catalog.validate(self.call.name, self.call.arguments or "{}")
