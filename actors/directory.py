@@ -48,7 +48,8 @@ from actors.messages import (
 from actors.services import Services
 from actors.session import PassivationRefused, SessionActor
 from events import is_ulid, new_id
-from events.catalog import ApprovalRequested, ApprovalResolved, GrantRevoked, SessionCreated
+from events.catalog import GrantRevoked, SessionCreated
+from projections.approvals import load_approvals
 
 PENDING_RETRIES = 100
 """How many times (50 ms apart) a decision for a pending but not yet routable approval is
@@ -334,14 +335,6 @@ def validate_text(text: str, max_bytes: int) -> InvalidCommand | None:
 def approval_state(services: Services, approval_id: str) -> str | None:
     """``pending``/``resolved`` for an approval the journal knows, None when unknown.
 
-    A linear scan of approval events: only used on the error path (unknown or stale ids)."""
-    found = None
-    for stored in services.journal.events_of_kinds(
-        ("tool.approval_requested", "tool.approval_resolved")
-    ):
-        event = stored.decode()
-        if isinstance(event, ApprovalRequested | ApprovalResolved) and (
-            event.approval_id == approval_id
-        ):
-            found = "resolved" if isinstance(event, ApprovalResolved) else "pending"
-    return found
+    Folds every approval event: only used on the error path (unknown or stale ids)."""
+    record = load_approvals(services.journal).get(approval_id)
+    return record.state if record is not None else None

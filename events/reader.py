@@ -167,14 +167,6 @@ class JournalReader:
         value = self._value("SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,))
         return 0 if value is None else int(value) + 1
 
-    def streams(self, prefix: str) -> list[str]:
-        """Distinct stream names starting with ``prefix`` (e.g. ``"session/"``)."""
-        rows = self._rows(
-            "SELECT DISTINCT stream FROM events WHERE stream >= ? AND stream < ? ORDER BY stream",
-            (prefix, prefix + "\U0010ffff"),
-        )
-        return [str(row[0]) for row in rows]
-
     def checkpoints(self) -> list[Checkpoint]:
         """Every signed checkpoint, by position."""
         rows = self._rows(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from events.catalog import ApprovalRequested
     from transports.runtime import Runtime
 
-DEFAULT_ADDRESS = "127.0.0.1:8471"
-"""Where ``reel chat`` finds a node (config ``grpc.host``/``grpc.port`` defaults)."""
 
 CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny", "": "deny"}
 
@@ -54,8 +52,9 @@ def chat(
         int | None, typer.Option("--after", help="With --resume: the last tape_seq seen.")
     ] = None,
     address: Annotated[
-        str, typer.Option("--address", help="The node's gRPC address.")
-    ] = DEFAULT_ADDRESS,
+        str | None,
+        typer.Option("--address", help="The node's gRPC address [default: 127.0.0.1:8471]."),
+    ] = None,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="Admin token (default <data>/admin.token).")
     ] = None,
@@ -87,7 +86,7 @@ def chat(
         raise typer.BadParameter("--local needs a message (and cannot --resume)")
     if approve and deny:
         raise typer.BadParameter("give at most one of --approve and --deny")
-    if sum(x is not None and x is not False for x in (session, key, new or None)) > 1:
+    if sum((session is not None, key is not None, new)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
     overrides = [_posture(p) for p in posture or ()]
     from transports.runtime import open_runtime
@@ -128,8 +127,11 @@ def _apply_postures(
         for tool, value in overrides:
             runtime.node.ask(
                 SetSessionPosture(
-                    session_id=info.session_id, tool=tool, posture=value, principal="cli"
-                )  # type: ignore[arg-type]
+                    session_id=info.session_id,
+                    tool=tool,
+                    posture=value,  # type: ignore[arg-type]  # checked by _posture
+                    principal="cli",
+                )
             )
     except ActorsError as exc:
         raise CliError(str(exc)) from None
@@ -172,7 +174,7 @@ def _converse(
             printer.show(event)
             if isinstance(event, ApprovalRequested):
                 scope = _decide(event, approve, deny)
-                decision = "deny" if scope == "deny" else "allow"
+                decision: Literal["allow", "deny"] = "deny" if scope == "deny" else "allow"
                 try:
                     node.ask(
                         ResolveApproval(

@@ -82,7 +82,7 @@ def chat_over_grpc(
     deny: bool = False,
     resume: str | None = None,
     after: int | None = None,
-    address: str = DEFAULT_ADDRESS,
+    address: str | None = None,
     token_file: Path | None = None,
     data: Path | None = None,
     out: TextIO | None = None,
@@ -95,7 +95,7 @@ def chat_over_grpc(
     try:
         _check_usage(message, session, key, new, approve, deny, resume, after)
         token = read_token(token_file or token_path(resolve(data)))
-        chat = _Chat(address, token, stdout, ask, approve=approve, deny=deny)
+        chat = _Chat(address or DEFAULT_ADDRESS, token, stdout, ask, approve=approve, deny=deny)
         return asyncio.run(chat.main(message, session, key, resume, after))
     except (ChatUsageError, GrpcClientError) as exc:
         print(f"reel: error: {exc}", file=stderr)
