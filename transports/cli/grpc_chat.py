@@ -202,6 +202,8 @@ class _Chat:
                         outcome = await self._handle(run, event, outcome)
         except GRPCError as exc:
             raise _Failure(self._describe(exc, run_id, last)) from None
+        except BrokenPipeError:
+            raise  # our own stdout went away (``| head``), not the node: see transports.cli.main
         except (OSError, StreamTerminatedError) as exc:
             where = f"; resume with --resume {run_id} --after {last}" if run_id else ""
             raise _Failure(f"cannot reach the node at {self.address}: {exc}{where}") from None

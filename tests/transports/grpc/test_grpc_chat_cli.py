@@ -138,3 +138,17 @@ def test_ctrl_c_cancels_the_run_and_exits_1(node: GrpcNode) -> None:
             child.kill()
     assert child.returncode == 1, err
     assert "cancelling..." in out and "run cancelled" in out
+
+
+class ClosedPipe(io.StringIO):
+    """stdout of ``reel chat ... | head -1`` once head has exited."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_closed_stdout_is_not_reported_as_an_unreachable_node(node: GrpcNode) -> None:
+    err = io.StringIO()
+    with pytest.raises(BrokenPipeError):
+        chat_over_grpc("hi", address=node.address, data=node.data_dir, out=ClosedPipe(), err=err)
+    assert "cannot reach the node" not in err.getvalue()
