@@ -8,38 +8,13 @@ illegal change raises :class:`IllegalTransition` (a bug, never user input).
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from actors.errors import IllegalTransition
-from events.catalog import (
-    Event,
-    RunAccepted,
-    RunAwaitingApproval,
-    RunCancelled,
-    RunCompleted,
-    RunFailed,
-    RunResumed,
-    RunStarted,
-)
+from events.catalog import Event, RunAccepted
+from events.lifecycle import STATUS_OF, TERMINAL_STATUSES, RunStatus
 
+__all__ = ["ALLOWED", "TERMINAL", "RunStatus", "apply", "transition"]
 
-class RunStatus(StrEnum):
-    """Where a run is in its life."""
-
-    ACCEPTED = "accepted"
-    IN_PROGRESS = "in_progress"
-    AWAITING_APPROVAL = "awaiting_approval"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def terminal(self) -> bool:
-        """Done, failed or cancelled: nothing follows."""
-        return self in TERMINAL
-
-
-TERMINAL = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED})
+TERMINAL = TERMINAL_STATUSES
 
 ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.ACCEPTED: frozenset({RunStatus.IN_PROGRESS, RunStatus.FAILED, RunStatus.CANCELLED}),
@@ -52,15 +27,6 @@ ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.DONE: frozenset(),
     RunStatus.FAILED: frozenset(),
     RunStatus.CANCELLED: frozenset(),
-}
-
-_TARGET: dict[type[Event], RunStatus] = {
-    RunStarted: RunStatus.IN_PROGRESS,
-    RunAwaitingApproval: RunStatus.AWAITING_APPROVAL,
-    RunResumed: RunStatus.IN_PROGRESS,
-    RunCompleted: RunStatus.DONE,
-    RunFailed: RunStatus.FAILED,
-    RunCancelled: RunStatus.CANCELLED,
 }
 
 
@@ -77,7 +43,7 @@ def apply(status: RunStatus | None, event: Event) -> RunStatus | None:
         if status is not None:
             raise IllegalTransition(f"run accepted twice (status {status})")
         return RunStatus.ACCEPTED
-    target = _TARGET.get(type(event))
+    target = STATUS_OF.get(type(event))
     if target is None:
         return status
     if status is None:
