@@ -80,8 +80,11 @@ class SessionDirectory(pykka.ThreadingActor):
         self.live: dict[str, pykka.ActorRef[Any]] = {}
         self.stopping: dict[str, list[Any]] = {}
         self.last_active: dict[str, float] = {}
+        self.grants_next_seq = 0
+        """The next seq of the ``grants`` stream, which this actor alone writes."""
 
     def on_start(self) -> None:
+        self.grants_next_seq = self.s.journal.stream_next_seq(GRANTS_STREAM)
         for stored in self.s.journal.first_events("session/"):
             event = stored.decode()
             if isinstance(event, SessionCreated):
@@ -266,12 +269,13 @@ class SessionDirectory(pykka.ThreadingActor):
     def _revoke(self, message: RevokeGrant) -> None:
         existed = self.s.gate.revoke_always(message.principal, message.tool)
         if existed:
-            self.s.journal.append(
+            result = self.s.journal.append(
                 GRANTS_STREAM,
                 [GrantRevoked(principal=message.principal, tool=message.tool)],
-                expected_seq=self.s.journal.stream_next_seq(GRANTS_STREAM),
+                expected_seq=self.grants_next_seq,
                 principal=message.revoked_by,
             )
+            self.grants_next_seq = result.next_seq
         resolve(message.reply, existed)
 
     # --- runs and approvals ----------------------------------------------------------------

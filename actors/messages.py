@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from actors.provider import ProviderEvent
+from actors.stream import Recorded
 
 Reply = Future[Any] | None
 Scope = Literal["once", "session", "always"]
@@ -190,8 +191,6 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
 
     run_id: str
     status: str
-    answer: str | None = None
-    """The final answer when the run completed (the session keeps recent turns in memory)."""
 
 
 class GrantAdded(msgspec.Struct, frozen=True, kw_only=True):
@@ -237,31 +236,16 @@ class CancelGraceExpired(msgspec.Struct, frozen=True):
     """Timer -> run: stop waiting for the in-flight tool to acknowledge cancellation."""
 
 
-class ToolFinished(msgspec.Struct, frozen=True, kw_only=True):
-    """Tool -> run: the invocation ended; ``content`` is what the model sees."""
+class ToolAppended(msgspec.Struct, frozen=True):
+    """Tool -> run: events the invocation just appended, as stored (the run folds them)."""
 
-    invocation_id: str
-    call_id: str
-    tool: str
-    ok: bool
-    content: str
-    denied: bool = False
-    grant: Scope | None = None
-    approval_id: str | None = None
+    records: tuple[Recorded, ...]
 
 
-class ApprovalPending(msgspec.Struct, frozen=True, kw_only=True):
-    """Tool -> run: the invocation waits for a human decision."""
-
-    invocation_id: str
-    approval_id: str
-
-
-class ApprovalSettled(msgspec.Struct, frozen=True, kw_only=True):
-    """Tool -> run: the approval the run waited for has a decision."""
-
-    invocation_id: str
-    approval_id: str
+class Proceed(msgspec.Struct, frozen=True):
+    """Run -> tool: the run is in progress again after the approval's decision; act on it
+    (execute, or record the denial). Keeps the tape's order fixed: decision, ``run.resumed``,
+    result."""
 
 
 class ToSession(msgspec.Struct, frozen=True):
@@ -272,7 +256,7 @@ class ToSession(msgspec.Struct, frozen=True):
 
 
 class CancelTool(msgspec.Struct, frozen=True):
-    """Run -> tool: the run was stopped; stop waiting for an approval."""
+    """Run -> tool: the run was stopped; close a pending approval and the invocation."""
 
     reason: str
 

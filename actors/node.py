@@ -62,21 +62,18 @@ class Node:
         from actors.directory import SessionDirectory
         from actors.run import RunActor
 
-        config = self.services.config
-        self.recovery = recover(self.journal, self.services.gate, config.system_prompt)
-        self.services.offer_tools()
-        self.services.directory = SessionDirectory.start(self.services)
-        for plan in self.recovery.resumed:
+        services = self.services
+        self.recovery = recover(self.journal, services.gate, services.turns)
+        services.offer_tools()
+        services.directory = SessionDirectory.start(services)
+        for run in self.recovery.resumed:
             RunActor.start(
-                self.services,
-                run_id=plan.run_id,
-                session_id=plan.session_id,
-                text=plan.text,
-                principal=plan.principal,
-                channel=plan.channel,
-                prior=(),
-                grants=(),
-                resume=plan,
+                services,
+                state=run.state,
+                prior=run.prior,
+                grants=run.grants,
+                postures=dict(run.postures),
+                invocation=run.invocation,
             )
         self._started = True
         return self.recovery
@@ -98,7 +95,7 @@ class Node:
         """Stop accepting runs; give live runs ``grace_s`` to finish; cancel the rest.
 
         Runs waiting for a human are left as they are: the journal shows them awaiting approval,
-        and the next start resumes them (actors.resume)."""
+        and the next start resumes them (actors.recovery)."""
         self.services.draining = True
         registry = self.services.registry
 

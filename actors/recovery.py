@@ -1,11 +1,15 @@
 """Start-up recovery: resolve from the journal whatever a crash or a stop left in flight.
 
-Before any actor starts, for every run the journal shows accepted but not ended:
+Before any actor starts, every run the journal shows accepted but not ended is folded
+(:mod:`actors.run_fold`, :mod:`actors.tool_fold`: the same folds the live actors use) and the
+run decider is asked what it would do next (:func:`actors.run_decider.next_step`):
 
-* a run waiting for an approval is *resumed* (:mod:`actors.resume`): the approval stays pending
-  (or takes effect, if an operator decided it while the node was down) and the run continues;
-* every other run fails with reason ``interrupted``: its tool invocations that never completed
-  are completed as ``interrupted`` first, so the run's terminal event stays last in its tape.
+* a run waiting for a human (or about to) is *resumed*: its actor starts with the folded state,
+  the approval is pending again, or takes effect if an operator decided it while the node was
+  down (``reel approvals``);
+* every other run was doing machine work the crash cut off: it fails ``interrupted``, its
+  unfinished tool invocations completed ``interrupted`` first, so its terminal event stays last
+  in its tape. Each append states the seq its stream's folded state expects.
 
 ``always`` grants are reloaded into the gate.
 """
@@ -14,19 +18,28 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.context import TurnCache, prior_of
 from actors.gate import ToolGate
-from actors.resume import ResumePlan, plan_resume
-from events import Journal, JournalReader, StoredEvent
-from events.catalog import (
-    ApprovalRequested,
-    ApprovalResolved,
-    GrantRevoked,
-    RunFailed,
-    ToolCompleted,
-)
+from actors.provider import ChatMessage
+from actors.run_decider import interrupt, next_step, resumable
+from actors.run_fold import RunState, fold
+from actors.session_state import fold as fold_session
+from actors.stream import recorded
+from actors.tool_fold import InvocationState, fold_invocations
+from events import Journal, JournalReader
+from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted
+from events.lifecycle import TERMINAL_KINDS
 
-TERMINAL_KINDS = ("run.completed", "run.failed", "run.cancelled")
-INTERRUPTED = "the node stopped while this was in flight"
+
+class Resumed(msgspec.Struct, frozen=True, kw_only=True):
+    """A run to continue: its folded state and what its actor needs besides."""
+
+    state: RunState
+    invocation: InvocationState
+    """The call waiting for its approval."""
+    prior: tuple[ChatMessage, ...]
+    grants: tuple[str, ...] = ()
+    postures: tuple[tuple[str, str], ...] = ()
 
 
 class RecoveryReport(msgspec.Struct, frozen=True):
@@ -35,38 +48,62 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     interrupted_runs: tuple[str, ...] = ()
     closed_approvals: tuple[str, ...] = ()
     always_grants: int = 0
-    resumed: tuple[ResumePlan, ...] = ()
+    resumed: tuple[Resumed, ...] = ()
 
 
-def recover(journal: Journal, gate: ToolGate, system_prompt: str = "") -> RecoveryReport:
+def recover(journal: Journal, gate: ToolGate, turns: TurnCache) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
-    accepted = [e.correlation_id for e in journal.events_of_kinds(("run.accepted",))]
-    ended = {e.correlation_id for e in journal.events_of_kinds(TERMINAL_KINDS)}
-    runs: list[str] = []
+    ended = {e.correlation_id for e in journal.events_of_kinds(tuple(TERMINAL_KINDS))}
+    interrupted: list[str] = []
     approvals: list[str] = []
-    plans: list[ResumePlan] = []
-    for run_id in accepted:
+    resumed: list[Resumed] = []
+    for accepted in journal.events_of_kinds(("run.accepted",)):
+        run_id = accepted.correlation_id
         if run_id is None or run_id in ended:
             continue
-        events = journal.read_correlated(run_id)
-        plan = plan_resume(journal, run_id, events, system_prompt)
-        if plan is not None:
-            plans.append(plan)
+        start = accepted.decode()
+        assert isinstance(start, RunAccepted)
+        tape = recorded(journal.read_correlated(run_id))
+        state = fold(start, accepted.principal, tape)
+        invocations = fold_invocations(tape)
+        if resumable(next_step(state)):
+            resumed.append(_resume(journal, turns, state, invocations))
             continue
-        approvals.extend(_close_tools(journal, run_id, events))
-        stream = f"run/{run_id}"
-        journal.append(
-            stream,
-            [RunFailed(run_id=run_id, reason="interrupted", message=INTERRUPTED)],
-            expected_seq=journal.stream_next_seq(stream),
-            principal="node",
-            correlation_id=run_id,
-        )
-        runs.append(run_id)
+        for stream, expected_seq, events in interrupt(state, invocations):
+            journal.append(
+                stream,
+                events,
+                expected_seq=expected_seq,
+                principal="node",
+                correlation_id=run_id,
+                causation_id=run_id if stream.startswith("tool/") else state.session_id,
+            )
+            approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
+        interrupted.append(run_id)
     grants = active_always_grants(journal)
     for principal, tool in grants:
         gate.grant_always(principal, tool)
-    return RecoveryReport(tuple(runs), tuple(approvals), len(grants), tuple(plans))
+    return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
+
+
+def _resume(
+    journal: JournalReader,
+    turns: TurnCache,
+    state: RunState,
+    invocations: dict[str, InvocationState],
+) -> Resumed:
+    call = state.open_call()
+    invocation_id = state.invocation_of(call.id) if call is not None else None
+    assert invocation_id is not None, "a resumable run waits on a started call"
+    session = fold_session(e.decode() for e in journal.read_stream(f"session/{state.session_id}"))
+    history = session.history if session is not None else ()
+    return Resumed(
+        state=state,
+        invocation=invocations[invocation_id],
+        prior=turns.prior(journal, prior_of(history, state.run_id)),
+        grants=session.grants if session is not None else (),
+        postures=session.postures if session is not None else (),
+    )
 
 
 def active_always_grants(reader: JournalReader) -> set[tuple[str, str]]:
@@ -85,53 +122,3 @@ def active_always_grants(reader: JournalReader) -> set[tuple[str, str]]:
         ):
             grants.add((event.grant_principal, event.tool))
     return grants
-
-
-def _close_tools(journal: Journal, run_id: str, events: list[StoredEvent]) -> list[str]:
-    by_stream: dict[str, list[StoredEvent]] = {}
-    for stored in events:
-        if stored.stream.startswith("tool/"):
-            by_stream.setdefault(stored.stream, []).append(stored)
-    closed: list[str] = []
-    for stream, events in by_stream.items():
-        if events[-1].kind == "tool.completed":
-            continue
-        decoded = [e.decode() for e in events]
-        pending = [e for e in decoded if isinstance(e, ApprovalRequested)]
-        resolved = {e.approval_id for e in decoded if isinstance(e, ApprovalResolved)}
-        invocation_id = stream.removeprefix("tool/")
-        tool = getattr(decoded[0], "tool", "")
-        closing: list[ApprovalResolved | ToolCompleted] = []
-        for request in pending:
-            if request.approval_id not in resolved:
-                closing.append(
-                    ApprovalResolved(
-                        approval_id=request.approval_id,
-                        invocation_id=invocation_id,
-                        run_id=run_id,
-                        decision="deny",
-                        decided_by="node",
-                        reason="interrupted",
-                        tool=request.tool,
-                    )
-                )
-                closed.append(request.approval_id)
-        closing.append(
-            ToolCompleted(
-                invocation_id=invocation_id,
-                run_id=run_id,
-                tool=tool,
-                ok=False,
-                error=INTERRUPTED,
-                error_kind="interrupted",
-            )
-        )
-        journal.append(
-            stream,
-            closing,
-            expected_seq=events[-1].stream_seq + 1,
-            principal="node",
-            correlation_id=run_id,
-            causation_id=run_id,
-        )
-    return closed

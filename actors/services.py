@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors.config import ActorsConfig
+from actors.context import TurnCache
 from actors.gate import ToolGate
 from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
@@ -30,6 +31,8 @@ class Services:
     workspace: Path
     config: ActorsConfig = field(default_factory=ActorsConfig)
     registry: LiveRegistry = field(default_factory=LiveRegistry)
+    turns: TurnCache = field(default_factory=TurnCache)
+    """Recent runs' text and answer, node-wide: prior turns without re-reading the journal."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

@@ -14,8 +14,8 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.context import prior_of
 from actors.errors import InvalidCommand, UnknownRun
-from actors.history import TurnCache
 from actors.messages import (
     BranchSession,
     CancelRun,
@@ -36,9 +36,10 @@ from actors.messages import (
     resolve,
 )
 from actors.run import RunActor
+from actors.run_fold import start as run_state
 from actors.services import Services
 from actors.session_state import SessionState, apply, fold, history_until
-from events import new_id
+from events import new_id, redact_event
 from events.catalog import (
     Event,
     RunAccepted,
@@ -56,10 +57,13 @@ class PassivationRefused(msgspec.Struct, frozen=True):
 
 
 class _Queued(msgspec.Struct, frozen=True):
-    run_id: str
-    text: str
+    accepted: RunAccepted
+    """As stored (redacted)."""
     principal: str
-    channel: str | None
+
+    @property
+    def run_id(self) -> str:
+        return self.accepted.run_id
 
 
 class SessionActor(pykka.ThreadingActor):
@@ -78,7 +82,6 @@ class SessionActor(pykka.ThreadingActor):
         self.state: SessionState | None = None
         self.active: str | None = None
         self.queue: deque[_Queued] = deque()
-        self.turns = TurnCache()
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -135,7 +138,6 @@ class SessionActor(pykka.ThreadingActor):
         if isinstance(message, StartRun):
             self._start_run(message)
         elif isinstance(message, RunFinished):
-            self.turns.finished(message.run_id, message.answer)
             if message.run_id == self.active:
                 self.active = None
                 self._start_next()
@@ -151,6 +153,9 @@ class SessionActor(pykka.ThreadingActor):
         elif isinstance(message, BranchSession):
             self._branch(message)
         elif isinstance(message, GrantAdded):
+            assert self.state is not None
+            if message.tool in self.state.grants:
+                return
             self._append(
                 SessionGrantAdded(
                     session_id=self.session_id, tool=message.tool, approval_id=message.approval_id
@@ -177,7 +182,10 @@ class SessionActor(pykka.ThreadingActor):
 
     # --- commands --------------------------------------------------------------------------
 
-    def _append(self, event: Event, principal: str = "system") -> None:
+    def _append(self, event: Event, principal: str = "system") -> Event:
+        """Append (stating the seq the folded state expects) and fold; returns the event as
+        stored (redacted)."""
+        event = redact_event(event)
         expected = 0 if self.state is None else self.state.next_seq
         self.s.journal.append(
             self.stream,
@@ -188,10 +196,11 @@ class SessionActor(pykka.ThreadingActor):
             causation_id=None,
         )
         self.state = apply(self.state, event)
+        return event
 
     def _start_run(self, message: StartRun) -> None:
         run_id = new_id()
-        self._append(
+        accepted = self._append(
             RunAccepted(
                 run_id=run_id,
                 session_id=self.session_id,
@@ -200,8 +209,9 @@ class SessionActor(pykka.ThreadingActor):
             ),
             principal=message.principal,
         )
-        self.turns.accepted(run_id, message.text)
-        queued = _Queued(run_id, message.text, message.principal, message.channel)
+        assert isinstance(accepted, RunAccepted)
+        self.s.turns.accepted(run_id, accepted.text)
+        queued = _Queued(accepted, message.principal)
         # The active run may have ended with its RunFinished still on the way: the registry
         # knows first.
         busy = bool(self.queue) or self._live_active() is not None
@@ -233,18 +243,13 @@ class SessionActor(pykka.ThreadingActor):
 
     def _launch(self, q: _Queued, cancelled_by: str | None = None) -> None:
         assert self.state is not None
-        history = self.state.history
-        prior = history[: history.index(q.run_id)] if q.run_id in history else history
         if cancelled_by is None:
             self.active = q.run_id
+        prior = prior_of(self.state.history, q.run_id)
         ref = RunActor.start(
             self.s,
-            run_id=q.run_id,
-            session_id=self.session_id,
-            text=q.text,
-            principal=q.principal,
-            channel=q.channel,
-            prior=self.turns.prior(self.s.journal, prior),
+            state=run_state(q.accepted, q.principal),
+            prior=self.s.turns.prior(self.s.journal, prior),
             grants=self.state.grants,
             postures=dict(self.state.postures),
             cancelled_by=cancelled_by,

@@ -1,13 +1,39 @@
-"""The one writer of a stream: appends stating the ``stream_seq`` it expects.
+"""The one writer of a stream, and :class:`Recorded`: an event as the journal holds it.
 
-Every stream has exactly one writing actor. It knows its stream's next seq from its own appends
-(or from the journal when it resumes), so a second writer would be refused with a
-``ConcurrencyConflict`` instead of interleaving silently.
+Every stream has exactly one writing actor. It states the ``stream_seq`` it expects from its
+own folded state (``state.next_seq``), never by asking the journal, so a second writer is refused
+with a ``ConcurrencyConflict`` instead of interleaving silently.
+
+Actors fold what the journal *stores*: events are redacted here, before the append (redaction is
+idempotent, so the journal's own pass finds nothing left), and come back with the commit time.
+A live actor and a recovery that reads the journal after a crash therefore fold identical input.
 """
 
 from __future__ import annotations
 
-from events import Event, Journal
+from collections.abc import Iterable
+
+import msgspec
+
+from events import Event, Journal, StoredEvent, redact_event
+
+
+class Recorded(msgspec.Struct, frozen=True):
+    """One event as stored: the redacted event, its stream and its commit time."""
+
+    event: Event
+    stream: str
+    at_ms: int
+
+    @classmethod
+    def of(cls, stored: StoredEvent) -> Recorded:
+        """A journal row, decoded."""
+        return cls(stored.decode(), stored.stream, stored.recorded_at_ms)
+
+
+def recorded(rows: Iterable[StoredEvent]) -> list[Recorded]:
+    """Journal rows, decoded, in the order given."""
+    return [Recorded.of(row) for row in rows]
 
 
 class OwnedStream:
@@ -21,23 +47,22 @@ class OwnedStream:
         principal: str,
         correlation_id: str | None,
         causation_id: str | None,
-        next_seq: int = 0,
     ) -> None:
         self.journal = journal
         self.name = name
         self.principal = principal
         self.correlation_id = correlation_id
         self.causation_id = causation_id
-        self.next_seq = next_seq
 
-    def append(self, *events: Event) -> None:
-        """Append ``events`` atomically after the ones this writer already appended."""
+    def append(self, expected_seq: int, *events: Event) -> list[Recorded]:
+        """Append ``events`` atomically at ``expected_seq``; returns them as stored."""
+        clean = [redact_event(event) for event in events]
         result = self.journal.append(
             self.name,
-            events,
-            expected_seq=self.next_seq,
+            clean,
+            expected_seq=expected_seq,
             principal=self.principal,
             correlation_id=self.correlation_id,
             causation_id=self.causation_id,
         )
-        self.next_seq = result.next_seq
+        return [Recorded(event, self.name, result.recorded_at_ms) for event in clean]

@@ -45,6 +45,9 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     last_seq: int
     event_ids: tuple[str, ...]
     duplicate: bool = False
+    recorded_at_ms: int = 0
+    """The ``recorded_at_ms`` of every event of this append (one commit, one clock reading), so
+    a writer folds its events with the same times a later reader of the journal sees."""
 
     @property
     def next_seq(self) -> int:

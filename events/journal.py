@@ -427,6 +427,7 @@ class Journal(JournalReader):
                     first_seq=first_seq,
                     last_seq=seq - 1,
                     event_ids=tuple(ids),
+                    recorded_at_ms=now_ms,
                 )
                 if key is not None:
                     batch_keys[key] = result
@@ -499,13 +500,14 @@ class Journal(JournalReader):
 
     def _idempotent(self, key: str) -> AppendResult | None:
         row = self._wconn.execute(
-            "SELECT stream, first_position, last_position, first_seq, last_seq "
-            "FROM idempotency WHERE key = ?",
+            "SELECT i.stream, i.first_position, i.last_position, i.first_seq, i.last_seq, "
+            "e.recorded_at_ms FROM idempotency i JOIN events e ON e.position = i.first_position "
+            "WHERE i.key = ?",
             (key,),
         ).get
         if row is None:
             return None
-        stream, first, last, first_seq, last_seq = row
+        stream, first, last, first_seq, last_seq, at_ms = row
         ids = tuple(
             str(r[0])
             for r in self._wconn.execute(
@@ -521,6 +523,7 @@ class Journal(JournalReader):
             last_seq=int(last_seq),
             event_ids=ids,
             duplicate=True,
+            recorded_at_ms=int(at_ms),
         )
 
     def _maybe_sign(

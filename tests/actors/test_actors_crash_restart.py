@@ -2,7 +2,7 @@
 data dir reopened with ``open_runtime`` resolves them from the journal.
 
 A run busy in the provider fails ``interrupted`` (last on its tape); a run waiting for a human
-is resumed with its approval still pending (actors/resume.py), and a decision taken after the
+is resumed with its approval still pending (actors/recovery.py), and a decision taken after the
 restart lets it finish.
 """
 
@@ -134,7 +134,7 @@ def test_a_run_waiting_for_approval_resumes_after_the_crash(
     ids, runtime = reopened
     node = runtime.node
     run_id = ids["waiting"]
-    assert [plan.run_id for plan in node.recovery.resumed] == [run_id]
+    assert [run.state.run_id for run in node.recovery.resumed] == [run_id]
     assert run_id not in node.recovery.interrupted_runs
     assert kinds(runtime, run_id)[-1] == "run.awaiting_approval"
     request = wait_tape(runtime, run_id, "tool.approval_requested")

@@ -8,8 +8,10 @@ import pytest
 
 import actors.session as session_module
 from actors.messages import BranchSession, CancelRun, ResolveApproval, StartRun
-from actors.resume import _time_in_progress
+from actors.run_fold import fold
+from actors.stream import recorded
 from events import JournalReader
+from events.catalog import RunAccepted
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
 
@@ -62,8 +64,11 @@ def test_wall_clock_spent_before_a_restart_is_counted(kit: NodeKit) -> None:
     kit.wait_for_kind(ticket.run_id, "run.awaiting_approval")
     reader = JournalReader.open(kit.journal.path)
     try:
-        run_events = reader.read_stream(f"run/{ticket.run_id}")
+        tape = reader.read_correlated(ticket.run_id)
     finally:
         reader.close()
-    spent = _time_in_progress(run_events)
-    assert spent >= 0.25  # the provider slept 300 ms while the run was in progress
+    accepted = tape[0].decode()
+    assert isinstance(accepted, RunAccepted)
+    state = fold(accepted, tape[0].principal, recorded(tape[1:]))
+    assert state.since_ms is None  # awaiting approval: the clock is paused
+    assert state.spent_s() >= 0.25  # the provider slept 300 ms while the run was in progress

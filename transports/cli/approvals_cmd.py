@@ -1,8 +1,10 @@
 """``reel approvals list | approve ID | deny ID`` on a data dir.
 
 ``list`` reads the journal (also while a node runs). ``approve``/``deny`` write the decision to
-the approval's tool stream, so they need the data dir's writer lock: they work when no node holds
-it (a stopped or crashed node), and the next ``reel node`` resumes the run with the decision.
+``approval/<approval_id>``, a stream only this command writes (the invocation's own stream
+belongs to its tool actor), so they need the data dir's writer lock: they work when no node holds
+it (a stopped or crashed node), and the next ``reel node`` folds the decision into the
+invocation and resumes the run with it.
 """
 
 from __future__ import annotations
@@ -73,7 +75,9 @@ def _decide(
                 f"{view.decided_by}); nothing changed",
                 EXIT_NEGATIVE,
             )
-        stream = f"tool/{view.invocation_id}"
+        from actors.tool_fold import approval_stream
+
+        stream = approval_stream(approval_id)
         journal.append(
             stream,
             [
@@ -90,7 +94,7 @@ def _decide(
                     waited_ms=int(time.time() * 1000) - view.requested_at_ms,
                 )
             ],
-            expected_seq=journal.stream_next_seq(stream),
+            expected_seq=0,  # a new stream: a second decision is refused, never appended
             principal="cli",
             correlation_id=view.run_id,
             causation_id=view.run_id,
@@ -121,6 +125,8 @@ def revoke_cmd(
     key = NodeKey.load_or_create(node_key_path(data_dir))
     journal = Journal(journal_path(data_dir), node_key=key)
     try:
+        # Read before deciding: the append states what this command saw.
+        next_seq = journal.stream_next_seq(GRANTS_STREAM)
         granted = active_always_grants(journal)
         if (principal, tool) not in granted:
             raise CliError(
@@ -129,7 +135,7 @@ def revoke_cmd(
         journal.append(
             GRANTS_STREAM,
             [GrantRevoked(principal=principal, tool=tool)],
-            expected_seq=journal.stream_next_seq(GRANTS_STREAM),
+            expected_seq=next_seq,
             principal="cli",
         )
     finally:

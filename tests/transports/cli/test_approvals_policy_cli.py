@@ -86,7 +86,7 @@ def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Pat
 
     rt = open_runtime(tmp_path)
     try:
-        assert [p.run_id for p in rt.node.recovery.resumed] == [run_id]
+        assert [p.state.run_id for p in rt.node.recovery.resumed] == [run_id]
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             kinds = [e.kind for e in rt.journal.read_correlated(run_id)]

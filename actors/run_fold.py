@@ -1,0 +1,185 @@
+"""A run's state: a pure fold of its tape (its own events and its tool invocations').
+
+The live :class:`actors.run.RunActor` folds every event as it is appended (its own, and the ones
+its tool actors report), and start-up recovery folds the same events read back from the journal
+(:func:`fold`), through the same :func:`apply`. Nothing else sets a run's state, so a run after a
+restart is exactly the run before it.
+
+Inputs are :class:`actors.stream.Recorded` events: the redacted event as stored, its stream and
+its commit time. Times (the wall-clock budget) come from commit times, never from a local clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+from msgspec.structs import replace
+
+from actors.provider import ToolCall
+from actors.run_state import apply as apply_status
+from actors.stream import Recorded
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunAccepted,
+    RunOutput,
+    RunStarted,
+    RunTurnCompleted,
+    ToolCompleted,
+    ToolProposed,
+)
+from events.lifecycle import TERMINAL_EVENTS, RunEnd, RunStatus
+
+
+class Turn(msgspec.Struct, frozen=True):
+    """One finished provider call: what the model wrote and the calls it proposed."""
+
+    number: int
+    text: str
+    calls: tuple[ToolCall, ...]
+
+
+class RunState(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a run knows, folded from its tape."""
+
+    run_id: str
+    session_id: str
+    principal: str
+    """Who the run acts for (the principal that sent the message)."""
+    channel: str | None
+    text: str
+    """The user's message, as stored (redacted)."""
+    status: RunStatus = RunStatus.ACCEPTED
+    next_seq: int = 0
+    """The ``stream_seq`` the run's next event on ``run/<id>`` gets."""
+    max_turns: int = 0
+    max_tool_calls: int = 0
+    wall_clock_s: float = 0.0
+    """The budgets the run started with (``run.started``)."""
+    output: tuple[str, ...] = ()
+    """Output chunks of the turn in progress."""
+    turns: tuple[Turn, ...] = ()
+    invocations: tuple[tuple[str, str], ...] = ()
+    """(call id, invocation id) of every tool call started, in order."""
+    results: tuple[tuple[str, ToolCompleted], ...] = ()
+    """(call id, result) of every tool call that completed."""
+    approval_id: str | None = None
+    """The approval the run's current tool call waits for (requested, not yet resolved)."""
+    resolved: ApprovalResolved | None = None
+    """The decision on the current call's approval, until the call completes."""
+    session_grants: tuple[tuple[str, str], ...] = ()
+    """(tool, approval id) allowed with scope ``session`` during this run."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    spent_ms: int = 0
+    """Time in progress before ``since_ms`` (waiting for a human does not count)."""
+    since_ms: int | None = None
+    """When the run last went in progress (None while it is not)."""
+    end: RunEnd | None = None
+
+    @property
+    def stream(self) -> str:
+        return f"run/{self.run_id}"
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls started (each proposed call counts, whatever became of it)."""
+        return len(self.invocations)
+
+    def invocation_of(self, call_id: str) -> str | None:
+        return next((inv for call, inv in self.invocations if call == call_id), None)
+
+    def result_of(self, call_id: str) -> ToolCompleted | None:
+        return next((done for call, done in self.results if call == call_id), None)
+
+    def open_call(self) -> ToolCall | None:
+        """The first call of the last turn that has no result yet."""
+        if not self.turns:
+            return None
+        return next((c for c in self.turns[-1].calls if self.result_of(c.id) is None), None)
+
+    def spent_s(self, now_ms: int | None = None) -> float:
+        """Wall-clock budget used; counts up to ``now_ms`` while in progress."""
+        running = 0 if self.since_ms is None or now_ms is None else now_ms - self.since_ms
+        return (self.spent_ms + max(running, 0)) / 1000
+
+
+def start(accepted: RunAccepted, principal: str) -> RunState:
+    """The state right after ``run.accepted`` (stored on the session's stream)."""
+    return RunState(
+        run_id=accepted.run_id,
+        session_id=accepted.session_id,
+        principal=principal,
+        channel=accepted.channel,
+        text=accepted.text,
+    )
+
+
+def apply(state: RunState, rec: Recorded) -> RunState:
+    """Fold one event of the run's tape."""
+    event, at = rec.event, rec.at_ms
+    if rec.stream == state.stream:
+        state = replace(state, next_seq=state.next_seq + 1)
+    status = apply_status(state.status, event)
+    if status is not None and status is not state.status:
+        state = replace(state, status=status, **_clock(state, status, at))
+    if isinstance(event, RunStarted):
+        return replace(
+            state,
+            max_turns=event.max_turns,
+            max_tool_calls=event.max_tool_calls,
+            wall_clock_s=event.wall_clock_s,
+        )
+    if isinstance(event, RunOutput):
+        return replace(state, output=(*state.output, event.text))
+    if isinstance(event, RunTurnCompleted):
+        calls = tuple(
+            ToolCall(id=c.get("id", ""), name=c.get("name", ""), arguments=c.get("arguments", ""))
+            for c in event.calls
+        )
+        turn = Turn(number=event.turn, text="".join(state.output), calls=calls)
+        return replace(
+            state,
+            output=(),
+            turns=(*state.turns, turn),
+            prompt_tokens=state.prompt_tokens + event.prompt_tokens,
+            completion_tokens=state.completion_tokens + event.completion_tokens,
+        )
+    if isinstance(event, ToolProposed):
+        return replace(
+            state, invocations=(*state.invocations, (event.call_id, event.invocation_id))
+        )
+    if isinstance(event, ApprovalRequested):
+        return replace(state, approval_id=event.approval_id, resolved=None)
+    if isinstance(event, ApprovalResolved) and event.approval_id == state.approval_id:
+        grants = state.session_grants
+        if event.decision == "allow" and event.scope == "session" and event.tool:
+            grants = (*grants, (event.tool, event.approval_id))
+        return replace(state, approval_id=None, resolved=event, session_grants=grants)
+    if isinstance(event, ToolCompleted):
+        call_id = next((c for c, inv in state.invocations if inv == event.invocation_id), None)
+        if call_id is None:
+            return state
+        return replace(state, results=(*state.results, (call_id, event)), resolved=None)
+    if isinstance(event, TERMINAL_EVENTS):
+        return replace(state, end=event)
+    return state
+
+
+def _clock(state: RunState, status: RunStatus, at_ms: int) -> dict[str, int | None]:
+    """Start or stop counting wall-clock time as the run enters or leaves ``in_progress``."""
+    if status is RunStatus.IN_PROGRESS:
+        return {"since_ms": at_ms}
+    if state.since_ms is not None:
+        return {"spent_ms": state.spent_ms + max(at_ms - state.since_ms, 0), "since_ms": None}
+    return {}
+
+
+def fold(accepted: RunAccepted, principal: str, tape: Iterable[Recorded]) -> RunState:
+    """The state after ``tape`` (the run's events after ``run.accepted``, in journal order)."""
+    state = start(accepted, principal)
+    for rec in tape:
+        if not isinstance(rec.event, RunAccepted):
+            state = apply(state, rec)
+    return state
