@@ -1,17 +1,20 @@
 """SessionDirectory: routes commands to session actors, creates, wakes and passivates them.
 
 It is the only actor that knows every session (an index of ids, keys and labels loaded from the
-journal at start), so it enforces ``session_key`` uniqueness. Sessions with no live run that
-were idle for ``idle_passivate_s`` are stopped; messages for a session that is stopping are
-buffered and delivered after it wakes again (by folding its stream). A session that fails is
-restarted the same way on its next message. Cancels and approval decisions go straight to the
-live run or tool actor via the registry.
+journal at start), so it enforces ``session_key`` uniqueness. A session with nothing live costs
+no thread: it is stopped as soon as it reports itself idle (or, with ``idle_passivate_s`` > 0,
+after that long without a command), and the directory keeps its folded state (the most recent
+:data:`STATE_CACHE` of them) to hand to the actor that wakes it on the next message; a session
+not in that cache folds its stream again. Messages for a session that is stopping are buffered
+and delivered after it wakes. A session that fails is restarted by replay on its next message.
+Cancels and approval decisions go straight to the live run or tool actor via the registry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections import OrderedDict
 from typing import Any
 
 import msgspec
@@ -38,6 +41,7 @@ from actors.messages import (
     ResolveApproval,
     ResolveSession,
     RevokeGrant,
+    SessionIdle,
     SessionStopped,
     SetSessionPosture,
     StartRun,
@@ -47,6 +51,7 @@ from actors.messages import (
 )
 from actors.services import Services
 from actors.session import PassivationRefused, SessionActor
+from actors.session_state import SessionState
 from events import is_ulid, new_id
 from events.catalog import GrantRevoked, SessionCreated
 from projections.approvals import load_approvals
@@ -56,6 +61,11 @@ PENDING_RETRIES = 100
 redelivered before it is refused."""
 GRANTS_STREAM = "grants"
 """Revocations of ``always`` grants; the directory is the stream's only writer."""
+
+
+STATE_CACHE = 10_000
+"""How many passivated sessions' folded states the directory keeps (least recently used
+dropped; a session without one folds its stream when it wakes)."""
 
 
 SESSION_COMMANDS = (ResetSession, BranchSession, GetSessionState, SetSessionPosture)
@@ -80,6 +90,8 @@ class SessionDirectory(pykka.ThreadingActor):
         self.live: dict[str, pykka.ActorRef[Any]] = {}
         self.stopping: dict[str, list[Any]] = {}
         self.last_active: dict[str, float] = {}
+        self.states: OrderedDict[str, SessionState] = OrderedDict()
+        """Folded states of passivated sessions, least recently stopped first."""
         self.grants_next_seq = 0
         """The next seq of the ``grants`` stream, which this actor alone writes."""
 
@@ -118,6 +130,11 @@ class SessionDirectory(pykka.ThreadingActor):
             self._deliver(message.session_id, message.message)
         elif isinstance(message, SessionStopped):
             self._stopped(message)
+        elif isinstance(message, SessionIdle):
+            ref = self.live.get(message.session_id)
+            immediate = self.s.config.idle_passivate_s <= 0
+            if immediate and ref is not None and ref.actor_urn == message.urn:
+                self._passivate(message.session_id, ref)
         elif isinstance(message, PassivationRefused):
             for buffered in self.stopping.pop(message.session_id, []):
                 self._deliver(message.session_id, buffered)
@@ -133,7 +150,7 @@ class SessionDirectory(pykka.ThreadingActor):
             return
         ref = self.live.get(session_id)
         if ref is None:
-            ref = SessionActor.start(self.s, session_id)
+            ref = SessionActor.start(self.s, session_id, state=self.states.pop(session_id, None))
             self.live[session_id] = ref
         try:
             ref.tell(message)
@@ -237,6 +254,11 @@ class SessionDirectory(pykka.ThreadingActor):
         if live is not None and message.urn and live.actor_urn != message.urn:
             return  # an older actor of a session already restarted: the new one stays
         self.live.pop(message.session_id, None)
+        self.last_active.pop(message.session_id, None)
+        if message.state is not None:
+            self.states[message.session_id] = message.state
+            if len(self.states) > STATE_CACHE:
+                self.states.popitem(last=False)
         buffered = self.stopping.pop(message.session_id, [])
         for item in buffered:
             self._deliver(message.session_id, item)
@@ -251,11 +273,17 @@ class SessionDirectory(pykka.ThreadingActor):
                 continue
             if self.s.registry.live_runs_of(session_id):
                 continue
-            self.stopping[session_id] = []
-            try:
-                ref.tell(Passivate())
-            except pykka.ActorDeadError:
-                self._stopped(SessionStopped(session_id))
+            self._passivate(session_id, ref)
+
+    def _passivate(self, session_id: str, ref: pykka.ActorRef[Any]) -> None:
+        """Ask an idle session to stop; buffer what arrives for it meanwhile."""
+        if session_id in self.stopping:
+            return
+        self.stopping[session_id] = []
+        try:
+            ref.tell(Passivate())
+        except pykka.ActorDeadError:
+            self._stopped(SessionStopped(session_id))
 
     def _schedule_tick(self) -> None:
         ref = self.actor_ref

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 
 from actors.provider import ProviderEvent
+from actors.session_state import SessionState
 from actors.stream import Recorded
 
 Reply = Future[Any] | None
@@ -176,6 +177,16 @@ class SessionStopped(msgspec.Struct, frozen=True):
     session_id: str
     urn: str = ""
     """The stopped actor's urn: the directory forgets the session only if it is the live one."""
+    state: SessionState | None = None
+    """The folded state of a passivated session (kept by the directory for the next wake-up);
+    None after a failure (the next wake-up folds the stream again)."""
+
+
+class SessionIdle(msgspec.Struct, frozen=True):
+    """Session -> directory: nothing is live or queued here any more (passivate me)."""
+
+    session_id: str
+    urn: str
 
 
 class Passivate(msgspec.Struct, frozen=True):

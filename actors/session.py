@@ -27,6 +27,7 @@ from actors.messages import (
     ResolveSession,
     RunFinished,
     RunTicket,
+    SessionIdle,
     SessionInfo,
     SessionStopped,
     SetSessionPosture,
@@ -72,14 +73,19 @@ class SessionActor(pykka.ThreadingActor):
     use_daemon_thread = True
 
     def __init__(
-        self, services: Services, session_id: str, create: CreateSession | None = None
+        self,
+        services: Services,
+        session_id: str,
+        create: CreateSession | None = None,
+        state: SessionState | None = None,
     ) -> None:
         super().__init__()
         self.s = services
         self.session_id = session_id
         self.stream = f"session/{session_id}"
         self.create = create
-        self.state: SessionState | None = None
+        self.state: SessionState | None = state
+        """Folded from the stream; handed over by the directory when it kept it."""
         self.active: str | None = None
         self.queue: deque[_Queued] = deque()
 
@@ -101,7 +107,8 @@ class SessionActor(pykka.ThreadingActor):
             )
             if c.then is None:
                 resolve(c.reply, msgspec.structs.replace(self._info(), created=True))
-        else:
+                self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
+        elif self.state is None:
             stored = self.s.journal.read_stream(self.stream)
             self.state = fold(event.decode() for event in stored)
             if self.state is None:
@@ -110,7 +117,7 @@ class SessionActor(pykka.ThreadingActor):
         self.active = live[0] if live else None
 
     def on_stop(self) -> None:
-        self._tell_directory(SessionStopped(self.session_id, urn=self.actor_urn))
+        self._tell_directory(SessionStopped(self.session_id, self.actor_urn, self.state))
 
     def on_failure(self, *_: object) -> None:
         """Report the failure, and hand the commands still in the inbox back to the directory:
@@ -132,6 +139,9 @@ class SessionActor(pykka.ThreadingActor):
             # pykka stops the actor; whoever waits on this command must not hang.
             reject(getattr(message, "reply", None), exc)
             raise
+        if self.active is None and not self.queue and not isinstance(message, Passivate):
+            # Nothing live: give the thread back. The directory keeps the folded state.
+            self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
         return None
 
     def _handle(self, message: Any) -> None:
