@@ -5,6 +5,7 @@
 Public surface::
 
     from events import Journal, JournalReader, NodeKey, verify
+    from events import JournalPort, JournalReadPort   # what the rest of reel types against
     from events.catalog import RunAccepted, ...   # the event kinds
 
 Exceptions (all raised on purpose derive from :class:`JournalError`)::
@@ -20,6 +21,8 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     └── CheckpointKeyError        node key missing, unreadable or with unsafe permissions
 """
+
+from typing import TYPE_CHECKING
 
 from events.catalog import CATALOG, Event, kind_of
 from events.chain import GENESIS
@@ -40,9 +43,15 @@ from events.errors import (
 )
 from events.ids import is_ulid, new_id
 from events.journal import Journal
+from events.port import JournalPort, JournalReadPort, Listener
 from events.reader import JournalReader
 from events.redact import MARKER, redact_event, redact_value
 from events.verify import Fault, VerifyReport, verify
+
+if TYPE_CHECKING:
+    # mypy proves here that the SQLite classes implement the ports (no runtime cost).
+    _reader_port: type[JournalReadPort] = JournalReader
+    _journal_port: type[JournalPort] = Journal
 
 __all__ = [
     "CATALOG",
@@ -60,8 +69,11 @@ __all__ = [
     "JournalClosed",
     "JournalError",
     "JournalLocked",
+    "JournalPort",
+    "JournalReadPort",
     "JournalReader",
     "JournalUnavailable",
+    "Listener",
     "NodeKey",
     "NotAJournal",
     "SchemaTooNew",

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events import JournalReader, StoredEvent
+from events import JournalReadPort, StoredEvent
 from events.catalog import ApprovalRequested, ApprovalResolved
 from projections.records import ApprovalRecord
 
@@ -56,6 +56,6 @@ def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:
     return records
 
 
-def load_approvals(reader: JournalReader) -> dict[str, ApprovalRecord]:
+def load_approvals(reader: JournalReadPort) -> dict[str, ApprovalRecord]:
     """Every approval the journal holds."""
     return fold_approvals(reader.events_of_kinds(APPROVAL_KINDS))

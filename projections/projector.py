@@ -3,8 +3,11 @@
 Each batch is one transaction that writes the projections' rows *and* their checkpoints, so a
 crash never leaves a view ahead of or behind its checkpoint. A projection whose stored version
 differs from its code is dropped and rebuilt from position 0. The projector follows the journal
-through its subscription (``Journal.listen``) on its own thread, and wakes its own listeners
+through its subscription (``JournalPort.listen``) on its own thread, and wakes its own listeners
 (SSE, gRPC streams) after each batch.
+
+It depends on the journal ports (:mod:`events.port`), not on the SQLite classes: folding needs
+``head`` and ``read`` only, following needs ``listen``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import apsw
 
-from events import Journal, JournalReader, StoredEvent, UnknownEventKind
+from events import JournalPort, JournalReadPort, StoredEvent, UnknownEventKind
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
 from projections.runs import RunsProjection
@@ -46,7 +49,7 @@ class Projector:
 
     def __init__(
         self,
-        reader: JournalReader,
+        reader: JournalReadPort,
         path: Path,
         projections: Sequence[Projection] | None = None,
         batch: int = 5000,
@@ -186,7 +189,7 @@ class Projector:
 
     # --- following the journal ---------------------------------------------------------------
 
-    def follow(self, journal: Journal) -> None:
+    def follow(self, journal: JournalPort) -> None:
         """Catch up now, then keep up with the journal on a background thread."""
         self.catch_up()
         self._unsubscribe = journal.listen(lambda _head: self._wake.set())

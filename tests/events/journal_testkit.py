@@ -14,7 +14,7 @@ from pathlib import Path
 
 import apsw
 
-from events import Journal, JournalReader, NodeKey, StoredEvent
+from events import Journal, JournalReader, JournalReadPort, NodeKey, StoredEvent
 from events.catalog import (
     RunAccepted,
     RunCompleted,
@@ -217,7 +217,7 @@ def shift_positions(conn: apsw.Connection, from_position: int, delta: int) -> No
     conn.execute("UPDATE events SET position = -position + ? WHERE position < 0", (delta,))
 
 
-def all_events(reader: JournalReader) -> list[StoredEvent]:
+def all_events(reader: JournalReadPort) -> list[StoredEvent]:
     """Every stored row, in position order."""
     out: list[StoredEvent] = []
     while batch := reader.read(after_position=out[-1].position if out else 0, limit=5000):

@@ -94,35 +94,10 @@ def test_automatic_checkpoints_every_n_events_and_on_close(data_dir: Path) -> No
         reader.close()
 
 
-def test_explicit_checkpoint(data_dir: Path) -> None:
-    key = NodeKey.load_or_create(data_dir / "node.key")
-    with Journal(data_dir / "journal.db", node_key=key) as journal:
-        assert journal.checkpoint() is None  # nothing to sign yet
-        journal.append("run/1", [out(), out()], expected_seq=0)
-        signed = journal.checkpoint()
-        assert signed is not None
-        assert (signed.position, signed.hash) == (2, journal.head().hash)
-        assert journal.checkpoint() is None  # the head is already signed
-        assert journal.checkpoints() == [signed]
-    reader = JournalReader.open(data_dir / "journal.db")
-    assert [c.position for c in reader.checkpoints()] == [2]  # close() had nothing to add
-    reader.close()
-
-
 def test_no_node_key_means_no_checkpoints(data_dir: Path) -> None:
     with Journal(data_dir / "journal.db", checkpoint_every_events=1) as journal:
         journal.append("run/1", [out()], expected_seq=0)
         assert journal.checkpoint() is None
-    reader = JournalReader.open(data_dir / "journal.db")
-    assert reader.checkpoints() == []
-    reader.close()
-
-
-def test_close_without_checkpoint(data_dir: Path) -> None:
-    key = NodeKey.load_or_create(data_dir / "node.key")
-    journal = Journal(data_dir / "journal.db", node_key=key)
-    journal.append("run/1", [out()], expected_seq=0)
-    journal.close(checkpoint=False)
     reader = JournalReader.open(data_dir / "journal.db")
     assert reader.checkpoints() == []
     reader.close()

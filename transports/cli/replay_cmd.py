@@ -1,5 +1,10 @@
 """``reel replay``: the audit path. Verify the journal, rebuild every view from position 0 into a
-fresh file, and compare it with the live views row by row. Exit 0 identical, 1 otherwise."""
+fresh file, and compare it with the live views row by row. Exit 0 identical, 1 otherwise.
+
+A data dir without a journal is an error (exit 2): there is nothing to audit, and a mistyped
+``--data`` must not pass as an audit. A data dir without views.db is not: views are rebuildable
+and may be deleted at any time, so the journal is verified and folded into every view (proving
+it can be), nothing is compared, and the command says so and exits 0."""
 
 from __future__ import annotations
 
@@ -23,10 +28,11 @@ def replay_cmd(data: DataOption = None, json: JsonOption = False) -> None:
     """Verify the chain and checkpoints, rebuild the views from the journal alone, compare."""
     data_dir = resolve(data)
     live = data_dir / "views.db"
-    if not live.exists():
-        raise CliError(f"no views at {live}: start the node once (reel node) to build them")
+    path = journal_path(data_dir)
+    if not path.exists():
+        raise CliError(f"no journal at {path}: nothing to replay")
     key = trusted_key(data)
-    reader = JournalReader.open(journal_path(data_dir))
+    reader = JournalReader.open(path)
     try:
         report = verify(reader, trusted_public_key=key)
         if not report.ok:
@@ -60,12 +66,22 @@ def replay_cmd(data: DataOption = None, json: JsonOption = False) -> None:
             f"replayed {result.events} events to position {result.position} "
             f"in {result.elapsed_s:.2f} s"
         )
-        if result.identical:
+        if not result.live:
+            print(
+                f"no live views at {live} to compare (the node builds them when it starts); "
+                "every view was rebuilt from the journal alone"
+            )
+        elif result.identical:
             print("views identical to a replay from position 0")
         else:
             n = len(result.differences)
             print(f"{n} difference{'' if n == 1 else 's'}:")
             for d in result.differences:
                 print(f"  {d.table} [{d.key}]\n    live:     {d.live}\n    replayed: {d.replayed}")
+        if result.live and result.position < result.head:
+            print(
+                f"the live views stop at position {result.position} of {result.head}: "
+                "the node applies the rest when it runs"
+            )
     if not result.identical:
         raise typer.Exit(EXIT_NEGATIVE)
