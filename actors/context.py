@@ -22,7 +22,7 @@ from collections import OrderedDict
 
 from actors.provider import ChatMessage
 from actors.run_fold import RunState
-from events import JournalReader
+from events import JournalReadPort
 from events.catalog import RunAccepted, RunCompleted, ToolCompleted
 from events.lifecycle import is_terminal
 
@@ -101,7 +101,7 @@ class TurnCache:
         """A run ended; ``answer`` (as stored) when it completed."""
         self._put(run_id, _Turn(text, answer, True))
 
-    def prior(self, reader: JournalReader, history: tuple[str, ...]) -> tuple[ChatMessage, ...]:
+    def prior(self, reader: JournalReadPort, history: tuple[str, ...]) -> tuple[ChatMessage, ...]:
         """The user/assistant pairs of the completed runs among the last ``history`` runs."""
         messages: list[ChatMessage] = []
         for run_id in history[-MAX_PRIOR_RUNS:]:
@@ -116,7 +116,7 @@ class TurnCache:
         return tuple(messages)
 
 
-def _load(reader: JournalReader, run_id: str) -> _Turn:
+def _load(reader: JournalReadPort, run_id: str) -> _Turn:
     text: str | None = None
     answer: str | None = None
     ended = False

@@ -24,7 +24,7 @@ from actors.messages import CancelRun
 from actors.provider import ModelProvider
 from actors.recovery import RecoveryReport, recover
 from actors.services import Services
-from events import Journal
+from events import JournalPort
 from tools import ToolCatalog
 
 C = TypeVar("C", bound=msgspec.Struct)
@@ -36,7 +36,7 @@ class Node:
     def __init__(
         self,
         *,
-        journal: Journal,
+        journal: JournalPort,
         provider: ModelProvider,
         catalog: ToolCatalog,
         gate: ToolGate,

@@ -26,7 +26,7 @@ from actors.run_fold import RunState, fold
 from actors.session_state import fold as fold_session
 from actors.stream import recorded
 from actors.tool_fold import InvocationState, fold_invocations
-from events import Journal, JournalReader
+from events import JournalPort, JournalReadPort
 from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted
 from events.lifecycle import TERMINAL_KINDS
 
@@ -51,7 +51,7 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     resumed: tuple[Resumed, ...] = ()
 
 
-def recover(journal: Journal, gate: ToolGate, turns: TurnCache) -> RecoveryReport:
+def recover(journal: JournalPort, gate: ToolGate, turns: TurnCache) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
     ended = {e.correlation_id for e in journal.events_of_kinds(tuple(TERMINAL_KINDS))}
     interrupted: list[str] = []
@@ -87,7 +87,7 @@ def recover(journal: Journal, gate: ToolGate, turns: TurnCache) -> RecoveryRepor
 
 
 def _resume(
-    journal: JournalReader,
+    journal: JournalReadPort,
     turns: TurnCache,
     state: RunState,
     invocations: dict[str, InvocationState],
@@ -106,7 +106,7 @@ def _resume(
     )
 
 
-def active_always_grants(reader: JournalReader) -> set[tuple[str, str]]:
+def active_always_grants(reader: JournalReadPort) -> set[tuple[str, str]]:
     """(principal, tool) pairs granted ``always`` and not revoked since, folded in order."""
     grants: set[tuple[str, str]] = set()
     for stored in reader.events_of_kinds(("tool.approval_resolved", "grant.revoked")):

@@ -12,7 +12,7 @@ from actors.gate import ToolGate
 from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
-from events import Journal
+from events import JournalPort
 from tools import ToolCatalog
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class Services:
     """Collaborators handed to actors at start (composition happens in the node)."""
 
-    journal: Journal
+    journal: JournalPort
     io: IoLoop
     provider: ModelProvider
     catalog: ToolCatalog

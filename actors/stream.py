@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events import Event, Journal, StoredEvent, redact_event
+from events import Event, JournalPort, StoredEvent, redact_event
 
 
 class Recorded(msgspec.Struct, frozen=True):
@@ -41,7 +41,7 @@ class OwnedStream:
 
     def __init__(
         self,
-        journal: Journal,
+        journal: JournalPort,
         name: str,
         *,
         principal: str,
