@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pykka
@@ -207,3 +208,23 @@ def test_a_session_with_a_live_run_is_not_passivated(make_node: MakeNode) -> Non
     queued = kit.start_run("next", session_id=ticket.session_id)
     assert queued.queued  # the live session still knows its run is active
     assert isinstance(kit.wait_for_end(queued.run_id), RunCompleted)
+
+
+def test_idle_sessions_hold_no_thread_by_default(kit: NodeKit) -> None:
+    """With the shipped settings a session with nothing live gives its thread back at once,
+    keeps its state (folded, in the directory) and answers its next message."""
+    assert kit.node.services.config.idle_passivate_s == 0
+    baseline = threading.active_count()
+    created = [
+        kit.node.send(ResolveSession(session_key=f"idle-{i}", create=True)) for i in range(300)
+    ]
+    infos = [future.result(timeout=DEADLINE_S) for future in created]
+    ticket, end = kit.run("one run", session_id=infos[0].session_id)
+    assert isinstance(end, RunCompleted)
+    wait_for(lambda: live_session_actors() == 0, "every idle session to passivate")
+    assert threading.active_count() <= baseline + 2
+    state = kit.ask(GetSessionState(session_id=infos[0].session_id))
+    assert isinstance(state, SessionState) and state.runs == (ticket.run_id,)
+    again, end = kit.run("and again", session_key="idle-0")
+    assert again.session_id == infos[0].session_id and isinstance(end, RunCompleted)
+    wait_for(lambda: live_session_actors() == 0, "the woken session to passivate again")
