@@ -13,6 +13,9 @@ from typing import Any, TypeVar
 import apsw
 import msgspec
 
+from events import Event
+from events.codec import AnyEvent
+from events.lifecycle import TERMINAL_STATUSES, is_terminal
 from projections.records import (
     ApprovalRecord,
     RawTapeEntry,
@@ -23,11 +26,10 @@ from projections.records import (
 )
 
 R = TypeVar("R", bound=msgspec.Struct)
-ENDED = frozenset({"done", "failed", "cancelled"})
-TERMINAL_KINDS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 ENDED_CACHE = 4096
 """How many ended runs' rows ``Views.run`` keeps (oldest dropped first)."""
 _json = msgspec.json.Decoder()
+_event_json: msgspec.json.Decoder[Event] = msgspec.json.Decoder(AnyEvent)
 _TAPE_RAW = (
     "SELECT run_id, tape_seq, position, kind, stream, recorded_at_ms, entry FROM tape"
     " WHERE run_id = ? AND tape_seq > ? ORDER BY tape_seq LIMIT ?"
@@ -72,7 +74,7 @@ class Views:
         for row in raw:
             values: dict[str, Any] = dict(zip(names, row, strict=True))
             if cls is TapeEntry:
-                values["event"] = _json.decode(values.pop("entry"))
+                values["event"] = _event_json.decode(values.pop("entry"))
             elif cls is ApprovalRecord:
                 values["arguments"] = _json.decode(values["arguments"])
             out.append(cls(**values))  # the rows are ours: no validation pass needed
@@ -109,7 +111,7 @@ class Views:
             return cached
         rows = self._rows(RunRecord, "SELECT * FROM runs WHERE run_id = ?", (run_id,))
         record = rows[0] if rows else None
-        if record is not None and record.state in ENDED:
+        if record is not None and record.state in TERMINAL_STATUSES:
             with self._guard:
                 if len(self._ended) >= ENDED_CACHE:
                     self._ended.pop(next(iter(self._ended)))
@@ -153,7 +155,7 @@ class Views:
             )
             for run_id_, tape_seq, position, kind, stream, recorded_at_ms, entry in rows
         ]
-        if page and page[-1].kind in TERMINAL_KINDS:
+        if page and is_terminal(page[-1].kind):
             with self._guard:
                 if len(self._final_pages) >= ENDED_CACHE:
                     self._final_pages.pop(next(iter(self._final_pages)))

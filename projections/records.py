@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from events import Event
+
 
 class SessionRecord(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
@@ -49,8 +51,9 @@ class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     stream: str
     recorded_at_ms: int
-    event: dict[str, Any]
-    """The event as stored (redacted), with its ``kind`` tag."""
+    event: Event
+    """The event as stored (redacted), decoded to its catalog class (a typed Struct: a renamed
+    field breaks the transports' type check, not their clients)."""
 
 
 class RawTapeEntry(msgspec.Struct, frozen=True, kw_only=True):

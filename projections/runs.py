@@ -16,6 +16,7 @@ from events.catalog import (
     RunTurnCompleted,
     ToolProposed,
 )
+from events.lifecycle import STATUS_OF, STATUS_OF_KIND, TERMINAL_EVENTS, RunStatus
 
 
 class RunsProjection:
@@ -23,17 +24,7 @@ class RunsProjection:
     version: int = 1
     tables: tuple[str, ...] = ("runs",)
     kinds: frozenset[str] | None = frozenset(
-        {
-            "run.accepted",
-            "run.started",
-            "run.awaiting_approval",
-            "run.resumed",
-            "run.turn_completed",
-            "run.completed",
-            "run.failed",
-            "run.cancelled",
-            "tool.proposed",
-        }
+        {*STATUS_OF_KIND, "run.turn_completed", "tool.proposed"}
     )
     ddl: str = """
     CREATE TABLE IF NOT EXISTS runs(
@@ -62,17 +53,15 @@ class RunsProjection:
             conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, session_id, principal, state, accepted_at_ms)"
                 " VALUES (?,?,?,?,?)",
-                (event.run_id, event.session_id, stored.principal, "accepted", at),
+                (event.run_id, event.session_id, stored.principal, RunStatus.ACCEPTED, at),
             )
         elif isinstance(event, RunStarted):
             conn.execute(
-                "UPDATE runs SET state = 'in_progress', started_at_ms = ? WHERE run_id = ?",
-                (at, event.run_id),
+                "UPDATE runs SET state = ?, started_at_ms = ? WHERE run_id = ?",
+                (RunStatus.IN_PROGRESS, at, event.run_id),
             )
-        elif isinstance(event, RunAwaitingApproval):
-            self._state(conn, event.run_id, "awaiting_approval")
-        elif isinstance(event, RunResumed):
-            self._state(conn, event.run_id, "in_progress")
+        elif isinstance(event, RunAwaitingApproval | RunResumed):
+            self._state(conn, event.run_id, STATUS_OF[type(event)])
         elif isinstance(event, RunTurnCompleted):
             conn.execute(
                 "UPDATE runs SET turns = turns + 1, prompt_tokens = prompt_tokens + ?,"
@@ -83,14 +72,8 @@ class RunsProjection:
             conn.execute(
                 "UPDATE runs SET tool_calls = tool_calls + 1 WHERE run_id = ?", (event.run_id,)
             )
-        elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
-            state = (
-                "done"
-                if isinstance(event, RunCompleted)
-                else "failed"
-                if isinstance(event, RunFailed)
-                else "cancelled"
-            )
+        elif isinstance(event, TERMINAL_EVENTS):
+            state = STATUS_OF[type(event)]
             message = (
                 event.message
                 if isinstance(event, RunFailed)

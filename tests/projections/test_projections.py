@@ -15,6 +15,7 @@ import pytest
 
 from actors.messages import CancelRun, ResolveApproval, StartRun
 from events import JournalReader
+from events.catalog import RunAccepted
 from projections import Projector, Views, compare, rebuild
 from projections.runs import RunsProjection
 from transports.config import NodeConfig, ToolsSection
@@ -143,7 +144,7 @@ def test_tape_is_dense_in_journal_order_and_includes_tool_events(tmp_path: Path)
     assert kinds[0] == "run.accepted" and kinds[-1] == "run.completed"
     assert kinds.count("tool.proposed") == 2 and kinds.count("tool.completed") == 2
     assert {e.stream.split("/")[0] for e in tape} == {"session", "run", "tool"}
-    assert tape[0].event["text"].startswith("x")
+    assert isinstance(tape[0].event, RunAccepted) and tape[0].event.text.startswith("x")
 
 
 def test_deleting_views_loses_nothing(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from actors.messages import ResolveApproval
+from events import StoredEvent
 from projections import ApprovalRecord
+from projections.follow import pages
 from proto.reel.v1 import (
     ApprovalChange,
     ApprovalChangeKind,
@@ -120,24 +122,35 @@ class ApprovalsService(ApprovalsBase):
                     if len(batch) < SCAN:
                         break
                     cursor = batch[-1].approval_id
-            while True:
-                changed = ctx.applied.changed()
+
+            def read(after: int) -> list[StoredEvent]:
+                # Only what the views already hold, so each record sent is never older than
+                # the change it reports.
                 applied = runtime.projector.position
-                while position < applied:
-                    rows = runtime.journal.read(position, min(SCAN, applied - position))
-                    if not rows:
-                        break
-                    for stored in rows:
-                        position = stored.position
-                        kind = CHANGES.get(stored.kind)
-                        if kind is None:
-                            continue
-                        approval_id = getattr(stored.decode(), "approval_id", "")
-                        current = ctx.views.approval(approval_id)
-                        if current is not None:
-                            yield ApprovalChange(
-                                change=kind, approval=approval_message(current), position=position
-                            )
-                await asyncio.wait((changed, ctx.shutdown), return_when=asyncio.FIRST_COMPLETED)
+                return (
+                    runtime.journal.read(after, min(SCAN, applied - after))
+                    if after < applied
+                    else []
+                )
+
+            def wake() -> tuple[asyncio.Future[None]]:
+                return (ctx.shutdown,)
+
+            async for rows in pages(read, position, _position, ctx.applied, SCAN, wake):
+                for stored in rows:
+                    position = stored.position
+                    kind = CHANGES.get(stored.kind)
+                    if kind is None:
+                        continue
+                    approval_id = getattr(stored.decode(), "approval_id", "")
+                    current = ctx.views.approval(approval_id)
+                    if current is not None:
+                        yield ApprovalChange(
+                            change=kind, approval=approval_message(current), position=position
+                        )
                 if ctx.shutdown.done():
                     raise ctx.closing_error(f"watch again with after_position {position}")
+
+
+def _position(stored: StoredEvent) -> int:
+    return stored.position

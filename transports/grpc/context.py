@@ -13,7 +13,7 @@ from grpclib.exceptions import GRPCError
 
 from events import is_ulid
 from projections import Views
-from transports.grpc.hub import ChangeHub
+from projections.follow import Signal
 from transports.grpc.status import invalid
 from transports.runtime import Runtime
 
@@ -31,9 +31,9 @@ class ServiceContext:
     runtime: Runtime
     views: Views
     """This server's own read connections to views.db."""
-    applied: ChangeHub
+    applied: Signal
     """Notified after each projector batch (views changed)."""
-    committed: ChangeHub
+    committed: Signal
     """Notified after each journal commit."""
     shutdown: asyncio.Future[None]
     """Resolved when the server begins to close: open streams end with UNAVAILABLE."""

@@ -27,7 +27,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from actors.messages import CancelRun, ResolveApproval, Scope, StartRun
-from projections import TapeEntry
+from projections.follow import follow_tape
 from proto.reel.v1 import (
     ApprovalDecision,
     ApprovalScope,
@@ -39,11 +39,8 @@ from proto.reel.v1 import (
 from proto.reel.v1 import StartRun as StartMessage
 from transports.grpc.context import PRINCIPAL, ServiceContext, require_id
 from transports.grpc.status import invalid, not_found, to_grpc_error
-from transports.grpc.tape import TERMINAL_KINDS, stream_error, tape_event
+from transports.grpc.tape import stream_error, tape_event
 
-BATCH = 512
-"""Tape entries read per query."""
-FINISHED = frozenset({"done", "failed", "cancelled"})
 SCOPE_NAMES: dict[ApprovalScope, Scope] = {
     ApprovalScope.UNSPECIFIED: "once",
     ApprovalScope.ONCE: "once",
@@ -142,48 +139,30 @@ class RunConversation:
 
     # --- following the tape ------------------------------------------------------------------
 
-    def _read(self) -> list[TapeEntry]:
-        views = self.ctx.views
-        entries = views.tape(self.run_id, self.last_seq, BATCH)
-        if entries:
-            return entries
-        run = views.run(self.run_id)
-        if run is not None and run.state in FINISHED:
-            # The run ended; the state was read first, so this read sees its terminal entry.
-            return views.tape(self.run_id, self.last_seq, BATCH)
-        return entries
-
     async def _follow(self) -> AsyncIterator[TapeEvent]:
         ctx = self.ctx
-        while True:
-            changed = ctx.applied.changed()
-            entries = self._read()
-            finished = False
+        pages = follow_tape(
+            ctx.views,
+            self.run_id,
+            self.last_seq,
+            ctx.applied,
+            ctx.views.tape,
+            wake=lambda: (self._wake, ctx.shutdown),
+        )
+        async for entries in pages:
             for entry in entries:
                 yield tape_event(entry)
                 self.last_seq = entry.tape_seq
-                finished = finished or entry.kind in TERMINAL_KINDS
             while self._errors:
                 yield self._errors.pop(0)
             if self._fatal is not None:
                 raise self._fatal
-            if finished or (not entries and self._run_finished()):
-                return
-            if len(entries) == BATCH:
-                continue
             if self._wake.done():
                 self._wake = asyncio.get_running_loop().create_future()
-            await asyncio.wait(
-                (changed, self._wake, ctx.shutdown), return_when=asyncio.FIRST_COMPLETED
-            )
             if ctx.shutdown.done():
                 raise ctx.closing_error(
                     f"resume run {self.run_id} with after_seq {self.last_seq} after the restart"
                 )
-
-    def _run_finished(self) -> bool:
-        run = self.ctx.views.run(self.run_id)
-        return run is not None and run.state in FINISHED
 
     # --- commands on the stream --------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from grpclib.reflection.service import ServerReflection
 from grpclib.server import Server
 
 from projections import Views
+from projections.follow import Signal
 from transports.auth import load_or_create_token
 from transports.grpc.approvals import ApprovalsService
 from transports.grpc.authentication import require_token
@@ -29,7 +30,6 @@ from transports.grpc.codec import CappedProtoCodec
 from transports.grpc.context import ServiceContext
 from transports.grpc.errors import GrpcStartError
 from transports.grpc.gateway import GatewayService
-from transports.grpc.hub import ChangeHub
 from transports.grpc.journal import JournalService
 from transports.grpc.reflection import reflection_pool
 from transports.runtime import Runtime
@@ -103,8 +103,8 @@ class GrpcServer:
         ctx = ServiceContext(
             runtime=runtime,
             views=Views(runtime.views.path),
-            applied=ChangeHub(loop),
-            committed=ChangeHub(loop),
+            applied=Signal(loop),
+            committed=Signal(loop),
             shutdown=loop.create_future(),
         )
         services: list[Any] = [GatewayService(ctx), ApprovalsService(ctx), JournalService(ctx)]

@@ -7,11 +7,26 @@ check the sequence for gaps and repeats. Kinds this protocol version does not mo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    Event,
+    RunAccepted,
+    RunAwaitingApproval,
+    RunCompleted,
+    RunFailed,
+    RunOutput,
+    RunResumed,
+    RunTurnCompleted,
+    ToolCompleted,
+    ToolDecided,
+    ToolProposed,
+)
+from events.lifecycle import STATUS_OF, TERMINAL_EVENTS
 from projections import TapeEntry
 from proto.reel.v1 import (
     ApprovalRequest,
@@ -21,7 +36,6 @@ from proto.reel.v1 import (
     Output,
     RawEntry,
     RunState,
-    RunStatus,
     StreamError,
     TapeEvent,
     ToolDecision,
@@ -31,9 +45,9 @@ from proto.reel.v1 import (
     TurnCompleted,
     Usage,
 )
-
-TERMINAL_KINDS = frozenset({"run.completed", "run.failed", "run.cancelled"})
-"""The kinds that end a run's tape."""
+from proto.reel.v1 import (
+    RunStatus as RunStatusMessage,
+)
 
 SCOPES: dict[str, ApprovalScope] = {
     "once": ApprovalScope.ONCE,
@@ -56,7 +70,6 @@ STATES: dict[str, RunState] = {
 }
 
 _json = msgspec.json.Encoder()
-Fields = Mapping[str, Any]
 
 
 def to_json(value: Any) -> str:
@@ -64,162 +77,124 @@ def to_json(value: Any) -> str:
     return _json.encode(value).decode()
 
 
-def _text(event: Fields, name: str) -> str:
-    value = event.get(name)
-    return "" if value is None else str(value)
-
-
-def _int(event: Fields, name: str) -> int:
-    value = event.get(name)
-    return int(value) if isinstance(value, int | float) else 0
-
-
-def _usage(event: Fields) -> Usage:
-    return Usage(
-        turns=_int(event, "turns"),
-        tool_calls=_int(event, "tool_calls"),
-        prompt_tokens=_int(event, "prompt_tokens"),
-        completion_tokens=_int(event, "completion_tokens"),
+def _status(state: RunState, event: Event) -> dict[str, Any]:
+    status = RunStatusMessage(
+        state=state,
+        session_id=event.session_id if isinstance(event, RunAccepted) else "",
+        approval_id=event.approval_id
+        if isinstance(event, RunAwaitingApproval | RunResumed)
+        else "",
     )
-
-
-def _status(state: RunState) -> Callable[[Fields], dict[str, Any]]:
-    def build(event: Fields) -> dict[str, Any]:
-        status = RunStatus(
-            state=state,
-            reason=_text(event, "reason"),
-            message=_text(event, "message"),
-            session_id=_text(event, "session_id"),
-            approval_id=_text(event, "approval_id"),
-            answer=_text(event, "answer"),
-            usage=_usage(event)
-            if state in (RunState.DONE, RunState.FAILED, RunState.CANCELLED)
-            else None,
-            requested_by=_text(event, "requested_by"),
+    if isinstance(event, TERMINAL_EVENTS):
+        status.reason = event.reason
+        status.usage = Usage(
+            turns=event.turns,
+            tool_calls=event.tool_calls,
+            prompt_tokens=event.prompt_tokens,
+            completion_tokens=event.completion_tokens,
         )
-        return {"status": status}
-
-    return build
-
-
-def _output(event: Fields) -> dict[str, Any]:
-    return {"output": Output(turn=_int(event, "turn"), text=_text(event, "text"))}
-
-
-def _turn(event: Fields) -> dict[str, Any]:
-    return {
-        "turn_completed": TurnCompleted(
-            turn=_int(event, "turn"),
-            prompt_tokens=_int(event, "prompt_tokens"),
-            completion_tokens=_int(event, "completion_tokens"),
-            tool_calls=_int(event, "tool_calls"),
-            finish_reason=_text(event, "finish_reason"),
-        )
-    }
+        if isinstance(event, RunFailed):
+            status.message = event.message
+        elif isinstance(event, RunCompleted):
+            status.answer = event.answer
+        else:
+            status.requested_by = event.requested_by
+    return {"status": status}
 
 
-def _proposal(event: Fields) -> dict[str, Any]:
-    return {
-        "tool_proposal": ToolProposal(
-            invocation_id=_text(event, "invocation_id"),
-            call_id=_text(event, "call_id"),
-            tool=_text(event, "tool"),
-            arguments_json=to_json(event.get("arguments")),
-        )
-    }
-
-
-def _decision(event: Fields) -> dict[str, Any]:
-    return {
-        "tool_decision": ToolDecision(
-            invocation_id=_text(event, "invocation_id"),
-            tool=_text(event, "tool"),
-            outcome=OUTCOMES.get(_text(event, "outcome"), ToolOutcome.UNSPECIFIED),
-            reason=_text(event, "reason"),
-            policy_ids=[str(p) for p in event.get("policy_ids") or ()],
-            posture=_text(event, "posture"),
-            grant=_text(event, "grant"),
-        )
-    }
-
-
-def _approval_request(event: Fields) -> dict[str, Any]:
-    options = event.get("scope_options") or ("once", "session", "always")
-    return {
-        "approval_request": ApprovalRequest(
-            approval_id=_text(event, "approval_id"),
-            invocation_id=_text(event, "invocation_id"),
-            session_id=_text(event, "session_id"),
-            tool=_text(event, "tool"),
-            arguments_json=to_json(event.get("arguments")),
-            risk=_text(event, "risk"),
-            reason=_text(event, "reason"),
-            scope_options=[SCOPES[s] for s in options if s in SCOPES],
-            expires_at_ms=_int(event, "expires_at_ms"),
-        )
-    }
-
-
-def _approval_resolution(event: Fields) -> dict[str, Any]:
-    return {
-        "approval_resolution": ApprovalResolution(
-            approval_id=_text(event, "approval_id"),
-            invocation_id=_text(event, "invocation_id"),
-            tool=_text(event, "tool"),
-            decision=DECISIONS.get(_text(event, "decision"), Decision.UNSPECIFIED),
-            scope=SCOPES.get(_text(event, "scope"), ApprovalScope.UNSPECIFIED),
-            decided_by=_text(event, "decided_by"),
-            reason=_text(event, "reason"),
-            waited_ms=_int(event, "waited_ms"),
-        )
-    }
-
-
-def _result(event: Fields) -> dict[str, Any]:
-    return {
-        "tool_result": ToolResult(
-            invocation_id=_text(event, "invocation_id"),
-            tool=_text(event, "tool"),
-            ok=bool(event.get("ok")),
-            output=_text(event, "output"),
-            error=_text(event, "error"),
-            error_kind=_text(event, "error_kind"),
-            truncated=bool(event.get("truncated")),
-            duration_ms=_int(event, "duration_ms"),
-        )
-    }
-
-
-BUILDERS: dict[str, Callable[[Fields], dict[str, Any]]] = {
-    "run.accepted": _status(RunState.ACCEPTED),
-    "run.started": _status(RunState.IN_PROGRESS),
-    "run.awaiting_approval": _status(RunState.AWAITING_APPROVAL),
-    "run.resumed": _status(RunState.IN_PROGRESS),
-    "run.completed": _status(RunState.DONE),
-    "run.failed": _status(RunState.FAILED),
-    "run.cancelled": _status(RunState.CANCELLED),
-    "run.output": _output,
-    "run.turn_completed": _turn,
-    "tool.proposed": _proposal,
-    "tool.decided": _decision,
-    "tool.approval_requested": _approval_request,
-    "tool.approval_resolved": _approval_resolution,
-    "tool.completed": _result,
-}
-"""Tape kind -> the oneof member it becomes."""
+def _body(event: Event) -> dict[str, Any] | None:
+    """The oneof member for ``event`` (None: not modelled, sent as ``raw``)."""
+    status = STATUS_OF.get(type(event))
+    if status is not None:
+        return _status(STATES[status], event)
+    if isinstance(event, RunOutput):
+        return {"output": Output(turn=event.turn, text=event.text)}
+    if isinstance(event, RunTurnCompleted):
+        return {
+            "turn_completed": TurnCompleted(
+                turn=event.turn,
+                prompt_tokens=event.prompt_tokens,
+                completion_tokens=event.completion_tokens,
+                tool_calls=event.tool_calls,
+                finish_reason=event.finish_reason,
+            )
+        }
+    if isinstance(event, ToolProposed):
+        return {
+            "tool_proposal": ToolProposal(
+                invocation_id=event.invocation_id,
+                call_id=event.call_id,
+                tool=event.tool,
+                arguments_json=to_json(event.arguments),
+            )
+        }
+    if isinstance(event, ToolDecided):
+        return {
+            "tool_decision": ToolDecision(
+                invocation_id=event.invocation_id,
+                tool=event.tool,
+                outcome=OUTCOMES.get(event.outcome, ToolOutcome.UNSPECIFIED),
+                reason=event.reason,
+                policy_ids=list(event.policy_ids),
+                posture=event.posture,
+                grant=event.grant or "",
+            )
+        }
+    if isinstance(event, ApprovalRequested):
+        return {
+            "approval_request": ApprovalRequest(
+                approval_id=event.approval_id,
+                invocation_id=event.invocation_id,
+                session_id=event.session_id,
+                tool=event.tool,
+                arguments_json=to_json(event.arguments),
+                risk=event.risk,
+                reason=event.reason,
+                scope_options=[SCOPES[s] for s in event.scope_options if s in SCOPES],
+                expires_at_ms=event.expires_at_ms,
+            )
+        }
+    if isinstance(event, ApprovalResolved):
+        return {
+            "approval_resolution": ApprovalResolution(
+                approval_id=event.approval_id,
+                invocation_id=event.invocation_id,
+                tool=event.tool,
+                decision=DECISIONS.get(event.decision, Decision.UNSPECIFIED),
+                scope=SCOPES.get(event.scope, ApprovalScope.UNSPECIFIED),
+                decided_by=event.decided_by,
+                reason=event.reason,
+                waited_ms=event.waited_ms,
+            )
+        }
+    if isinstance(event, ToolCompleted):
+        return {
+            "tool_result": ToolResult(
+                invocation_id=event.invocation_id,
+                tool=event.tool,
+                ok=event.ok,
+                output=event.output,
+                error=event.error or "",
+                error_kind=event.error_kind or "",
+                truncated=event.truncated,
+                duration_ms=event.duration_ms,
+            )
+        }
+    return None
 
 
 def tape_event(entry: TapeEntry) -> TapeEvent:
     """The message for one tape entry."""
-    build = BUILDERS.get(entry.kind)
-    body = build(entry.event) if build else {"raw": RawEntry(event_json=to_json(entry.event))}
+    body = _body(entry.event)
+    if body is None:
+        body = {"raw": RawEntry(event_json=to_json(entry.event))}
     return TapeEvent(
         run_id=entry.run_id,
         tape_seq=entry.tape_seq,
         position=entry.position,
         kind=entry.kind,
         recorded_at_ms=entry.recorded_at_ms,
-        redacted=_int(entry.event, "redacted"),
+        redacted=entry.event.redacted,
         **body,
     )
 

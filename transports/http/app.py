@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from aiohttp import web
 
 from projections import Views
+from projections.follow import Signal
 from transports.http import (
     approvals,
     console,
@@ -44,12 +48,21 @@ def build_app(runtime: Runtime, token: str, *, keepalive_s: float = 15.0) -> web
     ):
         app.add_routes(table)
 
+    unsubscribe: list[Callable[[], None]] = []
+
+    async def follow_projector(_app: web.Application) -> None:
+        ctx.applied = Signal(asyncio.get_running_loop())
+        unsubscribe.append(runtime.projector.listen(ctx.applied.notify))
+
     async def end_streams(_app: web.Application) -> None:
         ctx.close_streams()
+        for stop in unsubscribe:
+            stop()
 
     async def close_views(_app: web.Application) -> None:
         ctx.views.close()
 
+    app.on_startup.append(follow_projector)
     app.on_shutdown.append(end_streams)
     app.on_cleanup.append(close_views)
     return app

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from projections import ApprovalRecord, RunRecord, SessionRecord, TapeEntry
+from events.codec import AnyEvent
+from projections import ApprovalRecord, RunRecord, SessionRecord
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
 """What every id looks like (Crockford base32, 26 characters)."""
@@ -125,6 +126,21 @@ class ApprovalPage(msgspec.Struct, frozen=True, kw_only=True):
     limit: int
     limit_clamped: bool
     next_after: str | None
+
+
+class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A tape entry as the API sends it (:class:`projections.TapeEntry`): ``event`` is the
+    event as stored (redacted), one of the catalog's kinds, tagged by ``kind``."""
+
+    run_id: str
+    tape_seq: int
+    """Dense per run, from 0."""
+    position: int
+    """The journal position of the event."""
+    kind: str
+    stream: str
+    recorded_at_ms: int
+    event: AnyEvent  # type: ignore[valid-type]  # the catalog's tagged union, built at import
 
 
 class TapePage(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from projections import Views
+from projections.follow import Signal
 from transports.http.failures import ApiError
 from transports.http.freshness import views_reach
 from transports.runtime import Runtime
@@ -32,8 +33,11 @@ class ApiContext:
     """Seconds between SSE keep-alive comments when a stream has nothing to say."""
     freshness_s: float = 2.0
     """How long a read waits for the views to include the latest commit before answering."""
-    streams: set[asyncio.Event] = field(default_factory=set)
-    """The wake-up event of each open SSE response (``reel_http_sse_streams``)."""
+    applied: Signal | None = None
+    """Notified after each projector batch (set when the server starts on its loop): every
+    SSE follower waits on it."""
+    streams: int = 0
+    """Open SSE responses (``reel_http_sse_streams``)."""
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server stops: open SSE streams end."""
     verify_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -42,8 +46,8 @@ class ApiContext:
     def close_streams(self) -> None:
         """End every open SSE stream (at its next loop turn): the server is stopping."""
         self.closing.set()
-        for wake in list(self.streams):
-            wake.set()
+        if self.applied is not None:
+            self.applied.notify(0)
 
     async def command(self, command: Any) -> Any:
         """Send ``command`` to the node and await its reply (errors are the actors' own)."""

@@ -111,7 +111,7 @@ def render(ctx: ApiContext) -> str:
         "reel_http_sse_streams",
         "gauge",
         "Open Server-Sent Events responses.",
-        [f"reel_http_sse_streams {len(ctx.streams)}"],
+        [f"reel_http_sse_streams {ctx.streams}"],
     )
     return "\n".join(lines) + "\n"
 

@@ -15,7 +15,7 @@ import msgspec
 from aiohttp import web
 
 from events import VerifyReport
-from projections import ApprovalRecord, RunRecord, SessionRecord, TapeEntry
+from projections import ApprovalRecord, RunRecord, SessionRecord
 from transports.http.bodies import (
     ULID_PATTERN,
     ApprovalPage,
@@ -32,6 +32,7 @@ from transports.http.bodies import (
     RunStarted,
     SendMessageRequest,
     SessionPage,
+    TapeEntry,
     TapePage,
     VerifyRequest,
 )
@@ -369,10 +370,26 @@ def _paths() -> dict[str, Any]:
     }
 
 
+def _components() -> dict[str, Any]:
+    """The component schemas. Event kinds whose class name an API body also uses
+    (``RunStarted``) are qualified by msgspec; they are named ``<Name>Event`` here, and the API's
+    own bodies keep their plain names."""
+    _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
+    names = {
+        key: f"{key.rsplit('.', 1)[1]}Event" if key.startswith("events.") else key.rsplit(".", 1)[1]
+        for key in components
+        if "." in key
+    }
+    text = msgspec.json.encode(components).decode()
+    for old, new in names.items():
+        text = text.replace(f'"{REF.format(name=old)}"', f'"{REF.format(name=new)}"')
+    renamed: dict[str, Any] = msgspec.json.decode(text)
+    return {names.get(key, key): schema for key, schema in renamed.items()}
+
+
 @cache
 def document() -> dict[str, Any]:
     """The OpenAPI document (built once)."""
-    _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
     return {
         "openapi": "3.1.0",
         "info": {
@@ -384,7 +401,7 @@ def document() -> dict[str, Any]:
         },
         "paths": _paths(),
         "components": {
-            "schemas": components,
+            "schemas": _components(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],

@@ -3,9 +3,9 @@
 Each entry is one event: ``id:`` its ``tape_seq``, ``event:`` its kind, ``data:`` the TapeEntry
 JSON. The stream starts after the ``Last-Event-ID`` header (a reconnecting client) or the
 ``after`` query parameter (default -1), so a reconnect misses nothing and repeats nothing. It
-sends what the tape view holds, then waits for the projector (``Projector.listen`` wakes an
-asyncio event from the projector thread) and sends what it applied; it ends after the run's
-terminal entry. A comment line every ``keepalive_s`` keeps proxies from timing the stream out.
+sends what the tape view holds, then follows it (:func:`projections.follow.follow_tape`, woken
+by the server's one projector signal) and sends what the projector applied; it ends after the
+run's terminal entry. A comment line every ``keepalive_s`` keeps proxies from timing the stream out.
 
 A client that goes away costs nothing: the server runs with handler cancellation, so the
 handler is cancelled at its next await and the ``finally`` unsubscribes from the projector.
@@ -14,19 +14,17 @@ handler is cancelled at its next await and the ``finally`` unsubscribes from the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import msgspec
 from aiohttp import web
 
 from projections import RawTapeEntry
+from projections.follow import follow_tape
 from transports.http.context import CONTEXT
 from transports.http.failures import ApiError
 from transports.http.inputs import after_seq, path_id, seq_value
 from transports.http.runs import run_record
 
-TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
-BATCH = 500
 KEEPALIVE = b": keep-alive\n\n"
 
 _encoder = msgspec.json.Encoder()
@@ -57,15 +55,16 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     run_id = path_id(request, "run_id", "run")
     cursor = start_after(request)
     await run_record(ctx, run_id)  # 404 before the stream starts
-    if ctx.closing.is_set():
+    if ctx.closing.is_set() or ctx.applied is None:
         raise ApiError("unavailable", "the server is stopping")
-    views = ctx.views
     loop = asyncio.get_running_loop()
-    wake = asyncio.Event()
+    keepalive: asyncio.Future[None] = loop.create_future()
 
-    def on_batch(_position: int) -> None:  # projector thread
-        with contextlib.suppress(RuntimeError):  # the loop is already closed
-            loop.call_soon_threadsafe(wake.set)
+    def arm() -> None:
+        nonlocal keepalive
+        keepalive = loop.create_future()
+        timer = keepalive
+        loop.call_later(ctx.keepalive_s, lambda: timer.done() or timer.set_result(None))
 
     response = web.StreamResponse(
         headers={
@@ -74,29 +73,27 @@ async def run_events(request: web.Request) -> web.StreamResponse:
             "X-Accel-Buffering": "no",
         }
     )
-    unsubscribe = ctx.runtime.projector.listen(on_batch)
-    ctx.streams.add(wake)
+    ctx.streams += 1
     try:
         await response.prepare(request)
-        while not ctx.closing.is_set():
-            wake.clear()
-            run = views.run(run_id)  # read before the tape: then the tape has all it did
-            rows = views.tape_raw(run_id, after_seq=cursor, limit=BATCH)
+        arm()
+        pages = follow_tape(
+            ctx.views, run_id, cursor, ctx.applied, ctx.views.tape_raw, wake=lambda: (keepalive,)
+        )
+        async for rows in pages:
+            if ctx.closing.is_set():
+                break
             if rows:
                 await response.write(b"".join(frame(entry) for entry in rows))
-                cursor = rows[-1].tape_seq
-                if len(rows) == BATCH:
-                    continue
-            if run is not None and run.state in TERMINAL_STATES:
-                break
-            try:
-                await asyncio.wait_for(wake.wait(), ctx.keepalive_s)
-            except TimeoutError:
+            elif keepalive.done():
                 await response.write(KEEPALIVE)
+            if keepalive.done() or rows:
+                keepalive.cancel()
+                arm()
         await response.write_eof()
     except ConnectionResetError:
         pass  # the client left between two writes
     finally:
-        ctx.streams.discard(wake)
-        unsubscribe()
+        keepalive.cancel()
+        ctx.streams -= 1
     return response
