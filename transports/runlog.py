@@ -9,16 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events import Journal
-
-STATE_OF_KIND = {
-    "run.accepted": "accepted",
-    "run.started": "in_progress",
-    "run.awaiting_approval": "awaiting_approval",
-    "run.resumed": "in_progress",
-    "run.completed": "done",
-    "run.failed": "failed",
-    "run.cancelled": "cancelled",
-}
+from events.lifecycle import STATUS_OF_KIND, is_terminal
 
 
 class RunStateLogger:
@@ -46,7 +37,7 @@ class RunStateLogger:
                 if not batch:
                     break
                 for stored in batch:
-                    state = STATE_OF_KIND.get(stored.kind)
+                    state = STATUS_OF_KIND.get(stored.kind)
                     if state is not None:
                         self.write(
                             json.dumps(
@@ -68,6 +59,6 @@ class RunStateLogger:
         if kind == "run.accepted":
             line["session_id"] = event.session_id
         reason = getattr(event, "reason", None)
-        if kind in ("run.completed", "run.failed", "run.cancelled") and reason:
+        if is_terminal(kind) and reason:
             line["reason"] = reason
         return line

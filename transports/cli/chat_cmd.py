@@ -148,7 +148,7 @@ def _converse(
 ) -> int:
     from actors import ActorsError
     from actors.messages import CancelRun, ResolveApproval, StartRun
-    from events.catalog import ApprovalRequested
+    from events.catalog import ApprovalRequested, RunCompleted
     from transports.cli.follow import follow_run
     from transports.cli.render import TapePrinter
 
@@ -169,8 +169,7 @@ def _converse(
     printer = TapePrinter(sys.stdout)
     status = "failed"
     try:
-        for stored in follow_run(runtime.journal, ticket.run_id):
-            event = stored.decode()
+        for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
             if isinstance(event, ApprovalRequested):
                 scope = _decide(event, approve, deny)
@@ -186,13 +185,13 @@ def _converse(
                     )
                 except ActorsError as exc:
                     printer.line(f"   approval not recorded: {exc}")
-            if stored.kind == "run.completed":
+            if isinstance(event, RunCompleted):
                 status = "done"
     except KeyboardInterrupt:
         printer.line("cancelling...")
         node.ask(CancelRun(run_id=ticket.run_id, principal="cli"))
-        for stored in follow_run(runtime.journal, ticket.run_id):
-            printer.show(stored.decode())
+        for event in follow_run(runtime, ticket.run_id):
+            printer.show(event)
         return 1
     return 0 if status == "done" else 1
 

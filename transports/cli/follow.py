@@ -1,22 +1,37 @@
-"""Following a run's tape from the journal: the run's events and its tool invocations', in order."""
+"""Following a run's tape from a blocking command (``reel chat --local``).
+
+The same follower as the servers' (:func:`projections.follow.follow_tape`, woken by the
+projector), driven step by step on a private event loop so the command can block between
+entries (at an approval prompt) without missing any: notifications queue on the loop while it
+is not running and are handled at the next step.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
-from events import Journal, StoredEvent
+from events.catalog import Event
+from projections.follow import Signal, follow_tape
+from transports.runtime import Runtime
 
-TERMINAL_KINDS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
-
-def follow_run(journal: Journal, run_id: str, after_position: int = 0) -> Iterator[StoredEvent]:
-    """Yield the run's events as they are committed, ending after its terminal event."""
-    position = after_position
-    while True:
-        head = journal.committed_position
-        for stored in journal.read_correlated(run_id, after_position=position):
-            position = stored.position
-            yield stored
-            if stored.kind in TERMINAL_KINDS:
+def follow_run(runtime: Runtime, run_id: str, after_seq: int = -1) -> Iterator[Event]:
+    """Yield the run's tape events in order, ending after its terminal event."""
+    loop = asyncio.new_event_loop()
+    signal = Signal(loop)
+    unsubscribe = runtime.projector.listen(signal.notify)
+    views = runtime.views
+    pages = follow_tape(views, run_id, after_seq, signal, views.tape)
+    try:
+        while True:
+            try:
+                page = loop.run_until_complete(anext(pages))
+            except StopAsyncIteration:
                 return
-        journal.wait_for(head, timeout=0.5)
+            for entry in page:
+                yield entry.event
+    finally:
+        unsubscribe()
+        loop.run_until_complete(pages.aclose())
+        loop.close()

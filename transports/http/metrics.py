@@ -20,10 +20,11 @@ from typing import Protocol
 
 from aiohttp import web
 
+from events.lifecycle import RunStatus
 from transports.http.context import CONTEXT, ApiContext
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-RUN_STATES = ("accepted", "in_progress", "awaiting_approval", "done", "failed", "cancelled")
+RUN_STATES = tuple(RunStatus)
 
 routes = web.RouteTableDef()
 
