@@ -64,26 +64,36 @@ async def wait_any(*waits: Awaitable[object]) -> None:
     await asyncio.wait([asyncio.ensure_future(w) for w in waits], return_when="FIRST_COMPLETED")
 
 
+FIRST_PAGE = 16
+"""The first page's size; pages double up to the full size. A follower's first entries go out
+at once even when hundreds start together on a long backlog (one full page each first would
+make the last of them wait behind everyone else's backlog)."""
+
+
 async def pages(
-    read: Callable[[C], Sequence[T]],
+    read: Callable[[C, int], Sequence[T]],
     cursor: C,
     advance: Callable[[T], C],
     signal: Signal,
     page_size: int,
     wake: Callable[[], Iterable[Awaitable[object]]] = tuple,
 ) -> AsyncIterator[Sequence[T]]:
-    """Pages after ``cursor``, forever: each read is handed out (empty ones too, after a wake),
-    and a page shorter than ``page_size`` is followed by a wait for ``signal`` or any of
-    ``wake()`` (a caller's own events: a command on the stream, a shutdown). The caller stops
-    by leaving the loop."""
+    """Pages after ``cursor``, forever: ``read(cursor, limit)`` is handed out (empty pages
+    too, after a wake); a page shorter than asked for is followed by a wait for ``signal`` or
+    any of ``wake()`` (a caller's own events: a command on the stream, a shutdown). Page sizes
+    grow from :data:`FIRST_PAGE` to ``page_size``. The caller stops by leaving the loop."""
+    size = min(FIRST_PAGE, page_size)
     while True:
         changed = signal.changed()
-        page = read(cursor)
+        page = read(cursor, size)
         if page:
             cursor = advance(page[-1])
         yield page
-        if len(page) < page_size:
+        if len(page) < size:
             await wait_any(changed, *wake())
+        else:
+            size = min(size * 2, page_size)
+            await asyncio.sleep(0)  # let the other followers send theirs
 
 
 class _TapeEntry(Protocol):
@@ -110,11 +120,11 @@ async def follow_tape(
 
     ended = False
 
-    def page(after: int) -> Sequence[E]:
+    def page(after: int, limit: int) -> Sequence[E]:
         nonlocal ended
         # The state first: when it says ended, the entries read after it include the end.
         ended = run_ended(views, run_id)
-        return read(run_id, after, TAPE_PAGE)
+        return read(run_id, after, limit)
 
     async for entries in pages(page, after_seq, _seq, signal, TAPE_PAGE, wake):
         yield entries

@@ -123,12 +123,12 @@ class ApprovalsService(ApprovalsBase):
                         break
                     cursor = batch[-1].approval_id
 
-            def read(after: int) -> list[StoredEvent]:
+            def read(after: int, limit: int) -> list[StoredEvent]:
                 # Only what the views already hold, so each record sent is never older than
                 # the change it reports.
                 applied = runtime.projector.position
                 return (
-                    runtime.journal.read(after, min(SCAN, applied - after))
+                    runtime.journal.read(after, min(limit, applied - after))
                     if after < applied
                     else []
                 )

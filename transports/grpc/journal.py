@@ -65,11 +65,13 @@ class JournalService(JournalBase):
         ctx = self.ctx
         journal = ctx.runtime.journal
         left = message.limit or None
+        asked = 0
 
-        def read(after: int) -> list[StoredEvent]:
+        def read(after: int, limit: int) -> list[StoredEvent]:
+            nonlocal asked
             # On the loop thread: an indexed read of committed rows takes a millisecond, and a
             # worker thread per read made 500 followers queue behind each other for seconds.
-            want = READ_BATCH if left is None else min(READ_BATCH, left)
+            want = asked = limit if left is None else min(limit, left)
             try:
                 return journal.read(after, want)
             except Exception as exc:
@@ -88,7 +90,7 @@ class JournalService(JournalBase):
                     left -= len(rows)
                     if left <= 0:
                         return
-                if not message.follow and len(rows) < READ_BATCH:
+                if not message.follow and len(rows) < asked:
                     return  # all there is, for now
                 if ctx.shutdown.done():
                     raise ctx.closing_error(f"read again with after_position {position}")

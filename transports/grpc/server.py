@@ -60,6 +60,11 @@ class GrpcServer:
     """One node's gRPC listener. ``start()``/``close()`` are called from any thread except the
     node's I/O loop; the server itself runs on that loop."""
 
+    @property
+    def open_streams(self) -> int:
+        """Long-lived streams being served now (RunStream, Watch, Read with follow)."""
+        return len(self._ctx.streams) if self._ctx is not None else 0
+
     def __init__(
         self,
         runtime: Runtime,

@@ -1,0 +1,98 @@
+"""Many followers at once: every stream gets its first entry promptly.
+
+500 concurrent ``Journal.Read(follow)`` streams used to wait up to 20 s for their first
+envelope (each read went through a worker thread, so they queued behind each other); every
+follower now shares the server's one commit signal and reads on the loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from grpclib.client import Channel
+
+from actors.messages import StartRun
+from proto.reel.v1 import JournalStub, ReadJournalRequest
+from tests.transports.grpc.conftest import GrpcNode, run
+
+FOLLOWERS = 500
+CHANNELS = 10
+"""HTTP/2 connections the followers are spread over (50 streams each)."""
+PROMPT_S = 5.0
+
+
+async def _follow(node: GrpcNode, channels: list[Channel], after: int) -> list[float]:
+    """Open every follower after ``after``; once all are open, commit one run; return each
+    follower's seconds from that commit to its first envelope."""
+    baseline = node.server.open_streams
+    started_at: list[float] = []
+    firsts: list[float] = []
+
+    async def follower(channel: Channel) -> None:
+        stub = JournalStub(channel, metadata=node.metadata, timeout=30)
+        rows = stub.read(ReadJournalRequest(after_position=after, follow=True))
+        async for first in rows:
+            assert first.position == after + 1
+            firsts.append(time.monotonic())
+            break
+        await rows.aclose()
+
+    tasks = [asyncio.create_task(follower(channels[i % CHANNELS])) for i in range(FOLLOWERS)]
+    deadline = time.monotonic() + 20
+    while node.server.open_streams < baseline + FOLLOWERS:  # all served and waiting
+        assert time.monotonic() < deadline, f"{node.server.open_streams - baseline} opened"
+        await asyncio.sleep(0.05)
+    started_at.append(time.monotonic())
+    await asyncio.to_thread(node.runtime.node.ask, StartRun(text="wake", create=True))
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
+    return [t - started_at[0] for t in firsts]
+
+
+def test_500_followers_each_get_the_next_commit_promptly(node: GrpcNode) -> None:
+    head = node.runtime.journal.committed_position
+
+    async def go() -> list[float]:
+        channels = [node.channel() for _ in range(CHANNELS)]
+        try:
+            return await _follow(node, channels, head)
+        finally:
+            for channel in channels:
+                channel.close()
+
+    delays = run(go())
+    assert len(delays) == FOLLOWERS
+    print(f"first entry after the commit: max {max(delays):.3f} s")
+    assert max(delays) < PROMPT_S
+
+
+def test_500_followers_on_a_backlog_each_get_their_first_entry_promptly(node: GrpcNode) -> None:
+    for _ in range(20):  # a backlog of a few hundred events for every follower to page through
+        node.runtime.node.ask(StartRun(text="backlog", create=True))
+
+    async def go() -> list[float]:
+        channels = [node.channel() for _ in range(CHANNELS)]
+        opened = time.monotonic()
+        firsts: list[float] = []
+
+        async def follower(channel: Channel) -> None:
+            stub = JournalStub(channel, metadata=node.metadata, timeout=30)
+            rows = stub.read(ReadJournalRequest(after_position=0, follow=True))
+            async for first in rows:
+                assert first.position == 1
+                firsts.append(time.monotonic() - opened)
+                break
+            await rows.aclose()
+
+        try:
+            tasks = [follower(channels[i % CHANNELS]) for i in range(FOLLOWERS)]
+            await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        finally:
+            for channel in channels:
+                channel.close()
+        return firsts
+
+    delays = run(go())
+    assert len(delays) == FOLLOWERS
+    print(f"first entry from a backlog: max {max(delays):.3f} s")
+    assert max(delays) < 2 * PROMPT_S
