@@ -62,7 +62,7 @@ class RunsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
 
 
 class SessionsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    idle_passivate_s: float = 0.0
+    idle_passivate_s: float = 2.0
     max_message_bytes: int = 64 * 1024
 
 

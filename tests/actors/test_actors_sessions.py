@@ -213,7 +213,7 @@ def test_a_session_with_a_live_run_is_not_passivated(make_node: MakeNode) -> Non
 def test_idle_sessions_hold_no_thread_by_default(kit: NodeKit) -> None:
     """With the shipped settings a session with nothing live gives its thread back at once,
     keeps its state (folded, in the directory) and answers its next message."""
-    assert kit.node.services.config.idle_passivate_s == 0
+    assert kit.node.services.config.idle_passivate_s <= 5  # seconds, not minutes
     baseline = threading.active_count()
     created = [
         kit.node.send(ResolveSession(session_key=f"idle-{i}", create=True)) for i in range(300)
