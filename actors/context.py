@@ -107,6 +107,8 @@ class TurnCache:
         for run_id in history[-MAX_PRIOR_RUNS:]:
             with self._lock:
                 turn = self._turns.get(run_id)
+                if turn is not None:
+                    self._turns.move_to_end(run_id)
             if turn is None or not turn.finished:
                 turn = _load(reader, run_id)
                 self._put(run_id, turn)

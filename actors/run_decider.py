@@ -121,6 +121,9 @@ def next_step(state: RunState) -> Step:
             return WaitApproval(call, invocation_id, state.approval_id)
         if state.approval_id is not None:
             return MarkAwaiting(state.approval_id)
+        if state.resolved is not None and state.marked != state.resolved.approval_id:
+            # Decided before the run marked itself waiting (a crash cut in): mark, then resume.
+            return MarkAwaiting(state.resolved.approval_id)
         return AwaitTool(call, invocation_id)
     if len(state.turns) >= state.max_turns:
         n = state.max_turns

@@ -23,6 +23,7 @@ from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     RunAccepted,
+    RunAwaitingApproval,
     RunOutput,
     RunStarted,
     RunTurnCompleted,
@@ -68,6 +69,9 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     """The approval the run's current tool call waits for (requested, not yet resolved)."""
     resolved: ApprovalResolved | None = None
     """The decision on the current call's approval, until the call completes."""
+    marked: str | None = None
+    """The approval the run last recorded itself waiting for (``run.awaiting_approval``): a
+    decision on any other was made before the run could mark it (then a crash cut in)."""
     session_grants: tuple[tuple[str, str], ...] = ()
     """(tool, approval id) allowed with scope ``session`` during this run."""
     prompt_tokens: int = 0
@@ -162,6 +166,8 @@ def apply(state: RunState, rec: Recorded) -> RunState:
         if call_id is None:
             return state
         return replace(state, results=(*state.results, (call_id, event)), resolved=None)
+    if isinstance(event, RunAwaitingApproval):
+        return replace(state, marked=event.approval_id)
     if isinstance(event, TERMINAL_EVENTS):
         return replace(state, end=event)
     return state

@@ -334,15 +334,6 @@ def test_turn_cache_keeps_at_most_its_capacity() -> None:
     assert fake.reads == ["r1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "TURN_CACHE_RUNS says the least recently *used* run is dropped, but TurnCache.prior "
-        "reads hits with OrderedDict.get and never move_to_end: recency is by write only, so "
-        "runs a session replays on every message are evicted first-in-first-out and re-read "
-        "from the journal"
-    ),
-)
 def test_turn_cache_drops_the_least_recently_used() -> None:
     cache = TurnCache(capacity=2)
     cache.finished("r1", "q1", "a1")

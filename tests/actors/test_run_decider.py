@@ -430,19 +430,6 @@ def _pending_or_unacted(prefix: list[Recorded]) -> bool:
     return any(a not in acted and i not in completed for a, i in requested.items())
 
 
-def _decided_before_marked(prefix: list[Recorded]) -> bool:
-    """A decision is on the tape for a call still open whose run never marked itself awaiting
-    (see the xfail test below)."""
-    marked = {r.event.approval_id for r in prefix if isinstance(r.event, RunAwaitingApproval)}
-    completed = {r.event.invocation_id for r in prefix if isinstance(r.event, ToolCompleted)}
-    return any(
-        isinstance(r.event, ApprovalResolved)
-        and r.event.approval_id not in marked
-        and r.event.invocation_id not in completed
-        for r in prefix
-    )
-
-
 def _agrees_with_the_tape(step: Step, rest: list[Recorded]) -> None:
     """What the live run appended next (or waited for) is what the decider says."""
     if isinstance(step, Ended):
@@ -490,8 +477,6 @@ def check_every_prefix(tape: Tape) -> None:
         pending = _pending_or_unacted(prefix)
         if resumable(step):
             assert pending, f"resumable {step} after {[type(r.event).__name__ for r in prefix]}"
-        if _decided_before_marked(prefix):
-            continue  # the known gap: test_a_decision_made_before_the_mark_survives_a_restart
         assert resumable(step) is pending, f"{step} after {len(prefix)} events"
         if i in boundaries:
             _agrees_with_the_tape(step, tape.records[i:])
@@ -526,14 +511,6 @@ def test_the_builder_makes_tapes_that_end_as_planned() -> None:
     assert isinstance(failed, RunFailed) and failed.reason == "max_tool_calls"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a decision committed before run.awaiting_approval (offline `reel approvals approve` "
-        "after a crash in that window, or a quick human) folds to in_progress + resolved, so "
-        "next_step says AwaitTool: recovery fails the run `interrupted` and the decision is lost"
-    ),
-)
 @pytest.mark.parametrize("offline", [True, False], ids=["offline", "live"])
 def test_a_decision_made_before_the_mark_survives_a_restart(offline: bool) -> None:
     tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
