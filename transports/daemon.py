@@ -54,11 +54,12 @@ def serve(
         runtime.close(0)
         raise
     recovery = runtime.node.recovery
-    if recovery.interrupted_runs or recovery.closed_approvals:
+    if recovery.interrupted_runs or recovery.closed_approvals or recovery.resumed:
         log_line(
             "recovered after an unclean stop",
             interrupted_runs=list(recovery.interrupted_runs),
             closed_approvals=list(recovery.closed_approvals),
+            resumed_runs=[run.state.run_id for run in recovery.resumed],
         )
     logger = RunStateLogger(runtime.journal, lambda line: log_line_raw(line))
     logger.start()
@@ -87,7 +88,10 @@ def serve(
     )
     if ready is not None:
         ready()
-    stop.wait()
+    # A timed wait: Python runs a signal handler only when the main thread wakes, and a bare
+    # ``wait()`` can sleep through a SIGTERM the kernel delivered to another thread.
+    while not stop.wait(0.5):
+        pass
     try:
         grpc.close()  # before the node: the servers run on the node's I/O loop
         http.close()
