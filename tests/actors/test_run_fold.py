@@ -301,6 +301,16 @@ def test_approval_resolved_clears_it_and_records_the_decision(stream: str) -> No
     assert state.status is RunStatus.AWAITING_APPROVAL
 
 
+def test_run_awaiting_approval_records_which_approval_the_run_marked() -> None:
+    state = folded(*_awaiting_tape())
+    assert state.marked is None
+    state = apply(state, on_run(RunAwaitingApproval(run_id=RUN, approval_id="a1")))
+    assert (state.marked, state.approval_id) == ("a1", "a1")
+    # the mark outlives the decision: it tells a decision taken before the mark from one after
+    state = apply(state, on_tool(resolved("a1")))
+    assert state.marked == "a1"
+
+
 def test_a_decision_on_another_approval_is_ignored() -> None:
     state = folded(*_awaiting_tape())
     assert apply(state, on_tool(resolved("a-other"))) == state

@@ -316,6 +316,13 @@ def test_denial_by_timeout() -> None:
     assert (refusal.error, refusal.error_kind) == ("denied: the approval timed out", "denied")
 
 
+def test_denial_by_the_node_for_another_reason_names_it() -> None:
+    # a run stopping (cancel, wall clock) denies its pending approval as the node: not a timeout
+    refusal = denial(_decided(decision="deny", decided_by="node", reason="wall_clock"))
+    assert refusal is not None
+    assert (refusal.error, refusal.error_kind) == ("denied by node: wall_clock", "denied")
+
+
 # --- unknown tools, results -------------------------------------------------------------------
 
 
