@@ -290,7 +290,8 @@ class RunActor(pykka.ThreadingActor):
             elif isinstance(step, Resume):
                 self._append(resumed(self.state, step))
                 self._run_clock()
-                self._ensure_tool(step.call, step.invocation_id, proceed=True)
+                if step.call is not None and step.invocation_id is not None:
+                    self._ensure_tool(step.call, step.invocation_id, proceed=True)
             elif isinstance(step, AwaitTool | WaitApproval):
                 self._ensure_tool(step.call, step.invocation_id)
                 return

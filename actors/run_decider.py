@@ -72,10 +72,12 @@ class WaitApproval(msgspec.Struct, frozen=True):
 
 
 class Resume(msgspec.Struct, frozen=True):
-    """The approval was decided: append ``run.resumed``; the call then proceeds."""
+    """The approval was decided: append ``run.resumed``; the call then proceeds. Without a
+    call, the call that waited was closed without a decision (its tool vanished after a
+    restart, or its actor failed): the run only goes back in progress."""
 
-    call: ToolCall
-    invocation_id: str
+    call: ToolCall | None
+    invocation_id: str | None
     approval_id: str
 
 
@@ -109,6 +111,12 @@ def next_step(state: RunState) -> Step:
         return Ended()
     if status is RunStatus.ACCEPTED:
         return Start()
+    if (
+        status is RunStatus.AWAITING_APPROVAL
+        and state.approval_id is None
+        and state.resolved is None
+    ):
+        return Resume(None, None, state.marked or "")
     call = state.open_call()
     if call is not None:
         invocation_id = state.invocation_of(call.id)
@@ -137,7 +145,9 @@ def resumable(step: Step) -> bool:
     A run waiting for a human (or about to) loses nothing by the restart: the approval stays
     pending, or takes effect if it was decided meanwhile. Every other unfinished run was doing
     machine work that the crash cut off: it is failed ``interrupted``."""
-    return isinstance(step, MarkAwaiting | WaitApproval | Resume)
+    if isinstance(step, Resume):
+        return step.call is not None
+    return isinstance(step, MarkAwaiting | WaitApproval)
 
 
 # --- commands --------------------------------------------------------------------------------

@@ -165,7 +165,11 @@ def apply(state: RunState, rec: Recorded) -> RunState:
         call_id = next((c for c, inv in state.invocations if inv == event.invocation_id), None)
         if call_id is None:
             return state
-        return replace(state, results=(*state.results, (call_id, event)), resolved=None)
+        # A call closed without a decision (unknown tool after a restart, a failed tool actor)
+        # leaves no approval behind either.
+        return replace(
+            state, results=(*state.results, (call_id, event)), resolved=None, approval_id=None
+        )
     if isinstance(event, RunAwaitingApproval):
         return replace(state, marked=event.approval_id)
     if isinstance(event, TERMINAL_EVENTS):

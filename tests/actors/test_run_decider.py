@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors import IllegalTransition
 from actors.provider import ToolCall, Usage
 from actors.run_decider import (
     INTERRUPTED,
@@ -751,7 +750,7 @@ def test_interrupt_folds_to_a_failed_run_whose_last_event_is_terminal() -> None:
 # it: a restarted invocation whose tool is gone from the catalog (``_begin`` -> ``_load_spec`` ->
 # ``unknown_tool``) or whose arguments no longer validate, and ``on_failure`` (e.g. the append of
 # a decision failed) closing it ``internal_error``. The run's fold keeps the stale
-# ``approval_id`` (and its ``awaiting_approval`` status): see the xfails below.
+# ``approval_id`` (and its ``awaiting_approval`` status): see the tests below.
 
 
 def _closed_undecided(tape: Tape, c: ToolCall, how: str) -> Tape:
@@ -789,14 +788,6 @@ def _drive(tape: Tape) -> RunState:
     raise AssertionError("the run never ended")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IllegalTransition,
-    reason="BUG: a call that completes while the run is awaiting_approval, with no decision, "
-    "leaves the run awaiting: next_step says CallModel (the model is called while awaiting, "
-    "wall clock paused) and the final answer's run.completed is an illegal "
-    "awaiting_approval -> done transition",
-)
 @pytest.mark.parametrize("how", ["unknown_tool", "internal_error"])
 def test_a_call_closed_while_the_run_awaits_its_approval_lets_the_run_finish(how: str) -> None:
     tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
@@ -806,12 +797,6 @@ def test_a_call_closed_while_the_run_awaits_its_approval_lets_the_run_finish(how
     assert state.status is RunStatus.DONE
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: run_fold keeps approval_id after the invocation that requested it completed "
-    "undecided, so the next call is marked awaiting a closed approval (MarkAwaiting, resumable: "
-    "a restart would resume a run doing machine work instead of interrupting it)",
-)
 def test_a_call_closed_before_the_mark_leaves_no_approval_behind() -> None:
     tape = Tape().model_turn(C1, C2).propose(C1).decide(C1, "approval_required").request(C1)
     _closed_undecided(tape, C1, "internal_error")
