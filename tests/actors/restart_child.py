@@ -21,6 +21,12 @@ run(s), and prints one JSON line with the ids once the run is in the scenario's 
 * ``decided``: a run of ``shell.run`` waiting for its approval; the approval is allowed live
   (principal ``operator``) and the process dies just before the run's next append
   (``run.resumed``): the decision is on the tape, the run has not acted on it.
+* ``cancel_awaiting``: a run of ``shell.run`` waiting for its approval; its cancellation is
+  asked for and the process SIGKILLs itself just before the first append that follows (the
+  node's denial of the approval), so nothing of the cancellation reaches the journal.
+* ``cancel_denied``: as ``cancel_awaiting``, but the process dies just before the invocation's
+  ``tool.completed``: the approval is on the tape denied by ``node`` (reason ``cancelled``), the
+  invocation and the run are not yet closed.
 * ``twin``: the same run as ``decided`` without a crash: it ends, then the child stops the node
   cleanly and exits 0 (the reference tape for ``marking`` and ``decided``).
 """
@@ -37,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.messages import CancelRun, ResolveApproval, StartRun
-from events.catalog import RunAwaitingApproval
+from events.catalog import RunAwaitingApproval, ToolCompleted
 from events.lifecycle import TERMINAL_KINDS
 from transports.runtime import Runtime, open_runtime
 
@@ -96,7 +102,7 @@ def main(scenario: str, data_dir: Path) -> None:
         node.send(StartRun(text=APPROVAL, create=True))
         time.sleep(120)  # dies before run.awaiting_approval
         raise SystemExit("the run was never marked awaiting approval")
-    elif scenario in ("decided", "twin"):
+    elif scenario in ("decided", "twin", "cancel_awaiting", "cancel_denied"):
         ticket = node.ask(StartRun(text=APPROVAL, create=True))
         wait_for_kind(runtime, ticket.run_id, "run.awaiting_approval")
         ids = {"run": ticket.run_id, "session": ticket.session_id}
@@ -116,6 +122,18 @@ def main(scenario: str, data_dir: Path) -> None:
     elif scenario == "decided":
         die_before(runtime, lambda stream, _e, _f: stream == f"run/{run_id}")
         decide(runtime, run_id)
+    elif scenario == "cancel_awaiting":
+        die_before(runtime, lambda _s, _e, fields: fields.get("correlation_id") == run_id)
+        node.send(CancelRun(run_id=run_id, principal="operator"))
+    elif scenario == "cancel_denied":
+        die_before(
+            runtime,
+            lambda _s, events, fields: (
+                fields.get("correlation_id") == run_id
+                and any(isinstance(e, ToolCompleted) for e in events)
+            ),
+        )
+        node.send(CancelRun(run_id=run_id, principal="operator"))
     time.sleep(120)  # killed long before this
 
 

@@ -204,7 +204,7 @@ def new_data_dir(root: Path, config: str = BASE_CONFIG) -> Path:
     return root
 
 
-SELF_KILLING = ("cancelling", "marking", "decided")
+SELF_KILLING = ("cancelling", "marking", "decided", "cancel_awaiting", "cancel_denied")
 """Scenarios whose child kills itself (SIGKILL) at an exact point instead of waiting for ours."""
 
 
@@ -255,7 +255,7 @@ def crash_child(scenario: str, data: Path) -> tuple[dict[str, str], list[StoredE
 
 def tape_of(data: Path, run_id: str) -> list[StoredEvent]:
     """The run's tape from the journal: the events correlated with it, in journal order."""
-    reader = JournalReader(data / "journal.db")
+    reader = JournalReader.open(data / "journal.db")
     try:
         return reader.read_correlated(run_id)
     finally:
@@ -291,6 +291,18 @@ def wait_end(data: Path, run_id: str, timeout: float = DEADLINE_S) -> list[Store
 
 def kinds(tape: list[StoredEvent]) -> list[str]:
     return [s.kind for s in tape]
+
+
+def describe(tape: list[StoredEvent]) -> str:
+    """The tape on one line per event, with what decides the outcome (for failure messages:
+    a string, so pytest does not shorten it)."""
+    keys = ("decision", "decided_by", "reason", "ok", "error_kind", "answer", "requested_by")
+    lines = []
+    for stored in tape:
+        event = msgspec.to_builtins(stored.decode())
+        shown = {k: event[k] for k in keys if k in event and event[k] not in ("", None)}
+        lines.append(f"  {stored.kind} by {stored.principal} {shown if shown else ''}".rstrip())
+    return "tape:\n" + "\n".join(lines)
 
 
 def first(tape: list[StoredEvent], kind: str) -> Any:
@@ -653,6 +665,81 @@ def test_7_a_run_being_cancelled_fails_interrupted(
     done = tape[-2].decode()
     assert (done.ok, done.error_kind) == (False, "interrupted"), done
     assert re.search("cancel", json.dumps(normalised(tape))) is None
+
+
+def test_7b_a_run_cancelled_while_awaiting_approval_fails_interrupted(
+    daemons: Callable[[Path], Daemon], tmp_path: Path
+) -> None:
+    """A cancel was asked for while the run waited for its approval, and the node died before
+    anything of it was written (the child kills itself just before the first append after the
+    cancel: the node's denial of the approval).
+
+    operations.md lists "being cancelled" among the runs that fail ``interrupted`` after a
+    crash, "a pending approval of such a run is denied ``interrupted`` by ``node``". The docs
+    do not say what happens when the cancellation left no trace on the journal; a demanding
+    operator expects a cancel the node accepted (HTTP 202, gRPC ``accepted``) not to be
+    forgotten: the run must not come back waiting for an approval that someone could then
+    allow, running the very call the operator cancelled. So: the approval is denied
+    ``interrupted`` by ``node``, the invocation completed ``interrupted``, the run failed
+    ``interrupted``, and the restarted node names it among the interrupted runs."""
+    data = new_data_dir(tmp_path / "data")
+    ids, at_crash = crash_child("cancel_awaiting", data)
+    assert kinds(at_crash)[-1] == "run.awaiting_approval", kinds(at_crash)  # the window was hit
+    approval_id = first(at_crash, "tool.approval_requested").approval_id
+    node = daemons(data)
+    status, record = node.http("GET", f"/v1/approvals/{approval_id}")
+    node.stop()
+    tape = tape_of(data, ids["run"])
+    assert kinds(tape) == [
+        *kinds(at_crash),
+        "tool.approval_resolved",
+        "tool.completed",
+        "run.failed",
+    ], describe(tape)
+    assert status == 200 and record["state"] != "pending", record
+    tape = assert_audit_clean(data, ids["run"])
+    assert_interrupted(tape)
+    resolved = first(tape, "tool.approval_resolved")
+    assert (resolved.decision, resolved.decided_by, resolved.reason) == (
+        "deny",
+        "node",
+        "interrupted",
+    ), resolved
+    done = tape[-2].decode()
+    assert (done.ok, done.error_kind) == (False, "interrupted"), done
+
+
+def test_7c_a_run_cancelled_while_awaiting_killed_after_the_denial_fails_interrupted(
+    daemons: Callable[[Path], Daemon], tmp_path: Path
+) -> None:
+    """A cancel was asked for while the run waited for its approval; the node denied the
+    approval for it (``tool.approval_resolved`` deny by ``node``, reason ``cancelled``) and died
+    before the invocation was completed (the child kills itself just before that append).
+
+    The run is "being cancelled": operations.md says it fails ``interrupted`` after its
+    unfinished invocation is completed ``interrupted``. Whatever the end's reason, a demanding
+    operator expects a run they cancelled never to call the model again: no new turn after the
+    restart, and the run is not counted as resumed. The denial recorded before the crash is
+    not a human decision to act on."""
+    data = new_data_dir(tmp_path / "data")
+    ids, at_crash = crash_child("cancel_denied", data)
+    assert kinds(at_crash)[-2:] == ["run.awaiting_approval", "tool.approval_resolved"], kinds(
+        at_crash
+    )
+    denial = at_crash[-1].decode()
+    assert (denial.decision, denial.decided_by) == ("deny", "node"), denial
+    node = daemons(data)
+    wait_end(data, ids["run"])
+    node.stop()
+    tape = tape_of(data, ids["run"])
+    assert tape[: len(at_crash)] == at_crash
+    assert kinds(tape) == [*kinds(at_crash), "tool.completed", "run.failed"], describe(tape)
+    tape = assert_audit_clean(data, ids["run"])
+    assert_interrupted(tape)
+    done = tape[-2].decode()
+    assert (done.ok, done.error_kind) == (False, "interrupted"), done
+    line = node.logged("recovered after an unclean stop")
+    assert line is not None and ids["run"] in line["interrupted_runs"], line
 
 
 # --- the windows around an approval: restart_child.py, then reel node ----------------------------
