@@ -488,9 +488,13 @@ def crash_while_awaiting(
 
 
 def assert_resumed(daemon: Daemon, run_id: str) -> None:
-    """The restarted node did not interrupt the run waiting for a human."""
+    """The restarted node did not interrupt the run waiting for a human, and its recovery line
+    names the run among the resumed ones (operations.md: the line "lists what was resolved:
+    interrupted runs, closed approvals and resumed runs")."""
     line = daemon.logged("recovered after an unclean stop")
-    assert line is None or run_id not in line["interrupted_runs"], line
+    assert line is not None, daemon.lines
+    assert run_id not in line["interrupted_runs"], line
+    assert run_id in line["resumed_runs"], line
     assert "interrupted" not in json.dumps(normalised(tape_of(daemon.data, run_id)))
 
 
@@ -697,6 +701,9 @@ def test_7b_a_run_cancelled_while_awaiting_approval_fails_interrupted(
         "run.failed",
     ], describe(tape)
     assert status == 200 and record["state"] != "pending", record
+    line = node.logged("recovered after an unclean stop")
+    assert line is not None and ids["run"] in line["interrupted_runs"], line
+    assert approval_id in line["closed_approvals"], line
     tape = assert_audit_clean(data, ids["run"])
     assert_interrupted(tape)
     resolved = first(tape, "tool.approval_resolved")
