@@ -164,9 +164,11 @@ class Driver:
     """Keeps every session busy with one run at a time, from one thread.
 
     ``node.send`` is non-blocking; the ticket's ``run_id`` arrives on the reply future. The
-    driver waits for commits (``Journal.wait_for``), reads the new events and, for each run
-    that ended, sends its session's next run. Commit times come from a listener in the writer
-    thread, so a run's latency does not include the driver's own reaction time.
+    driver learns of commits only from its own ``Journal.listen`` callback (in the writer
+    thread), which records each commit's head position and time and wakes it; it then reads
+    the new events up to that signalled head and, for each run that ended, sends its session's
+    next run. So a run's latency does not include the driver's own reaction time, and every run
+    counted as ended has the time of its commit recorded.
 
     With ``rate`` None the loop is closed: a session's next run is sent as soon as the last one
     ended (every session always has a run live: throughput). With ``rate`` runs/s, run ``k``
@@ -192,13 +194,30 @@ class Driver:
         """(when, session) heap of the next sends."""
         self.started = 0.0
         self.errors: list[BaseException] = []
+        self.signalled = threading.Condition()
         self.commits: list[tuple[int, float]] = []
-        """(committed head position, perf_counter) per commit, appended by the writer thread."""
+        """(committed head position, perf_counter) per commit, appended by the writer thread
+        (under ``signalled``), in commit order."""
         self.ended: dict[str, tuple[str, int]] = {}
         """run_id -> (terminal kind, position)."""
+        self.unmatched: dict[str, tuple[str, int]] = {}
+        """Ends read before their ticket's reply callback ran (the session replies after it
+        launched the run, so on a busy machine the reply can come late): matched later."""
 
     def _on_commit(self, position: int) -> None:
-        self.commits.append((position, time.perf_counter()))
+        """The journal's listener, called in the writer thread after each commit."""
+        with self.signalled:
+            self.commits.append((position, time.perf_counter()))
+            self.signalled.notify()
+
+    def _signalled_head(self, after: int, timeout: float) -> int:
+        """Wait (up to ``timeout``) until the listener has signalled a commit past ``after``;
+        returns the last signalled head (``after`` if none came)."""
+        with self.signalled:
+            self.signalled.wait_for(
+                lambda: bool(self.commits) and self.commits[-1][0] > after, timeout
+            )
+            return max(after, self.commits[-1][0]) if self.commits else after
 
     def _schedule(self, lane: int, now: float) -> None:
         if self.left[lane] <= 0:
@@ -234,9 +253,16 @@ class Driver:
         reply.add_done_callback(accepted)
 
     def run(self) -> float:
-        """Drive every run to its end; returns the seconds from first send to last commit."""
+        """Drive every run to its end; returns the seconds from first send to last commit.
+
+        Only events at or before the head the listener has signalled are read. A row is
+        readable as soon as its transaction commits, a moment before the writer thread calls
+        the listeners, so a driver that polled the journal itself could count a run as ended
+        whose commit time was not recorded yet (and, unsubscribed, never would be):
+        ``_commit_time`` then raised IndexError.
+        """
         unsubscribe = self.journal.listen(self._on_commit)
-        position = self.journal.committed_position
+        position = self.journal.committed_position  # after subscribing: no commit is missed
         total = self.sessions * self.runs_each
         self.started = time.perf_counter()
         deadline = self.started + RUN_TIMEOUT_S
@@ -251,37 +277,44 @@ class Driver:
                 while self.due and self.due[0][0] <= now:
                     self._send(heapq.heappop(self.due)[1])
                 wait = min(0.5, self.due[0][0] - now) if self.due else 0.5
-                self.journal.wait_for(position, timeout=max(wait, 0.0))
-                fresh = self.journal.read(position, limit=10_000)
+                head = self._signalled_head(position, max(wait, 0.0))
                 now = time.perf_counter()
-                for stored in fresh:
-                    if stored.kind in TERMINAL and stored.correlation_id is not None:
-                        self._ended(stored.correlation_id, stored.kind, stored.position, now)
-                if fresh:
-                    position = fresh[-1].position
-            # A row is readable as soon as it commits, a moment before the writer thread calls
-            # the listeners: wait for the listener to record the last commit we read, or its
-            # time is missing (this race raised IndexError in some idle phases).
-            last = max((p for _, p in self.ended.values()), default=0)
-            settle = time.perf_counter() + 5.0
-            while (not self.commits or self.commits[-1][0] < last) and time.perf_counter() < settle:
-                time.sleep(0.001)
+                for run_id, end in list(self.unmatched.items()):
+                    self._ended(run_id, *end, now)
+                while position < head:
+                    fresh = self.journal.read(position, limit=10_000)
+                    if not fresh:
+                        break
+                    for stored in fresh:
+                        if stored.position > head:
+                            break  # committed, but not signalled yet: read again next time
+                        if stored.kind in TERMINAL and stored.correlation_id is not None:
+                            self._ended(stored.correlation_id, stored.kind, stored.position, now)
+                    position = min(fresh[-1].position, head)
         finally:
             unsubscribe()
         if self.errors:
             raise RuntimeError(f"a StartRun failed: {self.errors[0]!r}")
+        if not self.ended:
+            raise RuntimeError("no run ended")
         return self._commit_time(max(p for _, p in self.ended.values())) - self.started
 
     def _ended(self, run_id: str, kind: str, position: int, now: float) -> None:
+        """Every end read after the start is one of ours (the warm-up run ended before)."""
         with self.lock:
             lane = self.session_of_run.get(run_id)
-        if lane is None or run_id in self.ended:
-            return  # not one of ours (the warm-up run)
+        if lane is None:
+            self.unmatched[run_id] = (kind, position)
+            return
+        self.unmatched.pop(run_id, None)
+        if run_id in self.ended:
+            return
         self.ended[run_id] = (kind, position)
         self._schedule(lane, now)
 
     def _commit_time(self, position: int) -> float:
-        """When the commit holding ``position`` was signalled (the first commit at or past it)."""
+        """When the commit holding ``position`` was signalled (the first commit at or past it;
+        there is one for every position the driver read)."""
         at = bisect.bisect_left(self.commits, (position, float("-inf")))
         return self.commits[at][1]
 
@@ -293,12 +326,14 @@ class Driver:
 
 
 def warm_up(journal: Journal, node: Node) -> int:
-    """One run in a session of its own (imports, first tool call); returns the head after it."""
+    """One run in a session of its own (imports, first tool call); returns a position at or
+    past its last event (its end is readable a moment before ``committed_position`` moves)."""
     ticket: RunTicket = node.ask(StartRun(text=TEXT, create=True))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if any(e.kind in TERMINAL for e in journal.read_correlated(ticket.run_id)):
-            return journal.committed_position
+        ends = [e for e in journal.read_correlated(ticket.run_id) if e.kind in TERMINAL]
+        if ends:
+            return max(journal.committed_position, ends[-1].position)
         time.sleep(0.01)
     raise RuntimeError("the warm-up run did not end within 30 s")
 
@@ -414,6 +449,7 @@ def phase_runs(
         ceiling(work, lanes) if rate is None else (float("nan"), float("nan"), float("nan"))
     )
     return {
+        "reel_from": reel_from(),
         "rate": rate,
         "sessions": sessions,
         "runs": runs,
@@ -518,11 +554,11 @@ def phase_idle(work: Path, count: int) -> dict[str, Any]:
 def child(
     phase: str, args: argparse.Namespace, work: Path, idle_sessions: int = 0
 ) -> dict[str, Any]:
-    """Run one phase in a fresh interpreter (importing reel from ``--repo``); its last stdout
-    line is its result as JSON."""
+    """Run one phase in a fresh interpreter that imports reel from ``--repo`` (first on
+    ``PYTHONPATH``, run from that checkout); its last stdout line is its result as JSON."""
     command = [
         sys.executable,
-        __file__,
+        str(Path(__file__).resolve()),
         "--phase",
         phase,
         "--runs",
@@ -534,14 +570,21 @@ def child(
         "--dir",
         str(work / f"{phase}{idle_sessions or ''}"),
     ]
-    env = {**os.environ, "PYTHONPATH": str(args.repo)}
-    done = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    path = os.pathsep.join(p for p in (str(args.repo), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, env=env, cwd=args.repo
+    )
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
         raise RuntimeError(f"phase {phase} failed with exit status {done.returncode}")
     if done.stderr.strip():
         sys.stderr.write(done.stderr)
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(result["reel_from"]) != args.repo:
+        raise RuntimeError(
+            f"phase {phase} imported reel from {result['reel_from']}, not {args.repo}"
+        )
     return result
 
 
@@ -588,12 +631,23 @@ def report_runs(name: str, r: dict[str, Any]) -> None:
     )
 
 
+def describe(repo: Path) -> str:
+    """The checkout's commit, as ``git describe`` names it (``-dirty`` with local changes)."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "not a git checkout"
+
+
 def main_report(args: argparse.Namespace, work: Path) -> None:
     runs_each = max(1, args.runs // args.sessions)
     print(
-        f"reel actors: {args.runs} runs per phase, each StartRun + 1 echo tool call (2 turns), "
-        f"deterministic provider, journal synchronous=FULL; {os.cpu_count()} CPUs; "
-        f"files in {work}"
+        f"reel actors from {args.repo} ({describe(args.repo)}): {args.runs} runs per phase, "
+        f"each StartRun + 1 echo tool call (2 turns), deterministic provider, journal "
+        f"synchronous=FULL; {os.cpu_count()} CPUs; files in {work}"
     )
     single = child("single", args, work)
     many = child("concurrent", args, work)
@@ -608,9 +662,9 @@ def main_report(args: argparse.Namespace, work: Path) -> None:
         f"always has a run live, so p50 ~ {args.sessions} / (runs/s) by Little's law"
     )
     report_runs("paced", paced)
-
     for idle in idles:
         report_idle(idle)
+
     rate = many["runs_per_s"]
     print(
         f"{verdict(rate >= TARGET_RUNS_PER_S)}      {args.sessions} sessions, closed loop: "
@@ -627,45 +681,77 @@ def main_report(args: argparse.Namespace, work: Path) -> None:
         f"(needs >= {args.sessions / TARGET_P99_S:.0f} runs/s by Little's law)"
     )
     for idle in idles:
+        name = f"{idle['sessions']:,} idle sessions"
+        if "skipped" in idle:
+            print(f"SKIP      {name}: {idle['skipped']}")
+            continue
+        when = "right after creation" if idle["holds_threads"] else "after settling"
         delta = idle["rss_after_mib"] - idle["rss_before_mib"]
-        per_k = delta / idle["sessions"] * 1000
+        ceiling_mib = idle_rss_ceiling_mib(idle["sessions"])
+        print(
+            f"{verdict(delta < ceiling_mib)}      {name}, {when}: RSS delta < "
+            f"{ceiling_mib:,.0f} MiB: {delta:+.1f} MiB "
+            f"({delta / idle['sessions'] * 1000:.2f} MiB per 1,000)"
+        )
         allowed = idle["fixed_threads"] + idle["live_runs"]
         print(
-            f"{verdict(per_k < TARGET_IDLE_MIB_PER_1000)}      {idle['sessions']:,} idle sessions "
-            f"cost < {TARGET_IDLE_MIB_PER_1000:g} MiB RSS per 1,000: {per_k:.1f} "
-            f"(+{delta:.0f} MiB)"
+            f"{verdict(idle['after_threads'] <= allowed)}      {name}, {when}: live threads <= "
+            f"live runs ({idle['live_runs']}) + the node's fixed {idle['fixed_threads']}, "
+            f"whatever the count: {idle['after_threads']:,}"
         )
-        print(
-            f"{verdict(idle['after_threads'] <= allowed)}      {idle['sessions']:,} idle "
-            f"sessions: live threads <= live runs ({idle['live_runs']}) + the node's fixed "
-            f"{idle['fixed_threads']}: {idle['after_threads']}"
-        )
+
+
+def idle_rss_ceiling_mib(sessions: int) -> float:
+    """The RSS an idle phase may add: :data:`TARGET_IDLE_FLOOR_MIB`, or
+    :data:`TARGET_IDLE_KIB_EACH` per session when that is more."""
+    return max(TARGET_IDLE_FLOOR_MIB, sessions * TARGET_IDLE_KIB_EACH / 1024)
 
 
 def report_idle(idle: dict[str, Any]) -> None:
-    delta = idle["rss_after_mib"] - idle["rss_before_mib"]
-    live_delta = idle["rss_live_mib"] - idle["rss_before_mib"]
+    settings = (
+        f"idle_passivate_s {idle['idle_passivate_s']:g}, passivate_check_s "
+        f"{idle['passivate_check_s']:g} (the checkout's defaults)"
+    )
+    if "skipped" in idle:
+        show("idle", f"{idle['sessions']:,} sessions", "-", f"{idle['skipped']}; {settings}")
+        return
     show(
         "idle",
         f"{idle['sessions']:,} sessions created",
         f"{idle['created_s']:.1f} s",
-        f"{idle['sessions'] / idle['created_s']:,.0f}/s; threads {idle['fixed_threads']} -> "
-        f"{idle['live_threads']} when the last reply came (peak {idle['peak_threads']}); "
-        f"RSS +{live_delta:.0f} MiB",
+        f"{idle['sessions'] / idle['created_s']:,.0f} sessions/s ({CREATE_WINDOW} outstanding, "
+        f"{idle['created']:,} new); at the last reply {idle['live_at_last_reply']:,} sessions "
+        f"live, threads {idle['fixed_threads']} -> {idle['live_threads']:,} (peak "
+        f"{idle['peak_threads']:,}), RSS +{idle['rss_live_mib'] - idle['rss_before_mib']:.0f} "
+        f"MiB; {settings}",
     )
-    waited = (
-        "after passivation"
-        if idle["idle_passivate_s"] <= 5
-        else f"right after (passivates after {idle['idle_passivate_s']:g} s)"
-    )
+    if idle["holds_threads"]:
+        what = "right after the last reply"
+        rest = (
+            f"not waited for: sessions here keep their thread {idle['idle_passivate_s']:g} s "
+            "when idle; "
+        )
+    else:
+        what = f"settled: {idle['sessions_left']:,} sessions live"
+        rest = "after the last reply; "
+    delta = idle["rss_after_mib"] - idle["rss_before_mib"]
     show(
         "",
-        waited,
-        f"{idle['passivated_s']:.1f} s",
-        f"threads {idle['after_threads']}, sessions left {idle['sessions_left']}, "
-        f"RSS {idle['rss_before_mib']:.0f} -> {idle['rss_after_mib']:.0f} MiB "
-        f"(+{delta:.1f}; {delta / idle['sessions'] * 1000:.1f} per 1,000; peak sampled "
-        f"{idle['peak_rss_sampled_mib']:.0f}); a wake-up answers in {idle['wake_ms']:.1f} ms",
+        what,
+        f"{idle['settled_s']:.1f} s",
+        f"{rest}threads {idle['after_threads']:,}; RSS {idle['rss_before_mib']:.0f} before -> "
+        f"{idle['rss_after_mib']:.0f} MiB after = {delta:+.1f} MiB, "
+        f"{delta / idle['sessions'] * 1000:.2f} MiB per 1,000 sessions (peak sampled "
+        f"{idle['peak_rss_sampled_mib']:.0f})",
+    )
+    wake = sorted(idle["wake_ms"])
+    woken = "live, none to wake" if idle["sessions_left"] else "idle, each woken"
+    show(
+        "",
+        f"wake-up: {len(wake)} random sessions ({woken})",
+        f"p50 {percentile(wake, 50):.1f} ms",
+        f"max {max(wake, default=float('nan')):.1f} ms; GetSessionState one at a time, "
+        f"{idle['wake_answered']} of {len(wake)} answered with their own state",
     )
 
 
@@ -689,6 +775,9 @@ def main() -> None:
         "--phase", choices=("single", "concurrent", "paced", "idle"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
+    args.repo, args.dir = args.repo.resolve(), args.dir.resolve()
+    if not (args.repo / "actors" / "__init__.py").is_file():
+        parser.error(f"--repo {args.repo}: not a reel checkout (no actors/__init__.py)")
     if args.phase is not None:  # a child: one phase, its result as one JSON line
         args.dir.mkdir(parents=True, exist_ok=True)
         phases: dict[str, Callable[[], dict[str, Any]]] = {
