@@ -151,6 +151,16 @@ class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
     approval_id: str
 
 
+class RunCancelRequested(Event, frozen=True, kw_only=True, tag="run.cancel_requested"):
+    """A cancel was accepted for a run that cannot end at once (a tool call is in flight or
+    waits for its approval). Journaled before the cancel is acknowledged, so a restart never
+    forgets it: a run that has this and no terminal event is failed ``interrupted``, never
+    resumed."""
+
+    run_id: str
+    requested_by: str
+
+
 class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
     """Terminal: the model gave a final answer."""
 
@@ -282,6 +292,7 @@ CATALOG: tuple[type[Event], ...] = (
     RunTurnCompleted,
     RunAwaitingApproval,
     RunResumed,
+    RunCancelRequested,
     RunCompleted,
     RunFailed,
     RunCancelled,
