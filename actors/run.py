@@ -63,8 +63,10 @@ from actors.run_decider import (
     Resume,
     Start,
     StartTool,
+    Stopping,
     WaitApproval,
     awaiting,
+    cancel_requested,
     end,
     finish_turn,
     next_step,
@@ -185,9 +187,7 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(message, ToolAppended):
             self._on_tool_events(message)
         elif isinstance(message, CancelRun):
-            if self.ending is None:
-                self._stop_with("cancelled", "cancelled", message.principal)
-            resolve(message.reply, True)
+            self._on_cancel(message)
         elif isinstance(message, WallClockExpired):
             if message.generation == self.clock_generation and self.ending is None:
                 limit = self.state.wall_clock_s
@@ -303,6 +303,8 @@ class RunActor(pykka.ThreadingActor):
                 return
             elif isinstance(step, Finish):
                 self._append(step.end)
+            elif isinstance(step, Stopping):
+                self._stop_with("cancelled", "cancelled", step.requested_by)
             else:
                 return
 
@@ -427,6 +429,20 @@ class RunActor(pykka.ThreadingActor):
             )
             return
         self._write_ending()
+
+    def _on_cancel(self, message: CancelRun) -> None:
+        """Stop the run for ``message.principal``. With a call in flight the end waits for the
+        call to stop, so the cancel is journaled (``run.cancel_requested``) before it is
+        acknowledged: a crash in between fails the run, it never comes back."""
+        if self.ending is None:
+            if self.tool is not None:
+                try:
+                    self._append(cancel_requested(self.state, message.principal))
+                except Exception as exc:  # the caller hears it; on_failure contains the run
+                    reject(message.reply, exc)
+                    raise
+            self._stop_with("cancelled", "cancelled", message.principal)
+        resolve(message.reply, True)
 
     def _write_ending(self) -> None:
         assert self.ending is not None

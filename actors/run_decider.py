@@ -21,6 +21,7 @@ from events.catalog import (
     Event,
     RunAwaitingApproval,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunFailed,
     RunResumed,
@@ -87,6 +88,13 @@ class Finish(msgspec.Struct, frozen=True):
     end: RunEnd
 
 
+class Stopping(msgspec.Struct, frozen=True):
+    """A cancel was recorded (``run.cancel_requested``): stop the call in flight, then end.
+    Never resumed after a restart: a cancel the node acknowledged is not forgotten."""
+
+    requested_by: str
+
+
 class Ended(msgspec.Struct, frozen=True):
     """Terminal: nothing follows."""
 
@@ -100,6 +108,7 @@ Step = (
     | WaitApproval
     | Resume
     | Finish
+    | Stopping
     | Ended
 )
 
@@ -109,6 +118,8 @@ def next_step(state: RunState) -> Step:
     status = state.status
     if status.terminal:
         return Ended()
+    if state.cancel_requested_by is not None:
+        return Stopping(state.cancel_requested_by)
     if status is RunStatus.ACCEPTED:
         return Start()
     if (
@@ -164,6 +175,12 @@ def started(
         wall_clock_s=wall_clock_s,
         provider=provider,
     )
+
+
+def cancel_requested(state: RunState, requested_by: str) -> RunCancelRequested:
+    """``run.cancel_requested``: recorded before a cancel of a run with a call in flight is
+    acknowledged (a run with nothing in flight ends ``cancelled`` at once instead)."""
+    return RunCancelRequested(run_id=state.run_id, requested_by=requested_by)
 
 
 def awaiting(state: RunState, step: MarkAwaiting) -> RunAwaitingApproval:

@@ -24,6 +24,7 @@ from events.catalog import (
     ApprovalResolved,
     RunAccepted,
     RunAwaitingApproval,
+    RunCancelRequested,
     RunOutput,
     RunStarted,
     RunTurnCompleted,
@@ -80,6 +81,8 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     """Time in progress before ``since_ms`` (waiting for a human does not count)."""
     since_ms: int | None = None
     """When the run last went in progress (None while it is not)."""
+    cancel_requested_by: str | None = None
+    """Who asked for the cancel recorded by ``run.cancel_requested`` (the run only ends)."""
     end: RunEnd | None = None
 
     @property
@@ -172,6 +175,8 @@ def apply(state: RunState, rec: Recorded) -> RunState:
         )
     if isinstance(event, RunAwaitingApproval):
         return replace(state, marked=event.approval_id)
+    if isinstance(event, RunCancelRequested):
+        return replace(state, cancel_requested_by=event.requested_by)
     if isinstance(event, TERMINAL_EVENTS):
         return replace(state, end=event)
     return state

@@ -144,6 +144,32 @@ def denial(state: InvocationState) -> ToolCompleted | None:
     resolution = state.resolution
     if resolution is None or resolution.decision == "allow":
         return None
+    return _refusal(state, resolution)
+
+
+def withdrawn(
+    state: InvocationState, reason: str, *, grant_principal: str, now_ms: int
+) -> tuple[Event, ...]:
+    """The run is stopping (``reason``) while this call waits for its approval: the node's
+    denial and the call's completion, appended together so no restart finds one without the
+    other. Raises :class:`ApprovalAlreadyResolved` when nothing is pending."""
+    pending = state.pending_approval
+    if pending is None:
+        raise ApprovalAlreadyResolved(f"invocation {state.invocation_id} has no pending approval")
+    resolution = resolve(
+        state,
+        approval_id=pending.approval_id,
+        decision="deny",
+        scope="once",
+        decided_by="node",
+        reason=reason,
+        grant_principal=grant_principal,
+        now_ms=now_ms,
+    )
+    return resolution, _refusal(state, resolution)
+
+
+def _refusal(state: InvocationState, resolution: ApprovalResolved) -> ToolCompleted:
     if resolution.reason == "timeout":
         why = "denied: the approval timed out"
     else:

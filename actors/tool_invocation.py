@@ -44,6 +44,7 @@ from actors.tool_decider import (
     propose,
     refused,
     unknown_tool,
+    withdrawn,
 )
 from actors.tool_decider import (
     resolve as resolution,
@@ -276,12 +277,11 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     def _on_cancel(self, reason: str) -> None:
         """The run is stopping: deny a pending approval and close the invocation now."""
-        pending = self.state.pending_approval
-        if pending is not None:
-            self._settle(pending.approval_id, "deny", "once", "node", reason)
-            denied = denial(self.state)
-            assert denied is not None
-            self._complete(denied)
+        if self.state.pending_approval is not None:
+            now_ms = time.time_ns() // 1_000_000
+            self._complete(
+                *withdrawn(self.state, reason, grant_principal=self.principal, now_ms=now_ms)
+            )
         elif self.state.resolution is not None and self.state.completed is None:
             self._complete(refused(self.state, "cancelled before it ran", "cancelled"))
 

@@ -22,11 +22,11 @@ run(s), and prints one JSON line with the ids once the run is in the scenario's 
   (principal ``operator``) and the process dies just before the run's next append
   (``run.resumed``): the decision is on the tape, the run has not acted on it.
 * ``cancel_awaiting``: a run of ``shell.run`` waiting for its approval; its cancellation is
-  asked for and the process SIGKILLs itself just before the first append that follows (the
-  node's denial of the approval), so nothing of the cancellation reaches the journal.
-* ``cancel_denied``: as ``cancel_awaiting``, but the process dies just before the invocation's
-  ``tool.completed``: the approval is on the tape denied by ``node`` (reason ``cancelled``), the
-  invocation and the run are not yet closed.
+  asked for and the process SIGKILLs itself just before the first append that follows
+  (``run.cancel_requested``), so nothing of the cancellation reaches the journal.
+* ``cancel_denied``: as ``cancel_awaiting``, but the process dies just before the append of the
+  node's denial and the invocation's ``tool.completed``: ``run.cancel_requested`` is on the
+  tape, the approval, the invocation and the run are not yet closed.
 * ``twin``: the same run as ``decided`` without a crash: it ends, then the child stops the node
   cleanly and exits 0 (the reference tape for ``marking`` and ``decided``).
 """

@@ -204,12 +204,25 @@ def test_a_decision_for_an_unknown_approval_is_refused(kit: NodeKit) -> None:
 def test_cancel_while_awaiting_approval_closes_the_approval(kit: NodeKit) -> None:
     ticket = kit.start_run(f"never mind\n{SHELL}")
     request = approval_of(kit, ticket.run_id)
-    kit.ask(CancelRun(run_id=ticket.run_id))
+    kit.ask(CancelRun(run_id=ticket.run_id, principal="bob"))
+    # Acknowledged only once durable: a restart now fails the run instead of resuming it.
+    (requested,) = kit.events(ticket.run_id, "run.cancel_requested")
+    assert requested.requested_by == "bob"
     end = kit.wait_for_end(ticket.run_id)
-    assert isinstance(end, RunCancelled)
+    assert isinstance(end, RunCancelled) and end.requested_by == "bob"
     (resolved,) = kit.events(ticket.run_id, "tool.approval_resolved")
-    assert (resolved.decision, resolved.reason) == ("deny", "cancelled")
-    assert kit.kinds(ticket.run_id)[-1] == "run.cancelled"
+    assert (resolved.decision, resolved.decided_by, resolved.reason) == (
+        "deny",
+        "node",
+        "cancelled",
+    )
+    assert kit.kinds(ticket.run_id)[-5:] == [
+        "run.awaiting_approval",
+        "run.cancel_requested",
+        "tool.approval_resolved",
+        "tool.completed",
+        "run.cancelled",
+    ]
     assert kit.node.services.registry.pending_approvals() == []
     with pytest.raises(ApprovalAlreadyResolved):
         resolve(kit, request.approval_id)

@@ -671,27 +671,15 @@ def test_7_a_run_being_cancelled_fails_interrupted(
     assert re.search("cancel", json.dumps(normalised(tape))) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (closing note): a cancel is acknowledged before anything is journaled, and "
-    "the cancel path writes the node's denial and the completion in two appends, so a crash "
-    "while cancelling a run that awaits approval resumes it instead of failing it interrupted",
-)
-def test_7b_a_run_cancelled_while_awaiting_approval_fails_interrupted(
+def test_7b_a_cancel_the_node_died_before_recording_was_never_accepted(
     daemons: Callable[[Path], Daemon], tmp_path: Path
 ) -> None:
     """A cancel was asked for while the run waited for its approval, and the node died before
-    anything of it was written (the child kills itself just before the first append after the
-    cancel: the node's denial of the approval).
+    it recorded anything of it (the child kills itself just before ``run.cancel_requested``).
 
-    operations.md lists "being cancelled" among the runs that fail ``interrupted`` after a
-    crash, "a pending approval of such a run is denied ``interrupted`` by ``node``". The docs
-    do not say what happens when the cancellation left no trace on the journal; a demanding
-    operator expects a cancel the node accepted (HTTP 202, gRPC ``accepted``) not to be
-    forgotten: the run must not come back waiting for an approval that someone could then
-    allow, running the very call the operator cancelled. So: the approval is denied
-    ``interrupted`` by ``node``, the invocation completed ``interrupted``, the run failed
-    ``interrupted``, and the restarted node names it among the interrupted runs."""
+    A cancel is acknowledged only once ``run.cancel_requested`` is durable, so this one was
+    never acknowledged (the client saw its connection drop): the run is what the journal says,
+    a run waiting for a human, and it is resumed with its approval pending, like test 3."""
     data = new_data_dir(tmp_path / "data")
     ids, at_crash = crash_child("cancel_awaiting", data)
     assert kinds(at_crash)[-1] == "run.awaiting_approval", kinds(at_crash)  # the window was hit
@@ -699,16 +687,45 @@ def test_7b_a_run_cancelled_while_awaiting_approval_fails_interrupted(
     node = daemons(data)
     status, record = node.http("GET", f"/v1/approvals/{approval_id}")
     node.stop()
+    assert status == 200 and record["state"] == "pending", record
+    assert_resumed(node, ids["run"])
+    assert tape_of(data, ids["run"]) == at_crash
+
+
+def test_7c_a_recorded_cancel_of_a_run_awaiting_approval_fails_it_interrupted(
+    daemons: Callable[[Path], Daemon], tmp_path: Path
+) -> None:
+    """A cancel was accepted while the run waited for its approval (``run.cancel_requested``
+    is on the tape) and the node died before it closed the call (the child kills itself just
+    before the append of the node's denial and ``tool.completed``, which go together).
+
+    operations.md: a run being cancelled fails ``interrupted`` after a restart, its pending
+    approval denied ``interrupted`` by ``node``. A demanding operator expects a cancel the node
+    accepted never to be forgotten: the run must not come back waiting for an approval that
+    someone could then allow, running the very call the operator cancelled."""
+    data = new_data_dir(tmp_path / "data")
+    ids, at_crash = crash_child("cancel_denied", data)
+    assert kinds(at_crash)[-2:] == ["run.awaiting_approval", "run.cancel_requested"], kinds(
+        at_crash
+    )
+    assert at_crash[-1].decode().requested_by == "operator"
+    approval_id = first(at_crash, "tool.approval_requested").approval_id
+    node = daemons(data)
+    wait_end(data, ids["run"])
+    status, record = node.http("GET", f"/v1/approvals/{approval_id}")
+    node.stop()
+    assert status == 200 and record["state"] != "pending", record
     tape = tape_of(data, ids["run"])
+    assert tape[: len(at_crash)] == at_crash
     assert kinds(tape) == [
         *kinds(at_crash),
         "tool.approval_resolved",
         "tool.completed",
         "run.failed",
     ], describe(tape)
-    assert status == 200 and record["state"] != "pending", record
     line = node.logged("recovered after an unclean stop")
     assert line is not None and ids["run"] in line["interrupted_runs"], line
+    assert ids["run"] not in line["resumed_runs"], line
     assert approval_id in line["closed_approvals"], line
     tape = assert_audit_clean(data, ids["run"])
     assert_interrupted(tape)
@@ -720,45 +737,6 @@ def test_7b_a_run_cancelled_while_awaiting_approval_fails_interrupted(
     ), resolved
     done = tape[-2].decode()
     assert (done.ok, done.error_kind) == (False, "interrupted"), done
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (closing note): a cancel is acknowledged before anything is journaled, and "
-    "the cancel path writes the node's denial and the completion in two appends, so a crash "
-    "while cancelling a run that awaits approval resumes it instead of failing it interrupted",
-)
-def test_7c_a_run_cancelled_while_awaiting_killed_after_the_denial_fails_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
-) -> None:
-    """A cancel was asked for while the run waited for its approval; the node denied the
-    approval for it (``tool.approval_resolved`` deny by ``node``, reason ``cancelled``) and died
-    before the invocation was completed (the child kills itself just before that append).
-
-    The run is "being cancelled": operations.md says it fails ``interrupted`` after its
-    unfinished invocation is completed ``interrupted``. Whatever the end's reason, a demanding
-    operator expects a run they cancelled never to call the model again: no new turn after the
-    restart, and the run is not counted as resumed. The denial recorded before the crash is
-    not a human decision to act on."""
-    data = new_data_dir(tmp_path / "data")
-    ids, at_crash = crash_child("cancel_denied", data)
-    assert kinds(at_crash)[-2:] == ["run.awaiting_approval", "tool.approval_resolved"], kinds(
-        at_crash
-    )
-    denial = at_crash[-1].decode()
-    assert (denial.decision, denial.decided_by) == ("deny", "node"), denial
-    node = daemons(data)
-    wait_end(data, ids["run"])
-    node.stop()
-    tape = tape_of(data, ids["run"])
-    assert tape[: len(at_crash)] == at_crash
-    assert kinds(tape) == [*kinds(at_crash), "tool.completed", "run.failed"], describe(tape)
-    tape = assert_audit_clean(data, ids["run"])
-    assert_interrupted(tape)
-    done = tape[-2].decode()
-    assert (done.ok, done.error_kind) == (False, "interrupted"), done
-    line = node.logged("recovered after an unclean stop")
-    assert line is not None and ids["run"] in line["interrupted_runs"], line
 
 
 # --- the windows around an approval: restart_child.py, then reel node ----------------------------

@@ -22,6 +22,7 @@ from actors.run_decider import (
     Start,
     StartTool,
     Step,
+    Stopping,
     WaitApproval,
     awaiting,
     end,
@@ -43,6 +44,7 @@ from events.catalog import (
     RunAccepted,
     RunAwaitingApproval,
     RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunFailed,
     RunOutput,
@@ -387,6 +389,21 @@ def test_terminal_runs_have_ended(ending: Event) -> None:
     assert next_step(Tape().run(ending).state()) == Ended()
 
 
+@pytest.mark.parametrize("where", ["running", "awaiting", "decided"])
+def test_a_recorded_cancel_stops_the_run_whatever_it_was_doing(where: str) -> None:
+    """``run.cancel_requested`` wins over every other step, and is never resumed: the cancel
+    the node acknowledged survives a restart."""
+    tape = Tape().model_turn(C1).propose(C1)
+    if where != "running":
+        tape.decide(C1, "approval_required").request(C1).mark(C1)
+    if where == "decided":
+        tape.resolve(C1, "allow", offline=True)
+    tape.run(RunCancelRequested(run_id=RUN, requested_by="bob"))
+    assert tape.state().cancel_requested_by == "bob"
+    assert next_step(tape.state()) == Stopping("bob")
+    assert not resumable(next_step(tape.state()))
+
+
 def test_a_run_cancelled_while_queued_has_ended() -> None:
     tape = Tape(start_run=False).run(RunCancelled(run_id=RUN, requested_by="bob"))
     assert next_step(tape.state()) == Ended()
@@ -403,6 +420,7 @@ STEPS: list[tuple[Step, bool]] = [
     (WaitApproval(C1, "i", "a"), True),
     (Resume(C1, "i", "a"), True),
     (Finish(RunFailed(run_id=RUN, reason="max_turns")), False),
+    (Stopping("bob"), False),
     (Ended(), False),
 ]
 
