@@ -1,11 +1,12 @@
 """Cedar policy for reel: the baseline policy files, the schema, and the engine.
 
-The package imports nothing of reel's: the node describes a call with plain values
-(:class:`ToolRequest`) and gets a plain :class:`Decision` back, naming the policies that
-decided. Files: ``schema.cedarschema`` (the vocabulary), ``read_only.cedar``,
-``approvals.cedar`` and ``tool_execute.cedar`` (the baseline, deny by default), plus the
-operator's ``*.cedar`` files from the data dir's ``policies/``. Everything is parsed and
-validated once, in :meth:`PolicyEngine.load`.
+The package imports nothing of reel's: the node describes a tool call (:class:`ToolRequest`)
+or an API request (:class:`AccessRequest`: principal, roles, action, resource, context) with
+plain values and gets a plain :class:`Decision` back, naming the policies that decided. Files:
+``schema.cedarschema`` (the vocabulary), ``read_only.cedar``, ``approvals.cedar``,
+``roles.cedar`` (who may do what through the API) and ``tool_execute.cedar`` (the baseline,
+deny by default), plus the operator's ``*.cedar`` files from the data dir's ``policies/``.
+Everything is parsed and validated once, in :meth:`PolicyEngine.load`.
 
 Exceptions::
 
@@ -18,6 +19,7 @@ Exceptions::
     └── PolicyRequestError          a request is malformed (also a ValueError); has .field
 """
 
+from policies.access import ACTIONS, ROLES, AccessRequest, ActionSpec
 from policies.decision import Decision, Outcome
 from policies.engine import TOOL_EXECUTE, PolicyEngine
 from policies.errors import (
@@ -38,14 +40,18 @@ from policies.request import (
 )
 
 __all__ = [
+    "ACTIONS",
     "BASELINE_DIR",
     "CAPABILITIES",
     "POSTURES",
     "RISKS",
+    "ROLES",
     "SCHEMA_PATH",
     "SENSITIVE_CAPABILITIES",
     "SENSITIVE_RISKS",
     "TOOL_EXECUTE",
+    "AccessRequest",
+    "ActionSpec",
     "Decision",
     "Outcome",
     "PolicyEngine",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import cedarpy
 import msgspec
 
 Outcome = Literal["allow", "deny", "approval_required"]
@@ -42,3 +43,41 @@ class Decision(msgspec.Struct, frozen=True, kw_only=True):
         ]
         lines.extend(f"error: {error}" for error in self.errors)
         return "\n".join(lines)
+
+
+# --- from a Cedar answer ----------------------------------------------------------------------
+
+
+def ids_of(result: cedarpy.AuthzResult) -> tuple[str, ...]:
+    return tuple(sorted(result.diagnostics.reasons))
+
+
+def errors_of(result: cedarpy.AuthzResult) -> tuple[str, ...]:
+    return tuple(str(error) for error in result.diagnostics.errors)
+
+
+def allowed(result: cedarpy.AuthzResult) -> Decision:
+    ids = ids_of(result)
+    return Decision(
+        outcome="allow",
+        policy_ids=ids,
+        reason=f"permitted by {', '.join(ids)}",
+        errors=errors_of(result),
+    )
+
+
+def denied(result: cedarpy.AuthzResult, action: str) -> Decision:
+    errors = errors_of(result)
+    if result.decision is cedarpy.Decision.NoDecision:
+        detail = "; ".join(errors) or "Cedar reached no decision"
+        return Decision(outcome="deny", policy_ids=(), reason=f"denied: {detail}", errors=errors)
+    ids = ids_of(result)
+    if ids:
+        reason = f"forbidden by {', '.join(ids)}"
+    else:
+        reason = f"denied by default: no policy permits {action}"
+    return Decision(outcome="deny", policy_ids=ids, reason=reason, errors=errors)
+
+
+def allow_or_deny(result: cedarpy.AuthzResult, action: str) -> Decision:
+    return allowed(result) if result.allowed else denied(result, action)

@@ -27,7 +27,8 @@ from typing import Any, Final
 import cedarpy
 import msgspec
 
-from policies.decision import Decision
+from policies.access import AccessControl, AccessRequest
+from policies.decision import Decision, allow_or_deny, allowed, denied, errors_of, ids_of
 from policies.errors import PolicyRequestError
 from policies.loader import LoadedPolicies, PolicySource, load_policies
 from policies.request import (
@@ -100,6 +101,7 @@ class PolicyEngine:
         self._by_id = {source.policy_id: source for source in loaded.sources}
         self._base_entities = cedarpy.Entities.from_json_str("[]", loaded.schema)
         self._tools: dict[tuple[str, tuple[str, ...], str, str], _ToolFacts] = {}
+        self._access = AccessControl(loaded.policy_set, loaded.schema)
 
     @classmethod
     def load(cls, operator_dir: Path | None = None) -> PolicyEngine:
@@ -142,15 +144,16 @@ class PolicyEngine:
             "context": context + fields[1:],
         }
         if request.approved:
-            return _allow_or_deny(
-                cedarpy.is_authorized(first, self._policy_set, facts.entities, self._schema)
+            return allow_or_deny(
+                cedarpy.is_authorized(first, self._policy_set, facts.entities, self._schema),
+                TOOL_EXECUTE,
             )
         if not facts.likely_refused:
             unapproved_result = cedarpy.is_authorized(
                 first, self._policy_set, facts.entities, self._schema
             )
             if unapproved_result.allowed:
-                return _allow(unapproved_result)
+                return allowed(unapproved_result)
         approved = {
             "principal": principal,
             "action": _ACTION_TOOL_EXECUTE,
@@ -166,36 +169,17 @@ class PolicyEngine:
                 approved, self._policy_set, facts.entities, self._schema
             )
         if unapproved_result.allowed:
-            return _allow(unapproved_result)
+            return allowed(unapproved_result)
         if not approved_result.allowed:
-            return _deny(approved_result, TOOL_EXECUTE)
+            return denied(approved_result, TOOL_EXECUTE)
         return _approval_required(unapproved_result, approved_result, facts)
 
-    def is_permitted(
-        self, principal: str, action: str, resource_type: str, resource_id: str
-    ) -> Decision:
-        """Ask about an action other than ``tool.execute`` (reads, ``approval.resolve``).
+    def authorize(self, request: AccessRequest) -> Decision:
+        """Decide one API request (see :mod:`policies.access`): ``allow`` or ``deny``.
 
-        The outcome is ``allow`` or ``deny``; an action or resource type the schema does
-        not know is denied, with Cedar's message in ``errors``.
-        """
-        for field, value in (
-            ("principal", principal),
-            ("action", action),
-            ("resource_type", resource_type),
-            ("resource_id", resource_id),
-        ):
-            _require_text(field, value)
-        if action == TOOL_EXECUTE:
-            raise PolicyRequestError("action", "tool.execute is decided by decide(ToolRequest)")
-        request = {
-            "principal": {"type": "Principal", "id": principal},
-            "action": {"type": "Action", "id": action},
-            "resource": {"type": resource_type, "id": resource_id},
-            "context": "{}",
-        }
-        result = cedarpy.is_authorized(request, self._policy_set, self._base_entities, self._schema)
-        return _allow_or_deny(result, action)
+        Raises :class:`~policies.errors.PolicyRequestError` naming the field when the
+        request is malformed (unknown action or role, a wrong context)."""
+        return self._access.authorize(request)
 
     def _facts(self, request: ToolRequest) -> _ToolFacts:
         _require_text("principal", request.principal)
@@ -286,45 +270,10 @@ def _approval_why(request: ToolRequest) -> tuple[str, ...]:
     return tuple(why)
 
 
-def _ids(result: cedarpy.AuthzResult) -> tuple[str, ...]:
-    return tuple(sorted(result.diagnostics.reasons))
-
-
-def _errors(result: cedarpy.AuthzResult) -> tuple[str, ...]:
-    return tuple(str(error) for error in result.diagnostics.errors)
-
-
-def _allow(result: cedarpy.AuthzResult) -> Decision:
-    ids = _ids(result)
-    return Decision(
-        outcome="allow",
-        policy_ids=ids,
-        reason=f"permitted by {', '.join(ids)}",
-        errors=_errors(result),
-    )
-
-
-def _deny(result: cedarpy.AuthzResult, action: str) -> Decision:
-    errors = _errors(result)
-    if result.decision is cedarpy.Decision.NoDecision:
-        detail = "; ".join(errors) or "Cedar reached no decision"
-        return Decision(outcome="deny", policy_ids=(), reason=f"denied: {detail}", errors=errors)
-    ids = _ids(result)
-    if ids:
-        reason = f"forbidden by {', '.join(ids)}"
-    else:
-        reason = f"denied by default: no policy permits {action}"
-    return Decision(outcome="deny", policy_ids=ids, reason=reason, errors=errors)
-
-
-def _allow_or_deny(result: cedarpy.AuthzResult, action: str = TOOL_EXECUTE) -> Decision:
-    return _allow(result) if result.allowed else _deny(result, action)
-
-
 def _approval_required(
     unapproved: cedarpy.AuthzResult, approved: cedarpy.AuthzResult, facts: _ToolFacts
 ) -> Decision:
-    gates = ", ".join(_ids(unapproved))
+    gates = ", ".join(ids_of(unapproved))
     why = ", ".join(facts.approval_why)
     if why and gates:
         why += f" (held back by {gates})"
@@ -334,7 +283,7 @@ def _approval_required(
         why = "no policy permits this call without approval"
     return Decision(
         outcome="approval_required",
-        policy_ids=_ids(approved),
+        policy_ids=ids_of(approved),
         reason=f"approval required: {why}",
-        errors=_errors(unapproved) + _errors(approved),
+        errors=errors_of(unapproved) + errors_of(approved),
     )

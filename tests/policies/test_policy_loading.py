@@ -14,6 +14,7 @@ from policies import (
     PolicyValidationError,
     ToolRequest,
 )
+from policies.access import AccessRequest
 
 FORBID_HTTP = """\
 @id("no_http")
@@ -33,6 +34,10 @@ BASELINE_IDS = {
     "baseline.posture_ask_each_time",
     "baseline.tool.low_risk",
     "baseline.tool.approved",
+    "baseline.role.admin",
+    "baseline.role.operator",
+    "baseline.role.agent.create",
+    "baseline.role.agent.own",
 }
 
 
@@ -77,7 +82,15 @@ def test_operator_ids_are_prefixed_with_the_file_name(operator_dir: Path) -> Non
     operator_ids = [s.policy_id for s in engine.sources if s.operator]
     assert operator_ids == ["forbid_http.no_http", "reads.policy0", "reads.policy1"]
     assert engine.source_of("reads.policy0").path == str(operator_dir / "reads.cedar")
-    denied = engine.is_permitted("mallory", "session.read", "Session", "s1")
+    denied = engine.authorize(
+        AccessRequest(
+            principal="mallory",
+            roles=("viewer",),
+            action="session.read",
+            resource_id="s1",
+            context={"session_id": "s1", "owner": "mallory"},
+        )
+    )
     assert (denied.outcome, denied.policy_ids) == ("deny", ("reads.policy0",))
 
 

@@ -10,49 +10,6 @@ import pytest
 import policies
 from policies import PolicyEngine, PolicyRequestError, ToolRequest
 
-READ_ONLY = [
-    ("session.read", "Session"),
-    ("run.read", "Run"),
-    ("approval.read", "Approval"),
-    ("journal.read", "Journal"),
-    ("tool.list", "Tool"),
-    ("tool.read", "Tool"),
-]
-
-
-@pytest.mark.parametrize(("action", "resource_type"), READ_ONLY)
-def test_read_only_actions_are_permitted(
-    engine_for: Callable[[str], PolicyEngine], action: str, resource_type: str
-) -> None:
-    decision = engine_for("none").is_permitted("anyone", action, resource_type, "x")
-    assert (decision.outcome, decision.policy_ids) == ("allow", ("baseline.read_only",))
-
-
-def test_approval_resolve_is_permitted_by_its_own_policy(
-    engine_for: Callable[[str], PolicyEngine],
-) -> None:
-    decision = engine_for("none").is_permitted("alice", "approval.resolve", "Approval", "a1")
-    assert decision.policy_ids == ("baseline.approval.resolve",)
-
-
-def test_unknown_action_is_denied_by_default(engine_for: Callable[[str], PolicyEngine]) -> None:
-    decision = engine_for("none").is_permitted("alice", "session.delete", "Session", "s1")
-    assert (decision.outcome, decision.policy_ids) == ("deny", ())
-    assert "session.delete" in decision.reason
-    assert any("does not exist in the supplied schema" in e for e in decision.errors)
-
-
-def test_wrong_resource_type_is_denied(engine_for: Callable[[str], PolicyEngine]) -> None:
-    decision = engine_for("none").is_permitted("alice", "session.read", "Tool", "echo")
-    assert decision.outcome == "deny"
-    assert decision.errors
-
-
-def test_tool_execute_must_go_through_decide(engine_for: Callable[[str], PolicyEngine]) -> None:
-    with pytest.raises(PolicyRequestError) as caught:
-        engine_for("none").is_permitted("alice", "tool.execute", "Tool", "echo")
-    assert caught.value.field == "action"
-
 
 @pytest.mark.parametrize(
     ("changes", "field"),
@@ -115,5 +72,5 @@ def test_describe_lists_outcome_policies_and_reason(
 
 def test_public_names_are_complete() -> None:
     public = {name for name in vars(policies) if not name.startswith("_")}
-    modules = {"decision", "engine", "errors", "loader", "request"}
+    modules = {"access", "decision", "engine", "errors", "loader", "request"}
     assert set(policies.__all__) == public - modules

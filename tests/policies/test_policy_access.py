@@ -1,0 +1,221 @@
+"""API actions: the built-in roles against every action, ownership for agents, operator
+forbids on ``approval.resolve``, malformed requests, and the decision cache."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from policies import PolicyEngine, PolicyRequestError
+from policies.access import ACTIONS, ROLES, SCOPES, AccessRequest
+
+from .conftest import write_policies
+
+READS = {a for a in ACTIONS if a.endswith((".read", ".list"))}
+ALICE, BOB = "user:alice", "user:bob"
+
+ALLOWED: dict[str, set[str]] = {
+    "admin": set(ACTIONS),
+    "operator": READS
+    | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"},
+    "approver": READS | {"approval.resolve"},
+    "viewer": set(READS),
+    "agent": {
+        "session.create",
+        "session.list",
+        "run.list",
+        "approval.list",
+        "tool.list",
+        # in its own sessions only:
+        "session.read",
+        "session.reset",
+        "run.start",
+        "run.read",
+        "run.cancel",
+        "approval.read",
+    },
+}
+"""What each role may do in a session it owns (docs/policy.md has the same table)."""
+
+OWNED_ONLY = {
+    "session.read",
+    "session.reset",
+    "run.start",
+    "run.read",
+    "run.cancel",
+    "approval.read",
+}
+
+
+def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, str]:
+    values = {
+        "session_id": "s1",
+        "owner": owner,
+        "run_id": "r1",
+        "run_principal": run_principal,
+        "approval_id": "a1",
+        "tool": "shell.run",
+        "risk": "high",
+        "decision": "allow",
+        "scope": "once",
+        "posture": "always_allow",
+    }
+    return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
+
+
+def ask(
+    engine: PolicyEngine, role: str | None, action: str, owner: str = BOB, principal: str = ALICE
+) -> str:
+    request = AccessRequest(
+        principal=principal,
+        roles=(role,) if role else (),
+        action=action,
+        resource_id="x",
+        context=context_for(action, owner),
+    )
+    return engine.authorize(request).outcome
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_roles_by_actions_in_someone_elses_session(
+    engine_for: Callable[[str], PolicyEngine], role: str, action: str
+) -> None:
+    expected = action in ALLOWED[role] and not (role == "agent" and action in OWNED_ONLY)
+    assert ask(engine_for("none"), role, action, owner=BOB) == ("allow" if expected else "deny")
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_roles_by_actions_in_their_own_session(
+    engine_for: Callable[[str], PolicyEngine], role: str, action: str
+) -> None:
+    expected = action in ALLOWED[role]
+    assert ask(engine_for("none"), role, action, owner=ALICE) == ("allow" if expected else "deny")
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_a_principal_without_a_role_may_do_nothing(
+    engine_for: Callable[[str], PolicyEngine], action: str
+) -> None:
+    decision = engine_for("none").authorize(
+        AccessRequest(principal=ALICE, roles=(), action=action, context=context_for(action, ALICE))
+    )
+    assert (decision.outcome, decision.policy_ids) == ("deny", ())
+    assert decision.reason == f"denied by default: no policy permits {action}"
+
+
+def test_tool_execute_is_not_an_api_action_even_for_admins(
+    engine_for: Callable[[str], PolicyEngine],
+) -> None:
+    assert "tool.execute" not in ACTIONS
+    with pytest.raises(PolicyRequestError) as caught:
+        engine_for("none").authorize(
+            AccessRequest(principal="admin", roles=("admin",), action="tool.execute")
+        )
+    assert caught.value.field == "action"
+
+
+def test_the_deciding_policies_are_named(engine_for: Callable[[str], PolicyEngine]) -> None:
+    engine = engine_for("none")
+    read = engine.authorize(
+        AccessRequest(principal=ALICE, roles=("viewer",), action="journal.read", resource_id="j")
+    )
+    assert read.policy_ids == ("baseline.read_only",)
+    resolve = engine.authorize(
+        AccessRequest(
+            principal=ALICE,
+            roles=("approver",),
+            action="approval.resolve",
+            context=context_for("approval.resolve", BOB),
+        )
+    )
+    assert resolve.policy_ids == ("baseline.approval.resolve",)
+
+
+SELF_APPROVAL = """\
+@id("no_self_shell")
+forbid (principal, action == Action::"approval.resolve", resource)
+when { context.run_principal == principal && context.tool == "shell.run" };
+
+@id("critical_by_approvers")
+forbid (principal, action == Action::"approval.resolve", resource)
+when { context.risk == "critical" && context.decision == "allow" }
+unless { principal in Role::"approver" };
+"""
+
+
+def test_operator_forbids_on_approval_resolve_take_effect(tmp_path: Path) -> None:
+    engine = PolicyEngine.load(write_policies(tmp_path / "policies", {"mine.cedar": SELF_APPROVAL}))
+
+    def resolve(
+        role: str, run_principal: str, tool: str, risk: str, decision: str
+    ) -> tuple[str, tuple[str, ...]]:
+        context = context_for("approval.resolve", BOB, run_principal)
+        context.update(tool=tool, risk=risk, decision=decision)
+        answer = engine.authorize(
+            AccessRequest(
+                principal=ALICE, roles=(role,), action="approval.resolve", context=context
+            )
+        )
+        return answer.outcome, answer.policy_ids
+
+    assert resolve("operator", BOB, "shell.run", "high", "allow") == (
+        "allow",
+        ("baseline.approval.resolve",),
+    )
+    assert resolve("operator", ALICE, "shell.run", "high", "allow") == (
+        "deny",
+        ("mine.no_self_shell",),
+    )
+    assert resolve("admin", ALICE, "shell.run", "high", "deny") == ("deny", ("mine.no_self_shell",))
+    assert resolve("operator", ALICE, "http.fetch", "high", "allow")[0] == "allow"
+    assert resolve("operator", BOB, "x", "critical", "allow") == (
+        "deny",
+        ("mine.critical_by_approvers",),
+    )
+    assert resolve("operator", BOB, "x", "critical", "deny")[0] == "allow"
+    assert resolve("approver", BOB, "x", "critical", "allow")[0] == "allow"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"action": "session.delete"}, "action"),
+        ({"principal": ""}, "principal"),
+        ({"roles": ("root",)}, "roles"),
+        ({"resource_id": ""}, "resource_id"),
+        ({"context": {}}, "context.session_id"),
+        ({"context": {"session_id": "s", "owner": 3}}, "context.owner"),
+        ({"context": {"session_id": "s", "owner": ALICE, "colour": "red"}}, "context.colour"),
+    ],
+)
+def test_malformed_requests_name_the_field(
+    engine_for: Callable[[str], PolicyEngine], changes: dict[str, object], field: str
+) -> None:
+    fields: dict[str, object] = {
+        "principal": ALICE,
+        "roles": ("viewer",),
+        "action": "session.read",
+        "resource_id": "s",
+        "context": {"session_id": "s", "owner": ALICE},
+    }
+    fields.update(changes)
+    with pytest.raises(PolicyRequestError) as caught:
+        engine_for("none").authorize(AccessRequest(**fields))  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+def test_decisions_are_cached_and_stay_equal(engine_for: Callable[[str], PolicyEngine]) -> None:
+    engine = engine_for("none")
+    request = AccessRequest(
+        principal=ALICE, roles=("agent",), action="run.read", context=context_for("run.read", ALICE)
+    )
+    first = engine.authorize(request)
+    assert engine.authorize(request) is first
+    other = AccessRequest(
+        principal=ALICE, roles=("agent",), action="run.read", context=context_for("run.read", BOB)
+    )
+    assert engine.authorize(other).outcome == "deny" and first.outcome == "allow"
