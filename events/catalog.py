@@ -280,6 +280,33 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     duration_ms: int = 0
 
 
+# --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
+
+
+class TokenCreated(Event, frozen=True, kw_only=True, tag="token.created"):
+    """A bearer token for ``principal`` with ``roles`` exists. The token itself is never
+    stored: ``digest`` is its SHA-256 (the token has 256 random bits, so the digest does not
+    lead back to it)."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"note"})
+
+    token_id: str
+    principal: str
+    roles: tuple[str, ...]
+    digest: bytes
+    expires_at_ms: int | None = None
+    note: str = ""
+
+
+class TokenRevoked(Event, frozen=True, kw_only=True, tag="token.revoked"):
+    """The token stops working (within a second on a running node)."""
+
+    redact_fields: ClassVar[frozenset[str]] = frozenset({"reason"})
+
+    token_id: str
+    reason: str = ""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -301,6 +328,8 @@ CATALOG: tuple[type[Event], ...] = (
     ApprovalRequested,
     ApprovalResolved,
     ToolCompleted,
+    TokenCreated,
+    TokenRevoked,
 )
 """Every current event class. Adding a kind means adding it here."""
 

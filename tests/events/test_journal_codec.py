@@ -57,6 +57,8 @@ def strategy_for(annotation: Any) -> st.SearchStrategy[Any]:
         return st.text()
     if annotation is bool:
         return st.booleans()
+    if annotation is bytes:
+        return st.binary(max_size=64)
     if annotation is int:
         return st.integers(min_value=-(2**63), max_value=2**63 - 1)
     if annotation is float:
