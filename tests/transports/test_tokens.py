@@ -1,0 +1,90 @@
+"""The auth view: minting, folding token events, and authentication without an oracle."""
+
+from __future__ import annotations
+
+import pytest
+
+from events import new_id
+from events.catalog import TokenRevoked
+from transports.tokens import (
+    ADMIN_PRINCIPAL,
+    Credentials,
+    TokenBook,
+    TokenError,
+    bearer,
+    digest,
+    mint,
+)
+
+ADMIN = "admin-token-text"
+
+
+def book_with(*, expires_at_ms: int | None = None) -> tuple[TokenBook, str, str]:
+    book = TokenBook(ADMIN)
+    token_id = new_id()
+    token, created = mint(
+        "user:alice",
+        ["approver", "viewer", "approver"],
+        token_id=token_id,
+        expires_at_ms=expires_at_ms,
+    )
+    book.apply(created, 1_000)
+    return book, token, token_id
+
+
+def test_a_minted_token_authenticates_as_its_principal_and_roles() -> None:
+    book, token, token_id = book_with()
+    assert book.authenticate(token, 2_000) == Credentials(
+        "user:alice", ("approver", "viewer"), token_id
+    )
+    assert book.authenticate(ADMIN, 2_000) == Credentials(ADMIN_PRINCIPAL, ("admin",), "admin")
+
+
+def test_the_event_keeps_the_digest_never_the_token() -> None:
+    token, created = mint("user:alice", ["viewer"], token_id=new_id())
+    assert created.digest == digest(token)
+    assert token.encode() not in repr(created).encode()
+    assert token.split("_")[-1] not in repr(created)
+
+
+def test_unknown_tampered_expired_and_revoked_tokens_are_refused_alike() -> None:
+    book, token, token_id = book_with(expires_at_ms=5_000)
+    other, _ = mint("user:bob", ["viewer"], token_id=new_id())  # never recorded
+    tampered = token[:-1] + ("A" if token[-1] != "A" else "B")
+    for refused in (other, tampered, "", "reel_", token + " ", "Bearer " + token, ADMIN + "x"):
+        assert book.authenticate(refused, 2_000) is None, refused
+    assert book.authenticate(token, 4_999) is not None
+    assert book.authenticate(token, 5_000) is None  # expired
+    book, token, token_id = book_with()
+    book.apply(TokenRevoked(token_id=token_id, reason="left"), 3_000)
+    assert book.authenticate(token, 3_001) is None
+    (record,) = book.records()
+    assert record.revoked_at_ms == 3_000
+
+
+@pytest.mark.parametrize(
+    ("principal", "roles", "field"),
+    [
+        ("alice", ["viewer"], "principal"),
+        ("admin", ["viewer"], "principal"),
+        ("channel:matrix:bob", ["viewer"], "principal"),
+        ("user:Alice", ["viewer"], "principal"),
+        ("user:" + "a" * 64, ["viewer"], "principal"),
+        ("user:alice", ["root"], "role"),
+        ("user:alice", [], "role"),
+    ],
+)
+def test_bad_principals_and_roles_name_the_field(
+    principal: str, roles: list[str], field: str
+) -> None:
+    with pytest.raises(TokenError) as caught:
+        mint(principal, roles, token_id=new_id())
+    assert caught.value.field == field
+
+
+def test_bearer_parses_only_the_bearer_scheme() -> None:
+    assert bearer("Bearer abc") == "abc"
+    assert bearer("bearer  abc ") == "abc"
+    assert bearer("Basic abc") is None
+    assert bearer("Bearer ") is None
+    assert bearer(None) is None

@@ -1,0 +1,187 @@
+"""API tokens: who a bearer token speaks for, folded from ``token.*`` events.
+
+A token is ``reel_<token_id>_<secret>``: the id finds its record, the secret (256 random bits)
+proves possession. The journal keeps the token's id, principal, roles, expiry and SHA-256
+digest (``token.created``) and its revocation (``token.revoked``), never the token, so the
+auth view is a fold like every other view and a node learns about a new or revoked token as
+soon as the event is appended. The data dir's ``admin.token`` stays outside the journal: it
+is the principal ``admin`` with the role ``admin``, so a fresh node is reachable with one file.
+
+Authentication answers the same ``None`` for an unknown, malformed, expired or revoked token,
+so a caller cannot tell which (no oracle); comparison is constant-time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import threading
+from collections.abc import Iterable
+
+import msgspec
+
+from events.catalog import Event, TokenCreated, TokenRevoked
+from policies import ROLES
+
+ADMIN_PRINCIPAL = "admin"
+"""The principal of the data dir's ``admin.token``."""
+
+PRINCIPAL_PATTERN = re.compile(r"(?:user|service|agent):[a-z0-9][a-z0-9._@-]{0,62}")
+"""What ``reel tokens create --principal`` accepts: a kind, a colon and a lowercase name
+(``user:alice``, ``service:ci``, ``agent:support-bot``). ``admin`` and ``channel:...`` are
+reserved for the admin token and chat connectors."""
+
+_TOKEN = re.compile(r"reel_([0-9A-Z]{26})_([A-Za-z0-9_-]{43})")
+
+
+class TokenError(ValueError):
+    """A token request is malformed; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class Credentials(msgspec.Struct, frozen=True):
+    """Who an authenticated request speaks for."""
+
+    principal: str
+    roles: tuple[str, ...]
+    token_id: str
+    """The token's id (``admin`` for the data dir's admin token)."""
+
+
+class TokenRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One token as the journal describes it (never the token itself)."""
+
+    token_id: str
+    principal: str
+    roles: tuple[str, ...]
+    digest: bytes
+    created_at_ms: int
+    expires_at_ms: int | None
+    note: str
+    revoked_at_ms: int | None = None
+
+    def active(self, now_ms: int) -> bool:
+        return self.revoked_at_ms is None and (
+            self.expires_at_ms is None or now_ms < self.expires_at_ms
+        )
+
+
+def digest(token: str) -> bytes:
+    """The SHA-256 of the token's text: what the journal keeps."""
+    return hashlib.sha256(token.encode()).digest()
+
+
+def validate_principal(principal: str) -> str:
+    """``principal`` if it is one a token may carry, else :class:`TokenError`."""
+    if not PRINCIPAL_PATTERN.fullmatch(principal):
+        raise TokenError(
+            "principal",
+            f"{principal[:80]!r} is not a principal: use user:NAME, service:NAME or agent:NAME "
+            "(lowercase letters, digits, . _ @ -)",
+        )
+    return principal
+
+
+def validate_roles(roles: Iterable[str]) -> tuple[str, ...]:
+    """The roles, sorted and deduplicated, if each is a built-in role, else :class:`TokenError`."""
+    out = tuple(sorted(set(roles)))
+    if not out:
+        raise TokenError("role", f"at least one role is required; roles: {', '.join(ROLES)}")
+    for role in out:
+        if role not in ROLES:
+            raise TokenError("role", f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    return out
+
+
+def mint(
+    principal: str,
+    roles: Iterable[str],
+    *,
+    token_id: str,
+    expires_at_ms: int | None = None,
+    note: str = "",
+) -> tuple[str, TokenCreated]:
+    """A new token and the ``token.created`` event that records it (the token is returned
+    once, to be shown once). ``token_id`` is a new ULID (the caller's id source)."""
+    created = TokenCreated(
+        token_id=token_id,
+        principal=validate_principal(principal),
+        roles=validate_roles(roles),
+        digest=b"",
+        expires_at_ms=expires_at_ms,
+        note=note,
+    )
+    token = f"reel_{token_id}_{secrets.token_urlsafe(32)}"
+    if not _TOKEN.fullmatch(token):
+        raise TokenError("token_id", f"{token_id!r} is not a ULID")
+    return token, msgspec.structs.replace(created, digest=digest(token))
+
+
+class TokenBook:
+    """The auth view: every token folded from ``token.*`` events, plus the admin token.
+
+    Thread-safe: the transports authenticate from many threads while the node folds new
+    events in as they are appended."""
+
+    def __init__(self, admin_token: str) -> None:
+        self._admin = admin_token
+        self._tokens: dict[str, TokenRecord] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, event: Event, recorded_at_ms: int) -> None:
+        """Fold one event (others are ignored)."""
+        with self._lock:
+            if isinstance(event, TokenCreated):
+                self._tokens[event.token_id] = TokenRecord(
+                    token_id=event.token_id,
+                    principal=event.principal,
+                    roles=event.roles,
+                    digest=event.digest,
+                    created_at_ms=recorded_at_ms,
+                    expires_at_ms=event.expires_at_ms,
+                    note=event.note,
+                )
+            elif isinstance(event, TokenRevoked):
+                record = self._tokens.get(event.token_id)
+                if record is not None and record.revoked_at_ms is None:
+                    self._tokens[event.token_id] = msgspec.structs.replace(
+                        record, revoked_at_ms=recorded_at_ms
+                    )
+
+    def records(self) -> list[TokenRecord]:
+        """Every token ever created, oldest first."""
+        with self._lock:
+            return sorted(self._tokens.values(), key=lambda r: (r.created_at_ms, r.token_id))
+
+    def get(self, token_id: str) -> TokenRecord | None:
+        with self._lock:
+            return self._tokens.get(token_id)
+
+    def authenticate(self, token: str, now_ms: int) -> Credentials | None:
+        """Who ``token`` speaks for, or None (unknown, malformed, expired or revoked alike)."""
+        if hmac.compare_digest(token.encode(), self._admin.encode()):
+            return Credentials(ADMIN_PRINCIPAL, ("admin",), "admin")
+        match = _TOKEN.fullmatch(token)
+        if match is None:
+            return None
+        record = self.get(match.group(1))
+        if record is None or not hmac.compare_digest(digest(token), record.digest):
+            return None
+        if not record.active(now_ms):
+            return None
+        return Credentials(record.principal, record.roles, record.token_id)
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header value, else None."""
+    if not header:
+        return None
+    scheme, _, value = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        return None
+    return value.strip()
