@@ -22,7 +22,9 @@ from collections.abc import Iterable
 
 import msgspec
 
+from events import JournalPort, JournalReadPort, new_id
 from events.catalog import Event, TokenCreated, TokenRevoked
+from events.errors import ConcurrencyConflict
 from policies import ROLES
 
 ADMIN_PRINCIPAL = "admin"
@@ -36,12 +38,23 @@ reserved for the admin token and chat connectors."""
 _TOKEN = re.compile(r"reel_([0-9A-Z]{26})_([A-Za-z0-9_-]{43})")
 
 
+TOKEN_KINDS = ("token.created", "token.revoked")
+
+
 class TokenError(ValueError):
     """A token request is malformed; ``field`` names what is wrong."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+
+
+class UnknownToken(LookupError):
+    """No token has this id."""
+
+
+class TokenAlreadyRevoked(Exception):
+    """The token was revoked before; nothing changed."""
 
 
 class Credentials(msgspec.Struct, frozen=True):
@@ -185,3 +198,63 @@ def bearer(header: str | None) -> str | None:
     if scheme.lower() != "bearer" or not value.strip():
         return None
     return value.strip()
+
+
+def token_stream(token_id: str) -> str:
+    return f"token/{token_id}"
+
+
+def load_tokens(reader: JournalReadPort, admin_token: str) -> TokenBook:
+    """The auth view folded from every ``token.*`` event of the journal."""
+    book = TokenBook(admin_token)
+    for stored in reader.events_of_kinds(TOKEN_KINDS):
+        book.apply(stored.decode(), stored.recorded_at_ms)
+    return book
+
+
+def create_token(
+    journal: JournalPort,
+    book: TokenBook,
+    *,
+    principal: str,
+    roles: Iterable[str],
+    created_by: str,
+    expires_at_ms: int | None = None,
+    note: str = "",
+) -> tuple[str, TokenRecord]:
+    """Mint a token, append its ``token.created`` (by ``created_by``), fold it into ``book``;
+    the token is returned once and stored nowhere."""
+    token, created = mint(
+        principal, roles, token_id=new_id(), expires_at_ms=expires_at_ms, note=note
+    )
+    result = journal.append(
+        token_stream(created.token_id), [created], expected_seq=0, principal=created_by
+    )
+    book.apply(created, result.recorded_at_ms)
+    record = book.get(created.token_id)
+    assert record is not None
+    return token, record
+
+
+def revoke_token(
+    journal: JournalPort, book: TokenBook, token_id: str, *, revoked_by: str, reason: str = ""
+) -> TokenRecord:
+    """Append ``token.revoked`` (by ``revoked_by``) and fold it into ``book``.
+
+    Raises :class:`UnknownToken` or :class:`TokenAlreadyRevoked`."""
+    record = book.get(token_id)
+    if record is None:
+        raise UnknownToken(f"no token with id {token_id!r}")
+    if record.revoked_at_ms is not None:
+        raise TokenAlreadyRevoked(f"token {token_id} is already revoked")
+    revoked = TokenRevoked(token_id=token_id, reason=reason)
+    try:
+        result = journal.append(
+            token_stream(token_id), [revoked], expected_seq=1, principal=revoked_by
+        )
+    except ConcurrencyConflict as exc:
+        raise TokenAlreadyRevoked(f"token {token_id} is already revoked") from exc
+    book.apply(revoked, result.recorded_at_ms)
+    updated = book.get(token_id)
+    assert updated is not None
+    return updated
