@@ -32,7 +32,9 @@ JOURNAL = "journal.db"
 KEY = "node.key"
 
 
-def build_journal(data: Path, *, runs: int = 13, checkpoint_every: int = 40) -> NodeKey:
+def build_journal(
+    data: Path, *, runs: int = 13, checkpoint_every: int = 40, witness: Path | None = None
+) -> NodeKey:
     """Write a journal of ``10 * runs + 1`` events over several streams into ``data``.
 
     Streams: one session, ``runs`` run streams and one tool stream per run; some events carry
@@ -236,3 +238,101 @@ def assert_dense(reader: JournalReader) -> list[StoredEvent]:
     for stream, got in seqs.items():
         assert got == list(range(len(got))), f"stream {stream} is not dense: {got}"
     return rows
+
+
+# --- forging: what an attacker who can write the data dir does ------------------------------
+
+CHECKPOINT_KIND = "journal.checkpoint"
+
+
+def checkpoint_rows(conn: apsw.Connection) -> list[int]:
+    """Positions of the checkpoint rows (kind ``journal.checkpoint``), in order."""
+    return [
+        int(p)
+        for (p,) in conn.execute(
+            "SELECT position FROM events WHERE kind = ? ORDER BY position", (CHECKPOINT_KIND,)
+        ).fetchall()
+    ]
+
+
+def renumber_dense(conn: apsw.Connection) -> None:
+    """Renumber every row to 1..n in position order (closing the gaps a deletion left)."""
+    positions = [int(p) for (p,) in conn.execute("SELECT position FROM events ORDER BY position")]
+    conn.execute("UPDATE events SET position = -position - 1")
+    for new, old in enumerate(positions, start=1):
+        conn.execute("UPDATE events SET position = ? WHERE position = ?", (new, -old - 1))
+
+
+def delete_checkpoints(conn: apsw.Connection, *, renumber: bool = False) -> list[int]:
+    """Delete every checkpoint row (and any legacy ``checkpoints`` table row); with
+    ``renumber`` the rows after them move down so positions stay dense. Returns the deleted
+    positions."""
+    deleted = checkpoint_rows(conn)
+    conn.execute("DELETE FROM events WHERE kind = ?", (CHECKPOINT_KIND,))
+    legacy = conn.execute(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'checkpoints'"
+    ).fetchall()[0][0]
+    if legacy:
+        conn.execute("DELETE FROM checkpoints")
+    if renumber:
+        renumber_dense(conn)
+    return deleted
+
+
+def reseal(conn: apsw.Connection, start: int, resign: object | None = None) -> None:
+    """Recompute ``payload_sha256``, ``prev_hash`` and ``hash`` of every row from ``start`` on,
+    as the format document says: the rewrite an attacker who read it can do. With ``resign``
+    (an Ed25519 private key), every checkpoint row from ``start`` on is re-signed with it over
+    the forged chain (the attacker replaced ``node.key``)."""
+    head = conn.execute("SELECT max(position) FROM events").fetchall()[0][0]
+    prev = fetch_row(conn, start - 1)["hash"] if start > 1 else GENESIS
+    assert isinstance(prev, bytes)
+    for position in range(start, int(head) + 1):
+        row = fetch_row(conn, position)
+        if resign is not None and row["kind"] == CHECKPOINT_KIND:
+            row["payload"] = resigned_payload(row["payload"], position, prev, resign)  # type: ignore[arg-type]
+        sealed = seal(row, prev)
+        conn.execute(
+            "UPDATE events SET payload = ?, payload_sha256 = ?, prev_hash = ?, hash = ? "
+            "WHERE position = ?",
+            (
+                sealed["payload"],
+                sealed["payload_sha256"],
+                sealed["prev_hash"],
+                sealed["hash"],
+                position,
+            ),
+        )
+        prev = sealed["hash"]  # type: ignore[assignment]
+
+
+def resigned_payload(payload: bytes, position: int, prev: bytes, key: object) -> bytes:
+    """A checkpoint row's payload signed again by ``key`` over ``(position - 1, prev)``."""
+    import msgspec
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from events import note
+
+    assert isinstance(key, Ed25519PrivateKey)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    fields = msgspec.msgpack.decode(payload)
+    origin = note.origin_for(public)
+    fields.update(
+        origin=origin,
+        size=position - 1,
+        hash=prev,
+        public_key=public,
+        signature=key.sign(note.checkpoint_body(origin, position - 1, prev)),
+    )
+    return msgspec.msgpack.encode(fields)
+
+
+def replace_payload(conn: apsw.Connection, position: int, payload: bytes, kind: str) -> None:
+    """Put another event at ``position`` (kind and payload), leaving hashes for :func:`reseal`."""
+    conn.execute(
+        "UPDATE events SET kind = ?, version = 1, payload = ? WHERE position = ?",
+        (kind, payload, position),
+    )
