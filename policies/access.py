@@ -199,7 +199,9 @@ def _context(spec: ActionSpec, context: Mapping[str, str]) -> dict[str, object]:
         raise PolicyRequestError(f"context.{extra[0]}", "is not part of this action's context")
     out: dict[str, object] = {}
     for name, kind in shape.items():
-        value = context.get(name)
+        if name not in context:
+            raise PolicyRequestError(f"context.{name}", "is required by this action's context")
+        value = context[name]
         if type(value) is not str:
             raise PolicyRequestError(f"context.{name}", "must be a string")
         if kind == _PRINCIPAL:
