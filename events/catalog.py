@@ -307,6 +307,29 @@ class TokenRevoked(Event, frozen=True, kw_only=True, tag="token.revoked"):
     reason: str = ""
 
 
+# --- the journal's own checkpoints (stream ``journal``, written by the journal writer only) -----
+
+
+class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoint"):
+    """A signed checkpoint, stored as a link of the hash chain: the node's Ed25519 signature
+    over the C2SP checkpoint note ``origin\\nsize\\nbase64(hash)\\n`` (events/note.py) where
+    ``hash`` is the hash of the row at position ``size``, the row right before this one.
+    Deleting or moving it breaks the chain; docs/journal-format.md section 6."""
+
+    origin: str
+    """The log name signed under (``reel.journal/<16 hex of SHA-256(public_key)>``)."""
+    size: int
+    """Positions ``1..size`` are covered; this row stands at ``size + 1``."""
+    hash: bytes
+    """The ``hash`` of the row at ``size``."""
+    previous: int
+    """The position of the previous checkpoint row (0 for the first)."""
+    public_key: bytes
+    """The signer's raw 32-byte Ed25519 public key."""
+    signature: bytes
+    """Ed25519 over the checkpoint note body (64 bytes)."""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -330,6 +353,7 @@ CATALOG: tuple[type[Event], ...] = (
     ToolCompleted,
     TokenCreated,
     TokenRevoked,
+    JournalCheckpoint,
 )
 """Every current event class. Adding a kind means adding it here."""
 
