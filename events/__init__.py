@@ -42,7 +42,7 @@ from events.errors import (
     UnknownEventKind,
 )
 from events.ids import is_ulid, new_id
-from events.journal import Journal
+from events.journal import MAX_PAYLOAD_BYTES, Journal
 from events.port import JournalPort, JournalReadPort, Listener
 from events.reader import JournalReader
 from events.redact import MARKER, redact_event, redact_value
@@ -57,6 +57,7 @@ __all__ = [
     "CATALOG",
     "GENESIS",
     "MARKER",
+    "MAX_PAYLOAD_BYTES",
     "AppendRejected",
     "AppendResult",
     "Checkpoint",

@@ -41,6 +41,11 @@ _INSERT = (
 )
 _STOP = object()
 
+MAX_PAYLOAD_BYTES = 1 << 20
+"""The default cap on one event's stored payload (after redaction); a bigger event is refused
+with `AppendRejected`. Writers that must fit their data under it (a tool's result) derive
+their own budget from this name, never from a second constant."""
+
 Listener = Callable[[int], None]
 
 
@@ -110,7 +115,7 @@ class Journal(JournalReader):
         synchronous: str = "FULL",
         checkpoint_every_events: int = 10_000,
         checkpoint_every_s: float = 60.0,
-        max_payload_bytes: int = 1 << 20,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         max_batch_events: int = 4096,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
