@@ -212,8 +212,9 @@ class RunActor(pykka.ThreadingActor):
 
     # --- folding ---------------------------------------------------------------------------
 
-    def _append(self, *events: Event) -> None:
-        """Append, fold, and when the batch ends the run, finish the actor."""
+    def _append(self, *events: Event, principal: str | None = None) -> None:
+        """Append, fold, and when the batch ends the run, finish the actor. ``principal``: who
+        caused the events when it is not the run's principal (a canceller)."""
         ending = isinstance(events[-1], TERMINAL_EVENTS)
         if ending:
             self._cancel_io()
@@ -221,7 +222,7 @@ class RunActor(pykka.ThreadingActor):
             # Unrouted before the end is visible: whoever sees the terminal event and sends the
             # session its next message finds this run gone, not still live.
             self.s.registry.run_ended(self.run_id)
-        for rec in self.out.append(self.state.next_seq, *events):
+        for rec in self.out.append(self.state.next_seq, *events, principal=principal):
             self.state = apply(self.state, rec)
         if ending:
             self._finished()
@@ -263,7 +264,10 @@ class RunActor(pykka.ThreadingActor):
 
     def _begin(self) -> None:
         if self.cancelled_by is not None:
-            self._append(end(self.state, "cancelled", "cancelled", self.cancelled_by))
+            self._append(
+                end(self.state, "cancelled", "cancelled", self.cancelled_by),
+                principal=self.cancelled_by,
+            )
             return
         self._announce_grants()
         self._advance()
@@ -437,7 +441,10 @@ class RunActor(pykka.ThreadingActor):
         if self.ending is None:
             if self.tool is not None:
                 try:
-                    self._append(cancel_requested(self.state, message.principal))
+                    self._append(
+                        cancel_requested(self.state, message.principal),
+                        principal=message.principal,
+                    )
                 except Exception as exc:  # the caller hears it; on_failure contains the run
                     reject(message.reply, exc)
                     raise
@@ -446,8 +453,11 @@ class RunActor(pykka.ThreadingActor):
 
     def _write_ending(self) -> None:
         assert self.ending is not None
+        kind, _, detail = self.ending
         if not self.ended:
-            self._append(end(self.state, *self.ending))
+            # A cancel is recorded as the canceller's act; any other end as the run's own.
+            by = detail if kind == "cancelled" else None
+            self._append(end(self.state, *self.ending), principal=by)
 
     def _to_session(self, message: Any) -> None:
         directory = self.s.directory

@@ -54,14 +54,18 @@ class OwnedStream:
         self.correlation_id = correlation_id
         self.causation_id = causation_id
 
-    def append(self, expected_seq: int, *events: Event) -> list[Recorded]:
-        """Append ``events`` atomically at ``expected_seq``; returns them as stored."""
+    def append(
+        self, expected_seq: int, *events: Event, principal: str | None = None
+    ) -> list[Recorded]:
+        """Append ``events`` atomically at ``expected_seq``; returns them as stored.
+        ``principal`` overrides the stream's for this append: whoever caused these events (a
+        canceller, an approver) rather than whom the stream acts for."""
         clean = [redact_event(event) for event in events]
         result = self.journal.append(
             self.name,
             clean,
             expected_seq=expected_seq,
-            principal=self.principal,
+            principal=principal or self.principal,
             correlation_id=self.correlation_id,
             causation_id=self.causation_id,
         )

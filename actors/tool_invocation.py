@@ -145,17 +145,18 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     # --- journal ---------------------------------------------------------------------------
 
-    def _append(self, *events: Event) -> None:
-        """Append, fold, and report to the run."""
-        records = self.out.append(self.state.next_seq, *events)
+    def _append(self, *events: Event, principal: str | None = None) -> None:
+        """Append, fold, and report to the run. ``principal``: who caused the events when it
+        is not the run's principal (an approver, the node)."""
+        records = self.out.append(self.state.next_seq, *events, principal=principal)
         for rec in records:
             self.state = apply(self.state, rec)
         _tell_quietly(self.run_ref, ToolAppended(tuple(records)))
 
-    def _complete(self, *events: Event) -> None:
+    def _complete(self, *events: Event, principal: str | None = None) -> None:
         """Append the events that end the invocation (the last is ``tool.completed``)."""
         self._close_approval()
-        self._append(*events)
+        self._append(*events, principal=principal)
         self.finished = True
         self.stop()
 
@@ -270,7 +271,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             grant_principal=self.principal,
             now_ms=time.time_ns() // 1_000_000,
         )
-        self._append(event)
+        self._append(event, principal=decided_by)
         self._close_approval()
         if event.decision == "allow" and event.scope == "always" and event.tool:
             self.s.gate.grant_always(self.principal, event.tool)
@@ -280,7 +281,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if self.state.pending_approval is not None:
             now_ms = time.time_ns() // 1_000_000
             self._complete(
-                *withdrawn(self.state, reason, grant_principal=self.principal, now_ms=now_ms)
+                *withdrawn(self.state, reason, grant_principal=self.principal, now_ms=now_ms),
+                principal="node",
             )
         elif self.state.resolution is not None and self.state.completed is None:
             self._complete(refused(self.state, "cancelled before it ran", "cancelled"))

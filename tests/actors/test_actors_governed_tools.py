@@ -69,6 +69,8 @@ def test_a_sensitive_tool_waits_for_approval_then_runs(kit: NodeKit) -> None:
     assert isinstance(end, RunCompleted)
     (resolved,) = kit.events(ticket.run_id, "tool.approval_resolved")
     assert (resolved.decision, resolved.scope, resolved.decided_by) == ("allow", "session", "alice")
+    (row,) = [s for s in kit.stored(ticket.run_id) if s.kind == "tool.approval_resolved"]
+    assert row.principal == "alice"  # the approver's act, not the run's principal's
     (done,) = kit.events(ticket.run_id, "tool.completed")
     assert done.ok and "governed" in done.output
     kinds = kit.kinds(ticket.run_id)
@@ -216,12 +218,13 @@ def test_cancel_while_awaiting_approval_closes_the_approval(kit: NodeKit) -> Non
         "node",
         "cancelled",
     )
-    assert kit.kinds(ticket.run_id)[-5:] == [
-        "run.awaiting_approval",
-        "run.cancel_requested",
-        "tool.approval_resolved",
-        "tool.completed",
-        "run.cancelled",
+    # Each event names who caused it: the canceller, then the node closing the call for them.
+    assert [(s.kind, s.principal) for s in kit.stored(ticket.run_id)[-5:]] == [
+        ("run.awaiting_approval", "operator"),
+        ("run.cancel_requested", "bob"),
+        ("tool.approval_resolved", "node"),
+        ("tool.completed", "node"),
+        ("run.cancelled", "bob"),
     ]
     assert kit.node.services.registry.pending_approvals() == []
     with pytest.raises(ApprovalAlreadyResolved):
