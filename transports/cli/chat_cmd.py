@@ -53,7 +53,11 @@ def chat(
     ] = None,
     address: Annotated[
         str | None,
-        typer.Option("--address", help="The node's gRPC address [default: 127.0.0.1:8471]."),
+        typer.Option(
+            "--address",
+            help="The node's gRPC address [default: from the data dir's config and "
+            "REEL_GRPC_HOST / REEL_GRPC_PORT, else 127.0.0.1:8471].",
+        ),
     ] = None,
     token_file: Annotated[
         Path | None, typer.Option("--token-file", help="Admin token (default <data>/admin.token).")

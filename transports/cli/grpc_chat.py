@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
@@ -39,9 +40,9 @@ from proto.reel.v1 import (
 from transports.auth import token_path
 from transports.cli.data_dir import resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
+from transports.cli.node_address import grpc_address
 from transports.cli.render import Terminal, shorten
 from transports.grpc.client import (
-    DEFAULT_ADDRESS,
     RunStreamClient,
     auth_metadata,
     open_channel,
@@ -94,8 +95,10 @@ def chat_over_grpc(
     stderr = err or sys.stderr
     try:
         _check_usage(message, session, key, new, approve, deny, resume, after)
-        token = read_token(token_file or token_path(resolve(data)))
-        chat = _Chat(address or DEFAULT_ADDRESS, token, stdout, ask, approve=approve, deny=deny)
+        data_dir = resolve(data)
+        token = read_token(token_file or token_path(data_dir))
+        where = address or grpc_address(data_dir)
+        chat = _Chat(where, token, stdout, ask, approve=approve, deny=deny)
         return asyncio.run(chat.main(message, session, key, resume, after))
     except (ChatUsageError, GrpcClientError) as exc:
         print(f"reel: error: {exc}", file=stderr)
@@ -139,10 +142,15 @@ class _Chat:
         self.address = address
         self.token = token
         self.printer = _Printer(out)
-        self.ask = ask
+        self.lines = _Lines(ask, self.printer)
         self.approve = approve
         self.deny = deny
         self.session_id: str | None = None
+        self.prompts: dict[str, asyncio.Task[None]] = {}
+        """Approval prompts on screen, by approval id: a decision made elsewhere (the console,
+        another CLI) closes its prompt at once."""
+        self.pending_ids: set[str] | None = None
+        """On --resume: the run's approvals still pending (no prompt for decided ones)."""
 
     async def main(
         self,
@@ -159,9 +167,10 @@ class _Chat:
             if message is not None:
                 return await self._run(channel, text=message, session=session, key=key)
             code = EXIT_OK
+            self.printer.line("one message per line; end of input (Ctrl-D) quits, Ctrl-C cancels")
             while True:
                 try:
-                    line = await asyncio.to_thread(self.ask, "> ")
+                    line = await self.lines.read("> ")
                 except EOFError:
                     return code
                 if not line.strip():
@@ -196,32 +205,54 @@ class _Chat:
                 else:
                     await run.start(text or "", session_key=key)
                 with self._interrupts(run):
-                    async for event in run.events():
-                        if event.tape_seq >= 0:
-                            run_id, last = event.run_id, event.tape_seq
-                        outcome = await self._handle(run, event, outcome)
+                    try:
+                        async for event in run.events():
+                            if event.tape_seq >= 0:
+                                run_id, last = event.run_id, event.tape_seq
+                            outcome = await self._handle(run, event, outcome)
+                    finally:
+                        for prompt in self.prompts.values():
+                            prompt.cancel()
+                        self.prompts.clear()
         except GRPCError as exc:
             raise _Failure(self._describe(exc, run_id, last)) from None
         except BrokenPipeError:
             raise  # our own stdout went away (``| head``), not the node: see transports.cli.main
         except (OSError, StreamTerminatedError) as exc:
             where = f"; resume with --resume {run_id} --after {last}" if run_id else ""
-            raise _Failure(f"cannot reach the node at {self.address}: {exc}{where}") from None
+            raise _Failure(
+                f"cannot reach the node at {self.address}: {exc}{where} (is it running? "
+                "give its address with --address HOST:PORT)"
+            ) from None
         return outcome
 
     async def _pending_approvals(self, channel: Channel, run: RunStreamClient, run_id: str) -> None:
-        """A resumed run may wait on an approval requested before ``--after``: ask now."""
+        """A resumed run may wait on an approval requested before ``--after``: ask now. The
+        replayed tape may also hold requests decided since: those are never asked again."""
         stub = ApprovalsStub(channel, metadata=auth_metadata(self.token), timeout=30)
         pending = await stub.list(ListApprovalsRequest(state=ApprovalState.PENDING, run_id=run_id))
+        self.pending_ids = {a.approval_id for a in pending.approvals}
         for approval in pending.approvals:
             self.printer.line(
                 f"   approval {approval.approval_id} pending ({approval.risk} risk): "
                 f"{approval.tool} {approval.arguments_json}"
             )
-            scope = await self._decide(approval.tool)
+            self._prompt(run, approval.approval_id, approval.tool)
+
+    def _prompt(self, run: RunStreamClient, approval_id: str, tool: str) -> None:
+        """Ask about ``approval_id`` without holding up the tape: a decision made elsewhere
+        arrives on it and closes the prompt."""
+        if approval_id in self.prompts:
+            return
+
+        async def ask() -> None:
+            scope = await self._decide(tool)
+            self.prompts.pop(approval_id, None)
             await run.approve(
-                approval.approval_id, allow=scope is not None, scope=scope or ApprovalScope.ONCE
+                approval_id, allow=scope is not None, scope=scope or ApprovalScope.ONCE
             )
+
+        self.prompts[approval_id] = asyncio.ensure_future(ask())
 
     def _describe(self, exc: GRPCError, run_id: str, last: int) -> str:
         text = exc.message or exc.status.name
@@ -274,12 +305,13 @@ class _Chat:
                 return EXIT_NEGATIVE
         elif event.approval_request is not None:
             request = event.approval_request
-            scope = await self._decide(request.tool)
-            await run.approve(
-                request.approval_id,
-                allow=scope is not None,
-                scope=scope or ApprovalScope.ONCE,
-            )
+            if self.pending_ids is None or request.approval_id in self.pending_ids:
+                self._prompt(run, request.approval_id, request.tool)
+        elif event.approval_resolution is not None:
+            prompt = self.prompts.pop(event.approval_resolution.approval_id, None)
+            if prompt is not None and not prompt.done():
+                prompt.cancel()
+                self.printer.line("   (decided elsewhere; no answer needed)")
         return outcome
 
     async def _decide(self, tool: str) -> ApprovalScope | None:
@@ -287,16 +319,67 @@ class _Chat:
             return ApprovalScope.ONCE
         if self.deny:
             return None
-        prompt = f"   allow {tool}? [o]nce, [s]ession, [a]lways, [d]eny: "
+        prompt = (
+            f"   allow {tool}? [o]nce, [s]ession (this tool, any arguments, until the session "
+            "resets), [a]lways (this tool for you, until revoked), [d]eny: "
+        )
         while True:
             try:
-                answer = (await asyncio.to_thread(self.ask, prompt)).strip().lower()
+                answer = (await self.lines.read(prompt)).strip().lower()
             except EOFError:
                 return None
             if answer[:1] in CHOICES:
                 return CHOICES[answer[:1]]
             if not answer:
                 return None
+
+
+class _Lines:
+    """Lines from the user, read one at a time on a thread. A prompt that is abandoned (its
+    approval was decided elsewhere) leaves its read running: the line the user types next is
+    the answer to the next prompt, never lost and never read twice."""
+
+    def __init__(self, ask: Ask, printer: Terminal) -> None:
+        self.ask = ask
+        self.printer = printer
+        self.reading: asyncio.Future[str] | None = None
+
+    async def read(self, prompt: str) -> str:
+        if self.reading is None:
+            self.reading = self._start(prompt)
+        else:  # the abandoned read still waits on the terminal: show the new prompt
+            self.printer.line(prompt.rstrip())
+        reading = self.reading
+        try:
+            return await asyncio.shield(reading)
+        finally:
+            if reading.done():
+                self.reading = None
+
+    def _start(self, prompt: str) -> asyncio.Future[str]:
+        """Read on a daemon thread: a read nobody waits for must not keep the process alive
+        at exit (``asyncio.to_thread`` would join it)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+
+        def deliver(line: str | None, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(line or "")
+
+        def work() -> None:
+            try:
+                line, error = self.ask(prompt), None
+            except BaseException as exc:  # EOFError above all: handed to the reader
+                line, error = None, exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(deliver, line, error)
+
+        threading.Thread(target=work, name="reel-chat-input", daemon=True).start()
+        return future
 
 
 class _Printer(Terminal):

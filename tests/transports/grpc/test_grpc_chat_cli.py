@@ -7,11 +7,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from actors.messages import ResolveApproval
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, converse, run
 from transports.cli.grpc_chat import chat_over_grpc
 
@@ -54,7 +57,7 @@ def test_an_approval_is_asked_at_the_prompt(node: GrpcNode) -> None:
     assert code == 0, err
     assert "-> tool shell.run" in out
     assert "decision: approval_required" in out
-    assert "allow shell.run? [o]nce, [s]ession, [a]lways, [d]eny:" in out
+    assert "allow shell.run? [o]nce, [s]ession (this tool, any arguments" in out
     assert "approval: allow session" in out
     assert "<- shell.run:" in out and "yo" in out
 
@@ -152,3 +155,81 @@ def test_a_closed_stdout_is_not_reported_as_an_unreachable_node(node: GrpcNode) 
     with pytest.raises(BrokenPipeError):
         chat_over_grpc("hi", address=node.address, data=node.data_dir, out=ClosedPipe(), err=err)
     assert "cannot reach the node" not in err.getvalue()
+
+
+def _resolve_when_pending(node: GrpcNode, principal: str = "operator") -> threading.Thread:
+    """Another operator (here: the node's own API, as the console would) allows the first
+    pending approval as soon as there is one."""
+
+    def decide() -> None:
+        registry = node.runtime.node.services.registry
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            pending = registry.pending_approvals()
+            if pending:
+                node.runtime.node.ask(
+                    ResolveApproval(approval_id=pending[0], decision="allow", principal=principal)
+                )
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=decide, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_decision_made_elsewhere_closes_the_prompt_and_the_run_goes_on(node: GrpcNode) -> None:
+    """The user sits at the prompt without answering; someone else decides: the chat prints
+    the decision, drops its prompt and finishes the run (exit 0) without a keystroke."""
+    asked = threading.Event()
+    never = threading.Event()
+    out, err = io.StringIO(), io.StringIO()
+
+    def ask(prompt: str) -> str:
+        out.write(prompt)
+        asked.set()
+        never.wait(60)  # a person who never answers
+        raise EOFError
+
+    decider = _resolve_when_pending(node, principal="user:carol")
+    started = time.monotonic()
+    code = chat_over_grpc(
+        SHELL_ECHO, address=node.address, data=node.data_dir, out=out, err=err, ask=ask
+    )
+    decider.join(5)
+    text = out.getvalue()
+    assert code == 0, err.getvalue() + text
+    assert asked.is_set()
+    assert "approval: allow once by user:carol" in text
+    assert "decided elsewhere" in text
+    assert "<- shell.run:" in text and "run done" in text
+    assert time.monotonic() - started < 20
+
+
+def test_resume_never_asks_again_about_a_decided_approval(node: GrpcNode) -> None:
+    code, out, err = chat(node, SHELL_ECHO, iter(["o"]))
+    assert code == 0, err
+    run_id = out.splitlines()[0].split()[1]
+
+    def ask(prompt: str) -> str:
+        raise AssertionError(f"asked again: {prompt}")
+
+    again = io.StringIO()
+    code = chat_over_grpc(
+        None, resume=run_id, after=-1, address=node.address, data=node.data_dir,
+        out=again, err=again, ask=ask,
+    )  # fmt: skip
+    assert code == 0, again.getvalue()
+    assert "approval: allow once" in again.getvalue() and "allow shell.run?" not in again.getvalue()
+
+
+def test_the_address_comes_from_the_data_dirs_config_and_env(
+    node: GrpcNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REEL_GRPC_PORT", str(node.server.port))
+    out = io.StringIO()
+    code = chat_over_grpc("via env", data=node.data_dir, out=out, err=out)
+    assert code == 0, out.getvalue()
+    monkeypatch.setenv("REEL_GRPC_PORT", "1")
+    code = chat_over_grpc("nowhere", data=node.data_dir, out=out, err=out)
+    assert code == 2 and "127.0.0.1:1" in out.getvalue() and "--address" in out.getvalue()
