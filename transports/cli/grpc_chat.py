@@ -41,7 +41,7 @@ from transports.auth import token_path
 from transports.cli.data_dir import resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
 from transports.cli.node_address import grpc_address
-from transports.cli.render import Terminal, shorten
+from transports.cli.render import Terminal, done_line, shorten
 from transports.grpc.client import (
     RunStreamClient,
     auth_metadata,
@@ -422,8 +422,13 @@ class _Printer(Terminal):
         usage = status.usage
         if status.state == RunState.DONE and usage is not None:
             self.line(
-                f"run done ({status.reason}; {usage.turns} turns, {usage.tool_calls} tool calls, "
-                f"{usage.prompt_tokens}+{usage.completion_tokens} tokens)"
+                done_line(
+                    status.reason,
+                    usage.turns,
+                    usage.tool_calls,
+                    usage.prompt_tokens,
+                    usage.completion_tokens,
+                )
             )
         elif status.state == RunState.FAILED:
             self.line(f"run failed ({status.reason}): {status.message}")

@@ -67,8 +67,13 @@ class TapePrinter(Terminal):
                 self.line(f"<- {event.tool} failed ({event.error_kind}): {event.error}")
         elif isinstance(event, RunCompleted):
             self.line(
-                f"run done ({event.reason}; {event.turns} turns, {event.tool_calls} tool "
-                f"calls, {event.prompt_tokens}+{event.completion_tokens} tokens)"
+                done_line(
+                    event.reason,
+                    event.turns,
+                    event.tool_calls,
+                    event.prompt_tokens,
+                    event.completion_tokens,
+                )
             )
         elif isinstance(event, RunFailed):
             self.line(f"run failed ({event.reason}): {event.message}")
@@ -78,6 +83,19 @@ class TapePrinter(Terminal):
 
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def done_line(reason: str, turns: int, tool_calls: int, prompt: int, completion: int) -> str:
+    """The line that ends a finished run, the same over gRPC and ``--local``."""
+    return (
+        f"run done ({reason}; {plural(turns, 'turn')}, {plural(tool_calls, 'tool call')}, "
+        f"{prompt}+{completion} tokens)"
+    )
 
 
 def shorten(text: str, limit: int = 500) -> str:

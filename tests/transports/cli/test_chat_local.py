@@ -56,7 +56,7 @@ def test_a_message_prints_the_run_id_and_the_answer(data_dir: Path) -> None:
     match = RUN_LINE.search(done.stdout)
     assert match, done.stdout
     assert "hello from the cli\n" in done.stdout
-    assert "run done (final_answer; 1 turns, 0 tool calls" in done.stdout
+    assert "run done (final_answer; 1 turn, 0 tool calls" in done.stdout
     # the session can be continued by id
     again = chat(data_dir, "--session", match.group(2), "second message")
     assert again.returncode == 0, again
