@@ -330,6 +330,22 @@ class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoin
     """Ed25519 over the checkpoint note body (64 bytes)."""
 
 
+# --- API access (stream ``access/<decision_id>``) ------------------------------------------
+
+
+class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
+    """Cedar decided a state-changing API request (permitted or denied), before it took
+    effect; the envelope's principal is the caller."""
+
+    action: str
+    resource: str
+    """``Type::"id"`` of the resource the action is on."""
+    outcome: Literal["allow", "deny"]
+    policy_ids: tuple[str, ...]
+    token_id: str
+    """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
