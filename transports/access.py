@@ -1,0 +1,178 @@
+"""Who is asking and whether they may: the one place HTTP and gRPC authenticate a caller and
+ask Cedar about an API action.
+
+- :meth:`Authority.authenticate` turns a bearer token into :class:`Credentials` (the data
+  dir's ``admin.token`` or a token folded from ``token.*`` events), or ``None``: an unknown,
+  malformed, expired or revoked token are refused alike.
+- :meth:`Authority.authorize` asks Cedar (:mod:`policies.access`) about one action on one
+  resource with that action's context, built here from the views (a session's owner, a run's
+  principal, an approval's tool and risk). A state-changing decision, permitted or denied, is
+  appended to the journal as ``access.decided`` before the action takes effect.
+- Lists are decided once (``*.list``) and then filtered item by item with ``*.read``
+  (:meth:`Authority.readable`).
+
+Transports map :class:`PermissionDenied` to 403 / ``PERMISSION_DENIED`` and
+:class:`NotFound` to 404 / ``NOT_FOUND`` at their edge.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from events import JournalPort, new_id
+from events.catalog import AccessDecided
+from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
+from projections import Views
+from projections.records import ApprovalRecord, RunRecord, SessionRecord
+from transports.tokens import Credentials, TokenBook
+
+T = TypeVar("T")
+
+Scope = tuple[str, dict[str, str]]
+"""(resource id, context) of one request."""
+
+
+class AccessError(Exception):
+    """Base of this module's refusals."""
+
+
+class PermissionDenied(AccessError):
+    """Cedar did not permit the action; the message names it and the deciding policies."""
+
+    def __init__(self, action: str, decision: Decision) -> None:
+        ids = ", ".join(decision.policy_ids) or "none: denied by default"
+        super().__init__(f"{action} is not permitted ({ids})")
+        self.action = action
+        self.decision = decision
+
+
+class NotFound(AccessError, LookupError):
+    """The resource the action is on does not exist (or is not visible yet)."""
+
+
+class Authority:
+    """Authentication and authorization for every transport of one node."""
+
+    def __init__(
+        self, engine: PolicyEngine, tokens: TokenBook, views: Views, journal: JournalPort
+    ) -> None:
+        self.engine = engine
+        self.tokens = tokens
+        self.views = views
+        self.journal = journal
+
+    # --- who --------------------------------------------------------------------------------
+
+    def authenticate(self, token: str | None) -> Credentials | None:
+        """Who ``token`` speaks for, or None (the same for every kind of bad token)."""
+        if not token:
+            return None
+        return self.tokens.authenticate(token, int(time.time() * 1000))
+
+    # --- may they ---------------------------------------------------------------------------
+
+    def authorize(self, who: Credentials, action: str, scope: Scope | None = None) -> Decision:
+        """Permit ``action`` for ``who`` or raise :class:`PermissionDenied`. A state-changing
+        action's decision is journaled (``access.decided``) either way."""
+        resource_id, context = scope if scope is not None else ("local", {})
+        decision = self.engine.authorize(
+            AccessRequest(
+                principal=who.principal,
+                roles=who.roles,
+                action=action,
+                resource_id=resource_id,
+                context=context,
+            )
+        )
+        spec = ACTIONS[action]
+        if spec.changes_state:
+            self.journal.append(
+                f"access/{new_id()}",
+                [
+                    AccessDecided(
+                        action=action,
+                        resource=f'{spec.resource_type}::"{resource_id}"',
+                        outcome="allow" if decision.allowed else "deny",
+                        policy_ids=decision.policy_ids,
+                        token_id=who.token_id,
+                    )
+                ],
+                expected_seq=0,
+                principal=who.principal,
+            )
+        if not decision.allowed:
+            raise PermissionDenied(action, decision)
+        return decision
+
+    def may(self, who: Credentials, action: str, scope: Scope | None = None) -> bool:
+        """Whether ``who`` may do a read-only ``action`` (nothing journaled, nothing raised):
+        what the console uses to hide what a principal may not do."""
+        resource_id, context = scope if scope is not None else ("local", {})
+        return self.engine.authorize(
+            AccessRequest(
+                principal=who.principal,
+                roles=who.roles,
+                action=action,
+                resource_id=resource_id,
+                context=context,
+            )
+        ).allowed
+
+    def readable(
+        self, who: Credentials, action: str, items: Iterable[T], scope: Callable[[T], Scope]
+    ) -> list[T]:
+        """The items ``who`` may read with ``action`` (the list itself was authorized)."""
+        return [item for item in items if self.may(who, action, scope(item))]
+
+    # --- scopes: the context of each kind of resource ----------------------------------------
+
+    def owner_of(self, session_id: str) -> str:
+        session = self.views.session(session_id)
+        if session is None:
+            raise NotFound(f"no session {session_id}")
+        return session.principal
+
+    def session_scope(self, session: SessionRecord | str) -> Scope:
+        record = self.views.session(session) if isinstance(session, str) else session
+        if record is None:
+            raise NotFound(f"no session {session}")
+        return record.session_id, {"session_id": record.session_id, "owner": record.principal}
+
+    def run_scope(self, run: RunRecord | str) -> Scope:
+        record = self.views.run(run) if isinstance(run, str) else run
+        if record is None:
+            raise NotFound(f"no run {run}")
+        return record.run_id, {
+            "run_id": record.run_id,
+            "session_id": record.session_id,
+            "owner": self.owner_of(record.session_id),
+            "run_principal": record.principal,
+        }
+
+    def approval_scope(
+        self, approval: ApprovalRecord | str, decision: str = "", scope: str = ""
+    ) -> Scope:
+        record = self.views.approval(approval) if isinstance(approval, str) else approval
+        if record is None:
+            raise NotFound(f"no approval {approval}")
+        return record.approval_id, {
+            "approval_id": record.approval_id,
+            "tool": record.tool,
+            "risk": record.risk,
+            "run_id": record.run_id,
+            "session_id": record.session_id,
+            "owner": self.owner_of(record.session_id),
+            "run_principal": record.principal,
+            "decision": decision,
+            "scope": scope,
+        }
+
+    def posture_scope(self, session_id: str, tool: str, posture: str) -> Scope:
+        return session_id, {
+            "session_id": session_id,
+            "owner": self.owner_of(session_id),
+            "tool": tool,
+            "posture": posture,
+        }
