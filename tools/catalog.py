@@ -76,7 +76,8 @@ class ToolCatalog:
         Synchronous; meant for the tool actor's own thread, which must not be
         running an asyncio loop (http.fetch runs a private one). Returns a
         `ToolResult` for every runtime outcome; raises only `UnknownTool`, or
-        TypeError when ``args`` is not the tool's argument type (a caller bug).
+        TypeError when ``args`` is not the tool's argument type (a caller bug). The output
+        is at most the spec's cap, lowered to ``ctx.output_budget_bytes`` when set.
         """
         spec, runtime = self._entry(name)
         if type(args) is not spec.args_type:
@@ -91,8 +92,12 @@ class ToolCatalog:
             out = runtime.run(name, args, bounded)
         except Fault as fault:
             out = Output(text=fault.output, truncated=fault.truncated, lossy=fault.lossy)
-            return _finish(spec, started, out, fault)
-        return _finish(spec, started, out, None)
+            return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, fault)
+        return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, None)
+
+    def unavailable(self) -> dict[str, str]:
+        """Tools that cannot run on this node, with the reason (e.g. no working sandbox)."""
+        return {s.name: s.unavailable for s in self.specs() if s.unavailable is not None}
 
     def _entry(self, name: str) -> tuple[ToolSpec, ToolRuntime]:
         try:
@@ -101,11 +106,13 @@ class ToolCatalog:
             raise UnknownTool(name) from None
 
 
-def _finish(spec: ToolSpec, started: float, out: Output, fault: Fault | None) -> ToolResult:
+def _finish(cap: int, started: float, out: Output, fault: Fault | None) -> ToolResult:
+    """The result, its output cut to ``cap`` bytes as a backstop (runtimes whose output is
+    JSON fit it themselves, so a cut here may leave text that is no longer JSON)."""
     text, truncated, lossy = out.text, out.truncated, out.lossy
     raw = text.encode("utf-8")
-    if len(raw) > spec.output_cap_bytes:
-        text, _ = decode_text(raw[: spec.output_cap_bytes], truncated=True)
+    if len(raw) > cap:
+        text, _ = decode_text(raw[:cap], truncated=True)
         truncated = True
     return ToolResult(
         ok=fault is None,

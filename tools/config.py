@@ -41,8 +41,22 @@ class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
 
     shell_allowlist: tuple[str, ...] = ()
     """Bare executable names that may run; empty means nothing runs."""
+    shell_allowed_wrappers: tuple[str, ...] = ()
+    """Exec wrappers (`tools.wrappers`: env, xargs, find, sh, python3, ...) that may run;
+    each must also be in ``shell_allowlist``. Allowing one allows everything it can run."""
     shell_path: str = "/usr/local/bin:/usr/bin:/bin"
-    """The fixed PATH used to resolve argv[0] and given to the child."""
+    """The fixed PATH used to resolve argv[0] (and bubblewrap) and given to the child; its
+    directories are visible read-only in the sandbox."""
+    shell_bwrap: str = "bwrap"
+    """bubblewrap: a name looked up on ``shell_path`` or an absolute path. Without a working
+    one, shell.run is disabled (never unconfined)."""
+    shell_network: bool = False
+    """Share the host's network with the sandbox; shell.run then also declares net.egress."""
+    shell_tmp_bytes: Positive = 64 * _MiB
+    """Size of the sandbox's private /tmp (memory, gone after the call)."""
+    shell_hidden_paths: tuple[str, ...] = ()
+    """Host paths never visible in the sandbox, even under a system directory (the node adds
+    its data dir)."""
     shell_cpu_s: Positive = 2
     shell_memory_bytes: Positive = 256 * _MiB
     shell_file_size_bytes: Positive = 16 * _MiB
@@ -66,6 +80,9 @@ class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """Ceiling on a manifest's ``memory_limit_bytes``."""
     wasm_max_module_bytes: Positive = 4 * _MiB
     wasm_output_cap_bytes: Positive = 256 * _KiB
+    wasm_preopen_max_entries: Positive = 10_000
+    """A granted workspace subdir is scanned for hard links and outward symlinks before each
+    call; a tree with more entries than this is refused rather than scanned."""
 
 
 def decode_config(data: bytes | str) -> ToolsConfig:

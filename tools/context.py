@@ -26,17 +26,33 @@ class ExecutionContext:
     """Absolute `time.monotonic()` instant after which the call is a timeout."""
     cancel: threading.Event = field(default_factory=threading.Event)
     """Set by the owner to stop the call; runtimes notice within ~100 ms."""
+    output_budget_bytes: int | None = None
+    """The most UTF-8 bytes the result's output may take so that the caller can record it
+    (the tool actor derives it from the journal's payload limit); None: only the tool's own
+    cap. Runtimes whose output is JSON cut their text fields to fit and mark the cut."""
 
     @classmethod
     def start(
-        cls, workspace: Path | str, timeout_s: float, cancel: threading.Event | None = None
+        cls,
+        workspace: Path | str,
+        timeout_s: float,
+        cancel: threading.Event | None = None,
+        *,
+        output_budget_bytes: int | None = None,
     ) -> ExecutionContext:
         """A context whose deadline is ``timeout_s`` from now."""
         return cls(
             workspace=Path(workspace),
             deadline=time.monotonic() + timeout_s,
             cancel=cancel if cancel is not None else threading.Event(),
+            output_budget_bytes=output_budget_bytes,
         )
+
+    def output_cap(self, spec_cap: int) -> int:
+        """The effective cap on the output: the tool's own, lowered to the caller's budget."""
+        if self.output_budget_bytes is None:
+            return spec_cap
+        return max(0, min(spec_cap, self.output_budget_bytes))
 
     def remaining(self) -> float:
         """Seconds left before the deadline (negative when passed)."""

@@ -11,7 +11,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import Fault, Output, decode_text
+from tools.result import Fault, Output, decode_text, fit_json
 from tools.runtime import ToolRuntime, checkpoint
 from tools.spec import Capability, Posture, Risk, ToolSpec
 from tools.workspace import confine, open_dir, open_for_read, open_for_write
@@ -45,12 +45,16 @@ class FileRuntime(ToolRuntime):
 
     def __init__(self, config: ToolsConfig) -> None:
         self._config = config
+        # JSON escaping can grow file text; leave room so a capped read stays valid JSON.
+        # The caller's budget (the journal's payload limit) may lower it per call.
+        self._read_out_cap = max(
+            config.default_output_cap_bytes, config.fs_read_cap_bytes * 2 + 4096
+        )
 
     def specs(self) -> Sequence[ToolSpec]:
         cfg = self._config
 
-        # JSON escaping can grow file text; leave room so a capped read stays valid JSON.
-        read_out = max(cfg.default_output_cap_bytes, cfg.fs_read_cap_bytes * 2 + 4096)
+        read_out = self._read_out_cap
 
         def spec(
             name: str,
@@ -131,14 +135,26 @@ class FileRuntime(ToolRuntime):
         data = b"".join(chunks)
         truncated = len(data) > limit
         text, lossy = decode_text(data[:limit], truncated=truncated)
-        body = {
+        body: dict[str, Any] = {
             "path": args.path,
             "size": size,
             "content": text,
             "truncated": truncated,
             "lossy": lossy,
         }
-        return Output(text=_json(body), truncated=truncated, lossy=lossy)
+        cap = ctx.output_cap(self._read_out_cap)
+
+        def mark(cut: dict[str, Any], _field: str) -> None:
+            cut["truncated"] = True
+            cut["note"] = f"content cut to fit the result size limit of {cap} bytes"
+
+        full = _json(body)
+        if len(full.encode()) <= cap:
+            return Output(text=full, truncated=truncated, lossy=lossy)
+        out = fit_json(body, ("content",), cap, mark)
+        if out is None:
+            raise Fault("limit", f"the result does not fit the size limit of {cap} bytes")
+        return Output(text=out, truncated=True, lossy=lossy)
 
     def _list(self, args: FsListArgs, ctx: ExecutionContext) -> Output:
         parts = confine(ctx.workspace, args.path)
@@ -162,8 +178,14 @@ class FileRuntime(ToolRuntime):
         entries.sort(key=lambda e: str(e["name"]))
         cap = self._config.fs_list_max_entries
         truncated = len(entries) > cap
-        body = {"path": args.path, "entries": entries[:cap], "truncated": truncated}
-        return Output(text=_json(body), truncated=truncated)
+        entries = entries[:cap]
+        budget = ctx.output_cap(self._config.default_output_cap_bytes)
+        text = _json({"path": args.path, "entries": entries, "truncated": truncated})
+        while len(text.encode()) > budget and entries:
+            entries = entries[: len(entries) // 2]
+            truncated = True
+            text = _json({"path": args.path, "entries": entries, "truncated": truncated})
+        return Output(text=text, truncated=truncated)
 
     def _write(self, args: FsWriteArgs, ctx: ExecutionContext) -> Output:
         data = args.content.encode("utf-8")

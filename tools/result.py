@@ -7,11 +7,12 @@ fault ever escapes `ToolCatalog.execute` as an exception.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["ErrorKind", "Fault", "Output", "ToolResult", "cap_bytes", "decode_text"]
+__all__ = ["ErrorKind", "Fault", "Output", "ToolResult", "cap_bytes", "decode_text", "fit_json"]
 
 ErrorKind = Literal["timeout", "cancelled", "denied", "invalid", "failed", "limit"]
 """Why a call failed:
@@ -95,3 +96,40 @@ def _has_bad(data: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+def fit_json(
+    body: dict[str, Any],
+    fields: Sequence[str],
+    cap: int,
+    mark: Callable[[dict[str, Any], str], None],
+) -> str | None:
+    """``body`` as JSON text of at most ``cap`` UTF-8 bytes, or None if it cannot fit.
+
+    When the whole body is too big, the string ``fields`` are cut (each to the same number of
+    characters, the most that fits; never inside a character) and ``mark(body, field)`` is
+    called on the cut copy for each field that lost text, so the result says what was cut.
+    """
+    text = msgspec.json.encode(body)
+    if len(text) <= cap:
+        return text.decode()
+
+    def trial(keep: int) -> bytes:
+        cut = dict(body)
+        for name in fields:
+            value = cut[name]
+            if isinstance(value, str) and len(value) > keep:
+                cut[name] = value[:keep]
+                mark(cut, name)
+        return msgspec.json.encode(cut)
+
+    longest = max((len(body[f]) for f in fields if isinstance(body[f], str)), default=0)
+    lo, hi, best = 0, longest - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        attempt = trial(mid)
+        if len(attempt) <= cap:
+            best, lo = attempt, mid + 1
+        else:
+            hi = mid - 1
+    return None if best is None else best.decode()

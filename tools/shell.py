@@ -1,25 +1,35 @@
-"""shell.run: run an allowlisted executable with an argument vector, under limits.
+"""shell.run: run an allowlisted executable with an argument vector, in a bubblewrap sandbox.
 
-There is never a shell string. ``argv[0]`` must be a bare name on the
-allowlist, resolved against the fixed ``shell_path`` (not the caller's PATH).
-The child gets a scrubbed environment (PATH, LANG=C.UTF-8, HOME=workspace),
-a working directory inside the workspace, its own session and process group,
-and rlimits set in ``preexec_fn`` between fork and exec: CPU seconds,
-address space, file size, no core dumps. (``preexec_fn`` is documented as
-unsafe with threads because the child could deadlock on a lock held by
-another thread at fork time; ours only calls ``setrlimit``, which takes no
-Python-level or libc allocation locks.)
+There is never a shell string. ``argv[0]`` must be a bare name on the allowlist, resolved
+against the fixed ``shell_path`` (not the caller's PATH); if the name, or any file its path
+resolves through, is an exec wrapper (`tools.wrappers`: env, xargs, find, sh, python3, ...),
+it must also be in ``shell_allowed_wrappers``. The program then runs inside the sandbox of
+`tools.sandbox` (only the workspace visible and writable, at ``/workspace``; own PID and
+network namespaces; no capabilities; a scrubbed environment: PATH, LANG=C.UTF-8,
+HOME=/workspace), with its working directory inside the workspace. Without a working
+sandbox (probed when the runtime is built) the tool is unavailable, never unconfined.
 
-stdout and stderr are read incrementally; when either exceeds its cap, on
-time-out and on cancel the whole process group gets SIGKILL. When the main
-process exits, anything it left running in its group is killed too. A
-process that escapes its group with ``setsid`` is out of reach (no cgroups).
+rlimits are set in ``preexec_fn`` between fork and exec of bwrap and inherited by everything
+in the sandbox: CPU seconds, address space, file size, no core dumps. (``preexec_fn`` is
+documented as unsafe with threads because the child could deadlock on a lock held by
+another thread at fork time; ours only calls ``setrlimit``, which takes no Python-level or
+libc allocation locks.)
+
+stdout and stderr are read incrementally; when either exceeds its cap, on time-out and on
+cancel bwrap's process group gets SIGKILL; bwrap's PID 1 inside the sandbox dies with it
+(``--die-with-parent``) and the kernel then kills every process left in the sandbox's PID
+namespace, whatever session or group it moved to. The same happens when the program exits:
+nothing it started outlives the call.
+
+bwrap reports a program killed by signal N as exit status 128 + N, as shells do; a status
+above 128 is reported as that signal (a program that exits 137 on purpose reads as SIGKILL).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import re
 import resource
 import selectors
@@ -27,23 +37,25 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import IO, Annotated, Literal
+from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import ErrorKind, Fault, Output, decode_text
+from tools.result import ErrorKind, Fault, Output, decode_text, fit_json
 from tools.runtime import POLL_S, ToolRuntime
-from tools.spec import ToolSpec
-from tools.workspace import confine, open_dir
+from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
+from tools.spec import Capability, ToolSpec
+from tools.workspace import confine, open_dir, open_root
+from tools.wrappers import is_exec_wrapper
 
 __all__ = ["ShellArgs", "ShellRuntime"]
 
 _BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _CHUNK = 64 * 1024
 _DRAIN_S = 1.0
+_MAX_HOPS = 40
 
 Stop = Literal["timeout", "cancelled", "output"]
 
@@ -64,78 +76,150 @@ class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ShellRuntime(ToolRuntime):
-    """The shell.run tool."""
+    """The shell.run tool. Building it probes the sandbox once (see `tools.sandbox.probe`)."""
 
     def __init__(self, config: ToolsConfig) -> None:
         self._config = config
+        hidden = list(config.shell_hidden_paths)
+        if config.workspace_dir is not None:
+            workspace = os.path.realpath(config.workspace_dir)
+            hidden += [workspace, os.path.dirname(workspace)]
+        if config.plugin_dir is not None:
+            hidden.append(config.plugin_dir)
+        found = probe(
+            config.shell_bwrap,
+            search_path=config.shell_path,
+            network=config.shell_network,
+            tmp_bytes=config.shell_tmp_bytes,
+            hidden=hidden,
+        )
+        self.sandbox: Sandbox | None = found if isinstance(found, Sandbox) else None
+        """The working sandbox, or None when shell.run is unavailable."""
+        self.unavailable: str | None = found if isinstance(found, str) else None
+        """Why shell.run cannot run here (no bubblewrap, no namespaces), or None."""
 
     def specs(self) -> Sequence[ToolSpec]:
         cfg = self._config
         allowed = ", ".join(cfg.shell_allowlist) or "none"
+        caps: set[Capability] = {"process.exec"}
+        if cfg.shell_network:
+            caps.add("net.egress")
+        network = "with network access" if cfg.shell_network else "without network access"
+        description = (
+            "Run an allowlisted program with an argument vector (no shell) in a sandbox where "
+            f"only the workspace (/workspace, the working directory) is visible, {network}. "
+            f"Allowed programs: {allowed}."
+        )
+        if self.unavailable is not None:
+            description = f"Unavailable on this node: {self.unavailable}"
         return (
             ToolSpec(
                 name="shell.run",
-                description="Run an allowlisted program with an argument vector (no shell) in "
-                f"the workspace. Allowed programs: {allowed}.",
+                description=description,
                 args_type=ShellArgs,
-                capabilities=frozenset({"process.exec"}),
+                capabilities=frozenset(caps),
                 risk="critical",
-                default_posture="ask_each_time",
+                default_posture="disabled" if self.unavailable else "ask_each_time",
                 timeout_s=cfg.shell_timeout_s,
                 output_cap_bytes=max(
                     cfg.default_output_cap_bytes, cfg.shell_output_cap_bytes * 4 + 16 * 1024
                 ),
                 runtime="shell",
+                unavailable=self.unavailable,
             ),
         )
 
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         if not isinstance(args, ShellArgs):
             raise ValueError(f"shell runtime has no tool {name!r}")
-        executable = self._resolve(args.argv)
-        cwd = _working_dir(ctx.workspace, args.cwd)
+        if self.sandbox is None:
+            raise Fault("denied", f"shell.run is unavailable on this node: {self.unavailable}")
+        sandbox = self.sandbox
+        program = self._resolve(args.argv, sandbox)
+        parts = confine(ctx.workspace, args.cwd or ".")
+        with open_dir(ctx.workspace, parts):
+            pass  # proves every component is a real directory inside the workspace
         stdin = (args.stdin or "").encode("utf-8")
         stdin_cap = self._config.shell_stdin_cap_bytes
         if len(stdin) > stdin_cap:
             raise Fault("limit", f"stdin: exceeds the cap of {stdin_cap} bytes")
-        env = {
-            "PATH": self._config.shell_path,
-            "LANG": "C.UTF-8",
-            "HOME": os.path.realpath(ctx.workspace),
-        }
+        env = {"PATH": self._config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
+        real = os.path.realpath(ctx.workspace)
+        hidden = (real, os.path.dirname(real))
+        conflict = sandbox.conflicts(hidden)
+        if conflict is not None:
+            raise Fault("failed", conflict)
+        root = open_root(ctx.workspace)
+        launch: Launch | None = None
         try:
-            proc = subprocess.Popen(
-                list(args.argv),
-                executable=executable,
-                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
+            launch = Launch.prepare(
+                sandbox,
+                workspace_fd=root,
+                cwd=posixpath.join(GUEST_WORKSPACE, *parts),
                 env=env,
-                start_new_session=True,
-                close_fds=True,
-                preexec_fn=_limits(self._config),  # see the module docstring
+                command=[program, *args.argv[1:]],
+                hidden=hidden,
             )
-        except OSError as exc:
-            problem = f"argv[0]: could not start {args.argv[0]!r}: {exc.strerror}"
-            raise Fault("failed", problem) from None
-        return self._supervise(proc, args, stdin, ctx)
+            try:
+                proc = subprocess.Popen(
+                    launch.argv,
+                    executable=sandbox.bwrap,
+                    stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env={},
+                    start_new_session=True,
+                    close_fds=True,
+                    pass_fds=launch.pass_fds,
+                    preexec_fn=_limits(self._config),  # see the module docstring
+                )
+            except OSError as exc:
+                raise Fault("failed", f"could not start the sandbox: {exc.strerror}") from None
+            finally:
+                launch.started()
+            return self._supervise(proc, args, stdin, ctx, launch)
+        finally:
+            if launch is not None:
+                launch.close()
+            os.close(root)
 
-    def _resolve(self, argv: tuple[str, ...]) -> str:
+    def _resolve(self, argv: tuple[str, ...], sandbox: Sandbox) -> str:
+        """The program to run: on the allowlist, not a hidden exec wrapper, visible inside."""
         name = argv[0]
+        cfg = self._config
         if any("\x00" in a for a in argv):
             raise Fault("invalid", "argv: arguments may not contain NUL bytes")
         if not _BARE_NAME.match(name):
             raise Fault("denied", f"argv[0]: {name!r} must be a bare executable name, not a path")
-        if name not in self._config.shell_allowlist:
+        if name not in cfg.shell_allowlist:
             raise Fault("denied", f"argv[0]: {name!r} is not in the shell allowlist")
-        found = shutil.which(name, path=self._config.shell_path)
+        found = shutil.which(name, path=cfg.shell_path)
         if found is None:
             raise Fault("invalid", f"argv[0]: {name!r} was not found on the fixed PATH")
+        chain = _link_chain(found)
+        names = {name, *(os.path.basename(p) for p in chain)}
+        if any(is_exec_wrapper(n) for n in names) and not names & set(cfg.shell_allowed_wrappers):
+            via = f" (resolves to {chain[-1]})" if os.path.basename(chain[-1]) != name else ""
+            raise Fault(
+                "denied",
+                f"argv[0]: {name!r}{via} is an exec wrapper: it can run programs that are not "
+                "allowlisted; list it in shell_allowed_wrappers too to allow it and everything "
+                "it can run",
+            )
+        if not sandbox.visible(found):
+            raise Fault(
+                "invalid",
+                f"argv[0]: {name!r} resolves to {chain[-1]}, which is not visible in the sandbox",
+            )
         return found
 
     def _supervise(
-        self, proc: subprocess.Popen[bytes], args: ShellArgs, stdin: bytes, ctx: ExecutionContext
+        self,
+        proc: subprocess.Popen[bytes],
+        args: ShellArgs,
+        stdin: bytes,
+        ctx: ExecutionContext,
+        launch: Launch,
     ) -> Output:
         cap = self._config.shell_output_cap_bytes
         assert proc.stdout is not None and proc.stderr is not None
@@ -182,25 +266,30 @@ class ShellRuntime(ToolRuntime):
             sel.close()
             proc.stdout.close()
             proc.stderr.close()
-        return self._report(proc, args, out, err, stop)
+        status = launch.status()
+        if stop is None and "child-pid" not in status:
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            reason = lines[-1] if lines else f"bwrap exited with status {proc.returncode}"
+            raise Fault("failed", f"the sandbox could not start: {reason}")
+        return self._report(proc.returncode, args, out, err, stop, ctx)
 
     def _report(
         self,
-        proc: subprocess.Popen[bytes],
+        code: int,
         args: ShellArgs,
         out: bytearray,
         err: bytearray,
         stop: Stop | None,
+        ctx: ExecutionContext,
     ) -> Output:
         cap = self._config.shell_output_cap_bytes
         out_trunc, err_trunc = len(out) > cap, len(err) > cap
         stdout, out_lossy = decode_text(bytes(out[:cap]), truncated=out_trunc)
         stderr, err_lossy = decode_text(bytes(err[:cap]), truncated=err_trunc)
-        code = proc.returncode
-        sig = -code if code < 0 else None
-        body = {
+        exit_code, sig = _status(code)
+        body: dict[str, Any] = {
             "argv": list(args.argv),
-            "exit_code": code if code >= 0 else None,
+            "exit_code": exit_code,
             "signal": signal.Signals(sig).name if sig else None,
             "stdout": stdout,
             "stderr": stderr,
@@ -212,30 +301,63 @@ class ShellRuntime(ToolRuntime):
         }
         text = msgspec.json.encode(body).decode()
         truncated, lossy = out_trunc or err_trunc, out_lossy or err_lossy
-        failure = self._failure(code, stop)
+        budget = ctx.output_budget_bytes
+        if budget is not None and len(text.encode()) > budget:
+
+            def mark(cut: dict[str, Any], field: str) -> None:
+                cut[f"{field}_truncated"] = True
+                cut["note"] = f"output cut to fit the result size limit of {budget} bytes"
+
+            text, truncated = fit_json(body, ("stdout", "stderr"), budget, mark) or "", True
+        failure = self._failure(exit_code, sig, stop)
         if failure is None:
             return Output(text=text, truncated=truncated, lossy=lossy)
         kind, message = failure
         raise Fault(kind, message, output=text, truncated=truncated, lossy=lossy)
 
-    def _failure(self, code: int, stop: Stop | None) -> tuple[ErrorKind, str] | None:
+    def _failure(
+        self, exit_code: int | None, sig: int | None, stop: Stop | None
+    ) -> tuple[ErrorKind, str] | None:
         cfg = self._config
         if stop == "cancelled":
-            return "cancelled", "cancelled by request; process group killed"
+            return "cancelled", "cancelled by request; sandbox killed"
         if stop == "timeout":
-            return "timeout", "deadline exceeded; process group killed"
+            return "timeout", "deadline exceeded; sandbox killed"
         if stop == "output":
-            return "limit", f"output exceeded {cfg.shell_output_cap_bytes} bytes; process killed"
-        if code == -signal.SIGXCPU or code == -signal.SIGKILL:
+            return "limit", f"output exceeded {cfg.shell_output_cap_bytes} bytes; sandbox killed"
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
             # SIGKILL we did not send comes from the hard CPU limit (soft + 1 s).
             return "limit", f"CPU time limit of {cfg.shell_cpu_s} s exceeded"
-        if code == -signal.SIGXFSZ:
+        if sig == signal.SIGXFSZ:
             return "limit", f"file size limit of {cfg.shell_file_size_bytes} bytes exceeded"
-        if code < 0:
-            return "failed", f"killed by signal {signal.Signals(-code).name}"
-        if code > 0:
-            return "failed", f"exited with status {code}"
+        if sig is not None:
+            return "failed", f"killed by signal {signal.Signals(sig).name}"
+        if exit_code:
+            return "failed", f"exited with status {exit_code}"
         return None
+
+
+def _status(code: int) -> tuple[int | None, int | None]:
+    """(exit code, signal) from bwrap's status: negative if we killed bwrap, 128 + N when
+    the program died of signal N (see the module docstring)."""
+    if code < 0:
+        return None, -code
+    if code > 128 and (code - 128) in set(signal.Signals):
+        return None, code - 128
+    return code, None
+
+
+def _link_chain(path: str) -> list[str]:
+    """``path``, each symlink hop it goes through, and finally its real path."""
+    chain = [path]
+    current = path
+    for _ in range(_MAX_HOPS):
+        if not os.path.islink(current):
+            break
+        current = os.path.normpath(os.path.join(os.path.dirname(current), os.readlink(current)))
+        chain.append(current)
+    chain.append(os.path.realpath(path))
+    return chain
 
 
 class _StdinWriter:
@@ -303,13 +425,6 @@ def _drain(sel: selectors.BaseSelector, bufs: dict[int, bytearray]) -> None:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _working_dir(workspace: Path, cwd: str | None) -> str:
-    parts = confine(workspace, cwd or ".")
-    with open_dir(workspace, parts):
-        pass  # proves every component is a real directory inside the workspace
-    return os.path.join(os.path.realpath(workspace), *parts)
 
 
 def _limits(config: ToolsConfig) -> Callable[[], None]:

@@ -52,6 +52,9 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     output_cap_bytes: int
     """Upper bound on `ToolResult.output` in UTF-8 bytes."""
     runtime: RuntimeKind
+    unavailable: str | None = None
+    """Why the tool cannot run on this node (e.g. no working sandbox), or None. An unavailable
+    tool is listed with its reason, its posture is ``disabled`` and its runtime refuses it."""
 
     def json_schema(self) -> dict[str, Any]:
         """The argument schema as one JSON schema object, `$defs` inlined."""

@@ -14,15 +14,26 @@ and stderr captured to files with a cap (the watchdog stops a module whose
 stdout passes the cap), and no preopened directory unless the
 program was granted a workspace subdirectory (mounted at ``/workspace``).
 The entry point is ``_start``; ``proc_exit(0)`` or returning is success.
+
+A granted subdirectory is opened from the workspace with ``O_NOFOLLOW`` on every component
+and handed to wasmtime as ``/proc/self/fd/N``, so wasmtime opens exactly the directory that
+was checked. wasmtime's WASI (cap-std) resolves paths inside the preopen itself and refuses
+``..`` and any symlink that leads out of it (absolute or relative: ``EPERM``; tested). A hard
+link cannot be told from its other name, so wasmtime would open it: before each call
+`tools.workspace.scan_tree` walks the granted tree and refuses the call if any regular file
+has more than one link, any symlink is absolute or contains ``..``, or a device node is
+there. Residual race: a link made after the scan and before the plugin opens it (by a
+concurrent ``shell.run`` — which can only link files it sees, i.e. inside the workspace — or
+by another process on the host) is not caught.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgspec
@@ -32,7 +43,7 @@ from tools.context import ExecutionContext
 from tools.result import ErrorKind, Fault, Output, decode_text
 from tools.runtime import POLL_S, ToolRuntime
 from tools.spec import ToolSpec
-from tools.workspace import confine, open_dir
+from tools.workspace import confine, open_dir, scan_tree
 
 __all__ = ["WASI_MODULE", "WasmProgram", "WasmRuntime", "compile_module"]
 
@@ -150,9 +161,12 @@ class _Watchdog(threading.Thread):
 class WasmRuntime(ToolRuntime):
     """Runs the given WASM programs, one tool each."""
 
-    def __init__(self, tools: Sequence[tuple[ToolSpec, WasmProgram]]) -> None:
+    def __init__(
+        self, tools: Sequence[tuple[ToolSpec, WasmProgram]], *, preopen_max_entries: int
+    ) -> None:
         self._specs = tuple(spec for spec, _ in tools)
         self._programs = {spec.name: program for spec, program in tools}
+        self._preopen_max_entries = preopen_max_entries
 
     def specs(self) -> Sequence[ToolSpec]:
         return self._specs
@@ -173,7 +187,13 @@ class WasmRuntime(ToolRuntime):
             memories=4,
         )
         store.set_epoch_deadline(1)
-        with tempfile.TemporaryDirectory(prefix="reel-wasm-") as tmp:
+        with contextlib.ExitStack() as stack:
+            granted: str | None = None
+            if program.workspace_subdir is not None:
+                fd = stack.enter_context(_granted_dir(ctx.workspace, program.workspace_subdir))
+                scan_tree(fd, self._preopen_max_entries, program.workspace_subdir)
+                granted = f"/proc/self/fd/{fd}"  # exactly the directory vetted, no path race
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="reel-wasm-"))
             stdin_path = Path(tmp) / "stdin.json"
             stdin_path.write_bytes(msgspec.json.encode(args))
             stdout = _Capture(Path(tmp) / "stdout", program.output_cap_bytes)
@@ -183,9 +203,8 @@ class WasmRuntime(ToolRuntime):
             wasi.stdin_file = str(stdin_path)
             wasi.stdout_file = str(stdout.path)
             wasi.stderr_file = str(stderr.path)
-            if program.workspace_subdir is not None:
-                host = _granted_dir(ctx.workspace, program.workspace_subdir)
-                wasi.preopen_dir(host, GUEST_WORKSPACE, fs_mutable=program.writable)
+            if granted is not None:
+                wasi.preopen_dir(granted, GUEST_WORKSPACE, fs_mutable=program.writable)
             store.set_wasi(wasi)
             linker = wasmtime.Linker(engine)
             linker.define_wasi()
@@ -280,8 +299,8 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _granted_dir(workspace: Path, subdir: str) -> str:
-    parts = confine(workspace, subdir)
-    with open_dir(workspace, parts):
-        pass  # must exist and be a real directory inside the workspace
-    return os.path.join(os.path.realpath(workspace), *parts)
+@contextlib.contextmanager
+def _granted_dir(workspace: Path, subdir: str) -> Iterator[int]:
+    """A descriptor of the granted subdir, walked from the workspace with O_NOFOLLOW."""
+    with open_dir(workspace, confine(workspace, subdir)) as fd:
+        yield fd

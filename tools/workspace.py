@@ -3,17 +3,23 @@
 Rules, in order:
 
 1. The path is relative (absolute paths are refused) and has no NUL byte.
-2. ``.`` and ``..`` are folded lexically; a ``..`` that would climb above the
-   workspace root is refused.
-3. Symlinks are resolved (`os.path.realpath`); if the result is not inside the
-   real workspace, the path is refused. A link that stays inside is allowed.
-4. The resolved path is then opened component by component from a descriptor
-   of the workspace root with ``O_NOFOLLOW``, so a symlink swapped in between
-   the check and the open (for any intermediate directory, or the final
-   file) makes the open fail instead of escaping.
+2. ``.`` and ``..`` are folded lexically; a ``..`` that would climb above the workspace
+   root is refused. Lexical folding is sound because of rule 3: no component is ever a
+   symlink, so ``a/..`` is the directory the walk started from.
+3. Symlinks are never followed, anywhere. The path is opened component by component from a
+   descriptor of the workspace root, every step with ``O_NOFOLLOW`` (``openat`` relative to
+   the previous directory's descriptor), so a symlink — present from the start or swapped
+   in at any moment (TOCTOU), at the file or at any intermediate directory, pointing outside
+   or inside, ``/proc/self/root`` included — makes the open fail instead of escaping.
+4. A file is read or written only if it is a regular file with exactly one link
+   (``st_nlink == 1``, checked with ``fstat`` on the opened descriptor, which is the file
+   that will be used). A second hard link may be a name outside the workspace for the same
+   inode (``ln ~/.ssh/id_rsa workspace/x``), and a link count cannot say where the other
+   name lives, so every multi-link file is refused. Before opening, ``fstatat`` without
+   following checks the entry is a regular file, so a FIFO or device is never opened.
 
-Hard links cannot be told apart from ordinary files; `open_for_write` refuses
-files with more than one link so a planted hard link cannot redirect a write.
+`scan_tree` applies rules 3 and 4 to a whole directory tree, for the WASM runtime, which
+hands a directory to wasmtime and cannot check each open itself.
 """
 
 from __future__ import annotations
@@ -27,16 +33,17 @@ from pathlib import Path
 
 from tools.result import Fault
 
-__all__ = ["confine", "open_dir", "open_for_read", "open_for_write"]
+__all__ = ["confine", "open_dir", "open_for_read", "open_for_write", "scan_tree"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NO_FOLLOW = "symlinks are not followed"
 
 
 def confine(workspace: Path, path: str) -> tuple[str, ...]:
-    """The components of ``path`` relative to the real workspace, symlinks resolved.
+    """The components of ``path`` relative to the workspace, ``.`` and ``..`` folded.
 
-    Raises `Fault("denied")` naming the path when it is absolute, escapes via
-    ``..`` or resolves (through a symlink) outside the workspace.
+    Raises `Fault("denied")` naming the path when it is absolute or escapes via ``..``.
+    Symlinks are not looked at here: the open that follows refuses every one of them.
     """
     if "\x00" in path:
         raise Fault("denied", "path: contains a NUL byte")
@@ -52,14 +59,12 @@ def confine(workspace: Path, path: str) -> tuple[str, ...]:
             parts.pop()
             continue
         parts.append(piece)
-    root = os.path.realpath(workspace)
-    full = os.path.realpath(os.path.join(root, *parts))
-    if full != root and not full.startswith(root.rstrip("/") + "/"):
-        raise Fault("denied", f"path: {path!r} resolves outside the workspace (symlink)")
-    return Path(full).relative_to(root).parts
+    return tuple(parts)
 
 
-def _open_root(workspace: Path) -> int:
+def open_root(workspace: Path) -> int:
+    """A descriptor of the workspace directory itself (the node's path; its last component
+    must not be a symlink)."""
     try:
         return os.open(os.path.realpath(workspace), _DIR_FLAGS)
     except OSError as exc:
@@ -74,7 +79,7 @@ def _step(fd: int, name: str, shown: str, *, create: bool) -> int:
             raise Fault("invalid", f"path: directory {shown!r} does not exist") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Fault("denied", f"path: {shown!r} is not a plain directory") from None
+            raise Fault("denied", f"path: {shown!r} is not a plain directory (symlink?)") from None
         raise Fault("failed", f"path: {shown!r}: {exc.strerror}") from None
     with suppress(FileExistsError):
         os.mkdir(name, 0o755, dir_fd=fd)
@@ -84,7 +89,7 @@ def _step(fd: int, name: str, shown: str, *, create: bool) -> int:
 @contextmanager
 def open_dir(workspace: Path, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
     """A descriptor of directory ``parts`` under the workspace, walked with O_NOFOLLOW."""
-    fd = _open_root(workspace)
+    fd = open_root(workspace)
     try:
         for i, name in enumerate(parts):
             nxt = _step(fd, name, "/".join(parts[: i + 1]), create=create)
@@ -95,20 +100,52 @@ def open_dir(workspace: Path, parts: tuple[str, ...], *, create: bool = False) -
         os.close(fd)
 
 
+def _lstat(name: str, dfd: int) -> os.stat_result | None:
+    """The entry ``name`` in ``dfd`` without following it; None if it does not exist."""
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _single_link(st: os.stat_result, shown: str) -> None:
+    if st.st_nlink > 1:
+        raise Fault(
+            "denied",
+            f"path: {shown!r} has {st.st_nlink} hard links; a file with another name may "
+            "also live outside the workspace, so it is refused",
+        )
+
+
 @contextmanager
 def open_for_read(workspace: Path, parts: tuple[str, ...], shown: str) -> Iterator[int]:
-    """A read descriptor of the regular file ``parts`` (no symlink followed)."""
+    """A read descriptor of the regular, single-link file ``parts`` (no symlink followed)."""
     if not parts:
         raise Fault("invalid", f"path: {shown!r} is the workspace directory, not a file")
     with open_dir(workspace, parts[:-1]) as dfd:
+        before = _lstat(parts[-1], dfd)
+        if before is None:
+            raise Fault("invalid", f"path: {shown!r} does not exist")
+        _check_entry(before, shown)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         fd = _open_leaf(parts[-1], flags, dfd, shown)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise Fault("invalid", f"path: {shown!r} is not a regular file")
+        _single_link(st, shown)
         yield fd
     finally:
         os.close(fd)
+
+
+def _check_entry(st: os.stat_result, shown: str) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise Fault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}")
+    if stat.S_ISDIR(st.st_mode):
+        raise Fault("invalid", f"path: {shown!r} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise Fault("invalid", f"path: {shown!r} is not a regular file")
 
 
 @contextmanager
@@ -119,27 +156,20 @@ def open_for_write(
     if not parts:
         raise Fault("invalid", f"path: {shown!r} is the workspace directory, not a file")
     with open_dir(workspace, parts[:-1], create=create_dirs) as dfd:
-        existed = _exists(parts[-1], dfd)
+        before = _lstat(parts[-1], dfd)
+        if before is not None:
+            _check_entry(before, shown)
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         fd = _open_leaf(parts[-1], flags, dfd, shown)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise Fault("denied", f"path: {shown!r} is not a regular file")
-        if st.st_nlink > 1:
-            raise Fault("denied", f"path: {shown!r} has several hard links; refusing to write")
+        _single_link(st, shown)
         os.ftruncate(fd, 0)
-        yield fd, not existed
+        yield fd, before is None
     finally:
         os.close(fd)
-
-
-def _exists(name: str, dfd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _open_leaf(name: str, flags: int, dfd: int, shown: str) -> int:
@@ -151,5 +181,67 @@ def _open_leaf(name: str, flags: int, dfd: int, shown: str) -> int:
         raise Fault("invalid", f"path: {shown!r} is a directory") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Fault("denied", f"path: {shown!r} is a symlink") from None
+            raise Fault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}") from None
         raise Fault("failed", f"path: {shown!r}: {exc.strerror}") from None
+
+
+def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
+    """Refuse (`Fault("denied")`) a tree that holds a way out, walking from ``root_fd``.
+
+    A way out is a regular file with more than one link, a symlink whose target is absolute
+    or contains ``..``, or a device node. Directories are opened with
+    O_NOFOLLOW from their parent's descriptor, so the walk itself never leaves the tree.
+    More than ``max_entries`` entries is refused too (a scan must stay bounded).
+    """
+    seen = 0
+    stack: list[tuple[int, tuple[str, ...]]] = [(os.dup(root_fd), ())]
+    try:
+        while stack:
+            fd, where = stack.pop()
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+                for entry in entries:
+                    seen += 1
+                    if seen > max_entries:
+                        raise Fault(
+                            "denied",
+                            f"{shown}: more than {max_entries} entries to vet for links; "
+                            "refusing to preopen it",
+                        )
+                    rel = "/".join((*where, entry.name))
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode):
+                        try:
+                            child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                        except OSError as exc:
+                            raise Fault("denied", f"{shown}/{rel}: {exc.strerror}") from None
+                        stack.append((child, (*where, entry.name)))
+                    elif stat.S_ISLNK(st.st_mode):
+                        target = os.readlink(entry.name, dir_fd=fd)
+                        if _leaves(target):
+                            raise Fault(
+                                "denied",
+                                f"{shown}/{rel}: symlink to {target!r} may point outside the grant",
+                            )
+                    elif stat.S_ISREG(st.st_mode):
+                        if st.st_nlink > 1:
+                            raise Fault(
+                                "denied",
+                                f"{shown}/{rel}: has {st.st_nlink} hard links (another name "
+                                "may be outside the grant)",
+                            )
+                    elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                        raise Fault("denied", f"{shown}/{rel}: is a device node")
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def _leaves(target: str) -> bool:
+    """Whether a symlink's ``target`` may resolve outside the tree: absolute, or with any
+    ``..`` (judging ``..`` by depth alone is unsound once links chain: ``d/z -> y/..``
+    with ``d/y -> ..`` climbs out although each looks inside)."""
+    return target.startswith("/") or ".." in target.split("/")

@@ -10,6 +10,14 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from tests.tools.sandboxkit import require_sandbox
+
+
+@pytest.fixture
+def sandbox_required() -> None:
+    """Tests that run programs in bubblewrap: skip without it (fail under make test)."""
+    require_sandbox()
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:

@@ -37,10 +37,12 @@ def test_public_all_is_complete() -> None:
         "plugins",
         "result",
         "runtime",
+        "sandbox",
         "shell",
         "spec",
         "wasm",
         "workspace",
+        "wrappers",
     }
     assert set(tools.__all__) == public - submodules
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from pathlib import Path
 
 import msgspec
@@ -88,7 +90,7 @@ def test_symlink_to_etc_is_denied(workspace: Path) -> None:
     (workspace / "passwd").symlink_to("/etc/passwd")
     result = _call(workspace, "fs.read", {"path": "passwd"})
     assert result.error_kind == "denied"
-    assert "outside the workspace" in (result.error or "")
+    assert result.error == "path: 'passwd' is a symlink; symlinks are not followed"
     assert "root:" not in result.output
 
 
@@ -108,11 +110,15 @@ def test_write_through_a_symlinked_file_is_denied(workspace: Path, outside: Path
     assert (outside / "secret.txt").read_text() == "top secret"
 
 
-def test_symlink_that_stays_inside_is_followed(workspace: Path) -> None:
+def test_symlink_that_stays_inside_is_not_followed_either(workspace: Path) -> None:
     (workspace / "real.txt").write_text("inside")
     (workspace / "alias").symlink_to("real.txt")
-    result = _call(workspace, "fs.read", {"path": "alias"})
-    assert msgspec.json.decode(result.output)["content"] == "inside"
+    (workspace / "dir").mkdir()
+    (workspace / "dirlink").symlink_to("dir")
+    assert _call(workspace, "fs.read", {"path": "alias"}).error_kind == "denied"
+    wrote = _call(workspace, "fs.write", {"path": "dirlink/x", "content": "x"})
+    assert wrote.error_kind == "denied" and not (workspace / "dir" / "x").exists()
+    assert _call(workspace, "fs.read", {"path": "real.txt"}).ok
 
 
 def test_hard_linked_file_is_not_written(workspace: Path, outside: Path) -> None:
@@ -173,3 +179,147 @@ def test_list_cap(workspace: Path) -> None:
     result = _call(workspace, "fs.list", {"path": "."}, fs_list_max_entries=3)
     assert result.truncated
     assert [e["name"] for e in msgspec.json.decode(result.output)["entries"]] == ["f0", "f1", "f2"]
+
+
+# --- hostile: hard links, symlinks, /proc tricks, races -------------------------------------
+
+
+def _hard_link(target: Path, link: Path) -> None:
+    try:
+        os.link(target, link)
+    except OSError as exc:
+        pytest.skip(f"hard links not possible here: {exc}")
+
+
+def test_hard_link_to_a_file_outside_is_not_read(workspace: Path, outside: Path) -> None:
+    _hard_link(outside / "secret.txt", workspace / "hard")
+    result = _call(workspace, "fs.read", {"path": "hard"})
+    assert (result.ok, result.error_kind) == (False, "denied")
+    assert "2 hard links" in (result.error or "")
+    assert "top secret" not in result.output
+
+
+def test_hard_link_inside_a_subdir_is_refused_too(workspace: Path, outside: Path) -> None:
+    (workspace / "d").mkdir()
+    _hard_link(outside / "secret.txt", workspace / "d" / "hard")
+    for tool, args in (
+        ("fs.read", {"path": "d/hard"}),
+        ("fs.write", {"path": "d/hard", "content": "pwned"}),
+    ):
+        assert _call(workspace, tool, args).error_kind == "denied", tool
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+def test_a_file_linked_twice_inside_the_workspace_is_refused(workspace: Path) -> None:
+    # A link count cannot say where the other name is, so every multi-link file is refused.
+    (workspace / "a").write_text("a")
+    _hard_link(workspace / "a", workspace / "b")
+    assert _call(workspace, "fs.read", {"path": "a"}).error_kind == "denied"
+
+
+@pytest.mark.parametrize(
+    "target", ["/proc/self/root", "/proc/self/cwd", "/proc/self/fd", "/", ".."]
+)
+def test_proc_and_root_symlinks_lead_nowhere(workspace: Path, target: str) -> None:
+    (workspace / "r").symlink_to(target)
+    for path in ("r/etc/passwd", "r/secret.txt", "r"):
+        result = _call(workspace, "fs.read", {"path": path})
+        assert result.error_kind in ("denied", "invalid"), (path, result)
+        assert "root:" not in result.output
+    assert _call(workspace, "fs.list", {"path": "r"}).error_kind == "denied"
+
+
+def test_dotdot_through_a_symlinked_dir_cannot_climb(workspace: Path, outside: Path) -> None:
+    (workspace / "d").mkdir()
+    (workspace / "d" / "up").symlink_to(outside)
+    result = _call(workspace, "fs.read", {"path": "d/up/../up/secret.txt"})
+    assert result.error_kind == "denied" and "top secret" not in result.output
+
+
+def test_symlink_swapped_in_after_the_check_is_not_followed(
+    workspace: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TOCTOU at the leaf: the entry is a regular file when checked, a symlink to a secret
+    outside when opened; O_NOFOLLOW makes the open fail."""
+    import tools.workspace as ws
+
+    (workspace / "f").write_text("inside")
+    real_lstat = ws._lstat
+
+    def swap_after_check(name: str, dfd: int) -> os.stat_result | None:
+        found = real_lstat(name, dfd)
+        os.unlink(name, dir_fd=dfd)
+        os.symlink(outside / "secret.txt", name, dir_fd=dfd)
+        return found
+
+    monkeypatch.setattr(ws, "_lstat", swap_after_check)
+    read = _call(workspace, "fs.read", {"path": "f"})
+    assert (read.error_kind, "top secret" in read.output) == ("denied", False)
+    (workspace / "f").unlink()
+    (workspace / "f").write_text("inside")
+    wrote = _call(workspace, "fs.write", {"path": "f", "content": "pwned"})
+    assert wrote.error_kind == "denied"
+    assert (outside / "secret.txt").read_text() == "top secret"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("swapped", ["directory", "file"])
+def test_racing_symlink_swaps_never_leak_or_write_outside(
+    workspace: Path, outside: Path, swapped: str
+) -> None:
+    """A thread keeps swapping ``d`` (a directory) or ``d/secret.txt`` (a file) for a symlink
+    to the outside one while fs.read and fs.write run: each call works inside or is refused;
+    the outside secret is never read and never written."""
+    (workspace / "d").mkdir()
+    (workspace / "d" / "secret.txt").write_text("inside")
+    name = workspace / "d" if swapped == "directory" else workspace / "d" / "secret.txt"
+    target = outside if swapped == "directory" else outside / "secret.txt"
+    parked = name.with_name(name.name + ".parked")
+    stop = threading.Event()
+
+    def flip() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                os.rename(name, parked)
+                os.symlink(target, name)
+                os.unlink(name)
+                os.rename(parked, name)
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        outcomes: set[str | None] = set()
+        for i in range(300):
+            read = _call(workspace, "fs.read", {"path": "d/secret.txt"})
+            assert "top secret" not in read.output
+            outcomes.add(read.error_kind)
+            _call(workspace, "fs.write", {"path": "d/secret.txt", "content": f"pwned {i}"})
+            assert (outside / "secret.txt").read_text() == "top secret"
+    finally:
+        stop.set()
+        flipper.join(5)
+    assert "denied" in outcomes  # the calls really met the symlink
+
+
+def test_read_is_cut_to_the_callers_budget_with_a_marker(workspace: Path) -> None:
+    text = "é\x01" * 3000  # escapes grow in JSON: \u0001 is 6 bytes
+    (workspace / "f").write_text(text)
+    catalog = _catalog()
+    ctx = ExecutionContext.start(workspace, 10, output_budget_bytes=2000)
+    result = catalog.execute("fs.read", catalog.validate("fs.read", {"path": "f"}), ctx)
+    assert result.ok and result.truncated
+    assert len(result.output.encode()) <= 2000
+    body = msgspec.json.decode(result.output)  # still JSON: cut inside, not after encoding
+    assert body["truncated"] is True and body["size"] == len(text.encode())
+    assert body["note"] == "content cut to fit the result size limit of 2000 bytes"
+    assert text.startswith(body["content"]) and len(body["content"]) > 100
+
+
+def test_list_is_cut_to_the_callers_budget(workspace: Path) -> None:
+    for i in range(200):
+        (workspace / f"file-with-a-longish-name-{i:04}").write_text("")
+    catalog = _catalog()
+    ctx = ExecutionContext.start(workspace, 10, output_budget_bytes=1500)
+    result = catalog.execute("fs.list", catalog.validate("fs.list", {}), ctx)
+    assert result.ok and result.truncated and len(result.output.encode()) <= 1500
+    assert msgspec.json.decode(result.output)["truncated"] is True

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -315,3 +316,162 @@ def test_missing_module_file(tmp_path: Path) -> None:
     (directory / "module.wat").unlink()
     with pytest.raises(PluginLoadError, match="cannot read module"):
         load_plugins(tmp_path / "plugins", ToolsConfig())
+
+
+# --- hostile: links out of a granted subdir -------------------------------------------------
+
+OPEN_AND_APPEND = """(module
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "PATH")
+  (data (i32.const 200) " PWNED")
+  (func (export "_start") (local $err i32)
+    (local.set $err (call $open (i32.const 3) (i32.const 1) (i32.const 16) (i32.const LEN)
+      (i32.const 0) (i64.const 64) (i64.const 64) (i32.const 1) (i32.const 64)))
+    (if (local.get $err) (then (call $exit (local.get $err))))
+    (i32.store (i32.const 0) (i32.const 200))
+    (i32.store (i32.const 4) (i32.const 6))
+    (drop (call $write (i32.load (i32.const 64)) (i32.const 0) (i32.const 1) (i32.const 8)))))"""
+"""Opens PATH for appending (fdflags APPEND, following symlinks) and writes " PWNED"."""
+
+WASI_LOOKUP_SYMLINK_FOLLOW = 1
+
+
+def _append_wat(path: str) -> str:
+    return OPEN_AND_APPEND.replace("PATH", path).replace("LEN", str(len(path)))
+
+
+def _follow(wat: str) -> str:
+    """The read module, asking WASI to follow symlinks (path_open's lookup flags)."""
+    return wat.replace(
+        "(call $open (i32.const 3) (i32.const 0)",
+        f"(call $open (i32.const 3) (i32.const {WASI_LOOKUP_SYMLINK_FOLLOW})",
+    )
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    path = outside / "secret.txt"
+    path.write_text("top secret")
+    return path
+
+
+def _grant(tmp_path: Path, wat: str, *caps: str) -> ToolCatalog:
+    return _single(
+        tmp_path / "p", wat, capabilities=list(caps or ("fs.read",)), workspace_subdir="data"
+    )
+
+
+def _link(target: Path, link: Path) -> None:
+    try:
+        os.link(target, link)
+    except OSError as exc:
+        pytest.skip(f"hard links not possible here: {exc}")
+
+
+def test_a_plugin_cannot_append_through_a_hard_link(
+    tmp_path: Path, workspace: Path, secret: Path
+) -> None:
+    (workspace / "data").mkdir()
+    _link(secret, workspace / "data" / "h")
+    catalog = _grant(tmp_path, _append_wat("h"), "fs.read", "fs.write")
+    result = _run(catalog, "test.plugin", workspace)
+    assert (result.ok, result.error_kind) == (False, "denied")
+    assert "data/h: has 2 hard links" in (result.error or "")
+    assert secret.read_text() == "top secret"
+
+
+def test_a_plugin_cannot_read_through_a_hard_link(
+    tmp_path: Path, workspace: Path, secret: Path
+) -> None:
+    (workspace / "data" / "deep").mkdir(parents=True)
+    _link(secret, workspace / "data" / "deep" / "h")
+    result = _run(_grant(tmp_path, _open_wat("deep/h")), "test.plugin", workspace)
+    assert result.error_kind == "denied" and "top secret" not in result.output
+
+
+@pytest.mark.parametrize("target", ["ABS", "../../outside/secret.txt", "..", "sub/../.."])
+def test_outward_symlinks_in_the_grant_refuse_the_call(
+    tmp_path: Path, workspace: Path, secret: Path, target: str
+) -> None:
+    (workspace / "data").mkdir()
+    (workspace / "data" / "l").symlink_to(str(secret) if target == "ABS" else target)
+    result = _run(_grant(tmp_path, _follow(_open_wat("l"))), "test.plugin", workspace)
+    assert result.error_kind == "denied" and "may point outside the grant" in (result.error or "")
+    assert "top secret" not in result.output
+
+
+def test_wasmtime_itself_refuses_outward_symlinks(
+    tmp_path: Path, workspace: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layer under the scan: with the scan switched off, wasmtime's WASI (cap-std) still
+    refuses to follow an absolute or climbing symlink out of the preopen (EPERM)."""
+    import tools.wasm
+
+    monkeypatch.setattr(tools.wasm, "scan_tree", lambda *a: None)
+    (workspace / "data").mkdir()
+    (workspace / "data" / "abs").symlink_to(secret)
+    (workspace / "data" / "rel").symlink_to("../../outside/secret.txt")
+    for name in ("abs", "rel"):
+        result = _run(_grant(tmp_path / name, _follow(_open_wat(name))), "test.plugin", workspace)
+        assert result.error == f"exited with status {WASI_ERRNO_PERM}", name
+        assert "top secret" not in result.output
+
+
+def test_an_inward_symlink_is_fine(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "data").mkdir()
+    (workspace / "data" / "real.txt").write_text("inside")
+    (workspace / "data" / "alias").symlink_to("real.txt")
+    result = _run(_grant(tmp_path, _follow(_open_wat("alias"))), "test.plugin", workspace)
+    assert (result.ok, result.output) == (True, "inside")
+
+
+def test_a_symlinked_grant_directory_is_refused(
+    tmp_path: Path, workspace: Path, secret: Path
+) -> None:
+    (workspace / "data").symlink_to(secret.parent)
+    result = _run(_grant(tmp_path, _open_wat("secret.txt")), "test.plugin", workspace)
+    assert result.error_kind == "denied" and "top secret" not in result.output
+
+
+def test_the_grant_cannot_be_swapped_after_the_scan(
+    tmp_path: Path, workspace: Path, secret: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TOCTOU on the grant itself: after the vetted directory is opened and scanned, ``data``
+    is replaced by a symlink to the outside; the plugin still gets the vetted directory."""
+    import tools.wasm
+    from tools.workspace import scan_tree
+
+    (workspace / "data").mkdir()
+    (workspace / "data" / "secret.txt").write_text("vetted")
+
+    def scan_then_swap(fd: int, max_entries: int, shown: str) -> None:
+        scan_tree(fd, max_entries, shown)
+        (workspace / "data").rename(workspace / "parked")
+        (workspace / "data").symlink_to(secret.parent)
+
+    monkeypatch.setattr(tools.wasm, "scan_tree", scan_then_swap)
+    result = _run(_grant(tmp_path, _open_wat("secret.txt")), "test.plugin", workspace)
+    assert (result.ok, result.output) == (True, "vetted")
+
+
+def test_a_grant_too_large_to_vet_is_refused(tmp_path: Path, workspace: Path) -> None:
+    (workspace / "data").mkdir()
+    for i in range(5):
+        (workspace / "data" / f"f{i}").write_text("")
+    root = tmp_path / "plugins"
+    make_plugin(
+        root,
+        "test.plugin",
+        _open_wat("f0"),
+        capabilities=["fs.read"],
+        workspace_subdir="data",
+    )
+    catalog = ToolCatalog([load_plugins(root, ToolsConfig(wasm_preopen_max_entries=3))])
+    result = _run(catalog, "test.plugin", workspace)
+    assert result.error_kind == "denied" and "more than 3 entries" in (result.error or "")

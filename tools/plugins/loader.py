@@ -37,7 +37,7 @@ def load_plugins(plugin_dir: Path, config: ToolsConfig) -> WasmRuntime:
             )
         seen[spec.name] = child
         tools.append((spec, program))
-    return WasmRuntime(tools)
+    return WasmRuntime(tools, preopen_max_entries=config.wasm_preopen_max_entries)
 
 
 def load_plugin(directory: Path, config: ToolsConfig) -> tuple[ToolSpec, WasmProgram]:

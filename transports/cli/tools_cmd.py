@@ -10,7 +10,8 @@ from transports.cli.options import DataOption, JsonOption
 
 
 def tools(data: DataOption = None, json: JsonOption = False) -> None:
-    """List tools: risk, capabilities, effective posture, time-out."""
+    """List tools: risk, capabilities, effective posture, time-out, and why a tool cannot run
+    on this node (e.g. shell.run without a working bubblewrap sandbox)."""
     from actors import ToolGate
     from policies import PolicyEngine
     from tools import build_catalog
@@ -29,6 +30,7 @@ def tools(data: DataOption = None, json: JsonOption = False) -> None:
             "timeout_s": spec.timeout_s,
             "description": spec.description,
             "parameters": spec.json_schema(),
+            "unavailable": spec.unavailable,
         }
         for spec in catalog.specs()
     ]
@@ -37,4 +39,7 @@ def tools(data: DataOption = None, json: JsonOption = False) -> None:
         raise typer.Exit(0)
     for row in rows:
         caps = ",".join(row["capabilities"]) or "-"  # type: ignore[arg-type]
-        print(f"{row['name']:<14} risk={row['risk']:<9} posture={row['posture']:<14} caps={caps}")
+        line = f"{row['name']:<14} risk={row['risk']:<9} posture={row['posture']:<14} caps={caps}"
+        if row["unavailable"]:
+            line += f"  unavailable: {row['unavailable']}"
+        print(line)
