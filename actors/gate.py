@@ -37,7 +37,11 @@ class ToolGate:
         self._lock = threading.Lock()
 
     def posture(self, spec: ToolSpec, overrides: Mapping[str, str] | None = None) -> Posture:
-        """Session override, else the node's configured posture, else the tool's default."""
+        """``disabled`` for a tool that cannot run here (`ToolSpec.unavailable`, which no
+        override lifts), else the session override, the node's configured posture, the
+        tool's default."""
+        if spec.unavailable is not None:
+            return "disabled"
         if overrides and spec.name in overrides:
             return overrides[spec.name]  # type: ignore[return-value]
         return self._postures.get(spec.name, spec.default_posture)

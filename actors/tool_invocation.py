@@ -50,9 +50,13 @@ from actors.tool_decider import (
     resolve as resolution,
 )
 from actors.tool_fold import InvocationState, apply
-from events import new_id
+from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
 from tools import ExecutionContext, InvalidArguments, ToolSpec, UnknownTool
+
+TOOL_OUTPUT_BUDGET = MAX_PAYLOAD_BYTES - 16 * 1024
+"""The most bytes a tool's output may take: ``tool.completed`` must fit the journal's payload
+limit, with room for its other fields (ids, tool name, error text)."""
 
 
 class ToolInvocationActor(pykka.ThreadingActor):
@@ -302,9 +306,21 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if self.cancel.is_set():
             self._complete(refused(self.state, "cancelled before it ran", "cancelled"))
             return
-        ctx = ExecutionContext.start(self.s.workspace, self.spec.timeout_s, self.cancel)
+        ctx = ExecutionContext.start(
+            self.s.workspace,
+            self.spec.timeout_s,
+            self.cancel,
+            output_budget_bytes=TOOL_OUTPUT_BUDGET,
+        )
         result = self.s.catalog.execute(self.spec.name, self.args, ctx)
-        self._complete(completed(self.state, result))
+        try:
+            self._complete(completed(self.state, result))
+        except ConcurrencyConflict:
+            raise
+        except AppendRejected as exc:
+            # Redaction can lengthen the output past the budget (a marker longer than the
+            # secret it replaces); nothing was written, so record that instead of crashing.
+            self._complete(refused(self.state, f"the result could not be recorded: {exc}", "limit"))
 
     def _close_approval(self) -> None:
         if self.timer is not None:
