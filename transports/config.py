@@ -116,6 +116,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
         plugins = data_dir / "plugins"
         if fields["workspace_dir"] is None:
             fields["workspace_dir"] = str(data_dir / "workspace")
+        # The sandbox must never show the node's own files, wherever the data dir lives.
+        fields["shell_hidden_paths"] = (*fields["shell_hidden_paths"], str(data_dir))
         if fields["plugin_dir"] is None and plugins.is_dir():
             fields["plugin_dir"] = str(plugins)
         return ToolsConfig(**fields)
