@@ -71,6 +71,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # A tool that cannot run here (shell.run without a working sandbox) says so at start.
+    unavailable = runtime.node.services.catalog.unavailable()
     log_line(
         "reel node ready",
         pid=os.getpid(),
@@ -79,11 +81,13 @@ def serve(
         grpc=grpc.address,
         token_file=str(token_path(data_dir)),
         provider=cfg.provider.kind,
+        unavailable_tools=unavailable,
         config=msgspec.to_builtins(cfg.runs),
     )
     print(
         f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
-        f"gRPC {grpc.address}",
+        f"gRPC {grpc.address}"
+        + "".join(f"  ({name} disabled: {why})" for name, why in unavailable.items()),
         flush=True,
     )
     if ready is not None:
