@@ -4,7 +4,7 @@
 
 Public surface::
 
-    from events import Journal, JournalReader, NodeKey, verify
+    from events import Journal, JournalReader, NodeKey, Witness, verify
     from events import JournalPort, JournalReadPort   # what the rest of reel types against
     from events.catalog import RunAccepted, ...   # the event kinds
 
@@ -14,19 +14,22 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     ├── JournalUnavailable        cannot open/use the file: missing, read-only, SQLite-locked
     │   ├── NotAJournal           not a reel journal (other database, not SQLite)
     │   ├── SchemaTooNew          written by a newer reel
+    │   ├── SchemaTooOld          written by an older reel (checkpoints outside the chain)
     │   └── JournalLocked         another process holds it for writing (.holder_pid)
     ├── JournalClosed             used after close()
     ├── AppendRejected            bad append, nothing written (empty, oversize, not an event)
     │   └── ConcurrencyConflict   expected_seq is not the stream's next seq
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
-    └── CheckpointKeyError        node key missing, unreadable or with unsafe permissions
+    ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
+    ├── JournalTampered           opening for writing found it altered (.kind, .position)
+    └── WitnessError              the checkpoint witness cannot be read, written or trusted
 """
 
 from typing import TYPE_CHECKING
 
 from events.catalog import CATALOG, Event, kind_of
 from events.chain import GENESIS
-from events.checkpoint import Checkpoint, NodeKey
+from events.checkpoint import Checkpoint, NodeKey, load_public_key
 from events.codec import decode, encode
 from events.envelope import AppendResult, Head, StoredEvent
 from events.errors import (
@@ -36,17 +39,21 @@ from events.errors import (
     JournalClosed,
     JournalError,
     JournalLocked,
+    JournalTampered,
     JournalUnavailable,
     NotAJournal,
     SchemaTooNew,
+    SchemaTooOld,
     UnknownEventKind,
+    WitnessError,
 )
 from events.ids import is_ulid, new_id
 from events.journal import MAX_PAYLOAD_BYTES, Journal
 from events.port import JournalPort, JournalReadPort, Listener
 from events.reader import JournalReader
 from events.redact import MARKER, redact_event, redact_value
-from events.verify import Fault, VerifyReport, verify
+from events.verify import Fault, VerifyReport, verify, verify_recent
+from events.witness import Witness, WitnessStatus
 
 if TYPE_CHECKING:
     # mypy proves here that the SQLite classes implement the ports (no runtime cost).
@@ -73,20 +80,27 @@ __all__ = [
     "JournalPort",
     "JournalReadPort",
     "JournalReader",
+    "JournalTampered",
     "JournalUnavailable",
     "Listener",
     "NodeKey",
     "NotAJournal",
     "SchemaTooNew",
+    "SchemaTooOld",
     "StoredEvent",
     "UnknownEventKind",
     "VerifyReport",
+    "Witness",
+    "WitnessError",
+    "WitnessStatus",
     "decode",
     "encode",
     "is_ulid",
     "kind_of",
+    "load_public_key",
     "new_id",
     "redact_event",
     "redact_value",
     "verify",
+    "verify_recent",
 ]

@@ -1,42 +1,88 @@
-"""Signed checkpoints: the node's Ed25519 signature over ``(position, hash)``.
+"""Signed checkpoints: the node's Ed25519 signature over the chain's head, kept in the chain.
 
 A hash chain alone cannot reveal a truncated tail or a chain rewritten as a whole; a signature
-by a key the attacker does not hold can. The signed message is
-``b"reel.checkpoint.v1\\x00" || position (8 bytes, big-endian) || hash (32 bytes)``.
+by a key the attacker does not hold can, and a copy of each signature kept outside the data dir
+(the witness) can even against someone who holds the key. The signed text is a C2SP checkpoint
+note (:mod:`events.note`): ``origin\\nsize\\nbase64(hash)\\n``. The journal writer stores each
+signature as a ``journal.checkpoint`` row right after the row it covers, so deleting a
+checkpoint breaks the chain like deleting any other row.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import stat
-import struct
 from pathlib import Path
 
 import msgspec
-from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from events.catalog import JournalCheckpoint
 from events.errors import CheckpointKeyError
+from events.note import checkpoint_body, format_note, key_id, origin_for, verify_signature
 
-_DOMAIN = b"reel.checkpoint.v1\x00"
-_POSITION = struct.Struct(">Q")
+CHECKPOINT_STREAM = "journal"
+"""The stream of checkpoint rows; only the journal writer appends to it."""
+CHECKPOINT_KIND = "journal.checkpoint"
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
-    """A signed statement that the journal's row at ``position`` had ``hash``."""
+    """A signed statement that the journal's row at ``position`` had ``hash``.
+
+    Read from a ``journal.checkpoint`` row at ``row_position`` (``position + 1``)."""
 
     position: int
+    """The last position covered (the note's ``size``)."""
     hash: bytes
+    """The hash of the row at ``position``."""
     signed_at_ms: int
+    """The checkpoint row's ``recorded_at_ms`` (not signed)."""
     public_key: bytes
     """Raw 32-byte Ed25519 public key of the signer."""
     signature: bytes
+    """Ed25519 over :meth:`body`."""
+    origin: str = ""
+    """The log name the note is signed under (:func:`events.note.origin_for`)."""
+    row_position: int = 0
+    """Where the checkpoint row stands in the chain."""
+    previous: int = 0
+    """The row position of the checkpoint before this one (0 for the first)."""
 
+    def body(self) -> bytes:
+        """The exact signed bytes (the note text)."""
+        return checkpoint_body(self.origin, self.position, self.hash)
 
-def signed_message(position: int, hash_: bytes) -> bytes:
-    """The exact bytes a checkpoint signature covers."""
-    return _DOMAIN + _POSITION.pack(position) + hash_
+    def note(self) -> str:
+        """The C2SP signed note a witness stores."""
+        return format_note(self.body(), self.origin, self.public_key, self.signature)
+
+    def event(self) -> JournalCheckpoint:
+        """The event the journal stores for this checkpoint."""
+        return JournalCheckpoint(
+            origin=self.origin,
+            size=self.position,
+            hash=self.hash,
+            previous=self.previous,
+            public_key=self.public_key,
+            signature=self.signature,
+        )
+
+    @classmethod
+    def of(cls, event: JournalCheckpoint, row_position: int, recorded_at_ms: int) -> Checkpoint:
+        """The checkpoint a stored ``journal.checkpoint`` row states."""
+        return cls(
+            position=event.size,
+            hash=event.hash,
+            signed_at_ms=recorded_at_ms,
+            public_key=event.public_key,
+            signature=event.signature,
+            origin=event.origin,
+            row_position=row_position,
+            previous=event.previous,
+        )
 
 
 class NodeKey:
@@ -47,6 +93,8 @@ class NodeKey:
         self.public_key: bytes = private_key.public_key().public_bytes(
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
+        self.origin: str = origin_for(self.public_key)
+        """The log name this key signs checkpoints under."""
 
     @classmethod
     def load_or_create(cls, path: Path) -> NodeKey:
@@ -91,27 +139,75 @@ class NodeKey:
             raise CheckpointKeyError(f"node key {path} is not an Ed25519 key")
         return cls(key)
 
-    def sign(self, position: int, hash_: bytes, signed_at_ms: int) -> Checkpoint:
-        """A checkpoint over ``(position, hash_)``."""
+    def public_pem(self) -> str:
+        """The public key as a SubjectPublicKeyInfo PEM block (what an auditor pins)."""
+        return public_pem(self.public_key)
+
+    def sign(
+        self, position: int, hash_: bytes, signed_at_ms: int, *, previous: int = 0
+    ) -> Checkpoint:
+        """A checkpoint over ``(position, hash_)``, to be stored at ``position + 1``."""
         return Checkpoint(
             position=position,
             hash=hash_,
             signed_at_ms=signed_at_ms,
             public_key=self.public_key,
-            signature=self._key.sign(signed_message(position, hash_)),
+            signature=self._key.sign(checkpoint_body(self.origin, position, hash_)),
+            origin=self.origin,
+            row_position=position + 1,
+            previous=previous,
         )
+
+
+def public_pem(public_key: bytes) -> str:
+    """A raw Ed25519 public key as a SubjectPublicKeyInfo PEM block."""
+    return (
+        Ed25519PublicKey.from_public_bytes(public_key)
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+
+
+def load_public_key(path: Path) -> bytes:
+    """The raw Ed25519 public key in ``path``: a PEM ``PUBLIC KEY`` block (``reel journal
+    pubkey``) or a signed-note verifier key ``name+id+base64``. Raises
+    :class:`CheckpointKeyError` with one line; never reads a private key."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CheckpointKeyError(f"cannot read public key {path}: {exc.strerror}") from None
+    text = data.decode("ascii", "replace").strip()
+    if "PRIVATE KEY" in text:
+        raise CheckpointKeyError(
+            f"{path} holds a private key; pin the public key (reel journal pubkey)"
+        )
+    if text.count("+") >= 2 and "\n" not in text:
+        name, kid, encoded = text.split("+", 2)  # names hold no '+'; base64 may
+        try:
+            raw = base64.b64decode(encoded, validate=True)
+        except binascii.Error:
+            raw = b""
+        if len(raw) == 33 and raw[0] == 0x01 and key_id(name, raw[1:]).hex() == kid:
+            return raw[1:]
+        raise CheckpointKeyError(f"{path} is not an Ed25519 signed-note verifier key")
+    try:
+        key = serialization.load_pem_public_key(data)
+    except ValueError:
+        raise CheckpointKeyError(f"{path} is not a PEM public key") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise CheckpointKeyError(f"{path} is not an Ed25519 public key")
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def signature_valid(checkpoint: Checkpoint, trusted_public_key: bytes | None) -> bool:
     """Whether the checkpoint's signature verifies, against ``trusted_public_key`` when given
-    (a checkpoint signed by any other key is invalid) or its own embedded key otherwise."""
-    key_bytes = trusted_public_key if trusted_public_key is not None else checkpoint.public_key
-    if trusted_public_key is not None and checkpoint.public_key != trusted_public_key:
+    (a checkpoint signed by any other key, or under another key's origin, is invalid) or its
+    own embedded key otherwise."""
+    key = trusted_public_key if trusted_public_key is not None else checkpoint.public_key
+    if checkpoint.public_key != key or checkpoint.origin != origin_for(key):
         return False
     try:
-        Ed25519PublicKey.from_public_bytes(key_bytes).verify(
-            checkpoint.signature, signed_message(checkpoint.position, checkpoint.hash)
-        )
-    except (InvalidSignature, ValueError):
+        body = checkpoint.body()
+    except ValueError:
         return False
-    return True
+    return verify_signature(key, checkpoint.signature, body)

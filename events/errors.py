@@ -19,6 +19,10 @@ class SchemaTooNew(JournalUnavailable):
     """The journal was written by a newer reel whose schema this version cannot read safely."""
 
 
+class SchemaTooOld(JournalUnavailable):
+    """The journal was written by an older reel whose format this version no longer reads."""
+
+
 class JournalLocked(JournalUnavailable):
     """Another process holds the data dir for writing; ``holder_pid`` names it when known."""
 
@@ -53,3 +57,19 @@ class UnknownEventKind(JournalError):
 
 class CheckpointKeyError(JournalError):
     """The node key is missing, unreadable or has unsafe permissions."""
+
+
+class JournalTampered(JournalError):
+    """Opening a journal for writing found it altered: the chain from its last signed
+    checkpoint, a checkpoint, or the checkpoints its witness recorded do not hold. Nothing is
+    signed or appended over it. ``kind`` and ``position`` name the first fault found."""
+
+    def __init__(self, message: str, kind: str, position: int) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.position = position
+
+
+class WitnessError(JournalError):
+    """The checkpoint witness cannot be used: unreadable, unwritable, inside the data dir, or
+    holding text that is not a checkpoint note signed by the node key."""

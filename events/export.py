@@ -3,8 +3,9 @@
 An export is enough to re-verify the chain without reel: each ``"record": "event"`` line carries
 the envelope fields, the stored payload bytes (``payload_b64``), ``prev_hash`` and ``hash`` (hex);
 recompute ``hash`` as docs/journal-format.md describes. ``event`` is the decoded payload for
-people to read; it is not what the hash covers. ``"record": "checkpoint"`` lines carry the signed
-``(position, hash)`` pairs with the Ed25519 public key and signature (hex).
+people to read; it is not what the hash covers. The checkpoints are rows of the chain like any
+other (kind ``journal.checkpoint``); the ``"record": "checkpoint"`` lines after the events repeat
+them for convenience, each with its C2SP signed note (``note``), which is what a witness holds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from events.checkpoint import Checkpoint
 from events.codec import decode
 from events.errors import UnknownEventKind
 from events.reader import JournalReader
@@ -52,11 +54,24 @@ def export_records(reader: JournalReader) -> Iterator[dict[str, Any]]:
     for row in reader.scan():
         yield event_record(row)
     for checkpoint in reader.checkpoints():
-        yield {
-            "record": "checkpoint",
-            "position": checkpoint.position,
-            "hash": checkpoint.hash.hex(),
-            "signed_at_ms": checkpoint.signed_at_ms,
-            "public_key": checkpoint.public_key.hex(),
-            "signature": checkpoint.signature.hex(),
-        }
+        yield checkpoint_record(checkpoint)
+
+
+def checkpoint_record(checkpoint: Checkpoint) -> dict[str, Any]:
+    """The export (and ``GET /v1/journal/checkpoints``) object for one checkpoint."""
+    try:
+        note: str | None = checkpoint.note()
+    except ValueError:  # a tampered row whose origin cannot be a key name: verify names it
+        note = None
+    return {
+        "record": "checkpoint",
+        "position": checkpoint.position,
+        "hash": checkpoint.hash.hex(),
+        "row_position": checkpoint.row_position,
+        "previous": checkpoint.previous,
+        "origin": checkpoint.origin,
+        "signed_at_ms": checkpoint.signed_at_ms,
+        "public_key": checkpoint.public_key.hex(),
+        "signature": checkpoint.signature.hex(),
+        "note": note,
+    }

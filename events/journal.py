@@ -6,6 +6,14 @@ therefore returns only after the transaction holding its rows has committed (dur
 ``synchronous=FULL``, the default). Per request, either every event is written or none:
 a conflicting ``expected_seq`` or a bad request fails that request alone.
 
+Checkpoints are rows too: when one is due (every N events, every T seconds, on request, at
+close) the writer signs the head it just built and appends a ``journal.checkpoint`` row after
+it, in the same transaction, then hands the signed note to the witness (if any) without waiting.
+
+Opening a journal for writing first checks it (:func:`events.verify.verify_recent`: the chain
+from the last checkpoint, every checkpoint, the witness's checkpoints) and raises
+:class:`JournalTampered` rather than sign anything over a head it cannot vouch for.
+
 Subscribers are woken after each commit (:meth:`Journal.wait_for`, :meth:`Journal.listen`).
 """
 
@@ -21,18 +29,26 @@ from pathlib import Path
 
 from msgspec.structs import replace
 
-from events.catalog import Event, kind_of
+from events.catalog import Event, JournalCheckpoint, kind_of
 from events.chain import identity_bytes, payload_digest, row_hash
-from events.checkpoint import Checkpoint, NodeKey
+from events.checkpoint import CHECKPOINT_KIND, CHECKPOINT_STREAM, Checkpoint, NodeKey
 from events.codec import encode
 from events.envelope import AppendResult, Head
-from events.errors import AppendRejected, ConcurrencyConflict, JournalClosed, JournalError
+from events.errors import (
+    AppendRejected,
+    ConcurrencyConflict,
+    JournalClosed,
+    JournalError,
+    JournalTampered,
+)
 from events.ids import UlidGenerator
 from events.lock import WriterLock
 from events.reader import JournalReader
 from events.redact import redact_event
 from events.schema import SYNCHRONOUS_MODES, connect
 from events.stats import LatencyHistogram
+from events.verify import verify_recent
+from events.witness import Witness
 
 _INSERT = (
     "INSERT INTO events(position, event_id, stream, stream_seq, kind, version, recorded_at_ms,"
@@ -112,6 +128,7 @@ class Journal(JournalReader):
         path: Path,
         *,
         node_key: NodeKey | None = None,
+        witness: Witness | None = None,
         synchronous: str = "FULL",
         checkpoint_every_events: int = 10_000,
         checkpoint_every_s: float = 60.0,
@@ -120,6 +137,8 @@ class Journal(JournalReader):
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        if witness is not None and node_key is None:
+            raise ValueError("a witness needs a node key (it records signed checkpoints)")
         self._lock = WriterLock(path.with_name(path.name + ".lock"))
         self._lock.acquire(f"journal {path}")
         try:
@@ -127,10 +146,16 @@ class Journal(JournalReader):
             self._wconn.execute("PRAGMA journal_mode=WAL")
             self._wconn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             super().__init__(path)
+            self._check_on_open(node_key, witness)
         except BaseException:
+            with contextlib.suppress(Exception):
+                super().close()
+                self._wconn.close()
             self._lock.release()
             raise
         self.node_key = node_key
+        self.witness = witness
+        """Where every signed checkpoint is also appended (``None``: no witness)."""
         self.max_payload_bytes = max_payload_bytes
         self._checkpoint_every_events = checkpoint_every_events
         self._checkpoint_every_s = checkpoint_every_s
@@ -143,8 +168,11 @@ class Journal(JournalReader):
         head = self._load_head()
         self._head_position = head.position
         self._head_hash = head.hash
-        last = self._wconn.execute("SELECT max(position) FROM checkpoints").get
-        self._last_checkpoint_position = int(last) if last is not None else 0
+        last = self.last_checkpoint()
+        self._last_checkpoint_row = last.row_position if last is not None else 0
+        """The position of the last checkpoint row (0 when none): the previous one a new
+        checkpoint names."""
+        self._checkpoint_seq = self.stream_next_seq(CHECKPOINT_STREAM)
         self._last_checkpoint_time = time.monotonic()
         self._committed = threading.Condition()
         self._committed_position = head.position
@@ -175,6 +203,8 @@ class Journal(JournalReader):
         """
         if not stream:
             raise AppendRejected("stream must be a non-empty string")
+        if stream == CHECKPOINT_STREAM:
+            raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
         if not events:
             raise AppendRejected("an append needs at least one event")
         if expected_seq is not None and expected_seq < 0:
@@ -189,6 +219,8 @@ class Journal(JournalReader):
         for event in events:
             if not isinstance(event, Event):
                 raise AppendRejected(f"not an event: {type(event).__name__}")
+            if isinstance(event, JournalCheckpoint):
+                raise AppendRejected("journal.checkpoint rows are written by the journal itself")
             try:
                 payload = encode(redact_event(event))
             except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
@@ -299,6 +331,8 @@ class Journal(JournalReader):
             self._writer.join()
             with self._committed:
                 self._committed.notify_all()
+            if self.witness is not None:
+                self.witness.close()
             super().close()
             self._wconn.close()
             self._lock.release()
@@ -439,7 +473,45 @@ class Journal(JournalReader):
                     keys.append((key, stream, first_position, position, first_seq, seq - 1))
                 outcomes.append((request.future, result))
             signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
-            if rows or keys or signed is not None:
+            if signed is not None:
+                # The checkpoint is the next link of the chain: a row like any other, in this
+                # same transaction, right after the row it signs.
+                payload = encode(signed.event())
+                position += 1
+                event_id = self._ids.new(now_ms)
+                identity = identity_bytes(
+                    position,
+                    event_id,
+                    CHECKPOINT_STREAM,
+                    self._checkpoint_seq,
+                    CHECKPOINT_KIND,
+                    JournalCheckpoint.version,
+                    now_ms,
+                    "system",
+                    None,
+                    None,
+                )
+                digest = row_hash(prev, identity, payload)
+                rows.append(
+                    (
+                        position,
+                        event_id,
+                        CHECKPOINT_STREAM,
+                        self._checkpoint_seq,
+                        CHECKPOINT_KIND,
+                        JournalCheckpoint.version,
+                        now_ms,
+                        "system",
+                        None,
+                        None,
+                        payload,
+                        payload_digest(payload),
+                        prev,
+                        digest,
+                    )
+                )
+                prev = digest
+            if rows or keys:
                 # Explicit BEGIN/COMMIT: apsw runs each statement with the GIL released, so
                 # other threads keep working during the commit's fsync.
                 self._wconn.execute("BEGIN IMMEDIATE")
@@ -449,17 +521,6 @@ class Journal(JournalReader):
                     if keys:
                         self._wconn.executemany(
                             "INSERT INTO idempotency VALUES (?,?,?,?,?,?)", keys
-                        )
-                    if signed is not None:
-                        self._wconn.execute(
-                            "INSERT OR REPLACE INTO checkpoints VALUES (?,?,?,?,?)",
-                            (
-                                signed.position,
-                                signed.hash,
-                                signed.signed_at_ms,
-                                signed.public_key,
-                                signed.signature,
-                            ),
                         )
                     self._wconn.execute("COMMIT")
                 except BaseException:
@@ -481,8 +542,11 @@ class Journal(JournalReader):
         self._stream_next.update(batch_next)
         self._head_position, self._head_hash = position, prev
         if signed is not None:
-            self._last_checkpoint_position = signed.position
+            self._last_checkpoint_row = signed.row_position
+            self._checkpoint_seq += 1
             self._last_checkpoint_time = time.monotonic()
+            if self.witness is not None:
+                self.witness.submit(signed)
         committed = time.perf_counter()
         for request in batch:
             if isinstance(request, _Append):
@@ -534,11 +598,53 @@ class Journal(JournalReader):
     def _maybe_sign(
         self, position: int, hash_: bytes, now_ms: int, *, forced: bool
     ) -> Checkpoint | None:
-        if self.node_key is None or position == self._last_checkpoint_position:
+        """A checkpoint over ``(position, hash_)`` when one is due and something new since the
+        last checkpoint row is there to sign."""
+        if self.node_key is None or position in (0, self._last_checkpoint_row):
             return None
         due = (
             forced
-            or position - self._last_checkpoint_position >= self._checkpoint_every_events
+            or position - self._last_checkpoint_row >= self._checkpoint_every_events
             or time.monotonic() - self._last_checkpoint_time >= self._checkpoint_every_s
         )
-        return self.node_key.sign(position, hash_, now_ms) if due else None
+        if not due:
+            return None
+        return self.node_key.sign(position, hash_, now_ms, previous=self._last_checkpoint_row)
+
+    def _check_on_open(self, node_key: NodeKey | None, witness: Witness | None) -> None:
+        """Refuse to write over a journal that fails :func:`verify_recent` (raises
+        :class:`JournalTampered`); then bring the witness up to date with the checkpoints the
+        journal holds that it lacks (a crash between a commit and its witness append)."""
+        trusted = node_key.public_key if node_key is not None else None
+        notes = witness.notes() if witness is not None else None
+        if witness is not None and node_key is not None:
+            for note in notes or ():
+                if note.origin != node_key.origin or not note.signed_by(node_key.public_key):
+                    raise JournalTampered(
+                        f"witness {witness.path} holds a checkpoint at position {note.size + 1} "
+                        f"signed under {note.origin}, not by this node's key ({node_key.origin}):"
+                        f" node.key was replaced or the witness belongs to another journal - "
+                        f"investigate with: {_investigate(self.path, witness)}",
+                        "bad_checkpoint_signature",
+                        note.size + 1,
+                    )
+        report = verify_recent(self, trusted_public_key=trusted, witness=notes)
+        fault = report.fault
+        if fault is not None:
+            raise JournalTampered(
+                f"journal {self.path} fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
+                f"signed - investigate with: {_investigate(self.path, witness)}",
+                fault.kind,
+                fault.position,
+            )
+        if witness is not None:
+            known = max((n.size for n in notes or ()), default=0)
+            witness.append_now([c for c in self.checkpoints() if c.position > known])
+            witness.start()
+
+
+def _investigate(path: Path, witness: Witness | None) -> str:
+    """The command an operator runs to see the whole report."""
+    extra = f" --witness {witness.path}" if witness is not None else ""
+    return f"reel journal verify --data {path.parent}{extra} --public-key <the key you pinned>"

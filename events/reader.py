@@ -16,10 +16,11 @@ from typing import Any, Self
 
 import apsw
 
+from events.catalog import JournalCheckpoint
 from events.chain import GENESIS
-from events.checkpoint import Checkpoint
+from events.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from events.envelope import Head, StoredEvent
-from events.errors import JournalClosed, JournalUnavailable
+from events.errors import JournalClosed, JournalUnavailable, UnknownEventKind
 from events.schema import connect
 
 COLUMNS = (
@@ -168,21 +169,69 @@ class JournalReader:
         return 0 if value is None else int(value) + 1
 
     def checkpoints(self) -> list[Checkpoint]:
-        """Every signed checkpoint, by position."""
-        rows = self._rows(
-            "SELECT position, hash, signed_at_ms, public_key, signature FROM checkpoints "
-            "ORDER BY position"
+        """Every signed checkpoint, by position: the ``journal.checkpoint`` rows of the
+        ``journal`` stream (read through the stream index). A row that does not decode as one
+        is left out here; ``verify`` names it."""
+        return _checkpoints(self.read_stream(CHECKPOINT_STREAM))
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The checkpoint with the highest ``stream_seq`` on the ``journal`` stream, if any."""
+        rows = self._events(
+            f"SELECT {COLUMNS} FROM events WHERE stream = ? ORDER BY stream_seq DESC LIMIT 1",
+            (CHECKPOINT_STREAM,),
         )
-        return [
-            Checkpoint(
-                position=int(r[0]),
-                hash=bytes(r[1]),
-                signed_at_ms=int(r[2]),
-                public_key=bytes(r[3]),
-                signature=bytes(r[4]),
-            )
-            for r in rows
+        found = _checkpoints(rows)
+        return found[0] if found else None
+
+    def bounds(self) -> tuple[int | None, int | None, int]:
+        """``(min(position), max(position), count)`` over every row: positions are dense from 1
+        exactly when they are ``(1, n, n)`` (positions are unique integers)."""
+        low, high, count = self._rows("SELECT min(position), max(position), count(*) FROM events")[
+            0
         ]
+        return low, high, int(count)
+
+    def first_gap(self) -> int | None:
+        """The first position from 1 up to the highest with no row, if any (a scan: for
+        naming a fault only)."""
+        value = self._value(
+            "SELECT 1 WHERE EXISTS (SELECT 1 FROM events) "
+            "AND NOT EXISTS (SELECT 1 FROM events WHERE position = 1) "
+            "UNION ALL SELECT min(position) + 1 FROM events e WHERE position >= 1 "
+            "AND position < (SELECT max(position) FROM events) "
+            "AND NOT EXISTS (SELECT 1 FROM events n WHERE n.position = e.position + 1) "
+            "LIMIT 1"
+        )
+        return int(value) if value is not None else None
+
+    def raw_stream(self, stream: str) -> list[tuple[Any, ...]]:
+        """The rows of ``stream`` as :meth:`scan` yields them, in position order (through the
+        stream index)."""
+        try:
+            return self._rows(
+                f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE stream = ? ORDER BY position",
+                (stream,),
+            )
+        except UnicodeDecodeError:
+            raise JournalUnavailable(
+                f"journal {self.path}: a row of stream {stream!r} cannot be read "
+                "(a text column is not valid UTF-8)"
+            ) from None
+
+    def raw_rows(self, first: int, last: int) -> list[tuple[Any, ...]]:
+        """Rows with ``first <= position <= last`` as :meth:`scan` yields them (for verifying
+        a stretch of the chain). Raises :class:`JournalUnavailable` for an unreadable row."""
+        try:
+            return self._rows(
+                f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position BETWEEN ? AND ? "
+                "ORDER BY position",
+                (first, last),
+            )
+        except UnicodeDecodeError:
+            raise JournalUnavailable(
+                f"journal {self.path}: a row between positions {first} and {last} cannot be "
+                "read (a text column is not valid UTF-8)"
+            ) from None
 
     def position_of_hash(self, hash_: bytes) -> int | None:
         """The position of the row whose hash is ``hash_`` (a full scan: for diagnosis only)."""
@@ -205,20 +254,23 @@ class JournalReader:
         Raises :class:`JournalUnavailable` at a row that cannot be read at all (a text column
         holding bytes that are not UTF-8), after yielding every row before it.
         """
+        # Every row, whatever its position: the first batch starts at the lowest int64 itself
+        # (a row at -2**63 is tampering too, and ``position > -2**63`` would skip it).
         last: Any = -(2**63)
+        above = ">="
         while True:
             rows: list[tuple[Any, ...]] = []
             try:
                 with self._borrow() as conn:
                     for row in conn.execute(
-                        f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position > ? "
+                        f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE position {above} ? "
                         "ORDER BY position LIMIT ?",
                         (last, batch),
                     ):
                         rows.append(row)
             except UnicodeDecodeError:
                 yield from rows
-                after = rows[-1][0] if rows else last
+                after = rows[-1][0] if rows else (last if above == ">" else 0)
                 raise JournalUnavailable(
                     f"journal {self.path}: the row after position {max(after, 0)} cannot be read "
                     "(a text column is not valid UTF-8)"
@@ -227,6 +279,7 @@ class JournalReader:
                 return
             yield from rows
             last = rows[-1][0]
+            above = ">"
 
     def close(self) -> None:
         """Close every connection this reader opened (borrowed ones close on return)."""
@@ -235,3 +288,15 @@ class JournalReader:
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
+
+
+def _checkpoints(rows: list[StoredEvent]) -> list[Checkpoint]:
+    found: list[Checkpoint] = []
+    for stored in rows:
+        try:
+            event = stored.decode()
+        except UnknownEventKind:
+            continue
+        if isinstance(event, JournalCheckpoint):
+            found.append(Checkpoint.of(event, stored.position, stored.recorded_at_ms))
+    return found

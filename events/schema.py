@@ -3,6 +3,10 @@
 A reel journal is an SQLite database whose ``application_id`` is :data:`APPLICATION_ID` and whose
 ``user_version`` is the schema version. Rows of ``events`` are append-only (triggers refuse
 updates and deletes: a guard against accidents; tampering is what verify is for).
+
+Version 2 keeps signed checkpoints in the chain itself (``journal.checkpoint`` rows on the
+``journal`` stream); version 1 kept them in a table beside it, where deleting them went
+unnoticed. A version 1 file is refused rather than silently trusted.
 """
 
 from __future__ import annotations
@@ -12,10 +16,10 @@ from pathlib import Path
 
 import apsw
 
-from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew
+from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, SchemaTooOld
 
 APPLICATION_ID = 0x7265656C  # "reel"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DDL = """
 CREATE TABLE events(
@@ -45,13 +49,6 @@ CREATE TABLE idempotency(
     first_seq INTEGER NOT NULL,
     last_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE checkpoints(
-    position INTEGER PRIMARY KEY,
-    hash BLOB NOT NULL,
-    signed_at_ms INTEGER NOT NULL,
-    public_key BLOB NOT NULL,
-    signature BLOB NOT NULL
-);
 CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
 BEGIN SELECT RAISE(ABORT, 'journal rows are append-only'); END;
 CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
@@ -96,6 +93,12 @@ def connect(path: Path, *, writable: bool, busy_timeout_ms: int = 5000) -> apsw.
             raise SchemaTooNew(
                 f"journal {path} has schema version {version}; this reel reads up to "
                 f"{SCHEMA_VERSION} - upgrade reel"
+            )
+        if version < SCHEMA_VERSION:
+            raise SchemaTooOld(
+                f"journal {path} has schema version {version}, whose checkpoints live outside "
+                f"the hash chain; this reel reads version {SCHEMA_VERSION} only - keep it with "
+                "the reel that wrote it (reel journal export) and start a new data dir"
             )
         return conn
     except apsw.NotADBError:

@@ -22,6 +22,7 @@ import pytest
 from events import (
     GENESIS,
     MARKER,
+    AppendRejected,
     AppendResult,
     ConcurrencyConflict,
     Head,
@@ -29,7 +30,7 @@ from events import (
     JournalReadPort,
     StoredEvent,
 )
-from events.catalog import RunOutput, SessionCreated, ToolProposed
+from events.catalog import JournalCheckpoint, RunOutput, SessionCreated, ToolProposed
 from events.chain import identity_bytes, row_hash
 from events.checkpoint import signature_valid
 from tests.events.journal_testkit import all_events
@@ -42,7 +43,12 @@ def out(text: str = "x", run_id: str = "r") -> RunOutput:
 
 
 def texts(events: list[StoredEvent]) -> list[str]:
-    return [e.decode().text for e in events]  # type: ignore[attr-defined]
+    return [e.decode().text for e in events if e.stream != "journal"]  # type: ignore[attr-defined]
+
+
+def appended(reader: JournalReadPort) -> list[StoredEvent]:
+    """Every row but the journal's own checkpoint rows (stream ``journal``)."""
+    return [e for e in all_events(reader) if e.stream != "journal"]
 
 
 def run_threads(count: int, target: Callable[[int], None]) -> None:
@@ -232,15 +238,16 @@ class JournalConformance(ABC):
         journal = self.make_journal(tmp_path)
         journal.append("run/1", [out("a"), out("b")], expected_seq=0)
         head = journal.head()
-        journal.close()
+        journal.close()  # signs the head: a checkpoint row at 3 covering 1..2
         journal = self.make_journal(tmp_path)
         try:
-            assert journal.head() == head
-            assert journal.committed_position == head.position
+            assert journal.head().position == head.position + 1 == journal.committed_position
+            (signed,) = journal.checkpoints()
+            assert (signed.position, signed.hash, signed.row_position) == (2, head.hash, 3)
             assert journal.stream_next_seq("run/1") == 2
             with pytest.raises(ConcurrencyConflict):
                 journal.append("run/1", [out("c")], expected_seq=0)
-            assert journal.append("run/1", [out("c")], expected_seq=2).first_position == 3
+            assert journal.append("run/1", [out("c")], expected_seq=2).first_position == 4
             assert texts(assert_dense_chain(journal)) == ["a", "b", "c"]
         finally:
             journal.close()
@@ -355,7 +362,7 @@ class JournalConformance(ABC):
         journal = self.make_journal(tmp_path)
         try:
             again = journal.append("run/1", [out()], expected_seq=0, idempotency_key="k")
-            assert len(all_events(journal)) == 1
+            assert len(appended(journal)) == 1
         finally:
             journal.close()
         assert again.duplicate
@@ -541,22 +548,40 @@ class JournalConformance(ABC):
         key = journal.node_key
         assert key is not None
         journal.append("run/1", [out(), out()], expected_seq=0)
+        before = journal.head()
         signed = journal.checkpoint()
         assert signed is not None
-        assert (signed.position, signed.hash) == (2, journal.head().hash)
+        # The checkpoint signs the head and is the next link of the chain itself.
+        assert (signed.position, signed.hash, signed.row_position) == (2, before.hash, 3)
+        assert signed.previous == 0
+        (row,) = journal.read(after_position=2)
+        assert (row.stream, row.stream_seq, row.kind) == ("journal", 0, "journal.checkpoint")
+        assert row.prev_hash == before.hash and journal.head() == Head(3, row.hash)
         assert signed.public_key == key.public_key
         assert signature_valid(signed, key.public_key)
         assert journal.checkpoint() is None  # the head is already signed
         assert journal.checkpoints() == [signed]
         journal.append("run/1", [out()], expected_seq=2)
         later = journal.checkpoint()
-        assert later is not None and later.position == 3
+        assert later is not None
+        assert (later.position, later.row_position, later.previous) == (4, 5, 3)
         assert journal.checkpoints() == [signed, later]
+        assert_dense_chain(journal)
         reader = self.make_reader(tmp_path)
         try:
             assert reader.checkpoints() == [signed, later]
         finally:
             reader.close()
+
+    def test_only_the_journal_writes_checkpoints(self, journal: JournalPort) -> None:
+        forged = JournalCheckpoint(
+            origin="reel.journal/0", size=0, hash=GENESIS, previous=0, public_key=b"", signature=b""
+        )
+        with pytest.raises(AppendRejected, match="journal"):
+            journal.append("journal", [out()], expected_seq=None)
+        with pytest.raises(AppendRejected, match=r"journal\.checkpoint"):
+            journal.append("run/1", [forged], expected_seq=0)
+        assert journal.head() == Head(0, GENESIS)
 
     def test_close_signs_a_final_checkpoint_unless_told_not_to(self, tmp_path: Path) -> None:
         journal = self.make_journal(tmp_path)
@@ -571,6 +596,8 @@ class JournalConformance(ABC):
         reader = self.make_reader(tmp_path)
         try:
             assert [c.position for c in reader.checkpoints()] == [2]
-            assert reader.checkpoints()[0].hash == reader.head().hash
+            (second,) = reader.read(after_position=1, limit=1)
+            assert reader.checkpoints()[0].hash == second.hash
+            assert reader.head().position == 3  # the checkpoint row
         finally:
             reader.close()

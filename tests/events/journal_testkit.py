@@ -14,7 +14,7 @@ from pathlib import Path
 
 import apsw
 
-from events import Journal, JournalReader, JournalReadPort, NodeKey, StoredEvent
+from events import Journal, JournalReader, JournalReadPort, NodeKey, StoredEvent, Witness
 from events.catalog import (
     RunAccepted,
     RunCompleted,
@@ -38,11 +38,16 @@ def build_journal(
     """Write a journal of ``10 * runs + 1`` events over several streams into ``data``.
 
     Streams: one session, ``runs`` run streams and one tool stream per run; some events carry
-    correlation and causation ids, some do not; principals vary. Returns the node key.
+    correlation and causation ids, some do not; principals vary. The writer adds a checkpoint
+    row every ``checkpoint_every`` rows and one at close; with ``witness`` each is also
+    appended there. Returns the node key.
     """
     data.mkdir(parents=True, exist_ok=True)
     key = NodeKey.load_or_create(data / KEY)
-    with Journal(data / JOURNAL, node_key=key, checkpoint_every_events=checkpoint_every) as j:
+    outside = Witness.open(witness, data_dir=data) if witness is not None else None
+    with Journal(
+        data / JOURNAL, node_key=key, witness=outside, checkpoint_every_events=checkpoint_every
+    ) as j:
         j.append(
             "session/s1",
             [SessionCreated(session_id="s1", session_key="main", label="demo")],

@@ -79,17 +79,25 @@ def test_automatic_checkpoints_every_n_events_and_on_close(data_dir: Path) -> No
     journal = Journal(data_dir / "journal.db", node_key=key, checkpoint_every_events=10)
     for i in range(35):
         journal.append("run/1", [out(str(i))], expected_seq=i)
-    assert [c.position for c in journal.checkpoints()] == [10, 20, 30]
+    # Every 10 rows (the checkpoint rows count too): rows 11, 22 and 33 are checkpoints.
+    assert [c.position for c in journal.checkpoints()] == [10, 21, 32]
     journal.close()
     reader = JournalReader.open(data_dir / "journal.db")
     try:
         checkpoints = reader.checkpoints()
-        assert [c.position for c in checkpoints] == [10, 20, 30, 35]
+        assert [c.position for c in checkpoints] == [10, 21, 32, 38]  # 35 events + 3 rows
+        assert [c.previous for c in checkpoints] == [0, 11, 22, 33]
+        assert reader.head().position == 39
         for checkpoint in checkpoints:
-            (row,) = reader.read(after_position=checkpoint.position - 1, limit=1)
-            assert checkpoint.hash == row.hash
+            covered, row = reader.read(after_position=checkpoint.position - 1, limit=2)
+            assert checkpoint.hash == covered.hash == row.prev_hash
+            assert (row.position, row.kind) == (checkpoint.row_position, "journal.checkpoint")
             assert checkpoint.public_key == key.public_key
+            assert checkpoint.origin == key.origin
             assert signature_valid(checkpoint, key.public_key)
+            assert not signature_valid(
+                checkpoint, NodeKey.load_or_create(data_dir / "o").public_key
+            )
     finally:
         reader.close()
 

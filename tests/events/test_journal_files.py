@@ -23,9 +23,11 @@ from events import (
     JournalUnavailable,
     NotAJournal,
     SchemaTooNew,
+    SchemaTooOld,
     verify,
 )
 from events.catalog import RunOutput
+from events.schema import SCHEMA_VERSION
 
 IS_ROOT = os.geteuid() == 0
 
@@ -54,7 +56,15 @@ def other_database(path: Path) -> None:
 def newer_schema(path: Path) -> None:
     make_journal(path)
     conn = apsw.Connection(str(path))
-    conn.execute("PRAGMA user_version = 2")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+
+
+def older_schema(path: Path) -> None:
+    """Version 1: checkpoints in a table beside the chain, where deleting them went unseen."""
+    make_journal(path)
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA user_version = 1")
     conn.close()
 
 
@@ -65,7 +75,8 @@ def directory(path: Path) -> None:
 BAD_FILES: list[tuple[Callable[[Path], None], type[JournalError], str]] = [
     (random_bytes, NotAJournal, "not an SQLite database"),
     (other_database, NotAJournal, "application_id 0x0"),
-    (newer_schema, SchemaTooNew, "schema version 2"),
+    (newer_schema, SchemaTooNew, f"schema version {SCHEMA_VERSION + 1}"),
+    (older_schema, SchemaTooOld, "schema version 1"),
     (directory, JournalUnavailable, "is a directory"),
 ]
 

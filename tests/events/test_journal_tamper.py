@@ -1,5 +1,6 @@
-"""The tamper matrix: every kind of edit to a closed journal is found, at the right position,
-with the right fault kind (see the kinds documented in events/verify.py)."""
+"""Every kind of edit to a closed journal is found, at the right position, with the right fault
+kind (see the kinds documented in events/verify.py). test_tamper_matrix.py runs the attacks
+again with and without anchors (pinned key, witness) and against the node's start-up check."""
 
 from __future__ import annotations
 
@@ -11,26 +12,32 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from events import JournalReader, NodeKey, VerifyReport, verify
 from events.catalog import RunOutput
-from events.checkpoint import signed_message
 from events.codec import encode
+from tests.events.conftest import Pristine
 from tests.events.journal_testkit import (
+    checkpoint_rows,
     fetch_row,
     insert_row,
+    reseal,
     seal,
     shift_positions,
     tamper,
 )
 
 
-def check(path: Path, key: NodeKey | None) -> VerifyReport:
+def check(path: Path, key: NodeKey | None, witness: Path | None = None) -> VerifyReport:
+    from events.witness import read_notes
+
     reader = JournalReader.open(path)
     try:
-        return verify(reader, trusted_public_key=key.public_key if key else None)
+        notes = read_notes(witness)[0] if witness is not None else None
+        return verify(reader, trusted_public_key=key.public_key if key else None, witness=notes)
     finally:
         reader.close()
 
 
 def checkpoint_positions(path: Path) -> list[int]:
+    """The last position each checkpoint covers (its row is the next one)."""
     reader = JournalReader.open(path)
     try:
         return [c.position for c in reader.checkpoints()]
@@ -45,17 +52,25 @@ def assert_fault(report: VerifyReport, kind: str, position: int) -> None:
     assert str(position) in report.fault.message
 
 
-def test_pristine_journal_verifies(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
+def test_pristine_journal_verifies(journal_copy: Path, pristine: Pristine) -> None:
     report = check(journal_copy, pristine[1])
     assert report.ok, report.fault
     assert report.fault is None
-    assert (report.events, report.head_position) == (131, 131)
+    assert (report.events, report.head_position) == (135, 135)  # 131 events, 4 checkpoints
     assert report.checkpoints == 4
-    assert report.last_checkpoint_position == 131
+    assert (report.last_checkpoint_position, report.last_checkpoint_row) == (134, 135)
+    assert report.unsigned_rows == 0
     assert report.key_trusted
+    assert (report.anchored, report.anchor) == (True, "pinned key")
+    assert report.public_key == pristine.key.public_key.hex()
+    witnessed = check(journal_copy, pristine.key, pristine.witness)
+    assert (witnessed.anchored, witnessed.anchor) == (True, "pinned key + witness")
+    assert witnessed.witness_checkpoints == 4
+    loose = check(journal_copy, None)
+    assert loose.ok and (loose.anchored, loose.anchor) == (False, "unanchored")
 
 
-def test_altered_payload(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
+def test_altered_payload(journal_copy: Path, pristine: Pristine) -> None:
     with tamper(journal_copy) as conn:
         payload = fetch_row(conn, 57)["payload"]
         assert isinstance(payload, bytes)
@@ -69,9 +84,7 @@ def test_altered_payload(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> 
 
 
 @pytest.mark.parametrize("position", [1, 64, 131])
-def test_row_that_cannot_be_read(
-    journal_copy: Path, pristine: tuple[Path, NodeKey], position: int
-) -> None:
+def test_row_that_cannot_be_read(journal_copy: Path, pristine: Pristine, position: int) -> None:
     with tamper(journal_copy) as conn:  # TEXT that is not UTF-8: SQLite stores it as given
         conn.execute(
             "UPDATE events SET stream = CAST(x'c3' AS TEXT) WHERE position = ?", (position,)
@@ -84,7 +97,7 @@ def test_row_that_cannot_be_read(
 
 
 def test_payload_replaced_by_text_is_a_fault_not_a_crash(
-    journal_copy: Path, pristine: tuple[Path, NodeKey]
+    journal_copy: Path, pristine: Pristine
 ) -> None:
     with tamper(journal_copy) as conn:
         conn.execute("UPDATE events SET payload = 'not a blob' WHERE position = 12")
@@ -110,7 +123,7 @@ def test_payload_replaced_by_text_is_a_fault_not_a_crash(
     ],
 )
 def test_altered_envelope(
-    journal_copy: Path, pristine: tuple[Path, NodeKey], column: str, value: object
+    journal_copy: Path, pristine: Pristine, column: str, value: object
 ) -> None:
     position = 1 if column == "correlation_id" else 33
     with tamper(journal_copy) as conn:
@@ -122,7 +135,7 @@ def test_altered_envelope(
     assert_fault(check(journal_copy, pristine[1]), "altered_envelope", position)
 
 
-def test_deleted_row(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
+def test_deleted_row(journal_copy: Path, pristine: Pristine) -> None:
     with tamper(journal_copy) as conn:
         conn.execute("DELETE FROM events WHERE position = 50")
     assert_fault(check(journal_copy, pristine[1]), "deleted_row", 50)
@@ -130,7 +143,7 @@ def test_deleted_row(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None
 
 @pytest.mark.parametrize("position", [1, 50, 130])
 def test_deleted_row_with_later_positions_renumbered(
-    journal_copy: Path, pristine: tuple[Path, NodeKey], position: int
+    journal_copy: Path, pristine: Pristine, position: int
 ) -> None:
     with tamper(journal_copy) as conn:
         conn.execute("DELETE FROM events WHERE position = ?", (position,))
@@ -151,7 +164,7 @@ def _forged_row(conn: apsw.Connection, position: int) -> dict[str, object]:
     }
 
 
-def test_inserted_row_with_correct_hash(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
+def test_inserted_row_with_correct_hash(journal_copy: Path, pristine: Pristine) -> None:
     at = 60
     with tamper(journal_copy) as conn:
         forged = _forged_row(conn, at)
@@ -162,9 +175,7 @@ def test_inserted_row_with_correct_hash(journal_copy: Path, pristine: tuple[Path
     assert_fault(check(journal_copy, pristine[1]), "inserted_row", at)
 
 
-def test_inserted_row_with_garbage_hashes(
-    journal_copy: Path, pristine: tuple[Path, NodeKey]
-) -> None:
+def test_inserted_row_with_garbage_hashes(journal_copy: Path, pristine: Pristine) -> None:
     at = 60
     with tamper(journal_copy) as conn:
         forged = {**_forged_row(conn, at), "prev_hash": b"\xaa" * 32, "hash": b"\xbb" * 32}
@@ -175,9 +186,7 @@ def test_inserted_row_with_garbage_hashes(
 
 
 @pytest.mark.parametrize(("first", "second"), [(20, 21), (20, 60), (1, 2)])
-def test_reordered_rows(
-    journal_copy: Path, pristine: tuple[Path, NodeKey], first: int, second: int
-) -> None:
+def test_reordered_rows(journal_copy: Path, pristine: Pristine, first: int, second: int) -> None:
     with tamper(journal_copy) as conn:
         conn.execute("UPDATE events SET position = -1 WHERE position = ?", (first,))
         conn.execute("UPDATE events SET position = ? WHERE position = ?", (first, second))
@@ -185,22 +194,20 @@ def test_reordered_rows(
     assert_fault(check(journal_copy, pristine[1]), "reordered_rows", first)
 
 
-def test_truncated_tail(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
+def test_truncated_tail_is_found_by_the_witness(journal_copy: Path, pristine: Pristine) -> None:
     checkpoints = checkpoint_positions(journal_copy)
     keep = checkpoints[-2] - 5  # below the last two checkpoints
     with tamper(journal_copy) as conn:
         conn.execute("DELETE FROM events WHERE position > ?", (keep,))
-    report = check(journal_copy, pristine[1])
+    report = check(journal_copy, pristine.key, pristine.witness)
     assert_fault(report, "truncated_tail", keep + 1)
     assert report.fault is not None
-    assert report.fault.checkpoint_position == checkpoints[-1]
+    assert report.fault.checkpoint_position == checkpoints[-1] + 1
     assert report.events == keep  # the chain itself was intact up to the cut
-
-
-def test_truncated_tail_is_also_found_without_the_trusted_key(journal_copy: Path) -> None:
-    with tamper(journal_copy) as conn:
-        conn.execute("DELETE FROM events WHERE position > 100")
-    assert_fault(check(journal_copy, None), "truncated_tail", 101)
+    # The chain and a pinned key cannot see a clean cut: the deleted rows took their
+    # checkpoints with them. Verify says so rather than pass it as anchored by a witness.
+    pinned = check(journal_copy, pristine.key)
+    assert pinned.ok and pinned.anchor == "pinned key" and pinned.witness_checkpoints is None
 
 
 def _rewrite_from(conn: apsw.Connection, start: int) -> None:
@@ -230,9 +237,9 @@ def _rewrite_from(conn: apsw.Connection, start: int) -> None:
         prev = sealed["hash"]  # type: ignore[assignment]
 
 
-@pytest.mark.parametrize("start", [1, 57, 81, 131])
+@pytest.mark.parametrize("start", [1, 57, 81, 131, 134])
 def test_rewritten_chain_is_caught_by_a_checkpoint(
-    journal_copy: Path, pristine: tuple[Path, NodeKey], start: int
+    journal_copy: Path, pristine: Pristine, start: int
 ) -> None:
     with tamper(journal_copy) as conn:
         _rewrite_from(conn, start)
@@ -245,71 +252,110 @@ def test_rewritten_chain_is_caught_by_a_checkpoint(
     assert fault.earliest_position <= start <= fault.position
     checkpoints = checkpoint_positions(journal_copy)
     assert fault.position == min(c for c in checkpoints if c >= start)
-    assert fault.checkpoint_position == fault.position
+    assert fault.checkpoint_position == fault.position + 1  # the checkpoint row
 
 
-def test_flipped_checkpoint_signature(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
-    target = checkpoint_positions(journal_copy)[1]
+def _edit_checkpoint(conn: apsw.Connection, row: int, **fields: object) -> None:
+    import msgspec
+
+    payload = fetch_row(conn, row)["payload"]
+    assert isinstance(payload, bytes)
+    values = msgspec.msgpack.decode(payload)
+    values.update(fields)
+    conn.execute(
+        "UPDATE events SET payload = ? WHERE position = ?", (msgspec.msgpack.encode(values), row)
+    )
+
+
+def test_flipped_checkpoint_signature(journal_copy: Path, pristine: Pristine) -> None:
     with tamper(journal_copy) as conn:
-        (signature,) = conn.execute(
-            "SELECT signature FROM checkpoints WHERE position = ?", (target,)
-        ).fetchall()[0]
-        flipped = bytes([signature[0] ^ 0x40]) + bytes(signature[1:])
-        conn.execute("UPDATE checkpoints SET signature = ? WHERE position = ?", (flipped, target))
-    assert_fault(check(journal_copy, pristine[1]), "bad_checkpoint_signature", target)
+        target = checkpoint_rows(conn)[1]
+        signature = msgspec_field(conn, target, "signature")
+        _edit_checkpoint(conn, target, signature=bytes([signature[0] ^ 0x40]) + signature[1:])
+    # The checkpoint is a row of the chain: editing it is editing a payload.
+    assert_fault(check(journal_copy, pristine.key), "altered_payload", target)
+    with tamper(journal_copy) as conn:
+        reseal(conn, target)
+    assert_fault(check(journal_copy, pristine.key), "bad_checkpoint_signature", target)
     # Even without the node key, the embedded key no longer verifies the signature.
     assert_fault(check(journal_copy, None), "bad_checkpoint_signature", target)
 
 
-def test_checkpoint_with_altered_hash(journal_copy: Path, pristine: tuple[Path, NodeKey]) -> None:
-    target = checkpoint_positions(journal_copy)[0]
-    with tamper(journal_copy) as conn:
-        conn.execute("UPDATE checkpoints SET hash = ? WHERE position = ?", (b"\x07" * 32, target))
-    assert_fault(check(journal_copy, pristine[1]), "bad_checkpoint_signature", target)
+def msgspec_field(conn: apsw.Connection, row: int, name: str) -> bytes:
+    import msgspec
+
+    payload = fetch_row(conn, row)["payload"]
+    assert isinstance(payload, bytes)
+    value = msgspec.msgpack.decode(payload)[name]
+    assert isinstance(value, bytes)
+    return value
 
 
-def _resign(conn: apsw.Connection, attacker: Ed25519PrivateKey) -> None:
-    from cryptography.hazmat.primitives import serialization
-
-    public = attacker.public_key().public_bytes(
-        serialization.Encoding.Raw, serialization.PublicFormat.Raw
-    )
-    rows = conn.execute("SELECT position FROM checkpoints").fetchall()
-    for (position,) in rows:
-        (hash_,) = conn.execute(
-            "SELECT hash FROM events WHERE position = ?", (position,)
-        ).fetchall()[0]
-        conn.execute(
-            "UPDATE checkpoints SET hash = ?, public_key = ?, signature = ? WHERE position = ?",
-            (hash_, public, attacker.sign(signed_message(position, hash_)), position),
-        )
-
-
-def test_checkpoint_resigned_with_another_key(
-    journal_copy: Path, pristine: tuple[Path, NodeKey]
+@pytest.mark.parametrize(
+    ("fields", "kind"),
+    [
+        ({"hash": b"\x07" * 32}, "rewritten_chain"),
+        ({"size": 5}, "rewritten_chain"),
+        ({"previous": 7}, "bad_checkpoint"),
+        ({"origin": "reel.journal/0000000000000000"}, "bad_checkpoint_signature"),
+        ({"origin": "has a space"}, "bad_checkpoint_signature"),
+        ({"public_key": b"\x01" * 32}, "bad_checkpoint_signature"),
+        ({"signature": b"short"}, "bad_checkpoint_signature"),
+        ({"size": "forty"}, "bad_checkpoint"),
+    ],
+)
+def test_checkpoint_with_an_altered_field_and_resealed_chain(
+    journal_copy: Path, pristine: Pristine, fields: dict[str, object], kind: str
 ) -> None:
-    first = checkpoint_positions(journal_copy)[0]
     with tamper(journal_copy) as conn:
-        _resign(conn, Ed25519PrivateKey.generate())
-    report = check(journal_copy, pristine[1])
+        target = checkpoint_rows(conn)[0]
+        _edit_checkpoint(conn, target, **fields)
+        reseal(conn, target)
+    position = target - 1 if kind == "rewritten_chain" else target
+    assert_fault(check(journal_copy, pristine.key), kind, position)
+
+
+def test_a_stray_row_on_the_journal_stream(journal_copy: Path, pristine: Pristine) -> None:
+    with tamper(journal_copy) as conn:
+        conn.execute("UPDATE events SET stream = 'journal', stream_seq = 99 WHERE position = 60")
+        reseal(conn, 60)
+    assert_fault(check(journal_copy, pristine.key), "bad_checkpoint", 60)
+
+
+def test_checkpoints_resigned_with_another_key(journal_copy: Path, pristine: Pristine) -> None:
+    with tamper(journal_copy) as conn:
+        first = checkpoint_rows(conn)[0]
+        reseal(conn, first, resign=Ed25519PrivateKey.generate())
+    report = check(journal_copy, pristine.key)
     assert_fault(report, "bad_checkpoint_signature", first)
     assert report.fault is not None
     assert "another key" in report.fault.message
-    # Without the node's key, verify can only check the key each checkpoint embeds.
+    # Without a pinned key verify can only check that one key signed them all: it passes the
+    # journal, but does not call it anchored.
     untrusted = check(journal_copy, None)
     assert untrusted.ok
-    assert not untrusted.key_trusted
+    assert not untrusted.key_trusted and not untrusted.anchored
 
 
-def test_rewrite_with_resigned_checkpoints_needs_the_trusted_key(
-    journal_copy: Path, pristine: tuple[Path, NodeKey]
-) -> None:
-    first = checkpoint_positions(journal_copy)[0]
+def test_checkpoints_signed_by_two_keys(journal_copy: Path, pristine: Pristine) -> None:
     with tamper(journal_copy) as conn:
+        second = checkpoint_rows(conn)[1]
+        reseal(conn, second, resign=Ed25519PrivateKey.generate())
+    assert_fault(check(journal_copy, None), "bad_checkpoint_signature", second)
+
+
+def test_rewrite_with_resigned_checkpoints_needs_an_anchor(
+    journal_copy: Path, pristine: Pristine
+) -> None:
+    with tamper(journal_copy) as conn:
+        first = checkpoint_rows(conn)[0]
         _rewrite_from(conn, 30)
-        _resign(conn, Ed25519PrivateKey.generate())
-    assert_fault(check(journal_copy, pristine[1]), "bad_checkpoint_signature", first)
-    assert check(journal_copy, None).ok  # the attacker wins against an untrusted verify
+        reseal(conn, 30, resign=Ed25519PrivateKey.generate())
+    assert_fault(check(journal_copy, pristine.key), "bad_checkpoint_signature", first)
+    witnessed = check(journal_copy, None, pristine.witness)
+    assert_fault(witnessed, "rewritten_chain", first - 1)
+    loose = check(journal_copy, None)
+    assert loose.ok and not loose.anchored  # the attacker wins against an unanchored verify
 
 
 def test_verify_reports_progress(journal_copy: Path) -> None:
@@ -322,4 +368,4 @@ def test_verify_reports_progress(journal_copy: Path) -> None:
     finally:
         reader.close()
     assert report.ok
-    assert calls == [(50, 131), (100, 131), (131, 131)]
+    assert calls == [(50, 135), (100, 135), (135, 135)]
