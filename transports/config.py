@@ -74,6 +74,10 @@ class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     checkpoint_every_events: int = 10_000
     checkpoint_every_s: float = 60.0
+    witness: str = ""
+    """A file outside the data dir (ideally on another volume) where every signed checkpoint
+    is also appended (``REEL_JOURNAL_WITNESS``); empty: no witness. The node refuses to start
+    when it is set but cannot be used (docs/journal-format.md section 7)."""
 
 
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -61,6 +61,17 @@ def serve(
             closed_approvals=list(recovery.closed_approvals),
             resumed_runs=[run.state.run_id for run in recovery.resumed],
         )
+    witness = runtime.journal.witness
+    if witness is None:
+        log_line(
+            "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
+            "the data dir, or whoever holds the data dir can rewrite the journal and sign it again"
+        )
+    elif witness.same_volume_as(data_dir):
+        log_line(
+            "journal witness is on the data dir's filesystem: put it on another volume",
+            witness=str(witness.path),
+        )
     logger = RunStateLogger(runtime.journal, lambda line: log_line_raw(line))
     logger.start()
     stop = threading.Event()
@@ -83,6 +94,9 @@ def serve(
         provider=cfg.provider.kind,
         unavailable_tools=unavailable,
         config=msgspec.to_builtins(cfg.runs),
+        journal_head=runtime.journal.committed_position,
+        public_key=runtime.journal.node_key.origin if runtime.journal.node_key else None,
+        witness=str(witness.path) if witness is not None else None,
     )
     print(
         f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from actors import Node, ToolGate
 from actors.provider import ModelProvider
-from events import Journal, NodeKey
+from events import Journal, NodeKey, Witness
 from policies import PolicyEngine
 from projections import Projector, Views
 from tools import build_catalog
@@ -92,13 +92,24 @@ def open_runtime(
     if unknown:
         raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
     model = provider or make_provider(cfg)
-    journal = Journal(
-        data_dir / "journal.db",
-        node_key=NodeKey.load_or_create(data_dir / "node.key"),
-        synchronous=cfg.journal.synchronous,
-        checkpoint_every_events=cfg.journal.checkpoint_every_events,
-        checkpoint_every_s=cfg.journal.checkpoint_every_s,
+    witness = (
+        Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
+    # Opening checks the journal (from its last checkpoint, and against the witness) and
+    # raises JournalTampered rather than write or sign over a head it cannot vouch for.
+    try:
+        journal = Journal(
+            data_dir / "journal.db",
+            node_key=NodeKey.load_or_create(data_dir / "node.key"),
+            witness=witness,
+            synchronous=cfg.journal.synchronous,
+            checkpoint_every_events=cfg.journal.checkpoint_every_events,
+            checkpoint_every_s=cfg.journal.checkpoint_every_s,
+        )
+    except BaseException:
+        if witness is not None:
+            witness.close(timeout=0)
+        raise
     projector: Projector | None = None
     try:
         projector = Projector(journal, data_dir / "views.db")

@@ -37,10 +37,6 @@ from tests.events.journal_testkit import (
 )
 
 REEL = Path(sys.executable).with_name("reel")
-
-pytestmark = pytest.mark.xfail(
-    strict=True, reason="issue 11 finding 1: checkpoints are not anchored (fixed next)"
-)
 FORGED = RunOutput(run_id="x", turn=0, text="history, rewritten")
 
 

@@ -1,4 +1,10 @@
-"""``reel journal verify|head|tail|export``: read a journal, even one a running node writes to."""
+"""``reel journal verify|pubkey|head|tail|export``: read a journal, even one a running node writes
+to.
+
+``verify`` trusts nothing in the data dir: signatures are checked against the key given with
+``--public-key`` (pinned by the auditor), and ``--witness`` names the file of checkpoints the
+node published outside the data dir. Without either the journal is still checked throughout,
+but the report says UNANCHORED: nothing ties it to anything its holder cannot rewrite."""
 
 from __future__ import annotations
 
@@ -19,9 +25,12 @@ from events import (
     JournalReader,
     NodeKey,
     VerifyReport,
+    load_public_key,
     verify,
 )
 from events.export import event_record, export_records
+from events.note import CheckpointNote, verifier_key
+from events.witness import read_notes
 from transports.cli.data_dir import journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.options import DataOption, JsonOption
@@ -43,68 +52,164 @@ def open_reader(data: Path | None) -> Iterator[JournalReader]:
         reader.close()
 
 
-def trusted_key(data: Path | None) -> bytes | None:
-    """The public half of the data dir's node key, when the key is there."""
-    path = node_key_path(resolve(data))
-    if not path.exists():
+PublicKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--public-key",
+        help="The node's public key you pinned (PEM from 'reel journal pubkey', or its --vkey "
+        "line): every checkpoint signature is checked against it only.",
+        show_default=False,
+    ),
+]
+WitnessOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--witness",
+        help="The node's checkpoint witness (a file outside the data dir): every checkpoint it "
+        "recorded must be in the journal, at its position, with its hash and signature.",
+        show_default=False,
+    ),
+]
+
+
+def pinned_key(path: Path | None) -> bytes | None:
+    """The raw public key in ``path`` (``--public-key``), or ``None``; exit 2 when unusable."""
+    if path is None:
         return None
     try:
-        return NodeKey.load(path).public_key
+        return load_public_key(path)
     except CheckpointKeyError as exc:
         raise CliError(str(exc)) from exc
 
 
-def render_report(report: VerifyReport, path: Path) -> str:
-    """The human-readable verify report."""
-    if report.fault is None:
-        key = "node.key" if report.key_trusted else "the keys they embed (no node.key found)"
-        return (
-            f"journal {path}: intact\n"
-            f"  events       {report.events}\n"
-            f"  head         {report.head_position} {report.head_hash}\n"
-            f"  checkpoints  {report.checkpoints} (last at {report.last_checkpoint_position}), "
-            f"signatures checked against {key}\n"
-            f"  time         {report.elapsed_s:.2f} s"
+def witness_notes(path: Path | None) -> list[CheckpointNote] | None:
+    """The notes of the witness at ``path`` (``--witness``); exit 2 when unreadable."""
+    return read_notes(path)[0] if path is not None else None
+
+
+def run_verify(
+    reader: JournalReader,
+    key: bytes | None,
+    notes: list[CheckpointNote] | None,
+    *,
+    quiet: bool,
+) -> VerifyReport:
+    """:func:`events.verify` with a progress bar on stderr for long journals (unless quiet)."""
+    total = reader.count()
+    if total < PROGRESS_THRESHOLD or quiet:
+        return verify(reader, trusted_public_key=key, witness=notes)
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("verifying"),
+        BarColumn(),
+        TextColumn("{task.completed:,}/{task.total:,} events"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("verify", total=total)
+        return verify(
+            reader,
+            trusted_public_key=key,
+            witness=notes,
+            progress=lambda done, _total: bar.update(task, completed=done),
         )
-    fault = report.fault
+
+
+def render_report(
+    report: VerifyReport,
+    path: Path,
+    public_key: Path | None = None,
+    witness: Path | None = None,
+) -> str:
+    """The human-readable verify report: the verdict, what anchors it, and what it cannot
+    show."""
+    if report.fault is not None:
+        fault = report.fault
+        return (
+            f"journal {path}: TAMPERED\n"
+            f"  fault        {fault.kind} at position {fault.position}\n"
+            f"  detail       {fault.message}\n"
+            f"  verified     {report.events} events before the fault"
+        )
+    verdict = (
+        f"intact, anchored by {report.anchor}"
+        if report.anchored
+        else "intact but UNANCHORED (nothing outside the data dir vouches for it)"
+    )
+    if public_key is not None:
+        key = f"pinned ({public_key}): every signature checked against it"
+    else:
+        key = (
+            "NOT PINNED: signatures checked against the key the journal itself embeds "
+            "(pass --public-key)"
+        )
+    if witness is None:
+        seen = (
+            "none given: a truncated tail, or a rewrite signed again with node.key, "
+            "cannot be told (pass --witness)"
+        )
+    else:
+        seen = f"{report.witness_checkpoints} witnessed checkpoints all present ({witness})"
+    last = (
+        f"{report.checkpoints}, the last at row {report.last_checkpoint_row} covering "
+        f"1..{report.last_checkpoint_position}"
+        if report.checkpoints
+        else "none"
+    )
     return (
-        f"journal {path}: TAMPERED\n"
-        f"  fault        {fault.kind} at position {fault.position}\n"
-        f"  detail       {fault.message}\n"
-        f"  verified     {report.events} events before the fault"
+        f"journal {path}: {verdict}\n"
+        f"  events       {report.events}\n"
+        f"  head         {report.head_position} {report.head_hash}\n"
+        f"  checkpoints  {last}\n"
+        f"  unsigned     {report.unsigned_rows} rows after the last checkpoint (chain only)\n"
+        f"  key          {key}\n"
+        f"  witness      {seen}\n"
+        f"  time         {report.elapsed_s:.2f} s"
     )
 
 
 @app.command("verify")
-def verify_cmd(data: DataOption = None, json: JsonOption = False) -> None:
-    """Verify the hash chain and signed checkpoints. Exit 0 intact, 1 tampered, 2 unreadable."""
-    key = trusted_key(data)
+def verify_cmd(
+    data: DataOption = None,
+    json: JsonOption = False,
+    public_key: PublicKeyOption = None,
+    witness: WitnessOption = None,
+) -> None:
+    """Verify every row, the chain and its signed checkpoints. Exit 0 intact, 1 tampered,
+    2 unreadable. Without --public-key or --witness an intact journal is UNANCHORED."""
+    key = pinned_key(public_key)
+    notes = witness_notes(witness)
     with open_reader(data) as reader:
-        total = reader.count()
-        if total >= PROGRESS_THRESHOLD and not json:
-            console = Console(stderr=True)
-            with Progress(
-                TextColumn("verifying"),
-                BarColumn(),
-                TextColumn("{task.completed:,}/{task.total:,} events"),
-                TimeRemainingColumn(),
-                console=console,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("verify", total=total)
-                report = verify(
-                    reader,
-                    trusted_public_key=key,
-                    progress=lambda done, _total: bar.update(task, completed=done),
-                )
-        else:
-            report = verify(reader, trusted_public_key=key)
+        report = run_verify(reader, key, notes, quiet=json)
     if json:
         sys.stdout.write(_json.encode(report).decode() + "\n")
     else:
-        print(render_report(report, journal_path(resolve(data))))
+        print(render_report(report, journal_path(resolve(data)), public_key, witness))
     if not report.ok:
         raise typer.Exit(EXIT_NEGATIVE)
+
+
+@app.command("pubkey")
+def pubkey_cmd(
+    data: DataOption = None,
+    vkey: Annotated[
+        bool,
+        typer.Option("--vkey", help="Print the C2SP signed-note verifier key instead of PEM."),
+    ] = False,
+) -> None:
+    """Print the node's public key (PEM) to pin for 'reel journal verify --public-key'."""
+    path = node_key_path(resolve(data))
+    if not path.exists():
+        raise CliError(f"no node key at {path}: the node creates it when it first starts")
+    try:
+        key = NodeKey.load(path)
+    except CheckpointKeyError as exc:
+        raise CliError(str(exc)) from exc
+    if vkey:
+        print(verifier_key(key.origin, key.public_key))
+    else:
+        sys.stdout.write(key.public_pem())
 
 
 @app.command("head")

@@ -20,23 +20,35 @@ from events import JournalReader, verify
 from projections import replay
 from transports.cli.data_dir import journal_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.journal_cmd import render_report, trusted_key
+from transports.cli.journal_cmd import (
+    PublicKeyOption,
+    WitnessOption,
+    pinned_key,
+    render_report,
+    witness_notes,
+)
 from transports.cli.options import DataOption, JsonOption
 
 
-def replay_cmd(data: DataOption = None, json: JsonOption = False) -> None:
+def replay_cmd(
+    data: DataOption = None,
+    json: JsonOption = False,
+    public_key: PublicKeyOption = None,
+    witness: WitnessOption = None,
+) -> None:
     """Verify the chain and checkpoints, rebuild the views from the journal alone, compare."""
     data_dir = resolve(data)
     live = data_dir / "views.db"
     path = journal_path(data_dir)
     if not path.exists():
         raise CliError(f"no journal at {path}: nothing to replay")
-    key = trusted_key(data)
+    key = pinned_key(public_key)
+    notes = witness_notes(witness)
     reader = JournalReader.open(path)
     try:
-        report = verify(reader, trusted_public_key=key)
+        report = verify(reader, trusted_public_key=key, witness=notes)
         if not report.ok:
-            print(render_report(report, journal_path(data_dir)))
+            print(render_report(report, journal_path(data_dir), public_key, witness))
             raise typer.Exit(EXIT_NEGATIVE)
         with tempfile.TemporaryDirectory(prefix="reel-replay-", dir=data_dir) as scratch:
             console = Console(stderr=True)
@@ -61,7 +73,8 @@ def replay_cmd(data: DataOption = None, json: JsonOption = False) -> None:
     if json:
         print(msgspec.json.encode({"verify": report, "replay": result}).decode())
     else:
-        print(f"journal intact: {report.events} events, {report.checkpoints} checkpoints")
+        anchor = report.anchor if report.anchored else "UNANCHORED (no --public-key, --witness)"
+        print(f"journal intact: {report.events} events, {report.checkpoints} checkpoints, {anchor}")
         print(
             f"replayed {result.events} events to position {result.position} "
             f"in {result.elapsed_s:.2f} s"
