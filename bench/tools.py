@@ -1,0 +1,211 @@
+"""shell.run in bubblewrap: the sandbox's cost per call, against unconfined spawns in one run.
+
+Every figure is a wall-clock time per call of ``true`` (which does nothing, so what is measured
+is the cost of starting and reaping), best of ``--rounds`` interleaved rounds of ``--calls``
+calls each, reported as p50 and p95:
+
+- ``ceiling``: ``subprocess.Popen`` of ``true`` exactly as shell.run spawned programs before
+  the sandbox (stdout/stderr pipes read to EOF, scrubbed environment, own session, the same
+  rlimits in ``preexec_fn``): the unconfined spawn, no reel code;
+- ``bwrap``: the same spawn of bubblewrap running ``true`` under shell.run's profile
+  (`tools.sandbox.Launch`: namespaces, binds, memfd options), no reel code around it;
+- ``shell.run``: ``ToolCatalog.execute("shell.run", {"argv": ["true"]})``, the whole path a
+  tool actor takes (resolution, wrapper check, workspace descriptor, sandbox, supervision,
+  report), sandboxed;
+- ``probe``: the one-time start-up probe (`tools.sandbox.probe`), uncached.
+
+The sandbox's overhead is ``shell.run`` minus ``ceiling`` (target: under 20 ms at p50).
+Targets are printed as PASS/MISS, never asserted.
+
+Run: ``.venv/bin/python bench/tools.py`` (about ten seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools import ExecutionContext, ToolCatalog, ToolsConfig  # noqa: E402
+from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe  # noqa: E402
+from tools.shell import ShellRuntime, _limits  # noqa: E402
+
+TARGET_OVERHEAD_MS = 20.0
+
+
+def ceiling_call(true: str, workspace: Path, config: ToolsConfig) -> None:
+    """One unconfined spawn of ``true``, as shell.run did it before the sandbox."""
+    proc = subprocess.Popen(
+        [true],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=workspace,
+        env={"PATH": config.shell_path, "LANG": "C.UTF-8", "HOME": str(workspace)},
+        start_new_session=True,
+        close_fds=True,
+        preexec_fn=_limits(config),
+    )
+    proc.communicate()
+    assert proc.returncode == 0
+
+
+def bwrap_call(true: str, workspace: Path, config: ToolsConfig, sandbox: Sandbox) -> None:
+    """One spawn of bubblewrap running ``true`` under shell.run's profile."""
+    root = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    launch = Launch.prepare(
+        sandbox,
+        workspace_fd=root,
+        cwd=GUEST_WORKSPACE,
+        env={"PATH": config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE},
+        command=[true],
+    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={},
+            start_new_session=True,
+            close_fds=True,
+            pass_fds=launch.pass_fds,
+            preexec_fn=_limits(config),
+        )
+        launch.started()
+        proc.communicate()
+        assert proc.returncode == 0 and "child-pid" in launch.status()
+    finally:
+        launch.close()
+        os.close(root)
+
+
+def shell_call(catalog: ToolCatalog, workspace: Path) -> None:
+    """One ``shell.run`` of ``true`` through the catalog, as the tool actor calls it."""
+    args = catalog.validate("shell.run", {"argv": ["true"]})
+    result = catalog.execute("shell.run", args, ExecutionContext.start(workspace, 30))
+    assert result.ok, result.error
+
+
+def timed(call: Callable[[], None], calls: int) -> list[float]:
+    """Milliseconds per call, ``calls`` times."""
+    out: list[float] = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def p(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def show(label: str, what: str, ms: list[float], rest: str = "") -> None:
+    figure = f"p50 {statistics.median(ms):6.2f} ms  p95 {p(ms, 95):6.2f} ms"
+    print(f"{label:<10} {what:<52} {figure}   {rest}".rstrip())
+
+
+def verdict(met: bool) -> str:
+    return "PASS" if met else "MISS"
+
+
+def run(work: Path, args: argparse.Namespace) -> int:
+    workspace = work / "workspace"
+    workspace.mkdir()
+    config = ToolsConfig(shell_allowlist=("true",), workspace_dir=str(workspace))
+    true = shutil.which("true", path=config.shell_path)
+    assert true is not None, "no `true` on shell_path"
+    load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"machine    {os.cpu_count()} cores, load average {load} (1/5/15 min) at start; "
+        f"python {platform.python_version()}; uid {os.getuid()}"
+    )
+    _probe.cache_clear()
+    started = time.perf_counter()
+    found = probe(
+        config.shell_bwrap,
+        search_path=config.shell_path,
+        network=False,
+        tmp_bytes=config.shell_tmp_bytes,
+        hidden=(str(work),),
+    )
+    probe_ms = (time.perf_counter() - started) * 1000
+    if not isinstance(found, Sandbox):
+        print(f"sandbox    unavailable: {found}")
+        return 1
+    print(f"sandbox    {found.describe()}; probe at start {probe_ms:.1f} ms (uncached)")
+    runtime = ShellRuntime(config)
+    catalog = ToolCatalog([runtime])
+    cases: dict[str, Callable[[], None]] = {
+        "ceiling": lambda: ceiling_call(true, workspace, config),
+        "bwrap": lambda: bwrap_call(true, workspace, config, found),
+        "shell": lambda: shell_call(catalog, workspace),
+    }
+    for case in cases.values():  # warm-up: page cache, imports
+        timed(case, 5)
+    best: dict[str, list[float]] = {}
+    for _ in range(args.rounds):  # interleaved, so machine noise hits every case alike
+        for name, case in cases.items():
+            ms = timed(case, args.calls)
+            if name not in best or statistics.median(ms) < statistics.median(best[name]):
+                best[name] = ms
+    base = statistics.median(best["ceiling"])
+    shell = statistics.median(best["shell"])
+    print(f"calls      {args.calls} per case per round, best of {args.rounds} interleaved rounds")
+    show("ceiling", "Popen(true): pipes, rlimits, scrubbed env (unconfined)", best["ceiling"])
+    show(
+        "bwrap",
+        "bwrap + shell.run's profile, true (no reel code)",
+        best["bwrap"],
+        f"ratio {base / statistics.median(best['bwrap']):.2f}",
+    )
+    show(
+        "shell.run",
+        "catalog.execute shell.run ['true'], sandboxed",
+        best["shell"],
+        f"ratio {base / shell:.2f}",
+    )
+    overhead = shell - base
+    overhead_p95 = p(best["shell"], 95) - p(best["ceiling"], 95)
+    print(
+        f"{verdict(overhead < TARGET_OVERHEAD_MS)}       sandboxed shell.run costs under "
+        f"{TARGET_OVERHEAD_MS:.0f} ms more than an unconfined spawn: +{overhead:.2f} ms (p50), "
+        f"+{overhead_p95:.2f} ms (p95)"
+    )
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--calls", type=int, default=100, help="calls per case per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=REPO / ".cache" / "bench",
+        help="the workspace goes in a new directory under this one",
+    )
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="tools-", dir=args.dir))
+    try:
+        code = run(work, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()
