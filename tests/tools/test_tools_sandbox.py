@@ -469,3 +469,40 @@ def test_startup_probe_is_cheap_enough_to_run_once(data: DataDir) -> None:
     started = time.monotonic()
     data.catalog(shell_tmp_bytes=12345 * 4096)  # a setting not probed before: a real probe
     assert time.monotonic() - started < 5
+
+
+CRASHING_NODE = """
+import sys, threading
+from pathlib import Path
+from tools import ExecutionContext, ToolCatalog, ToolsConfig
+from tools.shell import ShellRuntime
+config = ToolsConfig(shell_allowlist=("sh",), shell_allowed_wrappers=("sh",))
+catalog = ToolCatalog([ShellRuntime(config)])
+script = f"setsid sleep {sys.argv[2]} & sleep 300"
+args = catalog.validate("shell.run", {"argv": ["sh", "-c", script]})
+threading.Thread(
+    target=catalog.execute, args=("shell.run", args, ExecutionContext.start(Path(sys.argv[1]), 60))
+).start()
+"""
+
+
+@pytest.mark.timeout(30)
+def test_the_sandbox_dies_with_a_node_killed_by_sigkill(data: DataDir) -> None:
+    marker = unique_seconds()
+    repo = Path(__file__).resolve().parents[2]
+    node = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_NODE, str(data.workspace), marker],
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    try:
+        assert wait_for_survivors(marker, timeout_s=15), "the sandboxed process never started"
+        node.kill()
+        node.wait(10)
+        deadline = time.monotonic() + 5
+        while survivors(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert survivors(marker) == []
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.wait(10)
