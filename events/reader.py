@@ -87,10 +87,11 @@ class JournalReader:
         try:
             yield conn
         finally:
-            if self._closed:
-                conn.close()
-            else:
-                self._idle.put(conn)
+            with self._guard:  # never back to the pool after close() emptied it
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.put(conn)
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._borrow() as conn:
@@ -282,10 +283,15 @@ class JournalReader:
             above = ">"
 
     def close(self) -> None:
-        """Close every connection this reader opened (borrowed ones close on return)."""
+        """Close every idle connection now; one borrowed by a read in another thread closes
+        when that read gives it back (closing it under the read would fail both)."""
         with self._guard:
             self._closed = True
-            for conn in self._connections:
+            while True:
+                try:
+                    conn = self._idle.get_nowait()
+                except queue.Empty:
+                    break
                 conn.close()
             self._connections.clear()
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from events import Journal
+from events import Journal, JournalClosed
 from events.lifecycle import STATUS_OF_KIND, is_terminal
 
 
@@ -30,6 +31,12 @@ class RunStateLogger:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        # The journal's final checkpoint at shutdown is a commit too: it may wake this thread
+        # just as the journal closes. Nothing after it is a run state: stop quietly.
+        with contextlib.suppress(JournalClosed):
+            self._follow()
+
+    def _follow(self) -> None:
         while not self._stop.is_set():
             head = self.journal.wait_for(self.position, timeout=0.5)
             while self.position < head:
