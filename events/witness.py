@@ -18,6 +18,7 @@ import contextlib
 import logging
 import os
 import queue
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -133,6 +134,8 @@ class Witness:
                 f"cannot open witness {path} for appending: {exc.strerror}"
             ) from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WitnessError(f"witness {path} is not a regular file")
             data = b""
             while chunk := os.pread(fd, 1 << 20, len(data)):
                 data += chunk

@@ -1,18 +1,70 @@
-"""``/v1/journal``: the head of the hash chain, and a full verification on demand."""
+"""``/v1/journal``: the head of the hash chain, the signed checkpoints, and a verification on
+demand."""
 
 from __future__ import annotations
 
 import asyncio
 
+import msgspec
 from aiohttp import web
 
-from events import verify
+from events import Checkpoint, WitnessStatus, verify
 from transports.http.bodies import JournalHead, VerifyRequest
 from transports.http.context import CONTEXT
-from transports.http.inputs import read_body
+from transports.http.inputs import LIST_CAP, after_seq, page_limit, read_body
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
+
+
+class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One signed checkpoint (a ``journal.checkpoint`` row): docs/journal-format.md section 6."""
+
+    position: int
+    """The last position it covers (the note's size)."""
+    hash: str
+    """The hash of the row at ``position``, hex."""
+    row_position: int
+    """Where the checkpoint row stands (``position + 1``)."""
+    previous: int
+    """The row position of the checkpoint before it (0 for the first)."""
+    origin: str
+    signed_at_ms: int
+    public_key: str
+    """Raw Ed25519 public key, hex."""
+    signature: str
+    """Ed25519 over the note body, hex."""
+    note: str
+    """The C2SP signed note: append it, then an empty line, to a witness of your own."""
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> CheckpointRecord:
+        return cls(
+            position=checkpoint.position,
+            hash=checkpoint.hash.hex(),
+            row_position=checkpoint.row_position,
+            previous=checkpoint.previous,
+            origin=checkpoint.origin,
+            signed_at_ms=checkpoint.signed_at_ms,
+            public_key=checkpoint.public_key.hex(),
+            signature=checkpoint.signature.hex(),
+            note=checkpoint.note(),
+        )
+
+
+class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/journal/checkpoints``: what a monitor pulls to keep a witness of its own."""
+
+    items: list[CheckpointRecord]
+    limit: int
+    limit_clamped: bool
+    next_after: int | None
+    """Pass as ``after`` for the next page (a ``position``); null when there is nothing more
+    now."""
+    origin: str | None
+    """The log name the node signs under (null when it signs no checkpoints)."""
+    witness: WitnessStatus | None
+    """The node's own witness and how its appends went (null when none is configured)."""
 
 
 @routes.get("/v1/journal/head")
@@ -25,16 +77,40 @@ async def head(request: web.Request) -> web.Response:
     )
 
 
+@routes.get("/v1/journal/checkpoints")
+async def checkpoints(request: web.Request) -> web.Response:
+    """The signed checkpoints with ``position > after``, oldest first."""
+    journal = request.app[CONTEXT].runtime.journal
+    after = after_seq(request)
+    limit = page_limit(request, LIST_CAP)
+    found = [c for c in journal.checkpoints() if c.position > after]
+    page = found[: limit.value]
+    key = journal.node_key
+    return json_reply(
+        CheckpointPage(
+            items=[CheckpointRecord.of(c) for c in page],
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=page[-1].position if len(found) > len(page) else None,
+            origin=key.origin if key is not None else None,
+            witness=journal.witness.status if journal.witness is not None else None,
+        )
+    )
+
+
 @routes.post("/v1/journal/verify")
 async def verify_journal(request: web.Request) -> web.Response:
-    """Walk the whole chain and every signed checkpoint against the node's own key.
+    """Walk every row and every signed checkpoint against the node's own key and its witness.
 
     It reads every row, so it runs on a worker thread, one at a time; the report carries any
-    fault (a broken journal is a 200 with ``ok: false``, not an HTTP error)."""
+    fault (a broken journal is a 200 with ``ok: false``, not an HTTP error). The key is the
+    node's own: an auditor who does not trust the node pins its key and runs
+    ``reel journal verify --public-key`` on a copy instead."""
     ctx = request.app[CONTEXT]
     await read_body(request, VerifyRequest, optional=True)
     journal = ctx.runtime.journal
     key = journal.node_key.public_key if journal.node_key is not None else None
+    notes = journal.witness.notes() if journal.witness is not None else None
     async with ctx.verify_lock:
-        report = await asyncio.to_thread(verify, journal, trusted_public_key=key)
+        report = await asyncio.to_thread(verify, journal, trusted_public_key=key, witness=notes)
     return json_reply(report)

@@ -9,7 +9,10 @@ Families:
   the node started, as the journal's writer measures it (``Journal.append_latency``);
 - ``reel_approvals_pending`` (gauge): approvals waiting for a human;
 - ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
-- ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses.
+- ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses;
+- ``reel_witness_appended_total``, ``reel_witness_failures_total`` (counters),
+  ``reel_witness_pending`` (gauge): the checkpoint witness's appends since the node started,
+  failed attempts, and checkpoints waiting to be written (only when a witness is configured).
 """
 
 from __future__ import annotations
@@ -114,6 +117,27 @@ def render(ctx: ApiContext) -> str:
         "Open Server-Sent Events responses.",
         [f"reel_http_sse_streams {ctx.streams}"],
     )
+    witness = getattr(runtime.journal, "witness", None)
+    if witness is not None:
+        status = witness.status
+        lines += _family(
+            "reel_witness_appended_total",
+            "counter",
+            "Signed checkpoints appended to the witness since the node started.",
+            [f"reel_witness_appended_total {status.appended}"],
+        )
+        lines += _family(
+            "reel_witness_failures_total",
+            "counter",
+            "Failed witness appends since the node started (each is retried).",
+            [f"reel_witness_failures_total {status.failures}"],
+        )
+        lines += _family(
+            "reel_witness_pending",
+            "gauge",
+            "Signed checkpoints not yet written to the witness.",
+            [f"reel_witness_pending {status.pending}"],
+        )
     return "\n".join(lines) + "\n"
 
 

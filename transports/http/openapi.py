@@ -37,6 +37,7 @@ from transports.http.bodies import (
     VerifyRequest,
 )
 from transports.http.inputs import LIST_CAP, MAX_SEQ, TAPE_CAP
+from transports.http.journal import CheckpointPage
 
 REF = "#/components/schemas/{name}"
 
@@ -59,6 +60,7 @@ TYPES: tuple[type[Any], ...] = (
     ApprovalPage,
     RunStarted,
     JournalHead,
+    CheckpointPage,
     VerifyReport,
     Health,
 )
@@ -321,6 +323,25 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/journal/head": {
             "get": _op("The head of the hash chain.", {200: _json(JournalHead, "The head.")}, ())
+        },
+        "/v1/journal/checkpoints": {
+            "get": _op(
+                "The signed checkpoints, oldest first, each with its C2SP signed note: what a "
+                "monitor pulls to keep a witness of its own (docs/journal-format.md section 7).",
+                {200: _json(CheckpointPage, "A page of checkpoints.")},
+                (400,),
+                parameters=(
+                    {
+                        "name": "after",
+                        "in": "query",
+                        "required": False,
+                        "description": "Checkpoints whose ``position`` is greater than this "
+                        "(default -1: from the first).",
+                        "schema": {"type": "integer", "minimum": -1, "maximum": MAX_SEQ},
+                    },
+                    _limit(LIST_CAP),
+                ),
+            )
         },
         "/v1/journal/verify": {
             "post": _op(
