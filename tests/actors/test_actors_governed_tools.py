@@ -206,6 +206,7 @@ def test_a_decision_for_an_unknown_approval_is_refused(kit: NodeKit) -> None:
 def test_cancel_while_awaiting_approval_closes_the_approval(kit: NodeKit) -> None:
     ticket = kit.start_run(f"never mind\n{SHELL}")
     request = approval_of(kit, ticket.run_id)
+    kit.wait_for_kind(ticket.run_id, "run.awaiting_approval")
     kit.ask(CancelRun(run_id=ticket.run_id, principal="bob"))
     # Acknowledged only once durable: a restart now fails the run instead of resuming it.
     (requested,) = kit.events(ticket.run_id, "run.cancel_requested")
