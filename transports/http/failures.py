@@ -69,6 +69,12 @@ def to_api_error(exc: BaseException) -> ApiError:
         return _validation_error(exc)
     if isinstance(exc, msgspec.DecodeError):
         return ApiError("invalid_argument", f"the body is not valid JSON: {exc}", "$")
+    if isinstance(exc, UnicodeDecodeError):
+        return ApiError("invalid_argument", "the body is not UTF-8 JSON", "$")
+    if isinstance(exc, web.RequestPayloadError):
+        # aiohttp's message may quote the offending bytes: name the kind of fault only
+        cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else "malformed"
+        return ApiError("invalid_argument", f"the request body could not be read ({cause})", "$")
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return ApiError("payload_too_large", "the request body is over the size limit")
     if isinstance(exc, web.HTTPMethodNotAllowed):

@@ -1,8 +1,10 @@
 """Reading request input: JSON bodies, path ids, query parameters and the paging rules.
 
 Bodies are decoded straight into the request Structs (``forbid_unknown_fields``); the failure
-is mapped to a 400 naming the field by :mod:`transports.http.failures`. Query parameters are
-checked here and name themselves as ``query.<name>``.
+is mapped to a 400 naming the field by :mod:`transports.http.failures`. A body must be JSON
+(``Content-Type`` absent, ``application/json`` or ``application/*+json``, UTF-8), and a string
+holding bytes that are not UTF-8 is a 400 naming that string's path (``$.text``). Query
+parameters are checked here and name themselves as ``query.<name>``.
 
 A parameter that is present must be valid: ``?after=`` (empty) is an error, not "absent".
 
@@ -12,6 +14,7 @@ to the cap and the response says so (``limit_clamped``); below 1 it is an error.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
@@ -49,8 +52,72 @@ async def read_body(request: web.Request, kind: type[T], *, optional: bool = Fal
         if optional:
             return kind()
         raise ApiError("invalid_argument", "a JSON object body is required", "$")
-    body: T = _decoder(kind).decode(raw)
+    json_content_type(request)
+    try:
+        body: T = _decoder(kind).decode(raw)
+    except UnicodeDecodeError:
+        raise not_utf8(raw) from None
     return body
+
+
+def json_content_type(request: web.Request) -> None:
+    """Refuse a body declared as anything but UTF-8 JSON (an absent type is taken as JSON)."""
+    if "Content-Type" not in request.headers:
+        return
+    kind = request.content_type.lower()
+    charset = (request.charset or "utf-8").lower()
+    top, _, sub = kind.partition("/")
+    if not (kind == "application/json" or (top == "application" and sub.endswith("+json"))):
+        raise ApiError(
+            "invalid_argument",
+            f"the body must be JSON (Content-Type: application/json), not {kind[:64]!r}",
+            "header.Content-Type",
+        )
+    if charset not in ("utf-8", "utf8"):
+        raise ApiError(
+            "invalid_argument",
+            f"the body must be UTF-8 JSON, not charset {charset[:32]!r}",
+            "header.Content-Type",
+        )
+
+
+def not_utf8(raw: bytes) -> ApiError:
+    """The error for a body with bytes that are not UTF-8: the path of the string (value or key)
+    that holds them when the rest is JSON, else the body itself. Never echoes the bytes."""
+    try:
+        # surrogateescape turns each bad byte into a lone surrogate, which stdlib json keeps
+        document = json.loads(raw.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError):
+        return ApiError("invalid_argument", "the body is not UTF-8 JSON", "$")
+    found = _escaped_string(document)
+    if found is None:  # cannot happen: the bad bytes are in some string
+        return ApiError("invalid_argument", "the body is not UTF-8 JSON", "$")
+    path, in_key = found
+    what = f"a key of the object at {path}" if in_key else f"the string at {path}"
+    return ApiError("invalid_argument", f"{what} is not valid UTF-8", path)
+
+
+def _escaped_string(document: Any) -> tuple[str, bool] | None:
+    """The msgspec-style path (``$.a[0].b``) of the first string holding an escaped byte, and
+    whether it is an object's key; iterative, so nesting depth costs no recursion."""
+    stack: list[tuple[str, Any]] = [("$", document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if _BAD_BYTE.search(value):
+                return path, False
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                if _BAD_BYTE.search(key):
+                    return path, True
+                stack.append((f"{path}.{key[:64]}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+_BAD_BYTE = re.compile("[\udc80-\udcff]")
+"""What ``surrogateescape`` decodes a byte that is not UTF-8 to."""
 
 
 def path_id(request: web.Request, name: str, what: str) -> str:

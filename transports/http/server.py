@@ -2,41 +2,24 @@
 
 The server runs on ``runtime.node.io`` (the node's one network I/O thread), with handler
 cancellation on: a client that disconnects cancels its handler (an SSE stream ends at once).
-No access log is written (the token is never at risk, and the API stays fast).
+No access log is written (the token is never at risk, and the API stays fast). Requests aiohttp
+cannot parse are answered by :mod:`transports.http.protocol` (JSON, never echoing the request).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 
 from transports.auth import load_or_create_token
 from transports.http.app import build_app
 from transports.http.context import CONTEXT, ApiContext
+from transports.http.protocol import Runner
 from transports.runtime import Runtime
 
 SHUTDOWN_GRACE_S = 5.0
 """How long ``stop()`` lets in-flight requests finish before cancelling them."""
-
-
-class _QuietParserErrors(logging.Filter):
-    """aiohttp logs a request it cannot parse with the offending bytes, which may be a header
-    line carrying a token: keep the record, drop the bytes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, HttpProcessingError):
-            record.msg = "refused a malformed HTTP request (%s)"
-            record.args = (type(exc).__name__,)
-            record.exc_info = None
-            record.exc_text = None
-        return True
-
-
-_QUIET = _QuietParserErrors()
 
 
 class HttpServer:
@@ -90,11 +73,8 @@ async def serve_http(
     bind_host = config.host if host is None else host
     bind_port = config.port if port is None else port
     secret = token if token is not None else load_or_create_token(runtime.data_dir)
-    server_log = logging.getLogger("aiohttp.server")
-    if _QUIET not in server_log.filters:
-        server_log.addFilter(_QUIET)
     app = build_app(runtime, secret, keepalive_s=keepalive_s)
-    runner = web.AppRunner(
+    runner = Runner(
         app,
         handler_cancellation=True,
         access_log=None,

@@ -6,8 +6,10 @@ reel's code anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +132,17 @@ class Node:
         finally:
             conn.close()
 
+    def raw(self, request: bytes, timeout: float = 10.0) -> bytes:
+        """Send ``request`` as is over a fresh socket; everything the server sends back until it
+        closes (or ``timeout``)."""
+        with socket.create_connection((self.server.host, self.server.port), timeout) as sock:
+            sock.sendall(request)
+            received = b""
+            with contextlib.suppress(TimeoutError):
+                while chunk := sock.recv(65536):
+                    received += chunk
+            return received
+
     def stream(self, run_id: str, headers: dict[str, str] | None = None, query: str = "") -> Stream:
         conn = self.connection()
         conn.request(
@@ -191,10 +204,12 @@ def eventually(check: Any, timeout: float = 10.0) -> Any:
         time.sleep(0.02)
 
 
-def open_node(data_dir: Path, keepalive_s: float = 15.0, **config: Any) -> Node:
+def open_node(
+    data_dir: Path, keepalive_s: float = 15.0, shell: tuple[str, ...] = ("echo",), **config: Any
+) -> Node:
     cfg = NodeConfig(
         http=HttpConfig(port=0, max_body_bytes=MAX_BODY),
-        tools=ToolsSection(shell_allowlist=("echo",)),
+        tools=ToolsSection(shell_allowlist=shell),
         **config,
     )
     runtime = open_runtime(data_dir, config=cfg)
