@@ -6,13 +6,14 @@ one place that knows every package; nothing below ``transports`` imports it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
 from actors.provider import ModelProvider
-from events import Journal, NodeKey, Witness
+from events import Journal, JournalError, NodeKey, Witness
 from policies import PolicyEngine
 from projections import Projector, Views
 from tools import build_catalog
@@ -32,12 +33,16 @@ class Runtime:
     views: Views
 
     def close(self, grace_s: float = 10.0) -> None:
-        """Drain and stop the node, then the projector, then close the journal (signing a final
-        checkpoint)."""
+        """Drain and stop the node, sign the final checkpoint, let the views catch up with it,
+        then close the journal."""
         try:
             self.node.stop(grace_s)
         finally:
             try:
+                # The final checkpoint is a row: sign it before the views' last catch-up, so
+                # they end at the head the journal closes with.
+                with contextlib.suppress(JournalError):
+                    self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
                 self.views.close()
             finally:
