@@ -11,8 +11,8 @@ Every figure is measured next to its ceiling, on the same disk, with the same ro
   1, 8 and 64 threads, each on its own stream with ``expected_seq`` (group commit does the rest);
 - ``verify``: :func:`events.verify` over a journal of ``--verify-events`` rows, written directly
   with the real chain functions, with a signed ``journal.checkpoint`` row (a link of the chain)
-  every 10,000 rows and 9,999 unsigned rows after the last one (the most a node leaves before
-  its next checkpoint), against the pinned key and a witness holding every checkpoint;
+  every 10,000 rows and 10,000 unsigned rows after the last one (as many as a node leaves
+  before its next checkpoint), against the pinned key and a witness holding every checkpoint;
 - ``start``: what a node checks before it serves that journal (:func:`events.verify_recent`
   through opening :class:`events.Journal` with its key and witness: dense positions, every
   checkpoint, the rows after the last one), against the full verify in the same run;
@@ -288,7 +288,7 @@ def handoff(writers: int, events: int) -> float:
 def build_verify_journal(path: Path, key: NodeKey, events: int, witness: Path) -> float:
     """Write ``events`` chained rows (1,000 per stream) straight into a new journal, with a
     ``journal.checkpoint`` row every CHECKPOINT_EVERY rows (checkpoint rows count, as the
-    writer counts them) and CHECKPOINT_EVERY - 1 unsigned rows after the last one; every
+    writer counts them) and about CHECKPOINT_EVERY unsigned rows after the last one; every
     checkpoint's note goes to ``witness``. Returns the seconds taken.
 
     Legitimate for a verify benchmark: verify reads whatever rows are there, and these are

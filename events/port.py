@@ -33,6 +33,11 @@ The contract every implementation keeps (the conformance suite checks each point
   journal is closed and opened again.
 - **Subscription**: listeners are called with the committed head after each commit, and
   ``wait_for`` wakes when a commit moves the head past the position it waits on.
+- **Checkpoints are rows**: a signed checkpoint is a ``journal.checkpoint`` row on the
+  ``journal`` stream, right after the row it covers, naming the checkpoint row before it
+  (docs/journal-format.md section 6). Only the journal writes that stream or that kind (an
+  append of either is :class:`events.AppendRejected`); readers see the rows like any others
+  (projections ignore them: they carry no correlation id and no view folds the kind).
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ class JournalReadPort(Protocol):
         ...
 
     def checkpoints(self) -> list[Checkpoint]:
-        """Every signed checkpoint, by position."""
+        """Every signed checkpoint (the ``journal.checkpoint`` rows, decoded), by position."""
         ...
 
     def close(self) -> None:
@@ -154,9 +159,9 @@ class JournalPort(JournalReadPort, Protocol):
         ...
 
     def checkpoint(self) -> Checkpoint | None:
-        """Sign the head now, after everything submitted before this call has committed.
-        ``None`` when there is no node key or the head is already signed (an empty journal
-        has nothing to sign)."""
+        """Sign the head now, after everything submitted before this call has committed, and
+        append the checkpoint row (the new head). ``None`` when there is no node key or the
+        head is already a checkpoint (an empty journal has nothing to sign)."""
         ...
 
     @property
