@@ -65,7 +65,7 @@ class JournalTampered(JournalError):
     signed or appended over it. ``kind`` and ``position`` name the first fault found."""
 
     def __init__(self, message: str, kind: str, position: int) -> None:
-        super().__init__(message)
+        super().__init__(" ".join(message.split()))  # one line, whatever the rows held
         self.kind = kind
         self.position = position
 

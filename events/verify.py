@@ -368,14 +368,14 @@ class _Walker:
                     Fault(
                         kind="altered_payload",
                         position=position,
-                        message=f"the payload of row {position} ({kind}) was altered",
+                        message=f"the payload of row {position} ({_shown(kind)}) was altered",
                     )
                 )
             raise _Found(
                 Fault(
                     kind="altered_envelope",
                     position=position,
-                    message=f"an envelope field of row {position} ({kind}) was altered",
+                    message=f"an envelope field of row {position} ({_shown(kind)}) was altered",
                 )
             )
         stored = bytes(stored_hash)
@@ -396,7 +396,7 @@ class _Walker:
         if kind == CHECKPOINT_KIND or stream == CHECKPOINT_STREAM:
             self._checkpoint(position, stream, seq, kind, version, at_ms, payload)
         elif position - 1 in self.witnessed:
-            self._missing(position - 1, f"row {position} is a {kind}")
+            self._missing(position - 1, f"row {position} is a {_shown(kind)}")
         self.before_prev, self.prev = self.prev, stored
         self.expected = position + 1
         self.head_position, self.head_hash = position, stored
@@ -418,7 +418,10 @@ class _Walker:
             return _bad_checkpoint(position, why)
 
         if kind != CHECKPOINT_KIND or stream != CHECKPOINT_STREAM:
-            raise bad(f"is a {kind} on stream {stream!r}: only checkpoints belong to 'journal'")
+            raise bad(
+                f"is a {_shown(kind)} on stream {_shown(stream)}: only checkpoints belong to "
+                "'journal'"
+            )
         try:
             event = decode(kind, version, payload)
         except UnknownEventKind as exc:
@@ -538,6 +541,14 @@ class _Walker:
             unsigned_rows=max(0, self.head_position - self.last_row) if fault is None else 0,
             last_checkpoint_row=self.last_row,
         )
+
+
+def _shown(value: object) -> str:
+    """A stored value for a one-line message: as it is when it is plain printable text, else
+    its repr (an attacker chooses what tampered rows hold; messages stay one line)."""
+    if isinstance(value, str) and value.isprintable() and len(value) <= 80:
+        return value
+    return repr(value)[:80]
 
 
 def _readable(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
