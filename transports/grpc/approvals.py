@@ -35,7 +35,7 @@ from transports.grpc.context import (
 )
 from transports.grpc.records import approval_message
 from transports.grpc.run_stream import SCOPE_NAMES
-from transports.grpc.status import invalid, to_grpc_error
+from transports.grpc.status import beyond_head, invalid, to_grpc_error
 
 STATE_FILTER = {
     ApprovalState.UNSPECIFIED: None,
@@ -89,10 +89,12 @@ class ApprovalsService(ApprovalsBase):
         approval_id = require_id("approval_id", message.approval_id)
         if message.decision not in (Decision.ALLOW, Decision.DENY):
             raise invalid("decision", "must be ALLOW or DENY")
+        if message.scope not in SCOPE_NAMES:
+            raise invalid("scope", "must be ONCE, SESSION or ALWAYS (unspecified means ONCE)")
         command = ResolveApproval(
             approval_id=approval_id,
             decision="allow" if message.decision == Decision.ALLOW else "deny",
-            scope=SCOPE_NAMES.get(message.scope, "once"),
+            scope=SCOPE_NAMES[message.scope],
             principal=PRINCIPAL,
             reason=message.reason,
         )
@@ -107,6 +109,7 @@ class ApprovalsService(ApprovalsBase):
         runtime = ctx.runtime
         if message.after_position < 0:
             raise invalid("after_position", "must not be negative")
+        beyond_head(message.after_position, runtime.journal.committed_position)
         async with ctx.stream():
             position = message.after_position or runtime.projector.position
             if message.include_pending:

@@ -24,7 +24,7 @@ from proto.reel.v1 import (
 )
 from transports.grpc.context import ServiceContext
 from transports.grpc.records import checkpoint_message, envelope_message, verify_message
-from transports.grpc.status import invalid, to_grpc_error
+from transports.grpc.status import beyond_head, invalid, to_grpc_error
 
 READ_BATCH = 1000
 
@@ -64,6 +64,7 @@ class JournalService(JournalBase):
             raise invalid("limit", "must not be negative (0 means no limit)")
         ctx = self.ctx
         journal = ctx.runtime.journal
+        beyond_head(message.after_position, journal.committed_position)
         left = message.limit or None
         asked = 0
 

@@ -206,6 +206,9 @@ class RunConversation:
             if body.decision not in (Decision.ALLOW, Decision.DENY):
                 field = "approval.decision"
                 raise invalid(field, "must be ALLOW or DENY")
+            if body.scope not in SCOPE_NAMES:
+                field = "approval.scope"
+                raise invalid(field, "must be ONCE, SESSION or ALWAYS (unspecified means ONCE)")
             views = self.ctx.views
             record = views.approval(approval_id)
             if record is None:
@@ -222,7 +225,7 @@ class RunConversation:
             command = ResolveApproval(
                 approval_id=approval_id,
                 decision="allow" if body.decision == Decision.ALLOW else "deny",
-                scope=SCOPE_NAMES.get(body.scope, "once"),
+                scope=SCOPE_NAMES[body.scope],
                 principal=PRINCIPAL,
                 reason=body.reason,
             )

@@ -30,6 +30,7 @@ from transports.grpc.codec import CappedProtoCodec
 from transports.grpc.context import ServiceContext
 from transports.grpc.errors import GrpcStartError
 from transports.grpc.gateway import GatewayService
+from transports.grpc.guard import guard_calls
 from transports.grpc.journal import JournalService
 from transports.grpc.reflection import reflection_pool
 from transports.runtime import Runtime
@@ -117,6 +118,14 @@ class GrpcServer:
         servable = ServerReflection.extend([*services, health], pool=reflection_pool())
         server = Server(servable, codec=CappedProtoCodec(self.max_message_bytes))
         require_token(server, self._token)
+        guard_calls(
+            server,
+            {
+                path: handler.cardinality
+                for service in servable
+                for path, handler in service.__mapping__().items()
+            },
+        )
         self._unsubscribe = [
             runtime.projector.listen(ctx.applied.notify),
             runtime.journal.listen(ctx.committed.notify),

@@ -50,6 +50,16 @@ def invalid(field: str, problem: str) -> GRPCError:
     return GRPCError(Status.INVALID_ARGUMENT, f"{field}: {problem}")
 
 
+def beyond_head(after_position: int, head: int) -> None:
+    """OUT_OF_RANGE for a position this journal has not reached (another node's, or made up):
+    following it would wait, silently, for events that may never come."""
+    if after_position > head:
+        raise GRPCError(
+            Status.OUT_OF_RANGE,
+            f"after_position: {after_position} is beyond the journal's head ({head})",
+        )
+
+
 def not_found(what: str) -> GRPCError:
     """NOT_FOUND with ``what`` (e.g. "run '01H...'") in the message."""
     return GRPCError(Status.NOT_FOUND, f"{what} not found")

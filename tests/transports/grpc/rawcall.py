@@ -1,0 +1,186 @@
+"""Raw calls to every gRPC method: bytes as the request message, frames as the test writes
+them, the status as the server answers it. For the malformed-input and fuzz tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
+from grpclib.client import Channel
+from grpclib.const import Cardinality, Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.exceptions import GRPCError
+from grpclib.health.v1 import health_pb2
+from grpclib.reflection.v1 import reflection_pb2
+from grpclib.reflection.v1alpha import reflection_pb2 as reflection_v1alpha_pb2
+
+from proto.reel.v1 import DESCRIPTOR_POOL
+
+CARDINALITY = {
+    (False, False): Cardinality.UNARY_UNARY,
+    (False, True): Cardinality.UNARY_STREAM,
+    (True, False): Cardinality.STREAM_UNARY,
+    (True, True): Cardinality.STREAM_STREAM,
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    path: str
+    request: Any
+    """The request message's descriptor."""
+    cardinality: Cardinality
+
+    def __str__(self) -> str:
+        return self.path
+
+
+def methods() -> list[Method]:
+    """Every method the node serves (reel.v1, health, both reflection versions)."""
+    services = [
+        service
+        for module in (health_pb2, reflection_pb2, reflection_v1alpha_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+    ]
+    for name in ("reel/v1/gateway.proto", "reel/v1/approvals.proto", "reel/v1/journal.proto"):
+        services.extend(DESCRIPTOR_POOL.FindFileByName(name).services_by_name.values())
+    return [
+        Method(
+            f"/{service.full_name}/{method.name}",
+            method.input_type,
+            CARDINALITY[(method.client_streaming, method.server_streaming)],
+        )
+        for service in services
+        for method in service.methods
+    ]
+
+
+class RawCodec(ProtoCodec):
+    """Sends ``bytes`` as they are; hands replies back as bytes."""
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        return bytes(message)
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        return data
+
+
+def frame(payload: bytes, *, compressed: bool = False, length: int | None = None) -> bytes:
+    """A gRPC message frame (flag, big-endian length, bytes); ``length`` may lie."""
+    size = len(payload) if length is None else length
+    return struct.pack(">?I", compressed, size) + payload
+
+
+async def call(
+    channel: Channel,
+    method: Method,
+    metadata: dict[str, str],
+    *,
+    message: bytes | None = None,
+    raw_frame: bytes | None = None,
+    timeout: float = 5.0,
+) -> Status:
+    """Send one request (``message`` framed, or ``raw_frame`` as is, or nothing) and end the
+    stream; the call's status. A stream that answers is cancelled after its first reply."""
+    try:
+        # the client side streams whatever the method is, so it may send no message or two
+        async with channel.request(
+            method.path,
+            Cardinality.STREAM_STREAM,
+            bytes,
+            bytes,
+            timeout=timeout,
+            metadata=metadata,
+        ) as stream:
+            await stream.send_request()
+            if raw_frame is not None:
+                await stream._stream.send_data(raw_frame, end_stream=True)  # the test's own frame
+            elif message is not None:
+                await stream.send_message(message, end=True)
+            else:
+                await stream.end()
+            reply = await stream.recv_message()
+            if reply is not None and method.cardinality.server_streaming:
+                with contextlib.suppress(Exception):
+                    await stream.cancel()
+                return Status.OK
+            await stream.recv_trailing_metadata()
+            return Status.OK
+    except GRPCError as exc:
+        return exc.status
+    except TimeoutError:  # the client's deadline (a stream with nothing to send yet)
+        return Status.DEADLINE_EXCEEDED
+
+
+def field_bytes(number: int, wire: int, value: bytes) -> bytes:
+    """A tag and ``value`` as they are (the caller encodes lengths)."""
+    return varint(number << 3 | wire) + value
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def length_delimited(number: int, payload: bytes) -> bytes:
+    return field_bytes(number, 2, varint(len(payload)) + payload)
+
+
+def first_string_field(descriptor: Any) -> Any | None:
+    for field in descriptor.fields:
+        if field.type == descriptor_pb2.FieldDescriptorProto.TYPE_STRING:
+            return field
+    return None
+
+
+class Records(logging.Handler):
+    """Every log record of the process while installed (any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> Records:
+        root = logging.getLogger()
+        self._level = root.level
+        root.setLevel(min(self._level, logging.INFO))
+        root.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        root = logging.getLogger()
+        root.removeHandler(self)
+        root.setLevel(self._level)
+
+    def text(self) -> str:
+        return "\n".join(
+            self.format(r) + (str(r.exc_info) if r.exc_info else "") for r in self.records
+        )
+
+    def refusals(self) -> list[logging.LogRecord]:
+        return [r for r in self.records if r.name == "reel.grpc"]
+
+    def faults(self) -> list[logging.LogRecord]:
+        """Records that must never come from bad input: tracebacks and errors."""
+        return [r for r in self.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+def run(coro: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+    if loop is not None:
+        return loop.run_until_complete(asyncio.wait_for(coro, 30))
+    return asyncio.run(asyncio.wait_for(coro, 30))

@@ -1,0 +1,191 @@
+"""Bytes that are not the method's request message, on every method of every service:
+INVALID_ARGUMENT with a message naming the problem, exactly one log line, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+from grpclib.client import Channel
+from grpclib.const import Status
+
+from tests.transports.grpc.conftest import GrpcNode, run
+from tests.transports.grpc.rawcall import (
+    Method,
+    RawCodec,
+    Records,
+    call,
+    field_bytes,
+    first_string_field,
+    frame,
+    length_delimited,
+    methods,
+    varint,
+)
+from transports.grpc.wire import VARINT, MalformedMessage, check
+
+MALFORMED = {
+    "truncated varint": b"\x08\xff",
+    "truncated tag": b"\x80",
+    "varint over 64 bits": b"\x08" + b"\xff" * 9 + b"\x02",
+    "varint over 10 bytes": b"\x08" + b"\xff" * 10 + b"\x01",
+    "length past the end": b"\x0a\xff\xff\xff\xff\x0f",
+    "length past the end by one": b"\x0a\x03ab",
+    "group": b"\x0b\x0c",
+    "wire type 7": b"\x0f",
+    "field number 0": b"\x00\x01",
+    "64-bit value cut short": b"\x09\x01\x02",
+    "32-bit value cut short": b"\x0d\x01",
+    "unknown field cut short": b"\xf8\x07",
+}
+
+
+def wrong_wire_type(method: Method) -> bytes:
+    """The request's first field, sent with a wire type its type does not use."""
+    field = method.request.fields[0]
+    if field.type in (field.TYPE_STRING, field.TYPE_BYTES, field.TYPE_MESSAGE):
+        return field_bytes(field.number, VARINT, varint(3))
+    return length_delimited(field.number, b"abc")
+
+
+@pytest.mark.parametrize("method", methods(), ids=str)
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_bytes_are_invalid_argument(node: GrpcNode, method: Method, case: str) -> None:
+    with Records() as log:
+        status = run(_call(node, method, message=MALFORMED[case]))
+    assert status == Status.INVALID_ARGUMENT, (method, case)
+    assert len(log.refusals()) == 1, log.text()
+    assert method.path in log.refusals()[0].getMessage()
+    assert not log.faults(), log.text()
+
+
+@pytest.mark.parametrize("method", methods(), ids=str)
+def test_a_field_with_the_wrong_wire_type_is_invalid_argument_naming_it(
+    node: GrpcNode, method: Method
+) -> None:
+    if not method.request.fields:
+        pytest.skip(f"{method.request.full_name} has no fields")
+    with Records() as log:
+        status = run(_call(node, method, message=wrong_wire_type(method)))
+    assert status == Status.INVALID_ARGUMENT
+    line = log.refusals()[0].getMessage()
+    assert f"{method.request.name}.{method.request.fields[0].name}" in line, line
+    assert len(log.refusals()) == 1 and not log.faults(), log.text()
+
+
+@pytest.mark.parametrize("method", methods(), ids=str)
+def test_invalid_utf8_in_a_string_field_is_invalid_argument_naming_it(
+    node: GrpcNode, method: Method
+) -> None:
+    field = first_string_field(method.request)
+    if field is None:
+        pytest.skip(f"{method.request.full_name} has no string field")
+    with Records() as log:
+        status = run(_call(node, method, message=length_delimited(field.number, b"ok \xff\xfe")))
+    assert status == Status.INVALID_ARGUMENT
+    line = log.refusals()[0].getMessage()
+    assert f"{method.request.name}.{field.name}: not valid UTF-8" in line, line
+    assert len(log.refusals()) == 1 and not log.faults(), log.text()
+
+
+@pytest.mark.parametrize("method", methods(), ids=str)
+@pytest.mark.parametrize(
+    ("case", "raw"),
+    [
+        ("compressed flag", frame(b"", compressed=True)),
+        ("frame cut short", frame(b"\x08\x01", length=100)),
+        ("header cut short", b"\x00\x00\x00"),
+    ],
+)
+def test_a_bad_frame_is_invalid_argument(
+    node: GrpcNode, method: Method, case: str, raw: bytes
+) -> None:
+    with Records() as log:
+        status = run(_call(node, method, raw_frame=raw))
+    assert status == Status.INVALID_ARGUMENT, case
+    assert len(log.refusals()) == 1, log.text()
+    assert not log.faults(), log.text()
+
+
+@pytest.mark.parametrize(
+    "method", [m for m in methods() if not m.cardinality.client_streaming], ids=str
+)
+def test_a_unary_call_without_its_message_is_invalid_argument(
+    node: GrpcNode, method: Method
+) -> None:
+    with Records() as log:
+        status = run(_call(node, method))
+    assert status == Status.INVALID_ARGUMENT
+    assert "no request message" in log.refusals()[0].getMessage()
+    assert not log.faults(), log.text()
+
+
+def test_unknown_fields_are_ignored_when_well_formed(node: GrpcNode) -> None:
+    method = next(m for m in methods() if m.path == "/reel.v1.Gateway/ListSessions")
+    unknown = (
+        field_bytes(99, VARINT, varint(7))
+        + length_delimited(100, b"\xff\xfe not text: bytes of an unknown field")
+        + field_bytes(101, 1, b"12345678")
+        + field_bytes(102, 5, b"1234")
+    )
+    with Records() as log:
+        assert run(_call(node, method, message=unknown)) == Status.OK
+    assert not log.refusals() and not log.faults()
+
+
+def test_unknown_enum_values_are_invalid_argument(node: GrpcNode) -> None:
+    resolve = next(m for m in methods() if m.path == "/reel.v1.Approvals/Resolve")
+    approval = length_delimited(1, b"01ARZ3NDEKTSV4RRFFQ69G5FAV")
+    allow = field_bytes(2, VARINT, varint(1))
+    for message in (
+        approval + field_bytes(2, VARINT, varint(99)),
+        approval + allow + field_bytes(3, VARINT, varint(77)),
+        approval + field_bytes(2, VARINT, varint(2**64 - 1)),
+    ):
+        with Records() as log:
+            assert run(_call(node, resolve, message=message)) == Status.INVALID_ARGUMENT
+        assert not log.faults(), log.text()
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/reel.v1.Approvals/List", field_bytes(1, VARINT, varint(2**64 - 1))),
+        ("/reel.v1.Gateway/ListSessions", field_bytes(1, VARINT, varint(2**63))),
+        ("/reel.v1.Gateway/ListSessions", field_bytes(1, VARINT, varint(2**31))),
+        ("/reel.v1.Journal/Read", field_bytes(1, VARINT, varint(2**64 - 1))),
+        ("/reel.v1.Journal/Read", field_bytes(1, VARINT, varint(2**63 - 1))),
+        ("/reel.v1.Journal/Read", field_bytes(2, VARINT, varint(2**63 + 5))),
+        ("/reel.v1.Approvals/Watch", field_bytes(1, VARINT, varint(2**63 - 1))),
+    ],
+)
+def test_integers_at_the_edges_of_their_range_are_answered_not_internal(
+    node: GrpcNode, path: str, message: bytes
+) -> None:
+    """Out-of-range integers are truncated as protobuf says; what they then mean is the
+    handler's to judge (a negative position is INVALID_ARGUMENT), never INTERNAL."""
+    method = next(m for m in methods() if m.path == path)
+    with Records() as log:
+        status = run(_call(node, method, message=message))
+    assert status not in (Status.UNKNOWN, Status.INTERNAL), status
+    assert not log.faults(), log.text()
+
+
+def test_check_accepts_what_protobuf_encodes() -> None:
+    from grpclib.reflection.v1 import reflection_pb2
+
+    request = reflection_pb2.ServerReflectionRequest(
+        host="h",
+        file_containing_extension=reflection_pb2.ExtensionRequest(
+            containing_type="x", extension_number=-5
+        ),
+    )
+    check(request.SerializeToString(), request.DESCRIPTOR)
+    with pytest.raises(MalformedMessage, match=r"file_containing_extension"):
+        check(request.SerializeToString()[:-1], request.DESCRIPTOR)
+
+
+async def _call(node: GrpcNode, method: Method, **kwargs: bytes) -> Status:
+    channel = Channel("127.0.0.1", node.server.port, codec=RawCodec())
+    try:
+        return await call(channel, method, node.metadata, **kwargs)
+    finally:
+        channel.close()
