@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import ipaddress
+import re
 import socket
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -106,11 +107,9 @@ class HttpRuntime(ToolRuntime):
         if args.body is not None and args.method != "POST":
             raise Fault("invalid", "body: only allowed with method POST")
         body_cap = self._config.http_request_body_cap_bytes
-        if args.body is not None and len(args.body.encode()) > body_cap:
+        if args.body is not None and len(_utf8(args.body, "body")) > body_cap:
             raise Fault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
-        for key in args.headers:
-            if key.strip().lower() in _FORBIDDEN_HEADERS:
-                raise Fault("invalid", f"headers.{key}: may not be set by the caller")
+        _check_headers(args.headers)
         return asyncio.run(_watched(self._fetch(args, ctx), ctx))
 
     async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
@@ -146,7 +145,7 @@ class HttpRuntime(ToolRuntime):
                     ) as resp:
                         location = resp.headers.get("Location")
                         if resp.status in _REDIRECTS and location:
-                            nxt = url.join(URL(location))
+                            nxt = _redirect(url, location)
                             if resp.status == 303 or (
                                 resp.status in (301, 302) and method == "POST"
                             ):
@@ -216,6 +215,63 @@ class HttpRuntime(ToolRuntime):
                 "failed", f"HTTP {resp.status}", output=out_text, truncated=truncated, lossy=lossy
             )
         return Output(text=out_text, truncated=truncated, lossy=lossy)
+
+
+def _check_headers(headers: dict[str, str]) -> None:
+    """Refuse, before any connection, a header the caller may not set or HTTP cannot carry: a
+    name that is not an RFC 9110 token, a value with a control character (CR, LF, NUL...) or
+    a character outside ASCII. The error names the header, never echoes its value."""
+    for name, value in headers.items():
+        bad = _BAD_NAME_CHAR.search(name)
+        if bad is not None or not name:
+            shown = name[: bad.start()] if bad is not None else ""
+            problem = _describe_char(bad.group()) if bad is not None else "it is empty"
+            raise Fault(
+                "invalid",
+                f"headers.{shown}{'…' if bad is not None else ''}: not a valid HTTP header name "
+                f"({problem})",
+            )
+        if name.lower() in _FORBIDDEN_HEADERS:
+            raise Fault("invalid", f"headers.{name}: may not be set by the caller")
+        bad = _BAD_VALUE_CHAR.search(value)
+        if bad is not None:
+            raise Fault(
+                "invalid",
+                f"headers.{name}: the value has {_describe_char(bad.group())} at offset "
+                f"{bad.start()}, which an HTTP header cannot carry",
+            )
+
+
+_BAD_NAME_CHAR = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+"""Anything outside RFC 9110's ``token``."""
+_BAD_VALUE_CHAR = re.compile(r"[^\t\x20-\x7e]")
+"""Anything but visible ASCII, space and tab (CR, LF, NUL, DEL, other controls, non-ASCII)."""
+_CHAR_NAMES = {"\r": "a carriage return (CR)", "\n": "a line feed (LF)", "\x00": "a NUL byte"}
+
+
+def _describe_char(char: str) -> str:
+    if char in _CHAR_NAMES:
+        return _CHAR_NAMES[char]
+    code = ord(char)
+    if code < 0x20 or code == 0x7F:
+        return f"the control character U+{code:04X}"
+    if code > 0x7F:
+        return f"the non-ASCII character U+{code:04X}"
+    return f"the character {char!r}"
+
+
+def _utf8(text: str, field: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate: not text any server can receive
+        raise Fault("invalid", f"{field}: not valid Unicode text") from None
+
+
+def _redirect(url: URL, location: str) -> URL:
+    try:
+        return url.join(URL(location))
+    except (ValueError, TypeError):
+        raise Fault("failed", "the server redirected to a Location that is not a URL") from None
 
 
 def _parse(raw: str) -> URL:

@@ -318,3 +318,23 @@ def test_a_last_event_id_that_is_not_utf8_is_400(node: Node, log: pytest.LogCapt
     assert status == 400
     assert json.loads(body)["error"]["field"] == "header.Last-Event-ID"
     quiet(log, node)
+
+
+# --- tool arguments ----------------------------------------------------------------------------
+
+
+def test_a_fetch_header_with_crlf_is_a_tool_error_naming_it_not_an_internal_error(
+    node: Node, log: pytest.LogCaptureFixture
+) -> None:
+    arguments = json.dumps(
+        {"url": "http://127.0.0.1:9/", "headers": {"X-Note": "a\r\nX-Injected: b\u0000"}}
+    )
+    run_id = node.start(f"/tool http.fetch {arguments}")
+    approval_id = node.pending_approval(run_id)
+    assert node.call("POST", f"/v1/approvals/{approval_id}", {"decision": "allow"}).status == 200
+    events = node.finish(run_id)
+    completed = next(e.entry["event"] for e in events if e.event == "tool.completed")
+    assert (completed["ok"], completed["error_kind"]) == (False, "invalid")
+    assert completed["error"].startswith("headers.X-Note: the value has a carriage return (CR)")
+    assert events[-1].event == "run.completed"
+    quiet(log, node)
