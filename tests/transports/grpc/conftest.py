@@ -28,11 +28,11 @@ SHELL_ECHO = '/tool shell.run {"argv":["echo","yo"]}'
 TERMINAL = {"run.completed", "run.failed", "run.cancelled"}
 
 
-def node_config(chunk_delay_s: float = 0.0) -> NodeConfig:
+def node_config(chunk_delay_s: float = 0.0, shell: tuple[str, ...] = ("echo",)) -> NodeConfig:
     return NodeConfig(
         grpc=GrpcConfig(port=0, max_message_bytes=MAX_MESSAGE),
         provider=ProviderConfig(chunk_delay_s=chunk_delay_s),
-        tools=ToolsSection(shell_allowlist=("echo",)),
+        tools=ToolsSection(shell_allowlist=shell),
     )
 
 
@@ -64,8 +64,10 @@ class GrpcNode:
             self.runtime.close(grace_s=0)
 
 
-def start_node(data_dir: Path, *, port: int = 0, chunk_delay_s: float = 0.0) -> GrpcNode:
-    runtime = open_runtime(data_dir, config=node_config(chunk_delay_s))
+def start_node(
+    data_dir: Path, *, port: int = 0, chunk_delay_s: float = 0.0, shell: tuple[str, ...] = ("echo",)
+) -> GrpcNode:
+    runtime = open_runtime(data_dir, config=node_config(chunk_delay_s, shell))
     try:
         server = start_grpc(runtime, port=port)
     except BaseException:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
-from tests.transports.http.httpkit import SHELL, Node
+from tests.transports.http.httpkit import SHELL, Node, close_node, open_node
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -84,3 +87,34 @@ def test_unknown_approvals_and_bad_filters(node: Node) -> None:
         assert (bad.status, bad.error["field"]) == (400, "query.state")
     clamped = node.call("GET", "/v1/approvals?limit=201").json()
     assert clamped["limit"] == 200 and clamped["limit_clamped"] is True
+
+
+def test_a_decision_is_answered_once_durable_not_when_the_tool_finishes(data_dir: Path) -> None:
+    """The approved tool sleeps 20 s: the POST answers at once with the recorded decision, and
+    a second decision while the tool runs is a prompt 409 (never queued behind the tool)."""
+    node = open_node(data_dir, shell=("sleep",))
+    try:
+        run_id = node.start('/tool shell.run {"argv": ["sleep", "20"]}')
+        approval_id = node.pending_approval(run_id)
+        started = time.monotonic()
+        decided = node.call("POST", f"/v1/approvals/{approval_id}", {"decision": "allow"})
+        assert decided.status == 200, decided
+        assert time.monotonic() - started < 5
+        record = decided.json()
+        assert (record["state"], record["decision"], record["decided_by"]) == (
+            "resolved",
+            "allow",
+            "http",
+        )
+        stream, _ = node.until(run_id, "run.resumed")  # the tool is running now
+        stream.close()
+        started = time.monotonic()
+        again = node.call("POST", f"/v1/approvals/{approval_id}", {"decision": "deny"})
+        assert (again.status, again.error["code"]) == (409, "conflict")
+        assert time.monotonic() - started < 5
+        run = node.call("GET", f"/v1/runs/{run_id}").json()
+        assert run["state"] == "in_progress"  # still sleeping
+        assert node.call("POST", f"/v1/runs/{run_id}/cancel").status == 202
+        assert node.finish(run_id)[-1].event == "run.cancelled"
+    finally:
+        close_node(node)
