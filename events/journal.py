@@ -43,11 +43,12 @@ from events.errors import (
 )
 from events.ids import UlidGenerator
 from events.lock import WriterLock
+from events.note import CheckpointNote
 from events.reader import JournalReader
 from events.redact import redact_event
 from events.schema import SYNCHRONOUS_MODES, connect
 from events.stats import LatencyHistogram
-from events.verify import verify_recent
+from events.verify import verify, verify_recent
 from events.witness import Witness
 
 _INSERT = (
@@ -129,6 +130,7 @@ class Journal(JournalReader):
         *,
         node_key: NodeKey | None = None,
         witness: Witness | None = None,
+        on_tampered: Callable[[JournalTampered], None] | None = None,
         synchronous: str = "FULL",
         checkpoint_every_events: int = 10_000,
         checkpoint_every_s: float = 60.0,
@@ -146,7 +148,7 @@ class Journal(JournalReader):
             self._wconn.execute("PRAGMA journal_mode=WAL")
             self._wconn.execute(f"PRAGMA synchronous={synchronous.upper()}")
             super().__init__(path)
-            self._check_on_open(node_key, witness)
+            notes = self._check_on_open(node_key, witness)
         except BaseException:
             with contextlib.suppress(Exception):
                 super().close()
@@ -179,8 +181,22 @@ class Journal(JournalReader):
         self._listeners: list[Listener] = []
         self._accepting = True
         self._submit_guard = threading.Lock()
+        self._verified = threading.Event()
+        """Set once every row has been verified (at once without ``on_tampered``): until then
+        no checkpoint is signed, so a signature never vouches for rows nobody checked."""
+        self.tampered: JournalTampered | None = None
+        """What the full verification found, if anything (nothing is signed after it)."""
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._writer.start()
+        if on_tampered is None:
+            self._verified.set()
+        else:
+            threading.Thread(
+                target=self._verify_everything,
+                args=(notes, on_tampered),
+                name="journal-verify",
+                daemon=True,
+            ).start()
 
     # --- appending ----------------------------------------------------------------------
 
@@ -269,8 +285,13 @@ class Journal(JournalReader):
     def checkpoint(self) -> Checkpoint | None:
         """Sign the current head now (after everything queued before this call has committed).
 
-        Returns ``None`` when there is no node key or the head is already checkpointed.
+        Returns ``None`` when there is no node key or the head is already checkpointed. While
+        the full verification (``on_tampered``) runs this waits for it; after it found the
+        journal tampered this raises :class:`JournalTampered`: nothing is signed over it.
         """
+        self._verified.wait()
+        if self.tampered is not None:
+            raise self.tampered
         request = _CheckpointRequest()
         self._enqueue(request)
         return request.future.result()
@@ -316,12 +337,15 @@ class Journal(JournalReader):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def close(self, *, checkpoint: bool = True) -> None:
-        """Finish queued appends, sign a final checkpoint (unless told not to), release the
-        file and the writer lock. Idempotent."""
+    def close(self, *, checkpoint: bool = True, verify_timeout_s: float = 60.0) -> None:
+        """Finish queued appends, sign a final checkpoint (unless told not to, or the journal
+        is not verified within ``verify_timeout_s``, or was found tampered), release the file
+        and the writer lock. Idempotent."""
+        if checkpoint and self._accepting and not self._verified.wait(verify_timeout_s):
+            checkpoint = False  # never sign rows nobody checked: the next start signs them
         with self._submit_guard:
             was_open = self._accepting
-            if was_open and checkpoint and self.node_key is not None:
+            if was_open and checkpoint and self.node_key is not None and self.tampered is None:
                 final = _CheckpointRequest()
                 self._queue.put(final)
             self._accepting = False
@@ -602,6 +626,8 @@ class Journal(JournalReader):
         last checkpoint row is there to sign."""
         if self.node_key is None or position in (0, self._last_checkpoint_row):
             return None
+        if not self._verified.is_set() or self.tampered is not None:
+            return None  # signed at the first commit after the full verification passed
         due = (
             forced
             or position - self._last_checkpoint_row >= self._checkpoint_every_events
@@ -611,7 +637,9 @@ class Journal(JournalReader):
             return None
         return self.node_key.sign(position, hash_, now_ms, previous=self._last_checkpoint_row)
 
-    def _check_on_open(self, node_key: NodeKey | None, witness: Witness | None) -> None:
+    def _check_on_open(
+        self, node_key: NodeKey | None, witness: Witness | None
+    ) -> list[CheckpointNote] | None:
         """Refuse to write over a journal that fails :func:`verify_recent` (raises
         :class:`JournalTampered`); then bring the witness up to date with the checkpoints the
         journal holds that it lacks (a crash between a commit and its witness append)."""
@@ -642,6 +670,43 @@ class Journal(JournalReader):
             known = max((n.size for n in notes or ()), default=0)
             witness.append_now([c for c in self.checkpoints() if c.position > known])
             witness.start()
+        return notes
+
+    def _verify_everything(
+        self,
+        notes: list[CheckpointNote] | None,
+        on_tampered: Callable[[JournalTampered], None],
+    ) -> None:
+        """The full walk (:func:`events.verify.verify`) behind the start-up check, on its own
+        thread while the node serves: it finds what the start-up check does not look at (an
+        edit between two older checkpoints). Until it passes nothing is signed; when it fails
+        :attr:`tampered` is set, nothing is ever signed, and ``on_tampered`` is told."""
+        trusted = self.node_key.public_key if self.node_key is not None else None
+        try:
+            report = verify(self, trusted_public_key=trusted, witness=notes)
+        except JournalError:  # closed under it: nothing was signed
+            return
+        except Exception as exc:  # verify never raises for tampering: this is a fault of ours
+            report = None
+            self.tampered = JournalTampered(
+                f"journal {self.path} could not be verified ({type(exc).__name__}: {exc}); "
+                "nothing more is signed",
+                "unreadable",
+                0,
+            )
+        fault = report.fault if report is not None else None
+        if fault is not None:
+            self.tampered = JournalTampered(
+                f"journal {self.path} fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); nothing more is signed - investigate with: "
+                f"{_investigate(self.path, self.witness)}",
+                fault.kind,
+                fault.position,
+            )
+        self._verified.set()
+        if self.tampered is not None:
+            with contextlib.suppress(Exception):
+                on_tampered(self.tampered)
 
 
 def _investigate(path: Path, witness: Witness | None) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from events import JournalTampered
 from transports.auth import token_path
 from transports.config import NodeConfig, load_config
 from transports.grpc import start_grpc
@@ -39,9 +40,18 @@ def serve(
     ready: Callable[[], None] | None = None,
     drain_grace_s: float = 10.0,
 ) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain)."""
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain, 2 when the full
+    verification of the journal, run while serving, found it tampered: the node stops serving
+    at once and signs nothing)."""
     cfg = config or load_config(config_path or data_dir / "config.toml")
-    runtime = open_runtime(data_dir, config=cfg)
+    stop = threading.Event()
+    tampered: list[JournalTampered] = []
+
+    def on_tampered(error: JournalTampered) -> None:
+        tampered.append(error)
+        stop.set()
+
+    runtime = open_runtime(data_dir, config=cfg, on_tampered=on_tampered)
     try:
         http = start_http(runtime)
     except BaseException:
@@ -74,7 +84,6 @@ def serve(
         )
     logger = RunStateLogger(runtime.journal, lambda line: log_line_raw(line))
     logger.start()
-    stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log_line("draining", signal=signal.Signals(signum).name)
@@ -110,13 +119,18 @@ def serve(
     # ``wait()`` can sleep through a SIGTERM the kernel delivered to another thread.
     while not stop.wait(0.5):
         pass
+    if tampered:
+        log_line("journal tampered: not serving it", error=str(tampered[0]))
     try:
         grpc.close()  # before the node: the servers run on the node's I/O loop
         http.close()
-        runtime.close(drain_grace_s)
+        runtime.close(0 if tampered else drain_grace_s)
     finally:
         logger.stop()
     log_line("reel node stopped", head=runtime.journal.committed_position)
+    if tampered:
+        sys.stderr.write(f"reel: error: {tampered[0]}\n")
+        return 2
     return 0
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
 from actors.provider import ModelProvider
-from events import Journal, JournalError, NodeKey, Witness
+from events import Journal, JournalError, JournalTampered, NodeKey, Witness
 from policies import PolicyEngine
 from projections import Projector, Views
 from tools import build_catalog
@@ -82,11 +83,15 @@ def open_runtime(
     config: NodeConfig | None = None,
     config_path: Path | None = None,
     provider: ModelProvider | None = None,
+    on_tampered: Callable[[JournalTampered], None] | None = None,
 ) -> Runtime:
     """Open everything for ``data_dir`` and start the node (recovering a crash first).
 
     Raises ConfigError, PolicyError, ToolsError or JournalError with one clear line; nothing is
-    left open when it raises.
+    left open when it raises. The journal is checked before anything is served (from its last
+    checkpoint, and against the witness: ``JournalTampered``); with ``on_tampered`` every row
+    is then verified on a thread while the node serves, no checkpoint is signed until that
+    passes, and ``on_tampered`` hears when it fails.
     """
     prepare_data_dir(data_dir)
     cfg = config or load_config(config_path or data_dir / "config.toml")
@@ -107,6 +112,7 @@ def open_runtime(
             data_dir / "journal.db",
             node_key=NodeKey.load_or_create(data_dir / "node.key"),
             witness=witness,
+            on_tampered=on_tampered,
             synchronous=cfg.journal.synchronous,
             checkpoint_every_events=cfg.journal.checkpoint_every_events,
             checkpoint_every_s=cfg.journal.checkpoint_every_s,

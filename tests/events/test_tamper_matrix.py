@@ -5,8 +5,11 @@ checkpoints every 40 rows and a witness outside the data dir), verified four way
 - neither: found too, or at least never passed as anchored (``anchored: false``);
 - the node's start-up check (opening the journal for writing with its key and witness): the
   attacks that leave a consistent chain (rewrites, deleted or re-signed checkpoints, cuts) are
-  refused there, so the node never signs over them;
-- a real ``reel node`` on a rewritten journal refuses to start (exit 2, one line).
+  refused there, so the node never signs over them; the rest (an edit between two older
+  checkpoints) is found by the full verification the node runs while it serves, before it
+  signs anything, and the node stops;
+- a real ``reel node`` on a rewritten journal refuses to start (exit 2, one line), and one on
+  a journal edited between checkpoints stops by itself (exit 2, one line).
 
 The pristine journal: 131 events, checkpoint rows at 42, 83, 124 and 135 (the head).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -227,18 +231,35 @@ def test_tamper_matrix(
     assert str(expected[1]) in anchored.fault.message or expected[0] == "truncated_tail"
     loose = check(journal_copy, None, None)
     assert not loose.ok or (not loose.anchored and loose.anchor == "unanchored"), loose
-    # The node's own check before it serves: what leaves a consistent chain is refused there.
+    # The node's own check before it serves: what leaves a consistent chain is refused there;
+    # the rest is found by the full verification it runs while serving, before any signature.
+    heard: list[JournalTampered] = []
+    found = threading.Event()
     try:
-        Journal(
+        journal = Journal(
             journal_copy,
             node_key=NodeKey.load(journal_copy.parent / KEY),
             witness=Witness.open(pristine.witness),
-        ).close(checkpoint=False)
+            on_tampered=lambda error: (heard.append(error), found.set()),
+        )
     except JournalTampered as refused:
         assert at_start, f"refused at start although not expected: {refused}"
         assert "reel journal verify" in str(refused) and "\n" not in str(refused)
-    else:
-        assert not at_start, "the node would have opened (and signed over) this journal"
+        return
+    assert not at_start, "the node would have opened this journal"
+    head = journal.head()
+    try:
+        assert found.wait(30), "the full verification did not report the fault"
+        assert (heard[0].kind, heard[0].position) == expected
+        with pytest.raises(JournalTampered):
+            journal.checkpoint()
+    finally:
+        journal.close()
+    reader = JournalReader.open(journal_copy)
+    try:
+        assert reader.head() == head  # nothing signed over it, not even at close
+    finally:
+        reader.close()
 
 
 def test_the_witness_alone_catches_what_a_pinned_key_cannot(
@@ -298,6 +319,41 @@ def test_a_real_node_refuses_to_start_and_sign(
     assert line.startswith("reel: error: ") and "Traceback" not in done.stderr
     assert "position" in line and f"reel journal verify --data {data}" in line, line
     assert journal_copy.read_bytes() == before
+    assert witness.read_bytes() == pristine.witness.read_bytes()
+
+
+def test_a_real_node_stops_serving_a_journal_edited_between_checkpoints(
+    journal_copy: Path, pristine: Pristine, tmp_path: Path
+) -> None:
+    """The start-up check does not re-hash rows between older checkpoints; the full walk the
+    node runs while serving does, and the node stops (exit 2, the same kind of line) without
+    signing anything."""
+    witness = tmp_path / "witness.notes"
+    witness.write_bytes(pristine.witness.read_bytes())
+    with tamper(journal_copy) as conn:
+        alter_payload(conn)
+    done = subprocess.run(
+        [str(REEL), "node", "--data", str(journal_copy.parent)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={
+            **os.environ,
+            "REEL_HTTP_PORT": "0",
+            "REEL_GRPC_PORT": "0",
+            "REEL_JOURNAL_WITNESS": str(witness),
+        },
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("reel: error: journal ") and "position 57" in last, last
+    assert "reel journal verify --data" in last and "Traceback" not in done.stderr
+    reader = JournalReader.open(journal_copy)
+    try:
+        assert reader.head().position == HEAD  # nothing appended, nothing signed
+    finally:
+        reader.close()
     assert witness.read_bytes() == pristine.witness.read_bytes()
 
 
