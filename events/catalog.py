@@ -5,9 +5,11 @@ Every event class names its dotted kind as its msgspec ``tag`` (the payload carr
 new fields need defaults; a change that old payloads cannot satisfy bumps ``version`` and
 registers an upcaster in :mod:`events.upcast`. Stored bytes are never rewritten.
 
-``redact_fields`` names the free-form fields (message text, tool arguments and results, provider
-errors) that redaction scans before hashing; schema fields such as token counts are never
-scanned, whatever their names. ``redacted`` records how many values redaction replaced.
+Every string field is free text, redacted before hashing (:mod:`events.redact`), unless it is
+typed as an identifier (``Id``, ``SessionKey``, ``Channel``, ``ToolName``, ``Principal`` from
+:mod:`events.fields`), which is checked against a strict pattern instead and refused when it does
+not fit or looks like a secret. Numbers such as token counts are never scanned, whatever their
+names. ``redacted`` records how many values redaction replaced.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import msgspec
+
+from events.fields import Channel, Id, Principal, SessionKey, ToolName
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
@@ -25,7 +29,6 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     """Base of every event. Subclasses set ``tag=<kind>`` and may raise ``version``."""
 
     version: ClassVar[int] = 1
-    redact_fields: ClassVar[frozenset[str]] = frozenset()
 
     redacted: int = 0
     """How many values redaction replaced in this event's free-form fields."""
@@ -38,16 +41,15 @@ class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
     """A session exists. Version 2 renamed v1's ``key`` to ``session_key`` (see upcast)."""
 
     version: ClassVar[int] = 2
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"label"})
 
-    session_id: str
-    session_key: str | None = None
+    session_id: Id
+    session_key: SessionKey | None = None
     label: str | None = None
-    parent_session_id: str | None = None
+    parent_session_id: Id | None = None
     """Set on a branch: the session whose history this one starts from."""
-    branched_from_run_id: str | None = None
+    branched_from_run_id: Id | None = None
     """Set on a branch: the last run of the parent whose history is included."""
-    history: tuple[str, ...] = ()
+    history: tuple[Id, ...] = ()
     """Set on a branch: the run ids (the parent's visible history up to the branch point) that
     this session's runs see as prior turns."""
 
@@ -55,23 +57,23 @@ class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
 class SessionReset(Event, frozen=True, kw_only=True, tag="session.reset"):
     """Later runs no longer see earlier history; session-scoped approval grants are dropped."""
 
-    session_id: str
+    session_id: Id
 
 
 class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_added"):
     """A human allowed ``tool`` with scope ``session``: later calls in this session do not ask
     again until the session resets."""
 
-    session_id: str
-    tool: str
-    approval_id: str
+    session_id: Id
+    tool: ToolName
+    approval_id: Id
 
 
 class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_set"):
     """An operator overrode a tool's posture for this session only (``None`` clears it)."""
 
-    session_id: str
-    tool: str
+    session_id: Id
+    tool: ToolName
     posture: Literal["always_allow", "ask_each_time", "disabled"] | None
 
 
@@ -81,8 +83,8 @@ class GrantRevoked(Event, frozen=True, kw_only=True, tag="grant.revoked"):
     Stream ``grants``, written by the session directory (or ``reel approvals revoke`` on a
     stopped node)."""
 
-    principal: str
-    tool: str
+    principal: Principal
+    tool: ToolName
 
 
 # --- runs (stream ``run/<run_id>``; ``run.accepted`` is on the session stream) ----------------
@@ -91,18 +93,16 @@ class GrantRevoked(Event, frozen=True, kw_only=True, tag="grant.revoked"):
 class RunAccepted(Event, frozen=True, kw_only=True, tag="run.accepted"):
     """A message was accepted for a session; the run may wait behind earlier runs."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"text"})
-
-    run_id: str
-    session_id: str
+    run_id: Id
+    session_id: Id
     text: str
-    channel: str | None = None
+    channel: Channel | None = None
 
 
 class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
     """The run left ``accepted`` for ``in_progress``, with the budgets it runs under."""
 
-    run_id: str
+    run_id: Id
     max_turns: int
     max_tool_calls: int
     wall_clock_s: float
@@ -113,9 +113,7 @@ class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
 class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
     """A coalesced chunk of model output (at most ~16 words or 50 ms)."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"text"})
-
-    run_id: str
+    run_id: Id
     turn: int
     text: str
 
@@ -126,9 +124,7 @@ class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed
     ``calls`` records the tool calls the model proposed (``{"id", "name", "arguments"}``, the
     arguments as the model's JSON text, redacted), so a run can be resumed after a restart."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"calls"})
-
-    run_id: str
+    run_id: Id
     turn: int
     prompt_tokens: int
     completion_tokens: int
@@ -140,15 +136,15 @@ class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed
 class RunAwaitingApproval(Event, frozen=True, kw_only=True, tag="run.awaiting_approval"):
     """The run waits for a human decision on ``approval_id``."""
 
-    run_id: str
-    approval_id: str
+    run_id: Id
+    approval_id: Id
 
 
 class RunResumed(Event, frozen=True, kw_only=True, tag="run.resumed"):
     """The approval the run waited for was resolved; the run is in progress again."""
 
-    run_id: str
-    approval_id: str
+    run_id: Id
+    approval_id: Id
 
 
 class RunCancelRequested(Event, frozen=True, kw_only=True, tag="run.cancel_requested"):
@@ -157,16 +153,14 @@ class RunCancelRequested(Event, frozen=True, kw_only=True, tag="run.cancel_reque
     forgets it: a run that has this and no terminal event is failed ``interrupted``, never
     resumed."""
 
-    run_id: str
-    requested_by: str
+    run_id: Id
+    requested_by: Principal
 
 
 class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
     """Terminal: the model gave a final answer."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"answer"})
-
-    run_id: str
+    run_id: Id
     answer: str
     reason: RunTerminalReason = "final_answer"
     turns: int = 0
@@ -178,9 +172,7 @@ class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
 class RunFailed(Event, frozen=True, kw_only=True, tag="run.failed"):
     """Terminal: a budget, a provider error, a denial or a crash stopped the run."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"message"})
-
-    run_id: str
+    run_id: Id
     reason: RunTerminalReason
     message: str = ""
     turns: int = 0
@@ -192,9 +184,9 @@ class RunFailed(Event, frozen=True, kw_only=True, tag="run.failed"):
 class RunCancelled(Event, frozen=True, kw_only=True, tag="run.cancelled"):
     """Terminal: cancelled from outside (a client, an operator, the node draining)."""
 
-    run_id: str
+    run_id: Id
     reason: RunTerminalReason = "cancelled"
-    requested_by: str = ""
+    requested_by: Principal = ""
     turns: int = 0
     tool_calls: int = 0
     prompt_tokens: int = 0
@@ -207,22 +199,20 @@ class RunCancelled(Event, frozen=True, kw_only=True, tag="run.cancelled"):
 class ToolProposed(Event, frozen=True, kw_only=True, tag="tool.proposed"):
     """The model asked for a tool call; ``arguments`` is the decoded JSON or the raw text."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"arguments"})
-
-    invocation_id: str
-    run_id: str
-    session_id: str
+    invocation_id: Id
+    run_id: Id
+    session_id: Id
     call_id: str
-    tool: str
+    tool: ToolName
     arguments: Any
 
 
 class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
     """The outcome of posture and policy for one call, naming the policies that decided."""
 
-    invocation_id: str
-    run_id: str
-    tool: str
+    invocation_id: Id
+    run_id: Id
+    tool: ToolName
     outcome: Literal["allow", "deny", "approval_required"]
     reason: str
     policy_ids: tuple[str, ...] = ()
@@ -234,13 +224,11 @@ class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
     """A sensitive call waits for a human; ``arguments`` are stored as redacted."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"arguments"})
-
-    approval_id: str
-    invocation_id: str
-    run_id: str
-    session_id: str
-    tool: str
+    approval_id: Id
+    invocation_id: Id
+    run_id: Id
+    session_id: Id
+    tool: ToolName
     arguments: Any
     risk: str
     reason: str
@@ -251,15 +239,15 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_req
 class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_resolved"):
     """A decision on an approval: by a human, or ``timeout`` / ``interrupted`` by the node."""
 
-    approval_id: str
-    invocation_id: str
-    run_id: str
+    approval_id: Id
+    invocation_id: Id
+    run_id: Id
     decision: Literal["allow", "deny"]
     scope: Literal["once", "session", "always"] = "once"
-    decided_by: str = ""
+    decided_by: Principal = ""
     reason: str = ""
-    tool: str = ""
-    grant_principal: str = ""
+    tool: ToolName = ""
+    grant_principal: Principal = ""
     """Whose calls a ``session``/``always`` grant covers: the principal the run acts for."""
     waited_ms: int = 0
 
@@ -267,11 +255,9 @@ class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_reso
 class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     """The call's result (or why it did not run) as fed back to the model."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"output", "error"})
-
-    invocation_id: str
-    run_id: str
-    tool: str
+    invocation_id: Id
+    run_id: Id
+    tool: ToolName
     ok: bool
     output: str = ""
     error: str | None = None
@@ -288,10 +274,8 @@ class TokenCreated(Event, frozen=True, kw_only=True, tag="token.created"):
     stored: ``digest`` is its SHA-256 (the token has 256 random bits, so the digest does not
     lead back to it)."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"note"})
-
-    token_id: str
-    principal: str
+    token_id: Id
+    principal: Principal
     roles: tuple[str, ...]
     digest: bytes
     expires_at_ms: int | None = None
@@ -301,9 +285,7 @@ class TokenCreated(Event, frozen=True, kw_only=True, tag="token.created"):
 class TokenRevoked(Event, frozen=True, kw_only=True, tag="token.revoked"):
     """The token stops working (within a second on a running node)."""
 
-    redact_fields: ClassVar[frozenset[str]] = frozenset({"reason"})
-
-    token_id: str
+    token_id: Id
     reason: str = ""
 
 
@@ -342,7 +324,7 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
     """``Type::"id"`` of the resource the action is on."""
     outcome: Literal["allow", "deny"]
     policy_ids: tuple[str, ...]
-    token_id: str
+    token_id: Id
     """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
 
 

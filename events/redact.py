@@ -1,21 +1,24 @@
-"""Redaction of secret-looking keys and values, applied to free-form fields before hashing.
+"""Redaction of secrets, applied to every event before it is hashed and stored.
 
-A secret handed to reel must never reach the journal's bytes, so redaction runs on the event
-before it is encoded: what is hashed and stored is already clean. Only the fields an event class
-lists in ``redact_fields`` are scanned (message text, tool arguments and results, provider
-errors); reel's own schema fields are never touched, so ``prompt_tokens`` or a model's output
-"tokens" stay as they are.
+A secret handed to reel must never reach the journal's bytes, and the journal is append-only:
+what is stored cannot be taken back. So redaction runs on the event before it is encoded, and
+it covers every string the event carries (:mod:`events.fields`): free text is redacted,
+identifiers are checked against strict patterns and refused when they do not fit or look like
+a secret (:class:`events.fields.InvalidField`).
 
-Two rules:
+Two rules for free text:
 
 * a mapping key that names a secret (``password``, ``api_key``, ``authorization``, ``cookie``,
-  ``credential``, ``private_key``, ``access_token`` ...) has its whole value replaced;
-* inside strings, known secret shapes are replaced in place: provider API keys (``sk-...``),
-  GitHub tokens (``ghp_...``, ``github_pat_...``), AWS access key ids, Slack and Google keys,
-  JWTs, ``Bearer``/``Basic`` credentials, PEM private key blocks, and ``password=...``-style pairs
-  (the key is kept, the value replaced).
+  ``credential``, ``private_key``, ``access_token`` ...) has its whole value replaced, and keys
+  themselves are redacted like any text;
+* inside strings, the shapes of :mod:`events.detectors` are replaced in place by ``[REDACTED]``
+  (the key of a ``key=value`` pair is kept, the value replaced).
 
-Each replacement counts once; the event records the total in ``redacted``.
+Each replacement counts once (overlapping matches are one); the event records the total in
+``redacted``. Redaction is idempotent: a marker is never redacted again, so an event redacted
+by its actor passes the journal's own pass unchanged. :func:`find_spans` is the engine both
+:func:`redact_text` and streaming (:class:`events.redact_stream.StreamRedactor`) use, so a
+stream redacted piece by piece comes out as the whole text redacted at once.
 """
 
 from __future__ import annotations
@@ -25,7 +28,19 @@ from typing import Any, TypeVar
 
 import msgspec
 
-MARKER = "[REDACTED]"
+from events.catalog import kind_of
+from events.detectors import DETECTORS, MARKER, Detector
+from events.fields import Check, InvalidField, OneOf, Text, plan_of
+
+__all__ = [
+    "MARKER",
+    "find_spans",
+    "is_secret_key",
+    "looks_secret",
+    "redact_event",
+    "redact_text",
+    "redact_value",
+]
 
 _SECRET_KEY_PARTS = (
     "secret",
@@ -51,56 +66,8 @@ _SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd"})
 # as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``.
 _SECRET_KEY_RE = re.compile(r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)")
 
-_PAIR_KEY = (
-    r"(?:password|passwd|passphrase|pwd|secret|client[_-]?secret|api[_-]?key|apikey|"
-    r"access[_-]?token|refresh[_-]?token|auth[_-]?token|access[_-]?key|private[_-]?key|token)"
-)
-_VALUE_PATTERNS = (
-    # PEM private key blocks, terminated or not.
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----|[\s\S]*)",
-    # Segments may hold "_" (sk-ant-api03-..., sk-proj-... keys are base64url); trailing short
-    # segments are taken too, so no part of the key survives.
-    r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*",
-    r"\bgh[pousr]_[A-Za-z0-9]{20,}",
-    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b",
-    r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
-    r"\bAIza[0-9A-Za-z_-]{35}",
-    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
-    r"(?i:\b(?:bearer|basic))\s+[A-Za-z0-9._~+/-]{8,}=*",
-    # Cookie headers carry session credentials: everything up to the end of the line goes.
-    r"(?i:\b(?:set-)?cookie)\s*:\s*[^\r\n]+",
-)
-_VALUE_RE = re.compile("|".join(f"(?:{p})" for p in _VALUE_PATTERNS))
-_PAIR_RE = re.compile(
-    r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*" + _PAIR_KEY + r")(?![A-Za-z0-9])"
-    # An already-placed marker is matched whole, so ``_pair`` leaves it (and its count) alone.
-    # A quoted value is taken whole (``password: "two words"``).
-    r"([\"']?\s*[:=]\s*)(\"[^\"]*\"|'[^']*'|[\"']?\[REDACTED\][\"']?|[^\s\"'&,;}\]]+)"
-)
-
-_VALUE_HINTS = (
-    "private key",
-    "sk-",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "xox",
-    "aiza",
-    "eyj",
-    "bearer",
-    "basic",
-    "cookie",
-)
-_AWS_HINTS = ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA")
-"""Literals one of which every value pattern contains (lower-cased, or as is for the AWS key id
-prefixes): a text with none of them cannot match, and skipping the regex keeps redaction cheap
-for ordinary text."""
-
 T = TypeVar("T")
+Span = tuple[int, int]
 
 
 def is_secret_key(key: str) -> bool:
@@ -111,46 +78,106 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_KEY_RE.search(norm) is not None
 
 
+def _applies(detector: Detector, text: str, lowered: str, start: int) -> bool:
+    if len(text) - start < detector.min_length:
+        return False
+    if not detector.hints and not detector.case_hints:
+        return True
+    return any(h in lowered for h in detector.hints) or any(h in text for h in detector.case_hints)
+
+
+def _span(match: re.Match[str], detector: Detector) -> Span:
+    for group in detector.groups:
+        if match.start(group) >= 0:
+            return match.span(group)
+    return match.span()
+
+
+def find_spans(text: str, start: int = 0) -> list[Span]:
+    """The spans to replace in ``text``, sorted and merged, among matches that begin at or after
+    ``start`` (the text before ``start`` is context: look-behinds see it, nothing in it is
+    reported). A match a check rejects does not hide a match that starts inside it."""
+    lowered = text.lower()
+    found: list[Span] = []
+    for detector in DETECTORS:
+        if not _applies(detector, text, lowered, start):
+            continue
+        search = detector.pattern.search
+        pos = start
+        while pos <= len(text):
+            match = search(text, pos)
+            if match is None:
+                break
+            s, e = _span(match, detector)
+            if (
+                e <= s
+                or text.startswith(MARKER, s)
+                or (detector.accept is not None and not detector.accept(match, text[s:e]))
+            ):
+                pos = match.start() + 1
+                continue
+            found.append((s, e))
+            pos = max(match.end(), match.start() + 1)
+    if len(found) < 2:
+        return found
+    found.sort()
+    merged = [found[0]]
+    for s, e in found[1:]:
+        last_s, last_e = merged[-1]
+        if s < last_e:
+            merged[-1] = (last_s, max(last_e, e))
+        else:
+            merged.append((s, e))
+    return merged
+
+
+def apply_spans(text: str, spans: list[Span], start: int = 0, end: int | None = None) -> str:
+    """``text[start:end]`` with each span (all inside that range) replaced by the marker."""
+    out: list[str] = []
+    at = start
+    for s, e in spans:
+        out.append(text[at:s])
+        out.append(MARKER)
+        at = e
+    out.append(text[at:end])
+    return "".join(out)
+
+
 def redact_text(text: str) -> tuple[str, int]:
     """Replace secret shapes inside ``text``; returns the new text and the number replaced."""
-    count = 0
+    spans = find_spans(text)
+    if not spans:
+        return text, 0
+    return apply_spans(text, spans), len(spans)
 
-    def _value(_: re.Match[str]) -> str:
-        nonlocal count
-        count += 1
-        return MARKER
 
-    def _pair(match: re.Match[str]) -> str:
-        nonlocal count
-        value = match.group(3)
-        if value.strip("\"'") == MARKER:
-            return match.group(0)
-        count += 1
-        quote = value[0] if value[0] in "\"'" else ""
-        return match.group(1) + match.group(2) + quote + MARKER + quote
-
-    lowered = text.lower()
-    if any(hint in lowered for hint in _VALUE_HINTS) or any(h in text for h in _AWS_HINTS):
-        text = _VALUE_RE.sub(_value, text)
-    if ":" in text or "=" in text:
-        text = _PAIR_RE.sub(_pair, text)
-    return text, count
+def looks_secret(text: str) -> bool:
+    """Whether redaction would change ``text``."""
+    return bool(find_spans(text))
 
 
 def redact_value(value: Any) -> tuple[Any, int]:
-    """Redact a JSON-like value (str, list, dict, scalars); returns the new value and the count."""
+    """Redact a JSON-like value (str, list, dict, scalars); returns the new value and the count.
+    Keys are redacted as text too; a key that names a secret has its whole value replaced."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
         out: dict[Any, Any] = {}
         total = 0
         for key, item in value.items():
-            if isinstance(key, str) and is_secret_key(key) and item not in (None, "", MARKER):
-                out[key] = MARKER
-                total += 1
-            else:
-                out[key], n = redact_value(item)
-                total += n
+            if isinstance(key, str):
+                clean_key, n = redact_text(key)
+                if n:
+                    total += n
+                    while clean_key in out or clean_key in value:
+                        clean_key += "'"  # two keys redacted alike stay two keys
+                    key = clean_key
+                if is_secret_key(key) and item not in (None, "", MARKER):
+                    out[key] = MARKER
+                    total += 1
+                    continue
+            out[key], n = redact_value(item)
+            total += n
         return out, total
     if isinstance(value, list | tuple):
         items = []
@@ -164,20 +191,43 @@ def redact_value(value: Any) -> tuple[Any, int]:
 
 
 def redact_event(event: T) -> T:
-    """Return ``event`` with its ``redact_fields`` cleaned and ``redacted`` incremented.
+    """Return ``event`` with every free-text field redacted and ``redacted`` incremented, after
+    checking its identifier and ``Literal`` fields.
 
-    Events without free-form fields, or with nothing secret in them, are returned unchanged.
+    Raises :class:`events.fields.InvalidField` (an ``AppendRejected``) naming the field when an
+    identifier does not match its pattern or looks like a secret. Events with nothing secret in
+    them are returned unchanged (the same object).
     """
-    fields: frozenset[str] = getattr(event, "redact_fields", frozenset())
-    if not fields:
-        return event
+    plan = plan_of(type(event))
     changes: dict[str, Any] = {}
     total = 0
-    for name in fields:
-        new, n = redact_value(getattr(event, name))
-        if n:
-            changes[name] = new
-            total += n
+    for name, rule in plan.rules:
+        value = getattr(event, name)
+        if isinstance(rule, Text):
+            if value is None:
+                continue
+            new, n = redact_value(value)
+            if n:
+                changes[name] = new
+                total += n
+        elif value is None or value == "":
+            continue  # unset: an empty identifier holds nothing
+        elif isinstance(rule, Check):
+            for item in value if rule.many else (value,):
+                if item == "":
+                    continue
+                problem = rule.kind.problem(item, looks_secret)
+                if problem is not None:
+                    raise InvalidField(kind_of(type(event)), name, problem)  # type: ignore[arg-type]
+        elif isinstance(rule, OneOf):
+            for item in value if rule.many else (value,):
+                if item not in rule.allowed:
+                    allowed = ", ".join(sorted(map(str, rule.allowed)))
+                    raise InvalidField(
+                        kind_of(type(event)),  # type: ignore[arg-type]
+                        name,
+                        f"must be one of {allowed}",
+                    )
     if not total:
         return event
     changes["redacted"] = getattr(event, "redacted", 0) + total

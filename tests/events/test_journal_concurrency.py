@@ -41,7 +41,8 @@ def out(text: str = "x", run_id: str = "r") -> RunOutput:
         ({"stream": "run/\ud800"}, "stream"),
         ({"principal": "user:\udcff"}, "principal"),
         ({"correlation_id": 7}, "correlation_id"),
-        ({"events": [RunOutput(run_id="\ud800", turn=0, text="x")]}, "cannot be encoded"),
+        ({"events": [RunOutput(run_id="r", turn=0, text="\ud800")]}, "cannot be encoded"),
+        ({"events": [RunOutput(run_id="\ud800", turn=0, text="x")]}, "field 'run_id'"),
     ],
 )
 def test_bad_appends_are_rejected_and_do_not_poison_others(

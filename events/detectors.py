@@ -1,0 +1,386 @@
+"""The secret shapes redaction looks for in free text, and how each is told from harmless text.
+
+Every detector is a regular expression, the literals one of which any match contains (so text
+without them skips the expression: most text costs a few substring checks), which part of a
+match is replaced, and an optional check that rejects look-alikes ("a basic understanding" is
+not ``Basic`` credentials: those are base64 of ``user:password``). The shapes, in three kinds:
+
+* **tokens with a known prefix**, one whitespace-free run each: OpenAI/Anthropic ``sk-``,
+  Stripe ``sk_live_``/``rk_live_``/``sk_test_``, GitHub, GitLab, Slack (and its webhooks),
+  Google, SendGrid, npm, PyPI, Hugging Face, Twilio, AWS access key ids, JWTs, URL userinfo
+  passwords (``scheme://user:PASSWORD@host``), and bare AWS secret access keys (40 base64
+  characters that look random: mixed case, digits, many distinct characters, few word-like
+  runs, so identifiers and paths of that length stay);
+* **private key blocks**: PEM (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted) and PGP private key
+  blocks, from the BEGIN line to the END line, or to the end of the text when it has none;
+* **key and value**: a key that names a secret (``password``, ``DB_PASSWORD``, ``SECRET_KEY``,
+  ``aws_secret_access_key``, ``api-key``, ``client_secret``, ``token``...) followed by ``=``,
+  ``:``, ``:=`` or ``=>`` and a value, quoted, JSON-escaped (``\\"password\\": \\"x\\"``) or bare;
+  prose forms (``my password is hunter2``) when the value looks like a credential; the
+  ``Authorization``, ``Bearer`` and ``Basic`` forms when the credential looks like one; and
+  ``Cookie:`` headers that carry ``name=value`` pairs. The key is kept, the value replaced.
+
+Placeholders and code are not secrets: ``${DB_PASSWORD}``, ``{{ vault_password }}``,
+``<your token>``, ``********``, ``getpass()``, ``os.environ["TOKEN"]`` stay as they are; so
+do generic keys (``token``, ``secret``) with a value that reads as prose (``token: the
+smallest unit``). docs/redaction.md lists what is not detected and why.
+
+:data:`TRIGGER` and :data:`REACH` serve streaming redaction (:mod:`events.redact_stream`): a
+construct that spans whitespace (a key and its value, a header and its credential) starts with
+one of the trigger words and ends within ``REACH`` characters of it, except a private key
+block, which ends at its END line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+MARKER = "[REDACTED]"
+
+
+class Detector(NamedTuple):
+    """One secret shape."""
+
+    name: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...]
+    """Lower-cased literals, one of which every match contains; empty: always run."""
+    groups: tuple[str, ...] = ()
+    """Named groups, the first that took part is the span replaced; empty: the whole match."""
+    accept: Callable[[re.Match[str], str], bool] | None = None
+    """Rejects a look-alike, given the match and the replaced part."""
+    case_hints: tuple[str, ...] = ()
+    """Literals checked as they are (not lower-cased): AWS key id prefixes."""
+    min_length: int = 0
+    """Texts shorter than this cannot match (the hint-less bare AWS key)."""
+    multiline: bool = False
+    """A block (private keys): may run past REACH; it ends at its END line."""
+
+
+# --- checks ---------------------------------------------------------------------------------
+
+_TRAILING = ".,;:!?)]}>"
+_STOPWORDS = frozenset(
+    (
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "below",
+        "above",
+        "by",
+        "changed",
+        "correct",
+        "empty",
+        "for",
+        "here",
+        "in",
+        "incorrect",
+        "invalid",
+        "is",
+        "it",
+        "missing",
+        "must",
+        "my",
+        "none",
+        "not",
+        "null",
+        "of",
+        "on",
+        "optional",
+        "or",
+        "required",
+        "reset",
+        "same",
+        "see",
+        "set",
+        "should",
+        "the",
+        "this",
+        "that",
+        "to",
+        "too",
+        "wrong",
+        "your",
+        "you",
+        "yours",
+    )
+)
+_PLACEHOLDER = re.compile(
+    r"""
+    \$\{?[A-Za-z_][A-Za-z0-9_]*\}?      # ${DB_PASSWORD}, $TOKEN
+    | \{\{.*\}\}? | \{[A-Za-z_][\w.]*\}  # {{ vault_password }}, {password}
+    | <[^>]*>? | \*+ | x{3,} | X{3,} | \.\.\.  # <your token>, ****, xxx, ...
+    | %\([A-Za-z_]\w*\)s | [:@%][A-Za-z_]\w*      # %(password)s, :password, @token
+    | (?:none|null|nil|true|false|undefined)
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+_CODE = re.compile(r"[A-Za-z_][\w.]*(?:\(|\[).*|(?:self|this|os|process|env|config)\.[\w.]+")
+
+
+def credential_like(value: str) -> bool:
+    """Whether a value reads as a credential rather than a word: at least 6 characters, and a
+    digit, a symbol inside it, or a capital letter after the first character."""
+    value = value.rstrip(_TRAILING)
+    if len(value) < 6 or value.lower() in _STOPWORDS:
+        return False
+    if any(c.isdigit() for c in value):
+        return True
+    if any(not c.isalnum() for c in value[1:-1]):
+        return True
+    return any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+
+
+def _placeholder_or_code(value: str, key: str) -> bool:
+    if value == MARKER or MARKER in value:
+        return True
+    if _PLACEHOLDER.fullmatch(value) or _CODE.fullmatch(value):
+        return True
+    # ``password = password``, ``token=api_token``: a variable, not a value
+    return value.isidentifier() and value.lower().strip("_") in key.lower()
+
+
+def _accept_bearer(match: re.Match[str], value: str) -> bool:
+    return credential_like(value)
+
+
+def _accept_basic(match: re.Match[str], value: str) -> bool:
+    """Basic credentials are base64 of ``user:password``."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+def _accept_authorization(match: re.Match[str], value: str) -> bool:
+    return MARKER not in value and credential_like(value.split()[-1])
+
+
+_WORDLIKE = re.compile(r"[A-Z]?[a-z]{3,}")
+
+
+def _accept_aws_secret(match: re.Match[str], value: str) -> bool:
+    """40 base64 characters that look random: upper, lower and digits, at least 20 distinct
+    characters, at most 20 letters in word-like runs. Keeps git hashes (hex), paths and long
+    identifiers; catches ~99% of random keys (docs/redaction.md)."""
+    if not (
+        any(c.isupper() for c in value)
+        and any(c.islower() for c in value)
+        and any(c.isdigit() for c in value)
+    ):
+        return False
+    if len(set(value)) < 20:
+        return False
+    return sum(len(w) for w in _WORDLIKE.findall(value)) <= 20
+
+
+# --- key and value --------------------------------------------------------------------------
+
+_STRONG_WORDS = (
+    r"password|passwd|passphrase|pwd|api[_-]?key|apikey|"
+    r"(?:access|refresh|auth|session|id|bearer)[_-]?token|"
+    r"(?:access|private|secret|encryption|signing|master)[_-]?key|"
+    r"client[_-]?secret"
+)
+_WEAK_WORDS = r"secret|token|credentials?"
+_KEY = (
+    r"(?<![A-Za-z0-9])(?P<key>(?:[A-Za-z0-9]+[_.-])*"
+    r"(?:(?P<strong>" + _STRONG_WORDS + r")|(?P<weak>" + _WEAK_WORDS + r"))"
+    r"(?:[_-](?:access[_-])?key|[_-]value)?)(?![A-Za-z0-9])"
+)
+_QUOTED_VALUE = (
+    # "value" / 'value' (JSON escapes inside), \"value\" (JSON inside a JSON string), and a
+    # quote left open to the end of its line (output cut short, or still streaming).
+    r"\\+\"(?P<eq>(?:[^\"\\\r\n]|\\\\[^\"\r\n]){1,200})\\+\""
+    r"|\"(?P<dq>(?:[^\"\\\r\n]|\\[^\"\r\n]){1,200})\""
+    r"|'(?P<sq>[^'\\\r\n]{1,200})'"
+    r"|\\*[\"'](?P<open>[^\"'\\\r\n]{1,200})(?=[\r\n]|\Z)"
+)
+_BARE_VALUE = r"(?P<bare>[^\s\"'&,;}\]\\]+)"
+_PAIR = re.compile(
+    _KEY + r"(?P<sep>\\*[\"']?[ \t]{0,4}(?::=|=>|[:=])[ \t]{0,4})"
+    r"(?:" + _QUOTED_VALUE + "|" + _BARE_VALUE + r")"
+    r"|"
+    + _KEY.replace("?P<key>", "?P<key2>")
+    .replace("?P<strong>", "?P<strong2>")
+    # prose: "my password is hunter2", "the token was abc123XYZ"
+    .replace("?P<weak>", "?P<weak2>")
+    + r"[ \t]{1,4}(?:is|was)[ \t]{1,4}(?P<said>[^\s\"'`]+)",
+    re.IGNORECASE,
+)
+_PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
+
+
+def _accept_pair(match: re.Match[str], value: str) -> bool:
+    key = match.group("key") or match.group("key2")
+    if _placeholder_or_code(value, key):
+        return False
+    if match.group("said") is not None:  # prose
+        return credential_like(value)
+    sep = match.group("sep")
+    if match.group("bare") is not None:
+        if match.group("weak") is not None:  # token: the smallest unit
+            return credential_like(value)
+        if sep.rstrip() != sep and ":" in sep:  # "password: it must be..."
+            return value.rstrip(_TRAILING).lower() not in _STOPWORDS
+    return True
+
+
+PAIR_WORDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "key",
+)
+"""Literals one of which every key of a pair contains."""
+
+
+# --- the detectors --------------------------------------------------------------------------
+
+
+def _token(name: str, pattern: str, *hints: str, flags: int = 0) -> Detector:
+    return Detector(name, re.compile(pattern, flags), tuple(h.lower() for h in hints))
+
+
+_PRIVATE_BLOCK_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+PRIVATE_BLOCK_END = re.compile(_PRIVATE_BLOCK_END)
+"""The END line of a private key block (streaming waits for it)."""
+
+DETECTORS: tuple[Detector, ...] = (
+    Detector(
+        "private_key_block",
+        re.compile(
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?" + _PRIVATE_BLOCK_END + r"|.*)",
+            re.DOTALL,
+        ),
+        ("private key",),
+        multiline=True,
+    ),
+    _token(
+        "openai_anthropic", r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*", "sk-"
+    ),
+    _token("stripe", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{10,}", "k_live_", "k_test_"),
+    _token("github", r"\bgh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _token("github_fine_grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
+    _token(
+        "gitlab",
+        r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}",
+        "glpat-",
+        "gldt-",
+        "glft-",
+        "glsoat-",
+        "glrt-",
+        "glcbt-",
+        "glimt-",
+        "glptt-",
+        "glagent-",
+        "gloas-",
+    ),
+    _token("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "xox"),
+    _token("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", "hooks.slack"),
+    _token("google", r"\bAIza[0-9A-Za-z_-]{35}", "aiza"),
+    _token("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
+    _token("sendgrid", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", "sg."),
+    _token("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
+    _token("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
+    _token("huggingface", r"\bhf_[A-Za-z0-9]{30,}\b", "hf_"),
+    Detector(
+        "aws_access_key_id",
+        re.compile(
+            r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"
+        ),
+        (),
+        case_hints=(
+            "A3T",
+            "AKIA",
+            "ASIA",
+            "ABIA",
+            "ACCA",
+            "AGPA",
+            "AIDA",
+            "AROA",
+            "ANPA",
+            "ANVA",
+            "AIPA",
+        ),
+    ),
+    Detector("twilio", re.compile(r"\bSK[0-9a-f]{32}\b"), (), case_hints=("SK",)),
+    Detector(
+        "url_password",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"),
+        ("://",),
+        groups=("v",),
+        accept=lambda m, v: not _placeholder_or_code(v, ""),
+    ),
+    Detector(
+        "aws_secret_access_key",
+        re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+        (),
+        accept=_accept_aws_secret,
+        min_length=40,
+    ),
+    Detector(
+        "authorization",
+        re.compile(
+            r"\b(?:proxy-)?authorization\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
+            r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]*[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
+            re.IGNORECASE,
+        ),
+        ("authorization",),
+        groups=("v",),
+        accept=_accept_authorization,
+    ),
+    Detector(
+        "bearer",
+        re.compile(r"\bbearer[ \t]{1,4}(?P<v>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE),
+        ("bearer",),
+        groups=("v",),
+        accept=_accept_bearer,
+    ),
+    Detector(
+        "basic",
+        re.compile(
+            r"\bbasic[ \t]{1,4}(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.IGNORECASE
+        ),
+        ("basic",),
+        groups=("v",),
+        accept=_accept_basic,
+    ),
+    Detector(
+        "cookie",
+        re.compile(
+            r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
+            r"(?:\"(?P<q>[^\"\r\n]*=[^\"\r\n]*)\"|(?P<v>[^\r\n\"]*=[^\r\n]*))",
+            re.IGNORECASE,
+        ),
+        ("cookie",),
+        groups=("q", "v"),
+    ),
+    Detector("pair", _PAIR, PAIR_WORDS, groups=_PAIR_VALUES, accept=_accept_pair),
+)
+"""Every detector, in priority order (overlapping spans are merged into one)."""
+
+TRIGGER = re.compile(
+    _KEY + r"|\b(?:bearer|basic|(?:proxy-)?authorization|(?:set-)?cookie)\b|-----BEGIN ",
+    re.IGNORECASE,
+)
+"""Where a construct that may span whitespace can start: a key that names a secret (with its
+prefixes), a credential header or scheme, a key block."""
+
+REACH = 320
+"""The farthest a construct other than a key block ends from its trigger word: a key with
+prefixes (64), a separator (8), a quoted value (200 + quotes), with room to spare."""
