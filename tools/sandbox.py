@@ -197,6 +197,8 @@ class Launch:
     status_read: int
     _child_ends: list[int] = field(default_factory=list)
     _closed: bool = False
+    _status: bytearray = field(default_factory=bytearray)
+    _pidfd: int | None = None
 
     @classmethod
     def prepare(
@@ -247,23 +249,50 @@ class Launch:
         self._child_ends = []
 
     def status(self) -> dict[str, int]:
-        """What bwrap reported: ``child-pid`` once the sandbox was set up, ``exit-code``."""
-        chunks: list[bytes] = []
-        with contextlib.suppress(BlockingIOError, OSError):
-            while chunk := os.read(self.status_read, 4096):
-                chunks.append(chunk)
+        """What bwrap has reported so far: ``child-pid`` (the host PID of the sandbox's PID 1)
+        as soon as the namespaces exist, ``exit-code`` at the end. Never blocks."""
+        if not self._closed:
+            with contextlib.suppress(BlockingIOError, OSError):
+                while chunk := os.read(self.status_read, 4096):
+                    self._status += chunk
         report: dict[str, int] = {}
-        for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        for line in self._status.decode("utf-8", "replace").splitlines():
             with contextlib.suppress(ValueError):
                 doc = json.loads(line)
                 if isinstance(doc, dict):
                     report.update({k: v for k, v in doc.items() if isinstance(v, int)})
         return report
 
+    def pid1(self) -> int | None:
+        """A pidfd of the sandbox's PID 1 while it lives, else None (not reported yet, exited,
+        or its PID already recycled: the process must be in the PID namespace bwrap reported,
+        so another process is never taken for it). Opened once; closed by `close`."""
+        if self._pidfd is None:
+            report = self.status()
+            pid, namespace = report.get("child-pid"), report.get("pid-namespace")
+            if pid is None or namespace is None:
+                return None
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                return None
+            try:
+                same = os.stat(f"/proc/{pid}/ns/pid").st_ino == namespace
+            except OSError:
+                same = False  # a zombie (already exited) or gone
+            if not same:
+                os.close(fd)
+                return None
+            self._pidfd = fd
+        return self._pidfd
+
     def close(self) -> None:
         if not self._closed:
             self.started()
             os.close(self.status_read)
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
             self._closed = True
 
 

@@ -32,10 +32,12 @@ import os
 import posixpath
 import re
 import resource
+import select
 import selectors
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from typing import IO, Annotated, Any, Literal
 
@@ -56,6 +58,8 @@ _BARE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 _CHUNK = 64 * 1024
 _DRAIN_S = 1.0
 _MAX_HOPS = 40
+_SETUP_WAIT_S = 0.5
+_KILL_WAIT_S = 5.0
 
 Stop = Literal["timeout", "cancelled", "output"]
 
@@ -252,15 +256,12 @@ class ShellRuntime(ToolRuntime):
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=POLL_S)
                 if not leader_done and proc.poll() is not None:
-                    # Reaped first, so its exit status is its own; then whatever it
-                    # left in its group dies, or it would hold the pipes open.
+                    # bwrap exits only after its PID 1 inside has: by then the kernel has
+                    # killed everything left in the sandbox, so nothing holds the pipes.
                     leader_done = True
                     writer.close()
-                    _kill_group(proc)
         finally:
-            if not leader_done:
-                _kill_group(proc)
-            proc.wait()
+            _end_sandbox(proc, launch, kill=not leader_done)
             writer.close()
             _drain(sel, bufs)
             sel.close()
@@ -425,6 +426,49 @@ def _drain(sel: selectors.BaseSelector, bufs: dict[int, bytearray]) -> None:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _end_sandbox(proc: subprocess.Popen[bytes], launch: Launch, *, kill: bool) -> None:
+    """Return only once no process of the call is left, killing them first if ``kill``.
+
+    bwrap may exit before the sandbox is empty: its PID 1 inside reports the program's exit
+    status and bwrap exits on it, while the kernel is still killing what is left in the PID
+    namespace (which it does as PID 1 exits). So the end is PID 1's exit, watched through a
+    pidfd (`Launch.pid1`); its exit completes only after every other process in the namespace
+    is dead. To stop a call, SIGKILL goes to PID 1 (everything else follows); if PID 1 is not
+    known yet, to bwrap's group (and ``--die-with-parent`` takes PID 1 down).
+    """
+    pid1 = launch.pid1()
+    if kill:
+        deadline = time.monotonic() + _SETUP_WAIT_S
+        while pid1 is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)  # bwrap reports PID 1 right after creating it
+            pid1 = launch.pid1()
+        if pid1 is None:
+            _kill_group(proc)
+        else:
+            _signal(pid1)
+    try:
+        proc.wait(timeout=_KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.wait()
+    pid1 = launch.pid1() if pid1 is None else pid1
+    if pid1 is not None and not _exited(pid1, _KILL_WAIT_S):
+        _signal(pid1)
+        _exited(pid1, _KILL_WAIT_S)
+
+
+def _signal(pidfd: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+
+
+def _exited(pidfd: int, timeout_s: float) -> bool:
+    """Whether the process behind ``pidfd`` exits within ``timeout_s``."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(int(timeout_s * 1000)))
 
 
 def _limits(config: ToolsConfig) -> Callable[[], None]:

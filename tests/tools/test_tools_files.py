@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import msgspec
@@ -282,6 +283,7 @@ def test_racing_symlink_swaps_never_leak_or_write_outside(
             with contextlib.suppress(OSError):
                 os.rename(name, parked)
                 os.symlink(target, name)
+                time.sleep(0.001)  # long enough for some calls to meet the symlink
                 os.unlink(name)
                 os.rename(parked, name)
 
