@@ -12,6 +12,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from events import is_ulid
+from events.fields import SESSION_KEY, Identifier
+from events.redact import looks_secret
 from projections import Views
 from projections.follow import Signal
 from transports.grpc.status import invalid
@@ -91,4 +93,13 @@ def require_id(field_name: str, value: str) -> str:
         raise invalid(field_name, "required")
     if not is_ulid(value):
         raise invalid(field_name, f"{value[:40]!r} is not a valid id")
+    return value
+
+
+def require_identifier(field_name: str, value: str, kind: Identifier = SESSION_KEY) -> str:
+    """A client-chosen identifier (a session key, a channel): the journal stores it in clear
+    and refuses one that does not fit its pattern or looks like a secret. Never quoted."""
+    problem = kind.problem(value, looks_secret)
+    if problem is not None:
+        raise invalid(field_name, problem)
     return value

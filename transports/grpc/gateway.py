@@ -28,6 +28,7 @@ from transports.grpc.context import (
     page_size,
     page_token,
     require_id,
+    require_identifier,
 )
 from transports.grpc.records import run_message, session_message
 from transports.grpc.run_stream import RunConversation
@@ -83,6 +84,8 @@ class GatewayService(GatewayBase):
             require_id("session_id", str(value))
         elif choice == "session_key" and not value:
             raise invalid("session_key", "must not be empty")
+        elif choice == "session_key":
+            require_identifier("session_key", str(value))
         elif not choice and not message.create:
             raise invalid("session", "give session_id or session_key, or set create")
         command = ResolveSession(

@@ -27,6 +27,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from actors.messages import CancelRun, ResolveApproval, Scope, StartRun
+from events.fields import CHANNEL
 from projections.follow import follow_tape
 from proto.reel.v1 import (
     ApprovalDecision,
@@ -37,7 +38,7 @@ from proto.reel.v1 import (
     TapeEvent,
 )
 from proto.reel.v1 import StartRun as StartMessage
-from transports.grpc.context import PRINCIPAL, ServiceContext, require_id
+from transports.grpc.context import PRINCIPAL, ServiceContext, require_id, require_identifier
 from transports.grpc.status import invalid, not_found, to_grpc_error
 from transports.grpc.tape import stream_error, tape_event
 
@@ -110,6 +111,10 @@ class RunConversation:
             require_id("start.session_id", str(value))
         elif choice == "session_key" and not value:
             raise invalid("start.session_key", "must not be empty (use new_session)")
+        elif choice == "session_key":
+            require_identifier("start.session_key", str(value))
+        if body.channel:
+            require_identifier("start.channel", body.channel, CHANNEL)
         if not body.text.strip():
             raise invalid("start.text", "must not be empty")
         try:

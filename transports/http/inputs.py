@@ -22,6 +22,8 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 from aiohttp import web
 
+from events.fields import SESSION_KEY, Identifier
+from events.redact import looks_secret
 from transports.http.failures import ApiError
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -118,6 +120,18 @@ def _escaped_string(document: Any) -> tuple[str, bool] | None:
 
 _BAD_BYTE = re.compile("[\udc80-\udcff]")
 """What ``surrogateescape`` decodes a byte that is not UTF-8 to."""
+
+
+def identifier(value: str | None, field: str, kind: Identifier = SESSION_KEY) -> str | None:
+    """``value`` when it is a valid ``kind`` (the journal stores identifiers in clear and
+    refuses any that does not fit its pattern or looks like a secret); else a 400 naming
+    ``field`` that never quotes the value."""
+    if value is None:
+        return None
+    problem = kind.problem(value, looks_secret)
+    if problem is not None:
+        raise ApiError("invalid_argument", f"{field.removeprefix('$.')} {problem}", field)
+    return value
 
 
 def path_id(request: web.Request, name: str, what: str) -> str:

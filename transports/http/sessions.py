@@ -26,7 +26,14 @@ from transports.http.bodies import (
 )
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.failures import ApiError
-from transports.http.inputs import LIST_CAP, after_id, page_limit, path_id, read_body
+from transports.http.inputs import (
+    LIST_CAP,
+    after_id,
+    identifier,
+    page_limit,
+    path_id,
+    read_body,
+)
 from transports.http.replies import json_reply
 
 PRINCIPAL = "http"
@@ -83,10 +90,9 @@ async def list_runs(request: web.Request) -> web.Response:
 async def create_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     body = await read_body(request, CreateSessionRequest, optional=True)
+    session_key = identifier(body.session_key, "$.session_key")
     info: SessionInfo = await ctx.command(
-        ResolveSession(
-            session_key=body.session_key, label=body.label, create=True, principal=PRINCIPAL
-        )
+        ResolveSession(session_key=session_key, label=body.label, create=True, principal=PRINCIPAL)
     )
     record = await created_session(ctx, info.session_id)
     return json_reply(record, status=201 if info.created else 200)
@@ -133,11 +139,12 @@ async def branch_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     body = await read_body(request, BranchSessionRequest, optional=True)
+    session_key = identifier(body.session_key, "$.session_key")
     info: SessionInfo = await ctx.command(
         BranchSession(
             session_id=session_id,
             run_id=body.run_id,
-            session_key=body.session_key,
+            session_key=session_key,
             label=body.label,
             principal=PRINCIPAL,
         )

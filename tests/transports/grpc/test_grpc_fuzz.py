@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.transports.grpc.conftest import GrpcNode, start_node
-from tests.transports.grpc.rawcall import Method, RawCodec, Records, call, methods, varint
+from tests.transports.grpc.rawcall import Method, RawCodec, call, methods, varint
+from tests.transports.records import Records
 
 EXAMPLES = int(os.environ.get("REEL_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from grpclib.client import Channel
 from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 
 from tests.transports.grpc.conftest import GrpcNode, run
 from tests.transports.grpc.rawcall import (
     Method,
     RawCodec,
-    Records,
     call,
     field_bytes,
     first_string_field,
@@ -20,6 +20,7 @@ from tests.transports.grpc.rawcall import (
     methods,
     varint,
 )
+from tests.transports.records import Records
 from transports.grpc.wire import VARINT, MalformedMessage, check
 
 MALFORMED = {
@@ -189,3 +190,38 @@ async def _call(node: GrpcNode, method: Method, **kwargs: bytes) -> Status:
         return await call(channel, method, node.metadata, **kwargs)
     finally:
         channel.close()
+
+
+def test_identifiers_the_journal_would_refuse_are_invalid_argument(node: GrpcNode) -> None:
+    from proto.reel.v1 import GatewayStub, ResolveSessionRequest
+
+    async def scenario() -> list[Status]:
+        channel = node.channel()
+        statuses = []
+        try:
+            gateway = GatewayStub(channel, metadata=node.metadata)
+            for key in ("a b", "x" * 200, "ghp_" + "A1b2" * 9):
+                try:
+                    await gateway.resolve_session(
+                        ResolveSessionRequest(session_key=key, create=True)
+                    )
+                    statuses.append(Status.OK)
+                except GRPCError as exc:
+                    statuses.append(exc.status)
+                    assert "session_key" in (exc.message or "") and key not in (exc.message or "")
+            for start in ({"session_key": "a b"}, {"channel": "Not A Channel!"}):
+                async with node.stream(channel) as stream:
+                    await stream.start("hello", **start)
+                    try:
+                        async for _ in stream.events():
+                            pass
+                        statuses.append(Status.OK)
+                    except GRPCError as exc:
+                        statuses.append(exc.status)
+        finally:
+            channel.close()
+        return statuses
+
+    with Records() as log:
+        assert run(scenario()) == [Status.INVALID_ARGUMENT] * 5
+    assert not log.faults(), log.text()

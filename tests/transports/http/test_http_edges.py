@@ -338,3 +338,22 @@ def test_a_fetch_header_with_crlf_is_a_tool_error_naming_it_not_an_internal_erro
     assert completed["error"].startswith("headers.X-Note: the value has a carriage return (CR)")
     assert events[-1].event == "run.completed"
     quiet(log, node)
+
+
+# --- identifiers the journal stores in clear ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["a b", "x" * 200, "-leading", "key\u00e9", "ghp_" + "A1b2" * 9, "AKIAIOSFODNN7EXAMPLE"],
+)
+def test_a_session_key_the_journal_would_refuse_is_400_at_once(
+    node: Node, log: pytest.LogCaptureFixture, key: str
+) -> None:
+    sid = node.session()
+    for path in ("/v1/sessions", f"/v1/sessions/{sid}/branch"):
+        reply = node.call("POST", path, {"session_key": key})
+        assert (reply.status, reply.error["field"]) == (400, "$.session_key"), reply
+        assert key not in reply.body.decode()
+    assert node.call("POST", "/v1/sessions", {"session_key": "fine:key/1"}).status == 201
+    quiet(log, node)

@@ -8,24 +8,31 @@ is a correct 400, not an API fault.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.transports.http.httpkit import Node
+from tests.transports.records import Records
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
 
-pytestmark = pytest.mark.skipif(
+UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+
+
+@pytest.mark.skipif(
     not SCHEMATHESIS.exists() and shutil.which("schemathesis") is None,
     reason="schemathesis is not installed (dev extra)",
 )
-
-
-def test_fuzz_the_api_with_schemathesis(node: Node, tmp_path: Path) -> None:
+def test_fuzz_the_api_with_schemathesis(node: Node, tmp_path: Path, records: Records) -> None:
     command = str(SCHEMATHESIS) if SCHEMATHESIS.exists() else "schemathesis"
     done = subprocess.run(
         [
@@ -66,5 +73,128 @@ def test_fuzz_the_api_with_schemathesis(node: Node, tmp_path: Path) -> None:
     assert "Server error" not in output, output[-6000:]
     assert done.returncode == 0, output[-6000:]
     assert node.token not in output
-    # the node is still healthy afterwards
+    # the node is still healthy afterwards, and logged no traceback and no token
     assert node.call("GET", "/healthz", auth=None).status == 200
+    assert not records.faults(), records.text()
+    assert node.token not in records.text()
+
+
+# --- hypothesis: bodies and header lines ---------------------------------------------------------
+
+EXAMPLES = int(os.environ.get("REEL_FUZZ_EXAMPLES", "40"))
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+FIELDS = [
+    "text",
+    "label",
+    "session_key",
+    "run_id",
+    "tool",
+    "posture",
+    "decision",
+    "scope",
+    "reason",
+]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+CONTENT_TYPES = st.sampled_from(
+    [None, "application/json", "text/plain", "application/json; charset=latin-1", "x/y+json"]
+)
+
+
+def json_bytes(value: object) -> bytes:
+    return json.dumps(value).encode()
+
+
+def with_bad_bytes(pair: tuple[bytes, int, bytes]) -> bytes:
+    body, at, bad = pair
+    at %= len(body) + 1
+    return body[:at] + bad + body[at:]
+
+
+BODIES = st.one_of(
+    st.binary(max_size=120),
+    JSON.map(json_bytes),
+    st.tuples(
+        JSON.map(json_bytes),
+        st.integers(0, 1 << 12),
+        st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", b"\xf8\x88\x80\x80\x80"]),
+    ).map(with_bad_bytes),
+)
+
+
+@pytest.fixture
+def records() -> Iterator[Records]:
+    with Records() as log:
+        yield log
+
+
+def post_routes(node: Node) -> list[str]:
+    sid = node.session()
+    run_id = node.start("hello")
+    node.finish(run_id)
+    return [
+        "/v1/sessions",
+        f"/v1/sessions/{sid}/messages",
+        f"/v1/sessions/{sid}/reset",
+        f"/v1/sessions/{sid}/branch",
+        f"/v1/sessions/{sid}/postures",
+        f"/v1/runs/{run_id}/cancel",
+        f"/v1/approvals/{UNKNOWN}",
+        "/v1/journal/verify",
+    ]
+
+
+def test_fuzzed_bodies_to_every_post_route(node: Node, records: Records) -> None:
+    routes = post_routes(node)
+
+    @FUZZ
+    @given(route=st.sampled_from(routes), body=BODIES, content_type=CONTENT_TYPES)
+    def fuzz(route: str, body: bytes, content_type: str | None) -> None:
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        reply = node.call("POST", route, raw=body, headers=headers)
+        assert reply.status < 500, (route, body, reply)
+        if reply.status >= 400:
+            assert reply.error["code"], reply
+        assert node.token.encode() not in reply.body
+
+    fuzz()
+    assert not records.faults(), records.text()
+
+
+HEADER_BYTES = st.binary(min_size=1, max_size=40).filter(lambda b: b"\r\n" not in b)
+
+
+def test_fuzzed_header_lines_never_echo_the_request(node: Node, records: Records) -> None:
+    token = node.token.encode()
+
+    @FUZZ
+    @given(name=HEADER_BYTES, value=HEADER_BYTES, before=st.booleans())
+    def fuzz(name: bytes, value: bytes, before: bool) -> None:
+        auth = b"Authorization: Bearer " + token + b"\r\n"
+        odd = name + b": " + value + b"\r\n"
+        raw = node.raw(
+            b"GET /v1/sessions?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            + (odd + auth if before else auth + odd)
+            + b"\r\n"
+        )
+        status = int(raw.split(b" ", 2)[1])
+        assert status < 500, raw
+        body = raw.partition(b"\r\n\r\n")[2]
+        if status >= 400:
+            assert token not in raw and value not in body, raw
+
+    fuzz()
+    assert not records.faults(), records.text()
+    assert node.token not in records.text()
