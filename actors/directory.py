@@ -30,6 +30,7 @@ from actors.errors import (
     UnknownRun,
     UnknownSession,
 )
+from actors.identifiers import check_identifiers
 from actors.messages import (
     BranchSession,
     CancelRun,
@@ -111,6 +112,11 @@ class SessionDirectory(pykka.ThreadingActor):
     # --- routing ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        # a session key or channel the journal would refuse (keys it already holds still work)
+        invalid = check_identifiers(message, known_keys=self.keys)
+        if invalid is not None:
+            reject(getattr(message, "reply", None), invalid)
+            return None
         if isinstance(message, StartRun):
             self._start_run(message)
         elif isinstance(message, CreateSession):

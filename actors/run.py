@@ -23,7 +23,7 @@ from typing import Any
 
 import pykka
 
-from actors.coalesce import Coalescer
+from actors.coalesce import Chunk, Coalescer
 from actors.context import model_input
 from actors.errors import RunNotActive
 from actors.io_loop import Timer
@@ -218,7 +218,7 @@ class RunActor(pykka.ThreadingActor):
         ending = isinstance(events[-1], TERMINAL_EVENTS)
         if ending:
             self._cancel_io()
-            self.coalescer.flush()  # a stopped turn's unflushed output is dropped, not recorded
+            self.coalescer.drop()  # a stopped turn's unflushed output is dropped, not recorded
             # Unrouted before the end is visible: whoever sees the terminal event and sends the
             # session its next message finds this run gone, not still live.
             self.s.registry.run_ended(self.run_id)
@@ -348,10 +348,12 @@ class RunActor(pykka.ThreadingActor):
         assert self.turn is not None
         item = message.item
         if isinstance(item, TextDelta):
+            # Redacted as one stream before it is chunked (actors/coalesce.py): a secret split
+            # across deltas is caught whole, and held text waits for its verdict.
             chunk = self.coalescer.add(item.text, time.monotonic())
             if chunk is not None:
                 self._output(chunk)
-            elif self.flush_timer is None:
+            elif self.flush_timer is None and self.coalescer.buffered:
                 self._schedule_flush()
         elif isinstance(item, ToolCall):
             self.turn.calls.append(item)
@@ -360,16 +362,25 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(item, TurnEnd):
             self.turn.finish = item.finish_reason
 
-    def _output(self, chunk: str) -> None:
+    def _output(self, chunk: Chunk) -> None:
         assert self.turn is not None
-        self._append(RunOutput(run_id=self.run_id, turn=self.turn.number, text=chunk))
+        self._append(
+            RunOutput(
+                run_id=self.run_id,
+                turn=self.turn.number,
+                text=chunk.text,
+                redacted=chunk.redacted,
+            )
+        )
 
     def _flush(self, *, force: bool) -> None:
-        if force or self.coalescer.due(time.monotonic()):
-            chunk = self.coalescer.flush()
+        """``force``: the turn is over, so the redactor releases what it held."""
+        now = time.monotonic()
+        if force or self.coalescer.due(now):
+            chunk = self.coalescer.end_turn(now) if force else self.coalescer.flush()
             if chunk is not None:
                 self._output(chunk)
-        elif self.flush_timer is None:
+        elif self.flush_timer is None and self.coalescer.buffered:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:

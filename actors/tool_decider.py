@@ -22,6 +22,8 @@ from events.catalog import (
     ToolDecided,
     ToolProposed,
 )
+from events.fields import INVALID_TOOL_NAME, TOOL_NAME
+from events.redact import looks_secret
 from tools import ToolResult
 
 MAX_ARGUMENT_TEXT = 64 * 1024
@@ -30,13 +32,16 @@ MAX_ARGUMENT_TEXT = 64 * 1024
 def propose(
     state: InvocationState, call: ToolCall, *, run_id: str, session_id: str
 ) -> ToolProposed:
-    """``tool.proposed``: the call as the model made it (arguments decoded when they parse)."""
+    """``tool.proposed``: the call as the model made it (arguments decoded when they parse).
+    A name that is not a valid tool name (a model can say anything, a secret included) is
+    recorded as ``invalid_tool_name``: the journal stores tool names in clear, and the call is
+    refused as an unknown tool either way."""
     return ToolProposed(
         invocation_id=state.invocation_id,
         run_id=run_id,
         session_id=session_id,
         call_id=call.id,
-        tool=call.name,
+        tool=call.name if TOOL_NAME.problem(call.name, looks_secret) is None else INVALID_TOOL_NAME,
         arguments=parse_arguments(call.arguments),
     )
 

@@ -59,6 +59,10 @@ class Detector(NamedTuple):
     """Texts shorter than this cannot match (the hint-less bare AWS key)."""
     multiline: bool = False
     """A block (private keys): may run past REACH; it ends at its END line."""
+    ends_at_line_end: bool = False
+    """A match may hold spaces and runs to the end of its line (headers, key and value):
+    streaming that gives up holding one swallows input up to the next line break, not the next
+    space (see :mod:`events.redact_stream`)."""
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -111,12 +115,20 @@ _STOPWORDS = frozenset(
         "your",
         "you",
         "yours",
+        # type annotations: ``def login(password: str)``
+        "str",
+        "string",
+        "bytes",
+        "int",
+        "bool",
+        "any",
+        "secretstr",
     )
 )
 _PLACEHOLDER = re.compile(
     r"""
     \$\{?[A-Za-z_][A-Za-z0-9_]*\}?      # ${DB_PASSWORD}, $TOKEN
-    | \{\{.*\}\}? | \{[A-Za-z_][\w.]*\}  # {{ vault_password }}, {password}
+    | \{\{.* | \{%.* | \{[A-Za-z_][\w.]*\}  # {{ vault_password }}, {password}
     | <[^>]*>? | \*+ | x{3,} | X{3,} | \.\.\.  # <your token>, ****, xxx, ...
     | %\([A-Za-z_]\w*\)s | [:@%][A-Za-z_]\w*      # %(password)s, :password, @token
     | (?:none|null|nil|true|false|undefined)
@@ -214,7 +226,7 @@ _PAIR = re.compile(
     .replace("?P<strong>", "?P<strong2>")
     # prose: "my password is hunter2", "the token was abc123XYZ"
     .replace("?P<weak>", "?P<weak2>")
-    + r"[ \t]{1,4}(?:is|was)[ \t]{1,4}(?P<said>[^\s\"'`]+)",
+    + r"[ \t]{1,4}(?:is|was)[ \t]{1,4}(?P<said>[^\s\"'`]*[^\s\"'`.,;:!?)])",
     re.IGNORECASE,
 )
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
@@ -343,6 +355,7 @@ DETECTORS: tuple[Detector, ...] = (
         ("authorization",),
         groups=("v",),
         accept=_accept_authorization,
+        ends_at_line_end=True,
     ),
     Detector(
         "bearer",
@@ -364,13 +377,23 @@ DETECTORS: tuple[Detector, ...] = (
         "cookie",
         re.compile(
             r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
-            r"(?:\"(?P<q>[^\"\r\n]*=[^\"\r\n]*)\"|(?P<v>[^\r\n\"]*=[^\r\n]*))",
+            # name=value pairs: the first name is one short word, so "Cookie: chocolate chip"
+            # is prose, and the verdict never waits past REACH for an "=".
+            r"(?:\"(?P<q>[^\s\";=]{1,128}=[^\"\r\n]*)\"|(?P<v>[^\s\";=]{1,128}=[^\r\n]*))",
             re.IGNORECASE,
         ),
         ("cookie",),
         groups=("q", "v"),
+        ends_at_line_end=True,
     ),
-    Detector("pair", _PAIR, PAIR_WORDS, groups=_PAIR_VALUES, accept=_accept_pair),
+    Detector(
+        "pair",
+        _PAIR,
+        PAIR_WORDS,
+        groups=_PAIR_VALUES,
+        accept=_accept_pair,
+        ends_at_line_end=True,
+    ),
 )
 """Every detector, in priority order (overlapping spans are merged into one)."""
 

@@ -24,22 +24,25 @@ stream redacted piece by piece comes out as the whole text redacted at once.
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from events.catalog import kind_of
+from events.catalog import Event, kind_of
 from events.detectors import DETECTORS, MARKER, Detector
 from events.fields import Check, InvalidField, OneOf, Text, plan_of
 
 __all__ = [
     "MARKER",
+    "Guard",
+    "apply_spans",
     "find_spans",
     "is_secret_key",
     "looks_secret",
     "redact_event",
     "redact_text",
     "redact_value",
+    "scan",
 ]
 
 _SECRET_KEY_PARTS = (
@@ -66,7 +69,7 @@ _SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd"})
 # as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``.
 _SECRET_KEY_RE = re.compile(r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)")
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Event)
 Span = tuple[int, int]
 
 
@@ -93,18 +96,32 @@ def _span(match: re.Match[str], detector: Detector) -> Span:
     return match.span()
 
 
-def find_spans(text: str, start: int = 0) -> list[Span]:
+class Guard(NamedTuple):
+    """Where a match lies (from its first character, key included, to its end), so streaming
+    never cuts inside one; ``detector`` is its index in ``DETECTORS``."""
+
+    start: int
+    end: int
+    detector: int
+
+
+def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
     """The spans to replace in ``text``, sorted and merged, among matches that begin at or after
     ``start`` (the text before ``start`` is context: look-behinds see it, nothing in it is
-    reported). A match a check rejects does not hide a match that starts inside it."""
+    reported); and the guards: every accepted match, and every rejected one that reaches the end
+    of ``text`` (more text could change the verdict). A match a check rejects does not hide a
+    match that starts inside it, so the result at a position depends only on the text near it.
+    """
     lowered = text.lower()
+    size = len(text)
     found: list[Span] = []
-    for detector in DETECTORS:
+    guards: list[Guard] = []
+    for index, detector in enumerate(DETECTORS):
         if not _applies(detector, text, lowered, start):
             continue
         search = detector.pattern.search
         pos = start
-        while pos <= len(text):
+        while pos <= size:
             match = search(text, pos)
             if match is None:
                 break
@@ -114,10 +131,22 @@ def find_spans(text: str, start: int = 0) -> list[Span]:
                 or text.startswith(MARKER, s)
                 or (detector.accept is not None and not detector.accept(match, text[s:e]))
             ):
+                if match.end() >= size:
+                    guards.append(Guard(match.start(), match.end(), index))
                 pos = match.start() + 1
                 continue
             found.append((s, e))
+            guards.append(Guard(match.start(), match.end(), index))
             pos = max(match.end(), match.start() + 1)
+    return _merged(found), guards
+
+
+def find_spans(text: str, start: int = 0) -> list[Span]:
+    """The spans :func:`redact_text` replaces (see :func:`scan`)."""
+    return scan(text, start)[0]
+
+
+def _merged(found: list[Span]) -> list[Span]:
     if len(found) < 2:
         return found
     found.sort()
@@ -218,17 +247,13 @@ def redact_event(event: T) -> T:
                     continue
                 problem = rule.kind.problem(item, looks_secret)
                 if problem is not None:
-                    raise InvalidField(kind_of(type(event)), name, problem)  # type: ignore[arg-type]
+                    raise InvalidField(kind_of(event), name, problem)
         elif isinstance(rule, OneOf):
             for item in value if rule.many else (value,):
                 if item not in rule.allowed:
                     allowed = ", ".join(sorted(map(str, rule.allowed)))
-                    raise InvalidField(
-                        kind_of(type(event)),  # type: ignore[arg-type]
-                        name,
-                        f"must be one of {allowed}",
-                    )
+                    raise InvalidField(kind_of(event), name, f"must be one of {allowed}")
     if not total:
         return event
     changes["redacted"] = getattr(event, "redacted", 0) + total
-    return msgspec.structs.replace(event, **changes)  # type: ignore[type-var]
+    return msgspec.structs.replace(event, **changes)
