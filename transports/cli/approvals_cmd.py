@@ -19,7 +19,7 @@ from events import Journal, JournalReader, NodeKey
 from events.catalog import ApprovalResolved, GrantRevoked
 from projections.approvals import load_approvals
 from projections.records import ApprovalRecord
-from transports.cli.data_dir import journal_path, node_key_path, resolve
+from transports.cli.data_dir import existing, journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.options import DataOption, JsonOption
 
@@ -61,7 +61,7 @@ def _line(view: ApprovalRecord) -> str:
 def _decide(
     data: DataOption, approval_id: str, decision: Literal["allow", "deny"], scope: str, reason: str
 ) -> None:
-    data_dir = resolve(data)
+    data_dir = existing(data)
     journal = Journal(
         journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
     )
@@ -121,7 +121,7 @@ def revoke_cmd(
     from actors.directory import GRANTS_STREAM
     from actors.recovery import active_always_grants
 
-    data_dir = resolve(data)
+    data_dir = existing(data)
     key = NodeKey.load_or_create(node_key_path(data_dir))
     journal = Journal(journal_path(data_dir), node_key=key)
     try:

@@ -20,6 +20,16 @@ def resolve(data: Path | None) -> Path:
     return (data if data is not None else default_data_dir()).expanduser()
 
 
+def existing(data: Path | None) -> Path:
+    """The data dir, which must already exist (commands that write to it offline)."""
+    from transports.cli.errors import CliError
+
+    data_dir = resolve(data)
+    if not data_dir.is_dir():
+        raise CliError(f"no data dir at {data_dir} (start a node with --data {data_dir} first)")
+    return data_dir
+
+
 def journal_path(data_dir: Path) -> Path:
     """The journal file inside a data dir."""
     return data_dir / "journal.db"

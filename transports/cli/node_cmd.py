@@ -29,6 +29,8 @@ def node(
     from transports.daemon import serve
 
     data_dir = resolve(data)
+    if config is not None and not config.is_file():
+        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
     cfg = load_config(config or data_dir / "config.toml")
     if provider is not None:
         if provider not in ("deterministic", "openai"):

@@ -179,10 +179,10 @@ def _offline(data: Path | None) -> Iterator[tuple[Journal, TokenBook]]:
     """The data dir's journal (its writer lock held) and its auth view."""
     from events import Journal, NodeKey
     from events.errors import JournalLocked
-    from transports.cli.data_dir import journal_path, node_key_path, resolve
+    from transports.cli.data_dir import existing, journal_path, node_key_path
     from transports.tokens import load_tokens
 
-    data_dir = resolve(data)
+    data_dir = existing(data)
     try:
         journal = Journal(
             journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
