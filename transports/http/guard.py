@@ -3,6 +3,8 @@
 - Every route but ``/healthz`` and the console's static files needs
   ``Authorization: Bearer <admin.token>`` (constant-time comparison); otherwise 401 with
   ``WWW-Authenticate: Bearer``. Unknown paths need it too, so probing reveals nothing.
+- A query parameter the operation does not take (per ``/v1/openapi.json``), or one given twice,
+  is a 400 naming it: a typo (``?limt=5``) is not silently ignored.
 - A declared ``Content-Length`` over ``http.max_body_bytes`` is refused before reading (413);
   a chunked body is cut by aiohttp's ``client_max_size`` (also a 413).
 - Whatever a handler raises becomes the JSON error of :mod:`transports.http.failures`. Logs name
@@ -20,6 +22,7 @@ from transports.auth import bearer_matches
 from transports.http import console, health
 from transports.http.context import CONTEXT
 from transports.http.failures import ApiError, error_response, to_api_error
+from transports.http.openapi import query_parameters
 
 log = logging.getLogger("reel.http")
 
@@ -33,6 +36,8 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
             request.headers.get("Authorization"), request.app[CONTEXT].token
         ):
             raise ApiError("unauthenticated", "a valid bearer token is required")
+        if request.query:
+            check_query(request)
         length = request.content_length
         if length is not None and length > request.client_max_size:
             raise ApiError(
@@ -45,3 +50,28 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if error.code == "internal":
             log.error("internal error on %s %s", request.method, request.path, exc_info=exc)
         return error_response(error)
+
+
+def check_query(request: web.Request) -> None:
+    """Refuse query parameters the matched operation does not take, or takes once."""
+    if request.match_info.route.name in PUBLIC_ROUTES:
+        return
+    resource = request.match_info.route.resource
+    if resource is None:
+        return
+    taken = query_parameters().get((request.method, resource.canonical))
+    if taken is None:  # a route the document does not describe (405s, 404s)
+        return
+    seen: set[str] = set()
+    for name, _ in request.query.items():  # every occurrence, not unique keys
+        field = f"query.{name[:32]}"
+        if name not in taken:
+            known = ", ".join(sorted(taken)) or "none"
+            raise ApiError(
+                "invalid_argument",
+                f"unknown query parameter {name[:32]!r} (this operation takes: {known})",
+                field,
+            )
+        if name in seen:
+            raise ApiError("invalid_argument", f"{name} is given more than once", field)
+        seen.add(name)

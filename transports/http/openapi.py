@@ -150,7 +150,8 @@ def _op(
     public: bool = False,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {str(status): spec for status, spec in ok.items()}
-    codes = errors if public else (401, *errors)
+    # every authenticated operation may refuse a query parameter it does not take (400)
+    codes = set(errors) if public else {400, 401, *errors}
     for status in sorted(codes):
         responses[str(status)] = _json(ErrorBody, ERRORS[status])
     op: dict[str, Any] = {"summary": summary, "responses": responses}
@@ -427,6 +428,19 @@ def document() -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
     }
+
+
+@cache
+def query_parameters() -> dict[tuple[str, str], frozenset[str]]:
+    """(method, path template) -> the query parameters the operation takes (HEAD as GET)."""
+    taken: dict[tuple[str, str], frozenset[str]] = {}
+    for path, item in document()["paths"].items():
+        for method, op in item.items():
+            names = frozenset(p["name"] for p in op.get("parameters", ()) if p["in"] == "query")
+            taken[(method.upper(), path)] = names
+            if method == "get":
+                taken[("HEAD", path)] = names
+    return taken
 
 
 @cache

@@ -357,3 +357,27 @@ def test_a_session_key_the_journal_would_refuse_is_400_at_once(
         assert key not in reply.body.decode()
     assert node.call("POST", "/v1/sessions", {"session_key": "fine:key/1"}).status == 201
     quiet(log, node)
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/sessions?limt=5", "query.limt"),
+        ("/v1/sessions?limit=1&limit=2", "query.limit"),
+        ("/v1/approvals?state=pending&State=pending", "query.State"),
+        (f"/v1/runs/{UNKNOWN}?after=1", "query.after"),
+        ("/v1/journal/head?verbose=1", "query.verbose"),
+        ("/metrics?debug", "query.debug"),
+    ],
+)
+def test_query_parameters_an_operation_does_not_take_are_400(
+    node: Node, path: str, field: str
+) -> None:
+    reply = node.call("GET", path)
+    assert (reply.status, reply.error["field"]) == (400, field), reply
+
+
+def test_the_query_parameters_an_operation_takes_are_accepted(node: Node) -> None:
+    assert node.call("GET", "/v1/sessions?limit=5&after=" + UNKNOWN).status == 200
+    assert node.call("GET", "/v1/approvals?state=pending&limit=1").status == 200
+    assert node.call("GET", "/healthz?probe=1", auth=None).status == 200
