@@ -45,7 +45,9 @@ class Coalescer:
         """The provider finished the turn: everything held, redacted, and buffered, as one
         last chunk (None when there is nothing)."""
         released, redacted = self.redactor.finish()
-        self._collect(released, redacted, now)
+        if released:
+            self._parts.append(released)
+            self._redacted += redacted
         return self.flush()
 
     def _collect(self, text: str, redacted: int, now: float) -> Chunk | None:
