@@ -508,3 +508,35 @@ def test_the_sandbox_dies_with_a_node_killed_by_sigkill(data: DataDir) -> None:
         if node.poll() is None:
             node.kill()
             node.wait(10)
+
+
+def test_node_paths_under_a_system_directory_are_covered(data: DataDir) -> None:
+    """A data dir under /usr (say /usr/local/var/reel) would be visible through the /usr bind:
+    hidden paths under a bound directory are covered by an empty, read-only tmpfs."""
+    hidden = "/usr/share/doc"
+    if not os.listdir(hidden):
+        pytest.skip(f"{hidden} is empty here")
+    result = data.run(
+        ["sh", "-c", f"ls -A {hidden}; echo x > {hidden}/x && echo wrote"],
+        shell_hidden_paths=(hidden,),
+    )
+    assert out(result).splitlines()[0].endswith("Read-only file system")
+    assert "wrote" not in out(result)
+    listed = data.run(["ls", "-A", hidden], shell_hidden_paths=(hidden,))
+    assert listed.ok and msgspec.json.decode(listed.output)["stdout"] == ""
+    shown = data.run(["ls", "-A", hidden])  # the same directory, not hidden: visible
+    assert msgspec.json.decode(shown.output)["stdout"] != ""
+
+
+def test_a_shell_path_inside_the_data_dir_disables_shell_run(data: DataDir) -> None:
+    bin_dir = data.root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "echo").symlink_to(shutil.which("echo") or "")
+    catalog = data.catalog(
+        shell_path=f"{bin_dir}:{SHELL_PATH}", shell_hidden_paths=(str(data.root),)
+    )
+    reason = catalog.spec("shell.run").unavailable
+    assert reason == (
+        f"sandbox: {os.path.realpath(bin_dir)} would be visible but lies inside the node's "
+        f"{os.path.realpath(data.root)}"
+    )
