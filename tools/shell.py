@@ -60,6 +60,7 @@ _DRAIN_S = 1.0
 _MAX_HOPS = 40
 _SETUP_WAIT_S = 0.5
 _KILL_WAIT_S = 5.0
+_EXIT_GRACE_S = 1.0
 
 Stop = Literal["timeout", "cancelled", "output"]
 
@@ -261,7 +262,7 @@ class ShellRuntime(ToolRuntime):
                     leader_done = True
                     writer.close()
         finally:
-            _end_sandbox(proc, launch, kill=not leader_done)
+            _end_sandbox(proc, launch, kill=stop is not None or not leader_done)
             writer.close()
             _drain(sel, bufs)
             sel.close()
@@ -454,7 +455,9 @@ def _end_sandbox(proc: subprocess.Popen[bytes], launch: Launch, *, kill: bool) -
         _kill_group(proc)
         proc.wait()
     pid1 = launch.pid1() if pid1 is None else pid1
-    if pid1 is not None and not _exited(pid1, _KILL_WAIT_S):
+    # After a normal exit PID 1 is gone within milliseconds; one that lingers (bwrap can be
+    # told a false exit through PID 1's eventfd from inside) is killed after a short grace.
+    if pid1 is not None and not _exited(pid1, _KILL_WAIT_S if kill else _EXIT_GRACE_S):
         _signal(pid1)
         _exited(pid1, _KILL_WAIT_S)
 
