@@ -6,7 +6,11 @@ arguments, lets policy decide using the `ToolSpec`, then calls `execute`
 with an `ExecutionContext` on its own thread and records the `ToolResult`.
 
 Runtimes: builtins (echo, time.now, sleep), workspace files (fs.read,
-fs.list, fs.write), http.fetch, shell.run, and WASM plugins on wasmtime.
+fs.list, fs.write; `tools.workspace`: no symlink followed, no multi-link
+file opened), http.fetch, shell.run (only inside the bubblewrap sandbox of
+`tools.sandbox`; exec wrappers per `tools.wrappers`), and WASM plugins on
+wasmtime. A tool that cannot run on this node says why in
+`ToolSpec.unavailable` (`ToolCatalog.unavailable`).
 
 Exceptions (only for unknown tools, bad arguments, bad plugins and
 programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
