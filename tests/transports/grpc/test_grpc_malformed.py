@@ -225,3 +225,13 @@ def test_identifiers_the_journal_would_refuse_are_invalid_argument(node: GrpcNod
     with Records() as log:
         assert run(scenario()) == [Status.INVALID_ARGUMENT] * 5
     assert not log.faults(), log.text()
+
+
+def test_a_nested_field_is_named_by_its_path(node: GrpcNode) -> None:
+    run_stream = next(m for m in methods() if m.path == "/reel.v1.Gateway/RunStream")
+    start = length_delimited(4, b"hello \xc3")  # StartRun.text, cut inside a character
+    with Records() as log:
+        status = run(_call(node, run_stream, message=length_delimited(1, start)))
+    assert status == Status.INVALID_ARGUMENT
+    assert "RunStreamRequest.start.text: not valid UTF-8" in log.refusals()[0].getMessage()
+    assert not log.faults(), log.text()
