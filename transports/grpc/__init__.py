@@ -7,7 +7,10 @@ Public surface::
     from transports.grpc import RunStreamClient, open_channel  # clients
 
 The API is documented in docs/grpc-api.md; statuses come from one mapping
-(:mod:`transports.grpc.status`).
+(:mod:`transports.grpc.status`). Request bytes are checked against the method's message before
+decoding (:mod:`transports.grpc.wire`, via the codec) and every call's receiving side and last
+resort are guarded (:mod:`transports.grpc.guard`): bad input is INVALID_ARGUMENT with one log
+line, never UNKNOWN or a traceback.
 
 Exceptions::
 

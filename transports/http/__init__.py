@@ -24,6 +24,9 @@ journal's errors into HTTP statuses::
         payload_too_large   413   body over http.max_body_bytes
         unavailable         503   actors.NodeDraining, journal unavailable, node too slow
         internal            500   anything unexpected (logged without headers)
+
+A request aiohttp cannot parse never reaches a handler: :mod:`transports.http.protocol` answers
+it with the same JSON error (``invalid_argument``), never echoing the request's bytes.
 """
 
 from transports.http.app import build_app
