@@ -546,7 +546,8 @@ class Checkpoint(betterproto2.Message):
 
     signature: "bytes" = betterproto2.field(5, betterproto2.TYPE_BYTES)
     """
-    Signature over "reel.checkpoint.v1\\0" || position (u64 BE) || hash.
+    Ed25519 signature over the C2SP checkpoint note body of (position, hash)
+    (docs/journal-format.md, "Checkpoints").
     """
 
 
@@ -1383,7 +1384,8 @@ class VerifyFault(betterproto2.Message):
     kind: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
     altered_payload, altered_envelope, deleted_row, inserted_row, reordered_rows,
-    truncated_tail, rewritten_chain, bad_checkpoint_signature, unreadable.
+    row_out_of_range, rewritten_chain, bad_checkpoint, bad_checkpoint_signature,
+    missing_checkpoint, truncated_tail, unreadable (docs/journal-format.md).
     """
 
     position: "int" = betterproto2.field(2, betterproto2.TYPE_INT64)
