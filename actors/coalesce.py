@@ -41,6 +41,14 @@ class Coalescer:
         released, redacted = self.redactor.feed(text)
         return self._collect(released, redacted, now)
 
+    def tick(self, now: float) -> Chunk | None:
+        """The flush timer: take what the redactor can release now; a chunk when due."""
+        released, redacted = self.redactor.release()
+        chunk = self._collect(released, redacted, now)
+        if chunk is None and self.due(now):
+            chunk = self.flush()
+        return chunk
+
     def end_turn(self, now: float) -> Chunk | None:
         """The provider finished the turn: everything held, redacted, and buffered, as one
         last chunk (None when there is nothing)."""
@@ -64,8 +72,14 @@ class Coalescer:
 
     @property
     def buffered(self) -> bool:
-        """Whether released text waits to be chunked (a flush timer is worth running)."""
+        """Whether released text waits to be chunked."""
         return bool(self._parts)
+
+    @property
+    def pending(self) -> bool:
+        """Whether text waits, chunked or held by the redactor (a flush timer is worth
+        running)."""
+        return bool(self._parts) or self.redactor.held > 0
 
     def due(self, now: float) -> bool:
         """Whether buffered text is older than the age limit."""

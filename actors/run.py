@@ -353,7 +353,7 @@ class RunActor(pykka.ThreadingActor):
             chunk = self.coalescer.add(item.text, time.monotonic())
             if chunk is not None:
                 self._output(chunk)
-            elif self.flush_timer is None and self.coalescer.buffered:
+            elif self.flush_timer is None and self.coalescer.pending:
                 self._schedule_flush()
         elif isinstance(item, ToolCall):
             self.turn.calls.append(item)
@@ -376,11 +376,10 @@ class RunActor(pykka.ThreadingActor):
     def _flush(self, *, force: bool) -> None:
         """``force``: the turn is over, so the redactor releases what it held."""
         now = time.monotonic()
-        if force or self.coalescer.due(now):
-            chunk = self.coalescer.end_turn(now) if force else self.coalescer.flush()
-            if chunk is not None:
-                self._output(chunk)
-        elif self.flush_timer is None and self.coalescer.buffered:
+        chunk = self.coalescer.end_turn(now) if force else self.coalescer.tick(now)
+        if chunk is not None:
+            self._output(chunk)
+        if not force and self.flush_timer is None and self.coalescer.pending:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:

@@ -81,12 +81,35 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_KEY_RE.search(norm) is not None
 
 
-def _applies(detector: Detector, text: str, lowered: str, start: int) -> bool:
-    if len(text) - start < detector.min_length:
-        return False
-    if not detector.hints and not detector.case_hints:
-        return True
-    return any(h in lowered for h in detector.hints) or any(h in text for h in detector.case_hints)
+def _hint_index() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, list[int]], list[int]]:
+    """Every hint once, and which detectors each one enables: a text is searched for each
+    distinct hint once (a substring test, C speed), not once per detector; most text has none,
+    and then only the detectors without hints run."""
+    by_hint: dict[str, list[int]] = {}
+    always: list[int] = []
+    for index, detector in enumerate(DETECTORS):
+        if not detector.hints and not detector.case_hints:
+            always.append(index)
+        for hint in (*detector.hints, *detector.case_hints):
+            by_hint.setdefault(hint, []).append(index)
+    folded = tuple(sorted({h for d in DETECTORS for h in d.hints}))
+    exact = tuple(sorted({h for d in DETECTORS for h in d.case_hints}))
+    return folded, exact, by_hint, always
+
+
+_HINTS, _CASE_HINTS, _BY_HINT, _ALWAYS = _hint_index()
+_SHORTEST = 5
+"""No detector matches fewer characters (``pwd=x``)."""
+
+
+def _detectors_for(text: str, start: int) -> list[int]:
+    """Indices of the detectors that can match in ``text`` (hints are looked for in the whole
+    text: context included), in priority order."""
+    lowered = text.lower()
+    chosen = {i for i in _ALWAYS if len(text) - start >= DETECTORS[i].min_length}
+    for hint in [h for h in _HINTS if h in lowered] + [h for h in _CASE_HINTS if h in text]:
+        chosen.update(_BY_HINT[hint])
+    return sorted(chosen)
 
 
 def _span(match: re.Match[str], detector: Detector) -> Span:
@@ -112,13 +135,13 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
     of ``text`` (more text could change the verdict). A match a check rejects does not hide a
     match that starts inside it, so the result at a position depends only on the text near it.
     """
-    lowered = text.lower()
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
-    for index, detector in enumerate(DETECTORS):
-        if not _applies(detector, text, lowered, start):
-            continue
+    if size - start < _SHORTEST:
+        return found, guards
+    for index in _detectors_for(text, start):
+        detector = DETECTORS[index]
         search = detector.pattern.search
         pos = start
         while pos <= size:

@@ -16,10 +16,11 @@ releases only text whose verdict can no longer change; the rest is held back:
   ``Bearer``, ``Basic``, ``Authorization``, ``Cookie``, ``-----BEGIN``) until
   :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end.
 
-So ordinary prose flows with one word of delay, and text near a trigger waits up to REACH
-(320) characters. Released text is exactly what :func:`events.redact.redact_text` makes of the
-whole text (the property tests check every split point of the corpus), and
-:meth:`StreamRedactor.finish` releases the rest at the end of the turn.
+So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
+the run's 50 ms flush tick), and text near a trigger waits up to REACH (320) characters.
+Released text is exactly what :func:`events.redact.redact_text` makes of the whole text (the
+property tests check every split point of the corpus), and :meth:`StreamRedactor.finish`
+releases the rest at the end of the turn.
 
 **Memory is bounded** by ``max_hold`` (64 KiB of held text by default): past it, a match that
 is still open is replaced by the marker right away and its remaining input is dropped until it
@@ -39,6 +40,10 @@ CONTEXT_CHARS = 8
 """Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
 _END_OVERLAP = 64
 """Characters kept while waiting for a key block's END line split across deltas."""
+SCAN_STEP = 48
+"""Held characters that make :meth:`StreamRedactor.feed` look for text to release (a scan of
+what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms flush tick) or
+the end of the turn. So a model streaming a word per delta costs a scan every few words."""
 
 
 class StreamRedactor:
@@ -64,6 +69,8 @@ class StreamRedactor:
         """After giving up on an open match: what ends it (``block``, ``line``, ``space``)."""
         self._tail = ""
         """While swallowing a block: its last characters (an END line may be split)."""
+        self._held_at_scan = 0
+        """How much was held after the last scan (a new scan waits for SCAN_STEP more)."""
 
     @property
     def held(self) -> int:
@@ -88,8 +95,15 @@ class StreamRedactor:
                     return self._give_up(self._block_at, "block")
                 return "", 0
             self._block_at = None
-        elif self.held <= self.max_hold and not any(c.isspace() for c in delta):
-            return "", 0  # no new place to cut
+        elif self.held <= self.max_hold and self.held - self._held_at_scan < SCAN_STEP:
+            return "", 0  # released by the next release(), a later feed, or finish()
+        return self._release(final=False)
+
+    def release(self) -> tuple[str, int]:
+        """Release what may be released now (the run calls this on its flush tick, so held
+        text that is safe goes out within 50 ms even when the model pauses)."""
+        if self._swallow is not None or self._block_at is not None or not self.held:
+            return "", 0
         return self._release(final=False)
 
     def finish(self) -> tuple[str, int]:
@@ -109,6 +123,7 @@ class StreamRedactor:
         self._block_searched = 0
         self._swallow = None
         self._tail = ""
+        self._held_at_scan = 0
 
     # --- internals -----------------------------------------------------------------------
 
@@ -121,12 +136,14 @@ class StreamRedactor:
             if size - pos > self.max_hold:
                 return self._overflow(buf, pos, guards)
             self._note_block(guards, size, 0)
+            self._held_at_scan = self.held
             return "", 0
         done = [(s, e) for s, e in spans if e <= cut]
         text = apply_spans(buf, done, pos, cut)
         shift = self._advance(cut)
         if not final:
             self._note_block(guards, size, shift)
+        self._held_at_scan = self.held
         return text, len(done)
 
     def _cut(self, buf: str, pos: int, guards: list[Guard], limit: int | None = None) -> int:

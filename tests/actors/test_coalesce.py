@@ -12,11 +12,14 @@ SECRET = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
 def test_chunks_hold_released_text_and_the_turn_end_releases_the_rest() -> None:
     c = Coalescer(max_words=4, max_age_s=10.0)
     words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
-    chunks = [c.add(w + " ", now=0.0) for w in words]
-    got = [ch for ch in chunks if ch is not None]
-    assert [ch.text for ch in got] == ["one two three four ", "five six seven eight "]
-    last = c.end_turn(now=0.0)
-    assert last == Chunk("nine ten ", 0)
+    got = []
+    for w in words:
+        got += [c.add(w + " ", now=0.0), c.tick(now=0.0)]  # a tick after each delta
+    assert [ch.text for ch in got if ch is not None] == [
+        "one two three four ",
+        "five six seven eight ",
+    ]
+    assert c.end_turn(now=0.0) == Chunk("nine ten ", 0)
     assert c.end_turn(now=0.0) is None
 
 
@@ -38,12 +41,15 @@ def test_a_secret_split_across_deltas_is_one_marker_and_counted() -> None:
     assert sum(ch.redacted for ch in chunks) == 1
 
 
-def test_age_and_buffered() -> None:
+def test_age_and_pending() -> None:
     c = Coalescer(max_words=100, max_age_s=0.05)
     assert c.add("hello ", now=1.0) is None
-    assert c.buffered and not c.due(1.01) and c.due(1.06)
-    assert c.add("world ", now=1.06) == Chunk("hello world ", 0)
-    assert not c.buffered
+    assert c.pending and not c.buffered  # held by the redactor until a scan or a tick
+    assert c.tick(now=1.0) is None and c.buffered
+    assert not c.due(1.01) and c.due(1.06)
+    assert c.add("world ", now=1.06) is None
+    assert c.tick(now=1.06) == Chunk("hello world ", 0)
+    assert not c.pending
 
 
 def test_drop_forgets_buffered_and_held_text() -> None:
