@@ -59,6 +59,10 @@ class Detector(NamedTuple):
     """Texts shorter than this cannot match (the hint-less bare AWS key)."""
     multiline: bool = False
     """A block (private keys): may run past REACH; it ends at its END line."""
+    anchor: re.Pattern[str] | None = None
+    """A fast expression (lower-case literals, run on the lower-cased text) for a word every
+    match contains: the detector's own expression is then tried only at the starts of the
+    ``[A-Za-z0-9_.-]`` run around each anchor (the key of a pair), not at every position."""
     ends_at_line_end: bool = False
     """A match may hold spaces and runs to the end of its line (headers, key and value):
     streaming that gives up holding one swallows input up to the next line break, not the next
@@ -392,6 +396,7 @@ DETECTORS: tuple[Detector, ...] = (
         PAIR_WORDS,
         groups=_PAIR_VALUES,
         accept=_accept_pair,
+        anchor=re.compile(r"passw|passphrase|pwd|secret|token|credential|key"),
         ends_at_line_end=True,
     ),
 )

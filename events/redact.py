@@ -102,14 +102,43 @@ _SHORTEST = 5
 """No detector matches fewer characters (``pwd=x``)."""
 
 
-def _detectors_for(text: str, start: int) -> list[int]:
+def _detectors_for(text: str, lowered: str, start: int) -> list[int]:
     """Indices of the detectors that can match in ``text`` (hints are looked for in the whole
     text: context included), in priority order."""
-    lowered = text.lower()
     chosen = {i for i in _ALWAYS if len(text) - start >= DETECTORS[i].min_length}
     for hint in [h for h in _HINTS if h in lowered] + [h for h in _CASE_HINTS if h in text]:
         chosen.update(_BY_HINT[hint])
     return sorted(chosen)
+
+
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _anchored_starts(detector: Detector, text: str, lowered: str, start: int) -> list[int]:
+    """Where an anchored detector can match: every segment start (the run's start, and after
+    each ``_``, ``.``, ``-``) of the key-character run around each anchor, from ``start`` on.
+    A match always starts at one of these (its key holds the anchor word), so trying only
+    these finds the same leftmost matches as a search from every position."""
+    assert detector.anchor is not None
+    if len(lowered) == len(text):
+        anchors = detector.anchor.finditer(lowered, start)
+    else:  # lower-casing changed the length (rare Unicode): search the text itself
+        anchors = re.compile(detector.anchor.pattern, re.IGNORECASE).finditer(text, start)
+    starts: set[int] = set()
+    done_until = -1
+    for anchor in anchors:
+        if anchor.start() < done_until:
+            continue
+        lo = anchor.start()
+        while lo > 0 and text[lo - 1] in _KEY_CHARS:
+            lo -= 1
+        hi = anchor.end()
+        while hi < len(text) and text[hi] in _KEY_CHARS:
+            hi += 1
+        done_until = hi
+        starts.add(lo)
+        starts.update(i + 1 for i in range(lo, hi) if text[i] in "_.-")
+    return sorted(p for p in starts if p >= start)
 
 
 def _span(match: re.Match[str], detector: Detector) -> Span:
@@ -140,12 +169,26 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
     guards: list[Guard] = []
     if size - start < _SHORTEST:
         return found, guards
-    for index in _detectors_for(text, start):
+    lowered = text.lower()
+    for index in _detectors_for(text, lowered, start):
         detector = DETECTORS[index]
         search = detector.pattern.search
+        candidates = (
+            iter(_anchored_starts(detector, text, lowered, start))
+            if detector.anchor is not None
+            else None
+        )
         pos = start
         while pos <= size:
-            match = search(text, pos)
+            if candidates is None:
+                match = search(text, pos)
+            else:  # the same leftmost match, tried only where one can start
+                match = None
+                for at in candidates:
+                    if at >= pos:
+                        match = detector.pattern.match(text, at)
+                        if match is not None:
+                            break
             if match is None:
                 break
             s, e = _span(match, detector)
