@@ -17,6 +17,7 @@ Transports map :class:`PermissionDenied` to 403 / ``PERMISSION_DENIED`` and
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -62,6 +63,21 @@ class Authority:
         self.tokens = tokens
         self.views = views
         self.journal = journal
+
+    def with_admin_token(self, admin_token: str) -> Authority:
+        """This authority accepting ``admin_token`` as the admin's (a server started with a
+        token of its own); the same tokens, policies and views."""
+        book = self.tokens.sharing(admin_token)
+        if book is self.tokens:
+            return self
+        return Authority(self.engine, book, self.views, self.journal)
+
+    async def permit(self, who: Credentials, action: str, scope: Scope | None = None) -> Decision:
+        """:meth:`authorize` from the I/O loop: a state-changing decision is appended to the
+        journal (a durable write) on a worker thread; a read is a cached lookup, done here."""
+        if ACTIONS[action].changes_state:
+            return await asyncio.to_thread(self.authorize, who, action, scope)
+        return self.authorize(who, action, scope)
 
     # --- who --------------------------------------------------------------------------------
 

@@ -18,8 +18,11 @@ from events import Journal, JournalError, JournalTampered, NodeKey, Witness
 from policies import PolicyEngine
 from projections import Projector, Views
 from tools import build_catalog
+from transports.access import Authority
+from transports.auth import load_or_create_token
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
+from transports.tokens import load_tokens
 
 
 @dataclass
@@ -32,6 +35,10 @@ class Runtime:
     node: Node
     projector: Projector
     views: Views
+    authority: Authority
+    """Who a bearer token speaks for and what Cedar lets it do: shared by HTTP and gRPC
+    (its token book is folded from the journal's ``token.*`` events at start and updated as
+    the API creates and revokes tokens)."""
 
     def close(self, grace_s: float = 10.0) -> None:
         """Drain and stop the node, sign the final checkpoint, let the views catch up with it,
@@ -94,6 +101,7 @@ def open_runtime(
     passes, and ``on_tampered`` hears when it fails.
     """
     prepare_data_dir(data_dir)
+    admin_token = load_or_create_token(data_dir)
     cfg = config or load_config(config_path or data_dir / "config.toml")
     engine = PolicyEngine.load(data_dir / "policies")
     catalog = build_catalog(cfg.tools_config(data_dir))
@@ -123,6 +131,7 @@ def open_runtime(
         raise
     projector: Projector | None = None
     try:
+        tokens = load_tokens(journal, admin_token)
         projector = Projector(journal, data_dir / "views.db")
         node = Node(
             journal=journal,
@@ -147,4 +156,5 @@ def open_runtime(
         node=node,
         projector=projector,
         views=views,
+        authority=Authority(engine, tokens, views, journal),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from actors.messages import ResolveApproval
 from events import StoredEvent
@@ -27,7 +28,6 @@ from proto.reel.v1 import (
     WatchApprovalsRequest,
 )
 from transports.grpc.context import (
-    PRINCIPAL,
     ServiceContext,
     page_size,
     page_token,
@@ -58,6 +58,8 @@ class ApprovalsService(ApprovalsBase):
     async def list(self, message: ListApprovalsRequest) -> ListApprovalsResponse:
         size = page_size(message.page_size)
         after = page_token(message.page_token)
+        ctx = self.ctx
+        who = await ctx.permit("approval.list")
         if message.state not in STATE_FILTER:
             raise invalid("state", f"unknown approval state {int(message.state)}")
         state = STATE_FILTER[message.state]
@@ -67,6 +69,7 @@ class ApprovalsService(ApprovalsBase):
                 (not message.run_id or record.run_id == message.run_id)
                 and (not message.session_id or record.session_id == message.session_id)
                 and (not message.tool or record.tool == message.tool)
+                and ctx.may(who, "approval.read", lambda: ctx.authority.approval_scope(record))
             )
 
         views = self.ctx.views
@@ -91,11 +94,20 @@ class ApprovalsService(ApprovalsBase):
             raise invalid("decision", "must be ALLOW or DENY")
         if message.scope not in SCOPE_NAMES:
             raise invalid("scope", "must be ONCE, SESSION or ALWAYS (unspecified means ONCE)")
+        ctx = self.ctx
+        decision: Literal["allow", "deny"] = (
+            "allow" if message.decision == Decision.ALLOW else "deny"
+        )
+        scope = SCOPE_NAMES[message.scope]
+        who = await ctx.permit(
+            "approval.resolve",
+            await ctx.scope(lambda: ctx.authority.approval_scope(approval_id, decision, scope)),
+        )
         command = ResolveApproval(
             approval_id=approval_id,
-            decision="allow" if message.decision == Decision.ALLOW else "deny",
-            scope=SCOPE_NAMES[message.scope],
-            principal=PRINCIPAL,
+            decision=decision,
+            scope=scope,
+            principal=who.principal,
             reason=message.reason,
         )
         try:
@@ -107,6 +119,11 @@ class ApprovalsService(ApprovalsBase):
     async def watch(self, message: WatchApprovalsRequest) -> AsyncIterator[ApprovalChange]:
         ctx = self.ctx
         runtime = ctx.runtime
+        who = await ctx.permit("approval.list")
+
+        def readable(record: ApprovalRecord) -> bool:
+            return ctx.may(who, "approval.read", lambda: ctx.authority.approval_scope(record))
+
         if message.after_position < 0:
             raise invalid("after_position", "must not be negative")
         beyond_head(message.after_position, runtime.journal.committed_position)
@@ -116,7 +133,7 @@ class ApprovalsService(ApprovalsBase):
                 cursor: str | None = None
                 while True:
                     batch = ctx.views.approvals("pending", cursor, SCAN)
-                    for record in batch:
+                    for record in filter(readable, batch):
                         yield ApprovalChange(
                             change=ApprovalChangeKind.PENDING,
                             approval=approval_message(record),
@@ -147,7 +164,7 @@ class ApprovalsService(ApprovalsBase):
                         continue
                     approval_id = getattr(stored.decode(), "approval_id", "")
                     current = ctx.views.approval(approval_id)
-                    if current is not None:
+                    if current is not None and readable(current):
                         yield ApprovalChange(
                             change=kind, approval=approval_message(current), position=position
                         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,16 +11,19 @@ from typing import Any
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
+from actors import NotFound as ActorsNotFound
+from actors.messages import ResolveSession, SessionInfo
 from events import is_ulid
 from events.fields import SESSION_KEY, Identifier
 from events.redact import looks_secret
 from projections import Views
 from projections.follow import Signal
-from transports.grpc.status import invalid
+from transports.access import AccessError, Authority, Scope
+from transports.grpc.authentication import caller
+from transports.grpc.status import invalid, to_grpc_error
 from transports.runtime import Runtime
+from transports.tokens import Credentials
 
-PRINCIPAL = "grpc"
-"""The principal recorded on commands that arrive over gRPC (the admin token's holder)."""
 DEFAULT_PAGE = 100
 MAX_PAGE = 500
 CATCH_UP_S = 2.0
@@ -31,6 +34,8 @@ class ServiceContext:
     """Shared by the services of one server; lives on the node's I/O loop."""
 
     runtime: Runtime
+    authority: Authority
+    """Authentication and Cedar decisions on API actions."""
     views: Views
     """This server's own read connections to views.db."""
     applied: Signal
@@ -50,6 +55,48 @@ class ServiceContext:
         if runtime.projector.position >= target:
             return
         await asyncio.to_thread(runtime.projector.wait_for, target, CATCH_UP_S)
+
+    async def permit(self, action: str, scope: Scope | None = None) -> Credentials:
+        """The caller, once Cedar permits ``action`` on ``scope`` for them; else
+        PERMISSION_DENIED (or NOT_FOUND for a resource that does not exist)."""
+        who = caller()
+        try:
+            await self.authority.permit(who, action, scope)
+        except AccessError as exc:
+            raise to_grpc_error(exc) from None
+        return who
+
+    async def scope(self, build: Callable[[], Scope]) -> Scope:
+        """``build()`` (a scope of :class:`Authority`): on a miss the views are caught up
+        with the journal and it is tried again; NOT_FOUND when the resource does not exist."""
+        try:
+            return build()
+        except AccessError:
+            await self.catch_up()
+        try:
+            return build()
+        except AccessError as exc:
+            raise to_grpc_error(exc) from None
+
+    async def find_session(self, session_id: str | None, session_key: str | None) -> str | None:
+        """The id of the session named by id or key, or None when there is none (yet)."""
+        if session_id is None and session_key is None:
+            return None
+        probe = ResolveSession(session_id=session_id, session_key=session_key, create=False)
+        try:
+            info: SessionInfo = await asyncio.wrap_future(self.runtime.node.send(probe))
+        except ActorsNotFound:
+            return None
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return info.session_id
+
+    def may(self, who: Credentials, action: str, scope: Callable[[], Scope]) -> bool:
+        """Whether ``who`` may read one item of a list (an item gone meanwhile: no)."""
+        try:
+            return self.authority.may(who, action, scope())
+        except AccessError:
+            return False
 
     def closing_error(self, what: str) -> GRPCError:
         return GRPCError(Status.UNAVAILABLE, f"server shutting down; {what}")

@@ -23,7 +23,6 @@ from proto.reel.v1 import (
     TapeEvent,
 )
 from transports.grpc.context import (
-    PRINCIPAL,
     ServiceContext,
     page_size,
     page_token,
@@ -33,6 +32,7 @@ from transports.grpc.context import (
 from transports.grpc.records import run_message, session_message
 from transports.grpc.run_stream import RunConversation
 from transports.grpc.status import invalid, not_found, to_grpc_error
+from transports.tokens import Credentials
 
 
 class GatewayService(GatewayBase):
@@ -49,18 +49,24 @@ class GatewayService(GatewayBase):
 
     async def get_run(self, message: GetRunRequest) -> Run:
         run_id = require_id("run_id", message.run_id)
-        views = self.ctx.views
+        ctx = self.ctx
+        views = ctx.views
         run = views.run(run_id)
         if run is None:
-            await self.ctx.catch_up()
+            await ctx.catch_up()
             run = views.run(run_id)
         if run is None:
             raise not_found(f"run {run_id!r}")
-        return run_message(run, self.ctx.views.last_tape_seq(run_id))
+        await ctx.permit("run.read", await ctx.scope(lambda: ctx.authority.run_scope(run)))
+        return run_message(run, views.last_tape_seq(run_id))
 
     async def cancel_run(self, message: CancelRunRequest) -> CancelRunResponse:
         run_id = require_id("run_id", message.run_id)
-        command = CancelRun(run_id=run_id, principal=PRINCIPAL)
+        ctx = self.ctx
+        who = await ctx.permit(
+            "run.cancel", await ctx.scope(lambda: ctx.authority.run_scope(run_id))
+        )
+        command = CancelRun(run_id=run_id, principal=who.principal)
         try:
             accepted = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         except Exception as exc:
@@ -70,11 +76,16 @@ class GatewayService(GatewayBase):
     async def list_sessions(self, message: ListSessionsRequest) -> ListSessionsResponse:
         size = page_size(message.page_size)
         after = page_token(message.page_token)
-        rows = self.ctx.views.sessions(after, size + 1)
+        ctx = self.ctx
+        who = await ctx.permit("session.list")
+        rows = ctx.views.sessions(after, size + 1)
         more = len(rows) > size
         rows = rows[:size]
+        # Filtered after paging: a page may hold fewer than page_size sessions (or none) and
+        # still have a next page.
+        readable = ctx.authority.readable(who, "session.read", rows, ctx.authority.session_scope)
         return ListSessionsResponse(
-            sessions=[session_message(s) for s in rows],
+            sessions=[session_message(s) for s in readable],
             next_page_token=rows[-1].session_id if more and rows else "",
         )
 
@@ -88,13 +99,16 @@ class GatewayService(GatewayBase):
             require_identifier("session_key", str(value))
         elif not choice and not message.create:
             raise invalid("session", "give session_id or session_key, or set create")
+        session_id = value if choice == "session_id" else None
+        session_key = value if choice == "session_key" else None
+        who = await self._permit_session(session_id, session_key, message.create, message.reset)
         command = ResolveSession(
-            session_id=value if choice == "session_id" else None,
-            session_key=value if choice == "session_key" else None,
+            session_id=session_id,
+            session_key=session_key,
             label=message.label or None,
             create=message.create,
             reset=message.reset,
-            principal=PRINCIPAL,
+            principal=who.principal,
         )
         try:
             info: SessionInfo = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
@@ -108,3 +122,20 @@ class GatewayService(GatewayBase):
             created=info.created,
             reset_applied=info.reset_applied,
         )
+
+    async def _permit_session(
+        self, session_id: str | None, session_key: str | None, create: bool, reset: bool
+    ) -> Credentials:
+        """session.create for a session that does not exist yet, else session.read of the one
+        found (and session.reset when asked)."""
+        ctx = self.ctx
+        existing = await ctx.find_session(session_id, session_key)
+        if existing is None:
+            if create:
+                return await ctx.permit("session.create")
+            raise not_found(f"session {session_id or session_key!r}")
+        scope = await ctx.scope(lambda: ctx.authority.session_scope(existing))
+        who = await ctx.permit("session.read", scope)
+        if reset:
+            await ctx.permit("session.reset", scope)
+        return who

@@ -36,6 +36,7 @@ class JournalService(JournalBase):
         self.ctx = ctx
 
     async def head(self, message: JournalHeadRequest) -> JournalHead:
+        await self.ctx.permit("journal.read")
         journal = self.ctx.runtime.journal
         try:
             head = await asyncio.to_thread(journal.head)
@@ -49,6 +50,7 @@ class JournalService(JournalBase):
         )
 
     async def verify(self, message: VerifyJournalRequest) -> VerifyJournalResponse:
+        await self.ctx.permit("journal.read")
         journal = self.ctx.runtime.journal
         key = journal.node_key.public_key if journal.node_key is not None else None
         notes = journal.witness.notes() if journal.witness is not None else None
@@ -59,6 +61,7 @@ class JournalService(JournalBase):
         return verify_message(report)
 
     async def read(self, message: ReadJournalRequest) -> AsyncIterator[Envelope]:
+        await self.ctx.permit("journal.read")
         if message.after_position < 0:
             raise invalid("after_position", "must not be negative")
         if message.limit < 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Literal
 
 import betterproto2
 from grpclib.const import Status
@@ -38,9 +39,10 @@ from proto.reel.v1 import (
     TapeEvent,
 )
 from proto.reel.v1 import StartRun as StartMessage
-from transports.grpc.context import PRINCIPAL, ServiceContext, require_id, require_identifier
+from transports.grpc.context import ServiceContext, require_id, require_identifier
 from transports.grpc.status import invalid, not_found, to_grpc_error
 from transports.grpc.tape import stream_error, tape_event
+from transports.tokens import Credentials
 
 SCOPE_NAMES: dict[ApprovalScope, Scope] = {
     ApprovalScope.UNSPECIFIED: "once",
@@ -98,15 +100,6 @@ class RunConversation:
 
     async def _start(self, body: StartMessage) -> None:
         choice, value = betterproto2.which_one_of(body, "session")
-        command = StartRun(
-            text=body.text,
-            session_id=value if choice == "session_id" else None,
-            session_key=value if choice == "session_key" else None,
-            create=choice != "session_id",
-            label=body.label or None,
-            principal=PRINCIPAL,
-            channel=body.channel or "grpc",
-        )
         if choice == "session_id":
             require_id("start.session_id", str(value))
         elif choice == "session_key" and not value:
@@ -117,11 +110,35 @@ class RunConversation:
             require_identifier("start.channel", body.channel, CHANNEL)
         if not body.text.strip():
             raise invalid("start.text", "must not be empty")
+        session_id = value if choice == "session_id" else None
+        session_key = value if choice == "session_key" else None
+        who = await self._permit_start(session_id, session_key)
+        command = StartRun(
+            text=body.text,
+            session_id=session_id,
+            session_key=session_key,
+            create=choice != "session_id",
+            label=body.label or None,
+            principal=who.principal,
+            channel=body.channel or "grpc",
+        )
         try:
             ticket = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         except Exception as exc:
             raise to_grpc_error(exc) from None
         self.run_id = ticket.run_id
+
+    async def _permit_start(self, session_id: str | None, session_key: str | None) -> Credentials:
+        """run.start in an existing session; session.create when the run opens a new one."""
+        ctx = self.ctx
+        existing = await ctx.find_session(session_id, session_key)
+        if existing is None:
+            if session_id is not None:
+                raise not_found(f"session {session_id!r}")
+            return await ctx.permit("session.create")
+        return await ctx.permit(
+            "run.start", await ctx.scope(lambda: ctx.authority.session_scope(existing))
+        )
 
     async def _resume(self, body: ResumeRun) -> None:
         run_id = require_id("resume.run_id", body.run_id)
@@ -133,6 +150,8 @@ class RunConversation:
             await self.ctx.catch_up()
             if views.run(run_id) is None:
                 raise not_found(f"run {run_id!r}")
+        ctx = self.ctx
+        await ctx.permit("run.read", await ctx.scope(lambda: ctx.authority.run_scope(run_id)))
         if after >= 0 and not views.tape(run_id, after - 1, 1):
             raise GRPCError(
                 Status.OUT_OF_RANGE,
@@ -227,11 +246,19 @@ class RunConversation:
                     f"approval {approval_id!r} belongs to run {record.run_id}, not to this "
                     f"stream's run {self.run_id}",
                 )
+            decision: Literal["allow", "deny"] = (
+                "allow" if body.decision == Decision.ALLOW else "deny"
+            )
+            field = "approval"
+            who = await self.ctx.permit(
+                "approval.resolve",
+                self.ctx.authority.approval_scope(record, decision, SCOPE_NAMES[body.scope]),
+            )
             command = ResolveApproval(
                 approval_id=approval_id,
-                decision="allow" if body.decision == Decision.ALLOW else "deny",
+                decision=decision,
                 scope=SCOPE_NAMES[body.scope],
-                principal=PRINCIPAL,
+                principal=who.principal,
                 reason=body.reason,
             )
             await asyncio.wrap_future(self.ctx.runtime.node.send(command))
@@ -240,7 +267,11 @@ class RunConversation:
 
     async def _cancel(self) -> None:
         try:
-            command = CancelRun(run_id=self.run_id, principal=PRINCIPAL)
+            ctx = self.ctx
+            who = await ctx.permit(
+                "run.cancel", await ctx.scope(lambda: ctx.authority.run_scope(self.run_id))
+            )
+            command = CancelRun(run_id=self.run_id, principal=who.principal)
             await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         except Exception as exc:
             self._refuse(exc, "cancel")

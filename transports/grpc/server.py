@@ -23,7 +23,6 @@ from grpclib.server import Server
 
 from projections import Views
 from projections.follow import Signal
-from transports.auth import load_or_create_token
 from transports.grpc.approvals import ApprovalsService
 from transports.grpc.authentication import require_token
 from transports.grpc.codec import CappedProtoCodec
@@ -81,7 +80,9 @@ class GrpcServer:
         self.port = port if port is not None else config.port
         """The bound port once started (useful with port 0)."""
         self.max_message_bytes = max_message_bytes or config.max_message_bytes
-        self._token = token if token is not None else load_or_create_token(runtime.data_dir)
+        self._authority = (
+            runtime.authority if token is None else runtime.authority.with_admin_token(token)
+        )
         self._server: Server | None = None
         self._ctx: ServiceContext | None = None
         self._health = ServiceStatus()
@@ -108,6 +109,7 @@ class GrpcServer:
         runtime = self.runtime
         ctx = ServiceContext(
             runtime=runtime,
+            authority=self._authority,
             views=Views(runtime.views.path),
             applied=Signal(loop),
             committed=Signal(loop),
@@ -117,7 +119,7 @@ class GrpcServer:
         health = Health({service: [self._health] for service in services})
         servable = ServerReflection.extend([*services, health], pool=reflection_pool())
         server = Server(servable, codec=CappedProtoCodec(self.max_message_bytes))
-        require_token(server, self._token)
+        require_token(server, self._authority)
         guard_calls(
             server,
             {

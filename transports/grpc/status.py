@@ -20,12 +20,18 @@ from actors import (
     SessionKeyTaken,
 )
 from events import AppendRejected, JournalClosed, JournalError, JournalUnavailable
+from transports.access import NotFound as AccessNotFound
+from transports.access import PermissionDenied
 
 
 def to_grpc_error(exc: BaseException) -> GRPCError:
     """The status and message for any exception a handler let through."""
     if isinstance(exc, GRPCError):
         return exc
+    if isinstance(exc, PermissionDenied):
+        return GRPCError(Status.PERMISSION_DENIED, str(exc))
+    if isinstance(exc, AccessNotFound):
+        return GRPCError(Status.NOT_FOUND, str(exc))
     if isinstance(exc, InvalidCommand):
         return GRPCError(Status.INVALID_ARGUMENT, str(exc))
     if isinstance(exc, NotFound):

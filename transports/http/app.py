@@ -25,11 +25,15 @@ from transports.http.guard import guard
 from transports.runtime import Runtime
 
 
-def build_app(runtime: Runtime, token: str, *, keepalive_s: float = 15.0) -> web.Application:
-    """The API over ``runtime``, accepting ``token`` as the bearer token."""
+def build_app(
+    runtime: Runtime, token: str | None = None, *, keepalive_s: float = 15.0
+) -> web.Application:
+    """The API over ``runtime``: any valid token of the node (``token``, when given, as the
+    admin's instead of the data dir's ``admin.token``)."""
+    authority = runtime.authority if token is None else runtime.authority.with_admin_token(token)
     ctx = ApiContext(
         runtime=runtime,
-        token=token,
+        authority=authority,
         views=Views(runtime.views.path),
         keepalive_s=keepalive_s,
     )

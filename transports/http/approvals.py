@@ -7,11 +7,10 @@ from aiohttp import web
 from actors.messages import ResolveApproval
 from projections import ApprovalRecord
 from transports.http.bodies import ApprovalPage, DecisionRequest
-from transports.http.context import CONTEXT, ApiContext
+from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import LIST_CAP, after_id, page_limit, path_id, read_body
 from transports.http.replies import json_reply
-from transports.http.sessions import PRINCIPAL
 
 STATES = ("pending", "resolved")
 
@@ -21,6 +20,7 @@ routes = web.RouteTableDef()
 @routes.get("/v1/approvals")
 async def list_approvals(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
+    who = await permit(request, "approval.list")
     state = request.query.get("state")
     if state is not None and state not in STATES:
         raise ApiError(
@@ -32,7 +32,7 @@ async def list_approvals(request: web.Request) -> web.Response:
     items = rows[: limit.value]
     return json_reply(
         ApprovalPage(
-            items=items,
+            items=ctx.readable(who, "approval.read", items, ctx.authority.approval_scope),
             limit=limit.value,
             limit_clamped=limit.clamped,
             next_after=items[-1].approval_id if more else None,
@@ -43,7 +43,9 @@ async def list_approvals(request: web.Request) -> web.Response:
 @routes.get("/v1/approvals/{approval_id}")
 async def get_approval(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    return json_reply(await approval_record(ctx, path_id(request, "approval_id", "approval")))
+    record = await approval_record(ctx, path_id(request, "approval_id", "approval"))
+    await permit(request, "approval.read", ctx.authority.approval_scope(record))
+    return json_reply(record)
 
 
 @routes.post("/v1/approvals/{approval_id}")
@@ -51,13 +53,19 @@ async def decide(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     approval_id = path_id(request, "approval_id", "approval")
     body = await read_body(request, DecisionRequest)
+    record = await approval_record(ctx, approval_id)
+    who = await permit(
+        request,
+        "approval.resolve",
+        ctx.authority.approval_scope(record, body.decision, body.scope),
+    )
     await ctx.command(
         ResolveApproval(
             approval_id=approval_id,
             decision=body.decision,
             scope=body.scope,
             reason=body.reason,
-            principal=PRINCIPAL,
+            principal=who.principal,
         )
     )
     await ctx.caught_up()

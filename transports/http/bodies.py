@@ -81,6 +81,7 @@ class VerifyRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 ErrorCode = Literal[
     "unauthenticated",
+    "permission_denied",
     "invalid_argument",
     "not_found",
     "method_not_allowed",

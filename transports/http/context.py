@@ -11,11 +11,14 @@ from aiohttp import web
 
 from projections import Views
 from projections.follow import Signal
+from transports.access import AccessError, Authority, Scope
 from transports.http.failures import ApiError
 from transports.http.freshness import views_reach
 from transports.runtime import Runtime
+from transports.tokens import Credentials
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 COMMAND_TIMEOUT_S = 30.0
 """An actor answers a command at once (work continues after the reply); longer means trouble."""
@@ -23,10 +26,11 @@ COMMAND_TIMEOUT_S = 30.0
 
 @dataclass
 class ApiContext:
-    """The node behind the API, its admin token and the knobs tests and benchmarks turn."""
+    """The node behind the API, who may do what, and the knobs tests and benchmarks turn."""
 
     runtime: Runtime
-    token: str
+    authority: Authority
+    """Authentication (bearer tokens) and Cedar decisions on API actions."""
     views: Views
     """The API's own read connections to views.db."""
     keepalive_s: float = 15.0
@@ -56,6 +60,28 @@ class ApiContext:
             return await asyncio.wait_for(asyncio.wrap_future(future), COMMAND_TIMEOUT_S)
         except TimeoutError:
             raise ApiError("unavailable", "the node did not answer in time") from None
+
+    async def scope(self, build: Callable[[], Scope]) -> Scope:
+        """``build()`` (a scope of :class:`Authority`): on a miss while the views lag the
+        journal, wait for them and build again (a 404 when the resource does not exist)."""
+        try:
+            return build()
+        except AccessError:
+            await self.caught_up()
+        return build()
+
+    def readable(
+        self, who: Credentials, action: str, items: list[T], scope: Callable[[T], Scope]
+    ) -> list[T]:
+        """The items of an authorized list that ``who`` may read (one gone meanwhile: not)."""
+        out = []
+        for item in items:
+            try:
+                if self.authority.may(who, action, scope(item)):
+                    out.append(item)
+            except AccessError:
+                continue
+        return out
 
     async def caught_up(self) -> bool:
         """Wait until the views include every committed event (bounded by ``freshness_s``)."""
@@ -90,3 +116,21 @@ class ApiContext:
 
 
 CONTEXT = web.AppKey("reel_api", ApiContext)
+
+CALLER = web.RequestKey("reel_caller", Credentials)
+"""The request key under which the guard leaves the caller's :class:`Credentials`."""
+
+
+def caller(request: web.Request) -> Credentials:
+    """Who sent ``request`` (the guard authenticated it before any handler runs)."""
+    who = request.get(CALLER)
+    if not isinstance(who, Credentials):
+        raise ApiError("unauthenticated", "a valid bearer token is required")
+    return who
+
+
+async def permit(request: web.Request, action: str, scope: Scope | None = None) -> Credentials:
+    """The caller, once Cedar permits ``action`` on ``scope`` for them (else a 403)."""
+    who = caller(request)
+    await request.app[CONTEXT].authority.permit(who, action, scope)
+    return who

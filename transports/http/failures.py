@@ -14,10 +14,14 @@ from aiohttp import web
 
 from actors import Conflict, InvalidCommand, NodeDraining, NotFound
 from events import AppendRejected, JournalClosed, JournalUnavailable
+from transports.access import NotFound as AccessNotFound
+from transports.access import PermissionDenied
 from transports.http.bodies import ErrorBody, ErrorCode, ErrorDetail
+from transports.tokens import TokenAlreadyRevoked, TokenError, UnknownToken
 
 STATUS: dict[ErrorCode, int] = {
     "unauthenticated": 401,
+    "permission_denied": 403,
     "invalid_argument": 400,
     "not_found": 404,
     "method_not_allowed": 405,
@@ -53,6 +57,16 @@ def to_api_error(exc: BaseException) -> ApiError:
     """The API error for any exception a handler let through (``internal`` when unexpected)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, PermissionDenied):
+        return ApiError("permission_denied", str(exc))
+    if isinstance(exc, AccessNotFound):
+        return ApiError("not_found", str(exc))
+    if isinstance(exc, TokenError):
+        return ApiError("invalid_argument", str(exc), f"$.{exc.field}")
+    if isinstance(exc, UnknownToken):
+        return ApiError("not_found", str(exc))
+    if isinstance(exc, TokenAlreadyRevoked):
+        return ApiError("conflict", str(exc))
     if isinstance(exc, InvalidCommand):
         return ApiError("invalid_argument", str(exc), f"$.{exc.field}")
     if isinstance(exc, NotFound):

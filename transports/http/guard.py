@@ -1,8 +1,12 @@
 """The middleware every request passes: bearer auth, the body size cap, and error mapping.
 
 - Every route but ``/healthz`` and the console's static files needs
-  ``Authorization: Bearer <admin.token>`` (constant-time comparison); otherwise 401 with
-  ``WWW-Authenticate: Bearer``. Unknown paths need it too, so probing reveals nothing.
+  ``Authorization: Bearer <token>``: the data dir's ``admin.token`` or a token from
+  ``reel tokens create`` / ``POST /v1/tokens``. A missing, unknown, expired or revoked token
+  is the same 401 with ``WWW-Authenticate: Bearer`` (no oracle). Unknown paths need it too, so
+  probing reveals nothing. The caller's :class:`~transports.tokens.Credentials` are left on
+  the request (:func:`~transports.http.context.caller`); each handler asks Cedar about its
+  action (:func:`~transports.http.context.permit`).
 - A query parameter the operation does not take (per ``/v1/openapi.json``), or one given twice,
   is a 400 naming it: a typo (``?limt=5``) is not silently ignored.
 - A declared ``Content-Length`` over ``http.max_body_bytes`` is refused before reading (413);
@@ -18,11 +22,11 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from transports.auth import bearer_matches
 from transports.http import console, health
-from transports.http.context import CONTEXT
+from transports.http.context import CALLER, CONTEXT
 from transports.http.failures import ApiError, error_response, to_api_error
 from transports.http.openapi import query_parameters
+from transports.tokens import bearer
 
 log = logging.getLogger("reel.http")
 
@@ -32,10 +36,12 @@ PUBLIC_ROUTES = console.PUBLIC_ROUTES | health.PUBLIC_ROUTES
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
-        if request.match_info.route.name not in PUBLIC_ROUTES and not bearer_matches(
-            request.headers.get("Authorization"), request.app[CONTEXT].token
-        ):
-            raise ApiError("unauthenticated", "a valid bearer token is required")
+        if request.match_info.route.name not in PUBLIC_ROUTES:
+            authority = request.app[CONTEXT].authority
+            who = authority.authenticate(bearer(request.headers.get("Authorization")))
+            if who is None:
+                raise ApiError("unauthenticated", "a valid bearer token is required")
+            request[CALLER] = who
         if request.query:
             check_query(request)
         length = request.content_length

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from events import Checkpoint, WitnessStatus, verify
 from transports.http.bodies import JournalHead, VerifyRequest
-from transports.http.context import CONTEXT
+from transports.http.context import CONTEXT, permit
 from transports.http.inputs import LIST_CAP, after_seq, page_limit, read_body
 from transports.http.replies import json_reply
 
@@ -69,6 +69,7 @@ class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
 
 @routes.get("/v1/journal/head")
 async def head(request: web.Request) -> web.Response:
+    await permit(request, "journal.read")
     runtime = request.app[CONTEXT].runtime
     views_position = runtime.projector.position
     last = runtime.journal.head()
@@ -80,6 +81,7 @@ async def head(request: web.Request) -> web.Response:
 @routes.get("/v1/journal/checkpoints")
 async def checkpoints(request: web.Request) -> web.Response:
     """The signed checkpoints with ``position > after``, oldest first."""
+    await permit(request, "journal.read")
     journal = request.app[CONTEXT].runtime.journal
     after = after_seq(request)
     limit = page_limit(request, LIST_CAP)
@@ -108,6 +110,7 @@ async def verify_journal(request: web.Request) -> web.Response:
     ``reel journal verify --public-key`` on a copy instead."""
     ctx = request.app[CONTEXT]
     await read_body(request, VerifyRequest, optional=True)
+    await permit(request, "journal.read")
     journal = ctx.runtime.journal
     key = journal.node_key.public_key if journal.node_key is not None else None
     notes = journal.witness.notes() if journal.witness is not None else None

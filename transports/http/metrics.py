@@ -24,7 +24,7 @@ from typing import Protocol
 from aiohttp import web
 
 from events.lifecycle import RunStatus
-from transports.http.context import CONTEXT, ApiContext
+from transports.http.context import CONTEXT, ApiContext, permit
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RUN_STATES = tuple(RunStatus)
@@ -143,5 +143,6 @@ def render(ctx: ApiContext) -> str:
 
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
+    await permit(request, "node.read")
     body = render(request.app[CONTEXT]).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

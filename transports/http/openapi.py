@@ -36,6 +36,7 @@ from transports.http.bodies import (
     TapePage,
     VerifyRequest,
 )
+from transports.http.context import permit
 from transports.http.inputs import LIST_CAP, MAX_SEQ, TAPE_CAP
 from transports.http.journal import CheckpointPage
 
@@ -450,4 +451,5 @@ def document_bytes() -> bytes:
 
 @routes.get("/v1/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
+    await permit(request, "node.read")
     return web.Response(body=document_bytes(), content_type="application/json")

@@ -11,11 +11,10 @@ from aiohttp import web
 from actors.messages import CancelRun
 from projections import RawTapeEntry, RunRecord
 from transports.http.bodies import CancelRunRequest, TapePage
-from transports.http.context import CONTEXT, ApiContext
+from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import TAPE_CAP, after_seq, page_limit, path_id, read_body
 from transports.http.replies import json_reply
-from transports.http.sessions import PRINCIPAL
 
 routes = web.RouteTableDef()
 
@@ -35,7 +34,9 @@ assert _TapePageWire.__struct_fields__ == TapePage.__struct_fields__
 @routes.get("/v1/runs/{run_id}")
 async def get_run(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    return json_reply(await run_record(ctx, path_id(request, "run_id", "run")))
+    record = await run_record(ctx, path_id(request, "run_id", "run"))
+    await permit(request, "run.read", ctx.authority.run_scope(record))
+    return json_reply(record)
 
 
 @routes.get("/v1/runs/{run_id}/tape")
@@ -44,10 +45,9 @@ async def get_tape(request: web.Request) -> web.Response:
     run_id = path_id(request, "run_id", "run")
     limit = page_limit(request, TAPE_CAP)
     after = after_seq(request)
-    views = ctx.views
-    rows = views.tape_raw(run_id, after_seq=after, limit=limit.value + 1)
-    if not rows:
-        await run_record(ctx, run_id)  # an empty page of a run that exists, or a 404
+    record = await run_record(ctx, run_id)
+    await permit(request, "run.read", ctx.authority.run_scope(record))
+    rows = ctx.views.tape_raw(run_id, after_seq=after, limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
     return json_reply(
@@ -65,7 +65,9 @@ async def cancel_run(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     run_id = path_id(request, "run_id", "run")
     await read_body(request, CancelRunRequest, optional=True)
-    await ctx.command(CancelRun(run_id=run_id, principal=PRINCIPAL))
+    record = await run_record(ctx, run_id)
+    who = await permit(request, "run.cancel", ctx.authority.run_scope(record))
+    await ctx.command(CancelRun(run_id=run_id, principal=who.principal))
     await ctx.caught_up()
     return json_reply(await run_record(ctx, run_id), status=202)
 

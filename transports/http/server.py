@@ -12,7 +12,6 @@ import asyncio
 
 from aiohttp import web
 
-from transports.auth import load_or_create_token
 from transports.http.app import build_app
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.protocol import Runner
@@ -68,12 +67,12 @@ async def serve_http(
 ) -> HttpServer:
     """Bind and start on the running loop; ``host``/``port`` default to ``config.http``.
 
-    The token defaults to the data dir's ``admin.token`` (created, mode 0600, if absent)."""
+    Every token of the node opens it; ``token`` replaces the data dir's ``admin.token`` as the
+    admin's."""
     config = runtime.config.http
     bind_host = config.host if host is None else host
     bind_port = config.port if port is None else port
-    secret = token if token is not None else load_or_create_token(runtime.data_dir)
-    app = build_app(runtime, secret, keepalive_s=keepalive_s)
+    app = build_app(runtime, token, keepalive_s=keepalive_s)
     runner = Runner(
         app,
         handler_cancellation=True,

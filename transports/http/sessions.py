@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from actors import NotFound
 from actors.messages import (
     BranchSession,
     ResetSession,
@@ -24,7 +25,7 @@ from transports.http.bodies import (
     SendMessageRequest,
     SessionPage,
 )
-from transports.http.context import CONTEXT, ApiContext
+from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (
     LIST_CAP,
@@ -36,22 +37,21 @@ from transports.http.inputs import (
 )
 from transports.http.replies import json_reply
 
-PRINCIPAL = "http"
-"""Who the journal says acted, for commands that arrive over HTTP with the admin token."""
-
 routes = web.RouteTableDef()
 
 
 @routes.get("/v1/sessions")
 async def list_sessions(request: web.Request) -> web.Response:
-    views = request.app[CONTEXT].views
+    ctx = request.app[CONTEXT]
+    who = await permit(request, "session.list")
     limit = page_limit(request, LIST_CAP)
-    rows = views.sessions(after=after_id(request), limit=limit.value + 1)
+    rows = ctx.views.sessions(after=after_id(request), limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
+    # Filtered after paging: a page may hold fewer items than the limit and still go on.
     return json_reply(
         SessionPage(
-            items=items,
+            items=ctx.readable(who, "session.read", items, ctx.authority.session_scope),
             limit=limit.value,
             limit_clamped=limit.clamped,
             next_after=items[-1].session_id if more else None,
@@ -63,7 +63,9 @@ async def list_sessions(request: web.Request) -> web.Response:
 async def get_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
-    return json_reply(await session_record(ctx, session_id))
+    record = await session_record(ctx, session_id)
+    await permit(request, "session.read", ctx.authority.session_scope(record))
+    return json_reply(record)
 
 
 @routes.get("/v1/sessions/{session_id}/runs")
@@ -72,7 +74,8 @@ async def list_runs(request: web.Request) -> web.Response:
     session_id = path_id(request, "session_id", "session")
     limit = page_limit(request, LIST_CAP)
     after = after_id(request)
-    await session_record(ctx, session_id)
+    record = await session_record(ctx, session_id)
+    await permit(request, "session.read", ctx.authority.session_scope(record))
     rows = ctx.views.runs_of_session(session_id, after=after, limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
@@ -91,8 +94,16 @@ async def create_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     body = await read_body(request, CreateSessionRequest, optional=True)
     session_key = identifier(body.session_key, "$.session_key")
+    existing = await existing_session(ctx, session_key)
+    if existing is None:
+        who = await permit(request, "session.create")
+    else:  # the key names a session already: creating it again is reading it
+        record = await session_record(ctx, existing)
+        who = await permit(request, "session.read", ctx.authority.session_scope(record))
     info: SessionInfo = await ctx.command(
-        ResolveSession(session_key=session_key, label=body.label, create=True, principal=PRINCIPAL)
+        ResolveSession(
+            session_key=session_key, label=body.label, create=True, principal=who.principal
+        )
     )
     record = await created_session(ctx, info.session_id)
     return json_reply(record, status=201 if info.created else 200)
@@ -103,12 +114,14 @@ async def send_message(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     body = await read_body(request, SendMessageRequest)
+    record = await session_record(ctx, session_id)
+    who = await permit(request, "run.start", ctx.authority.session_scope(record))
     ticket: RunTicket = await ctx.command(
         StartRun(
             text=body.text,
             session_id=session_id,
             label=body.label,
-            principal=PRINCIPAL,
+            principal=who.principal,
             channel="http",
         )
     )
@@ -130,7 +143,11 @@ async def reset_session(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     await read_body(request, ResetSessionRequest, optional=True)
-    info: SessionInfo = await ctx.command(ResetSession(session_id=session_id, principal=PRINCIPAL))
+    record = await session_record(ctx, session_id)
+    who = await permit(request, "session.reset", ctx.authority.session_scope(record))
+    info: SessionInfo = await ctx.command(
+        ResetSession(session_id=session_id, principal=who.principal)
+    )
     return json_reply(await session_record(ctx, info.session_id, wait=True))
 
 
@@ -140,13 +157,16 @@ async def branch_session(request: web.Request) -> web.Response:
     session_id = path_id(request, "session_id", "session")
     body = await read_body(request, BranchSessionRequest, optional=True)
     session_key = identifier(body.session_key, "$.session_key")
+    parent = await session_record(ctx, session_id)
+    await permit(request, "session.read", ctx.authority.session_scope(parent))
+    who = await permit(request, "session.create")
     info: SessionInfo = await ctx.command(
         BranchSession(
             session_id=session_id,
             run_id=body.run_id,
             session_key=session_key,
             label=body.label,
-            principal=PRINCIPAL,
+            principal=who.principal,
         )
     )
     return json_reply(await created_session(ctx, info.session_id), status=201)
@@ -157,9 +177,15 @@ async def set_posture(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     body = await read_body(request, PostureRequest)
+    await session_record(ctx, session_id)
+    who = await permit(
+        request,
+        "posture.set",
+        ctx.authority.posture_scope(session_id, body.tool, body.posture or ""),
+    )
     info: SessionInfo = await ctx.command(
         SetSessionPosture(
-            session_id=session_id, tool=body.tool, posture=body.posture, principal=PRINCIPAL
+            session_id=session_id, tool=body.tool, posture=body.posture, principal=who.principal
         )
     )
     return json_reply(await session_record(ctx, info.session_id, wait=True))
@@ -174,6 +200,17 @@ async def session_record(ctx: ApiContext, session_id: str, wait: bool = False) -
     if record is None:
         raise ApiError("not_found", f"no session with id {session_id!r}")
     return record
+
+
+async def existing_session(ctx: ApiContext, session_key: str | None) -> str | None:
+    """The id of the session ``session_key`` names, or None (no key, or no such session)."""
+    if session_key is None:
+        return None
+    try:
+        info: SessionInfo = await ctx.command(ResolveSession(session_key=session_key))
+    except NotFound:
+        return None
+    return info.session_id
 
 
 async def created_session(ctx: ApiContext, session_id: str) -> SessionRecord:

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from projections import RawTapeEntry
 from projections.follow import follow_tape
-from transports.http.context import CONTEXT
+from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import after_seq, path_id, seq_value
 from transports.http.runs import run_record
@@ -54,7 +54,8 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CONTEXT]
     run_id = path_id(request, "run_id", "run")
     cursor = start_after(request)
-    await run_record(ctx, run_id)  # 404 before the stream starts
+    record = await run_record(ctx, run_id)  # 404 before the stream starts
+    await permit(request, "run.read", ctx.authority.run_scope(record))
     if ctx.closing.is_set() or ctx.applied is None:
         raise ApiError("unavailable", "the server is stopping")
     loop = asyncio.get_running_loop()

@@ -349,7 +349,7 @@ def test_read_with_a_limit_and_follow(node: GrpcNode) -> None:
 
     limited, followed = run(go())
     assert [e.position for e in limited] == [2, 3, 4]
-    assert followed[0].kind in ("session.created", "run.accepted")
+    assert followed[0].kind in ("access.decided", "session.created", "run.accepted")
     assert [e.position for e in followed] == list(
         range(followed[0].position, followed[0].position + len(followed))
     )

@@ -28,7 +28,7 @@ def test_allow_over_http_finishes_the_run_and_a_second_decision_is_409(node: Nod
     assert decided.status == 200
     resolved = decided.json()
     assert resolved["state"] == "resolved" and resolved["decision"] == "allow"
-    assert resolved["scope"] == "once" and resolved["decided_by"] == "http"
+    assert resolved["scope"] == "once" and resolved["decided_by"] == "admin"
 
     events = node.finish(run_id)
     assert events[-1].event == "run.completed"
@@ -104,7 +104,7 @@ def test_a_decision_is_answered_once_durable_not_when_the_tool_finishes(data_dir
         assert (record["state"], record["decision"], record["decided_by"]) == (
             "resolved",
             "allow",
-            "http",
+            "admin",
         )
         stream, _ = node.until(run_id, "run.resumed")  # the tool is running now
         stream.close()

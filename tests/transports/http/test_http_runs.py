@@ -90,7 +90,7 @@ def test_cancel_a_live_run_then_again_is_409(node: Node) -> None:
     rest = stream.rest()
     stream.close()
     assert rest[-1].event == "run.cancelled"
-    assert rest[-1].entry["event"]["requested_by"] == "http"
+    assert rest[-1].entry["event"]["requested_by"] == "admin"
     assert node.call("GET", f"/v1/runs/{run_id}").json()["state"] == "cancelled"
     again = node.call("POST", f"/v1/runs/{run_id}/cancel", {})
     assert again.status == 409

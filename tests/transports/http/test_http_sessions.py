@@ -16,7 +16,7 @@ def test_create_read_and_list_a_session(node: Node) -> None:
     created = node.call("POST", "/v1/sessions", {"label": "first"})
     assert created.status == 201
     session = created.json()
-    assert session["label"] == "first" and session["principal"] == "http"
+    assert session["label"] == "first" and session["principal"] == "admin"
     assert node.call("GET", f"/v1/sessions/{session['session_id']}").json() == session
     listed = node.call("GET", "/v1/sessions").json()
     assert [s["session_id"] for s in listed["items"]] == [session["session_id"]]
