@@ -12,8 +12,8 @@ releases only text whose verdict can no longer change; the rest is held back:
   match still open at the end of the held text (a token still growing, a quoted value not yet
   closed, a private key block without its END line yet: a block is held until its END line or
   the end of the turn);
-* never after a trigger word (:data:`events.detectors.TRIGGER`: a key that names a secret,
-  ``Bearer``, ``Basic``, ``Authorization``, ``Cookie``, ``-----BEGIN``) until
+* never after a trigger word (a superset of :data:`events.detectors.TRIGGER`: a key that
+  names a secret, ``Bearer``, ``Basic``, ``Authorization``, ``Cookie``, ``-----BEGIN``) until
   :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end.
 
 So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
@@ -31,7 +31,9 @@ its end. Either way the stream may then redact more than the whole text would, n
 
 from __future__ import annotations
 
-from events.detectors import DETECTORS, MARKER, PRIVATE_BLOCK_END, REACH, TRIGGER
+import re
+
+from events.detectors import DETECTORS, MARKER, PRIVATE_BLOCK_END, REACH
 from events.redact import Guard, apply_spans, scan
 
 MAX_HOLD_CHARS = 64 * 1024
@@ -40,10 +42,37 @@ CONTEXT_CHARS = 8
 """Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
 _END_OVERLAP = 64
 """Characters kept while waiting for a key block's END line split across deltas."""
-SCAN_STEP = 48
+_SPACES = " \n\t\r\x0b\x0c"
+"""Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
+SCAN_STEP = 128
 """Held characters that make :meth:`StreamRedactor.feed` look for text to release (a scan of
 what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms flush tick) or
 the end of the turn. So a model streaming a word per delta costs a scan every few words."""
+
+
+_TRIGGER_WORDS = re.compile(
+    r"passw|passphrase|pwd|secret|token|credential|key|bearer|basic|authorization|cookie"
+    r"|-----begin"
+)
+"""A superset of :data:`events.detectors.TRIGGER` that is cheap to find (plain words in the
+lower-cased text): every trigger holds one. Holding at a few more places costs latency only."""
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _first_trigger(buf: str, start: int) -> int | None:
+    """Where the first construct that may span whitespace starts at or after ``start``: the
+    start of the key run (``DB_PASSWORD``) around the first trigger word."""
+    lowered = buf[start:].lower()
+    if len(lowered) == len(buf) - start:
+        found = _TRIGGER_WORDS.search(lowered)
+    else:  # lower-casing changed the length (rare Unicode)
+        found = re.compile(_TRIGGER_WORDS.pattern, re.IGNORECASE).search(buf[start:])
+    if found is None:
+        return None
+    at = start + found.start()
+    while at > 0 and buf[at - 1] in _KEY_CHARS:
+        at -= 1
+    return at
 
 
 class StreamRedactor:
@@ -155,15 +184,19 @@ class StreamRedactor:
         for guard in guards:
             if guard.end >= size:
                 limit = min(limit, guard.start)
-        for trigger in TRIGGER.finditer(buf, max(pos, size - REACH)):
-            limit = min(limit, trigger.start())
-            break
+        trigger = _first_trigger(buf, max(pos, size - REACH))
+        if trigger is not None:
+            limit = min(limit, trigger)
         inside = [(g.start, g.end) for g in guards if g.start < limit]
-        cut = limit
-        while cut > pos:
-            if buf[cut - 1].isspace() and not any(s < cut < e for s, e in inside):
+        before = limit
+        while before > pos:
+            space = max(buf.rfind(c, pos, before) for c in _SPACES)
+            if space < pos:
+                return pos
+            cut = space + 1
+            if not any(s < cut < e for s, e in inside):
                 return cut
-            cut -= 1
+            before = space
         return pos
 
     def _note_block(self, guards: list[Guard], size: int, shift: int) -> None:
@@ -199,9 +232,9 @@ class StreamRedactor:
 
     def _forced_cut(self, buf: str, pos: int, guards: list[Guard]) -> int:
         cut = len(buf) - REACH
-        for trigger in TRIGGER.finditer(buf, max(pos, cut)):
-            cut = min(cut, trigger.start())
-            break
+        trigger = _first_trigger(buf, max(pos, cut))
+        if trigger is not None:
+            cut = min(cut, trigger)
         for guard in sorted(guards, key=lambda g: g.start, reverse=True):
             if guard.start < cut < guard.end:
                 cut = guard.start
