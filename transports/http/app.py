@@ -19,6 +19,7 @@ from transports.http import (
     runs,
     sessions,
     stream,
+    tokens,
 )
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.guard import guard
@@ -45,6 +46,7 @@ def build_app(
         stream.routes,
         approvals.routes,
         journal.routes,
+        tokens.routes,
         openapi.routes,
         metrics.routes,
         health.routes,

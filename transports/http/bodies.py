@@ -174,3 +174,42 @@ class JournalHead(msgspec.Struct, frozen=True, kw_only=True):
 
 class Health(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ok", "draining"]
+
+
+# --- tokens ------------------------------------------------------------------------------------
+
+
+class CreateTokenRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/tokens``: a token for ``principal`` with ``roles`` (shown once)."""
+
+    principal: str
+    """``user:NAME``, ``service:NAME`` or ``agent:NAME``."""
+    roles: list[str]
+    """Built-in roles: admin, operator, approver, viewer, agent."""
+    expires_in_s: Annotated[int, msgspec.Meta(ge=1, le=10 * 365 * 86400)] | None = None
+    note: Annotated[str, msgspec.Meta(max_length=200)] = ""
+
+
+class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One token as the API shows it: never the token itself."""
+
+    id: str
+    principal: str
+    roles: tuple[str, ...]
+    created_at_ms: int
+    expires_at_ms: int | None
+    revoked_at_ms: int | None
+    note: str
+    state: Literal["active", "expired", "revoked"]
+
+
+class CreatedToken(TokenInfo, frozen=True, kw_only=True):
+    """``POST /v1/tokens``' answer: the token's record and, this once, the token."""
+
+    token: str
+
+
+class TokenList(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/tokens``: every token, oldest first."""
+
+    items: list[TokenInfo]

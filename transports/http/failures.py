@@ -61,8 +61,9 @@ def to_api_error(exc: BaseException) -> ApiError:
         return ApiError("permission_denied", str(exc))
     if isinstance(exc, AccessNotFound):
         return ApiError("not_found", str(exc))
-    if isinstance(exc, TokenError):
-        return ApiError("invalid_argument", str(exc), f"$.{exc.field}")
+    if isinstance(exc, TokenError):  # the body's list of roles is "roles"
+        field = "roles" if exc.field == "role" else exc.field
+        return ApiError("invalid_argument", str(exc), f"$.{field}")
     if isinstance(exc, UnknownToken):
         return ApiError("not_found", str(exc))
     if isinstance(exc, TokenAlreadyRevoked):

@@ -21,7 +21,9 @@ from transports.http.bodies import (
     ApprovalPage,
     BranchSessionRequest,
     CancelRunRequest,
+    CreatedToken,
     CreateSessionRequest,
+    CreateTokenRequest,
     DecisionRequest,
     ErrorBody,
     Health,
@@ -34,6 +36,8 @@ from transports.http.bodies import (
     SessionPage,
     TapeEntry,
     TapePage,
+    TokenInfo,
+    TokenList,
     VerifyRequest,
 )
 from transports.http.context import permit
@@ -64,12 +68,18 @@ TYPES: tuple[type[Any], ...] = (
     CheckpointPage,
     VerifyReport,
     Health,
+    CreateTokenRequest,
+    TokenInfo,
+    CreatedToken,
+    TokenList,
 )
 
 ERRORS = {
     400: "Bad input: malformed JSON, a wrong type, an unknown field or a bad parameter "
     "(``field`` names it).",
-    401: "Missing or wrong bearer token.",
+    401: "Missing, unknown, expired or revoked bearer token (one message for each).",
+    403: "The principal may not do this: Cedar denied the action (the message names it and "
+    "the deciding policies).",
     404: "No such session, run or approval.",
     409: "The current state refuses the command (already resolved, run ended, key taken).",
     413: "The request body is over ``http.max_body_bytes``.",
@@ -152,7 +162,7 @@ def _op(
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {str(status): spec for status, spec in ok.items()}
     # every authenticated operation may refuse a query parameter it does not take (400)
-    codes = set(errors) if public else {400, 401, *errors}
+    codes = set(errors) if public else {400, 401, 403, *errors}
     for status in sorted(codes):
         responses[str(status)] = _json(ErrorBody, ERRORS[status])
     op: dict[str, Any] = {"summary": summary, "responses": responses}
@@ -354,6 +364,37 @@ def _paths() -> dict[str, Any]:
                 body=VerifyRequest,
             )
         },
+        "/v1/tokens": {
+            "get": _op(
+                "Every API token, oldest first (never the token itself). token.manage.",
+                {200: _json(TokenList, "The tokens.")},
+                (),
+            ),
+            "post": _op(
+                "Create a token for a principal with roles; the token is in this answer once. "
+                "token.manage.",
+                {201: _json(CreatedToken, "Created: store the token now.")},
+                (413, 503),
+                body=CreateTokenRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/tokens/{token_id}": {
+            "delete": _op(
+                "Revoke a token: refused from the next request on. token.manage.",
+                {200: _json(TokenInfo, "Revoked.")},
+                (404, 409, 503),
+                parameters=(
+                    {
+                        "name": "token_id",
+                        "in": "path",
+                        "required": True,
+                        "description": "The token's id (a ULID).",
+                        "schema": {"type": "string"},
+                    },
+                ),
+            )
+        },
         "/v1/openapi.json": {
             "get": _op(
                 "This document.",
@@ -419,7 +460,9 @@ def document() -> dict[str, Any]:
             "title": "reel",
             "version": "1",
             "description": "The reel node's HTTP API. Every route but /healthz needs "
-            "`Authorization: Bearer <admin.token>`. Errors are "
+            "`Authorization: Bearer <token>` (the data dir's admin.token or a token from "
+            "POST /v1/tokens), and each is a Cedar decision on its action "
+            "(docs/policy.md). Errors are "
             '`{"error": {"code", "message", "field"}}`.',
         },
         "paths": _paths(),
