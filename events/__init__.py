@@ -18,7 +18,9 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     │   └── JournalLocked         another process holds it for writing (.holder_pid)
     ├── JournalClosed             used after close()
     ├── AppendRejected            bad append, nothing written (empty, oversize, not an event)
-    │   └── ConcurrencyConflict   expected_seq is not the stream's next seq
+    │   ├── ConcurrencyConflict   expected_seq is not the stream's next seq
+    │   └── InvalidField          an identifier field that does not fit or looks like a secret
+    │                             (events.fields; .kind, .field; never quotes the value)
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
@@ -47,11 +49,13 @@ from events.errors import (
     UnknownEventKind,
     WitnessError,
 )
+from events.fields import InvalidField
 from events.ids import is_ulid, new_id
 from events.journal import MAX_PAYLOAD_BYTES, Journal
 from events.port import JournalPort, JournalReadPort, Listener
 from events.reader import JournalReader
-from events.redact import MARKER, redact_event, redact_value
+from events.redact import MARKER, redact_event, redact_text, redact_value
+from events.redact_stream import StreamRedactor
 from events.verify import Fault, VerifyReport, verify, verify_recent
 from events.witness import Witness, WitnessStatus
 
@@ -73,6 +77,7 @@ __all__ = [
     "Event",
     "Fault",
     "Head",
+    "InvalidField",
     "Journal",
     "JournalClosed",
     "JournalError",
@@ -88,6 +93,7 @@ __all__ = [
     "SchemaTooNew",
     "SchemaTooOld",
     "StoredEvent",
+    "StreamRedactor",
     "UnknownEventKind",
     "VerifyReport",
     "Witness",
@@ -100,6 +106,7 @@ __all__ = [
     "load_public_key",
     "new_id",
     "redact_event",
+    "redact_text",
     "redact_value",
     "verify",
     "verify_recent",
