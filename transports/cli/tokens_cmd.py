@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 import typer
@@ -24,6 +24,15 @@ from transports.tokens import TokenBook, TokenRecord
 
 if TYPE_CHECKING:
     from events import Journal
+
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        help="While a node runs: the token to ask its API with (default REEL_TOKEN, "
+        "else the data dir's admin.token).",
+    ),
+]
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
@@ -95,13 +104,40 @@ def create_cmd(
     note: Annotated[str, typer.Option("--note", help="Why the token exists.")] = "",
     data: DataOption = None,
     json: JsonOption = False,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Create a token and print it once (only its SHA-256 is kept)."""
-    from transports.tokens import TokenError, create_token
+    from transports.tokens import TokenError, create_token, validate_roles
 
+    try:
+        validate_roles(role)
+    except TokenError as exc:
+        raise typer.BadParameter(str(exc).partition(": ")[2], param_hint="--role") from None
+    expires_in_s = None if expires is None else parse_duration(expires)
     expires_at_ms = None
-    if expires is not None:
-        expires_at_ms = int(time.time() * 1000) + parse_duration(expires) * 1000
+    if expires_in_s is not None:
+        expires_at_ms = int(time.time() * 1000) + expires_in_s * 1000
+    online = _online(data)
+    if online is not None:
+        body: dict[str, object] = {"principal": principal, "roles": role, "note": note}
+        if expires_in_s is not None:
+            body["expires_in_s"] = expires_in_s
+        made = _api(online, token_file, "POST", "/v1/tokens", body, 201)
+        _print_created(
+            TokenView(
+                id=made["id"],
+                principal=made["principal"],
+                roles=tuple(made["roles"]),
+                created=_iso(made["created_at_ms"]) or "",
+                expires=_iso(made["expires_at_ms"]),
+                revoked=None,
+                note=made["note"],
+                state=made["state"],
+            ),
+            made["token"],
+            json,
+        )
+        return
     with _offline(data) as (journal, book):
         try:
             token, record = create_token(
@@ -115,7 +151,10 @@ def create_cmd(
             )
         except TokenError as exc:
             raise CliError(str(exc)) from exc
-    view = view_of(record, int(time.time() * 1000))
+    _print_created(view_of(record, int(time.time() * 1000)), token, json)
+
+
+def _print_created(view: TokenView, token: str, json: bool) -> None:
     if json:
         out = msgspec.structs.asdict(view) | {"token": token}
         print(_json.encode(out).decode())
@@ -128,19 +167,38 @@ def create_cmd(
 
 
 @app.command("list")
-def list_cmd(data: DataOption = None, json: JsonOption = False) -> None:
+def list_cmd(
+    data: DataOption = None, json: JsonOption = False, token_file: TokenFileOption = None
+) -> None:
     """Every token: id, principal, roles, created, expires, state (never the token)."""
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
     from transports.tokens import load_tokens
 
-    reader = JournalReader.open(journal_path(resolve(data)))
-    try:
-        book = load_tokens(reader, admin_token="")
-    finally:
-        reader.close()
-    now_ms = int(time.time() * 1000)
-    views = [view_of(r, now_ms) for r in book.records()]
+    online = _online(data)
+    if online is not None:
+        listed = _api(online, token_file, "GET", "/v1/tokens", None, 200)["items"]
+        views = [
+            TokenView(
+                id=t["id"],
+                principal=t["principal"],
+                roles=tuple(t["roles"]),
+                created=_iso(t["created_at_ms"]) or "",
+                expires=_iso(t["expires_at_ms"]),
+                revoked=_iso(t["revoked_at_ms"]),
+                note=t["note"],
+                state=t["state"],
+            )
+            for t in listed
+        ]
+    else:
+        reader = JournalReader.open(journal_path(resolve(data)))
+        try:
+            book = load_tokens(reader, admin_token="")
+        finally:
+            reader.close()
+        now_ms = int(time.time() * 1000)
+        views = [view_of(r, now_ms) for r in book.records()]
     if json:
         print(_json.encode(views).decode())
         return
@@ -160,10 +218,22 @@ def revoke_cmd(
     token_id: Annotated[str, typer.Argument(help="The token's id (from reel tokens list).")],
     reason: Annotated[str, typer.Option("--reason", help="Recorded with the revocation.")] = "",
     data: DataOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Revoke a token: it stops working at once."""
     from transports.tokens import TokenAlreadyRevoked, UnknownToken, revoke_token
 
+    online = _online(data)
+    if online is not None:
+        from transports.cli.node_api import call, error_message
+
+        status, body = call(online, token_file, "DELETE", f"/v1/tokens/{token_id}")
+        if status == 409:
+            raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
+        if status != 200:
+            raise CliError(error_message(body, status))
+        print(f"revoked token {token_id}")
+        return
     with _offline(data) as (journal, book):
         try:
             revoke_token(journal, book, token_id, revoked_by="cli", reason=reason)
@@ -172,6 +242,34 @@ def revoke_cmd(
         except TokenAlreadyRevoked as exc:
             raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
     print(f"revoked token {token_id}")
+
+
+def _online(data: Path | None) -> Path | None:
+    """The data dir when a node holds it (its API is to be asked), else None."""
+    from events import Journal, NodeKey
+    from events.errors import JournalLocked
+    from transports.cli.data_dir import existing, journal_path, node_key_path
+
+    data_dir = existing(data)
+    try:
+        journal = Journal(
+            journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
+        )
+    except JournalLocked:
+        return data_dir
+    journal.close()
+    return None
+
+
+def _api(
+    data_dir: Path, token_file: Path | None, method: str, path: str, body: object, ok: int
+) -> Any:
+    from transports.cli.node_api import call, error_message
+
+    status, decoded = call(data_dir, token_file, method, path, body)
+    if status != ok:
+        raise CliError(error_message(decoded, status))
+    return decoded
 
 
 @contextmanager

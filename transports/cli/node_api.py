@@ -1,0 +1,78 @@
+"""Client commands asking a running node's HTTP API, when the node holds the data dir.
+
+The node's address comes from the data dir's config and ``REEL_HTTP_PORT`` / ``REEL_HTTP_HOST``
+(:func:`~transports.cli.node_address.http_base`); the token from ``--token-file``, else
+``REEL_TOKEN``, else the data dir's ``admin.token``. The token is sent, never printed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from transports.cli.errors import CliError
+from transports.cli.node_address import http_base
+
+
+def node_token(data_dir: Path, token_file: Path | None) -> str:
+    """The token a client command sends."""
+    if token_file is not None:
+        try:
+            return token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise CliError(f"cannot read --token-file {token_file}: {exc.strerror}") from None
+    env = os.environ.get("REEL_TOKEN", "").strip()
+    if env:
+        return env
+    try:
+        return (data_dir / "admin.token").read_text(encoding="utf-8").strip()
+    except OSError:
+        raise CliError(
+            f"no token: pass --token-file, set REEL_TOKEN, or use a data dir with admin.token "
+            f"({data_dir})"
+        ) from None
+
+
+def call(
+    data_dir: Path, token_file: Path | None, method: str, path: str, body: Any = None
+) -> tuple[int, Any]:
+    """``(status, decoded JSON)`` of one request to the node holding ``data_dir``; a 401 or
+    403 is a :class:`CliError` with the node's message."""
+    base = http_base(data_dir)
+    parts = urlsplit(base)
+    token = node_token(data_dir, token_file)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
+    headers = {"Authorization": f"Bearer {token}"}
+    payload = None
+    if body is not None:
+        payload = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    try:
+        conn.request(method, path, body=payload, headers=headers)
+        response = conn.getresponse()
+        status, raw = response.status, response.read()
+    except OSError as exc:
+        raise CliError(
+            f"a node holds {data_dir} but its API at {base} cannot be reached "
+            f"({exc.strerror or type(exc).__name__}): check REEL_HTTP_PORT / the config's http"
+        ) from None
+    finally:
+        conn.close()
+    try:
+        decoded = json.loads(raw) if raw else None
+    except ValueError:
+        decoded = None
+    if status in (401, 403):
+        message = (decoded or {}).get("error", {}).get("message", f"HTTP {status}")
+        raise CliError(f"the node refused: {message}")
+    return status, decoded
+
+
+def error_message(decoded: Any, status: int) -> str:
+    if isinstance(decoded, dict) and isinstance(decoded.get("error"), dict):
+        return str(decoded["error"].get("message", f"HTTP {status}"))
+    return f"HTTP {status}"
