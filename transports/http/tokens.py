@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Literal
 
 from aiohttp import web
 
@@ -23,7 +24,7 @@ routes = web.RouteTableDef()
 
 
 def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:
-    state = (
+    state: Literal["active", "expired", "revoked"] = (
         "revoked"
         if record.revoked_at_ms is not None
         else "active"
