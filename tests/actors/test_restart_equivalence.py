@@ -549,7 +549,7 @@ def test_4_awaiting_approval_decided_offline_then_restarted(
     assert tape[-1].kind == "run.completed", kinds(tape)
     resolved = all_of(tape, "tool.approval_resolved")
     assert [(r.decision, r.decided_by, r.reason) for r in resolved] == [(decision, "cli", reason)]
-    human = ("cli", "http")
+    human = ("cli", "admin")
     assert normalised(tape, human=human) == normalised(twins(decision, reason), human=human)
 
 
@@ -790,7 +790,7 @@ def test_3c_killed_before_the_run_was_marked_awaiting(
     tape = assert_audit_clean(data, ids["run"])
     assert tape[: len(at_crash)] == at_crash
     assert tape[-1].kind == "run.completed", kinds(tape)
-    human = ("operator", "http")
+    human = ("operator", "admin")
     assert normalised(tape, human=human) == normalised(child_twin, human=human)
 
 
