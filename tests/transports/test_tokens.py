@@ -89,3 +89,18 @@ def test_bearer_parses_only_the_bearer_scheme() -> None:
     assert bearer("Basic abc") is None
     assert bearer("Bearer ") is None
     assert bearer(None) is None
+
+
+def test_a_request_value_cedar_cannot_hold_is_bad_input_on_both_transports() -> None:
+    """A malformed Cedar context (a value from the request) is the caller's error: 400 naming
+    the field / INVALID_ARGUMENT, never a 500."""
+    from grpclib.const import Status
+
+    from policies import PolicyRequestError
+    from transports.grpc.status import to_grpc_error
+    from transports.http.failures import to_api_error
+
+    problem = PolicyRequestError("context.posture", "must be a string")
+    answer = to_api_error(problem)
+    assert (answer.status, answer.field) == (400, "$.posture")
+    assert to_grpc_error(problem).status is Status.INVALID_ARGUMENT

@@ -20,6 +20,7 @@ from actors import (
     SessionKeyTaken,
 )
 from events import AppendRejected, JournalClosed, JournalError, JournalUnavailable
+from policies import PolicyRequestError
 from transports.access import NotFound as AccessNotFound
 from transports.access import PermissionDenied
 
@@ -32,7 +33,7 @@ def to_grpc_error(exc: BaseException) -> GRPCError:
         return GRPCError(Status.PERMISSION_DENIED, str(exc))
     if isinstance(exc, AccessNotFound):
         return GRPCError(Status.NOT_FOUND, str(exc))
-    if isinstance(exc, InvalidCommand):
+    if isinstance(exc, InvalidCommand | PolicyRequestError):
         return GRPCError(Status.INVALID_ARGUMENT, str(exc))
     if isinstance(exc, NotFound):
         return GRPCError(Status.NOT_FOUND, str(exc))

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from actors import Conflict, InvalidCommand, NodeDraining, NotFound
 from events import AppendRejected, JournalClosed, JournalUnavailable
+from policies import PolicyRequestError
 from transports.access import NotFound as AccessNotFound
 from transports.access import PermissionDenied
 from transports.http.bodies import ErrorBody, ErrorCode, ErrorDetail
@@ -70,6 +71,8 @@ def to_api_error(exc: BaseException) -> ApiError:
         return ApiError("conflict", str(exc))
     if isinstance(exc, InvalidCommand):
         return ApiError("invalid_argument", str(exc), f"$.{exc.field}")
+    if isinstance(exc, PolicyRequestError):  # a request value Cedar's context cannot hold
+        return ApiError("invalid_argument", str(exc), f"$.{exc.field.rsplit('.', 1)[-1]}")
     if isinstance(exc, NotFound):
         return ApiError("not_found", str(exc))
     if isinstance(exc, Conflict):
