@@ -245,19 +245,22 @@ def revoke_cmd(
 
 
 def _online(data: Path | None) -> Path | None:
-    """The data dir when a node holds it (its API is to be asked), else None."""
-    from events import Journal, NodeKey
+    """The data dir when a node holds it (its API is to be asked), else None. Only the writer
+    lock is probed: opening the journal would verify it, and could sign and witness."""
     from events.errors import JournalLocked
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from events.lock import WriterLock
+    from transports.cli.data_dir import existing, journal_path
 
     data_dir = existing(data)
+    path = journal_path(data_dir)
+    if not path.exists():
+        return None
+    lock = WriterLock(path.with_name(path.name + ".lock"))
     try:
-        journal = Journal(
-            journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-        )
+        lock.acquire(str(path))
     except JournalLocked:
         return data_dir
-    journal.close()
+    lock.release()
     return None
 
 
