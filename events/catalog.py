@@ -351,6 +351,7 @@ CATALOG: tuple[type[Event], ...] = (
     ToolCompleted,
     TokenCreated,
     TokenRevoked,
+    AccessDecided,
     JournalCheckpoint,
 )
 """Every current event class. Adding a kind means adding it here."""
