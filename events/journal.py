@@ -504,7 +504,7 @@ class Journal(JournalReader):
                 payload = encode(signed.event())
                 position += 1
                 event_id = self._ids.new(now_ms)
-                identity = identity_bytes(
+                envelope = (
                     position,
                     event_id,
                     CHECKPOINT_STREAM,
@@ -516,25 +516,8 @@ class Journal(JournalReader):
                     None,
                     None,
                 )
-                digest = row_hash(prev, identity, payload)
-                rows.append(
-                    (
-                        position,
-                        event_id,
-                        CHECKPOINT_STREAM,
-                        self._checkpoint_seq,
-                        CHECKPOINT_KIND,
-                        JournalCheckpoint.version,
-                        now_ms,
-                        "system",
-                        None,
-                        None,
-                        payload,
-                        payload_digest(payload),
-                        prev,
-                        digest,
-                    )
-                )
+                digest = row_hash(prev, identity_bytes(*envelope), payload)
+                rows.append((*envelope, payload, payload_digest(payload), prev, digest))
                 prev = digest
             if rows or keys:
                 # Explicit BEGIN/COMMIT: apsw runs each statement with the GIL released, so
