@@ -92,16 +92,8 @@ class Authority:
     def authorize(self, who: Credentials, action: str, scope: Scope | None = None) -> Decision:
         """Permit ``action`` for ``who`` or raise :class:`PermissionDenied`. A state-changing
         action's decision is journaled (``access.decided``) either way."""
-        resource_id, context = scope if scope is not None else ("local", {})
-        decision = self.engine.authorize(
-            AccessRequest(
-                principal=who.principal,
-                roles=who.roles,
-                action=action,
-                resource_id=resource_id,
-                context=context,
-            )
-        )
+        resource_id = scope[0] if scope is not None else "local"
+        decision = self._decide(who, action, scope)
         spec = ACTIONS[action]
         if spec.changes_state:
             self.journal.append(
@@ -125,6 +117,9 @@ class Authority:
     def may(self, who: Credentials, action: str, scope: Scope | None = None) -> bool:
         """Whether ``who`` may do a read-only ``action`` (nothing journaled, nothing raised):
         what the console uses to hide what a principal may not do."""
+        return self._decide(who, action, scope).allowed
+
+    def _decide(self, who: Credentials, action: str, scope: Scope | None) -> Decision:
         resource_id, context = scope if scope is not None else ("local", {})
         return self.engine.authorize(
             AccessRequest(
@@ -134,7 +129,7 @@ class Authority:
                 resource_id=resource_id,
                 context=context,
             )
-        ).allowed
+        )
 
     def readable(
         self, who: Credentials, action: str, items: Iterable[T], scope: Callable[[T], Scope]

@@ -123,20 +123,7 @@ def create_cmd(
         if expires_in_s is not None:
             body["expires_in_s"] = expires_in_s
         made = _api(online, token_file, "POST", "/v1/tokens", body, 201)
-        _print_created(
-            TokenView(
-                id=made["id"],
-                principal=made["principal"],
-                roles=tuple(made["roles"]),
-                created=_iso(made["created_at_ms"]) or "",
-                expires=_iso(made["expires_at_ms"]),
-                revoked=None,
-                note=made["note"],
-                state=made["state"],
-            ),
-            made["token"],
-            json,
-        )
+        _print_created(_view_from_api(made), made["token"], json)
         return
     with _offline(data) as (journal, book):
         try:
@@ -178,19 +165,7 @@ def list_cmd(
     online = _online(data)
     if online is not None:
         listed = _api(online, token_file, "GET", "/v1/tokens", None, 200)["items"]
-        views = [
-            TokenView(
-                id=t["id"],
-                principal=t["principal"],
-                roles=tuple(t["roles"]),
-                created=_iso(t["created_at_ms"]) or "",
-                expires=_iso(t["expires_at_ms"]),
-                revoked=_iso(t["revoked_at_ms"]),
-                note=t["note"],
-                state=t["state"],
-            )
-            for t in listed
-        ]
+        views = [_view_from_api(t) for t in listed]
     else:
         reader = JournalReader.open(journal_path(resolve(data)))
         try:
@@ -242,6 +217,20 @@ def revoke_cmd(
         except TokenAlreadyRevoked as exc:
             raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
     print(f"revoked token {token_id}")
+
+
+def _view_from_api(token: dict[str, Any]) -> TokenView:
+    """A token as ``/v1/tokens`` describes it, for printing like an offline one."""
+    return TokenView(
+        id=token["id"],
+        principal=token["principal"],
+        roles=tuple(token["roles"]),
+        created=_iso(token["created_at_ms"]) or "",
+        expires=_iso(token["expires_at_ms"]),
+        revoked=_iso(token.get("revoked_at_ms")),
+        note=token["note"],
+        state=token["state"],
+    )
 
 
 def _online(data: Path | None) -> Path | None:
