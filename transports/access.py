@@ -31,6 +31,8 @@ from transports.tokens import Credentials, TokenBook
 
 T = TypeVar("T")
 
+_OWNERS_CACHED = 10_000
+
 Scope = tuple[str, dict[str, str]]
 """(resource id, context) of one request."""
 
@@ -63,6 +65,9 @@ class Authority:
         self.tokens = tokens
         self.views = views
         self.journal = journal
+        self._owners: dict[str, str] = {}
+        """Session id -> owner: a session's creator never changes, so lists that decide item
+        by item read each session's row once."""
 
     def with_admin_token(self, admin_token: str) -> Authority:
         """This authority accepting ``admin_token`` as the admin's (a server started with a
@@ -140,10 +145,16 @@ class Authority:
     # --- scopes: the context of each kind of resource ----------------------------------------
 
     def owner_of(self, session_id: str) -> str:
-        session = self.views.session(session_id)
-        if session is None:
-            raise NotFound(f"no session {session_id}")
-        return session.principal
+        owner = self._owners.get(session_id)
+        if owner is None:
+            session = self.views.session(session_id)
+            if session is None:
+                raise NotFound(f"no session {session_id}")
+            owner = session.principal
+            if len(self._owners) >= _OWNERS_CACHED:
+                self._owners.clear()
+            self._owners[session_id] = owner
+        return owner
 
     def session_scope(self, session: SessionRecord | str) -> Scope:
         record = self.views.session(session) if isinstance(session, str) else session

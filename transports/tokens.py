@@ -121,18 +121,19 @@ def mint(
 ) -> tuple[str, TokenCreated]:
     """A new token and the ``token.created`` event that records it (the token is returned
     once, to be shown once). ``token_id`` is a new ULID (the caller's id source)."""
-    created = TokenCreated(
-        token_id=token_id,
-        principal=validate_principal(principal),
-        roles=validate_roles(roles),
-        digest=b"",
-        expires_at_ms=expires_at_ms,
-        note=note,
-    )
+    principal, checked_roles = validate_principal(principal), validate_roles(roles)
     token = f"reel_{token_id}_{secrets.token_urlsafe(32)}"
     if not _TOKEN.fullmatch(token):
         raise TokenError("token_id", f"{token_id!r} is not a ULID")
-    return token, msgspec.structs.replace(created, digest=digest(token))
+    created = TokenCreated(
+        token_id=token_id,
+        principal=principal,
+        roles=checked_roles,
+        digest=digest(token),
+        expires_at_ms=expires_at_ms,
+        note=note,
+    )
+    return token, created
 
 
 class TokenBook:
