@@ -187,7 +187,7 @@ class TokenBook:
 
     def authenticate(self, token: str, now_ms: int) -> Credentials | None:
         """Who ``token`` speaks for, or None (unknown, malformed, expired or revoked alike)."""
-        if hmac.compare_digest(token.encode(), self._admin.encode()):
+        if self._admin and hmac.compare_digest(token.encode(), self._admin.encode()):
             return Credentials(ADMIN_PRINCIPAL, ("admin",), "admin")
         match = _TOKEN.fullmatch(token)
         if match is None:

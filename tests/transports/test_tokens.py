@@ -104,3 +104,8 @@ def test_a_request_value_cedar_cannot_hold_is_bad_input_on_both_transports() -> 
     answer = to_api_error(problem)
     assert (answer.status, answer.field) == (400, "$.posture")
     assert to_grpc_error(problem).status is Status.INVALID_ARGUMENT
+
+
+def test_a_book_without_an_admin_token_never_takes_an_empty_token_for_it() -> None:
+    """Offline commands fold tokens with no admin token: an empty bearer is nobody."""
+    assert TokenBook("").authenticate("", 1) is None
