@@ -60,13 +60,23 @@ class SessionReset(Event, frozen=True, kw_only=True, tag="session.reset"):
     session_id: Id
 
 
+GrantMatch = Literal["any", "exact", "prefix"]
+"""Which calls of the tool a ``session`` grant covers: any arguments, exactly the approved
+arguments (``arguments_digest``), or arguments whose subject starts with ``prefix`` (an argv
+prefix for ``shell.run``, a path prefix for ``fs.*``, a method and URL prefix for
+``http.fetch``): :mod:`actors.grants`."""
+
+
 class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_added"):
-    """A human allowed ``tool`` with scope ``session``: later calls in this session do not ask
-    again until the session resets."""
+    """A human allowed ``tool`` with scope ``session``: later calls in this session that the
+    grant covers (``match``) do not ask again until the session resets."""
 
     session_id: Id
     tool: ToolName
     approval_id: Id
+    match: GrantMatch = "any"
+    prefix: str = ""
+    arguments_digest: bytes = b""
 
 
 class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_set"):
@@ -250,6 +260,13 @@ class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_reso
     grant_principal: Principal = ""
     """Whose calls a ``session``/``always`` grant covers: the principal the run acts for."""
     waited_ms: int = 0
+    match: GrantMatch = "any"
+    """For scope ``session``: which later calls the grant covers (see :data:`GrantMatch`)."""
+    prefix: str = ""
+    """For ``match="prefix"``: the prefix the approver typed."""
+    arguments_digest: bytes = b""
+    """For ``match="exact"``: SHA-256 of the approved call's validated arguments (canonical
+    JSON), so the grant covers that call only without storing its arguments again."""
 
 
 class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
