@@ -19,7 +19,7 @@ Exceptions::
     └── PolicyRequestError          a request is malformed (also a ValueError); has .field
 """
 
-from policies.access import ACTIONS, ROLES, AccessRequest, ActionSpec
+from policies.access import ACTIONS, ROLES, SCOPES, AccessRequest, ActionSpec
 from policies.decision import Decision, Outcome
 from policies.engine import TOOL_EXECUTE, PolicyEngine
 from policies.errors import (
@@ -47,6 +47,7 @@ __all__ = [
     "RISKS",
     "ROLES",
     "SCHEMA_PATH",
+    "SCOPES",
     "SENSITIVE_CAPABILITIES",
     "SENSITIVE_RISKS",
     "TOOL_EXECUTE",

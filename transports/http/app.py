@@ -20,6 +20,7 @@ from transports.http import (
     sessions,
     stream,
     tokens,
+    whoami,
 )
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.guard import guard
@@ -47,6 +48,7 @@ def build_app(
         approvals.routes,
         journal.routes,
         tokens.routes,
+        whoami.routes,
         openapi.routes,
         metrics.routes,
         health.routes,

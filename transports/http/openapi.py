@@ -41,8 +41,16 @@ from transports.http.bodies import (
     VerifyRequest,
 )
 from transports.http.context import permit
-from transports.http.inputs import LIST_CAP, MAX_SEQ, TAPE_CAP
+from transports.http.inputs import (
+    APPROVAL_FILTERS,
+    LIST_CAP,
+    MAX_SEQ,
+    RUN_FILTERS,
+    TAPE_CAP,
+    QueryFilter,
+)
 from transports.http.journal import CheckpointPage
+from transports.http.whoami import Whoami
 
 REF = "#/components/schemas/{name}"
 
@@ -72,6 +80,7 @@ TYPES: tuple[type[Any], ...] = (
     TokenInfo,
     CreatedToken,
     TokenList,
+    Whoami,
 )
 
 ERRORS = {
@@ -132,6 +141,20 @@ def _limit(cap: int) -> dict[str, Any]:
         "(the response says ``limit_clamped``).",
         "schema": {"type": "integer", "minimum": 1, "maximum": MAX_SEQ},
     }
+
+
+def _filters(filters: tuple[QueryFilter, ...]) -> tuple[dict[str, Any], ...]:
+    """A list's filters (:mod:`transports.http.inputs` declares them) as query parameters."""
+    return tuple(
+        {
+            "name": f.name,
+            "in": "query",
+            "required": False,
+            "description": f"{f.description} Absent: any.",
+            "schema": dict(f.schema),
+        }
+        for f in filters
+    )
 
 
 AFTER_ID = {
@@ -255,6 +278,15 @@ def _paths() -> dict[str, Any]:
                 body_required=True,
             )
         },
+        "/v1/runs": {
+            "get": _op(
+                "Runs in acceptance order, narrowed by the filters; only those the caller may "
+                "read (run.read).",
+                {200: _json(RunPage, "A page of runs.")},
+                (400,),
+                parameters=(*_filters(RUN_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
         "/v1/runs/{run_id}": {
             "get": _op("One run.", {200: _json(RunRecord, "The run.")}, (404,), parameters=(run,))
         },
@@ -302,19 +334,11 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/approvals": {
             "get": _op(
-                "Approvals in request order, optionally only pending or resolved ones.",
+                "Approvals in request order, narrowed by the filters (each an exact match; "
+                "together: all must match); only those the caller may read (approval.read).",
                 {200: _json(ApprovalPage, "A page of approvals.")},
                 (400,),
-                parameters=(
-                    {
-                        "name": "state",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"enum": ["pending", "resolved"]},
-                    },
-                    AFTER_ID,
-                    _limit(LIST_CAP),
-                ),
+                parameters=(*_filters(APPROVAL_FILTERS), AFTER_ID, _limit(LIST_CAP)),
             )
         },
         "/v1/approvals/{approval_id}": {
@@ -393,6 +417,15 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string"},
                     },
                 ),
+            )
+        },
+        "/v1/whoami": {
+            "get": _op(
+                "Who the token speaks for (principal, roles, token id) and, per API action, "
+                "whether it may do it on what others own (may) and on what it owns (may_own). "
+                "Any valid token; nothing is journaled.",
+                {200: _json(Whoami, "The caller.")},
+                (),
             )
         },
         "/v1/openapi.json": {
