@@ -13,7 +13,7 @@ through, and apsw errors mean views.db itself is damaged (delete it to rebuild).
 """
 
 from projections.projector import Projector, all_projections
-from projections.queries import Views
+from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
 from projections.records import (
     ApprovalRecord,
     RawTapeEntry,
@@ -25,11 +25,14 @@ from projections.records import (
 from projections.replay import Difference, ReplayReport, compare, rebuild, replay
 
 __all__ = [
+    "APPROVAL_STATES",
+    "ApprovalFilter",
     "ApprovalRecord",
     "Difference",
     "Projector",
     "RawTapeEntry",
     "ReplayReport",
+    "RunFilter",
     "RunRecord",
     "SessionRecord",
     "TapeEntry",

@@ -36,6 +36,50 @@ _TAPE_RAW = (
 )
 
 
+APPROVAL_STATES: tuple[str, ...] = ("pending", "resolved")
+"""The states the approvals view records (``approvals.state``)."""
+
+
+class ApprovalFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which approvals a list keeps: each field that is set keeps only the rows whose column of
+    the same name holds exactly that value; None keeps any. Shared by every transport that
+    lists approvals, so HTTP and gRPC filter alike."""
+
+    state: str | None = None
+    """One of :data:`APPROVAL_STATES`."""
+    run_id: str | None = None
+    session_id: str | None = None
+    tool: str | None = None
+    principal: str | None = None
+    """Who the run that asks acts for (the principal recorded on the request)."""
+    decided_by: str | None = None
+    """Who resolved it (only resolved approvals match)."""
+
+
+class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which runs a list keeps (as :class:`ApprovalFilter`: set fields must match exactly)."""
+
+    state: str | None = None
+    """One of :class:`events.lifecycle.RunStatus` (what ``runs.state`` holds)."""
+    session_id: str | None = None
+
+
+def _page_sql(
+    table: str, key: str, where: msgspec.Struct, after: str | None, limit: int
+) -> tuple[str, tuple[Any, ...]]:
+    """``SELECT *`` of ``table`` in ``key`` order after ``after``, narrowed by the set fields of
+    ``where`` (field names are column names: ours, never the caller's), and its arguments."""
+    clauses = [f"{key} > ?"]
+    args: list[Any] = [after or ""]
+    for column, value in msgspec.structs.asdict(where).items():
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    args.append(limit)
+    sql = f"SELECT * FROM {table} WHERE {' AND '.join(clauses)} ORDER BY {key} LIMIT ?"
+    return sql, tuple(args)
+
+
 class Views:
     """Typed queries over views.db."""
 
@@ -94,15 +138,19 @@ class Views:
         )
         return rows[0] if rows else None
 
+    def runs(
+        self, where: RunFilter | None = None, after: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        """Runs by id (acceptance order) after the given run id, narrowed by ``where``."""
+        return self._rows(
+            RunRecord, *_page_sql("runs", "run_id", where or RunFilter(), after, limit)
+        )
+
     def runs_of_session(
         self, session_id: str, after: str | None = None, limit: int = 100
     ) -> list[RunRecord]:
         """A session's runs in order, after the given run id."""
-        return self._rows(
-            RunRecord,
-            "SELECT * FROM runs WHERE session_id = ? AND run_id > ? ORDER BY run_id LIMIT ?",
-            (session_id, after or "", limit),
-        )
+        return self.runs(RunFilter(session_id=session_id), after, limit)
 
     def run(self, run_id: str) -> RunRecord | None:
         """The run's row. Rows of ended runs never change again, so they are cached."""
@@ -166,17 +214,14 @@ class Views:
         self, state: str | None = None, after: str | None = None, limit: int = 100
     ) -> list[ApprovalRecord]:
         """Approvals by id (request order), optionally only pending or resolved."""
-        if state is None:
-            return self._rows(
-                ApprovalRecord,
-                "SELECT * FROM approvals WHERE approval_id > ? ORDER BY approval_id LIMIT ?",
-                (after or "", limit),
-            )
+        return self.approvals_where(ApprovalFilter(state=state), after, limit)
+
+    def approvals_where(
+        self, where: ApprovalFilter, after: str | None = None, limit: int = 100
+    ) -> list[ApprovalRecord]:
+        """Approvals by id (request order) after the given id, narrowed by ``where``."""
         return self._rows(
-            ApprovalRecord,
-            "SELECT * FROM approvals WHERE state = ? AND approval_id > ? "
-            "ORDER BY approval_id LIMIT ?",
-            (state, after or "", limit),
+            ApprovalRecord, *_page_sql("approvals", "approval_id", where, after, limit)
         )
 
     def approval(self, approval_id: str) -> ApprovalRecord | None:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from actors.messages import ResolveApproval
 from events import StoredEvent
-from projections import ApprovalRecord
+from projections import ApprovalFilter, ApprovalRecord
 from projections.follow import pages
 from proto.reel.v1 import (
     ApprovalChange,
@@ -62,21 +62,21 @@ class ApprovalsService(ApprovalsBase):
         who = await ctx.permit("approval.list")
         if message.state not in STATE_FILTER:
             raise invalid("state", f"unknown approval state {int(message.state)}")
-        state = STATE_FILTER[message.state]
+        where = ApprovalFilter(
+            state=STATE_FILTER[message.state],
+            run_id=message.run_id or None,
+            session_id=message.session_id or None,
+            tool=message.tool or None,
+        )
 
         def wanted(record: ApprovalRecord) -> bool:
-            return (
-                (not message.run_id or record.run_id == message.run_id)
-                and (not message.session_id or record.session_id == message.session_id)
-                and (not message.tool or record.tool == message.tool)
-                and ctx.may(who, "approval.read", lambda: ctx.authority.approval_scope(record))
-            )
+            return ctx.may(who, "approval.read", lambda: ctx.authority.approval_scope(record))
 
         views = self.ctx.views
         found: list[ApprovalRecord] = []
         cursor = after
         while len(found) <= size:
-            batch = views.approvals(state, cursor, SCAN)
+            batch = views.approvals_where(where, cursor, SCAN)
             found.extend(r for r in batch if wanted(r))
             if len(batch) < SCAN:
                 break

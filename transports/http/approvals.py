@@ -5,14 +5,20 @@ from __future__ import annotations
 from aiohttp import web
 
 from actors.messages import ResolveApproval
-from projections import ApprovalRecord
+from projections import ApprovalFilter, ApprovalRecord
 from transports.http.bodies import ApprovalPage, DecisionRequest
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
-from transports.http.inputs import LIST_CAP, after_id, page_limit, path_id, read_body
+from transports.http.inputs import (
+    APPROVAL_FILTERS,
+    LIST_CAP,
+    after_id,
+    page_limit,
+    path_id,
+    query_filter,
+    read_body,
+)
 from transports.http.replies import json_reply
-
-STATES = ("pending", "resolved")
 
 routes = web.RouteTableDef()
 
@@ -20,16 +26,14 @@ routes = web.RouteTableDef()
 @routes.get("/v1/approvals")
 async def list_approvals(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    who = await permit(request, "approval.list")
-    state = request.query.get("state")
-    if state is not None and state not in STATES:
-        raise ApiError(
-            "invalid_argument", "state must be pending or resolved (or absent)", "query.state"
-        )
+    where = query_filter(request, ApprovalFilter, APPROVAL_FILTERS)
+    after = after_id(request)
     limit = page_limit(request, LIST_CAP)
-    rows = ctx.views.approvals(state=state, after=after_id(request), limit=limit.value + 1)
+    who = await permit(request, "approval.list")
+    rows = ctx.views.approvals_where(where, after, limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
+    # Filtered after paging: a page may hold fewer items than the limit and still go on.
     return json_reply(
         ApprovalPage(
             items=ctx.readable(who, "approval.read", items, ctx.authority.approval_scope),

@@ -10,20 +10,30 @@ A parameter that is present must be valid: ``?after=`` (empty) is an error, not 
 
 Paging: ``limit`` defaults to 50; above the cap (1000 for a tape, 200 for lists) it is lowered
 to the cap and the response says so (``limit_clamped``); below 1 it is an error.
+
+Filters: a list's filters are declared once here (:data:`APPROVAL_FILTERS`,
+:data:`RUN_FILTERS`): the handler reads them into the view's filter
+(:func:`query_filter`) and ``/v1/openapi.json`` lists them from the same table. A parameter an
+operation does not take at all is refused before any handler runs, by the guard, against that
+document (:func:`transports.http.guard.check_query`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from aiohttp import web
 
-from events.fields import SESSION_KEY, Identifier
+from events.fields import PRINCIPAL, SESSION_KEY, TOOL_NAME, Identifier
+from events.lifecycle import RunStatus
 from events.redact import looks_secret
+from projections import APPROVAL_STATES, ApprovalFilter, RunFilter
+from transports.http.bodies import ULID_PATTERN
 from transports.http.failures import ApiError
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -196,3 +206,124 @@ def _integer(raw: str, name: str, field: str | None = None) -> int:
     if not _INTEGER.fullmatch(text):
         raise ApiError("invalid_argument", f"{name} must be an integer, got {raw[:32]!r}", where)
     return int(text)
+
+
+# --- filters -----------------------------------------------------------------------------------
+
+Check = Callable[[str, str], str]
+"""A filter's check: ``(raw value, field)`` -> the value, or a 400 naming ``field``."""
+
+
+class QueryFilter(NamedTuple):
+    """One filter a list takes as a query parameter: ``name`` is both the parameter and the field
+    of the view's filter (a column: an exact match); ``schema`` and ``description`` are its
+    ``/v1/openapi.json`` entry, no looser than ``check`` (a schemathesis check holds them to it)."""
+
+    name: str
+    description: str
+    check: Check
+    schema: Mapping[str, Any]
+
+
+def _one_of(name: str, values: tuple[str, ...]) -> Check:
+    def check(raw: str, field: str) -> str:
+        if raw not in values:
+            raise ApiError("invalid_argument", f"{name} must be one of {', '.join(values)}", field)
+        return raw
+
+    return check
+
+
+def _an_id(name: str, what: str) -> Check:
+    def check(raw: str, field: str) -> str:
+        if not is_ulid(raw):
+            raise ApiError("invalid_argument", f"{name} must be a {what} id (a ULID)", field)
+        return raw
+
+    return check
+
+
+def _an_identifier(kind: Identifier) -> Check:
+    def check(raw: str, field: str) -> str:
+        identifier(raw, field, kind)
+        return raw
+
+    return check
+
+
+_ULID_SCHEMA: Mapping[str, Any] = {"type": "string", "pattern": ULID_PATTERN}
+_TOOL_SCHEMA: Mapping[str, Any] = {
+    "type": "string",
+    "maxLength": 128,
+    "pattern": "^[a-z][a-z0-9_]*(?:\\.[a-z][a-z0-9_]*)*$",
+}
+_PRINCIPAL_SCHEMA: Mapping[str, Any] = {
+    "type": "string",
+    "pattern": f"^{PRINCIPAL.pattern.pattern}$",
+}
+
+APPROVAL_FILTERS: tuple[QueryFilter, ...] = (
+    QueryFilter(
+        "state",
+        "Only pending, or only resolved, approvals.",
+        _one_of("state", APPROVAL_STATES),
+        {"enum": list(APPROVAL_STATES)},
+    ),
+    QueryFilter(
+        "run_id", "Only the approvals this run asked for.", _an_id("run_id", "run"), _ULID_SCHEMA
+    ),
+    QueryFilter(
+        "session_id",
+        "Only the approvals of this session's runs.",
+        _an_id("session_id", "session"),
+        _ULID_SCHEMA,
+    ),
+    QueryFilter(
+        "tool",
+        "Only approvals of this tool (``shell.run``).",
+        _an_identifier(TOOL_NAME),
+        _TOOL_SCHEMA,
+    ),
+    QueryFilter(
+        "principal",
+        "Only approvals asked by runs acting for this principal (``user:alice``).",
+        _an_identifier(PRINCIPAL),
+        _PRINCIPAL_SCHEMA,
+    ),
+    QueryFilter(
+        "decided_by",
+        "Only approvals resolved by this principal.",
+        _an_identifier(PRINCIPAL),
+        _PRINCIPAL_SCHEMA,
+    ),
+)
+"""``GET /v1/approvals``' filters (:class:`projections.ApprovalFilter`)."""
+
+RUN_FILTERS: tuple[QueryFilter, ...] = (
+    QueryFilter(
+        "state",
+        "Only runs in this state.",
+        _one_of("state", tuple(RunStatus)),
+        {"enum": list(RunStatus)},
+    ),
+    QueryFilter(
+        "session_id", "Only this session's runs.", _an_id("session_id", "session"), _ULID_SCHEMA
+    ),
+)
+"""``GET /v1/runs``' filters (:class:`projections.RunFilter`)."""
+
+assert {f.name for f in APPROVAL_FILTERS} == set(ApprovalFilter.__struct_fields__)
+assert {f.name for f in RUN_FILTERS} == set(RunFilter.__struct_fields__)
+
+F = TypeVar("F", bound=msgspec.Struct)
+
+
+def query_filter(request: web.Request, kind: type[F], filters: tuple[QueryFilter, ...]) -> F:
+    """``kind`` (a view's filter) from the request's filter parameters: each one present must
+    pass its check (``?tool=`` is an error, not "any tool"); an absent one keeps any value."""
+    values = {
+        f.name: f.check(raw, f"query.{f.name}")
+        for f in filters
+        if (raw := request.query.get(f.name)) is not None
+    }
+    return kind(**values)

@@ -1,4 +1,5 @@
-"""``/v1/runs``: a run's record, its tape page by page, and cancellation.
+"""``/v1/runs``: the runs (filtered, paged), a run's record, its tape page by page, and
+cancellation.
 
 The live tape (Server-Sent Events) is in :mod:`transports.http.stream`.
 """
@@ -9,11 +10,21 @@ import msgspec
 from aiohttp import web
 
 from actors.messages import CancelRun
-from projections import RawTapeEntry, RunRecord
-from transports.http.bodies import CancelRunRequest, TapePage
+from projections import RawTapeEntry, RunFilter, RunRecord
+from transports.http.bodies import CancelRunRequest, RunPage, TapePage
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
-from transports.http.inputs import TAPE_CAP, after_seq, page_limit, path_id, read_body
+from transports.http.inputs import (
+    LIST_CAP,
+    RUN_FILTERS,
+    TAPE_CAP,
+    after_id,
+    after_seq,
+    page_limit,
+    path_id,
+    query_filter,
+    read_body,
+)
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
@@ -29,6 +40,29 @@ class _TapePageWire(msgspec.Struct, frozen=True, kw_only=True):
 
 
 assert _TapePageWire.__struct_fields__ == TapePage.__struct_fields__
+
+
+@routes.get("/v1/runs")
+async def list_runs(request: web.Request) -> web.Response:
+    """Every run by id (acceptance order), narrowed by the filters; run.list, then each run is
+    shown only when the caller may read it (run.read: an agent sees the runs of its sessions)."""
+    ctx = request.app[CONTEXT]
+    where = query_filter(request, RunFilter, RUN_FILTERS)
+    after = after_id(request)
+    limit = page_limit(request, LIST_CAP)
+    who = await permit(request, "run.list")
+    rows = ctx.views.runs(where, after, limit.value + 1)
+    more = len(rows) > limit.value
+    items = rows[: limit.value]
+    # Filtered after paging: a page may hold fewer items than the limit and still go on.
+    return json_reply(
+        RunPage(
+            items=ctx.readable(who, "run.read", items, ctx.authority.run_scope),
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=items[-1].run_id if more else None,
+        )
+    )
 
 
 @routes.get("/v1/runs/{run_id}")
