@@ -283,6 +283,47 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     duration_ms: int = 0
 
 
+# --- memory (stream ``memory/<item_id>``) ------------------------------------------------
+
+MEMORY_TEXT_MAX_CHARS = 8_000
+"""The cap on a memory item's ``text``, in characters. Writers (the ``memory.write`` tool, the
+CLI, the HTTP API) refuse longer text naming this cap; the event itself does not enforce it,
+because redaction may lengthen stored text and a stored event must always decode."""
+MEMORY_TAGS_MAX = 16
+"""The cap on how many tags one memory item carries (writers refuse more)."""
+
+MemorySource = Literal["user_message", "tool_result", "summary", "manual", "learned"]
+"""Where a memory item came from."""
+MemoryScope = Literal["principal", "session", "global"]
+"""Who sees a memory item: runs acting for ``principal``, runs of ``session_id``, or every run."""
+
+
+class MemoryItemWritten(Event, frozen=True, kw_only=True, tag="memory.item_written"):
+    """A durable fact to remember. Writing an ``item_id`` that exists replaces the item (text,
+    tags, scope, expiry) and keeps its creation time; writing a deleted one brings it back.
+
+    ``principal`` is whose item it is for scope ``principal`` (``None``: the writer, the
+    envelope's principal); ``session_id`` is the session of a scope ``session`` item. ``text`` and ``tags`` are free text,
+    redacted like every other event's, so a secret in them is never stored nor indexed."""
+
+    item_id: Id
+    text: str
+    source: MemorySource = "manual"
+    tags: tuple[str, ...] = ()
+    scope: MemoryScope = "principal"
+    principal: Principal | None = None
+    session_id: Id | None = None
+    expires_at_ms: int | None = None
+    """After this time (ms since the epoch) the item is never returned; ``None``: never."""
+
+
+class MemoryItemDeleted(Event, frozen=True, kw_only=True, tag="memory.item_deleted"):
+    """The item is forgotten by every view (its written event stays in the journal)."""
+
+    item_id: Id
+    reason: str = ""
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -366,6 +407,8 @@ CATALOG: tuple[type[Event], ...] = (
     ApprovalRequested,
     ApprovalResolved,
     ToolCompleted,
+    MemoryItemWritten,
+    MemoryItemDeleted,
     TokenCreated,
     TokenRevoked,
     AccessDecided,
