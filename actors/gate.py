@@ -1,9 +1,10 @@
 """The decision pipeline for one tool call: posture -> Cedar -> cached grants.
 
 ``policies`` decides from plain values; this module supplies them (the tool's capabilities,
-risk and effective posture) and applies approval grants: a ``session`` grant (until the session
-resets) or an ``always`` grant (principal + tool) turns ``approval_required`` into ``allow``
-when Cedar also permits the call as approved.
+risk and effective posture) and applies approval grants: a ``session`` grant that covers the
+call (:func:`actors.grants.covers`: any arguments, these exact arguments, or a subject prefix;
+until the session resets) or an ``always`` grant (principal + tool) turns ``approval_required``
+into ``allow`` when Cedar also permits the call as approved.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from actors.grants import Grant, covers
 from policies import Decision, PolicyEngine, ToolRequest
 from tools import Posture, ToolSpec
 
@@ -65,14 +67,16 @@ class ToolGate:
         self,
         spec: ToolSpec,
         *,
+        args: msgspec.Struct | None = None,
         principal: str,
         session_id: str,
         run_id: str,
         channel: str | None = None,
-        session_grants: tuple[str, ...] = (),
+        session_grants: tuple[Grant, ...] = (),
         posture_overrides: Mapping[str, str] | None = None,
     ) -> GateDecision:
-        """Decide one call; never raises for a well-formed spec."""
+        """Decide one call; never raises for a well-formed spec. ``args``: the validated
+        arguments, which ``session`` grants are matched against (None: none apply)."""
         posture = self.posture(spec, posture_overrides)
         request = ToolRequest(
             principal=principal,
@@ -87,7 +91,7 @@ class ToolGate:
         decision = self.engine.decide(request)
         grant: str | None = None
         if decision.outcome == "approval_required":
-            if spec.name in session_grants:
+            if args is not None and any(covers(g, spec.name, args) for g in session_grants):
                 grant = "session"
             elif self.has_always(principal, spec.name):
                 grant = "always"

@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 import msgspec
 
+from actors.grants import Grant
 from actors.provider import ProviderEvent
 from actors.session_state import SessionState
 from actors.stream import Recorded
+from events.catalog import GrantMatch
 
 Reply = Future[Any] | None
 Scope = Literal["once", "session", "always"]
@@ -122,6 +124,9 @@ class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     approval_id: str
     decision: Literal["allow", "deny"]
     scope: Scope = "once"
+    match: GrantMatch = "any"
+    """For scope ``session``: which later calls the grant covers (:mod:`actors.grants`)."""
+    prefix: str = ""
     principal: str = "operator"
     reason: str = ""
     reply: Reply = None
@@ -205,10 +210,9 @@ class RunFinished(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class GrantAdded(msgspec.Struct, frozen=True, kw_only=True):
-    """Run -> session: a human allowed ``tool`` for the rest of the session."""
+    """Run -> session: a human allowed calls of a tool for the rest of the session."""
 
-    tool: str
-    approval_id: str
+    grant: Grant
 
 
 class ProviderItem(msgspec.Struct, frozen=True):

@@ -20,6 +20,7 @@ import msgspec
 
 from actors.context import TurnCache, prior_of
 from actors.gate import ToolGate
+from actors.grants import Grant
 from actors.provider import ChatMessage
 from actors.run_decider import interrupt, next_step, resumable
 from actors.run_fold import RunState, fold
@@ -38,7 +39,7 @@ class Resumed(msgspec.Struct, frozen=True, kw_only=True):
     invocation: InvocationState
     """The call waiting for its approval."""
     prior: tuple[ChatMessage, ...]
-    grants: tuple[str, ...] = ()
+    grants: tuple[Grant, ...] = ()
     postures: tuple[tuple[str, str], ...] = ()
 
 

@@ -26,6 +26,7 @@ import pykka
 from actors.coalesce import Chunk, Coalescer
 from actors.context import model_input
 from actors.errors import RunNotActive
+from actors.grants import Grant
 from actors.io_loop import Timer
 from actors.messages import (
     BeginRun,
@@ -118,7 +119,7 @@ class RunActor(pykka.ThreadingActor):
         *,
         state: RunState,
         prior: tuple[ChatMessage, ...],
-        grants: tuple[str, ...],
+        grants: tuple[Grant, ...],
         postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
         invocation: InvocationState | None = None,
@@ -127,8 +128,8 @@ class RunActor(pykka.ThreadingActor):
         self.s = services
         self.state = state
         self.prior = prior
-        self.grants = set(grants)
-        """Tools the session allows with scope ``session`` (offered to the gate)."""
+        self.grants = {g.key: g for g in grants}
+        """The session's ``session`` grants by :attr:`Grant.key` (offered to the gate)."""
         self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
         self.resumed_invocation = invocation
@@ -254,11 +255,11 @@ class RunActor(pykka.ThreadingActor):
         self._advance()
 
     def _announce_grants(self) -> None:
-        """Tell the session about tools a human allowed for the rest of the session."""
-        for tool, approval_id in self.state.session_grants:
-            if tool not in self.grants:
-                self.grants.add(tool)
-                self._to_session(GrantAdded(tool=tool, approval_id=approval_id))
+        """Tell the session about calls a human allowed for the rest of the session."""
+        for grant in self.state.session_grants:
+            if grant.key not in self.grants:
+                self.grants[grant.key] = grant
+                self._to_session(GrantAdded(grant=grant))
 
     # --- steps -----------------------------------------------------------------------------
 
@@ -421,7 +422,7 @@ class RunActor(pykka.ThreadingActor):
             call=call,
             run_ref=self.actor_ref,
             cancel=cancel,
-            session_grants=tuple(sorted(self.grants)),
+            session_grants=tuple(self.grants.values()),
             posture_overrides=self.postures,
             state=state,
             proceed=proceed,

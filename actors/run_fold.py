@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import msgspec
 from msgspec.structs import replace
 
+from actors.grants import Grant, from_resolution
 from actors.provider import ToolCall
 from actors.run_state import apply as apply_status
 from actors.stream import Recorded
@@ -73,8 +74,8 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     marked: str | None = None
     """The approval the run last recorded itself waiting for (``run.awaiting_approval``): a
     decision on any other was made before the run could mark it (then a crash cut in)."""
-    session_grants: tuple[tuple[str, str], ...] = ()
-    """(tool, approval id) allowed with scope ``session`` during this run."""
+    session_grants: tuple[Grant, ...] = ()
+    """Grants with scope ``session`` made during this run."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     spent_ms: int = 0
@@ -162,7 +163,7 @@ def apply(state: RunState, rec: Recorded) -> RunState:
     if isinstance(event, ApprovalResolved) and event.approval_id == state.approval_id:
         grants = state.session_grants
         if event.decision == "allow" and event.scope == "session" and event.tool:
-            grants = (*grants, (event.tool, event.approval_id))
+            grants = (*grants, from_resolution(event))
         return replace(state, approval_id=None, resolved=event, session_grants=grants)
     if isinstance(event, ToolCompleted):
         call_id = next((c for c, inv in state.invocations if inv == event.invocation_id), None)

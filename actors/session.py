@@ -164,11 +164,17 @@ class SessionActor(pykka.ThreadingActor):
             self._branch(message)
         elif isinstance(message, GrantAdded):
             assert self.state is not None
-            if message.tool in self.state.grants:
+            grant = message.grant
+            if any(g.key == grant.key for g in self.state.grants):
                 return
             self._append(
                 SessionGrantAdded(
-                    session_id=self.session_id, tool=message.tool, approval_id=message.approval_id
+                    session_id=self.session_id,
+                    tool=grant.tool,
+                    approval_id=grant.approval_id,
+                    match=grant.match,
+                    prefix=grant.prefix,
+                    arguments_digest=grant.digest,
                 )
             )
         elif isinstance(message, SetSessionPosture):

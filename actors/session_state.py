@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 import msgspec
 
+from actors.grants import Grant, from_event
 from events.catalog import (
     Event,
     RunAccepted,
@@ -28,8 +29,9 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """Every run accepted in this session, in order."""
     history: tuple[str, ...] = ()
     """The runs the next run sees as prior turns (inherited on a branch; emptied by reset)."""
-    grants: tuple[str, ...] = ()
-    """Tools allowed with scope ``session`` since the last reset (sorted)."""
+    grants: tuple[Grant, ...] = ()
+    """Grants with scope ``session`` since the last reset, in the order they were made (one per
+    distinct tool and binding)."""
     postures: tuple[tuple[str, str], ...] = ()
     """Per-session posture overrides, (tool, posture), sorted."""
     resets: int = 0
@@ -71,8 +73,10 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
             state, postures=tuple(sorted(postures.items())), next_seq=nxt
         )
     if isinstance(event, SessionGrantAdded):
-        grants = tuple(sorted({*state.grants, event.tool}))
-        return msgspec.structs.replace(state, grants=grants, next_seq=nxt)
+        grant = from_event(event)
+        if any(g.key == grant.key for g in state.grants):
+            return msgspec.structs.replace(state, next_seq=nxt)
+        return msgspec.structs.replace(state, grants=(*state.grants, grant), next_seq=nxt)
     return msgspec.structs.replace(state, next_seq=nxt)
 
 

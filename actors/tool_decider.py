@@ -18,6 +18,7 @@ from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    GrantMatch,
     ToolCompleted,
     ToolDecided,
     ToolProposed,
@@ -124,13 +125,22 @@ def resolve(
     reason: str,
     grant_principal: str,
     now_ms: int,
+    match: GrantMatch = "any",
+    prefix: str = "",
+    digest: bytes = b"",
 ) -> ApprovalResolved:
     """``tool.approval_resolved``; raises :class:`ApprovalAlreadyResolved` unless
-    ``approval_id`` is this invocation's pending approval."""
+    ``approval_id`` is this invocation's pending approval. The binding (``match``, ``prefix``,
+    the arguments' ``digest`` for ``exact``) is kept only for an allow with scope session."""
     pending = state.pending_approval
     if pending is None or pending.approval_id != approval_id:
         raise ApprovalAlreadyResolved(f"approval {approval_id} is already resolved")
+    bound = decision == "allow" and scope == "session"
+    match = match if bound else "any"
     return ApprovalResolved(
+        match=match,
+        prefix=prefix if match == "prefix" else "",
+        arguments_digest=digest if match == "exact" else b"",
         approval_id=approval_id,
         invocation_id=state.invocation_id,
         run_id=pending.run_id,

@@ -19,9 +19,11 @@ import threading
 import time
 from typing import Any
 
+import msgspec
 import pykka
 
-from actors.errors import ApprovalAlreadyResolved
+from actors.errors import ApprovalAlreadyResolved, InvalidCommand
+from actors.grants import Grant, check_decision
 from actors.io_loop import Timer
 from actors.messages import (
     ApprovalTimedOut,
@@ -29,7 +31,6 @@ from actors.messages import (
     ExecuteTool,
     Proceed,
     ResolveApproval,
-    Scope,
     ToolAppended,
     reject,
     resolve,
@@ -53,6 +54,7 @@ from actors.tool_fold import InvocationState, apply
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
 from tools import ExecutionContext, InvalidArguments, ToolSpec, UnknownTool
+from tools.subjects import arguments_digest
 
 TOOL_OUTPUT_BUDGET = MAX_PAYLOAD_BYTES - 16 * 1024
 """The most bytes a tool's output may take: ``tool.completed`` must fit the journal's payload
@@ -76,7 +78,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         call: ToolCall,
         run_ref: pykka.ActorRef[Any],
         cancel: threading.Event,
-        session_grants: tuple[str, ...],
+        session_grants: tuple[Grant, ...],
         posture_overrides: dict[str, str] | None = None,
         state: InvocationState | None = None,
         proceed: bool = False,
@@ -126,7 +128,14 @@ class ToolInvocationActor(pykka.ThreadingActor):
         elif isinstance(message, ApprovalTimedOut):
             pending = self.state.pending_approval
             if pending is not None and pending.approval_id == message.approval_id:
-                self._settle(message.approval_id, "deny", "once", "node", "timeout")
+                self._settle(
+                    ResolveApproval(
+                        approval_id=message.approval_id,
+                        decision="deny",
+                        principal="node",
+                        reason="timeout",
+                    )
+                )
         elif isinstance(message, CancelTool):
             self._on_cancel(message.reason)
         elif isinstance(message, Proceed):
@@ -201,8 +210,10 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if not self._load_spec():
             return
         assert self.spec is not None
+        assert self.args is not None
         decision = self.s.gate.decide(
             self.spec,
+            args=self.args,
             principal=self.principal,
             session_id=self.session_id,
             run_id=self.run_id,
@@ -210,6 +221,12 @@ class ToolInvocationActor(pykka.ThreadingActor):
             session_grants=self.session_grants,
             posture_overrides=self.posture_overrides,
         )
+        if decision.outcome == "approval_required":
+            refusal = self.s.catalog.precheck(self.spec.name, self.args)
+            if refusal is not None:  # a human's yes could not make it run: do not ask
+                decision = msgspec.structs.replace(
+                    decision, outcome="deny", reason=f"refused before asking: {refusal}"
+                )
         approval_id = new_id()
         timeout = self.s.config.approval_timeout_s
         if decision.outcome == "approval_required":
@@ -245,14 +262,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     def _resolve(self, message: ResolveApproval) -> None:
         try:
-            self._settle(
-                message.approval_id,
-                message.decision,
-                message.scope,
-                message.principal,
-                message.reason,
-            )
-        except ApprovalAlreadyResolved as exc:
+            self._settle(message)
+        except (ApprovalAlreadyResolved, InvalidCommand) as exc:
             reject(message.reply, exc)
             return
         except Exception as exc:  # the append failed: the caller hears it, on_failure contains
@@ -260,22 +271,31 @@ class ToolInvocationActor(pykka.ThreadingActor):
             raise
         resolve(message.reply, True)
 
-    def _settle(
-        self, approval_id: str, decision: str, scope: Scope, decided_by: str, reason: str
-    ) -> None:
-        """Record a decision (raises :class:`ApprovalAlreadyResolved` unless ``approval_id`` is
-        pending here); the run then resumes and tells this actor to proceed."""
+    def _settle(self, message: ResolveApproval) -> None:
+        """Record a decision (raises :class:`ApprovalAlreadyResolved` unless its approval is
+        pending here, :class:`InvalidCommand` for a binding the tool cannot take); the run then
+        resumes and tells this actor to proceed."""
+        check_decision(
+            self.spec.args_type if self.spec is not None else None,
+            message.decision,
+            message.scope,
+            message.match,
+            message.prefix,
+        )
         event = resolution(
             self.state,
-            approval_id=approval_id,
-            decision=decision,
-            scope=scope,
-            decided_by=decided_by,
-            reason=reason,
+            approval_id=message.approval_id,
+            decision=message.decision,
+            scope=message.scope,
+            match=message.match,
+            prefix=message.prefix,
+            digest=arguments_digest(self.args) if self.args is not None else b"",
+            decided_by=message.principal,
+            reason=message.reason,
             grant_principal=self.principal,
             now_ms=time.time_ns() // 1_000_000,
         )
-        self._append(event, principal=decided_by)
+        self._append(event, principal=message.principal)
         self._close_approval()
         if event.decision == "allow" and event.scope == "always" and event.tool:
             self.s.gate.grant_always(self.principal, event.tool)

@@ -95,6 +95,10 @@ class ToolCatalog:
             return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, fault)
         return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, None)
 
+    def precheck(self, name: str, args: msgspec.Struct) -> str | None:
+        """The runtime's :meth:`ToolRuntime.precheck` for a validated call."""
+        return self._entry(name)[1].precheck(name, args)
+
     def unavailable(self) -> dict[str, str]:
         """Tools that cannot run on this node, with the reason (e.g. no working sandbox)."""
         return {s.name: s.unavailable for s in self.specs() if s.unavailable is not None}

@@ -14,6 +14,7 @@ from tools.context import ExecutionContext
 from tools.result import Fault, Output, decode_text, fit_json
 from tools.runtime import ToolRuntime, checkpoint
 from tools.spec import Capability, Posture, Risk, ToolSpec
+from tools.subjects import parse_path_prefix, path_subject
 from tools.workspace import confine, open_dir, open_for_read, open_for_write
 
 __all__ = ["FileRuntime", "FsListArgs", "FsReadArgs", "FsWriteArgs"]
@@ -23,18 +24,35 @@ _CHUNK = 64 * 1024
 _Path = Annotated[str, msgspec.Meta(description="Path relative to the workspace.")]
 
 
-class FsReadArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _PathSubject:
+    """A file tool's grant subject: its path's components (tools/subjects.py)."""
+
+    path: str
+
+    def subject(self) -> tuple[str, ...]:
+        return path_subject(self.path)
+
+    @classmethod
+    def parse_subject(cls, text: str) -> tuple[str, ...]:
+        return parse_path_prefix(text)
+
+    @classmethod
+    def subject_kind(cls) -> str:
+        return "path"
+
+
+class FsReadArgs(_PathSubject, msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: _Path
     max_bytes: (
         Annotated[int, msgspec.Meta(gt=0, description="Read at most this many bytes.")] | None
     ) = None
 
 
-class FsListArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class FsListArgs(_PathSubject, msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: _Path = "."
 
 
-class FsWriteArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class FsWriteArgs(_PathSubject, msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: _Path
     content: Annotated[str, msgspec.Meta(description="UTF-8 text; replaces the file.")]
     create_dirs: Annotated[bool, msgspec.Meta(description="Create missing parents.")] = False

@@ -32,6 +32,7 @@ from tools.egress import EgressPolicy, IPAddress
 from tools.result import Fault, Output, decode_text
 from tools.runtime import POLL_S, ToolRuntime, checkpoint
 from tools.spec import ToolSpec
+from tools.subjects import parse_url_prefix, url_subject
 
 __all__ = ["HttpFetchArgs", "HttpRuntime"]
 
@@ -45,6 +46,18 @@ class HttpFetchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     method: Literal["GET", "POST"] = "GET"
     body: Annotated[str, msgspec.Meta(description="Request body (POST only).")] | None = None
     headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+    def subject(self) -> tuple[str, ...]:
+        """The grant subject: method, scheme, host, port and path (tools/subjects.py)."""
+        return url_subject(self.method, self.url)
+
+    @classmethod
+    def parse_subject(cls, text: str) -> tuple[str, ...]:
+        return parse_url_prefix(text)
+
+    @classmethod
+    def subject_kind(cls) -> str:
+        return "method and URL"
 
 
 class _PinnedResolver(AbstractResolver):

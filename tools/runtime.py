@@ -35,6 +35,12 @@ class ToolRuntime(ABC):
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         """Execute tool ``name``; raise `Fault` for any runtime failure."""
 
+    def precheck(self, name: str, args: msgspec.Struct) -> str | None:
+        """Why this call would be refused when it runs whatever a human decides (say, argv[0]
+        not on the shell allowlist), or None. Asked before an approval is requested, so no
+        human is asked about a call that cannot run. Cheap and side-effect free."""
+        return None
+
 
 def checkpoint(ctx: ExecutionContext) -> None:
     """Raise the matching `Fault` if the call was cancelled or its deadline passed."""

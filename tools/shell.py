@@ -34,6 +34,7 @@ import re
 import resource
 import select
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -78,6 +79,22 @@ class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         None
     )
     stdin: Annotated[str, msgspec.Meta(description="Text fed to standard input.")] | None = None
+
+    def subject(self) -> tuple[str, ...]:
+        """The grant subject: the argument vector (tools/subjects.py)."""
+        return self.argv
+
+    @classmethod
+    def parse_subject(cls, text: str) -> tuple[str, ...]:
+        """Words as a POSIX shell would split them (quotes group, nothing is expanded)."""
+        try:
+            return tuple(shlex.split(text))
+        except ValueError as exc:
+            raise ValueError(f"cannot split into words: {exc}") from None
+
+    @classmethod
+    def subject_kind(cls) -> str:
+        return "argv"
 
 
 class ShellRuntime(ToolRuntime):
@@ -187,6 +204,16 @@ class ShellRuntime(ToolRuntime):
             if launch is not None:
                 launch.close()
             os.close(root)
+
+    def precheck(self, name: str, args: msgspec.Struct) -> str | None:
+        """The program checks of :meth:`_resolve` (allowlist, wrappers, visibility)."""
+        if not isinstance(args, ShellArgs) or self.sandbox is None:
+            return None  # an unavailable shell.run is disabled by posture already
+        try:
+            self._resolve(args.argv, self.sandbox)
+        except Fault as fault:
+            return str(fault)
+        return None
 
     def _resolve(self, argv: tuple[str, ...], sandbox: Sandbox) -> str:
         """The program to run: on the allowlist, not a hidden exec wrapper, visible inside."""

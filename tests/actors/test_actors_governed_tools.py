@@ -80,12 +80,93 @@ def test_a_sensitive_tool_waits_for_approval_then_runs(kit: NodeKit) -> None:
     assert kit.node.services.registry.pending_approvals() == []
 
 
+def _shell(*argv: str) -> str:
+    import json
+
+    return "/tool shell.run " + json.dumps({"argv": list(argv)})
+
+
+def _asks(kit: NodeKit, text: str, session_id: str) -> bool:
+    """Whether a run of ``text`` in the session asks a human (then it is denied)."""
+    ticket = kit.start_run(text, session_id=session_id)
+    for _ in range(400):
+        kinds = kit.kinds(ticket.run_id)
+        if "tool.approval_requested" in kinds:
+            resolve(kit, approval_of(kit, ticket.run_id).approval_id, "deny")
+            kit.wait_for_end(ticket.run_id)
+            return True
+        if "tool.decided" in kinds:
+            kit.wait_for_end(ticket.run_id)
+            return False
+        time.sleep(0.01)
+    raise AssertionError("the run neither asked nor decided")
+
+
+def test_an_exact_session_grant_covers_only_the_approved_arguments(kit: NodeKit) -> None:
+    first = kit.start_run("one\n" + _shell("echo", "a"))
+    resolve(kit, approval_of(kit, first.run_id).approval_id, scope="session", match="exact")
+    kit.wait_for_end(first.run_id)
+    sid = first.session_id
+    (resolved,) = kit.events(first.run_id, "tool.approval_resolved")
+    assert resolved.match == "exact" and len(resolved.arguments_digest) == 32
+    assert not _asks(kit, "again\n" + _shell("echo", "a"), sid)
+    # key order, a default spelled out: the validated arguments are the same call
+    assert not _asks(kit, 'same\n/tool shell.run {"cwd": null, "argv": ["echo", "a"]}', sid)
+    assert _asks(kit, "other\n" + _shell("echo", "b"), sid)
+    assert _asks(kit, "longer\n" + _shell("echo", "a", "b"), sid)
+
+
+def test_a_prefix_session_grant_covers_calls_whose_argv_starts_with_it(kit: NodeKit) -> None:
+    first = kit.start_run("one\n" + _shell("echo", "status", "-s"))
+    request = approval_of(kit, first.run_id)
+    resolve(kit, request.approval_id, scope="session", match="prefix", prefix="echo status")
+    kit.wait_for_end(first.run_id)
+    sid = first.session_id
+    assert not _asks(kit, "two\n" + _shell("echo", "status"), sid)
+    assert not _asks(kit, "three\n" + _shell("echo", "status", "--long"), sid)
+    # component by component: "statusx" and "echo" alone are not under "echo status"
+    assert _asks(kit, "four\n" + _shell("echo", "statusx"), sid)
+    assert _asks(kit, "five\n" + _shell("echo"), sid)
+    assert _asks(kit, "six\n" + _shell("echo", "status x"), sid)
+
+
+def test_a_binding_the_decision_cannot_take_is_refused_naming_the_field(kit: NodeKit) -> None:
+    from actors import InvalidCommand
+
+    ticket = kit.start_run(f"one\n{SHELL}")
+    approval_id = approval_of(kit, ticket.run_id).approval_id
+    cases = [
+        ({"scope": "once", "match": "exact"}, "match"),
+        ({"scope": "always", "match": "prefix", "prefix": "echo"}, "match"),
+        ({"scope": "session", "match": "prefix", "prefix": ""}, "prefix"),
+        ({"scope": "session", "match": "prefix", "prefix": "echo 'open"}, "prefix"),
+        ({"scope": "session", "prefix": "echo"}, "prefix"),
+    ]
+    for fields, field in cases:
+        with pytest.raises(InvalidCommand) as caught:
+            resolve(kit, approval_id, **fields)
+        assert caught.value.field == field, fields
+    # nothing was decided: the approval still waits, and a valid decision settles it
+    resolve(kit, approval_id, scope="session", match="prefix", prefix="echo")
+    assert isinstance(kit.wait_for_end(ticket.run_id), RunCompleted)
+
+
+def test_a_call_that_could_never_run_is_refused_before_a_human_is_asked(kit: NodeKit) -> None:
+    ticket, end = kit.run("x\n" + _shell("rm", "-rf", "/"))
+    decision = decided(kit, ticket.run_id)
+    assert decision.outcome == "deny"
+    assert "refused before asking" in decision.reason and "allowlist" in decision.reason
+    assert "tool.approval_requested" not in kit.kinds(ticket.run_id)
+    (completed,) = kit.events(ticket.run_id, "tool.completed")
+    assert not completed.ok and completed.error_kind == "denied"
+
+
 def test_a_session_grant_lasts_until_the_session_resets(kit: NodeKit) -> None:
     first = kit.start_run(f"one\n{SHELL}")
     resolve(kit, approval_of(kit, first.run_id).approval_id, scope="session")
     kit.wait_for_end(first.run_id)
     sid = first.session_id
-    assert kit.ask(GetSessionState(session_id=sid)).grants == ("shell.run",)
+    assert [g.tool for g in kit.ask(GetSessionState(session_id=sid)).grants] == ["shell.run"]
 
     second, end = kit.run(f"two\n{SHELL}", session_id=sid)
     assert isinstance(end, RunCompleted)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from actors.gate import ToolGate
+from actors.grants import Grant
 from policies import PolicyEngine
 from tools import ToolsConfig, build_catalog
 
@@ -21,6 +22,13 @@ SENSITIVE = {"fs.write", "shell.run", "http.fetch"}
 TOOLS = ("echo", "fs.read", "fs.write", "shell.run", "http.fetch")
 POSTURES = (None, "always_allow", "ask_each_time", "disabled")
 GRANTS = (None, "session", "always")
+SAMPLE = {
+    "echo": {"text": "a"},
+    "fs.read": {"path": "a"},
+    "fs.write": {"path": "a", "content": ""},
+    "shell.run": {"argv": ["echo"]},
+    "http.fetch": {"url": "https://example.com/"},
+}
 
 
 def expected(tool: str, posture: str, operator: bool, principal: str, grant: str | None):
@@ -61,10 +69,11 @@ def test_decision_table(catalog, engines, tool, posture, operator, principal, gr
     overrides = {tool: posture} if posture is not None else None
     decision = gate.decide(
         spec,
+        args=catalog.validate(tool, SAMPLE[tool]),
         principal=principal,
         session_id="s",
         run_id="r",
-        session_grants=(tool,) if grant == "session" else (),
+        session_grants=(Grant(tool=tool),) if grant == "session" else (),
         posture_overrides=overrides,
     )
     effective = posture or spec.default_posture

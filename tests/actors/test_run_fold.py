@@ -349,7 +349,7 @@ def test_session_grants_only_on_allow_with_scope_session(
     decision: str, scope: str, tool: str, grants: tuple[tuple[str, str], ...]
 ) -> None:
     state = folded(*_awaiting_tape(), on_tool(resolved("a1", decision, scope, tool)))
-    assert state.session_grants == grants
+    assert [(g.tool, g.approval_id) for g in state.session_grants] == list(grants)
 
 
 def test_session_grants_accumulate_over_the_run() -> None:
@@ -360,7 +360,10 @@ def test_session_grants_accumulate_over_the_run() -> None:
         on_tool(requested("a2", "i2"), "i2"),
         on_tool(resolved("a2", "allow", "session", "fs.write", "i2"), "i2"),
     )
-    assert state.session_grants == (("shell", "a1"), ("fs.write", "a2"))
+    assert [(g.tool, g.approval_id) for g in state.session_grants] == [
+        ("shell", "a1"),
+        ("fs.write", "a2"),
+    ]
 
 
 # --- wall clock -------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def test_public_all_is_complete() -> None:
         "sandbox",
         "shell",
         "spec",
+        "subjects",
         "wasm",
         "workspace",
         "wrappers",
