@@ -152,7 +152,7 @@ def test_a_binding_the_decision_cannot_take_is_refused_naming_the_field(kit: Nod
 
 
 def test_a_call_that_could_never_run_is_refused_before_a_human_is_asked(kit: NodeKit) -> None:
-    ticket, end = kit.run("x\n" + _shell("rm", "-rf", "/"))
+    ticket, _ = kit.run("x\n" + _shell("rm", "-rf", "/"))
     decision = decided(kit, ticket.run_id)
     assert decision.outcome == "deny"
     assert "refused before asking" in decision.reason and "allowlist" in decision.reason
