@@ -58,7 +58,7 @@ def test_approve_a_tool_call_in_the_queue_and_watch_the_run_finish(
     expect(page.get_by_test_id("approvals-count")).to_have_text("1")
 
     # Approve once, from the queue; the queue empties without a reload.
-    queue.locator("label.scope", has_text="once").click()
+    queue.locator("[data-testid=grant-option][data-scope=once]").click()
     queue.get_by_test_id("approve").click()
     expect(queue).to_have_count(0)
     expect(page.get_by_test_id("approvals-count")).to_have_text("0")

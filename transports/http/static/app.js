@@ -16,6 +16,10 @@ const MAX_RUNS = 1000;
 const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled"]);
 const FINISHED_STATES = new Set(["done", "failed", "cancelled"]);
 const SCOPES = ["once", "session", "always"];
+const HISTORY_EVERY_MS = 5000;
+const HISTORY_PAGE = 200;
+const MAX_HISTORY = 200;
+const MAX_RECEIPTS = 5;
 
 const $ = (id) => {
   const node = document.getElementById(id);
@@ -367,12 +371,16 @@ function sleep(ms, signal) {
 // --- state ----------------------------------------------------------------------------------
 
 const state = {
+  me: null, // GET /v1/whoami: {principal, roles, token_id, may, may_own}
   sessionId: null,
   runId: null,
+  runSessionId: null, // the session of the open run (its owner decides run.cancel)
   tapeAbort: null,
   runState: null,
+  sessionOwners: new Map(), // session_id -> principal that created it
   approvals: new Map(), // approval_id -> queue <li>
   resolved: new Set(), // approval ids seen resolved (tape or queue)
+  view: "pending", // the approvals pane's tab: pending | history
   timers: [],
 };
 
@@ -389,6 +397,63 @@ function writeRoute() {
   history.replaceState(null, "", hash ? `#${hash}` : location.pathname);
 }
 
+// --- who is logged in, and what they may do -------------------------------------------------
+
+/**
+ * Whether the logged-in principal may do `action` on something `owner` owns, per
+ * GET /v1/whoami: `may` (what its roles grant on anything) or, when it owns the thing itself,
+ * `may_own`. A hint for what to show: the node decides every request again (a 403 is shown).
+ */
+function can(action, owner) {
+  const me = state.me;
+  if (!me) return false;
+  if (me.may?.[action]) return true;
+  return Boolean(owner && owner === me.principal && me.may_own?.[action]);
+}
+
+/** Whether the principal may do `action` somewhere (on what others own, or on its own). */
+function canSomewhere(action) {
+  return can(action) || Boolean(state.me?.may_own?.[action]);
+}
+
+function renderWhoami() {
+  const me = state.me;
+  $("whoami").hidden = !me;
+  if (!me) return;
+  $("whoami-principal").textContent = me.principal;
+  $("whoami-roles").textContent = (me.roles ?? []).join(", ");
+  $("whoami").title = me.token_id ? `token ${me.token_id}` : "the node's admin.token";
+}
+
+/** Show only the controls the principal may use (hidden, not disabled). */
+function applyPermissions() {
+  $("new-session").hidden = !can("session.create");
+  $("approvals-readonly").hidden = canSomewhere("approval.resolve");
+  updateComposer();
+  updatePostureForm();
+  updateCancel();
+}
+
+function updateComposer() {
+  const sid = state.sessionId;
+  const ok = sid
+    ? can("run.start", state.sessionOwners.get(sid))
+    : can("session.create") && canSomewhere("run.start");
+  $("composer").hidden = !ok;
+  $("composer-readonly").hidden = ok;
+}
+
+function updatePostureForm() {
+  const sid = state.sessionId;
+  $("posture-form").hidden = !(sid && can("posture.set", state.sessionOwners.get(sid)));
+}
+
+function updateCancel() {
+  const owner = state.runSessionId ? state.sessionOwners.get(state.runSessionId) : undefined;
+  $("cancel-run").hidden =
+    !state.runId || FINISHED_STATES.has(state.runState) || !can("run.cancel", owner);
+}
+
 // --- login ----------------------------------------------------------------------------------
 
 function showLogin(message = "") {
@@ -396,6 +461,7 @@ function showLogin(message = "") {
   $("app-view").hidden = true;
   $("logout").hidden = true;
   $("node-status").hidden = true;
+  $("whoami").hidden = true;
   $("login-view").hidden = false;
   $("login-error").textContent = message;
   $("token-input").value = "";
@@ -404,32 +470,50 @@ function showLogin(message = "") {
 
 function expire() {
   if (!api.token) return;
-  api.token = "";
-  sessionStorage.removeItem(TOKEN_KEY);
-  showLogin("The token was not accepted (or the node's token changed). Log in again.");
+  forget();
+  showLogin(
+    "The token was not accepted (expired, revoked, or the node's token changed). Log in again.",
+  );
 }
 
+/** Log in with any token of the node: GET /v1/whoami says who it speaks for. */
 async function login(token) {
   api.token = token;
+  let me;
   try {
-    await api.get(`/v1/sessions${q({ limit: 1 })}`);
+    me = await api.get("/v1/whoami");
   } catch (exc) {
-    api.token = "";
-    sessionStorage.removeItem(TOKEN_KEY);
+    forget();
     showLogin(
       exc.status === 401 ? "That token was not accepted." : `Cannot log in: ${exc.message}`,
     );
     return;
   }
   sessionStorage.setItem(TOKEN_KEY, token);
+  state.me = me;
   start();
 }
 
-function logout() {
+/** Drop the token and everything shown with it (the next login may be someone else). */
+function forget() {
   api.token = "";
   sessionStorage.removeItem(TOKEN_KEY);
+  state.me = null;
   state.sessionId = null;
   state.runId = null;
+  state.runSessionId = null;
+  state.sessionOwners.clear();
+  state.approvals.clear();
+  state.resolved.clear();
+  for (const id of ["sessions-list", "runs-list", "tape", "approvals-list", "history-list"])
+    clear($(id));
+  clear($("receipts"));
+  $("receipts-head").hidden = true;
+}
+
+function logout() {
+  stopAll();
+  forget();
   history.replaceState(null, "", location.pathname);
   showLogin("");
 }
@@ -475,12 +559,16 @@ function start() {
   $("login-view").hidden = true;
   $("app-view").hidden = false;
   $("logout").hidden = false;
+  renderWhoami();
   const route = readRoute();
   state.sessionId = route.session;
   state.runId = route.run;
   clear($("approvals-list"));
   state.approvals.clear();
+  showApprovalsView(state.view);
+  applyPermissions();
   every(APPROVALS_EVERY_MS, refreshApprovals);
+  every(HISTORY_EVERY_MS, () => (state.view === "history" ? refreshHistory() : null));
   every(SESSIONS_EVERY_MS, refreshSessions);
   every(RUNS_EVERY_MS, refreshRuns);
   renderSessionHead();
@@ -495,9 +583,11 @@ async function refreshSessions() {
   // it reads every page (up to MAX_SESSIONS) and sorts.
   const all = await readAll((after) => `/v1/sessions${q({ after, limit: PAGE })}`, MAX_SESSIONS);
   all.sort((a, b) => b.updated_at_ms - a.updated_at_ms || (a.session_id < b.session_id ? 1 : -1));
+  for (const s of all) state.sessionOwners.set(s.session_id, s.principal);
   const list = $("sessions-list");
   reconcile(list, all, (s) => s.session_id, sessionItem);
   markSelected();
+  applyPermissions();
   $("sessions-empty").hidden = all.length > 0;
   $("sessions-capped").hidden = all.length < MAX_SESSIONS;
 }
@@ -561,6 +651,7 @@ function selectSession(id) {
   renderSessionHead();
   writeRoute();
   refreshRuns().catch(reportError);
+  applyPermissions();
 }
 
 function markSelected() {
@@ -577,6 +668,8 @@ function renderSessionHead() {
   $("composer-hint").textContent = state.sessionId
     ? "Sends to the selected session."
     : "A new session is created if none is selected.";
+  updateComposer();
+  updatePostureForm();
   if (!state.sessionId) {
     clear($("runs-list"));
     $("runs-empty").hidden = false;
@@ -590,6 +683,7 @@ async function createSession() {
   const day = `${now.getFullYear()}-${pad(now.getMonth() + 1)}-${pad(now.getDate())}`;
   const label = `console ${day} ${pad(now.getHours())}:${pad(now.getMinutes())}`;
   const s = await api.post("/v1/sessions", { label });
+  state.sessionOwners.set(s.session_id, s.principal);
   state.sessionId = s.session_id;
   state.runId = null;
   renderSessionHead();
@@ -694,6 +788,7 @@ function openRun(runId) {
   state.tapeAbort?.abort();
   state.runId = runId;
   state.runState = null;
+  state.runSessionId = null;
   writeRoute();
   markSelected();
   const tape = $("tape");
@@ -745,11 +840,12 @@ function setRunState(s) {
   node.textContent = s.replace("_", " ");
   node.className = `badge state-${s}`;
   node.dataset.state = s;
-  $("cancel-run").hidden = FINISHED_STATES.has(s);
+  updateCancel();
 }
 
 function renderRunSummary(run) {
   if (run.run_id !== state.runId) return;
+  state.runSessionId = run.session_id;
   if (FINISHED_STATES.has(run.state) || !FINISHED_STATES.has(state.runState))
     setRunState(run.state);
   const dl = $("run-summary");
@@ -953,10 +1049,11 @@ function renderEntry(ctx, entry) {
         ),
         h("pre", { class: "args", text: pretty(ev.arguments) }),
       ]);
-      const controls = approvalControls(ev.approval_id, ev.scope_options, "tape");
-      body.append(controls);
-      ctx.approvalCards.set(ev.approval_id, controls);
-      if (state.resolved.has(ev.approval_id)) markResolved(controls, null);
+      if (can("approval.resolve", state.sessionOwners.get(ev.session_id))) {
+        const controls = approvalControls(ev.approval_id, null, ev.scope_options);
+        body.append(controls);
+        ctx.approvalCards.set(ev.approval_id, controls);
+      }
       break;
     }
     case "run.awaiting_approval":
@@ -977,8 +1074,10 @@ function renderEntry(ctx, entry) {
           label,
           h("span", { class: "tool-name", text: ev.tool }),
           badge(ev.decision === "allow" ? "allowed" : "denied", "decision"),
-          h("span", { class: "muted", text: `scope ${ev.scope}` }),
-          ev.decided_by ? h("span", { class: "muted", text: `by ${ev.decided_by}` }) : null,
+          h("span", { class: "muted", text: `scope ${ev.scope}${boundTo(ev)}` }),
+          ev.decided_by
+            ? h("span", { class: "decided-by", testid: "resolved-by", text: `by ${ev.decided_by}` })
+            : null,
           ev.waited_ms
             ? h("span", { class: "muted", text: `after ${(ev.waited_ms / 1000).toFixed(1)}s` })
             : null,
@@ -1064,6 +1163,12 @@ function renderEntry(ctx, entry) {
   follow();
 }
 
+/** ", prefix 'git status'": what a session grant is bound to, when it is bound. */
+function boundTo(ev) {
+  if (!ev.match || ev.match === "any") return "";
+  return ev.match === "prefix" ? `, prefix ${JSON.stringify(ev.prefix ?? "")}` : `, ${ev.match}`;
+}
+
 function terminalStats(ev) {
   const parts = [];
   if (ev.turns !== undefined) parts.push(plural(ev.turns, "turn"));
@@ -1075,66 +1180,267 @@ function terminalStats(ev) {
 
 // --- approvals ------------------------------------------------------------------------------
 
-/** Scope choice plus allow / deny buttons for one approval (used by the queue and the tape). */
-function approvalControls(approvalId, scopeOptions, where) {
-  const scopes = (scopeOptions?.length ? scopeOptions : SCOPES).filter((s) => SCOPES.includes(s));
-  const name = `scope-${where}-${approvalId}`;
-  const group = h(
-    "fieldset",
-    { class: "scopes", testid: "scope" },
-    h("legend", { class: "sr-only", text: "Scope" }),
-    scopes.map((s, i) =>
-      h(
-        "label",
-        { class: "scope" },
-        h("input", {
-          type: "radio",
-          name,
-          value: s,
-          checked: i === 0,
-          data: { testid: `scope-${s}` },
-        }),
-        h("span", { text: s }),
-      ),
-    ),
-  );
-  const chosen = () => group.querySelector("input:checked")?.value ?? "once";
-  const controls = h("div", { class: "approval-controls", data: { approvalId } });
-  const allow = h("button", { type: "button", class: "allow", testid: "approve", text: "Allow" });
-  const deny = h("button", { type: "button", class: "deny", testid: "deny", text: "Deny" });
-  const decide = (decision) => resolveApproval(approvalId, decision, chosen(), [allow, deny]);
-  allow.addEventListener("click", () => decide("allow"));
-  deny.addEventListener("click", () => decide("deny"));
-  append(controls, [group, h("div", { class: "buttons" }, allow, deny)]);
+const MATCH_NAME = { any: "", exact: "exact arguments", prefix: "by prefix" };
+let controlsMade = 0;
+
+/**
+ * The decision controls of one pending approval (the queue and the tape use the same): the
+ * grant options the node offers (the record's `options`: scope, match and the sentence saying
+ * what each `covers`, with a text field for the prefix of a `match: prefix` option), Allow,
+ * and Deny, which asks for a reason first. Callers show them only to principals who may decide
+ * (`can("approval.resolve")`). `record` is the approval record when the caller has it;
+ * otherwise it is read (the tape's event does not carry the options).
+ */
+function approvalControls(approvalId, record, fallbackScopes) {
+  const controls = h("div", {
+    class: "approval-controls",
+    testid: "approval-controls",
+    data: { approvalId },
+  });
+  if (state.resolved.has(approvalId)) {
+    markResolved(controls, null);
+  } else if (record) {
+    fillControls(controls, approvalId, record, fallbackScopes);
+  } else {
+    controls.append(h("span", { class: "muted small", text: "reading the options…" }));
+    api
+      .get(`/v1/approvals/${enc(approvalId)}`)
+      .then((found) => {
+        if (controls.classList.contains("done")) return;
+        if (found?.state && found.state !== "pending") markResolved(controls, found);
+        else fillControls(controls, approvalId, found, fallbackScopes);
+      })
+      .catch(() => {
+        if (!controls.classList.contains("done"))
+          fillControls(controls, approvalId, null, fallbackScopes);
+      });
+  }
   return controls;
 }
 
-async function resolveApproval(approvalId, decision, scope, buttons) {
+/** The choices an allow offers: the node's `options` when the record has them, else scopes. */
+function grantChoices(record, fallbackScopes) {
+  if (Array.isArray(record?.options) && record.options.length)
+    return { choices: record.options, bound: true };
+  const scopes = (fallbackScopes?.length ? fallbackScopes : SCOPES).filter((s) =>
+    SCOPES.includes(s),
+  );
+  return { choices: scopes.map((scope) => ({ scope, match: "any", covers: "" })), bound: false };
+}
+
+function optionName(choice) {
+  const match = MATCH_NAME[choice.match] ?? choice.match;
+  return match ? `${choice.scope}, ${match}` : choice.scope;
+}
+
+function prefixHint(tool) {
+  if (tool === "shell.run") return "the argv prefix, e.g. git status";
+  if (tool?.startsWith("fs.")) return "a path prefix, e.g. docs/";
+  if (tool === "http.fetch") return "method and URL prefix, e.g. GET https://example.com/api/";
+  return "the prefix the grant covers";
+}
+
+function fillControls(controls, approvalId, record, fallbackScopes) {
+  const { choices, bound } = grantChoices(record, fallbackScopes);
+  const name = `grant-${approvalId}-${++controlsMade}`;
+  const prefix = h("input", {
+    type: "text",
+    class: "prefix-input",
+    testid: "grant-prefix",
+    placeholder: prefixHint(record?.tool),
+    spellcheck: "false",
+    autocomplete: "off",
+    "aria-label": "The prefix this grant covers",
+    hidden: true,
+  });
+  const options = h(
+    "fieldset",
+    { class: "grant-options", testid: "grant-options" },
+    h("legend", { class: "sr-only", text: "What allowing grants" }),
+    choices.map((choice, i) =>
+      h(
+        "label",
+        {
+          class: "grant-option",
+          testid: "grant-option",
+          data: { scope: choice.scope, match: choice.match },
+        },
+        h("input", { type: "radio", name, value: String(i), checked: i === 0 }),
+        h("span", { class: "grant-name", text: optionName(choice) }),
+        choice.covers
+          ? h("span", { class: "grant-covers", testid: "grant-covers", text: choice.covers })
+          : null,
+      ),
+    ),
+    prefix,
+  );
+  const chosen = () => choices[Number(options.querySelector("input:checked")?.value ?? 0)];
+  options.addEventListener("change", () => {
+    prefix.hidden = chosen()?.match !== "prefix";
+    if (!prefix.hidden) prefix.focus();
+  });
+
+  const problem = h("p", { class: "error small", role: "alert", testid: "decision-error" });
+  const allow = h("button", { type: "button", class: "allow", testid: "approve", text: "Allow" });
+  const deny = h("button", { type: "button", class: "deny", testid: "deny", text: "Deny…" });
+  const buttons = h("div", { class: "buttons" }, allow, deny);
+  const reason = h("textarea", {
+    class: "deny-reason",
+    testid: "deny-reason",
+    rows: 2,
+    placeholder: "Why deny? The reason is recorded with the decision.",
+    "aria-label": "Reason for the denial",
+  });
+  const confirm = h("button", {
+    type: "button",
+    class: "deny",
+    testid: "confirm-deny",
+    text: "Deny",
+  });
+  const back = h("button", { type: "button", class: "ghost", testid: "cancel-deny", text: "Back" });
+  const denyForm = h(
+    "div",
+    { class: "deny-form", testid: "deny-form", hidden: true },
+    reason,
+    h("div", { class: "buttons" }, back, confirm),
+  );
+
+  allow.addEventListener("click", () => {
+    const choice = chosen() ?? choices[0];
+    const body = { decision: "allow", scope: choice.scope };
+    if (bound) {
+      body.match = choice.match;
+      if (choice.match === "prefix") {
+        const text = prefix.value.trim();
+        if (!text) {
+          problem.textContent = "Type the prefix this grant covers.";
+          prefix.focus();
+          return;
+        }
+        body.prefix = text;
+      }
+    }
+    resolveApproval(approvalId, record?.tool, body, [allow, deny], problem);
+  });
+  deny.addEventListener("click", () => {
+    problem.textContent = "";
+    options.hidden = buttons.hidden = true;
+    denyForm.hidden = false;
+    reason.focus();
+  });
+  back.addEventListener("click", () => {
+    problem.textContent = "";
+    options.hidden = buttons.hidden = false;
+    denyForm.hidden = true;
+  });
+  confirm.addEventListener("click", () => {
+    const text = reason.value.trim();
+    if (!text) {
+      problem.textContent = "Say why: the reason is recorded with the denial.";
+      reason.focus();
+      return;
+    }
+    const body = { decision: "deny", scope: "once", reason: text };
+    resolveApproval(approvalId, record?.tool, body, [confirm, back], problem);
+  });
+  controls.replaceChildren(options, buttons, denyForm, problem);
+}
+
+async function resolveApproval(approvalId, tool, body, buttons, problem) {
   buttons.forEach((b) => (b.disabled = true));
+  problem.textContent = "";
   try {
-    await api.post(`/v1/approvals/${enc(approvalId)}`, { decision, scope });
+    const record = await api.post(`/v1/approvals/${enc(approvalId)}`, body);
+    // What the node recorded (decided_by is the logged-in principal); the request fills gaps.
+    const decided = {
+      tool,
+      ...body,
+      decided_by: state.me?.principal,
+      decided_reason: body.reason ?? "",
+      ...(record ?? {}),
+    };
     state.resolved.add(approvalId);
-    toast(`${decision === "allow" ? "Allowed" : "Denied"} (${scope}).`);
+    const verb = decided.decision === "allow" ? "Allowed" : "Denied";
+    toast(`${verb} (${decided.scope}) as ${decided.decided_by}.`);
+    addReceipt(decided);
     dropFromQueue(approvalId);
-    document.querySelectorAll(`.approval-controls`).forEach((c) => {
-      if (c.dataset.approvalId === approvalId) markResolved(c, { decision, scope });
-    });
+    markEverywhere(approvalId, decided);
+    if (state.view === "history") refreshHistory().catch(() => {});
   } catch (exc) {
-    if (exc.status === 409) {
+    if (exc instanceof ApiError && exc.status === 409) {
       state.resolved.add(approvalId);
       dropFromQueue(approvalId);
       toast(`Already resolved: ${exc.message}`, "error");
+      api
+        .get(`/v1/approvals/${enc(approvalId)}`)
+        .then((found) => markEverywhere(approvalId, found))
+        .catch(() => markEverywhere(approvalId, null));
     } else {
       buttons.forEach((b) => (b.disabled = false));
-      reportError(exc);
+      if (!(exc instanceof ApiError && exc.status === 401))
+        problem.textContent = exc instanceof ApiError ? exc.message : String(exc);
     }
   }
 }
 
-function markResolved(controls, ev) {
-  const text = ev ? `${ev.decision === "allow" ? "allowed" : "denied"} · ${ev.scope}` : "resolved";
-  controls.replaceChildren(h("span", { class: "muted resolved", text }));
+function markEverywhere(approvalId, info) {
+  document.querySelectorAll(".approval-controls").forEach((c) => {
+    if (c.dataset.approvalId === approvalId) markResolved(c, info);
+  });
+}
+
+/** Replace the controls by the decision: what, which scope, by whom, what it grants, why. */
+function markResolved(controls, info) {
+  if (controls.dataset.decided === "1") return; // never replace a full account by less
+  controls.replaceChildren(
+    info ? decisionSummary(info) : h("span", { class: "muted resolved", text: "resolved" }),
+  );
   controls.classList.add("done");
+  if (info) controls.dataset.decided = "1";
+}
+
+/** A decision as text: `info` is an approval record, a tool.approval_resolved event or both. */
+function decisionSummary(info) {
+  const allowed = info.decision === "allow";
+  const reason = info.decided_reason || info.reason || "";
+  return h(
+    "div",
+    { class: "decision-summary", testid: "decision-summary" },
+    h(
+      "div",
+      { class: "head" },
+      badge(allowed ? "allowed" : "denied", "decision"),
+      h("span", { class: "muted", text: `scope ${info.scope ?? "once"}` }),
+      info.decided_by
+        ? h("span", { class: "decided-by", testid: "decided-by", text: `by ${info.decided_by}` })
+        : null,
+    ),
+    info.covers
+      ? h("div", { class: "muted small", testid: "decided-covers", text: `grants: ${info.covers}` })
+      : null,
+    reason
+      ? h("div", { class: "detail", testid: "decided-reason", text: `reason: ${reason}` })
+      : null,
+  );
+}
+
+/** The decisions made in this tab, newest first (the queue item itself goes away). */
+function addReceipt(decided) {
+  const list = $("receipts");
+  const li = h(
+    "li",
+    { class: "receipt", testid: "receipt", data: { approvalId: decided.approval_id ?? "" } },
+    h(
+      "div",
+      { class: "item-meta" },
+      h("span", { class: "tool-name", text: decided.tool ?? "" }),
+      h("span", { text: clock(decided.resolved_at_ms ?? Date.now()) }),
+    ),
+    decisionSummary(decided),
+  );
+  list.prepend(li);
+  while (list.children.length > MAX_RECEIPTS) list.lastElementChild.remove();
+  $("receipts-head").hidden = false;
 }
 
 function dropFromQueue(approvalId) {
@@ -1156,7 +1462,7 @@ async function refreshApprovals() {
     live.add(a.approval_id);
     let li = state.approvals.get(a.approval_id);
     if (!li) {
-      // Keep existing cards: re-rendering would reset a scope the operator is choosing.
+      // Keep existing cards: re-rendering would reset an option or a reason being typed.
       li = approvalItem(a);
       state.approvals.set(a.approval_id, li);
       list.append(li);
@@ -1181,7 +1487,22 @@ function renderApprovalsCount() {
   document.title = n ? `(${n}) reel console` : "reel console";
 }
 
+function runLink(runId) {
+  return h("a", {
+    href: "#",
+    class: "run-link",
+    text: `run ${shortId(runId)}`,
+    on: {
+      click: (ev) => {
+        ev.preventDefault();
+        openRun(runId);
+      },
+    },
+  });
+}
+
 function approvalItem(a) {
+  const decides = can("approval.resolve", state.sessionOwners.get(a.session_id));
   return h(
     "li",
     { class: "approval", testid: "approval", data: { approvalId: a.approval_id, runId: a.run_id } },
@@ -1197,23 +1518,126 @@ function approvalItem(a) {
     h(
       "div",
       { class: "item-meta" },
-      h("a", {
-        href: "#",
-        class: "run-link",
-        text: `run ${shortId(a.run_id)}`,
-        on: {
-          click: (ev) => {
-            ev.preventDefault();
-            openRun(a.run_id);
-          },
-        },
-      }),
+      runLink(a.run_id),
       h("span", { text: `session ${shortId(a.session_id)}` }),
       h("span", { text: a.principal }),
       h("span", { text: clock(a.requested_at_ms) }),
     ),
-    approvalControls(a.approval_id, null, "queue"),
+    decides ? approvalControls(a.approval_id, a, null) : null,
   );
+}
+
+// --- approval history -----------------------------------------------------------------------
+
+function showApprovalsView(view) {
+  state.view = view;
+  for (const [name, tab] of [
+    ["pending", $("tab-pending")],
+    ["history", $("tab-history")],
+  ]) {
+    tab.setAttribute("aria-selected", String(view === name));
+    tab.classList.toggle("active", view === name);
+  }
+  $("pending-view").hidden = view !== "pending";
+  $("history-view").hidden = view !== "history";
+  if (view === "history" && api.token) refreshHistory().catch(reportError);
+}
+
+/**
+ * Resolved approvals, most recently decided first. The API pages approvals by id (request
+ * order), and an old request may be decided late, so every page is read; the newest
+ * MAX_HISTORY decisions are shown. Polled only while the history tab is open.
+ */
+async function refreshHistory() {
+  const all = [];
+  let after;
+  for (;;) {
+    const { items, next } = page(
+      await api.get(`/v1/approvals${q({ state: "resolved", after, limit: HISTORY_PAGE })}`),
+    );
+    all.push(...items);
+    if (!next || items.length < HISTORY_PAGE || next === after) break;
+    after = next;
+  }
+  all.sort(
+    (a, b) =>
+      (b.resolved_at_ms ?? 0) - (a.resolved_at_ms ?? 0) || (a.approval_id < b.approval_id ? 1 : -1),
+  );
+  const shown = all.slice(0, MAX_HISTORY);
+  reconcile($("history-list"), shown, (a) => a.approval_id, historyItem);
+  $("history-empty").hidden = shown.length > 0;
+}
+
+function when(ms) {
+  if (!ms) return "";
+  return new Date(ms).toLocaleString([], { hour12: false });
+}
+
+function historyItem(a) {
+  const allowed = a.decision === "allow";
+  return h(
+    "li",
+    {
+      class: `history-item ${allowed ? "allowed" : "denied"}`,
+      testid: "history-item",
+      data: { approvalId: a.approval_id, decision: a.decision ?? "" },
+    },
+    h(
+      "div",
+      { class: "head" },
+      h("span", { class: "tool-name", text: a.tool }),
+      badge(allowed ? "allowed" : "denied", "decision"),
+      h("span", { class: "muted", testid: "history-scope", text: `scope ${a.scope ?? "once"}` }),
+    ),
+    h(
+      "div",
+      { class: "history-who" },
+      h("span", { class: "decided-by", testid: "history-by", text: `by ${a.decided_by || "?"}` }),
+      h("span", {
+        class: "muted",
+        testid: "history-when",
+        text: when(a.resolved_at_ms),
+        title: a.resolved_at_ms ? new Date(a.resolved_at_ms).toISOString() : "",
+      }),
+    ),
+    a.covers
+      ? h("div", { class: "detail", testid: "history-covers", text: `grants: ${a.covers}` })
+      : null,
+    a.decided_reason
+      ? h("div", { class: "detail", testid: "history-reason", text: `reason: ${a.decided_reason}` })
+      : null,
+    h("pre", { class: "args", text: pretty(a.arguments) }),
+    h(
+      "div",
+      { class: "item-meta" },
+      runLink(a.run_id),
+      h("span", { text: `asked for ${a.principal}` }),
+      a.waited_ms ? h("span", { text: `after ${(a.waited_ms / 1000).toFixed(1)}s` }) : null,
+    ),
+  );
+}
+
+// --- postures -------------------------------------------------------------------------------
+
+async function setPosture(ev) {
+  ev.preventDefault();
+  const sid = state.sessionId;
+  const tool = $("posture-tool").value.trim();
+  if (!sid) return;
+  if (!tool) {
+    toast("Name the tool whose posture to set.", "error");
+    $("posture-tool").focus();
+    return;
+  }
+  const posture = $("posture-value").value || null;
+  try {
+    await api.post(`/v1/sessions/${enc(sid)}/postures`, { tool, posture });
+    const now = posture ?? "default posture";
+    toast(`${tool} in this session: ${now} (set by ${state.me?.principal}).`);
+    $("posture-tool").value = "";
+  } catch (exc) {
+    reportError(exc);
+  }
 }
 
 // --- errors and wiring ----------------------------------------------------------------------
@@ -1228,7 +1652,7 @@ function wire() {
     ev.preventDefault();
     const token = $("token-input").value.trim();
     if (!token) {
-      $("login-error").textContent = "Enter the admin token.";
+      $("login-error").textContent = "Enter a token.";
       return;
     }
     $("login-error").textContent = "";
@@ -1244,6 +1668,9 @@ function wire() {
     }
   });
   $("cancel-run").addEventListener("click", cancelRun);
+  $("posture-form").addEventListener("submit", setPosture);
+  $("tab-pending").addEventListener("click", () => showApprovalsView("pending"));
+  $("tab-history").addEventListener("click", () => showApprovalsView("history"));
   document.addEventListener("visibilitychange", () => {
     if (!document.hidden && api.token) refreshApprovals().catch(() => {});
   });
