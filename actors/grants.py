@@ -19,6 +19,7 @@ import msgspec
 
 from actors.errors import InvalidCommand
 from events.catalog import ApprovalResolved, GrantMatch, SessionGrantAdded
+from projections.records import GrantOption
 from tools.subjects import arguments_digest, covered, parse_prefix, prefix_kind
 
 MATCHES: tuple[GrantMatch, ...] = ("any", "exact", "prefix")
@@ -37,14 +38,6 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
     def key(self) -> tuple[str, str, str, bytes]:
         """What makes two grants the same (the approval that made it does not)."""
         return (self.tool, self.match, self.prefix, self.digest)
-
-
-class GrantOption(msgspec.Struct, frozen=True, kw_only=True):
-    """One choice offered to the human, with what it grants."""
-
-    scope: str
-    match: GrantMatch
-    covers: str
 
 
 def from_resolution(event: ApprovalResolved) -> Grant:

@@ -50,6 +50,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "run_principal": _PRINCIPAL,
         "decision": _TEXT,
         "scope": _TEXT,
+        "match": _TEXT,
     },
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
 }

@@ -16,6 +16,7 @@ from projections.projector import Projector, all_projections
 from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
 from projections.records import (
     ApprovalRecord,
+    GrantOption,
     RawTapeEntry,
     RunRecord,
     SessionRecord,
@@ -29,6 +30,7 @@ __all__ = [
     "ApprovalFilter",
     "ApprovalRecord",
     "Difference",
+    "GrantOption",
     "Projector",
     "RawTapeEntry",
     "ReplayReport",

@@ -13,7 +13,7 @@ _json = msgspec.json.Encoder()
 
 class ApprovalsProjection:
     name: str = "approvals"
-    version: int = 1
+    version: int = 2
     tables: tuple[str, ...] = ("approvals",)
     kinds: frozenset[str] | None = frozenset({"tool.approval_requested", "tool.approval_resolved"})
     ddl: str = """
@@ -35,7 +35,9 @@ class ApprovalsProjection:
         decided_by TEXT,
         decided_reason TEXT,
         resolved_at_ms INTEGER,
-        waited_ms INTEGER
+        waited_ms INTEGER,
+        match TEXT,
+        prefix TEXT
     );
     CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals(state, requested_at_ms);
     """
@@ -63,8 +65,8 @@ class ApprovalsProjection:
         elif isinstance(event, ApprovalResolved):
             conn.execute(
                 "UPDATE approvals SET state = 'resolved', decision = ?, scope = ?, decided_by = ?,"
-                " decided_reason = ?, resolved_at_ms = ?, waited_ms = ? - requested_at_ms"
-                " WHERE approval_id = ?",
+                " decided_reason = ?, resolved_at_ms = ?, waited_ms = ? - requested_at_ms,"
+                " match = ?, prefix = ? WHERE approval_id = ?",
                 (
                     event.decision,
                     event.scope,
@@ -72,6 +74,8 @@ class ApprovalsProjection:
                     event.reason,
                     stored.recorded_at_ms,
                     stored.recorded_at_ms,
+                    event.match if event.decision == "allow" and event.scope == "session" else None,
+                    event.prefix if event.match == "prefix" else None,
                     event.approval_id,
                 ),
             )

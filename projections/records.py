@@ -89,6 +89,24 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
     decided_reason: str | None
     resolved_at_ms: int | None
     waited_ms: int | None
+    match: str | None = None
+    """For an allow with scope session: ``any``, ``exact`` or ``prefix`` (actors/grants.py)."""
+    prefix: str | None = None
+    """For ``match="prefix"``: the prefix the approver typed."""
+    covers: str = ""
+    """What the decision grants, as a sentence (filled in by the transports; "" while
+    pending)."""
+    options: tuple[GrantOption, ...] = ()
+    """While pending: the choices the approver has, each with what it would grant (filled in
+    by the transports, which know the node's tools)."""
+
+
+class GrantOption(msgspec.Struct, frozen=True, kw_only=True):
+    """One choice offered to an approver, with what it grants."""
+
+    scope: str
+    match: str
+    covers: str
 
 
 class ToolUsageRecord(msgspec.Struct, frozen=True, kw_only=True):

@@ -174,7 +174,11 @@ class Authority:
         }
 
     def approval_scope(
-        self, approval: ApprovalRecord | str, decision: str = "", scope: str = ""
+        self,
+        approval: ApprovalRecord | str,
+        decision: str = "",
+        scope: str = "",
+        match: str = "",
     ) -> Scope:
         record = self.views.approval(approval) if isinstance(approval, str) else approval
         if record is None:
@@ -189,6 +193,7 @@ class Authority:
             "run_principal": record.principal,
             "decision": decision,
             "scope": scope,
+            "match": match,
         }
 
     def posture_scope(self, session_id: str, tool: str, posture: str) -> Scope:

@@ -17,7 +17,7 @@ from actors.provider import ModelProvider
 from events import Journal, JournalError, JournalTampered, NodeKey, Witness
 from policies import PolicyEngine
 from projections import Projector, Views
-from tools import build_catalog
+from tools import ToolCatalog, build_catalog
 from transports.access import Authority
 from transports.auth import load_or_create_token
 from transports.config import ConfigError, NodeConfig, load_config
@@ -39,6 +39,11 @@ class Runtime:
     """Who a bearer token speaks for and what Cedar lets it do: shared by HTTP and gRPC
     (its token book is folded from the journal's ``token.*`` events at start and updated as
     the API creates and revokes tokens)."""
+
+    @property
+    def catalog(self) -> ToolCatalog:
+        """The node's tools (what an approval's grant options are worked out from)."""
+        return self.node.services.catalog
 
     def close(self, grace_s: float = 10.0) -> None:
         """Drain and stop the node, sign the final checkpoint, let the views catch up with it,

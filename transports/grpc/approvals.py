@@ -34,7 +34,7 @@ from transports.grpc.context import (
     require_id,
 )
 from transports.grpc.records import approval_message
-from transports.grpc.run_stream import SCOPE_NAMES
+from transports.grpc.run_stream import SCOPE_NAMES, match_name
 from transports.grpc.status import beyond_head, invalid, to_grpc_error
 
 STATE_FILTER = {
@@ -84,7 +84,7 @@ class ApprovalsService(ApprovalsBase):
         page = found[:size]
         more = len(found) > size
         return ListApprovalsResponse(
-            approvals=[approval_message(r) for r in page],
+            approvals=[approval_message(r, ctx.runtime.catalog) for r in page],
             next_page_token=page[-1].approval_id if more and page else "",
         )
 
@@ -99,14 +99,19 @@ class ApprovalsService(ApprovalsBase):
             "allow" if message.decision == Decision.ALLOW else "deny"
         )
         scope = SCOPE_NAMES[message.scope]
+        match = match_name(message.match)
         who = await ctx.permit(
             "approval.resolve",
-            await ctx.scope(lambda: ctx.authority.approval_scope(approval_id, decision, scope)),
+            await ctx.scope(
+                lambda: ctx.authority.approval_scope(approval_id, decision, scope, match)
+            ),
         )
         command = ResolveApproval(
             approval_id=approval_id,
             decision=decision,
             scope=scope,
+            match=match,
+            prefix=message.prefix,
             principal=who.principal,
             reason=message.reason,
         )
@@ -136,7 +141,7 @@ class ApprovalsService(ApprovalsBase):
                     for record in filter(readable, batch):
                         yield ApprovalChange(
                             change=ApprovalChangeKind.PENDING,
-                            approval=approval_message(record),
+                            approval=approval_message(record, ctx.runtime.catalog),
                             position=position,
                         )
                     if len(batch) < SCAN:
@@ -166,7 +171,9 @@ class ApprovalsService(ApprovalsBase):
                     current = ctx.views.approval(approval_id)
                     if current is not None and readable(current):
                         yield ApprovalChange(
-                            change=kind, approval=approval_message(current), position=position
+                            change=kind,
+                            approval=approval_message(current, ctx.runtime.catalog),
+                            position=position,
                         )
                 if ctx.shutdown.done():
                     raise ctx.closing_error(f"watch again with after_position {position}")

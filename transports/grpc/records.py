@@ -12,6 +12,8 @@ from proto.reel.v1 import (
     Checkpoint,
     Decision,
     Envelope,
+    GrantMatch,
+    GrantOption,
     Run,
     RunState,
     Session,
@@ -19,7 +21,9 @@ from proto.reel.v1 import (
     VerifyFault,
     VerifyJournalResponse,
 )
-from transports.grpc.tape import DECISIONS, SCOPES, STATES, to_json
+from tools import ToolCatalog
+from transports.grants import presented
+from transports.grpc.tape import DECISIONS, MATCHES, SCOPES, STATES, to_json
 
 APPROVAL_STATES: dict[str, ApprovalState] = {
     "pending": ApprovalState.PENDING,
@@ -65,8 +69,21 @@ def session_message(session: SessionRecord) -> Session:
     )
 
 
-def approval_message(approval: ApprovalRecord) -> Approval:
+def approval_message(record: ApprovalRecord, catalog: ToolCatalog) -> Approval:
+    """The approval with what it grants (``covers``) or could grant (``options``)."""
+    approval = presented(record, catalog)
     return Approval(
+        match=MATCHES.get(approval.match or "", GrantMatch.UNSPECIFIED),
+        prefix=approval.prefix or "",
+        covers=approval.covers,
+        options=[
+            GrantOption(
+                scope=SCOPES.get(o.scope, ApprovalScope.UNSPECIFIED),
+                match=MATCHES.get(o.match, GrantMatch.UNSPECIFIED),
+                covers=o.covers,
+            )
+            for o in approval.options
+        ],
         approval_id=approval.approval_id,
         invocation_id=approval.invocation_id,
         run_id=approval.run_id,

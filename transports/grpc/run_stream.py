@@ -28,12 +28,14 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from actors.messages import CancelRun, ResolveApproval, Scope, StartRun
+from events.catalog import GrantMatch as GrantMatchName
 from events.fields import CHANNEL
 from projections.follow import follow_tape
 from proto.reel.v1 import (
     ApprovalDecision,
     ApprovalScope,
     Decision,
+    GrantMatch,
     ResumeRun,
     RunStreamRequest,
     TapeEvent,
@@ -41,8 +43,16 @@ from proto.reel.v1 import (
 from proto.reel.v1 import StartRun as StartMessage
 from transports.grpc.context import ServiceContext, require_id, require_identifier
 from transports.grpc.status import invalid, not_found, to_grpc_error
-from transports.grpc.tape import stream_error, tape_event
+from transports.grpc.tape import MATCH_NAMES, stream_error, tape_event
 from transports.tokens import Credentials
+
+
+def match_name(match: GrantMatch) -> GrantMatchName:
+    """The binding a decision asks for; INVALID_ARGUMENT naming ``match`` for an unknown one."""
+    if match not in MATCH_NAMES:
+        raise invalid("match", "must be ANY, EXACT or PREFIX (unspecified means ANY)")
+    return MATCH_NAMES[match]
+
 
 SCOPE_NAMES: dict[ApprovalScope, Scope] = {
     ApprovalScope.UNSPECIFIED: "once",
@@ -250,14 +260,17 @@ class RunConversation:
                 "allow" if body.decision == Decision.ALLOW else "deny"
             )
             field = "approval"
+            match = match_name(body.match)
             who = await self.ctx.permit(
                 "approval.resolve",
-                self.ctx.authority.approval_scope(record, decision, SCOPE_NAMES[body.scope]),
+                self.ctx.authority.approval_scope(record, decision, SCOPE_NAMES[body.scope], match),
             )
             command = ResolveApproval(
                 approval_id=approval_id,
                 decision=decision,
                 scope=SCOPE_NAMES[body.scope],
+                match=match,
+                prefix=body.prefix,
                 principal=who.principal,
                 reason=body.reason,
             )

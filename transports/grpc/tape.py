@@ -26,6 +26,9 @@ from events.catalog import (
     ToolDecided,
     ToolProposed,
 )
+from events.catalog import (
+    GrantMatch as GrantMatchName,
+)
 from events.lifecycle import STATUS_OF, TERMINAL_EVENTS
 from projections import TapeEntry
 from proto.reel.v1 import (
@@ -33,6 +36,7 @@ from proto.reel.v1 import (
     ApprovalResolution,
     ApprovalScope,
     Decision,
+    GrantMatch,
     Output,
     RawEntry,
     RunState,
@@ -55,6 +59,17 @@ SCOPES: dict[str, ApprovalScope] = {
     "always": ApprovalScope.ALWAYS,
 }
 DECISIONS: dict[str, Decision] = {"allow": Decision.ALLOW, "deny": Decision.DENY}
+MATCHES: dict[str, GrantMatch] = {
+    "any": GrantMatch.ANY,
+    "exact": GrantMatch.EXACT,
+    "prefix": GrantMatch.PREFIX,
+}
+MATCH_NAMES: dict[GrantMatch, GrantMatchName] = {
+    GrantMatch.UNSPECIFIED: "any",
+    GrantMatch.ANY: "any",
+    GrantMatch.EXACT: "exact",
+    GrantMatch.PREFIX: "prefix",
+}
 OUTCOMES: dict[str, ToolOutcome] = {
     "allow": ToolOutcome.ALLOW,
     "deny": ToolOutcome.DENY,
@@ -165,6 +180,8 @@ def _body(event: Event) -> dict[str, Any] | None:
                 decided_by=event.decided_by,
                 reason=event.reason,
                 waited_ms=event.waited_ms,
+                match=MATCHES[event.match],
+                prefix=event.prefix,
             )
         }
     if isinstance(event, ToolCompleted):

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from actors.messages import ResolveApproval
 from projections import ApprovalFilter, ApprovalRecord
+from transports.grants import presented
 from transports.http.bodies import ApprovalPage, DecisionRequest
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
@@ -36,7 +37,10 @@ async def list_approvals(request: web.Request) -> web.Response:
     # Filtered after paging: a page may hold fewer items than the limit and still go on.
     return json_reply(
         ApprovalPage(
-            items=ctx.readable(who, "approval.read", items, ctx.authority.approval_scope),
+            items=[
+                presented(r, ctx.runtime.catalog)
+                for r in ctx.readable(who, "approval.read", items, ctx.authority.approval_scope)
+            ],
             limit=limit.value,
             limit_clamped=limit.clamped,
             next_after=items[-1].approval_id if more else None,
@@ -61,13 +65,15 @@ async def decide(request: web.Request) -> web.Response:
     who = await permit(
         request,
         "approval.resolve",
-        ctx.authority.approval_scope(record, body.decision, body.scope),
+        ctx.authority.approval_scope(record, body.decision, body.scope, body.match),
     )
     await ctx.command(
         ResolveApproval(
             approval_id=approval_id,
             decision=body.decision,
             scope=body.scope,
+            match=body.match,
+            prefix=body.prefix,
             reason=body.reason,
             principal=who.principal,
         )
@@ -81,4 +87,4 @@ async def approval_record(ctx: ApiContext, approval_id: str) -> ApprovalRecord:
     record = await ctx.fresh(lambda: views.approval(approval_id))
     if record is None:
         raise ApiError("not_found", f"no approval with id {approval_id!r}")
-    return record
+    return presented(record, ctx.runtime.catalog)

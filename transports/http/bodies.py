@@ -70,6 +70,10 @@ class DecisionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields
     decision: Literal["allow", "deny"]
     scope: Literal["once", "session", "always"] = "once"
     reason: str = ""
+    match: Literal["any", "exact", "prefix"] = "any"
+    """With scope ``session``: any arguments, these exact arguments, or a subject prefix."""
+    prefix: str = ""
+    """With ``match="prefix"``: the argv, path, or method and URL prefix the grant covers."""
 
 
 class VerifyRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -1,0 +1,39 @@
+"""What an approval grants, added to the approval records every transport serves.
+
+The approvals view stores facts (scope, binding, prefix); the sentences are derived here, where
+the node's tool catalog is known, so the console, the CLI and gRPC clients show the same words
+(:mod:`actors.grants` writes them).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from actors.grants import describe, options
+from projections import ApprovalRecord
+from tools import ToolCatalog, UnknownTool
+
+SCOPES = ("once", "session", "always")
+
+
+def presented(record: ApprovalRecord, catalog: ToolCatalog) -> ApprovalRecord:
+    """``record`` with ``options`` (pending) or ``covers`` (resolved) filled in."""
+    if record.state == "pending":
+        try:
+            args_type: type[msgspec.Struct] | None = catalog.spec(record.tool).args_type
+        except UnknownTool:
+            args_type = None
+        return msgspec.structs.replace(
+            record, options=options(record.tool, args_type, SCOPES, record.principal)
+        )
+    if record.decision != "allow":
+        covers = "nothing: the call was denied"
+    else:
+        covers = describe(
+            record.tool,
+            record.scope or "once",
+            record.match or "any",
+            record.prefix or "",
+            record.principal,
+        )
+    return msgspec.structs.replace(record, covers=covers)
