@@ -9,7 +9,6 @@ import json
 import urllib.request
 from typing import Any
 
-import msgspec
 from playwright.sync_api import Locator, Page, expect
 
 from actors.messages import StartRun
@@ -17,6 +16,15 @@ from tests.browser.console_node import ARTIFACTS, Console
 
 SHELL_MESSAGE = 'hi\n/tool shell.run {"argv": ["echo", "yo"]}'
 DECISION_CONTROLS = ("approve", "deny", "confirm-deny", "grant-option")
+
+
+def api(console: Console, path: str) -> Any:
+    """GET ``path`` as the admin: the records as the API presents them."""
+    request = urllib.request.Request(
+        console.url + path, headers={"Authorization": f"Bearer {console.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.load(reply)
 
 
 def make_token(console: Console, principal: str, role: str) -> str:
@@ -49,12 +57,6 @@ def pending_run(console: Console) -> tuple[str, str]:
     """A run started outside the console that waits for a shell.run approval: (run, session)."""
     ticket = console.runtime.node.ask(StartRun(text=SHELL_MESSAGE, create=True), timeout=10)
     return ticket.run_id, ticket.session_id
-
-
-def as_json(record: object) -> dict[str, Any]:
-    """A view record as the API sends it."""
-    value: dict[str, Any] = msgspec.to_builtins(record)
-    return value
 
 
 def assert_no_decision_controls(where: Locator) -> None:
@@ -180,6 +182,7 @@ def test_a_denial_asks_for_a_reason_and_every_view_names_who_decided(
     expect(item.get_by_test_id("history-by")).to_have_text("by user:alice")
     expect(item.get_by_test_id("history-reason")).to_have_text(f"reason: {reason}")
     expect(item.get_by_test_id("history-scope")).to_have_text("scope once")
+    expect(item.get_by_test_id("history-covers")).to_contain_text("denied")
     expect(item.get_by_test_id("history-when")).not_to_be_empty()
 
     # The run's tape says the same, and the denied call went back to the model.
@@ -211,10 +214,8 @@ def test_an_allow_offers_the_nodes_grant_options_and_the_history_shows_what_it_c
     expect(queue).to_have_count(1)
     approval_id = queue.get_attribute("data-approval-id")
     assert approval_id
-    record = console.runtime.views.approval(approval_id)
-    assert record is not None
-    options = as_json(record).get("options")
-    assert options, "the approval record has no grant options (the contract has not landed)"
+    options = api(console, f"/v1/approvals/{approval_id}")["options"]
+    assert [o["scope"] for o in options] == ["once", "session", "session", "session", "always"]
 
     # Each option is offered with the node's own sentence of what it covers.
     offered = queue.get_by_test_id("grant-option")
@@ -241,13 +242,15 @@ def test_an_allow_offers_the_nodes_grant_options_and_the_history_shows_what_it_c
     record = console.runtime.views.approval(approval_id)
     assert record is not None and record.decision == "allow" and record.scope == "session"
     assert record.decided_by == "user:alice"
-    covers = as_json(record)["covers"]
+    presented = api(console, f"/v1/approvals/{approval_id}")
+    assert presented["match"] == "prefix" and presented["prefix"] == "echo"
+    covers = presented["covers"]
     assert "echo" in covers
     expect(receipt.get_by_test_id("decided-covers")).to_contain_text(covers)
 
     page.get_by_test_id("tab-history").click()
     item = page.get_by_test_id("history-item")
-    expect(item.get_by_test_id("history-covers")).to_have_text(f"grants: {covers}")
+    expect(item.get_by_test_id("history-covers")).to_have_text(f"covers: {covers}")
     expect(item.get_by_test_id("history-scope")).to_have_text("scope session")
     expect(item.get_by_test_id("history-by")).to_have_text("by user:alice")
     item.locator(".run-link").click()

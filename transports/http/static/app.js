@@ -1416,7 +1416,7 @@ function decisionSummary(info) {
         : null,
     ),
     info.covers
-      ? h("div", { class: "muted small", testid: "decided-covers", text: `grants: ${info.covers}` })
+      ? h("div", { class: "muted small", testid: "decided-covers", text: `covers: ${info.covers}` })
       : null,
     reason
       ? h("div", { class: "detail", testid: "decided-reason", text: `reason: ${reason}` })
@@ -1601,7 +1601,7 @@ function historyItem(a) {
       }),
     ),
     a.covers
-      ? h("div", { class: "detail", testid: "history-covers", text: `grants: ${a.covers}` })
+      ? h("div", { class: "detail", testid: "history-covers", text: `covers: ${a.covers}` })
       : null,
     a.decided_reason
       ? h("div", { class: "detail", testid: "history-reason", text: `reason: ${a.decided_reason}` })
