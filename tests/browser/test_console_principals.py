@@ -234,6 +234,8 @@ def test_an_allow_offers_the_nodes_grant_options_and_the_history_shows_what_it_c
     queue.get_by_test_id("approve").click()
     expect(queue.get_by_test_id("decision-error")).to_contain_text("prefix")
     prefix.fill("echo")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "console-options.png"))
     queue.get_by_test_id("approve").click()
     expect(queue).to_have_count(0)
     receipt = page.get_by_test_id("receipt")
@@ -256,3 +258,41 @@ def test_an_allow_offers_the_nodes_grant_options_and_the_history_shows_what_it_c
     item.locator(".run-link").click()
     expect(page.get_by_test_id("run-id")).to_have_text(run_id)
     expect(page.get_by_test_id("run-state")).to_have_text("done")
+
+
+def test_an_agent_starts_and_cancels_runs_only_in_its_own_sessions(
+    console: Console, console_page: Page
+) -> None:
+    """``may_own``: an agent may create sessions and start and cancel runs in them, and sees
+    neither the composer nor the cancel button in a session someone else created."""
+    page = console_page
+    agent = make_token(console, "agent:bot", "agent")
+    log_in(page, console, agent)
+    expect(page.get_by_test_id("whoami-principal")).to_have_text("agent:bot")
+    expect(page.get_by_test_id("new-session")).to_be_visible()
+    expect(page.get_by_test_id("composer")).to_be_visible()  # a new session of its own
+
+    page.get_by_test_id("message-input").fill("/sleep 20000\nslow")
+    page.get_by_test_id("send-button").click()
+    expect(page.get_by_test_id("run-state")).to_have_text("in progress")
+    own_session = page.get_by_test_id("session-id").inner_text()
+    expect(page.get_by_test_id("cancel-run")).to_be_visible()
+    expect(page.get_by_test_id("composer")).to_be_visible()
+    expect(page.get_by_test_id("posture-form")).to_be_hidden()
+    page.get_by_test_id("cancel-run").click()
+    expect(page.get_by_test_id("run-state")).to_have_text("cancelled")
+    run_id = page.get_by_test_id("run-id").inner_text()
+    run = console.runtime.views.run(run_id)
+    assert run is not None and run.principal == "agent:bot"
+
+    # A session another principal created: the agent does not even see it listed, and a
+    # link to it shows no composer.
+    other = console.runtime.node.ask(StartRun(text="hello", create=True), timeout=10)
+    page.goto(f"{console.url}/#session={other.session_id}")
+    page.reload()
+    expect(page.get_by_test_id("whoami-principal")).to_have_text("agent:bot")
+    expect(page.get_by_test_id("session-id")).to_have_text(other.session_id)
+    expect(page.get_by_test_id("composer")).to_be_hidden()
+    sessions = page.get_by_test_id("sessions-list").get_by_test_id("session")
+    expect(sessions).to_have_count(1)
+    expect(sessions).to_have_attribute("data-session-id", own_session)

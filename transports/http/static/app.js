@@ -1257,7 +1257,7 @@ function fillControls(controls, approvalId, record, fallbackScopes) {
     "fieldset",
     { class: "grant-options", testid: "grant-options" },
     h("legend", { class: "sr-only", text: "What allowing grants" }),
-    choices.map((choice, i) =>
+    choices.flatMap((choice, i) => [
       h(
         "label",
         {
@@ -1271,8 +1271,8 @@ function fillControls(controls, approvalId, record, fallbackScopes) {
           ? h("span", { class: "grant-covers", testid: "grant-covers", text: choice.covers })
           : null,
       ),
-    ),
-    prefix,
+      choice.match === "prefix" ? prefix : null, // the field sits under its option
+    ]),
   );
   const chosen = () => choices[Number(options.querySelector("input:checked")?.value ?? 0)];
   options.addEventListener("change", () => {
@@ -1281,6 +1281,7 @@ function fillControls(controls, approvalId, record, fallbackScopes) {
   });
 
   const problem = h("p", { class: "error small", role: "alert", testid: "decision-error" });
+  prefix.addEventListener("input", () => (problem.textContent = ""));
   const allow = h("button", { type: "button", class: "allow", testid: "approve", text: "Allow" });
   const deny = h("button", { type: "button", class: "deny", testid: "deny", text: "Deny…" });
   const buttons = h("div", { class: "buttons" }, allow, deny);
@@ -1611,7 +1612,7 @@ function historyItem(a) {
       "div",
       { class: "item-meta" },
       runLink(a.run_id),
-      h("span", { text: `asked for ${a.principal}` }),
+      h("span", { text: `started by ${a.principal}` }),
       a.waited_ms ? h("span", { text: `after ${(a.waited_ms / 1000).toFixed(1)}s` }) : null,
     ),
   );
