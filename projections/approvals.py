@@ -52,6 +52,10 @@ def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:
                 decided_reason=event.reason,
                 resolved_at_ms=stored.recorded_at_ms,
                 waited_ms=stored.recorded_at_ms - record.requested_at_ms,
+                match=event.match
+                if event.decision == "allow" and event.scope == "session"
+                else None,
+                prefix=event.prefix if event.match == "prefix" else None,
             )
     return records
 

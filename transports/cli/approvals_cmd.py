@@ -1,114 +1,314 @@
-"""``reel approvals list | approve ID | deny ID`` on a data dir.
+"""``reel approvals list | approve ID | deny ID | revoke``.
 
-``list`` reads the journal (also while a node runs). ``approve``/``deny`` write the decision to
-``approval/<approval_id>``, a stream only this command writes (the invocation's own stream
-belongs to its tool actor), so they need the data dir's writer lock: they work when no node holds
-it (a stopped or crashed node), and the next ``reel node`` folds the decision into the
-invocation and resumes the run with it.
+While a node holds the data dir these ask its HTTP API with a token (``--token-file``, else
+``REEL_TOKEN``, else the data dir's admin.token): the decision is the token principal's, Cedar
+decides whether it may make it, and the waiting run continues at once.
+
+When no node holds the data dir (stopped or crashed), ``approve``/``deny`` write the decision to
+``approval/<approval_id>`` themselves, as principal ``cli`` (the person at the machine's
+console), a stream only this command writes (the invocation's own stream belongs to its tool
+actor); the next ``reel node`` folds the decision into the invocation and resumes the run.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import time
-from typing import Annotated, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlencode
 
 import msgspec
 import typer
 
-from events import Journal, JournalReader, NodeKey
-from events.catalog import ApprovalResolved, GrantRevoked
-from projections.approvals import load_approvals
+from actors.grants import describe
 from projections.records import ApprovalRecord
-from transports.cli.data_dir import existing, journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.options import DataOption, JsonOption
+from transports.cli.node_api import api, call, error_message, online
+from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(help="List and decide tool-call approvals.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
+_ARGUMENTS_SHOWN = 160
+"""How much of a call's arguments one list line shows (--json has them whole)."""
 
 
 @app.command("list")
 def list_cmd(
     data: DataOption = None,
     all_: Annotated[bool, typer.Option("--all", help="Include resolved approvals.")] = False,
+    run: Annotated[str | None, typer.Option("--run", help="Only this run's approvals.")] = None,
     json: JsonOption = False,
+    token_file: TokenFileOption = None,
 ) -> None:
-    """Pending approvals (with --all, resolved ones too)."""
+    """Pending approvals (with --all, resolved ones too): tool, arguments, risk, run, who
+    asked, and for a decided one what the decision covers."""
+    node = online(data)
+    records = _listed(node, token_file, all_, run) if node else _folded(data, all_, run)
+    if json:
+        print(_json.encode(records).decode())
+        return
+    if not records:
+        print("no approvals" if all_ else "no pending approvals")
+        return
+    for record in records:
+        print(_line(record))
+
+
+def _listed(
+    data_dir: Path, token_file: Path | None, all_: bool, run: str | None
+) -> list[ApprovalRecord]:
+    """Every matching approval the node's API lets this token read, page by page."""
+    query: dict[str, str] = {"limit": "200"}
+    if not all_:
+        query["state"] = "pending"
+    if run is not None:
+        query["run_id"] = run
+    records: list[ApprovalRecord] = []
+    while True:
+        page = api(data_dir, token_file, "GET", f"/v1/approvals?{urlencode(query)}", None, 200)
+        records += msgspec.convert(page["items"], list[ApprovalRecord])
+        if page.get("next_after") is None:
+            return records
+        query["after"] = page["next_after"]
+
+
+def _folded(data: Path | None, all_: bool, run: str | None) -> list[ApprovalRecord]:
+    """Approvals folded from the journal itself (no node runs: its views may lag)."""
+    from events import JournalReader
+    from projections.approvals import load_approvals
+    from transports.cli.data_dir import journal_path, resolve
+
     reader = JournalReader.open(journal_path(resolve(data)))
     try:
-        views = [v for v in load_approvals(reader).values() if all_ or v.state == "pending"]
+        records = load_approvals(reader).values()
     finally:
         reader.close()
-    if json:
-        print(_json.encode(views).decode())
-        return
-    if not views:
-        print("no pending approvals" if not all_ else "no approvals")
-        return
-    for view in views:
-        print(_line(view))
+    return [
+        r for r in records if (all_ or r.state == "pending") and (run is None or r.run_id == run)
+    ]
 
 
-def _line(view: ApprovalRecord) -> str:
-    age = int(time.time() - view.requested_at_ms / 1000)
-    state = view.state if view.state == "pending" else f"{view.decision} ({view.scope})"
+def _line(record: ApprovalRecord) -> str:
+    arguments = jsonlib.dumps(record.arguments, ensure_ascii=False)
+    if len(arguments) > _ARGUMENTS_SHOWN:
+        arguments = arguments[:_ARGUMENTS_SHOWN] + "..."
+    head = (
+        f"{record.approval_id}  {record.tool} {arguments}\n"
+        f"    risk={record.risk}  run={record.run_id}  asked by {record.principal}"
+    )
+    if record.state == "pending":
+        age = int(time.time() - record.requested_at_ms / 1000)
+        return f"{head}  pending for {age}s\n    why: {record.reason}"
+    covers = record.covers or _covers(record)
+    reason = f"  reason: {record.decided_reason}" if record.decided_reason else ""
     return (
-        f"{view.approval_id}  {state:<16} {view.tool:<12} risk={view.risk:<8} run={view.run_id} "
-        f"age={age}s  {view.reason}"
+        f"{head}\n    {record.decision} by {record.decided_by} (scope {record.scope}): "
+        f"grants {covers}{reason}"
     )
 
 
-def _decide(
-    data: DataOption, approval_id: str, decision: Literal["allow", "deny"], scope: str, reason: str
+def _covers(record: ApprovalRecord) -> str:
+    if record.decision != "allow":
+        return "nothing: the call was denied"
+    return describe(
+        record.tool,
+        record.scope or "once",
+        record.match or "any",
+        record.prefix or "",
+        record.principal,
+    )
+
+
+Scope = Annotated[
+    str,
+    typer.Option(
+        "--scope",
+        help="once (this call), session (later calls in the session until it resets; see "
+        "--match) or always (the tool with any arguments for the run's principal).",
+    ),
+]
+Match = Annotated[
+    str,
+    typer.Option(
+        "--match",
+        help="With --scope session: any (any arguments), exact (these exact arguments) or "
+        "prefix (calls whose argv, path, or METHOD URL starts with --prefix).",
+    ),
+]
+Prefix = Annotated[
+    str,
+    typer.Option("--prefix", help='With --match prefix: e.g. "git status", "docs/", a URL.'),
+]
+
+
+@app.command("approve")
+def approve_cmd(
+    approval_id: Annotated[str, typer.Argument(help="The approval id.")],
+    scope: Scope = "once",
+    match: Match = "any",
+    prefix: Prefix = "",
+    data: DataOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
+    """Allow a pending approval."""
+    if scope not in ("once", "session", "always"):
+        raise typer.BadParameter("must be once, session or always", param_hint="--scope")
+    if match not in ("any", "exact", "prefix"):
+        raise typer.BadParameter("must be any, exact or prefix", param_hint="--match")
+    _decide(data, token_file, approval_id, "allow", scope, match, prefix, "")
+
+
+@app.command("deny")
+def deny_cmd(
+    approval_id: Annotated[str, typer.Argument(help="The approval id.")],
+    reason: Annotated[str, typer.Option("--reason", help="Told to the model.")] = "",
+    data: DataOption = None,
+    token_file: TokenFileOption = None,
+) -> None:
+    """Deny a pending approval."""
+    _decide(data, token_file, approval_id, "deny", "once", "any", "", reason)
+
+
+def _decide(
+    data: Path | None,
+    token_file: Path | None,
+    approval_id: str,
+    decision: Literal["allow", "deny"],
+    scope: str,
+    match: str,
+    prefix: str,
+    reason: str,
+) -> None:
+    node = online(data)
+    if node is not None:
+        record = _decide_online(
+            node, token_file, approval_id, decision, scope, match, prefix, reason
+        )
+        print(f"approval {approval_id}: {decision} by {record.decided_by}")
+        print(f"grants {record.covers}")
+        return
+    record = _decide_offline(data, approval_id, decision, scope, match, prefix, reason)
+    print(f"approval {approval_id}: {decision} by cli")
+    print(f"grants {_covers(record)}")
+    print("the run continues when the node starts (reel node)")
+
+
+_OPTION_OF = {"$.scope": "--scope", "$.match": "--match", "$.prefix": "--prefix"}
+
+
+def _decide_online(
+    data_dir: Path,
+    token_file: Path | None,
+    approval_id: str,
+    decision: str,
+    scope: str,
+    match: str,
+    prefix: str,
+    reason: str,
+) -> ApprovalRecord:
+    body: dict[str, Any] = {"decision": decision, "scope": scope, "reason": reason}
+    if match != "any" or prefix:
+        body |= {"match": match, "prefix": prefix}
+    status, reply = call(data_dir, token_file, "POST", f"/v1/approvals/{approval_id}", body)
+    if status == 200:
+        return msgspec.convert(reply, ApprovalRecord)
+    message = error_message(reply, status)
+    if status == 409:
+        raise CliError(f"{message}; nothing changed", EXIT_NEGATIVE)
+    field = reply.get("error", {}).get("field") if isinstance(reply, dict) else None
+    option = _OPTION_OF.get(field or "")
+    raise CliError(f"{option}: {message}" if option else message)
+
+
+def _decide_offline(
+    data: Path | None,
+    approval_id: str,
+    decision: Literal["allow", "deny"],
+    scope: str,
+    match: str,
+    prefix: str,
+    reason: str,
+) -> ApprovalRecord:
+    from actors import InvalidCommand
+    from actors.grants import check_decision
+    from actors.tool_fold import approval_stream
+    from events import Journal, NodeKey
+    from events.catalog import ApprovalResolved
+    from projections.approvals import load_approvals
+    from tools import InvalidArguments, UnknownTool
+    from tools.subjects import arguments_digest
+    from transports.cli.data_dir import existing, journal_path, node_key_path
+
     data_dir = existing(data)
     journal = Journal(
         journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
     )
     try:
-        view = load_approvals(journal).get(approval_id)
-        if view is None:
+        record = load_approvals(journal).get(approval_id)
+        if record is None:
             raise CliError(f"no approval with id {approval_id!r}")
-        if view.state != "pending":
+        if record.state != "pending":
             raise CliError(
-                f"approval {approval_id} is already resolved ({view.decision} by "
-                f"{view.decided_by}); nothing changed",
+                f"approval {approval_id} is already resolved ({record.decision} by "
+                f"{record.decided_by}); nothing changed",
                 EXIT_NEGATIVE,
             )
-        from actors.tool_fold import approval_stream
-
-        stream = approval_stream(approval_id)
+        digest = b""
+        args_type = None
+        if match != "any":
+            catalog = _catalog(data_dir)
+            try:
+                args_type = catalog.spec(record.tool).args_type
+                args = catalog.validate(record.tool, record.arguments)
+                digest = arguments_digest(args)
+            except (UnknownTool, InvalidArguments):
+                args_type = None  # check_decision names the problem
+        try:
+            check_decision(args_type, decision, scope, match, prefix)
+        except InvalidCommand as exc:
+            raise CliError(f"--{exc.field}: {exc.problem}") from None
+        event = ApprovalResolved(
+            approval_id=approval_id,
+            invocation_id=record.invocation_id,
+            run_id=record.run_id,
+            decision=decision,
+            scope=scope if decision == "allow" else "once",  # type: ignore[arg-type]
+            match=match,  # type: ignore[arg-type]
+            prefix=prefix,
+            arguments_digest=digest if match == "exact" else b"",
+            decided_by="cli",
+            reason=reason,
+            tool=record.tool,
+            grant_principal=record.principal,
+            waited_ms=int(time.time() * 1000) - record.requested_at_ms,
+        )
         journal.append(
-            stream,
-            [
-                ApprovalResolved(
-                    approval_id=approval_id,
-                    invocation_id=view.invocation_id,
-                    run_id=view.run_id,
-                    decision=decision,
-                    scope=scope if decision == "allow" else "once",  # type: ignore[arg-type]
-                    decided_by="cli",
-                    reason=reason,
-                    tool=view.tool,
-                    grant_principal=view.principal,
-                    waited_ms=int(time.time() * 1000) - view.requested_at_ms,
-                )
-            ],
+            approval_stream(approval_id),
+            [event],
             expected_seq=0,  # a new stream: a second decision is refused, never appended
             principal="cli",
-            correlation_id=view.run_id,
-            causation_id=view.run_id,
+            correlation_id=record.run_id,
+            causation_id=record.run_id,
         )
     finally:
         journal.close()
-    print(f"approval {approval_id}: {decision}" + (f" ({scope})" if decision == "allow" else ""))
-    print("the run continues when the node starts (reel node)")
+    return msgspec.structs.replace(
+        record,
+        state="resolved",
+        decision=decision,
+        scope=event.scope,
+        match=match if decision == "allow" and scope == "session" else None,
+        prefix=prefix or None,
+        decided_by="cli",
+    )
 
 
-Scope = Annotated[
-    str,
-    typer.Option("--scope", help="once, session (until the session resets) or always."),
-]
+def _catalog(data_dir: Path) -> Any:
+    from tools import build_catalog
+    from transports.config import load_config
+
+    return build_catalog(load_config(data_dir / "config.toml").tools_config(data_dir))
 
 
 @app.command("revoke")
@@ -117,9 +317,12 @@ def revoke_cmd(
     tool: Annotated[str, typer.Option("--tool", help="Which tool.")],
     data: DataOption = None,
 ) -> None:
-    """Revoke an ``always`` grant (on a data dir no running node holds)."""
+    """Revoke an always grant (on a data dir no running node holds)."""
     from actors.directory import GRANTS_STREAM
     from actors.recovery import active_always_grants
+    from events import Journal, NodeKey
+    from events.catalog import GrantRevoked
+    from transports.cli.data_dir import existing, journal_path, node_key_path
 
     data_dir = existing(data)
     key = NodeKey.load_or_create(node_key_path(data_dir))
@@ -141,25 +344,3 @@ def revoke_cmd(
     finally:
         journal.close()
     print(f"revoked: {principal} must be asked again for {tool}")
-
-
-@app.command("approve")
-def approve_cmd(
-    approval_id: Annotated[str, typer.Argument(help="The approval id.")],
-    scope: Scope = "once",
-    data: DataOption = None,
-) -> None:
-    """Allow a pending approval (on a data dir no running node holds)."""
-    if scope not in ("once", "session", "always"):
-        raise typer.BadParameter("must be once, session or always", param_hint="--scope")
-    _decide(data, approval_id, "allow", scope, "")
-
-
-@app.command("deny")
-def deny_cmd(
-    approval_id: Annotated[str, typer.Argument(help="The approval id.")],
-    reason: Annotated[str, typer.Option("--reason", help="Told to the model.")] = "",
-    data: DataOption = None,
-) -> None:
-    """Deny a pending approval (on a data dir no running node holds)."""
-    _decide(data, approval_id, "deny", "once", reason)

@@ -76,3 +76,32 @@ def error_message(decoded: Any, status: int) -> str:
     if isinstance(decoded, dict) and isinstance(decoded.get("error"), dict):
         return str(decoded["error"].get("message", f"HTTP {status}"))
     return f"HTTP {status}"
+
+
+def api(data_dir: Path, token_file: Path | None, method: str, path: str, body: Any, ok: int) -> Any:
+    """The decoded reply of a request that must answer ``ok``; any other status is a
+    :class:`CliError` with the node's message."""
+    status, decoded = call(data_dir, token_file, method, path, body)
+    if status != ok:
+        raise CliError(error_message(decoded, status))
+    return decoded
+
+
+def online(data: Path | None) -> Path | None:
+    """The data dir when a node holds it (its API is to be asked), else None. Only the writer
+    lock is probed: opening the journal would verify it, and could sign and witness."""
+    from events.errors import JournalLocked
+    from events.lock import WriterLock
+    from transports.cli.data_dir import existing, journal_path
+
+    data_dir = existing(data)
+    path = journal_path(data_dir)
+    if not path.exists():
+        return None
+    lock = WriterLock(path.with_name(path.name + ".lock"))
+    try:
+        lock.acquire(str(path))
+    except JournalLocked:
+        return data_dir
+    lock.release()
+    return None

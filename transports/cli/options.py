@@ -16,3 +16,11 @@ DataOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        help="While a node runs: the token to ask its API with (default REEL_TOKEN, "
+        "else the data dir's admin.token).",
+    ),
+]

@@ -19,20 +19,13 @@ import msgspec
 import typer
 
 from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.options import DataOption, JsonOption
+from transports.cli.node_api import api as _api
+from transports.cli.node_api import online as _online
+from transports.cli.options import DataOption, JsonOption, TokenFileOption
 from transports.tokens import TokenBook, TokenRecord
 
 if TYPE_CHECKING:
     from events import Journal
-
-TokenFileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--token-file",
-        help="While a node runs: the token to ask its API with (default REEL_TOKEN, "
-        "else the data dir's admin.token).",
-    ),
-]
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
@@ -231,37 +224,6 @@ def _view_from_api(token: dict[str, Any]) -> TokenView:
         note=token["note"],
         state=token["state"],
     )
-
-
-def _online(data: Path | None) -> Path | None:
-    """The data dir when a node holds it (its API is to be asked), else None. Only the writer
-    lock is probed: opening the journal would verify it, and could sign and witness."""
-    from events.errors import JournalLocked
-    from events.lock import WriterLock
-    from transports.cli.data_dir import existing, journal_path
-
-    data_dir = existing(data)
-    path = journal_path(data_dir)
-    if not path.exists():
-        return None
-    lock = WriterLock(path.with_name(path.name + ".lock"))
-    try:
-        lock.acquire(str(path))
-    except JournalLocked:
-        return data_dir
-    lock.release()
-    return None
-
-
-def _api(
-    data_dir: Path, token_file: Path | None, method: str, path: str, body: object, ok: int
-) -> Any:
-    from transports.cli.node_api import call, error_message
-
-    status, decoded = call(data_dir, token_file, method, path, body)
-    if status != ok:
-        raise CliError(error_message(decoded, status))
-    return decoded
 
 
 @contextmanager

@@ -70,17 +70,36 @@ def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Pat
         str(tmp_path),
     )
     assert bad_scope.returncode == 2
+    aid = approval["approval_id"]
+    bad_prefix = reel(
+        "approvals",
+        "approve",
+        aid,
+        "--scope",
+        "session",
+        "--match",
+        "prefix",
+        "--data",
+        str(tmp_path),
+    )
+    assert bad_prefix.returncode == 2 and "--prefix: must not be empty" in bad_prefix.stderr
 
     ok = reel(
         "approvals",
         "approve",
-        approval["approval_id"],
+        aid,
         "--scope",
         "session",
+        "--match",
+        "prefix",
+        "--prefix",
+        "echo",
         "--data",
         str(tmp_path),
     )
     assert ok.returncode == 0, ok.stderr
+    assert "allow by cli" in ok.stdout
+    assert "arguments starting with 'echo' in this session" in ok.stdout
     again = reel("approvals", "deny", approval["approval_id"], "--data", str(tmp_path))
     assert again.returncode == 1 and "already resolved" in again.stderr
 
@@ -101,7 +120,7 @@ def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Pat
     assert type(events[-1]).__name__ == "RunCompleted"
 
 
-def test_deciding_while_a_node_holds_the_data_dir_names_the_holder(tmp_path: Path) -> None:
+def test_deciding_while_a_node_without_an_api_holds_the_data_dir_says_so(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(CONFIG_TOML)
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True
@@ -110,8 +129,8 @@ def test_deciding_while_a_node_holds_the_data_dir_names_the_holder(tmp_path: Pat
         assert child.stdout is not None
         child.stdout.readline()
         out = reel("approvals", "approve", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--data", str(tmp_path))
-        assert out.returncode == 2
-        assert f"process {child.pid}" in out.stderr and out.stderr.count("\n") == 1
+        assert out.returncode == 2 and out.stderr.count("\n") == 1
+        assert "a node holds" in out.stderr and "cannot be reached" in out.stderr
     finally:
         child.kill()
         child.wait()

@@ -118,3 +118,55 @@ def test_a_decision_is_answered_once_durable_not_when_the_tool_finishes(data_dir
         assert node.finish(run_id)[-1].event == "run.cancelled"
     finally:
         close_node(node)
+
+
+def test_a_pending_approval_offers_its_choices_and_a_prefix_grant_says_what_it_covers(
+    node: Node,
+) -> None:
+    session_id = node.session()
+    run_id = node.start('x\n/tool shell.run {"argv": ["echo", "yo", "there"]}', session_id)
+    approval_id = node.pending_approval(run_id)
+    record = node.call("GET", f"/v1/approvals/{approval_id}").json()
+    assert record["covers"] == ""
+    choices = {(o["scope"], o["match"]): o["covers"] for o in record["options"]}
+    assert set(choices) == {
+        ("once", "any"),
+        ("session", "exact"),
+        ("session", "prefix"),
+        ("session", "any"),
+        ("always", "any"),
+    }
+    assert "argv starts with a prefix you type" in choices[("session", "prefix")]
+    assert "any arguments in this session" in choices[("session", "any")]
+    listed = node.call("GET", f"/v1/approvals?run_id={run_id}").json()["items"]
+    assert listed[0]["options"] == record["options"]
+
+    bad = node.call(
+        "POST",
+        f"/v1/approvals/{approval_id}",
+        {"decision": "allow", "scope": "session", "match": "prefix", "prefix": "echo 'yo"},
+    )
+    assert bad.status == 400 and bad.error["field"] == "$.prefix"
+    once = node.call(
+        "POST", f"/v1/approvals/{approval_id}", {"decision": "allow", "match": "exact"}
+    )
+    assert once.status == 400 and once.error["field"] == "$.match"
+
+    decided = node.call(
+        "POST",
+        f"/v1/approvals/{approval_id}",
+        {"decision": "allow", "scope": "session", "match": "prefix", "prefix": "echo yo"},
+    ).json()
+    assert (decided["match"], decided["prefix"]) == ("prefix", "echo yo")
+    assert decided["covers"] == (
+        "shell.run with arguments starting with 'echo yo' in this session, until it resets"
+    )
+    assert decided["options"] == []
+    node.finish(run_id)
+
+    covered = node.start('x\n/tool shell.run {"argv": ["echo", "yo"]}', session_id)
+    events = node.finish(covered)
+    decisions = [e.entry["event"] for e in events if e.event == "tool.decided"]
+    assert decisions[0]["grant"] == "session"
+    outside = node.start('x\n/tool shell.run {"argv": ["echo", "no"]}', session_id)
+    node.pending_approval(outside)

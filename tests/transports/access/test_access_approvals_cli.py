@@ -1,0 +1,83 @@
+"""``reel approvals`` through the API of the node that holds the data dir: the decision is the
+token principal's, Cedar decides whether it may make it, and the run continues at once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.transports.http.httpkit import SHELL, Node
+from transports.cli.errors import CliError
+from transports.cli.main import app
+
+
+def _code(result: object) -> int:
+    """The exit code ``reel`` gives for the command's CliError (the runner sees the raise)."""
+    exc = getattr(result, "exception", None)
+    assert isinstance(exc, CliError), result
+    return exc.code
+
+
+def _token(node: Node, principal: str, role: str) -> str:
+    made = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
+    assert made.status == 201, made.body
+    return str(made.json()["token"])
+
+
+def test_approvals_from_the_cli_while_the_node_runs(
+    node: Node, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    monkeypatch.setenv("REEL_HTTP_PORT", str(node.server.port))
+    data = str(node.runtime.data_dir)
+    runner = CliRunner()
+    run_id = node.start(SHELL)
+    approval_id = node.pending_approval(run_id)
+
+    listed = runner.invoke(app, ["approvals", "list", "--data", data])
+    assert listed.exit_code == 0, listed.output
+    text = listed.output
+    assert approval_id in text and '{"argv": ["echo", "yo"]}' in text
+    assert "risk=critical" in text and f"run={run_id}" in text and "asked by admin" in text
+    as_json = runner.invoke(app, ["approvals", "list", "--json", "--run", run_id, "--data", data])
+    (record,) = json.loads(as_json.output)
+    assert record["approval_id"] == approval_id and record["options"]
+
+    viewer = tmp_path_factory.mktemp("t") / "viewer.token"
+    viewer.write_text(_token(node, "user:vic", "viewer"))
+    refused = runner.invoke(
+        app, ["approvals", "approve", approval_id, "--token-file", str(viewer), "--data", data]
+    )
+    assert _code(refused) == 2 and "approval.resolve" in str(refused.exception)
+    assert node.call("GET", f"/v1/approvals/{approval_id}").json()["state"] == "pending"
+
+    monkeypatch.setenv("REEL_TOKEN", _token(node, "user:alice", "approver"))
+    bad = runner.invoke(
+        app,
+        [
+            *("approvals", "approve", approval_id, "--scope", "session", "--match", "prefix"),
+            *("--prefix", "echo 'yo", "--data", data),
+        ],
+    )
+    assert _code(bad) == 2 and str(bad.exception).startswith("--prefix: ")
+    approved = runner.invoke(
+        app,
+        [
+            *("approvals", "approve", approval_id, "--scope", "session", "--match", "exact"),
+            *("--data", data),
+        ],
+    )
+    assert approved.exit_code == 0, approved.output
+    assert "allow by user:alice" in approved.output and "these exact arguments" in approved.output
+    events = node.finish(run_id)
+    assert events[-1].event == "run.completed"
+    record = node.call("GET", f"/v1/approvals/{approval_id}").json()
+    assert (record["decided_by"], record["match"]) == ("user:alice", "exact")
+
+    again = runner.invoke(app, ["approvals", "deny", approval_id, "--data", data])
+    assert _code(again) == 1 and "nothing changed" in str(again.exception)
+    history = runner.invoke(app, ["approvals", "list", "--all", "--data", data])
+    assert "allow by user:alice (scope session): grants shell.run with these exact" in (
+        history.output
+    )
