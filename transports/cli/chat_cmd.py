@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,10 +20,8 @@ from transports.cli.options import DataOption
 
 if TYPE_CHECKING:
     from events.catalog import ApprovalRequested
+    from projections import GrantOption
     from transports.runtime import Runtime
-
-
-CHOICES = {"o": "once", "s": "session", "a": "always", "d": "deny", "": "deny"}
 
 
 def chat(
@@ -176,14 +174,16 @@ def _converse(
         for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
             if isinstance(event, ApprovalRequested):
-                scope = _decide(event, approve, deny)
-                decision: Literal["allow", "deny"] = "deny" if scope == "deny" else "allow"
+                answer = _decide(runtime, event, approve, deny)
+                choice, prefix = answer or (None, "")
                 try:
                     node.ask(
                         ResolveApproval(
                             approval_id=event.approval_id,
-                            decision=decision,
-                            scope="once" if scope == "deny" else scope,  # type: ignore[arg-type]
+                            decision="deny" if choice is None else "allow",
+                            scope=choice.scope if choice else "once",  # type: ignore[arg-type]
+                            match=choice.match if choice else "any",  # type: ignore[arg-type]
+                            prefix=prefix,
                             principal="cli",
                         )
                     )
@@ -200,16 +200,33 @@ def _converse(
     return 0 if status == "done" else 1
 
 
-def _decide(event: ApprovalRequested, approve: bool, deny: bool) -> str:
+def _decide(
+    runtime: Runtime, event: ApprovalRequested, approve: bool, deny: bool
+) -> tuple[GrantOption, str] | None:
+    """The approver's choice and the prefix typed for it ("" unless ``p``) at the terminal
+    (the same menu as the gRPC chat), or None to deny."""
+    from actors.grants import options
+    from projections import GrantOption
+    from transports.cli.grant_menu import known, menu, pick
+    from transports.grants import SCOPES
+
     if approve:
-        return "once"
+        return GrantOption(scope="once", match="any", covers=""), ""
     if deny:
-        return "deny"
-    prompt = f"   allow {event.tool}? [o]nce, [s]ession, [a]lways, [d]eny: "
+        return None
+    spec = runtime.catalog.spec(event.tool) if event.tool in runtime.catalog else None
+    offered = known(options(event.tool, spec.args_type if spec else None, SCOPES, "cli"))
+    print(menu(event.tool, offered), flush=True)
     while True:
         try:
-            answer = input(prompt).strip().lower()
+            option = pick(input("   choice: "), offered)
+            if option is False:
+                return None
+            if isinstance(option, GrantOption):
+                if option.match != "prefix":
+                    return option, ""
+                prefix = input("   prefix: ").strip()
+                if prefix:
+                    return option, prefix
         except EOFError:
-            return "deny"
-        if answer[:1] in CHOICES:
-            return CHOICES[answer[:1]]
+            return None

@@ -21,17 +21,19 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
+from actors.grants import describe
 from proto.reel.v1 import (
     ApprovalScope,
     ApprovalsStub,
     ApprovalState,
     Decision,
+    GrantMatch,
     ListApprovalsRequest,
     RunState,
     TapeEvent,
@@ -40,6 +42,7 @@ from proto.reel.v1 import (
 from transports.auth import token_path
 from transports.cli.data_dir import resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
+from transports.cli.grant_menu import known, menu, pick
 from transports.cli.node_address import grpc_address
 from transports.cli.render import Terminal, done_line, shorten
 from transports.grpc.client import (
@@ -49,13 +52,33 @@ from transports.grpc.client import (
     read_token,
 )
 from transports.grpc.errors import GrpcClientError
+from transports.grpc.tape import MATCH_NAMES
 
-CHOICES: dict[str, ApprovalScope | None] = {
-    "o": ApprovalScope.ONCE,
-    "s": ApprovalScope.SESSION,
-    "a": ApprovalScope.ALWAYS,
-    "d": None,
+SCOPE_OF = {
+    "once": ApprovalScope.ONCE,
+    "session": ApprovalScope.SESSION,
+    "always": ApprovalScope.ALWAYS,
 }
+MATCH_OF = {"any": GrantMatch.ANY, "exact": GrantMatch.EXACT, "prefix": GrantMatch.PREFIX}
+
+
+class GrantOptionView(NamedTuple):
+    """A choice as the prompt lists it."""
+
+    scope: str
+    match: str
+    covers: str
+
+
+class Choice(NamedTuple):
+    """An allow as the approver chose it (a deny is None)."""
+
+    scope: ApprovalScope
+    match: GrantMatch = GrantMatch.ANY
+    prefix: str = ""
+
+
+ONCE = Choice(ApprovalScope.ONCE)
 OUTCOMES = {
     ToolOutcome.ALLOW: "allow",
     ToolOutcome.DENY: "deny",
@@ -149,6 +172,9 @@ class _Chat:
         self.prompts: dict[str, asyncio.Task[None]] = {}
         """Approval prompts on screen, by approval id: a decision made elsewhere (the console,
         another CLI) closes its prompt at once."""
+        self.channel: Channel | None = None
+        self.answered: tuple[str, str] | None = None
+        """The approval last answered here (asked again if the node refuses the answer)."""
         self.pending_ids: set[str] | None = None
         """On --resume: the run's approvals still pending (no prompt for decided ones)."""
 
@@ -161,6 +187,7 @@ class _Chat:
         after: int | None,
     ) -> int:
         channel = open_channel(self.address)
+        self.channel = channel
         try:
             if resume is not None:
                 return await self._run(channel, resume=resume, after=after)
@@ -246,10 +273,16 @@ class _Chat:
             return
 
         async def ask() -> None:
-            scope = await self._decide(tool)
+            choice = await self._decide(approval_id, tool)
             self.prompts.pop(approval_id, None)
+            self.answered = (approval_id, tool)
+            allowed = choice or ONCE
             await run.approve(
-                approval_id, allow=scope is not None, scope=scope or ApprovalScope.ONCE
+                approval_id,
+                allow=choice is not None,
+                scope=allowed.scope,
+                match=allowed.match,
+                prefix=allowed.prefix,
             )
 
         self.prompts[approval_id] = asyncio.ensure_future(ask())
@@ -312,26 +345,63 @@ class _Chat:
             if prompt is not None and not prompt.done():
                 prompt.cancel()
                 self.printer.line("   (decided elsewhere; no answer needed)")
+        elif (
+            event.error is not None
+            and event.error.code == Status.INVALID_ARGUMENT.value
+            and self.answered is not None
+        ):  # the node refused the answer (say, a prefix the tool cannot take): ask again
+            approval_id, tool = self.answered
+            self.answered = None
+            self._prompt(run, approval_id, tool)
         return outcome
 
-    async def _decide(self, tool: str) -> ApprovalScope | None:
+    async def _decide(self, approval_id: str, tool: str) -> Choice | None:
+        """The approver's answer: each choice is listed with what it grants (the node's own
+        words: :mod:`actors.grants`); ``p`` then asks for the prefix. Empty input or end of
+        input denies."""
         if self.approve:
-            return ApprovalScope.ONCE
+            return ONCE
         if self.deny:
             return None
-        prompt = (
-            f"   allow {tool}? [o]nce, [s]ession (this tool, any arguments, until the session "
-            "resets), [a]lways (this tool for you, until revoked), [d]eny: "
-        )
+        options = await self._options(approval_id, tool)
+        self.printer.line(menu(tool, options))
         while True:
             try:
-                answer = (await self.lines.read(prompt)).strip().lower()
+                option = pick(await self.lines.read("   choice: "), options)
             except EOFError:
                 return None
-            if answer[:1] in CHOICES:
-                return CHOICES[answer[:1]]
-            if not answer:
+            if option is False:
                 return None
+            if not isinstance(option, GrantOptionView):
+                continue
+            prefix = ""
+            if option.match == "prefix":
+                try:
+                    prefix = (await self.lines.read("   prefix: ")).strip()
+                except EOFError:
+                    return None
+                if not prefix:
+                    continue
+            return Choice(SCOPE_OF[option.scope], MATCH_OF[option.match], prefix)
+
+    async def _options(self, approval_id: str, tool: str) -> list[GrantOptionView]:
+        """The pending approval's choices as the node describes them; the basic three (with
+        the same descriptions) when the node's views have not shown it yet."""
+        if self.channel is not None:
+            stub = ApprovalsStub(self.channel, metadata=auth_metadata(self.token), timeout=10)
+            with contextlib.suppress(GRPCError, OSError, asyncio.TimeoutError):
+                listed = await stub.list(ListApprovalsRequest(state=ApprovalState.PENDING))
+                for approval in listed.approvals:
+                    if approval.approval_id == approval_id and approval.options:
+                        offered = [
+                            GrantOptionView(SCOPES.get(o.scope, ""), MATCH_NAMES[o.match], o.covers)
+                            for o in approval.options
+                        ]
+                        return known(offered)
+        return [
+            GrantOptionView(scope, match, describe(tool, scope, match))
+            for scope, match in (("once", "any"), ("session", "any"), ("always", "any"))
+        ]
 
 
 class _Lines:

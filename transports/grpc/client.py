@@ -23,6 +23,7 @@ from proto.reel.v1 import (
     ApprovalScope,
     CancelCurrentRun,
     Decision,
+    GrantMatch,
     ResumeRun,
     RunStreamRequest,
     StartRun,
@@ -148,12 +149,19 @@ class RunStreamClient:
         allow: bool = True,
         scope: ApprovalScope = ApprovalScope.ONCE,
         reason: str = "",
+        match: GrantMatch = GrantMatch.ANY,
+        prefix: str = "",
     ) -> None:
         decision = Decision.ALLOW if allow else Decision.DENY
         await self.send(
             RunStreamRequest(
                 approval=ApprovalDecision(
-                    approval_id=approval_id, decision=decision, scope=scope, reason=reason
+                    approval_id=approval_id,
+                    decision=decision,
+                    scope=scope,
+                    reason=reason,
+                    match=match,
+                    prefix=prefix,
                 )
             )
         )

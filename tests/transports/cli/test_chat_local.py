@@ -92,7 +92,9 @@ def test_deny_feeds_the_denial_back(shell_data: Path) -> None:
 def test_an_answer_at_the_prompt_decides(shell_data: Path) -> None:
     done = chat(shell_data, f"go\n{SHELL}", stdin="s\n")
     assert done.returncode == 0, done
-    assert "allow shell.run? [o]nce, [s]ession, [a]lways, [d]eny:" in done.stdout
+    assert "allow shell.run?" in done.stdout
+    assert "[s] session: shell.run with any arguments in this session" in done.stdout
+    assert "[e] session: shell.run with these exact arguments" in done.stdout
     assert "approval: allow session by cli" in done.stdout
     assert "from-the-shell" in done.stdout
 

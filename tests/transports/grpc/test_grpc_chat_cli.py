@@ -57,9 +57,25 @@ def test_an_approval_is_asked_at_the_prompt(node: GrpcNode) -> None:
     assert code == 0, err
     assert "-> tool shell.run" in out
     assert "decision: approval_required" in out
-    assert "allow shell.run? [o]nce, [s]ession (this tool, any arguments" in out
+    assert "allow shell.run?" in out
+    assert "[s] session: shell.run with any arguments in this session, until it resets" in out
+    assert "[e] session: shell.run with these exact arguments in this session" in out
+    assert "[p] session: shell.run with arguments whose argv starts with a prefix" in out
+    assert "[a] always: shell.run with any arguments for admin in every session" in out
     assert "approval: allow session" in out
     assert "<- shell.run:" in out and "yo" in out
+
+
+def test_a_prefix_grant_from_the_prompt_and_a_refused_prefix_is_asked_again(
+    node: GrpcNode,
+) -> None:
+    # "echo 'x" cannot be split into words: the node refuses it and the prompt comes back.
+    code, out, err = chat(node, SHELL_ECHO, iter(["p", "echo 'x", "p", "echo"]))
+    assert code == 0, err
+    assert out.count("allow shell.run?") == 2
+    assert "refused: " in out and "prefix" in out
+    assert "approval: allow session by admin" in out
+    assert "<- shell.run:" in out
 
 
 def test_deny_for_scripts_makes_the_tool_fail_and_the_run_still_ends(node: GrpcNode) -> None:
