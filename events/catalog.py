@@ -303,8 +303,9 @@ class MemoryItemWritten(Event, frozen=True, kw_only=True, tag="memory.item_writt
     tags, scope, expiry) and keeps its creation time; writing a deleted one brings it back.
 
     ``principal`` is whose item it is for scope ``principal`` (``None``: the writer, the
-    envelope's principal); ``session_id`` is the session of a scope ``session`` item. ``text`` and ``tags`` are free text,
-    redacted like every other event's, so a secret in them is never stored nor indexed."""
+    envelope's principal); ``session_id`` is the session of a scope ``session`` item.
+    ``text`` and ``tags`` are free text, redacted like every other event's, so a secret in them
+    is never stored nor indexed."""
 
     item_id: Id
     text: str

@@ -22,6 +22,8 @@ import apsw
 from events import JournalPort, JournalReadPort, StoredEvent, UnknownEventKind
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
+from projections.embedders import Embedder
+from projections.memory import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 from projections.tape import TapeProjection
@@ -30,14 +32,16 @@ from projections.tool_usage import ToolUsageProjection
 VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
 
 
-def all_projections() -> list[Projection]:
-    """A fresh instance of every projection reel maintains."""
+def all_projections(embedder: Embedder | None = None) -> list[Projection]:
+    """A fresh instance of every projection reel maintains; the memory view indexes with
+    ``embedder`` (the hashing embedder when ``None``)."""
     return [
         SessionsProjection(),
         RunsProjection(),
         TapeProjection(),
         ApprovalsProjection(),
         ToolUsageProjection(),
+        MemoryProjection(embedder),
     ]
 
 
@@ -61,6 +65,7 @@ class Projector:
         self.batch = batch
         self.conn = apsw.Connection(str(path))
         self.conn.set_busy_timeout(5000)
+        load_vec(self.conn)  # the memory view's vector index is a sqlite-vec table
         self.conn.execute("PRAGMA journal_mode=WAL")
         # Views are rebuildable from the journal; a scratch rebuild need not survive a power cut.
         self.conn.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")

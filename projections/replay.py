@@ -18,6 +18,8 @@ import apsw
 import msgspec
 
 from events import JournalReadPort
+from projections.embedders import Embedder
+from projections.memory import load_vec
 from projections.projector import Progress, Projector, all_projections
 
 CHECKPOINTS_TABLE = "projection_checkpoints"
@@ -58,12 +60,13 @@ def rebuild(
     path: Path,
     until: int | None = None,
     progress: Progress | None = None,
+    embedder: Embedder | None = None,
 ) -> int:
     """Fold the journal (up to ``until``) into a fresh views file at ``path``; returns how many
-    events were read."""
+    events were read. ``embedder`` is the memory view's (the node's ``[memory] embedder``)."""
     if path.exists():
         path.unlink()
-    projector = Projector(reader, path, durable=False)
+    projector = Projector(reader, path, all_projections(embedder), durable=False)
     try:
         return projector.catch_up(until=until, progress=progress)
     finally:
@@ -84,16 +87,21 @@ def compare(live: Path, replayed: Path, limit: int = MAX_DIFFERENCES) -> list[Di
 
 
 def replay(
-    reader: JournalReadPort, live: Path, scratch: Path, progress: Progress | None = None
+    reader: JournalReadPort,
+    live: Path,
+    scratch: Path,
+    progress: Progress | None = None,
+    embedder: Embedder | None = None,
 ) -> ReplayReport:
     """Rebuild into ``scratch`` up to the live views' position and compare with ``live``.
 
     Without a live views file, rebuild the whole journal and compare nothing (``live=False``).
+    ``embedder`` must be the node's memory embedder, or the memory view differs by design.
     """
     started = time.perf_counter()
     head = reader.head().position
     if not live.exists():
-        events = rebuild(reader, scratch, until=head, progress=progress)
+        events = rebuild(reader, scratch, until=head, progress=progress, embedder=embedder)
         return ReplayReport(
             events=events,
             position=head,
@@ -108,7 +116,7 @@ def replay(
         # folding into views.db meanwhile cannot move the rows past the position replayed.
         conn.execute("BEGIN")
         position = _live_position(conn)
-        events = rebuild(reader, scratch, until=position, progress=progress)
+        events = rebuild(reader, scratch, until=position, progress=progress, embedder=embedder)
         replayed = _open_readonly(scratch)
         try:
             differences = _compare(conn, replayed, MAX_DIFFERENCES)
@@ -129,6 +137,7 @@ def replay(
 def _open_readonly(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     conn.set_busy_timeout(5000)  # a running node may be committing a batch to views.db
+    load_vec(conn)  # to read the memory view's vector table
     return conn
 
 

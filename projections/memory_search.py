@@ -1,0 +1,403 @@
+"""Reading the memory view: items, and hybrid search blending FTS5 bm25, vector similarity and
+recency (the formula and its reasons: docs/memory.md).
+
+For a query ``q`` the search gathers candidates the caller may see (their audience: ``global``,
+the caller's principal, the caller's session) that have not expired at ``now``, from two
+indexes: the ``pool`` best by bm25 and the ``pool`` nearest by cosine. Every candidate then gets
+all three scores, each in ``[0, 1]``:
+
+- ``lexical = s / (s + saturation)`` with ``s = -bm25`` (FTS5's bm25 is negative, lower is
+  better; text weighted 1, tags 0.5): absolute, so a match on one common word stays low, and 0
+  when the item matches no query word;
+- ``vector = clamp((cos - floor) / (1 - floor))``, ``cos`` the cosine of the query's and the
+  item's vectors and ``floor`` the embedder's ``similarity_floor`` (below it: unrelated);
+- ``recency = 0.5 ** (age / half_life)``, ``age`` the time since the item was last written;
+
+and ``final = w_lexical * lexical + w_vector * vector + w_recency * recency``
+(:class:`SearchWeights`, per embedder in :data:`WEIGHTS`; half-life 30 days, saturation 6).
+Candidates with neither a lexical nor a vector score are dropped; the ``k`` best by ``final``
+are returned. A query is never parsed as FTS5 syntax: its words are quoted one by
+one and joined with ``OR``, so quotes, ``*``, ``NEAR``, ``-`` or stray parentheses are plain
+text.
+
+The caller decides who is asking (``principal``, ``session_id``); the view only filters by it.
+Reads use their own read-only connections (WAL), safe from many threads.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from events.catalog import MemoryScope
+from projections.embedders import Embedder, HashingEmbedder, content_words
+from projections.memory import NO_EXPIRY, audience_of, load_vec, pack_vector
+
+ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
+MAX_QUERY_TERMS = 32
+"""At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
+BM25_WEIGHTS = (1.0, 0.5)
+"""bm25 column weights: ``text``, ``tags``."""
+_DAY_MS = 86_400_000
+
+
+class SearchWeights(msgspec.Struct, frozen=True, kw_only=True):
+    """How the three scores blend into ``final`` (see the module docstring)."""
+
+    lexical: float = 0.4
+    vector: float = 0.5
+    recency: float = 0.1
+    half_life_ms: int = 30 * _DAY_MS
+    """After this long an item's recency score has halved."""
+    saturation: float = 6.0
+    """The ``-bm25`` at which ``lexical`` reaches 0.5 (``lexical = s / (s + saturation)``)."""
+
+
+WEIGHTS: dict[str, SearchWeights] = {
+    "hashing": SearchWeights(lexical=0.5, vector=0.4, recency=0.1),
+    "e5-small": SearchWeights(lexical=0.2, vector=0.7, recency=0.1),
+}
+"""The blend for each embedder (by name), measured on the labelled corpus
+(tests/projections/memory_corpus; docs/memory.md): the hashing embedder's vectors re-score the
+same words bm25 already matched (with inflections and typos), so words lead; a real model's
+vectors carry meaning, and a word that a paraphrase shares by chance with another item
+("user", "test") must not outvote them, so vectors lead."""
+
+
+def weights_for(embedder: Embedder) -> SearchWeights:
+    """The default blend for ``embedder`` (:data:`WEIGHTS`, else :class:`SearchWeights`)."""
+    return WEIGHTS.get(embedder.name, SearchWeights())
+
+
+class MemoryItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One memory item as the view holds it."""
+
+    item_id: str
+    text: str
+    source: str
+    tags: tuple[str, ...]
+    scope: str
+    principal: str | None
+    """Whose item it is (scope ``principal``)."""
+    session_id: str | None
+    """Its session (scope ``session``)."""
+    written_by: str
+    """The principal that wrote it last."""
+    created_at_ms: int
+    updated_at_ms: int
+    expires_at_ms: int | None
+    deleted_at_ms: int | None = None
+    deleted_by: str | None = None
+    deleted_reason: str | None = None
+
+    def visible_to(self, principal: str | None, session_id: str | None) -> bool:
+        """Whether a run acting for ``principal`` in ``session_id`` may see this item."""
+        if self.scope == "global":
+            return True
+        if self.scope == "session":
+            return session_id is not None and self.session_id == session_id
+        return principal is not None and self.principal == principal
+
+    def expired(self, now_ms: int) -> bool:
+        return self.expires_at_ms is not None and self.expires_at_ms <= now_ms
+
+
+class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
+    """A search result and how it scored (each score in ``[0, 1]``)."""
+
+    item: MemoryItem
+    lexical: float
+    vector: float
+    recency: float
+    final: float
+
+
+def fts_query(query: str) -> str | None:
+    """``query``'s words as an FTS5 expression that cannot be a syntax error: each word quoted
+    (``"like"``), joined with ``OR``; stop words dropped unless nothing else is left. ``None``
+    when the query has no word at all."""
+    terms = list(dict.fromkeys(content_words(query)))[:MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def audiences(
+    principal: str | None, session_id: str | None, scopes: Collection[MemoryScope] = ALL_SCOPES
+) -> list[str]:
+    """The audiences a caller sees: global items, its principal's, its session's (as allowed by
+    ``scopes``). See :func:`projections.memory.audience_of`."""
+    out = []
+    if "global" in scopes:
+        out.append(audience_of("global", None, None))
+    if "principal" in scopes and principal:
+        out.append(audience_of("principal", principal, None))
+    if "session" in scopes and session_id:
+        out.append(audience_of("session", None, session_id))
+    return out
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+_ITEM_COLUMNS = (
+    "item_id, text, source, tags, scope, principal, session_id, written_by, created_at_ms,"
+    " updated_at_ms, expires_at_ms, deleted_at_ms, deleted_by, deleted_reason"
+)
+_tags = msgspec.json.Decoder(tuple[str, ...])
+
+
+def _item(row: Sequence[Any]) -> MemoryItem:
+    values = list(row)
+    values[3] = _tags.decode(values[3])
+    names = _ITEM_COLUMNS.split(", ")
+    return MemoryItem(**dict(zip(names, values, strict=True)))
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class MemoryView:
+    """Queries over the memory tables of views.db (written by the projector).
+
+    ``embedder`` must be the one the projector indexes with (the same ``[memory] embedder``):
+    while the index was built by another (:meth:`index_fingerprint` differs, e.g. during the
+    rebuild that follows a switch), the search ranks by words and recency only."""
+
+    def __init__(
+        self,
+        path: Path,
+        embedder: Embedder | None = None,
+        *,
+        weights: SearchWeights | None = None,
+        pool: int = 50,
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.path = path
+        self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.weights = weights if weights is not None else weights_for(self.embedder)
+        self.pool = pool
+        """How many candidates each index contributes (at least ``k``)."""
+        self.clock = clock
+        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
+        self._all: list[apsw.Connection] = []
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def _read(self) -> Iterator[apsw.Connection]:
+        """A pooled read-only connection inside one read transaction (one snapshot)."""
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
+            conn.set_busy_timeout(5000)
+            load_vec(conn)
+            with self._guard:
+                self._all.append(conn)
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            self._idle.put(conn)
+
+    # --- items ---------------------------------------------------------------------------------
+
+    def get(
+        self,
+        item_id: str,
+        *,
+        include_deleted: bool = False,
+        include_expired: bool = False,
+        now_ms: int | None = None,
+    ) -> MemoryItem | None:
+        """The item (``None`` when unknown, deleted or expired unless asked for). Who may see it
+        is the caller's decision (:meth:`MemoryItem.visible_to`)."""
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM memory_items WHERE item_id = ?", (item_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        item = _item(row)
+        if item.deleted_at_ms is not None and not include_deleted:
+            return None
+        if not include_expired and item.expired(self.clock() if now_ms is None else now_ms):
+            return None
+        return item
+
+    def items(
+        self,
+        *,
+        principal: str | None = None,
+        session_id: str | None = None,
+        scopes: Collection[MemoryScope] = ALL_SCOPES,
+        everyone: bool = False,
+        after: str | None = None,
+        limit: int = 100,
+        now_ms: int | None = None,
+    ) -> list[MemoryItem]:
+        """Live (not deleted, not expired) items by id (write order), after ``after``: those the
+        caller sees, or with ``everyone`` every item of ``scopes`` whoever owns it."""
+        now = self.clock() if now_ms is None else now_ms
+        where = ["deleted_at_ms IS NULL", "(expires_at_ms IS NULL OR expires_at_ms > ?)"]
+        args: list[Any] = [now]
+        if everyone:
+            where.append(f"scope IN ({_marks(len(scopes))})")
+            args.extend(sorted(scopes))
+        else:
+            seen = audiences(principal, session_id, scopes)
+            where.append(f"audience IN ({_marks(len(seen))})")
+            args.extend(seen)
+        where.append("item_id > ?")
+        args.extend([after or "", limit])
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_ITEM_COLUMNS} FROM memory_items WHERE {' AND '.join(where)}"
+                " ORDER BY item_id LIMIT ?",
+                args,
+            ).fetchall()
+        return [_item(row) for row in rows]
+
+    def index_fingerprint(self) -> str | None:
+        """The fingerprint of the embedder that built the vector index (``None``: no index)."""
+        with self._read() as conn:
+            row = conn.execute("SELECT fingerprint FROM memory_index").fetchone()
+        return None if row is None else str(row[0])
+
+    # --- search --------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        principal: str | None = None,
+        session_id: str | None = None,
+        scopes: Collection[MemoryScope] = ALL_SCOPES,
+        now_ms: int | None = None,
+    ) -> list[MemoryHit]:
+        """The ``k`` best items for ``query`` that a run acting for ``principal`` in
+        ``session_id`` may see, best first. Never raises on what the query holds; an empty
+        query, an empty index or nothing visible gives ``[]``."""
+        seen = audiences(principal, session_id, scopes)
+        match = fts_query(query)
+        if k <= 0 or not seen or match is None:
+            return []
+        now = self.clock() if now_ms is None else now_ms
+        pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
+        qvec = self.embedder.embed_query(query)
+        with self._read() as conn:
+            indexed = conn.execute("SELECT fingerprint FROM memory_index").fetchone()
+            use_vectors = (
+                indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)
+            )
+            lexical = self._lexical_top(conn, match, seen, now, pool)
+            cosine: dict[int, float] = {}
+            if use_vectors:
+                cosine = self._vector_top(conn, qvec, seen, now, pool)
+                for row in lexical.keys() - cosine.keys():
+                    found = conn.execute(
+                        "SELECT 1 - vec_distance_cosine(embedding, ?) FROM memory_vec"
+                        " WHERE item_row = ?",
+                        (pack_vector(qvec), row),
+                    ).fetchone()
+                    if found is not None:
+                        cosine[row] = float(found[0])
+            missing = sorted(cosine.keys() - lexical.keys())
+            if missing and lexical:
+                lexical.update(self._lexical_of(conn, match, missing))
+            rows = sorted(lexical.keys() | cosine.keys())
+            items = {
+                int(row[0]): _item(row[1:])
+                for row in conn.execute(
+                    f"SELECT row, {_ITEM_COLUMNS} FROM memory_items"
+                    f" WHERE row IN ({_marks(len(rows))}) AND deleted_at_ms IS NULL",
+                    rows,
+                )
+            }
+        scored = [
+            self._score(item, lexical.get(row, 0.0), cosine.get(row), now)
+            for row, item in items.items()
+        ]
+        # Recency alone is not relevance: an item that neither the words nor the vector match
+        # is not a hit, however new.
+        hits = [h for h in scored if h.lexical > 0 or h.vector > 0]
+        hits.sort(key=lambda h: (-h.final, -h.item.updated_at_ms, h.item.item_id))
+        return hits[:k]
+
+    def _score(self, item: MemoryItem, s: float, cos: float | None, now: int) -> MemoryHit:
+        w = self.weights
+        lexical = s / (s + w.saturation) if s > 0 else 0.0
+        floor = self.embedder.similarity_floor
+        vector = 0.0 if cos is None or math.isnan(cos) else (cos - floor) / (1.0 - floor)
+        vector = min(1.0, max(0.0, vector))
+        age = max(0, now - item.updated_at_ms)
+        recency = 0.5 ** (age / w.half_life_ms) if w.half_life_ms > 0 else 0.0
+        final = w.lexical * lexical + w.vector * vector + w.recency * recency
+        return MemoryHit(
+            item=item,
+            lexical=round(lexical, 6),
+            vector=round(vector, 6),
+            recency=round(recency, 6),
+            final=round(final, 6),
+        )
+
+    @staticmethod
+    def _lexical_top(
+        conn: apsw.Connection, match: str, seen: list[str], now: int, pool: int
+    ) -> dict[int, float]:
+        """The ``pool`` best visible rows by bm25, as ``row -> -bm25``."""
+        wt, wg = BM25_WEIGHTS
+        sql = (
+            f"SELECT f.rowid, -bm25(memory_fts, {wt}, {wg}) FROM memory_fts f"
+            " JOIN memory_items i ON i.row = f.rowid"
+            f" WHERE memory_fts MATCH ? AND i.audience IN ({_marks(len(seen))})"
+            " AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?)"
+            f" ORDER BY bm25(memory_fts, {wt}, {wg}) LIMIT ?"
+        )
+        return {int(r): float(s) for r, s in conn.execute(sql, (match, *seen, now, pool))}
+
+    @staticmethod
+    def _lexical_of(conn: apsw.Connection, match: str, rows: list[int]) -> dict[int, float]:
+        """``row -> -bm25`` for the given rows that match at all (same corpus statistics)."""
+        wt, wg = BM25_WEIGHTS
+        sql = (
+            f"SELECT rowid, -bm25(memory_fts, {wt}, {wg}) FROM memory_fts"
+            f" WHERE memory_fts MATCH ? AND rowid IN ({_marks(len(rows))})"
+        )
+        return {int(r): float(s) for r, s in conn.execute(sql, (match, *rows))}
+
+    @staticmethod
+    def _vector_top(
+        conn: apsw.Connection, qvec: Sequence[float], seen: list[str], now: int, pool: int
+    ) -> dict[int, float]:
+        """The ``pool`` nearest visible, unexpired rows, as ``row -> cosine``."""
+        sql = (
+            "SELECT item_row, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+            f" AND audience IN ({_marks(len(seen))}) AND expires_at_ms > ?"
+        )
+        expiry = min(now, NO_EXPIRY - 1)
+        return {
+            int(r): 1.0 - float(d)
+            for r, d in conn.execute(sql, (pack_vector(qvec), pool, *seen, expiry))
+        }
+
+    def close(self) -> None:
+        with self._guard:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
