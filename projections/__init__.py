@@ -1,17 +1,30 @@
 """reel's projections: read models folded from the journal into views.db.
 
 Views (one projection each): sessions, runs, tape (per-run entries with a dense ``tape_seq``),
-approvals, tool usage. views.db can be deleted at any time: the projector rebuilds it from the
-journal. ``reel replay`` rebuilds into a fresh file and compares row by row.
+approvals, tool usage, memory (items with FTS5 and sqlite-vec indexes; hybrid search in
+:class:`MemoryView`, docs/memory.md). views.db can be deleted at any time: the projector
+rebuilds it from the journal. ``reel replay`` rebuilds into a fresh file and compares row by
+row.
 
 Public surface::
 
     from projections import Projector, Views, replay
+    from projections import MemoryView, make_embedder   # memory search; [memory] embedder
 
-Errors: projections raise no errors of their own; journal errors (``events.JournalError``) pass
-through, and apsw errors mean views.db itself is damaged (delete it to rebuild).
+Errors: projections raise one error of their own, :class:`EmbedderUnavailable` (an unknown
+embedder name, or a model whose extra is not installed; the message says which); journal errors
+(``events.JournalError``) pass through, and apsw errors mean views.db itself is damaged (delete
+it to rebuild).
 """
 
+from projections.embedders import (
+    Embedder,
+    EmbedderUnavailable,
+    HashingEmbedder,
+    available_embedders,
+    make_embedder,
+)
+from projections.memory_search import MemoryHit, MemoryItem, MemoryView, SearchWeights
 from projections.projector import Projector, all_projections
 from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
 from projections.records import (
@@ -30,18 +43,27 @@ __all__ = [
     "ApprovalFilter",
     "ApprovalRecord",
     "Difference",
+    "Embedder",
+    "EmbedderUnavailable",
     "GrantOption",
+    "HashingEmbedder",
+    "MemoryHit",
+    "MemoryItem",
+    "MemoryView",
     "Projector",
     "RawTapeEntry",
     "ReplayReport",
     "RunFilter",
     "RunRecord",
+    "SearchWeights",
     "SessionRecord",
     "TapeEntry",
     "ToolUsageRecord",
     "Views",
     "all_projections",
+    "available_embedders",
     "compare",
+    "make_embedder",
     "rebuild",
     "replay",
 ]
