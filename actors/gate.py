@@ -10,7 +10,7 @@ into ``allow`` when Cedar also permits the call as approved.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 
@@ -32,9 +32,16 @@ class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
 class ToolGate:
     """Posture configuration, the policy engine and the ``always`` grants of this node."""
 
-    def __init__(self, engine: PolicyEngine, postures: Mapping[str, Posture] | None = None) -> None:
+    def __init__(
+        self,
+        engine: PolicyEngine,
+        postures: Mapping[str, Posture] | None = None,
+        roles_of: Callable[[str], tuple[str, ...]] | None = None,
+    ) -> None:
         self.engine = engine
         self._postures = dict(postures or {})
+        self.roles_of = roles_of or (lambda _principal: ())
+        """The roles a principal holds now (set by the node's composition from its tokens)."""
         self._always: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -87,6 +94,7 @@ class ToolGate:
             channel=channel,
             session_id=session_id,
             run_id=run_id,
+            roles=self.roles_of(principal),
         )
         decision = self.engine.decide(request)
         grant: str | None = None

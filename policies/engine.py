@@ -27,7 +27,7 @@ from typing import Any, Final
 import cedarpy
 import msgspec
 
-from policies.access import AccessControl, AccessRequest
+from policies.access import ROLES, AccessControl, AccessRequest
 from policies.decision import Decision, allow_or_deny, allowed, denied, errors_of, ids_of
 from policies.errors import PolicyRequestError
 from policies.loader import LoadedPolicies, PolicySource, load_policies
@@ -101,6 +101,9 @@ class PolicyEngine:
         self._by_id = {source.policy_id: source for source in loaded.sources}
         self._base_entities = cedarpy.Entities.from_json_str("[]", loaded.schema)
         self._tools: dict[tuple[str, tuple[str, ...], str, str], _ToolFacts] = {}
+        self._with_roles: dict[tuple[Any, ...], cedarpy.Entities] = {}
+        """A tool's entities plus a principal with its roles as parents, by (the tool's
+        declaration, principal, roles)."""
         self._access = AccessControl(loaded.policy_set, loaded.schema)
 
     @classmethod
@@ -134,6 +137,7 @@ class PolicyEngine:
         request is malformed (empty principal, unknown risk, posture or capability).
         """
         facts = self._facts(request)
+        entities = self._entities_for(facts, request)
         fields = _encode(_call_fields(request)).decode()
         principal = {"type": "Principal", "id": request.principal}
         context = facts.context_approved if request.approved else facts.context_unapproved
@@ -145,12 +149,12 @@ class PolicyEngine:
         }
         if request.approved:
             return allow_or_deny(
-                cedarpy.is_authorized(first, self._policy_set, facts.entities, self._schema),
+                cedarpy.is_authorized(first, self._policy_set, entities, self._schema),
                 TOOL_EXECUTE,
             )
         if not facts.likely_refused:
             unapproved_result = cedarpy.is_authorized(
-                first, self._policy_set, facts.entities, self._schema
+                first, self._policy_set, entities, self._schema
             )
             if unapproved_result.allowed:
                 return allowed(unapproved_result)
@@ -162,11 +166,11 @@ class PolicyEngine:
         }
         if facts.likely_refused:
             unapproved_result, approved_result = cedarpy.is_authorized_batch(
-                [first, approved], self._policy_set, facts.entities, self._schema
+                [first, approved], self._policy_set, entities, self._schema
             )
         else:
             approved_result = cedarpy.is_authorized(
-                approved, self._policy_set, facts.entities, self._schema
+                approved, self._policy_set, entities, self._schema
             )
         if unapproved_result.allowed:
             return allowed(unapproved_result)
@@ -204,6 +208,32 @@ class PolicyEngine:
                 self._tools.clear()
             self._tools[key] = facts
         return facts
+
+    def _entities_for(self, facts: _ToolFacts, request: ToolRequest) -> cedarpy.Entities:
+        """The tool's entities, with the principal and its roles when it has any."""
+        roles = request.roles
+        if not roles:
+            return facts.entities
+        if type(roles) is not tuple or any(type(r) is not str or r not in ROLES for r in roles):
+            raise PolicyRequestError("roles", f"must be a tuple of roles: {list(ROLES)}")
+        key: tuple[Any, ...] = (request.tool, request.capabilities, request.risk)
+        key += (request.posture, request.principal, roles)
+        entities = self._with_roles.get(key)
+        if entities is None:
+            refs = [{"type": "Role", "id": r} for r in roles]
+            doc = [
+                {
+                    "uid": {"type": "Principal", "id": request.principal},
+                    "attrs": {},
+                    "parents": refs,
+                }
+            ]
+            doc += [{"uid": r, "attrs": {}, "parents": []} for r in refs]
+            entities = facts.entities.with_added_json_str(_encode(doc).decode(), self._schema)
+            if len(self._with_roles) >= _TOOL_CACHE_LIMIT:
+                self._with_roles.clear()
+            self._with_roles[key] = entities
+        return entities
 
     def _build_facts(self, request: ToolRequest) -> _ToolFacts:
         _require_text("tool", request.tool)

@@ -61,3 +61,6 @@ class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
     """The run the call belongs to ("" when there is none)."""
     approved: bool = False
     """Whether this call is already approved."""
+    roles: tuple[str, ...] = ()
+    """The principal's roles (Cedar entity parents: ``principal in Role::"operator"``), from
+    the tokens it holds; members of :data:`policies.access.ROLES`."""

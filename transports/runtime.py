@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,7 @@ def open_runtime(
     projector: Projector | None = None
     try:
         tokens = load_tokens(journal, admin_token)
+        gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db")
         node = Node(
             journal=journal,

@@ -185,6 +185,17 @@ class TokenBook:
         with self._lock:
             return self._tokens.get(token_id)
 
+    def roles_of(self, principal: str, now_ms: int) -> tuple[str, ...]:
+        """The roles ``principal`` holds now: those of its active tokens (``admin`` for the
+        admin token's principal). Tool calls a run makes are decided with them, so a tool
+        policy can say ``principal in Role::"operator"``."""
+        roles: set[str] = {"admin"} if principal == ADMIN_PRINCIPAL and self._admin else set()
+        with self._lock:
+            for record in self._tokens.values():
+                if record.principal == principal and record.active(now_ms):
+                    roles.update(record.roles)
+        return tuple(sorted(roles))
+
     def authenticate(self, token: str, now_ms: int) -> Credentials | None:
         """Who ``token`` speaks for, or None (unknown, malformed, expired or revoked alike)."""
         if self._admin and hmac.compare_digest(token.encode(), self._admin.encode()):
