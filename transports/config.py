@@ -129,6 +129,38 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
 
 SECTIONS = tuple(NodeConfig.__struct_fields__)
 NOT_CONFIG = ("REEL_DATA", "REEL_CONFIG")
+"""``REEL_*`` variables that are not config keys: the data dir and the config file's path."""
+
+
+def env_names() -> dict[str, tuple[str, ...]]:
+    """Every override ``load_config`` honours, by table: ``{"http": ("REEL_HTTP_HOST", ...)}``
+    (what ``reel node --help`` lists)."""
+    defaults = NodeConfig()
+    return {
+        section: tuple(
+            f"REEL_{section.upper()}_{key.upper()}"
+            for key in getattr(defaults, section).__struct_fields__
+        )
+        for section in SECTIONS
+    }
+
+
+def env_overrides(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The ``REEL_*`` config variables set in ``environ`` (default ``os.environ``), sorted: the
+    names ``load_config`` reads (the ready line lists them; their values are never logged)."""
+    return [name for name, _, _ in _overrides(environ)]
+
+
+def _overrides(environ: Mapping[str, str] | None) -> list[tuple[str, str, str]]:
+    """``(name, section, key)`` of each ``REEL_<SECTION>_<KEY>`` in ``environ``, sorted."""
+    found: list[tuple[str, str, str]] = []
+    for name in sorted(environ if environ is not None else os.environ):
+        if not name.startswith("REEL_") or name in NOT_CONFIG:
+            continue
+        section, _, key = name[5:].lower().partition("_")
+        if section in SECTIONS:
+            found.append((name, section, key))
+    return found
 
 
 def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> NodeConfig:
@@ -142,15 +174,11 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    for name, raw in sorted((environ if environ is not None else os.environ).items()):
-        if not name.startswith("REEL_") or name in NOT_CONFIG:
-            continue
-        section, _, key = name[5:].lower().partition("_")
-        if section not in SECTIONS:
-            continue
+    values = environ if environ is not None else os.environ
+    for name, section, key in _overrides(values):
         if not key:
             raise ConfigError(f"{name}: names no key of [{section}]")
-        table.setdefault(section, {})[key] = _env_value(raw)
+        table.setdefault(section, {})[key] = _env_value(values[name])
         origins[f"{section}.{key}"] = name
     try:
         return msgspec.convert(table, NodeConfig)

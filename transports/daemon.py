@@ -1,13 +1,25 @@
 """``reel node``: the daemon in the foreground.
 
-Starts the node over a data dir (recovering whatever a crash left in flight), logs one JSON line
-per run state change on stderr, and on SIGTERM or SIGINT drains: stops accepting runs, lets live
-runs finish for a grace period, cancels the rest, signs a final checkpoint and exits 0.
+Starts the node over a data dir (recovering whatever a crash left in flight) and logs JSON lines
+on stderr (transports.logs): the ready line, one per run state change, the drain. On SIGTERM or
+SIGINT it drains:
+
+1. both listeners stay up; HTTP ``/healthz`` answers 503 ``{"status": "draining"}`` and gRPC
+   health NOT_SERVING; new sessions and runs are refused (``NodeDraining``: HTTP 503
+   ``unavailable``, gRPC UNAVAILABLE); streams of live runs go on;
+2. live runs get the grace period to finish (a ``drain progress`` line each second says how many
+   are still in flight), then the rest are cancelled; runs waiting for a human stay as they are
+   and resume on the next start;
+3. the listeners close, the final checkpoint is signed, exit 0.
+
+A second SIGTERM or SIGINT stops the process at once (exit 128 + the signal's number): no final
+checkpoint, and the journal still verifies (every append is one SQLite transaction); the next
+start resolves what was in flight, as after a crash.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import signal
 import sys
@@ -19,17 +31,50 @@ import msgspec
 
 from events import JournalTampered
 from transports.auth import token_path
-from transports.config import NodeConfig, load_config
-from transports.grpc import start_grpc
+from transports.config import NodeConfig, env_overrides, load_config
+from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
+from transports.logs import fields
 from transports.runlog import RunStateLogger
-from transports.runtime import open_runtime
+from transports.runtime import Runtime, open_runtime
+from transports.terminal import take_terminal
+
+log = logging.getLogger("reel.node")
+
+DRAIN_GRACE_S = 10.0
+"""How long live runs may take to finish once the node drains, before they are cancelled."""
+
+DRAIN_PROGRESS_S = 1.0
+"""How often a drain logs how many runs are still in flight."""
 
 
-def log_line(message: str, **fields: object) -> None:
-    """A structured line on stderr."""
-    sys.stderr.write(json.dumps({"msg": message, **fields}) + "\n")
-    sys.stderr.flush()
+class Stopper:
+    """SIGTERM and SIGINT: the first asks for a drain (``requested``), the second ends the
+    process at once. Installed before anything opens, so a signal during start-up drains as soon
+    as the node is up."""
+
+    def __init__(self, give_back_terminal: Callable[[], None]) -> None:
+        self.requested = threading.Event()
+        """Set by the first signal, or by whoever else stops the node (a tampered journal)."""
+        self.signal_name: str | None = None
+        """The first signal's name (``SIGINT``), once one arrived."""
+        self._give_back_terminal = give_back_terminal
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is None:
+            self.signal_name = name
+            self.requested.set()
+            return
+        log.warning("stopping at once", extra=fields(signal=name, exit_code=128 + signum))
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self._give_back_terminal()
+        os._exit(128 + signum)
 
 
 def serve(
@@ -38,18 +83,43 @@ def serve(
     config: NodeConfig | None = None,
     config_path: Path | None = None,
     ready: Callable[[], None] | None = None,
-    drain_grace_s: float = 10.0,
+    drain_grace_s: float = DRAIN_GRACE_S,
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain, 2 when the full
     verification of the journal, run while serving, found it tampered: the node stops serving
-    at once and signs nothing)."""
-    cfg = config or load_config(config_path or data_dir / "config.toml")
-    stop = threading.Event()
+    at once and signs nothing).
+
+    ``config_path`` is the file the config comes from (default ``<data>/config.toml``); with
+    ``config`` it is only named on the ready line ("embedded defaults" when it does not exist).
+    Raises ConfigError, HttpStartError, GrpcStartError, JournalError, ... when it cannot start.
+    """
+    config_file = config_path or data_dir / "config.toml"
+    give_back_terminal = take_terminal()
+    stopper = Stopper(give_back_terminal)
+    stopper.install()
+    try:
+        cfg = config or load_config(config_file)
+        return _serve(
+            data_dir, cfg, config_file if config_file.is_file() else None, stopper, ready,
+            drain_grace_s,
+        )
+    finally:
+        give_back_terminal()
+
+
+def _serve(
+    data_dir: Path,
+    cfg: NodeConfig,
+    config_file: Path | None,
+    stopper: Stopper,
+    ready: Callable[[], None] | None,
+    drain_grace_s: float,
+) -> int:
     tampered: list[JournalTampered] = []
 
     def on_tampered(error: JournalTampered) -> None:
         tampered.append(error)
-        stop.set()
+        stopper.requested.set()
 
     runtime = open_runtime(data_dir, config=cfg, on_tampered=on_tampered)
     try:
@@ -65,75 +135,107 @@ def serve(
         raise
     recovery = runtime.node.recovery
     if recovery.interrupted_runs or recovery.closed_approvals or recovery.resumed:
-        log_line(
+        log.warning(
             "recovered after an unclean stop",
-            interrupted_runs=list(recovery.interrupted_runs),
-            closed_approvals=list(recovery.closed_approvals),
-            resumed_runs=[run.state.run_id for run in recovery.resumed],
+            extra=fields(
+                interrupted_runs=list(recovery.interrupted_runs),
+                closed_approvals=list(recovery.closed_approvals),
+                resumed_runs=[run.state.run_id for run in recovery.resumed],
+            ),
         )
     witness = runtime.journal.witness
     if witness is None:
-        log_line(
+        log.warning(
             "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
             "the data dir, or whoever holds the data dir can rewrite the journal and sign it again"
         )
     elif witness.same_volume_as(data_dir):
-        log_line(
+        log.warning(
             "journal witness is on the data dir's filesystem: put it on another volume",
-            witness=str(witness.path),
+            extra=fields(witness=str(witness.path)),
         )
-    logger = RunStateLogger(runtime.journal, lambda line: log_line_raw(line))
-    logger.start()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log_line("draining", signal=signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    run_states = RunStateLogger(runtime.journal)
+    run_states.start()
     # A tool that cannot run here (shell.run without a working sandbox) says so at start.
     unavailable = runtime.node.services.catalog.unavailable()
-    log_line(
+    provider = cfg.provider.kind + (f" (model {cfg.provider.model})" if cfg.provider.model else "")
+    log.info(
         "reel node ready",
-        pid=os.getpid(),
-        data_dir=str(data_dir),
-        console=http.url + "/",
-        grpc=grpc.address,
-        token_file=str(token_path(data_dir)),
-        provider=cfg.provider.kind,
-        unavailable_tools=unavailable,
-        config=msgspec.to_builtins(cfg.runs),
-        journal_head=runtime.journal.committed_position,
-        public_key=runtime.journal.node_key.origin if runtime.journal.node_key else None,
-        witness=str(witness.path) if witness is not None else None,
+        extra=fields(
+            pid=os.getpid(),
+            data_dir=str(data_dir),
+            console=http.url + "/",
+            grpc=grpc.address,
+            token_file=str(token_path(data_dir)),
+            config_file=str(config_file) if config_file is not None else None,
+            env_overrides=env_overrides(),
+            provider=cfg.provider.kind,
+            model=cfg.provider.model or None,
+            unavailable_tools=unavailable,
+            config=msgspec.to_builtins(cfg.runs),
+            journal_head=runtime.journal.committed_position,
+            public_key=runtime.journal.node_key.origin if runtime.journal.node_key else None,
+            witness=str(witness.path) if witness is not None else None,
+        ),
     )
     print(
         f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
-        f"gRPC {grpc.address}"
-        + "".join(f"  ({name} disabled: {why})" for name, why in unavailable.items()),
+        f"gRPC {grpc.address}  config {config_file or 'embedded defaults'}  provider {provider}"
+        + "".join(f"  ({name} disabled: {why})" for name, why in unavailable.items())
+        + "  (Ctrl-C drains and stops)",
         flush=True,
     )
     if ready is not None:
         ready()
     # A timed wait: Python runs a signal handler only when the main thread wakes, and a bare
     # ``wait()`` can sleep through a SIGTERM the kernel delivered to another thread.
-    while not stop.wait(0.5):
+    while not stopper.requested.wait(0.5):
         pass
     if tampered:
-        log_line("journal tampered: not serving it", error=str(tampered[0]))
+        log.error("journal tampered: not serving it", extra=fields(error=str(tampered[0])))
+    else:
+        drain(runtime, grpc, drain_grace_s, stopper.signal_name)
     try:
         grpc.close()  # before the node: the servers run on the node's I/O loop
         http.close()
-        runtime.close(0 if tampered else drain_grace_s)
+        runtime.close(0)  # drained already (or tampered: nothing more may be signed)
     finally:
-        logger.stop()
-    log_line("reel node stopped", head=runtime.journal.committed_position)
+        run_states.stop()
+    log.info("reel node stopped", extra=fields(head=runtime.journal.committed_position))
     if tampered:
-        sys.stderr.write(f"reel: error: {tampered[0]}\n")
+        print(f"reel: error: {tampered[0]}", file=sys.stderr)
         return 2
     return 0
 
 
-def log_line_raw(line: str) -> None:
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
+def drain(runtime: Runtime, grpc: GrpcServer, grace_s: float, signal_name: str | None) -> None:
+    """Refuse new work, let live runs finish for ``grace_s``, cancel the rest; the listeners stay
+    up throughout (health says draining). Logs ``draining``, a ``drain progress`` line every
+    ``DRAIN_PROGRESS_S`` while runs remain, and ``drained``."""
+    registry = runtime.node.services.registry
+
+    def counts() -> dict[str, int]:
+        waiting = registry.runs_awaiting_approval()
+        live = registry.live_runs()
+        return {
+            "runs_in_flight": sum(1 for run_id in live if run_id not in waiting),
+            "awaiting_approval": sum(1 for run_id in live if run_id in waiting),
+        }
+
+    log.info("draining", extra=fields(signal=signal_name, grace_s=grace_s, **counts()))
+    runtime.node.services.draining = True  # /healthz and new runs see it before the grace starts
+    grpc.mark_draining()
+    finished = threading.Event()
+
+    def report() -> None:
+        while not finished.wait(DRAIN_PROGRESS_S):
+            log.info("drain progress", extra=fields(**counts()))
+
+    reporter = threading.Thread(target=report, name="drain-progress", daemon=True)
+    reporter.start()
+    try:
+        runtime.node.drain(grace_s)
+    finally:
+        finished.set()
+        reporter.join()
+    log.info("drained", extra=fields(**counts()))

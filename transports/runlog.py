@@ -1,24 +1,38 @@
-"""One structured log line (JSON) per run state change, read from the journal after each commit."""
+"""One structured log line (JSON) per run state change, read from the journal after each commit.
+
+The line's ``ts`` is when the journal recorded the change, not when the line was written."""
 
 from __future__ import annotations
 
 import contextlib
-import json
+import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from events import Journal, JournalClosed
 from events.lifecycle import STATUS_OF_KIND, is_terminal
+from transports.logs import fields, timestamp
+
+log = logging.getLogger("reel.runs")
+
+
+def log_run_state(line: dict[str, Any]) -> None:
+    """Write one run state line (``RunStateLogger``'s default) to the ``reel.runs`` logger."""
+    values = dict(line)
+    log.info(values.pop("msg"), extra=fields(**values))
 
 
 class RunStateLogger:
     """Follows the journal on its own thread and writes a line per run state change."""
 
-    def __init__(self, journal: Journal, write: Callable[[str], None]) -> None:
+    def __init__(
+        self, journal: Journal, emit: Callable[[dict[str, Any]], None] = log_run_state
+    ) -> None:
         self.journal = journal
-        self.write = write
+        self.emit = emit
+        """Takes each line as a dict: ``ts``, ``msg`` ("run state"), ``run_id``, ``state``, and
+        ``session_id`` (accepted) or ``reason`` (terminal)."""
         self.position = journal.committed_position
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="run-state-log", daemon=True)
@@ -46,19 +60,15 @@ class RunStateLogger:
                 for stored in batch:
                     state = STATUS_OF_KIND.get(stored.kind)
                     if state is not None:
-                        self.write(
-                            json.dumps(
-                                self._line(
-                                    stored.kind, state, stored.decode(), stored.recorded_at_ms
-                                )
-                            )
+                        self.emit(
+                            self._line(stored.kind, state, stored.decode(), stored.recorded_at_ms)
                         )
                 self.position = batch[-1].position
 
     @staticmethod
     def _line(kind: str, state: str, event: Any, at_ms: int) -> dict[str, Any]:
         line: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(at_ms / 1000, UTC).isoformat(timespec="milliseconds"),
+            "ts": timestamp(at_ms / 1000),
             "msg": "run state",
             "run_id": event.run_id,
             "state": state,

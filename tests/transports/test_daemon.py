@@ -189,7 +189,7 @@ def test_a_restart_after_a_crash_logs_the_interrupted_runs(
 def test_one_log_line_per_run_state_change(data_dir: Path) -> None:
     config = NodeConfig(tools=ToolsSection(shell_allowlist=("echo",)))
     runtime = open_runtime(data_dir, config=config)
-    lines: list[str] = []
+    lines: list[dict[str, Any]] = []
     logger = RunStateLogger(runtime.journal, lines.append)
     logger.start()
     try:
@@ -212,7 +212,7 @@ def test_one_log_line_per_run_state_change(data_dir: Path) -> None:
     finally:
         logger.stop()
         runtime.close(grace_s=0.5)
-    records = [json.loads(line) for line in lines]
+    records = lines
     assert all(r["msg"] == "run state" and r["ts"].endswith("+00:00") for r in records)
     first = [(r["state"], r.get("reason")) for r in records if r["run_id"] == ticket.run_id]
     assert first == [

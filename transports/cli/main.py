@@ -19,6 +19,7 @@ from transports.cli import (
     tools_cmd,
 )
 from transports.cli.errors import EXIT_UNUSABLE, CliError
+from transports.logs import configure as configure_logging
 
 EXPECTED_ERRORS = (
     ("events.errors", "JournalError"),
@@ -26,6 +27,7 @@ EXPECTED_ERRORS = (
     ("tools.errors", "ToolsError"),
     ("transports.config", "ConfigError"),
     ("transports.grpc.errors", "GrpcTransportError"),
+    ("transports.http.server", "HttpStartError"),
 )
 """Each package's error tree root: such an error is a one-line message, exit 2. Looked up in
 ``sys.modules`` so that a command does not import packages it does not use."""
@@ -49,7 +51,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(journal_cmd.app, name="journal")
-app.command("node")(node_cmd.node)
+app.command("node", epilog=node_cmd.environment_help())(node_cmd.node)
 app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(policy_cmd.app, name="policy")
@@ -59,7 +61,9 @@ app.command("replay")(replay_cmd.replay_cmd)
 
 
 def main() -> None:
-    """Run the CLI; expected failures become one line on stderr and exit code 2."""
+    """Run the CLI; expected failures become one line on stderr and exit code 2. Whatever
+    logs while a command runs (the node, libraries) writes JSON lines (transports.logs)."""
+    configure_logging()
     try:
         code = app(standalone_mode=False)
     except NoArgsIsHelpError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -10,15 +11,46 @@ import typer
 
 from transports.cli.data_dir import resolve
 from transports.cli.options import DataOption
+from transports.config import NodeConfig, env_names
 
 ConfigOption = Annotated[
     Path | None,
-    typer.Option("--config", help="config.toml to read (default: <data>/config.toml)."),
+    typer.Option(
+        "--config",
+        envvar="REEL_CONFIG",
+        show_envvar=False,
+        help="config.toml to read (default: $REEL_CONFIG, else <data>/config.toml; "
+        "without one the node runs on embedded defaults).",
+    ),
 ]
 ProviderOption = Annotated[
     str | None,
     typer.Option("--provider", help="Model provider: deterministic or openai (overrides config)."),
 ]
+
+
+def environment_help() -> str:
+    """The epilog of ``reel node --help``: every ``REEL_*`` variable the node reads. ``\\b``
+    keeps click from re-flowing the lists."""
+    api_key = NodeConfig().provider.api_key_env
+    lines = [
+        "Environment: each key of config.toml can be set as REEL_<TABLE>_<KEY> (a TOML value, "
+        "else a string), which wins over the file: REEL_HTTP_PORT=0 REEL_RUNS_MAX_TURNS=4.",
+        "",
+        "\b",
+    ]
+    for section, names in env_names().items():
+        lines += textwrap.wrap(
+            " ".join(names), width=78, initial_indent=f"{section}: ", subsequent_indent="  "
+        )
+    lines += [
+        "",
+        f"Also: REEL_DATA (--data), REEL_CONFIG (--config), the provider's API key from the "
+        f"variable provider.api_key_env names (default {api_key}), REEL_DEBUG=1 (tracebacks of "
+        "internal errors). Logs are JSON lines on stderr; the first Ctrl-C or SIGTERM drains, "
+        "a second stops at once. See docs/operations.md.",
+    ]
+    return "\n".join(lines)
 
 
 def node(
@@ -31,11 +63,12 @@ def node(
     data_dir = resolve(data)
     if config is not None and not config.is_file():
         raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
-    cfg = load_config(config or data_dir / "config.toml")
+    config_file = config or data_dir / "config.toml"
+    cfg = load_config(config_file)
     if provider is not None:
         if provider not in ("deterministic", "openai"):
             raise typer.BadParameter("must be deterministic or openai", param_hint="--provider")
         cfg = msgspec.structs.replace(
             cfg, provider=msgspec.structs.replace(cfg.provider, kind=provider)
         )
-    raise typer.Exit(serve(data_dir, config=cfg))
+    raise typer.Exit(serve(data_dir, config=cfg, config_path=config_file))

@@ -2,9 +2,10 @@
 
 ``start_grpc(runtime)`` binds ``grpc.host:grpc.port`` (default 127.0.0.1:8471) and serves
 reel.v1.Gateway, reel.v1.Approvals, reel.v1.Journal, grpc.health.v1.Health and server reflection
-(v1 and v1alpha). ``GrpcServer.close()`` must run *before* ``runtime.close()`` (the node's loop
-stops with the node): it marks health NOT_SERVING, ends open streams with UNAVAILABLE (they
-resume after a restart), then stops the listener.
+(v1 and v1alpha). While the node drains, ``GrpcServer.mark_draining()`` turns health to
+NOT_SERVING and the listener stays up. ``GrpcServer.close()`` must run *before*
+``runtime.close()`` (the node's loop stops with the node): it marks health NOT_SERVING, ends open
+streams with UNAVAILABLE (they resume after a restart), then stops the listener.
 """
 
 from __future__ import annotations
@@ -32,28 +33,10 @@ from transports.grpc.gateway import GatewayService
 from transports.grpc.guard import guard_calls
 from transports.grpc.journal import JournalService
 from transports.grpc.reflection import reflection_pool
+from transports.listen import listening_socket
 from transports.runtime import Runtime
 
 START_TIMEOUT_S = 10.0
-
-
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """A bound, listening TCP socket. Created with ``IPPROTO_TCP`` explicitly: asyncio sets
-    TCP_NODELAY on accepted connections only then (without it, Nagle's algorithm and delayed
-    ACKs hold small frames back by ~40 ms)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise GrpcStartError(
-            f"cannot listen on {host}:{port} (config keys grpc.host, grpc.port): "
-            f"{exc.strerror or exc}"
-        ) from None
-    return sock
 
 
 class GrpcServer:
@@ -95,7 +78,7 @@ class GrpcServer:
 
     def start(self) -> GrpcServer:
         """Bind and start serving; raises GrpcStartError with one clear line."""
-        sock = _listening_socket(self.host, self.port)
+        sock = listening_socket(self.host, self.port, section="grpc", error=GrpcStartError)
         self.port = int(sock.getsockname()[1])
         try:
             self.runtime.node.io.submit(self._start(sock)).result(START_TIMEOUT_S)
@@ -135,6 +118,19 @@ class GrpcServer:
         await server.start(sock=sock)
         self._health.set(True)
         self._server, self._ctx = server, ctx
+
+    def mark_draining(self) -> None:
+        """Health answers NOT_SERVING from now on while the listener stays up: the node is
+        draining (it refuses new runs, streams of live runs go on). Any thread but the loop's."""
+        io = self.runtime.node.io
+        if self._server is None or io.loop.is_closed() or not io.loop.is_running():
+            return
+
+        async def not_serving() -> None:
+            self._health.set(False)
+
+        with contextlib.suppress(FutureTimeout, RuntimeError):
+            io.submit(not_serving()).result(5.0)
 
     def close(self, grace_s: float = 2.0) -> None:
         """Stop serving: open streams end with UNAVAILABLE, then the listener closes.

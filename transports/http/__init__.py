@@ -25,12 +25,23 @@ journal's errors into HTTP statuses::
         unavailable         503   actors.NodeDraining, journal unavailable, node too slow
         internal            500   anything unexpected (logged without headers)
 
+Starting: ``HttpStartError`` when the API cannot listen (port taken, a host not this machine's),
+one line naming ``http.host`` and ``http.port``.
+
 A request aiohttp cannot parse never reaches a handler: :mod:`transports.http.protocol` answers
 it with the same JSON error (``invalid_argument``), never echoing the request's bytes.
 """
 
 from transports.http.app import build_app
 from transports.http.failures import ApiError, to_api_error
-from transports.http.server import HttpServer, serve_http, start_http
+from transports.http.server import HttpServer, HttpStartError, serve_http, start_http
 
-__all__ = ["ApiError", "HttpServer", "build_app", "serve_http", "start_http", "to_api_error"]
+__all__ = [
+    "ApiError",
+    "HttpServer",
+    "HttpStartError",
+    "build_app",
+    "serve_http",
+    "start_http",
+    "to_api_error",
+]

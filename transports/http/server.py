@@ -15,10 +15,16 @@ from aiohttp import web
 from transports.http.app import build_app
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.protocol import Runner
+from transports.listen import listening_socket
 from transports.runtime import Runtime
 
 SHUTDOWN_GRACE_S = 5.0
 """How long ``stop()`` lets in-flight requests finish before cancelling them."""
+
+
+class HttpStartError(Exception):
+    """The API cannot listen (address in use, a host that is not this machine's); the message
+    names the config keys ``http.host`` and ``http.port``."""
 
 
 class HttpServer:
@@ -72,19 +78,25 @@ async def serve_http(
     config = runtime.config.http
     bind_host = config.host if host is None else host
     bind_port = config.port if port is None else port
-    app = build_app(runtime, token, keepalive_s=keepalive_s)
-    runner = Runner(
-        app,
-        handler_cancellation=True,
-        access_log=None,
-        shutdown_timeout=SHUTDOWN_GRACE_S,
-    )
-    await runner.setup()
+    sock = listening_socket(bind_host, bind_port, section="http", error=HttpStartError)
     try:
-        site = web.TCPSite(runner, bind_host, bind_port)
+        app = build_app(runtime, token, keepalive_s=keepalive_s)
+        runner = Runner(
+            app,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=SHUTDOWN_GRACE_S,
+        )
+        await runner.setup()
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        site = web.SockSite(runner, sock)
         await site.start()
         bound = runner.addresses[0]
     except BaseException:
+        sock.close()
         await runner.cleanup()
         raise
     return HttpServer(runner, str(bound[0]), int(bound[1]))
@@ -101,7 +113,8 @@ def start_http(
 ) -> HttpServer:
     """Start the API on the node's I/O loop from any other thread; returns once it listens.
 
-    Raises OSError (address in use, permission) when it cannot bind."""
+    Raises HttpStartError (address in use, a host that is not this machine's) when it cannot
+    bind."""
     return runtime.node.io.submit(
         serve_http(runtime, host=host, port=port, token=token, keepalive_s=keepalive_s)
     ).result(timeout)

@@ -38,6 +38,7 @@ import aiohttp
 import msgspec
 
 from actors.provider import ProviderError, ProviderEvent, ProviderRequest, ProviderTimeout
+from transports.logs import fields
 from transports.models.openai_wire import (
     StreamAssembler,
     decode_completion,
@@ -49,7 +50,7 @@ from transports.models.tool_names import ToolNameMap
 
 __all__ = ["OpenAIConfig", "OpenAIProvider"]
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("reel.provider")
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_*.-]{4,}")
@@ -262,6 +263,7 @@ class OpenAIProvider:
                 if wait_s > self._config.backoff_max_s:
                     raise error
                 delay = max(delay, wait_s)
+            # The error text was scrubbed of the key; the request (and its headers) is not logged.
             _log.warning(
                 "provider %s: %s; retry %d of %d in %.2f s",
                 self.name,
@@ -269,6 +271,13 @@ class OpenAIProvider:
                 attempt + 1,
                 self._config.max_retries,
                 delay,
+                extra=fields(
+                    provider=self.name,
+                    status=error.status,
+                    retry=attempt + 1,
+                    max_retries=self._config.max_retries,
+                    delay_s=round(delay, 3),
+                ),
             )
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")

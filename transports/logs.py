@@ -1,0 +1,104 @@
+"""Logging for the ``reel`` process: one JSON object per line on stderr, whoever logs.
+
+``configure()`` is called once, by the CLI entry point, before any command runs. After it, every
+record (reel's own loggers, aiohttp, grpclib, asyncio, pykka, ``warnings``, an exception that
+escapes a thread) becomes one line::
+
+    {"ts": "2026-11-22T18:14:04.041+00:00", "level": "warning", "logger": "reel.http",
+     "msg": "refused a malformed HTTP request (BadHttpMessage)", ...fields}
+
+``ts`` is UTC with milliseconds; a record's structured values (``extra=fields(...)``) are keys of
+the same object; a traceback is one string under ``exc``, never raw lines. A log line parser
+(or ``jq``) never meets anything else on stderr, apart from the CLI's own ``reel: error: ...``.
+
+Secrets: the ``hpack`` header codec (used by grpclib through h2) logs every header, the
+``authorization`` metadata included, at DEBUG. Its loggers are pinned at WARNING whatever the
+root level, so a bearer token cannot reach the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+FIELDS = "reel_fields"
+"""The ``LogRecord`` attribute ``fields()`` stores a line's structured values under."""
+
+CORE = ("ts", "level", "logger", "msg")
+"""Keys every line has, in this order."""
+
+QUIET_LOGGERS = ("hpack", "h2")
+"""Loggers that write request headers (tokens) at DEBUG: never below WARNING."""
+
+_HANDLER_NAME = "reel.json"
+
+
+def fields(**values: object) -> dict[str, object]:
+    """``extra=`` for a log call: each value becomes a top-level key of the JSON line.
+
+    ``log.info("drain progress", extra=fields(runs_in_flight=2))``. A ``ts`` value (an ISO 8601
+    string) replaces the record's time: a line about a journaled fact carries when it was
+    recorded. The other core keys (level, logger, msg) cannot be replaced."""
+    return {FIELDS: values}
+
+
+def timestamp(seconds: float) -> str:
+    """``2026-11-22T18:14:04.041+00:00``: the ``ts`` of every line."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+
+
+class JsonFormatter(logging.Formatter):
+    """A record as one JSON object on one line (newlines inside values are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, Any] = {
+            "ts": timestamp(record.created),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        values: dict[str, Any] = getattr(record, FIELDS, None) or {}
+        for key, value in values.items():
+            if key not in CORE[1:]:
+                line[key] = value
+        if record.exc_info:
+            line["exc"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            line["exc"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, default=str)
+
+
+def configure(level: int = logging.INFO, stream: TextIO | None = None) -> None:
+    """Send every log record to ``stream`` (default stderr) as JSON lines; idempotent.
+
+    Also routes ``warnings`` and exceptions that end a thread (``threading.excepthook``)
+    through logging, so that neither prints a raw traceback."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if handler.get_name() == _HANDLER_NAME:
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(JsonFormatter())
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.WARNING, level))
+    logging.captureWarnings(True)
+    threading.excepthook = _thread_died
+
+
+def _thread_died(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    exc_info = (args.exc_type, args.exc_value, args.exc_traceback)
+    logging.getLogger("reel").error(
+        "uncaught exception in thread %s", name, exc_info=exc_info  # type: ignore[arg-type]
+    )
