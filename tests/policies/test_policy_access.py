@@ -60,6 +60,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "risk": "high",
         "decision": "allow",
         "scope": "once",
+        "match": "any",
         "posture": "always_allow",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}

@@ -21,6 +21,7 @@ APPROVAL_CONTEXT = [
     "run_principal=user:alice",
     "decision=allow",
     "scope=once",
+    "match=any",
 ]
 
 
