@@ -10,7 +10,7 @@ memory view, vectors included, from the journal.
 Choices, by the name a config gives (``[memory] embedder``; :func:`make_embedder`):
 
 ``hashing`` (the default)
-    Signed feature hashing of word unigrams, word bigrams and character 3- and 4-grams, with
+    Signed feature hashing of word unigrams, word bigrams and character trigrams, with
     sublinear term frequency, into 256 dimensions. No dependency, deterministic across machines
     and Python versions (CRC-32, never Python's salted ``hash``), about 0.1 ms per short text. It
     matches spelling, not meaning: "car" and "automobile" share nothing.
@@ -112,15 +112,19 @@ class HashingEmbedder:
     """Signed feature hashing (the "hashing trick") into ``dim`` dimensions.
 
     Features of a text, each counted then weighted ``1 + log(count)``: its content words
-    (stemmed; weight 1), consecutive content-word pairs (0.5), and the character 3- and 4-grams
-    of each content word padded with ``<``/``>`` (sharing 0.6 per word). Each feature adds its
-    weight, with a sign from a second hash, to one dimension chosen by CRC-32; the sum is
-    L2-normalised. Collisions cost a little precision and the signs make them cancel on average.
+    (stemmed; weight 1), consecutive content-word pairs (0.5), and the character trigrams of
+    each content word padded with ``<``/``>`` (4 per word, shared by its trigrams). Each feature
+    adds its weight, with a sign from a second hash, to one dimension chosen by CRC-32; the sum
+    is L2-normalised. Collisions cost a little precision and the signs make them cancel on average.
     """
 
     name = "hashing"
     similarity_floor = 0.1
     VERSION = 1
+    GRAMS_WEIGHT = 4.0
+    """What a word's character trigrams weigh together, against 1 for its stem: enough that a
+    typo ("pasword") still lands near the word (cosine ~0.35 for two typos in four words)."""
+    PAIR_WEIGHT = 0.5
 
     def __init__(self, dim: int = 256) -> None:
         if dim < 8:
@@ -141,14 +145,14 @@ class HashingEmbedder:
             key = "w:" + _stem(word)
             counts[key] = counts.get(key, 0.0) + 1.0
             padded = f"<{word}>"
-            grams = [padded[i : i + n] for n in (3, 4) for i in range(len(padded) - n + 1)]
-            share = 0.6 / len(grams)
+            grams = [padded[i : i + 3] for i in range(len(padded) - 2)]
+            share = self.GRAMS_WEIGHT / len(grams)
             for gram in grams:
                 key = "c:" + gram
                 counts[key] = counts.get(key, 0.0) + share
         for left, right in itertools.pairwise(content):
             key = f"b:{_stem(left)} {_stem(right)}"
-            counts[key] = counts.get(key, 0.0) + 0.5
+            counts[key] = counts.get(key, 0.0) + self.PAIR_WEIGHT
         return counts
 
     def _embed(self, text: str) -> Vector:

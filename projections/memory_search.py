@@ -43,10 +43,13 @@ from projections.embedders import Embedder, HashingEmbedder, content_words
 from projections.memory import NO_EXPIRY, audience_of, load_vec, pack_vector
 
 ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
-MAX_QUERY_TERMS = 32
+MAX_QUERY_TERMS = 16
 """At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
 BM25_WEIGHTS = (1.0, 0.5)
 """bm25 column weights: ``text``, ``tags``."""
+K1 = 1.2
+B = 0.75
+"""BM25's term-frequency saturation and length normalisation (FTS5's values)."""
 _DAY_MS = 86_400_000
 
 
@@ -58,8 +61,6 @@ class SearchWeights(msgspec.Struct, frozen=True, kw_only=True):
     recency: float = 0.1
     half_life_ms: int = 30 * _DAY_MS
     """After this long an item's recency score has halved."""
-    saturation: float = 6.0
-    """The ``-bm25`` at which ``lexical`` reaches 0.5 (``lexical = s / (s + saturation)``)."""
 
 
 WEIGHTS: dict[str, SearchWeights] = {
@@ -121,14 +122,19 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     final: float
 
 
-def fts_query(query: str) -> str | None:
-    """``query``'s words as an FTS5 expression that cannot be a syntax error: each word quoted
-    (``"like"``), joined with ``OR``; stop words dropped unless nothing else is left. ``None``
-    when the query has no word at all."""
+def fts_phrases(query: str) -> list[str]:
+    """``query``'s distinct words as FTS5 phrases that cannot be a syntax error: each word
+    quoted (``"like"``); stop words dropped unless nothing else is left; at most
+    :data:`MAX_QUERY_TERMS`. Empty when the query has no word at all."""
     terms = list(dict.fromkeys(content_words(query)))[:MAX_QUERY_TERMS]
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return ['"' + term.replace('"', '""') + '"' for term in terms]
+
+
+def fts_query(query: str) -> str | None:
+    """``query`` as one FTS5 expression: its :func:`fts_phrases` joined with ``OR`` (``None``
+    when it has no word)."""
+    phrases = fts_phrases(query)
+    return " OR ".join(phrases) if phrases else None
 
 
 def audiences(
@@ -144,6 +150,25 @@ def audiences(
     if "session" in scopes and session_id:
         out.append(audience_of("session", None, session_id))
     return out
+
+
+def bm25(api: apsw.FTS5ExtensionApi, *idfs: Any) -> float:
+    """Okapi BM25 of FTS5's current row (an FTS5 auxiliary function, ``reel_bm25``): for each
+    query phrase ``i`` with ``idfs[i]``, ``idf * f * (K1 + 1) / (f + K1 * (1 - B + B * D / avgD))``
+    where ``f`` is the phrase's frequency in the row weighted by column (:data:`BM25_WEIGHTS`),
+    ``D`` the row's length in tokens and ``avgD`` the index's mean. It is FTS5's ``bm25`` but
+    for the IDFs, which the caller computes (:meth:`MemoryView._idfs`)."""
+    rows = api.row_count
+    mean = api.column_total_size(-1) / rows if rows else 0.0
+    length = api.column_size(-1)
+    norm = K1 * (1.0 - B + B * length / mean) if mean > 0 else K1
+    score = 0.0
+    for phrase, idf in enumerate(idfs):
+        columns = api.phrase_locations(phrase)
+        f = sum(w * len(offsets) for w, offsets in zip(BM25_WEIGHTS, columns, strict=False))
+        if f > 0:
+            score += float(idf) * f * (K1 + 1.0) / (f + norm)
+    return score
 
 
 def _now_ms() -> int:
@@ -203,6 +228,7 @@ class MemoryView:
             conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             conn.set_busy_timeout(5000)
             load_vec(conn)
+            conn.register_fts5_function("reel_bm25", bm25)
             with self._guard:
                 self._all.append(conn)
         try:
@@ -294,9 +320,10 @@ class MemoryView:
         ``session_id`` may see, best first. Never raises on what the query holds; an empty
         query, an empty index or nothing visible gives ``[]``."""
         seen = audiences(principal, session_id, scopes)
-        match = fts_query(query)
-        if k <= 0 or not seen or match is None:
+        phrases = fts_phrases(query)
+        if k <= 0 or not seen or not phrases:
             return []
+        match = " OR ".join(phrases)
         now = self.clock() if now_ms is None else now_ms
         pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
         qvec = self.embedder.embed_query(query)
@@ -305,11 +332,16 @@ class MemoryView:
             use_vectors = (
                 indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)
             )
-            lexical = self._lexical_top(conn, match, seen, now, pool)
-            cosine: dict[int, float] = {}
+            rows = set(self._lexical_top(conn, match, seen, now, pool))
+            cosine = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else {}
+            lexical: dict[int, float] = {}
+            ideal = 0.0
+            if rows:  # some visible item holds a query word: score every candidate by words
+                idfs = self._idfs(conn, phrases)
+                ideal = sum(idfs)
+                lexical = self._bm25_of(conn, match, idfs, sorted(rows | cosine.keys()))
             if use_vectors:
-                cosine = self._vector_top(conn, qvec, seen, now, pool)
-                for row in lexical.keys() - cosine.keys():
+                for row in rows - cosine.keys():
                     found = conn.execute(
                         "SELECT 1 - vec_distance_cosine(embedding, ?) FROM memory_vec"
                         " WHERE item_row = ?",
@@ -317,20 +349,17 @@ class MemoryView:
                     ).fetchone()
                     if found is not None:
                         cosine[row] = float(found[0])
-            missing = sorted(cosine.keys() - lexical.keys())
-            if missing and lexical:
-                lexical.update(self._lexical_of(conn, match, missing))
-            rows = sorted(lexical.keys() | cosine.keys())
+            candidates = sorted(rows | cosine.keys())
             items = {
                 int(row[0]): _item(row[1:])
                 for row in conn.execute(
                     f"SELECT row, {_ITEM_COLUMNS} FROM memory_items"
-                    f" WHERE row IN ({_marks(len(rows))}) AND deleted_at_ms IS NULL",
-                    rows,
+                    f" WHERE row IN ({_marks(len(candidates))}) AND deleted_at_ms IS NULL",
+                    candidates,
                 )
             }
         scored = [
-            self._score(item, lexical.get(row, 0.0), cosine.get(row), now)
+            self._score(item, lexical.get(row, 0.0), ideal, cosine.get(row), now)
             for row, item in items.items()
         ]
         # Recency alone is not relevance: an item that neither the words nor the vector match
@@ -339,9 +368,11 @@ class MemoryView:
         hits.sort(key=lambda h: (-h.final, -h.item.updated_at_ms, h.item.item_id))
         return hits[:k]
 
-    def _score(self, item: MemoryItem, s: float, cos: float | None, now: int) -> MemoryHit:
+    def _score(
+        self, item: MemoryItem, s: float, ideal: float, cos: float | None, now: int
+    ) -> MemoryHit:
         w = self.weights
-        lexical = s / (s + w.saturation) if s > 0 else 0.0
+        lexical = min(1.0, s / ideal) if s > 0 and ideal > 0 else 0.0
         floor = self.embedder.similarity_floor
         vector = 0.0 if cos is None or math.isnan(cos) else (cos - floor) / (1.0 - floor)
         vector = min(1.0, max(0.0, vector))
@@ -359,27 +390,42 @@ class MemoryView:
     @staticmethod
     def _lexical_top(
         conn: apsw.Connection, match: str, seen: list[str], now: int, pool: int
-    ) -> dict[int, float]:
-        """The ``pool`` best visible rows by bm25, as ``row -> -bm25``."""
+    ) -> list[int]:
+        """The ``pool`` best visible, unexpired rows by FTS5's own bm25 (in C, over the whole
+        index): the lexical candidates."""
         wt, wg = BM25_WEIGHTS
         sql = (
-            f"SELECT f.rowid, -bm25(memory_fts, {wt}, {wg}) FROM memory_fts f"
-            " JOIN memory_items i ON i.row = f.rowid"
+            "SELECT f.rowid FROM memory_fts f JOIN memory_items i ON i.row = f.rowid"
             f" WHERE memory_fts MATCH ? AND i.audience IN ({_marks(len(seen))})"
             " AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?)"
             f" ORDER BY bm25(memory_fts, {wt}, {wg}) LIMIT ?"
         )
-        return {int(r): float(s) for r, s in conn.execute(sql, (match, *seen, now, pool))}
+        return [int(r) for (r,) in conn.execute(sql, (match, *seen, now, pool))]
 
     @staticmethod
-    def _lexical_of(conn: apsw.Connection, match: str, rows: list[int]) -> dict[int, float]:
-        """``row -> -bm25`` for the given rows that match at all (same corpus statistics)."""
-        wt, wg = BM25_WEIGHTS
+    def _idfs(conn: apsw.Connection, phrases: list[str]) -> list[float]:
+        """Each phrase's IDF over the whole index, ``ln(1 + (N - n + 0.5) / (n + 0.5))``: never
+        negative, unlike the IDF FTS5's bm25 uses (which it clamps to ~0 for any phrase in half
+        the rows or more, i.e. for every word of a memory of two items)."""
+        total: Any = conn.execute("SELECT count(*) FROM memory_fts").get
+        out = []
+        for phrase in phrases:
+            n: Any = conn.execute(
+                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase,)
+            ).get
+            out.append(math.log(1.0 + (int(total) - int(n) + 0.5) / (int(n) + 0.5)))
+        return out
+
+    @staticmethod
+    def _bm25_of(
+        conn: apsw.Connection, match: str, idfs: list[float], rows: list[int]
+    ) -> dict[int, float]:
+        """``row -> BM25`` (:func:`bm25`) for the given rows that hold any query phrase."""
         sql = (
-            f"SELECT rowid, -bm25(memory_fts, {wt}, {wg}) FROM memory_fts"
+            f"SELECT rowid, reel_bm25(memory_fts, {_marks(len(idfs))}) FROM memory_fts"
             f" WHERE memory_fts MATCH ? AND rowid IN ({_marks(len(rows))})"
         )
-        return {int(r): float(s) for r, s in conn.execute(sql, (match, *rows))}
+        return {int(r): float(v) for r, v in conn.execute(sql, (*idfs, match, *rows))}
 
     @staticmethod
     def _vector_top(
