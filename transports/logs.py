@@ -1,8 +1,8 @@
 """Logging for the ``reel`` process: one JSON object per line on stderr, whoever logs.
 
-``configure()`` is called once, by the CLI entry point, before any command runs. After it, every
-record (reel's own loggers, aiohttp, grpclib, asyncio, pykka, ``warnings``, an exception that
-escapes a thread) becomes one line::
+``configure()`` is called once, by the CLI entry point, before any command runs (reel's loggers
+from INFO, libraries' from WARNING). After it, every record (reel's own loggers, aiohttp,
+grpclib, asyncio, pykka, ``warnings``, an exception that escapes a thread) becomes one line::
 
     {"ts": "2026-11-22T18:14:04.041+00:00", "level": "warning", "logger": "reel.http",
      "msg": "refused a malformed HTTP request (BadHttpMessage)", ...fields}
@@ -74,11 +74,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def configure(level: int = logging.INFO, stream: TextIO | None = None) -> None:
+def configure(
+    level: int = logging.INFO,
+    *,
+    library_level: int = logging.WARNING,
+    stream: TextIO | None = None,
+) -> None:
     """Send every log record to ``stream`` (default stderr) as JSON lines; idempotent.
 
-    Also routes ``warnings`` and exceptions that end a thread (``threading.excepthook``)
-    through logging, so that neither prints a raw traceback."""
+    reel's own loggers (``reel.*``) log from ``level``; everything else from ``library_level``
+    (grpclib and pykka report routine events, such as a cancelled request or an error handed
+    back to a caller, at INFO). Also routes ``warnings`` and exceptions that end a thread
+    (``threading.excepthook``) through logging, so that neither prints a raw traceback."""
     root = logging.getLogger()
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:
@@ -87,9 +94,10 @@ def configure(level: int = logging.INFO, stream: TextIO | None = None) -> None:
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter())
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(library_level)
+    logging.getLogger("reel").setLevel(level)
     for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING, level))
+        logging.getLogger(name).setLevel(max(logging.WARNING, library_level))
     logging.captureWarnings(True)
     threading.excepthook = _thread_died
 
@@ -100,5 +108,7 @@ def _thread_died(args: threading.ExceptHookArgs) -> None:
     name = args.thread.name if args.thread is not None else "?"
     exc_info = (args.exc_type, args.exc_value, args.exc_traceback)
     logging.getLogger("reel").error(
-        "uncaught exception in thread %s", name, exc_info=exc_info  # type: ignore[arg-type]
+        "uncaught exception in thread %s",
+        name,
+        exc_info=exc_info,  # type: ignore[arg-type]
     )

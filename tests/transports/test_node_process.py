@@ -166,7 +166,7 @@ def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
     assert node.finish() == 0
     assert node.wait_for("drained")["runs_in_flight"] == 0
     # the live run was let finish, not cancelled
-    assert run_states(node, run_id)[-1] == "done"
+    assert run_states(node, run_id)[-1] == "done", node.lines
     done = next(
         r for r in node.logged("run state") if r["run_id"] == run_id and r["state"] == "done"
     )
@@ -183,7 +183,7 @@ def test_a_second_signal_stops_at_once_and_the_journal_still_verifies(
     run_id = node.start_run("/sleep 60000\nforever")
     node.wait_until(lambda: "in_progress" in run_states(node, run_id))
     node.process.send_signal(signal.SIGINT)
-    node.wait_for("draining")
+    assert node.wait_for("draining")["runs_in_flight"] == 1
     began = time.monotonic()
     node.process.send_signal(signal.SIGINT)
     assert node.finish(timeout=10) == 128 + signal.SIGINT
@@ -400,7 +400,8 @@ def test_library_loggers_tracebacks_and_hpack_under_the_cli_configuration() -> N
     script = """
 import logging, threading, warnings
 from transports.logs import configure, fields
-configure(logging.DEBUG)
+configure(logging.DEBUG, library_level=logging.DEBUG)
+logging.getLogger("pykka").debug("a library at DEBUG")
 logging.getLogger("aiohttp.server").warning("from a library")
 logging.getLogger("hpack.hpack").debug("Decoded (b'authorization', b'Bearer s3cret-t0ken')")
 logging.getLogger("hpack.table").debug("Adding (b'authorization', b'Bearer s3cret-t0ken')")
@@ -425,13 +426,14 @@ warnings.warn("deprecated thing")
     assert done.stdout == ""
     records = [json.loads(line) for line in done.stderr.splitlines()]
     assert [(r["logger"], r["level"]) for r in records] == [
+        ("pykka", "debug"),
         ("aiohttp.server", "warning"),
         ("reel.test", "error"),
         ("reel", "error"),
         ("py.warnings", "warning"),
     ]
     assert "s3cret-t0ken" not in done.stderr
-    failed, died = records[1], records[2]
+    failed, died = records[2], records[3]
     assert failed["msg"] == "failed" and failed["run_id"] == "r1"
     assert failed["level"] == "error"  # a field cannot pass for the record's level
     assert failed["exc"].startswith("Traceback") and "ValueError: boom" in failed["exc"]
