@@ -100,7 +100,11 @@ def serve(
     try:
         cfg = config or load_config(config_file)
         return _serve(
-            data_dir, cfg, config_file if config_file.is_file() else None, stopper, ready,
+            data_dir,
+            cfg,
+            config_file if config_file.is_file() else None,
+            stopper,
+            ready,
             drain_grace_s,
         )
     finally:
