@@ -361,12 +361,15 @@ class MemoryView:
                     if found is not None:
                         cosine[row] = float(found[0])
             candidates = sorted(rows | cosine.keys())
+            # Both indexes filtered already; the rows are checked once more where they are read.
             items = {
                 int(row[0]): _item(row[1:])
                 for row in conn.execute(
                     f"SELECT row, {_ITEM_COLUMNS} FROM memory_items"
-                    f" WHERE row IN ({_marks(len(candidates))}) AND deleted_at_ms IS NULL",
-                    candidates,
+                    f" WHERE row IN ({_marks(len(candidates))}) AND deleted_at_ms IS NULL"
+                    f" AND audience IN ({_marks(len(seen))})"
+                    " AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+                    (*candidates, *seen, now),
                 )
             }
         scored = [
