@@ -36,5 +36,13 @@ class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """A pending approval older than this is denied with reason ``timeout``."""
     tool_result_max_chars: int = 16_000
     """Tool output fed back to the model is cut to this many characters."""
+    context_budget_tokens: int = 16_000
+    """Estimated input tokens a run's first model call may use (``[context] budget_tokens``):
+    the system prompt, the compaction summary, earlier turns, injected memory, references and
+    the message (docs/context.md splits it)."""
+    memory_inject_k: int = 3
+    """Memory items injected into a run's context at most (0: none)."""
+    memory_min_score: float = 0.35
+    """A memory hit is injected only at or above this final score (0-1)."""
     cancel_grace_s: float = 1.0
     """How long a cancelled run waits for an in-flight tool to stop before it records the end."""

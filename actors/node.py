@@ -63,7 +63,7 @@ class Node:
         from actors.run import RunActor
 
         services = self.services
-        self.recovery = recover(self.journal, services.gate, services.turns)
+        self.recovery = recover(self.journal, services.gate, services.turns, services.config)
         services.offer_tools()
         services.directory = SessionDirectory.start(services)
         for run in self.recovery.resumed:

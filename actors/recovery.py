@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import msgspec
 
-from actors.context import TurnCache, prior_of
+from actors.config import ActorsConfig
+from actors.context import Prior, TurnCache, prior_budget, prior_of
 from actors.gate import ToolGate
 from actors.grants import Grant
-from actors.provider import ChatMessage
 from actors.run_decider import interrupt, next_step, resumable
 from actors.run_fold import RunState, fold
 from actors.session_state import fold as fold_session
@@ -38,7 +38,7 @@ class Resumed(msgspec.Struct, frozen=True, kw_only=True):
     state: RunState
     invocation: InvocationState
     """The call waiting for its approval."""
-    prior: tuple[ChatMessage, ...]
+    prior: Prior
     grants: tuple[Grant, ...] = ()
     postures: tuple[tuple[str, str], ...] = ()
 
@@ -52,7 +52,9 @@ class RecoveryReport(msgspec.Struct, frozen=True):
     resumed: tuple[Resumed, ...] = ()
 
 
-def recover(journal: JournalPort, gate: ToolGate, turns: TurnCache) -> RecoveryReport:
+def recover(
+    journal: JournalPort, gate: ToolGate, turns: TurnCache, config: ActorsConfig
+) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
     ended = {e.correlation_id for e in journal.events_of_kinds(tuple(TERMINAL_KINDS))}
     interrupted: list[str] = []
@@ -68,7 +70,7 @@ def recover(journal: JournalPort, gate: ToolGate, turns: TurnCache) -> RecoveryR
         state = fold(start, accepted.principal, tape)
         invocations = fold_invocations(tape)
         if resumable(next_step(state)):
-            resumed.append(_resume(journal, turns, state, invocations))
+            resumed.append(_resume(journal, turns, state, invocations, config))
             continue
         for stream, expected_seq, events in interrupt(state, invocations):
             journal.append(
@@ -92,16 +94,23 @@ def _resume(
     turns: TurnCache,
     state: RunState,
     invocations: dict[str, InvocationState],
+    config: ActorsConfig,
 ) -> Resumed:
     call = state.open_call()
     invocation_id = state.invocation_of(call.id) if call is not None else None
     assert invocation_id is not None, "a resumable run waits on a started call"
     session = fold_session(e.decode() for e in journal.read_stream(f"session/{state.session_id}"))
     history = session.history if session is not None else ()
+    prior = turns.prior(
+        journal,
+        prior_of(history, state.run_id),
+        session.compaction if session is not None else None,
+        prior_budget(config.context_budget_tokens, config.system_prompt, state.text),
+    )
     return Resumed(
         state=state,
         invocation=invocations[invocation_id],
-        prior=turns.prior(journal, prior_of(history, state.run_id)),
+        prior=prior,
         grants=session.grants if session is not None else (),
         postures=session.postures if session is not None else (),
     )

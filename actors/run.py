@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from concurrent.futures import Future
@@ -24,7 +25,7 @@ from typing import Any
 import pykka
 
 from actors.coalesce import Chunk, Coalescer
-from actors.context import model_input
+from actors.context import Injected, Prior, Read, assembled, model_input, read_run
 from actors.errors import RunNotActive
 from actors.grants import Grant
 from actors.io_loop import Timer
@@ -47,7 +48,6 @@ from actors.messages import (
     resolve,
 )
 from actors.provider import (
-    ChatMessage,
     ProviderError,
     ProviderRequest,
     TextDelta,
@@ -55,7 +55,9 @@ from actors.provider import (
     TurnEnd,
     Usage,
 )
+from actors.references import MAX_REFERENCES, unescape
 from actors.run_decider import (
+    Assemble,
     AwaitTool,
     CallModel,
     EndKind,
@@ -82,6 +84,8 @@ from actors.tool_invocation import ToolInvocationActor
 from events import new_id
 from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS
+
+log = logging.getLogger("reel.run")
 
 
 class _Turn:
@@ -118,7 +122,7 @@ class RunActor(pykka.ThreadingActor):
         services: Services,
         *,
         state: RunState,
-        prior: tuple[ChatMessage, ...],
+        prior: Prior,
         grants: tuple[Grant, ...],
         postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
@@ -303,6 +307,8 @@ class RunActor(pykka.ThreadingActor):
             elif isinstance(step, StartTool):
                 self._ensure_tool(step.call, new_id())
                 return
+            elif isinstance(step, Assemble):
+                self._assemble()
             elif isinstance(step, CallModel):
                 self._call_model(step.turn)
                 return
@@ -312,6 +318,77 @@ class RunActor(pykka.ThreadingActor):
                 self._stop_with("cancelled", "cancelled", step.requested_by)
             else:
                 return
+
+    # --- context ---------------------------------------------------------------------------
+
+    def _assemble(self) -> None:
+        """Record what goes into the model input besides the message: the memory items that
+        match it and the ``@memory`` / ``@run`` references (file and URL references were read
+        by governed tool calls already)."""
+        cfg = self.s.config
+        state = self.state
+        reads = {
+            r.index: self._read(r.kind, r.target)
+            for r in state.references[:MAX_REFERENCES]
+            if r.kind in ("memory", "run")
+        }
+        self._append(
+            assembled(
+                state,
+                self.prior,
+                memory=self._memory_hits(),
+                reads=reads,
+                budget_tokens=cfg.context_budget_tokens,
+                system_prompt=cfg.system_prompt,
+            )
+        )
+
+    def _memory_hits(self) -> tuple[Injected, ...]:
+        memory, cfg = self.s.memory, self.s.config
+        if memory is None or cfg.memory_inject_k <= 0:
+            return ()
+        try:
+            hits = memory.search(
+                unescape(self.state.text),
+                cfg.memory_inject_k,
+                principal=self.state.principal,
+                session_id=self.state.session_id,
+            )
+        except Exception:  # a memory view that cannot answer injects nothing; the run goes on
+            log.warning("memory search failed for run %s", self.run_id, exc_info=True)
+            return ()
+        return tuple(
+            Injected(
+                item_id=h.item.item_id,
+                text=h.item.text,
+                lexical=h.lexical,
+                vector=h.vector,
+                recency=h.recency,
+                final=h.final,
+            )
+            for h in hits
+            if h.final >= cfg.memory_min_score
+        )
+
+    def _read(self, kind: str, target: str) -> Read:
+        """A ``@memory:ID`` or ``@run:ID`` reference, within what the run's principal may see:
+        a memory item visible to it in this session, a run of this session or of this
+        principal. Anything else reads as not found (no oracle for what exists)."""
+        state = self.state
+        if kind == "memory":
+            memory = self.s.memory
+            item = memory.get(target) if memory is not None else None
+            if item is None or not item.visible_to(state.principal, state.session_id):
+                return Read(outcome="not_found", note=f"no memory item {target} visible here")
+            return Read(outcome="included", text=item.text)
+        found = read_run(self.s.journal, target)
+        if found is None or not (
+            found.session_id == state.session_id or found.principal == state.principal
+        ):
+            return Read(outcome="not_found", note=f"no run {target} visible here")
+        if found.answer is None:
+            return Read(outcome="failed", note=f"run {target} has no answer ({found.state})")
+        return Read(outcome="included", text=f"Q: {found.text}\nA: {found.answer}")
 
     # --- the provider ----------------------------------------------------------------------
 

@@ -39,6 +39,11 @@ class Start(msgspec.Struct, frozen=True):
     """Accepted, not started: append ``run.started``."""
 
 
+class Assemble(msgspec.Struct, frozen=True):
+    """The message's references are read: record what goes into the model input besides the
+    message (``run.context_assembled``: memory, references, compaction, the estimate)."""
+
+
 class CallModel(msgspec.Struct, frozen=True):
     """Ask the provider for turn ``turn``."""
 
@@ -101,6 +106,7 @@ class Ended(msgspec.Struct, frozen=True):
 
 Step = (
     Start
+    | Assemble
     | CallModel
     | StartTool
     | AwaitTool
@@ -144,6 +150,8 @@ def next_step(state: RunState) -> Step:
             # Decided before the run marked itself waiting (a crash cut in): mark, then resume.
             return MarkAwaiting(state.resolved.approval_id)
         return AwaitTool(call, invocation_id)
+    if state.context is None:
+        return Assemble()
     if len(state.turns) >= state.max_turns:
         n = state.max_turns
         return Finish(end(state, "failed", "max_turns", f"the run used its {n} turns"))

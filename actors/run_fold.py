@@ -18,6 +18,8 @@ from msgspec.structs import replace
 
 from actors.grants import Grant, from_resolution
 from actors.provider import ToolCall
+from actors.references import MAX_REFERENCES, REFERENCE_CALL_PREFIX, Reference
+from actors.references import parse as parse_references
 from actors.run_state import apply as apply_status
 from actors.stream import Recorded
 from events.catalog import (
@@ -26,6 +28,7 @@ from events.catalog import (
     RunAccepted,
     RunAwaitingApproval,
     RunCancelRequested,
+    RunContextAssembled,
     RunOutput,
     RunStarted,
     RunTurnCompleted,
@@ -82,6 +85,11 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     """Time in progress before ``since_ms`` (waiting for a human does not count)."""
     since_ms: int | None = None
     """When the run last went in progress (None while it is not)."""
+    references: tuple[Reference, ...] = ()
+    """The message's ``@kind:target`` references (parsed from ``text``, so the same after a
+    restart); those past :data:`actors.references.MAX_REFERENCES` are noted, not read."""
+    context: RunContextAssembled | None = None
+    """What went into the model input besides the message (before the first turn)."""
     cancel_requested_by: str | None = None
     """Who asked for the cancel recorded by ``run.cancel_requested`` (the run only ends)."""
     end: RunEnd | None = None
@@ -92,8 +100,14 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def tool_calls(self) -> int:
-        """Tool calls started (each proposed call counts, whatever became of it)."""
-        return len(self.invocations)
+        """Tool calls the model started (each proposed call counts, whatever became of it;
+        the calls that read the message's references do not)."""
+        return sum(1 for call, _ in self.invocations if not call.startswith(REFERENCE_CALL_PREFIX))
+
+    def reference_calls(self) -> tuple[ToolCall, ...]:
+        """The governed calls that read the message's file and URL references."""
+        calls = (r.call() for r in self.references[:MAX_REFERENCES])
+        return tuple(c for c in calls if c is not None)
 
     def invocation_of(self, call_id: str) -> str | None:
         return next((inv for call, inv in self.invocations if call == call_id), None)
@@ -102,10 +116,15 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
         return next((done for call, done in self.results if call == call_id), None)
 
     def open_call(self) -> ToolCall | None:
-        """The first call of the last turn that has no result yet."""
+        """The first call without a result yet: of the last turn, or before the first turn, of
+        the reference calls (until the context is assembled)."""
         if not self.turns:
-            return None
-        return next((c for c in self.turns[-1].calls if self.result_of(c.id) is None), None)
+            if self.context is not None:
+                return None
+            calls = self.reference_calls()
+        else:
+            calls = self.turns[-1].calls
+        return next((c for c in calls if self.result_of(c.id) is None), None)
 
     def spent_s(self, now_ms: int | None = None) -> float:
         """Wall-clock budget used; counts up to ``now_ms`` while in progress."""
@@ -121,6 +140,7 @@ def start(accepted: RunAccepted, principal: str) -> RunState:
         principal=principal,
         channel=accepted.channel,
         text=accepted.text,
+        references=parse_references(accepted.text),
     )
 
 
@@ -139,6 +159,8 @@ def apply(state: RunState, rec: Recorded) -> RunState:
             max_tool_calls=event.max_tool_calls,
             wall_clock_s=event.wall_clock_s,
         )
+    if isinstance(event, RunContextAssembled):
+        return replace(state, context=event)
     if isinstance(event, RunOutput):
         return replace(state, output=(*state.output, event.text))
     if isinstance(event, RunTurnCompleted):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from actors.config import ActorsConfig
 from actors.context import TurnCache
@@ -13,10 +13,21 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from events import JournalPort
+from projections.memory_search import MemoryHit, MemoryItem
 from tools import ToolCatalog
 
 if TYPE_CHECKING:
     import pykka
+
+
+class MemoryPort(Protocol):
+    """What runs read of the memory view (:class:`projections.memory_search.MemoryView`)."""
+
+    def search(
+        self, query: str, k: int = 5, *, principal: str | None = None, session_id: str | None = None
+    ) -> list[MemoryHit]: ...
+
+    def get(self, item_id: str) -> MemoryItem | None: ...
 
 
 @dataclass
@@ -33,6 +44,9 @@ class Services:
     registry: LiveRegistry = field(default_factory=LiveRegistry)
     turns: TurnCache = field(default_factory=TurnCache)
     """Recent runs' text and answer, node-wide: prior turns without re-reading the journal."""
+    memory: MemoryPort | None = None
+    """The memory view runs search for auto-injection and ``@memory`` references (None: no
+    memory, nothing is injected)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 import pykka
 
-from actors.context import prior_of
+from actors.context import prior_budget, prior_of
 from actors.errors import InvalidCommand, UnknownRun
 from actors.messages import (
     BranchSession,
@@ -261,11 +261,17 @@ class SessionActor(pykka.ThreadingActor):
         assert self.state is not None
         if cancelled_by is None:
             self.active = q.run_id
-        prior = prior_of(self.state.history, q.run_id)
+        cfg = self.s.config
+        prior = self.s.turns.prior(
+            self.s.journal,
+            prior_of(self.state.history, q.run_id),
+            self.state.compaction,
+            prior_budget(cfg.context_budget_tokens, cfg.system_prompt, q.accepted.text),
+        )
         ref = RunActor.start(
             self.s,
             state=run_state(q.accepted, q.principal),
-            prior=self.s.turns.prior(self.s.journal, prior),
+            prior=prior,
             grants=self.state.grants,
             postures=dict(self.state.postures),
             cancelled_by=cancelled_by,

@@ -17,6 +17,18 @@ from events.catalog import (
 )
 
 
+class Compaction(msgspec.Struct, frozen=True, kw_only=True):
+    """The summary that stands in for a session's older runs in every later run's context
+    (the context assembler, :mod:`actors.context`, puts it after the system prompt and leaves
+    the ``covers`` runs out)."""
+
+    compaction_id: str
+    summary: str
+    """As stored (redacted)."""
+    covers: tuple[str, ...]
+    """The runs the summary condenses, oldest first."""
+
+
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """Everything a session actor knows, rebuilt identically from its stream on wake-up."""
 
@@ -32,6 +44,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     grants: tuple[Grant, ...] = ()
     """Grants with scope ``session`` since the last reset, in the order they were made (one per
     distinct tool and binding)."""
+    compaction: Compaction | None = None
+    """The summary in force (set by compaction or a restore, cleared by a reset)."""
     postures: tuple[tuple[str, str], ...] = ()
     """Per-session posture overrides, (tool, posture), sorted."""
     resets: int = 0

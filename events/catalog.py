@@ -120,6 +120,31 @@ class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
     model: str | None = None
 
 
+class RunContextAssembled(Event, frozen=True, kw_only=True, tag="run.context_assembled"):
+    """What went into the run's model input besides its message, recorded once, before its
+    first turn (docs/context.md). The run's later turns and a restarted run build their input
+    from this event and the tape, never from a second search.
+
+    ``memory``: one object per injected item: ``item_id``, ``text`` (as injected), and the
+    scores ``lexical``, ``vector``, ``recency``, ``final`` (basis points, 0-10000).
+    ``references``: one object per ``@kind:target`` in the message, in order: ``kind``
+    (``file``, ``url``, ``memory``, ``run``), ``target``, ``outcome`` (``included``,
+    ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included), ``call_id`` (the
+    governed tool call that read a file or URL), and ``text`` (a memory item's or a run's
+    content, as included)."""
+
+    run_id: Id
+    compaction_id: Id | None = None
+    prior_runs: tuple[Id, ...] = ()
+    """The earlier runs whose turns are included, oldest first."""
+    dropped_runs: int = 0
+    """Earlier runs left out because the token budget was spent (not covered by compaction)."""
+    memory: tuple[dict[str, Any], ...] = ()
+    references: tuple[dict[str, Any], ...] = ()
+    estimated_input_tokens: int = 0
+    budget_tokens: int = 0
+
+
 class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
     """A coalesced chunk of model output (at most ~16 words or 50 ms)."""
 
@@ -395,6 +420,7 @@ CATALOG: tuple[type[Event], ...] = (
     GrantRevoked,
     RunAccepted,
     RunStarted,
+    RunContextAssembled,
     RunOutput,
     RunTurnCompleted,
     RunAwaitingApproval,

@@ -21,9 +21,9 @@ def words(text: str) -> int:
 def test_plain_answer_echoes_the_text_with_the_providers_token_counts(kit: NodeKit) -> None:
     ticket, end = kit.run("hello there, actor")
     kinds = kit.kinds(ticket.run_id)
-    assert kinds[:2] == ["run.accepted", "run.started"]
+    assert kinds[:3] == ["run.accepted", "run.started", "run.context_assembled"]
     assert kinds[-2:] == ["run.turn_completed", "run.completed"]
-    assert set(kinds[2:-2]) == {"run.output"}
+    assert set(kinds[3:-2]) == {"run.output"}
     outputs = kit.events(ticket.run_id, "run.output")
     assert "".join(o.text for o in outputs) == "hello there, actor"
     assert isinstance(end, RunCompleted)

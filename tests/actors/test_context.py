@@ -10,6 +10,7 @@ import pytest
 from actors.context import (
     CUT_NOTE,
     MAX_PRIOR_RUNS,
+    Prior,
     TurnCache,
     model_input,
     prior_of,
@@ -142,7 +143,7 @@ def test_tool_content(done: ToolCompleted, expected: str) -> None:
 
 
 def test_a_fresh_run_sees_system_prior_and_its_message() -> None:
-    assert model_input(SYSTEM, PRIOR, state_of(), 100) == (
+    assert model_input(SYSTEM, Prior(messages=PRIOR), state_of(), 100) == (
         ChatMessage(role="system", content=SYSTEM),
         *PRIOR,
         ChatMessage(role="user", content="list files, token [REDACTED]"),
@@ -157,7 +158,7 @@ def test_each_turn_with_calls_adds_the_assistant_message_and_the_results_in_call
         turn(2, "One more.", C3),
         result(C3, "hi"),
     )
-    assert model_input(SYSTEM, PRIOR, state, 100) == (
+    assert model_input(SYSTEM, Prior(messages=PRIOR), state, 100) == (
         ChatMessage(role="system", content=SYSTEM),
         *PRIOR,
         ChatMessage(role="user", content=ACCEPTED.text),
@@ -171,13 +172,13 @@ def test_each_turn_with_calls_adds_the_assistant_message_and_the_results_in_call
 
 def test_tool_messages_follow_the_calls_not_the_completion_order() -> None:
     state = state_of(turn(1, "", C1, C2), result(C2, "two"), result(C1, "one"))
-    messages = model_input(SYSTEM, (), state, 100)
+    messages = model_input(SYSTEM, Prior(), state, 100)
     assert messages[-2:] == (tool_message(C1, "one"), tool_message(C2, "two"))
 
 
 def test_a_call_without_a_result_yet_has_no_tool_message() -> None:
     state = state_of(turn(1, "x", C1, C2), result(C1, "one"))
-    messages = model_input(SYSTEM, (), state, 100)
+    messages = model_input(SYSTEM, Prior(), state, 100)
     assert messages[-2:] == (
         ChatMessage(role="assistant", content="x", tool_calls=(C1, C2)),
         tool_message(C1, "one"),
@@ -188,15 +189,14 @@ def test_a_turn_without_calls_adds_nothing() -> None:
     with_calls = state_of(turn(1, "look", C1), result(C1, "one"))
     answered = state_of(turn(1, "look", C1), result(C1, "one"), turn(2, "the answer"))
     assert len(answered.turns) == 2
-    assert model_input(SYSTEM, (), answered, 100) == model_input(SYSTEM, (), with_calls, 100)
-    assert model_input(SYSTEM, (), state_of(turn(1, "hi")), 100) == model_input(
-        SYSTEM, (), state_of(), 100
+    assert model_input(SYSTEM, Prior(), answered, 100) == model_input(SYSTEM, Prior(), with_calls, 100)
+    assert model_input(SYSTEM, Prior(), state_of(turn(1, "hi")), 100) == model_input(SYSTEM, Prior(), state_of(), 100
     )
 
 
 def test_output_of_the_turn_in_progress_is_not_sent() -> None:
     state = state_of(turn(1, "look", C1), result(C1, "one"), turn(2, "half")[:1])
-    assert all("half" not in m.content for m in model_input(SYSTEM, (), state, 100))
+    assert all("half" not in m.content for m in model_input(SYSTEM, Prior(), state, 100))
 
 
 @pytest.mark.parametrize(
@@ -210,12 +210,12 @@ def test_output_of_the_turn_in_progress_is_not_sent() -> None:
 )
 def test_results_over_the_cap_are_cut_with_the_note(output: str, cap: int, expected: str) -> None:
     state = state_of(turn(1, "", C1), result(C1, output))
-    assert model_input(SYSTEM, (), state, cap)[-1] == tool_message(C1, expected)
+    assert model_input(SYSTEM, Prior(), state, cap)[-1] == tool_message(C1, expected)
 
 
 def test_the_cap_applies_to_what_the_model_is_told() -> None:
     state = state_of(turn(1, "", C1), result(C1, "", ok=False, error="x" * 20, error_kind="e"))
-    content = model_input(SYSTEM, (), state, 10)[-1].content
+    content = model_input(SYSTEM, Prior(), state, 10)[-1].content
     assert content == "error (e):" + CUT_NOTE
 
 
@@ -223,8 +223,8 @@ def test_same_state_same_input() -> None:
     parts = [turn(1, "a", C1, C2), result(C1, "1"), result(C2, "2"), turn(2, "b", C3)]
     live, resumed = state_of(*parts), state_of(*parts)
     assert live == resumed
-    assert model_input(SYSTEM, PRIOR, live, 50) == model_input(SYSTEM, PRIOR, resumed, 50)
-    assert model_input(SYSTEM, PRIOR, live, 50) == model_input(SYSTEM, PRIOR, live, 50)
+    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(SYSTEM, Prior(messages=PRIOR), resumed, 50)
+    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(SYSTEM, Prior(messages=PRIOR), live, 50)
 
 
 # --- prior_of ---------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_turn_cache_serves_finished_runs_without_reading() -> None:
     cache.finished("r2", "q2", None)  # failed: no answer, not replayed
     cache.finished("r3", "q3", "a3")
     fake, reader = _reader({})
-    assert cache.prior(reader, ("r1", "r2", "r3")) == (*_pair("q1", "a1"), *_pair("q3", "a3"))
+    assert cache.prior(reader, ("r1", "r2", "r3")).messages == (*_pair("q1", "a1"), *_pair("q3", "a3"))
     assert fake.reads == []
 
 
@@ -294,9 +294,9 @@ def test_turn_cache_loads_what_it_does_not_hold_and_keeps_it() -> None:
         }
     )
     cache = TurnCache()
-    assert cache.prior(reader, ("r1", "r2")) == _pair("q1", "a1")
-    assert cache.prior(reader, ("r1", "r2")) == _pair("q1", "a1")
-    assert fake.reads == ["r1", "r2"]  # both ended: read once
+    assert cache.prior(reader, ("r1", "r2")).messages == _pair("q1", "a1")
+    assert cache.prior(reader, ("r1", "r2")).messages == _pair("q1", "a1")
+    assert sorted(fake.reads) == ["r1", "r2"]  # both ended: read once
 
 
 def test_turn_cache_reloads_runs_that_had_not_finished() -> None:
@@ -304,10 +304,10 @@ def test_turn_cache_reloads_runs_that_had_not_finished() -> None:
     fake, reader = _reader(tapes)
     cache = TurnCache()
     cache.accepted("r1", "q1")
-    assert cache.prior(reader, ("r1",)) == ()
+    assert cache.prior(reader, ("r1",)).messages == ()
     tapes["r1"].append(RunCompleted(run_id="r1", answer="a1"))
-    assert cache.prior(reader, ("r1",)) == _pair("q1", "a1")
-    assert cache.prior(reader, ("r1",)) == _pair("q1", "a1")
+    assert cache.prior(reader, ("r1",)).messages == _pair("q1", "a1")
+    assert cache.prior(reader, ("r1",)).messages == _pair("q1", "a1")
     assert fake.reads == ["r1", "r1"]
 
 
@@ -317,7 +317,7 @@ def test_turn_cache_replays_only_the_most_recent_runs() -> None:
     for run_id in history:
         cache.finished(run_id, f"q-{run_id}", f"a-{run_id}")
     _, reader = _reader({})
-    messages = cache.prior(reader, history)
+    messages = cache.prior(reader, history).messages
     assert len(messages) == 2 * MAX_PRIOR_RUNS
     assert messages[0].content == "q-r5"
     assert messages[-1].content == f"a-r{MAX_PRIOR_RUNS + 4}"
@@ -328,9 +328,9 @@ def test_turn_cache_keeps_at_most_its_capacity() -> None:
     for n in (1, 2, 3):
         cache.finished(f"r{n}", f"q{n}", f"a{n}")
     fake, reader = _reader({})
-    assert cache.prior(reader, ("r2", "r3")) == (*_pair("q2", "a2"), *_pair("q3", "a3"))
+    assert cache.prior(reader, ("r2", "r3")).messages == (*_pair("q2", "a2"), *_pair("q3", "a3"))
     assert fake.reads == []
-    assert cache.prior(reader, ("r1",)) == ()  # dropped, and the journal has nothing
+    assert cache.prior(reader, ("r1",)).messages == ()  # dropped, and the journal has nothing
     assert fake.reads == ["r1"]
 
 
@@ -339,7 +339,7 @@ def test_turn_cache_drops_the_least_recently_used() -> None:
     cache.finished("r1", "q1", "a1")
     cache.finished("r2", "q2", "a2")
     fake, reader = _reader({})
-    cache.prior(reader, ("r1",))  # r1 is now the most recently used
+    cache.prior(reader, ("r1",)).messages  # r1 is now the most recently used
     cache.finished("r3", "q3", "a3")  # so r2 is the one to drop
-    assert cache.prior(reader, ("r1", "r3")) == (*_pair("q1", "a1"), *_pair("q3", "a3"))
+    assert cache.prior(reader, ("r1", "r3")).messages == (*_pair("q1", "a1"), *_pair("q3", "a3"))
     assert fake.reads == []

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from actors.provider import ToolCall, Usage
 from actors.run_decider import (
     INTERRUPTED,
+    Assemble,
     AwaitTool,
     CallModel,
     Ended,
@@ -46,6 +47,7 @@ from events.catalog import (
     RunCancelled,
     RunCancelRequested,
     RunCompleted,
+    RunContextAssembled,
     RunFailed,
     RunOutput,
     RunResumed,
@@ -103,6 +105,7 @@ class Tape:
                     run_id=RUN, max_turns=max_turns, max_tool_calls=max_tool_calls, wall_clock_s=9
                 )
             )
+            self.run(RunContextAssembled(run_id=RUN))
 
     def add(self, event: Event, stream: str, *, joined: bool = False) -> Tape:
         self.clock += 10
@@ -413,6 +416,7 @@ def test_a_run_cancelled_while_queued_has_ended() -> None:
 
 STEPS: list[tuple[Step, bool]] = [
     (Start(), False),
+    (Assemble(), False),
     (CallModel(1), False),
     (StartTool(C1), False),
     (AwaitTool(C1, "i"), False),
@@ -459,6 +463,8 @@ def _agrees_with_the_tape(step: Step, rest: list[Recorded]) -> None:
     on_run = [r.event for r in rest if r.stream == RUN_STREAM]
     if isinstance(step, Start):
         assert isinstance(following, RunStarted)
+    elif isinstance(step, Assemble):
+        assert isinstance(following, RunContextAssembled)
     elif isinstance(step, CallModel):
         assert isinstance(following, RunOutput | RunTurnCompleted) and following.turn == step.turn
     elif isinstance(step, StartTool):
@@ -735,8 +741,8 @@ def test_interrupt_does_not_deny_an_approval_decided_offline_again() -> None:
 def test_interrupt_of_a_run_that_never_called_a_tool() -> None:
     tape = Tape().run(RunOutput(run_id=RUN, turn=1, text="hal"))
     appends = _interrupted(tape)
-    assert appends == [
-        (RUN_STREAM, 2, (RunFailed(run_id=RUN, reason="interrupted", message=INTERRUPTED),))
+    assert appends == [  # started, context assembled, output: seq 3
+        (RUN_STREAM, 3, (RunFailed(run_id=RUN, reason="interrupted", message=INTERRUPTED),))
     ]
 
 

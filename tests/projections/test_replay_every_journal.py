@@ -208,7 +208,7 @@ def test_each_activity_alone_replays_identical(data_dir: Path, name: str) -> Non
 def test_the_reported_regression_one_local_chat(data_dir: Path) -> None:
     chat(data_dir, "hello")
     out = assert_identical(data_dir)
-    assert "replayed 7 events to position 7" in out  # 6 events and the final checkpoint row
+    assert "replayed 8 events to position 8" in out  # 7 events and the final checkpoint row
 
 
 MIX = (
