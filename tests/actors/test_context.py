@@ -189,8 +189,11 @@ def test_a_turn_without_calls_adds_nothing() -> None:
     with_calls = state_of(turn(1, "look", C1), result(C1, "one"))
     answered = state_of(turn(1, "look", C1), result(C1, "one"), turn(2, "the answer"))
     assert len(answered.turns) == 2
-    assert model_input(SYSTEM, Prior(), answered, 100) == model_input(SYSTEM, Prior(), with_calls, 100)
-    assert model_input(SYSTEM, Prior(), state_of(turn(1, "hi")), 100) == model_input(SYSTEM, Prior(), state_of(), 100
+    assert model_input(SYSTEM, Prior(), answered, 100) == model_input(
+        SYSTEM, Prior(), with_calls, 100
+    )
+    assert model_input(SYSTEM, Prior(), state_of(turn(1, "hi")), 100) == model_input(
+        SYSTEM, Prior(), state_of(), 100
     )
 
 
@@ -223,8 +226,12 @@ def test_same_state_same_input() -> None:
     parts = [turn(1, "a", C1, C2), result(C1, "1"), result(C2, "2"), turn(2, "b", C3)]
     live, resumed = state_of(*parts), state_of(*parts)
     assert live == resumed
-    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(SYSTEM, Prior(messages=PRIOR), resumed, 50)
-    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(SYSTEM, Prior(messages=PRIOR), live, 50)
+    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(
+        SYSTEM, Prior(messages=PRIOR), resumed, 50
+    )
+    assert model_input(SYSTEM, Prior(messages=PRIOR), live, 50) == model_input(
+        SYSTEM, Prior(messages=PRIOR), live, 50
+    )
 
 
 # --- prior_of ---------------------------------------------------------------------------------
@@ -276,7 +283,10 @@ def test_turn_cache_serves_finished_runs_without_reading() -> None:
     cache.finished("r2", "q2", None)  # failed: no answer, not replayed
     cache.finished("r3", "q3", "a3")
     fake, reader = _reader({})
-    assert cache.prior(reader, ("r1", "r2", "r3")).messages == (*_pair("q1", "a1"), *_pair("q3", "a3"))
+    assert cache.prior(reader, ("r1", "r2", "r3")).messages == (
+        *_pair("q1", "a1"),
+        *_pair("q3", "a3"),
+    )
     assert fake.reads == []
 
 
@@ -339,7 +349,7 @@ def test_turn_cache_drops_the_least_recently_used() -> None:
     cache.finished("r1", "q1", "a1")
     cache.finished("r2", "q2", "a2")
     fake, reader = _reader({})
-    cache.prior(reader, ("r1",)).messages  # r1 is now the most recently used
+    cache.prior(reader, ("r1",))  # r1 is now the most recently used
     cache.finished("r3", "q3", "a3")  # so r2 is the one to drop
     assert cache.prior(reader, ("r1", "r3")).messages == (*_pair("q1", "a1"), *_pair("q3", "a3"))
     assert fake.reads == []
