@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import sys
 import threading
@@ -44,7 +45,7 @@ from transports.cli.data_dir import resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
 from transports.cli.grant_menu import known, menu, pick
 from transports.cli.node_address import grpc_address
-from transports.cli.render import Terminal, done_line, shorten
+from transports.cli.render import Terminal, context_line, done_line, shorten
 from transports.grpc.client import (
     RunStreamClient,
     auth_metadata,
@@ -480,6 +481,10 @@ class _Printer(Terminal):
                 self.line(f"<- {t.tool}: {shorten(t.output)}")
             else:
                 self.line(f"<- {t.tool} failed ({t.error_kind}): {t.error}")
+        elif event.raw is not None and event.kind == "run.context_assembled":
+            line = context_line(json.loads(event.raw.event_json))
+            if line is not None:
+                self.line(line)
         elif event.error is not None:
             self.line(f"   refused: {event.error.message}")
         elif event.status is not None:

@@ -5,18 +5,38 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+import msgspec
+
 from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
     RunCancelled,
     RunCompleted,
+    RunContextAssembled,
     RunFailed,
     RunOutput,
     ToolCompleted,
     ToolDecided,
     ToolProposed,
 )
+
+
+def context_line(event: dict[str, Any]) -> str | None:
+    """One line saying what ``run.context_assembled`` put into the model input besides the
+    message (None when nothing: no summary, memory or references)."""
+    parts: list[str] = []
+    if event.get("compaction_id"):
+        parts.append(f"summary {event['compaction_id']}")
+    for m in event.get("memory") or ():
+        parts.append(f"memory {m.get('item_id')} ({m.get('final', 0) / 10_000:.2f})")
+    for r in event.get("references") or ():
+        outcome = r.get("outcome", "")
+        note = f": {shorten(str(r['note']))}" if r.get("note") and outcome != "included" else ""
+        parts.append(f"@{r.get('kind')}:{r.get('target')} {outcome}{note}")
+    if not parts:
+        return None
+    return f"   context: {'; '.join(parts)} (~{event.get('estimated_input_tokens', 0)} tokens)"
 
 
 class Terminal:
@@ -48,6 +68,10 @@ class TapePrinter(Terminal):
     def show(self, event: Event) -> None:
         if isinstance(event, RunOutput):
             self.stream(event.text)
+        elif isinstance(event, RunContextAssembled):
+            line = context_line(msgspec.to_builtins(event))
+            if line is not None:
+                self.line(line)
         elif isinstance(event, ToolProposed):
             self.line(f"-> tool {event.tool} {_compact(event.arguments)}")
         elif isinstance(event, ToolDecided):

@@ -41,6 +41,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 
+from actors.context import PREAMBLE
 from actors.provider import (
     ChatMessage,
     ProviderError,
@@ -145,7 +146,10 @@ class DeterministicProvider:
         """Stream the deterministic answer to ``request``."""
         messages = request.messages
         user_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-        script = parse_script(messages[user_at].content) if user_at >= 0 else Script()
+        # Only the person's own words script the answer: reference material appended to the
+        # message (memory, files, pages: actors/context.py) is data, never directives.
+        said = messages[user_at].content.split("\n\n" + PREAMBLE, 1)[0] if user_at >= 0 else ""
+        script = parse_script(said) if user_at >= 0 else Script()
         since_user = messages[user_at + 1 :]
         first_turn = not since_user
         prompt_tokens = sum(_word_count(m.content) for m in messages)

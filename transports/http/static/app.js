@@ -879,6 +879,7 @@ async function cancelRun() {
 const KIND_LABEL = {
   "run.accepted": "message",
   "run.started": "started",
+  "run.context_assembled": "context",
   "run.output": "output",
   "run.turn_completed": "turn",
   "run.awaiting_approval": "waiting",
@@ -972,6 +973,40 @@ function renderEntry(ctx, entry) {
         ),
       ]);
       break;
+    case "run.context_assembled": {
+      // What went into the model input besides the message: summary, memory, references.
+      const items = [];
+      if (ev.compaction_id) items.push(`summary ${ev.compaction_id}`);
+      for (const m of ev.memory ?? []) {
+        items.push(`memory ${m.item_id} · score ${(m.final / 10000).toFixed(2)}`);
+      }
+      for (const r of ev.references ?? []) {
+        const note = r.outcome !== "included" && r.note ? `: ${r.note}` : "";
+        items.push(`@${r.kind}:${r.target} · ${r.outcome}${note}`);
+      }
+      const prior = ev.prior_runs?.length ?? 0;
+      append(body, [
+        h(
+          "div",
+          { class: "head" },
+          label,
+          h("span", {
+            class: "muted",
+            text: [
+              `~${ev.estimated_input_tokens} of ${ev.budget_tokens} tokens`,
+              plural(prior, "earlier run"),
+              ev.dropped_runs ? `${ev.dropped_runs} left out` : null,
+            ]
+              .filter(Boolean)
+              .join(" · "),
+          }),
+        ),
+        items.length
+          ? h("ul", { class: "context-items", testid: "context-items" }, ...items.map((t) => h("li", { text: t })))
+          : null,
+      ]);
+      break;
+    }
     case "run.output": {
       const text = h("pre", { class: "output-text", testid: "output-text", text: ev.text ?? "" });
       append(body, [
