@@ -40,6 +40,13 @@ class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Estimated input tokens a run's first model call may use (``[context] budget_tokens``):
     the system prompt, the compaction summary, earlier turns, injected memory, references and
     the message (docs/context.md splits it)."""
+    compact_at: float = 0.75
+    """A session is compacted after a run when its history (the summary in force plus the
+    completed runs it does not cover) passes this fraction of the tokens earlier turns may use
+    (``[context] compact_at``; docs/context.md, "Compaction"). 0 or less: never automatically."""
+    compact_cooldown_s: float = 60.0
+    """At least this long between a session's compaction and its next automatic one
+    (``[context] cooldown_s``); a requested compaction ignores it."""
     memory_inject_k: int = 3
     """Memory items injected into a run's context at most (0: none)."""
     memory_min_score: float = 0.35

@@ -34,6 +34,7 @@ from actors.identifiers import check_identifiers
 from actors.messages import (
     BranchSession,
     CancelRun,
+    CompactSession,
     CreateSession,
     GetSessionState,
     Passivate,
@@ -41,6 +42,7 @@ from actors.messages import (
     ResetSession,
     ResolveApproval,
     ResolveSession,
+    RestoreSession,
     RevokeGrant,
     SessionIdle,
     SessionStopped,
@@ -69,7 +71,14 @@ STATE_CACHE = 10_000
 dropped; a session without one folds its stream when it wakes)."""
 
 
-SESSION_COMMANDS = (ResetSession, BranchSession, GetSessionState, SetSessionPosture)
+SESSION_COMMANDS = (
+    ResetSession,
+    BranchSession,
+    GetSessionState,
+    SetSessionPosture,
+    CompactSession,
+    RestoreSession,
+)
 """Commands naming an existing session, delivered to it as they are."""
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from actors.compaction import Plan
 from actors.grants import Grant
 from actors.provider import ProviderEvent
 from actors.session_state import SessionState
@@ -60,6 +61,25 @@ class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
     reset_applied: bool = False
 
 
+class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer to :class:`CompactSession`: the compaction made (``compacted``), or decided
+    and being written by the session's model (``writing``: ``session.compacted`` follows, and
+    the summary and ``tokens_after`` are empty until then)."""
+
+    session_id: str
+    compaction_id: str
+    """Also the id of the checkpoint it makes."""
+    status: Literal["compacted", "writing"]
+    method: Literal["extractive", "model"]
+    covers: tuple[str, ...]
+    """Every run the new summary stands for, oldest first (the previous summary's too)."""
+    condensed: int
+    """How many of them this compaction condensed."""
+    tokens_before: int
+    tokens_after: int = 0
+    summary: str = ""
+
+
 # --- commands (transports -> directory) ------------------------------------------------------
 
 
@@ -95,6 +115,27 @@ class ResetSession(msgspec.Struct, frozen=True, kw_only=True):
     """Later runs of the session no longer see earlier history; session grants are dropped."""
 
     session_id: str
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class CompactSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Condense the session's older runs into a summary now (docs/context.md, "Compaction").
+    Answers :class:`CompactionOutcome`; refused (``Conflict``) while a run of the session is
+    live or queued, or when no completed run is left to condense."""
+
+    session_id: str
+    principal: str = "operator"
+    reply: Reply = None
+
+
+class RestoreSession(msgspec.Struct, frozen=True, kw_only=True):
+    """Return the session's context to checkpoint ``checkpoint_id`` (``session.restored``).
+    Answers the :class:`~actors.session_state.Checkpoint`; an unknown one is
+    ``InvalidCommand("checkpoint")``, a live or queued run ``Conflict``."""
+
+    session_id: str
+    checkpoint_id: str
     principal: str = "operator"
     reply: Reply = None
 
@@ -213,6 +254,16 @@ class GrantAdded(msgspec.Struct, frozen=True, kw_only=True):
     """Run -> session: a human allowed calls of a tool for the rest of the session."""
 
     grant: Grant
+
+
+class SummaryWritten(msgspec.Struct, frozen=True, kw_only=True):
+    """I/O loop -> session (through the directory): the model's summary for a planned
+    compaction, or None when the model failed (``error`` says how; an extractive summary is
+    recorded instead)."""
+
+    plan: Plan
+    summary: str | None
+    error: str = ""
 
 
 class ProviderItem(msgspec.Struct, frozen=True):

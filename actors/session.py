@@ -7,24 +7,44 @@ accepted at once (``run.accepted`` is durable before the caller hears back) and 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
+import time
 from collections import deque
 from typing import Any
 
 import msgspec
 import pykka
 
-from actors.context import prior_budget, prior_of
-from actors.errors import InvalidCommand, UnknownRun
+from actors.compaction import (
+    Limits,
+    Plan,
+    compacted,
+    cooled,
+    extractive_summary,
+    history_tokens,
+    model_request,
+    model_summary,
+    plan,
+    restore,
+    still_applies,
+    write_summary,
+)
+from actors.context import Prior, prior_budget, prior_of
+from actors.errors import Conflict, InvalidCommand, UnknownRun
 from actors.messages import (
     BranchSession,
     CancelRun,
+    CompactionOutcome,
+    CompactSession,
     CreateSession,
     GetSessionState,
     GrantAdded,
     Passivate,
     ResetSession,
     ResolveSession,
+    RestoreSession,
     RunFinished,
     RunTicket,
     SessionIdle,
@@ -32,6 +52,7 @@ from actors.messages import (
     SessionStopped,
     SetSessionPosture,
     StartRun,
+    SummaryWritten,
     ToSession,
     reject,
     resolve,
@@ -39,16 +60,26 @@ from actors.messages import (
 from actors.run import RunActor
 from actors.run_fold import start as run_state
 from actors.services import Services
-from actors.session_state import SessionState, apply, fold, history_until
+from actors.session_state import SessionState, apply, checkpoint_of, fold, history_until
 from events import new_id, redact_event
 from events.catalog import (
+    CompactionMethod,
     Event,
     RunAccepted,
+    SessionCompacted,
     SessionCreated,
     SessionGrantAdded,
     SessionPostureSet,
     SessionReset,
 )
+
+log = logging.getLogger("reel.sessions")
+
+EXTRACTIVE_PROVIDERS = frozenset({"deterministic"})
+"""Providers whose sessions get extractive summaries (the deterministic provider echoes; a
+summary it "wrote" would be the prompt). Every other provider writes its session's summaries."""
+AUTO_PRINCIPAL = "node"
+"""The principal of automatic compactions: the node's own decision, as time-outs are."""
 
 
 class PassivationRefused(msgspec.Struct, frozen=True):
@@ -88,6 +119,8 @@ class SessionActor(pykka.ThreadingActor):
         """Folded from the stream; handed over by the directory when it kept it."""
         self.active: str | None = None
         self.queue: deque[_Queued] = deque()
+        self.writing: str | None = None
+        """The compaction whose summary the model is writing (no second one meanwhile)."""
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -151,6 +184,14 @@ class SessionActor(pykka.ThreadingActor):
             if message.run_id == self.active:
                 self.active = None
                 self._start_next()
+                if self._idle():
+                    self._auto_compact()
+        elif isinstance(message, CompactSession):
+            self._compact(message)
+        elif isinstance(message, RestoreSession):
+            self._restore(message)
+        elif isinstance(message, SummaryWritten):
+            self._summary_written(message)
         elif isinstance(message, CancelRun):
             self._cancel_queued(message)
         elif isinstance(message, ResetSession):
@@ -324,6 +365,158 @@ class SessionActor(pykka.ThreadingActor):
             )
         )
 
+    # --- compaction (actors/compaction.py decides; docs/context.md) --------------------------
+
+    def _idle(self) -> bool:
+        """No run of the session is live, queued, or waiting for a human."""
+        return (
+            self._live_active() is None
+            and not self.queue
+            and not self.s.registry.live_runs_of(self.session_id)
+        )
+
+    def _history(self) -> Prior:
+        """The session's history as the next run would see it, without a budget."""
+        assert self.state is not None
+        return self.s.turns.prior(self.s.journal, self.state.history, self.state.compaction)
+
+    def _auto_compact(self) -> None:
+        """After a run: compact when the history is over the threshold and the last compaction
+        is older than the cooldown. A failure here is logged; the session goes on."""
+        cfg, state = self.s.config, self.state
+        if cfg.compact_at <= 0 or self.writing is not None or state is None:
+            return
+        try:
+            prior = self._history()
+            limits = Limits.of(cfg)
+            if history_tokens(prior) <= limits.threshold:
+                return
+            if state.checkpoints:
+                last = self._recorded_ms(state.checkpoints[-1].seq)
+                if not cooled(last, time.time_ns() // 1_000_000, cfg.compact_cooldown_s):
+                    return
+            planned = plan(
+                state,
+                prior,
+                limits,
+                compaction_id=new_id(),
+                trigger="auto",
+                principal=AUTO_PRINCIPAL,
+            )
+            if planned is not None:
+                self._write(planned, None)
+        except Exception:
+            log.warning("automatic compaction of session %s failed", self.session_id, exc_info=True)
+
+    def _recorded_ms(self, seq: int) -> int | None:
+        rows = self.s.journal.read_stream(self.stream, after_seq=seq - 1, limit=1)
+        return rows[0].recorded_at_ms if rows else None
+
+    def _compact(self, message: CompactSession) -> None:
+        assert self.state is not None
+        if not self._idle():
+            reject(
+                message.reply,
+                Conflict(
+                    f"session {self.session_id} has a run in progress or queued; "
+                    "compact it once the run has ended"
+                ),
+            )
+            return
+        if self.writing is not None:
+            reject(
+                message.reply,
+                Conflict(
+                    f"compaction {self.writing} of session {self.session_id} is being written"
+                ),
+            )
+            return
+        planned = plan(
+            self.state,
+            self._history(),
+            Limits.of(self.s.config),
+            compaction_id=new_id(),
+            trigger="request",
+            principal=message.principal,
+        )
+        if planned is None:
+            reject(
+                message.reply,
+                Conflict(
+                    f"session {self.session_id} has no completed run left to condense "
+                    "(every one is covered by the summary in force, or none completed)"
+                ),
+            )
+            return
+        self._write(planned, message.reply)
+
+    def _write(self, planned: Plan, reply: Any) -> None:
+        """Write the summary: extractive at once, or ask the model on the I/O loop (the answer
+        comes back as :class:`SummaryWritten`, through the directory)."""
+        if self.s.provider.name in EXTRACTIVE_PROVIDERS:
+            summary = extractive_summary(planned.previous, planned.condensed, planned.summary_cap)
+            self._record(planned, summary, "extractive", reply)
+            return
+        self.writing = planned.compaction_id
+        self.s.io.submit(_ask_model(self.s, planned))
+        resolve(reply, _outcome(planned, "writing", "model"))
+
+    def _summary_written(self, message: SummaryWritten) -> None:
+        assert self.state is not None
+        planned = message.plan
+        if self.writing == planned.compaction_id:
+            self.writing = None
+        if not still_applies(self.state, planned):
+            log.info(
+                "compaction %s of session %s dropped: the session changed while it was written",
+                planned.compaction_id,
+                self.session_id,
+            )
+            return
+        if message.summary is None:
+            log.warning(
+                "the model could not summarize session %s (%s); recording an extractive summary",
+                self.session_id,
+                message.error,
+            )
+            summary = extractive_summary(planned.previous, planned.condensed, planned.summary_cap)
+            self._record(planned, summary, "extractive", None)
+        else:
+            self._record(
+                planned, model_summary(message.summary, planned.summary_cap), "model", None
+            )
+
+    def _record(self, planned: Plan, summary: str, method: CompactionMethod, reply: Any) -> None:
+        event = self._append(compacted(planned, summary, method), principal=planned.principal)
+        assert isinstance(event, SessionCompacted)
+        resolve(
+            reply,
+            msgspec.structs.replace(
+                _outcome(planned, "compacted", method),
+                tokens_after=event.tokens_after,
+                summary=event.summary,
+            ),
+        )
+
+    def _restore(self, message: RestoreSession) -> None:
+        assert self.state is not None
+        if not self._idle():
+            reject(
+                message.reply,
+                Conflict(
+                    f"session {self.session_id} has a run in progress or queued; "
+                    "restore it once the run has ended"
+                ),
+            )
+            return
+        try:
+            event = restore(self.state, message.checkpoint_id)
+        except InvalidCommand as exc:
+            reject(message.reply, exc)
+            return
+        self._append(event, principal=message.principal)
+        resolve(message.reply, checkpoint_of(self.state, message.checkpoint_id))
+
     def _info(self, *, reset_applied: bool = False) -> SessionInfo:
         assert self.state is not None
         return SessionInfo(
@@ -339,3 +532,33 @@ class SessionActor(pykka.ThreadingActor):
         if directory is not None:
             with contextlib.suppress(pykka.ActorDeadError):
                 directory.tell(message)
+
+
+def _outcome(planned: Plan, status: str, method: CompactionMethod) -> CompactionOutcome:
+    return CompactionOutcome(
+        session_id=planned.session_id,
+        compaction_id=planned.compaction_id,
+        status="compacted" if status == "compacted" else "writing",
+        method=method,
+        covers=planned.covers,
+        condensed=len(planned.condensed),
+        tokens_before=planned.tokens_before,
+    )
+
+
+async def _ask_model(services: Services, planned: Plan) -> None:
+    """On the I/O loop: ask the session's model for the summary; tell the session (through
+    the directory, which wakes it if it passivated meanwhile)."""
+    try:
+        text = await write_summary(services.provider, model_request(planned))
+        message = SummaryWritten(
+            plan=planned, summary=text or None, error="" if text else "the model wrote nothing"
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        message = SummaryWritten(plan=planned, summary=None, error=f"{type(exc).__name__}: {exc}")
+    directory = services.directory
+    if directory is not None:
+        with contextlib.suppress(pykka.ActorDeadError):
+            directory.tell(ToSession(planned.session_id, message))

@@ -1,4 +1,11 @@
-"""A session's state: a pure fold of the events on its stream ``session/<id>``."""
+"""A session's state: a pure fold of the events on its stream ``session/<id>``.
+
+Compaction and checkpoints (docs/context.md, "Compaction"): ``session.compacted`` puts a
+summary in force and records a checkpoint (the compaction and the history at that point);
+``session.restored`` puts a checkpoint's summary and history back; ``session.reset`` clears the
+summary and the history but keeps the checkpoints, so a restore can still return to one made
+before the reset (the reset's dropped grants stay dropped: a checkpoint holds no grants).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +17,12 @@ from actors.grants import Grant, from_event
 from events.catalog import (
     Event,
     RunAccepted,
+    SessionCompacted,
     SessionCreated,
     SessionGrantAdded,
     SessionPostureSet,
     SessionReset,
+    SessionRestored,
 )
 
 
@@ -27,6 +36,25 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """As stored (redacted)."""
     covers: tuple[str, ...]
     """The runs the summary condenses, oldest first."""
+    method: str = "extractive"
+    """``extractive`` or ``model`` (:data:`events.catalog.CompactionMethod`)."""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    """Estimated tokens of the session's history before and after the compaction."""
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """A point a session's context can be restored to: made by every compaction."""
+
+    compaction: Compaction
+    history: tuple[str, ...]
+    """The session's visible history when the compaction was made."""
+    seq: int
+    """The ``stream_seq`` of its ``session.compacted`` (its time is that row's)."""
+
+    @property
+    def checkpoint_id(self) -> str:
+        return self.compaction.compaction_id
 
 
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,6 +74,8 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     distinct tool and binding)."""
     compaction: Compaction | None = None
     """The summary in force (set by compaction or a restore, cleared by a reset)."""
+    checkpoints: tuple[Checkpoint, ...] = ()
+    """Every compaction of the session, oldest first (a reset keeps them)."""
     postures: tuple[tuple[str, str], ...] = ()
     """Per-session posture overrides, (tool, posture), sorted."""
     resets: int = 0
@@ -77,7 +107,30 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
         )
     if isinstance(event, SessionReset):
         return msgspec.structs.replace(
-            state, history=(), grants=(), resets=state.resets + 1, next_seq=nxt
+            state, history=(), grants=(), compaction=None, resets=state.resets + 1, next_seq=nxt
+        )
+    if isinstance(event, SessionCompacted):
+        compaction = Compaction(
+            compaction_id=event.compaction_id,
+            summary=event.summary,
+            covers=event.covers,
+            method=event.method,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+        )
+        checkpoint = Checkpoint(compaction=compaction, history=state.history, seq=state.next_seq)
+        return msgspec.structs.replace(
+            state,
+            compaction=compaction,
+            checkpoints=(*state.checkpoints, checkpoint),
+            next_seq=nxt,
+        )
+    if isinstance(event, SessionRestored):
+        restored = checkpoint_of(state, event.checkpoint_id)
+        if restored is None:
+            raise ValueError(f"session.restored names unknown checkpoint {event.checkpoint_id}")
+        return msgspec.structs.replace(
+            state, compaction=restored.compaction, history=restored.history, next_seq=nxt
         )
     if isinstance(event, SessionPostureSet):
         postures = {tool: p for tool, p in state.postures if tool != event.tool}
@@ -100,6 +153,14 @@ def fold(events: Iterable[Event]) -> SessionState | None:
     for event in events:
         state = apply(state, event)
     return state
+
+
+def checkpoint_of(state: SessionState, checkpoint_id: str) -> Checkpoint | None:
+    """The session's checkpoint with this id, or None."""
+    for checkpoint in state.checkpoints:
+        if checkpoint.checkpoint_id == checkpoint_id:
+            return checkpoint
+    return None
 
 
 def history_until(state: SessionState, run_id: str | None) -> tuple[str, ...]:

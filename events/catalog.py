@@ -87,6 +87,42 @@ class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_s
     posture: Literal["always_allow", "ask_each_time", "disabled"] | None
 
 
+CompactionMethod = Literal["extractive", "model"]
+"""How a compaction's summary was written: from the covered runs' own words (each message and
+the start of its answer), or by the session's model (docs/context.md, "Compaction")."""
+
+
+class SessionCompacted(Event, frozen=True, kw_only=True, tag="session.compacted"):
+    """Older runs of the session were condensed into ``summary``, which stands in for them in
+    every later run's context (the assembler leaves the ``covers`` runs out). The compaction is
+    also a checkpoint (its id is ``compaction_id``) that ``session.restored`` can return to.
+
+    ``covers`` is cumulative: a later compaction's summary includes the previous summary and
+    covers its runs too. ``tokens_before`` / ``tokens_after``: the estimated tokens of the
+    session's history (summary plus the completed runs it does not cover) before and after."""
+
+    session_id: Id
+    compaction_id: Id
+    summary: str
+    covers: tuple[Id, ...]
+    """The runs the summary condenses, oldest first."""
+    method: CompactionMethod = "extractive"
+    tokens_before: int = 0
+    tokens_after: int = 0
+    trigger: Literal["auto", "request"] = "request"
+    """``auto``: the history passed ``[context] compact_at`` after a run; ``request``: asked
+    for (``reel sessions compact``, ``POST /v1/sessions/{id}/compact``)."""
+
+
+class SessionRestored(Event, frozen=True, kw_only=True, tag="session.restored"):
+    """The session's context went back to checkpoint ``checkpoint_id``: the summary in force
+    and the history are that compaction's again. Runs made since stay in the journal (and in
+    ``session.runs``); later runs no longer see them."""
+
+    session_id: Id
+    checkpoint_id: Id
+
+
 class GrantRevoked(Event, frozen=True, kw_only=True, tag="grant.revoked"):
     """An ``always`` grant (principal + tool) was revoked; later calls ask again.
 
@@ -143,6 +179,9 @@ class RunContextAssembled(Event, frozen=True, kw_only=True, tag="run.context_ass
     references: tuple[dict[str, Any], ...] = ()
     estimated_input_tokens: int = 0
     budget_tokens: int = 0
+    learned: tuple[dict[str, Any], ...] = ()
+    """Applied learnings offered to this run: ``candidate_id``, ``kind`` (``preference`` of
+    the run's principal, or ``procedure`` hint for a similar request) and ``text``."""
 
 
 class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
@@ -417,6 +456,8 @@ CATALOG: tuple[type[Event], ...] = (
     SessionReset,
     SessionGrantAdded,
     SessionPostureSet,
+    SessionCompacted,
+    SessionRestored,
     GrantRevoked,
     RunAccepted,
     RunStarted,

@@ -80,6 +80,8 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "approval.read": ActionSpec(resource_type="Approval", scope="approval", changes_state=False),
     "session.create": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "session.reset": ActionSpec(resource_type="Session", scope="session", changes_state=True),
+    "session.compact": ActionSpec(resource_type="Session", scope="session", changes_state=True),
+    "session.restore": ActionSpec(resource_type="Session", scope="session", changes_state=True),
     "run.start": ActionSpec(resource_type="Session", scope="session", changes_state=True),
     "run.cancel": ActionSpec(resource_type="Run", scope="run", changes_state=True),
     "approval.resolve": ActionSpec(resource_type="Approval", scope="approval", changes_state=True),

@@ -14,7 +14,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -80,6 +80,26 @@ class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     when it is set but cannot be used (docs/journal-format.md section 7)."""
 
 
+class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[context]``: how much a run's model input may hold, and when a session's older runs
+    are condensed into a summary (docs/context.md)."""
+
+    budget_tokens: Annotated[int, msgspec.Meta(ge=256)] = ActorsConfig().context_budget_tokens
+    """Estimated input tokens of a run's first model call (``REEL_CONTEXT_BUDGET_TOKENS``)."""
+    model_budgets: dict[str, Annotated[int, msgspec.Meta(ge=256)]] = {}
+    """Per model (``provider.model``), e.g. ``{ "llama-3.2-3b" = 6000 }``: wins over
+    ``budget_tokens`` for that model."""
+    compact_at: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = ActorsConfig().compact_at
+    """Compact a session after a run once its history passes this fraction of what earlier
+    turns may use; 0: only on request."""
+    cooldown_s: Annotated[float, msgspec.Meta(ge=0.0)] = ActorsConfig().compact_cooldown_s
+    """At least this long between a session's compaction and its next automatic one."""
+
+    def budget_for(self, model: str) -> int:
+        """The budget of ``model`` (``budget_tokens`` unless ``model_budgets`` names it)."""
+        return self.model_budgets.get(model, self.budget_tokens)
+
+
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
@@ -98,6 +118,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     approvals: ApprovalsConfig = ApprovalsConfig()
     journal: JournalConfig = JournalConfig()
     tools: ToolsSection = ToolsSection()
+    context: ContextSection = ContextSection()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""
@@ -111,6 +132,9 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
             max_message_bytes=self.sessions.max_message_bytes,
             idle_passivate_s=self.sessions.idle_passivate_s,
             approval_timeout_s=self.approvals.timeout_s,
+            context_budget_tokens=self.context.budget_for(self.provider.model),
+            compact_at=self.context.compact_at,
+            compact_cooldown_s=self.context.cooldown_s,
         )
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:

@@ -19,7 +19,8 @@ ALICE, BOB = "user:alice", "user:bob"
 ALLOWED: dict[str, set[str]] = {
     "admin": set(ACTIONS),
     "operator": READS
-    | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"},
+    | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"}
+    | {"session.compact", "session.restore"},
     "approver": READS | {"approval.resolve"},
     "viewer": set(READS),
     "agent": {
@@ -31,6 +32,8 @@ ALLOWED: dict[str, set[str]] = {
         # in its own sessions only:
         "session.read",
         "session.reset",
+        "session.compact",
+        "session.restore",
         "run.start",
         "run.read",
         "run.cancel",
@@ -42,6 +45,8 @@ ALLOWED: dict[str, set[str]] = {
 OWNED_ONLY = {
     "session.read",
     "session.reset",
+    "session.compact",
+    "session.restore",
     "run.start",
     "run.read",
     "run.cancel",

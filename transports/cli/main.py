@@ -15,6 +15,7 @@ from transports.cli import (
     node_cmd,
     policy_cmd,
     replay_cmd,
+    sessions_cmd,
     tokens_cmd,
     tools_cmd,
 )
@@ -56,6 +57,7 @@ app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(tokens_cmd.app, name="tokens")
+app.add_typer(sessions_cmd.app, name="sessions")
 app.command("tools")(tools_cmd.tools)
 app.command("replay")(replay_cmd.replay_cmd)
 

@@ -60,6 +60,17 @@ class PostureRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=
     posture: Literal["always_allow", "ask_each_time", "disabled"] | None
 
 
+class CompactSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/sessions/{id}/compact``: condense the older runs now (body optional)."""
+
+
+class RestoreSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/sessions/{id}/restore``: return the session's context to a checkpoint (one
+    of ``GET /v1/sessions/{id}/checkpoints``)."""
+
+    checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+
+
 class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/runs/{id}/cancel`` (body optional)."""
 

@@ -14,6 +14,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from actors.compaction import Checkpoints
+from actors.messages import CompactionOutcome
 from events import VerifyReport
 from projections import ApprovalRecord, RunRecord, SessionRecord
 from transports.http.bodies import (
@@ -21,6 +23,7 @@ from transports.http.bodies import (
     ApprovalPage,
     BranchSessionRequest,
     CancelRunRequest,
+    CompactSessionRequest,
     CreatedToken,
     CreateSessionRequest,
     CreateTokenRequest,
@@ -30,6 +33,7 @@ from transports.http.bodies import (
     JournalHead,
     PostureRequest,
     ResetSessionRequest,
+    RestoreSessionRequest,
     RunPage,
     RunStarted,
     SendMessageRequest,
@@ -81,6 +85,10 @@ TYPES: tuple[type[Any], ...] = (
     CreatedToken,
     TokenList,
     Whoami,
+    CompactSessionRequest,
+    RestoreSessionRequest,
+    CompactionOutcome,
+    Checkpoints,
 )
 
 ERRORS = {
@@ -275,6 +283,45 @@ def _paths() -> dict[str, Any]:
                 write,
                 parameters=(session,),
                 body=PostureRequest,
+                body_required=True,
+            )
+        },
+        "/v1/sessions/{session_id}/compact": {
+            "post": _op(
+                "Compact: condense the session's older runs into a summary now "
+                "(docs/context.md). session.compact. 409 while a run of the session is live or "
+                "queued, or when no completed run is left to condense.",
+                {
+                    200: _json(CompactionOutcome, "Compacted (status compacted)."),
+                    202: _json(
+                        CompactionOutcome,
+                        "Decided; the session's model is writing the summary (status writing): "
+                        "the checkpoint appears in /checkpoints when it is recorded.",
+                    ),
+                },
+                write,
+                parameters=(session,),
+                body=CompactSessionRequest,
+            )
+        },
+        "/v1/sessions/{session_id}/checkpoints": {
+            "get": _op(
+                "The session's checkpoints (one per compaction), oldest first, and the one in "
+                "force. session.read.",
+                {200: _json(Checkpoints, "The checkpoints.")},
+                (404,),
+                parameters=(session,),
+            )
+        },
+        "/v1/sessions/{session_id}/restore": {
+            "post": _op(
+                "Restore: the session's context returns to a checkpoint (its summary and "
+                "history); later runs stay in the journal. session.restore. An unknown "
+                "checkpoint is a 400 naming $.checkpoint; 409 while a run is live or queued.",
+                {200: _json(Checkpoints, "The checkpoints, the restored one in force.")},
+                write,
+                parameters=(session,),
+                body=RestoreSessionRequest,
                 body_required=True,
             )
         },

@@ -1,14 +1,21 @@
-"""``/v1/sessions``: list, read, create, send a message (start a run), reset, branch."""
+"""``/v1/sessions``: list, read, create, send a message (start a run), reset, branch, compact,
+list checkpoints and restore one."""
 
 from __future__ import annotations
+
+import asyncio
 
 from aiohttp import web
 
 from actors import NotFound
+from actors.compaction import Checkpoints, checkpoints_of
 from actors.messages import (
     BranchSession,
+    CompactionOutcome,
+    CompactSession,
     ResetSession,
     ResolveSession,
+    RestoreSession,
     RunTicket,
     SessionInfo,
     SetSessionPosture,
@@ -17,9 +24,11 @@ from actors.messages import (
 from projections import SessionRecord
 from transports.http.bodies import (
     BranchSessionRequest,
+    CompactSessionRequest,
     CreateSessionRequest,
     PostureRequest,
     ResetSessionRequest,
+    RestoreSessionRequest,
     RunPage,
     RunStarted,
     SendMessageRequest,
@@ -189,6 +198,55 @@ async def set_posture(request: web.Request) -> web.Response:
         )
     )
     return json_reply(await session_record(ctx, info.session_id, wait=True))
+
+
+@routes.post("/v1/sessions/{session_id}/compact")
+async def compact_session(request: web.Request) -> web.Response:
+    """200 with the compaction made; 202 while the session's model writes the summary."""
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    await read_body(request, CompactSessionRequest, optional=True)
+    record = await session_record(ctx, session_id)
+    who = await permit(request, "session.compact", ctx.authority.session_scope(record))
+    outcome: CompactionOutcome = await ctx.command(
+        CompactSession(session_id=session_id, principal=who.principal)
+    )
+    location = {"Location": f"/v1/sessions/{session_id}/checkpoints"}
+    return json_reply(
+        outcome, status=200 if outcome.status == "compacted" else 202, headers=location
+    )
+
+
+@routes.get("/v1/sessions/{session_id}/checkpoints")
+async def list_checkpoints(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    record = await session_record(ctx, session_id)
+    await permit(request, "session.read", ctx.authority.session_scope(record))
+    return json_reply(await checkpoints(ctx, session_id))
+
+
+@routes.post("/v1/sessions/{session_id}/restore")
+async def restore_session(request: web.Request) -> web.Response:
+    ctx = request.app[CONTEXT]
+    session_id = path_id(request, "session_id", "session")
+    body = await read_body(request, RestoreSessionRequest)
+    record = await session_record(ctx, session_id)
+    who = await permit(request, "session.restore", ctx.authority.session_scope(record))
+    await ctx.command(
+        RestoreSession(
+            session_id=session_id, checkpoint_id=body.checkpoint, principal=who.principal
+        )
+    )
+    return json_reply(await checkpoints(ctx, session_id))
+
+
+async def checkpoints(ctx: ApiContext, session_id: str) -> Checkpoints:
+    """The session's checkpoints, folded from its stream in the journal (the session actor's
+    own fold; the views hold no copy), on a worker thread."""
+    journal = ctx.runtime.journal
+    stored = await asyncio.to_thread(journal.read_stream, f"session/{session_id}")
+    return checkpoints_of(session_id, stored)
 
 
 async def session_record(ctx: ApiContext, session_id: str, wait: bool = False) -> SessionRecord:
