@@ -156,9 +156,13 @@ def user_content(state: RunState) -> str:
     """The run's message (``@@`` read as ``@``) and, once assembled, its reference material."""
     text = unescape(state.text)
     context = state.context
-    if context is None or not (context.memory or context.references):
+    if context is None or not (context.memory or context.references or context.learned):
         return text
     blocks = [
+        fence(f"learned {m.get('kind', '')}:{m.get('candidate_id', '')}", str(m.get("text", "")))
+        for m in context.learned
+    ]
+    blocks += [
         fence(f"memory:{m.get('item_id', '')}", str(m.get("text", ""))) for m in context.memory
     ]
     share = max(context.budget_tokens // REFERENCE_SHARE, 1) * CHARS_PER_TOKEN
@@ -323,13 +327,23 @@ def assembled(
     *,
     memory: tuple[Injected, ...],
     reads: dict[int, Read],
+    learned: tuple[dict[str, str], ...] = (),
     budget_tokens: int,
     system_prompt: str,
 ) -> RunContextAssembled:
     """``run.context_assembled``: the memory injected (cut to its share of the budget), how
     each reference resolved (file and URL references by their governed calls' results), and
-    the estimated input tokens of the first model call."""
-    each = max(budget_tokens // MEMORY_SHARE, 1) * CHARS_PER_TOKEN // max(len(memory), 1)
+    the estimated input tokens of the first model call. ``learned`` (applied preferences and
+    procedure hints: ``candidate_id``, ``kind``, ``text``) shares memory's part of the budget."""
+    each = (
+        max(budget_tokens // MEMORY_SHARE, 1)
+        * CHARS_PER_TOKEN
+        // max(len(memory) + len(learned), 1)
+    )
+    learned = tuple(
+        m | {"text": m["text"] if len(m["text"]) <= each else m["text"][:each] + CUT_NOTE}
+        for m in learned
+    )
     injected = tuple(
         {
             "item_id": m.item_id,
@@ -370,6 +384,7 @@ def assembled(
         dropped_runs=prior.dropped,
         memory=injected,
         references=tuple(references),
+        learned=learned,
         budget_tokens=budget_tokens,
     )
     first = model_input(system_prompt, prior, msgspec.structs.replace(state, context=event), 0)

@@ -338,9 +338,24 @@ class RunActor(pykka.ThreadingActor):
                 self.prior,
                 memory=self._memory_hits(),
                 reads=reads,
+                learned=self._learned(),
                 budget_tokens=cfg.context_budget_tokens,
                 system_prompt=cfg.system_prompt,
             )
+        )
+
+    def _learned(self) -> tuple[dict[str, str], ...]:
+        """Applied preferences of the run's principal and procedure hints for its request."""
+        learning = self.s.learning
+        if learning is None:
+            return ()
+        try:
+            offered = learning.offered(self.state.principal, unescape(self.state.text))
+        except Exception:  # a learning view that cannot answer offers nothing; the run goes on
+            log.warning("learning view failed for run %s", self.run_id, exc_info=True)
+            return ()
+        return tuple(
+            {"candidate_id": o.candidate_id, "kind": o.kind, "text": o.text} for o in offered
         )
 
     def _memory_hits(self) -> tuple[Injected, ...]:

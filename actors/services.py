@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,24 @@ from tools import ToolCatalog
 
 if TYPE_CHECKING:
     import pykka
+
+
+class Learned(Protocol):
+    """An applied learning as the assembler offers it."""
+
+    @property
+    def candidate_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
+class LearningPort(Protocol):
+    """What runs read of the learning view: applied preferences of a principal, and
+    procedure hints for a request like this one."""
+
+    def offered(self, principal: str, text: str) -> Sequence[Learned]: ...
 
 
 class MemoryPort(Protocol):
@@ -44,6 +63,8 @@ class Services:
     registry: LiveRegistry = field(default_factory=LiveRegistry)
     turns: TurnCache = field(default_factory=TurnCache)
     """Recent runs' text and answer, node-wide: prior turns without re-reading the journal."""
+    learning: LearningPort | None = None
+    """The learning view runs read applied preferences and procedure hints from (None: none)."""
     memory: MemoryPort | None = None
     """The memory view runs search for auto-injection and ``@memory`` references (None: no
     memory, nothing is injected)."""
