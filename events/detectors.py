@@ -234,6 +234,9 @@ _PAIR = re.compile(
     re.IGNORECASE,
 )
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
+_KEY_WITH_SEP = re.compile(_KEY + r"(?::=|=>|[:=])", re.IGNORECASE)
+"""A bare "value" that is itself a secret's key and its separator (``password: DB_PASSWORD:
+x``): not the value, so the match is refused and the scan finds the pair that starts there."""
 
 
 def _accept_pair(match: re.Match[str], value: str) -> bool:
@@ -243,6 +246,8 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     if match.group("said") is not None:  # prose
         return credential_like(value)
     sep = match.group("sep")
+    if match.group("bare") is not None and _KEY_WITH_SEP.fullmatch(value):
+        return False
     if match.group("bare") is not None:
         if match.group("weak") is not None:  # token: the smallest unit
             return credential_like(value)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from events import MARKER
@@ -44,6 +44,12 @@ def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunked())
+@example(  # found by this test: a secret's key read as the value of the key before it
+    (
+        "Enter your password: DB_PASSWORD: s3cr3t-canary",
+        ["Enter your password: DB_PASSWORD: s3cr3t-canary"],
+    )
+)
 def test_random_chunkings_of_the_corpus_in_prose(case: tuple[str, list[str]]) -> None:
     text, chunks = case
     out, count = redact_chunks(chunks)
