@@ -389,6 +389,43 @@ class MemoryItemDeleted(Event, frozen=True, kw_only=True, tag="memory.item_delet
     reason: str = ""
 
 
+# --- incidents (stream ``incident/<incident_id>``, written by the watchdog only) -------------
+
+IncidentDomain = Literal["run", "task", "approval", "projector", "journal"]
+"""What an incident is about: a run without progress, a task whose lease lapsed, an approval
+pending past its time-out, the views lagging the journal, the journal failing verification."""
+INCIDENT_DOMAINS: tuple[IncidentDomain, ...] = ("run", "task", "approval", "projector", "journal")
+"""Every domain, in the order surfaces list them (``reel_incidents_open`` has one per domain)."""
+IncidentAction = Literal["fail_run", "expire_approval", "reclaim_task"]
+"""What the watchdog does about an incident in ``auto`` mode (the act itself is recorded by
+the stream that owns the subject: ``run.failed`` reason ``stalled``, ``tool.approval_resolved``
+reason ``expired``, ...)."""
+
+
+class IncidentOpened(Event, frozen=True, kw_only=True, tag="incident.opened"):
+    """The watchdog found something wrong with ``subject`` (the run, task or approval id, or
+    ``views`` / ``journal``). At most one incident per (domain, subject) is open at a time.
+
+    ``evidence`` is what was measured against which limit: ``measure``, ``value``, ``limit``,
+    ``unit``, and where it applies ``since_ms`` (when the condition began) and ``detail``
+    (free text, redacted like every other). ``action`` is what ``auto`` mode does about it;
+    ``None`` in ``observe`` mode (record only)."""
+
+    incident_id: Id
+    domain: IncidentDomain
+    subject: Id
+    evidence: dict[str, Any]
+    action: IncidentAction | None = None
+
+
+class IncidentResolved(Event, frozen=True, kw_only=True, tag="incident.resolved"):
+    """The incident is over: its condition ``cleared`` by itself, or the watchdog ``acted``
+    on it and the condition is gone."""
+
+    incident_id: Id
+    how: Literal["cleared", "acted"]
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -477,6 +514,8 @@ CATALOG: tuple[type[Event], ...] = (
     ToolCompleted,
     MemoryItemWritten,
     MemoryItemDeleted,
+    IncidentOpened,
+    IncidentResolved,
     TokenCreated,
     TokenRevoked,
     AccessDecided,
