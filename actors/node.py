@@ -23,7 +23,7 @@ from actors.io_loop import IoLoop
 from actors.messages import CancelRun
 from actors.provider import ModelProvider
 from actors.recovery import RecoveryReport, recover
-from actors.services import Services
+from actors.services import MemoryPort, Services
 from events import JournalPort
 from tools import ToolCatalog
 
@@ -42,7 +42,10 @@ class Node:
         gate: ToolGate,
         workspace: Path,
         config: ActorsConfig | None = None,
+        memory: MemoryPort | None = None,
     ) -> None:
+        """``memory``: the memory view runs search for auto-injection and ``@memory``
+        references (None: runs are shown no memory)."""
         self.journal = journal
         self.io = IoLoop()
         self.services = Services(
@@ -53,6 +56,7 @@ class Node:
             gate=gate,
             workspace=workspace,
             config=config or ActorsConfig(),
+            memory=memory,
         )
         self.recovery = RecoveryReport()
         self._started = False

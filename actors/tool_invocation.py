@@ -331,6 +331,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self.spec.timeout_s,
             self.cancel,
             output_budget_bytes=TOOL_OUTPUT_BUDGET,
+            principal=self.principal,
+            session_id=self.session_id,
+            invocation_id=self.state.invocation_id,
         )
         result = self.s.catalog.execute(self.spec.name, self.args, ctx)
         try:

@@ -12,15 +12,17 @@ from typing import Final
 import msgspec
 
 CAPABILITIES: Final[frozenset[str]] = frozenset(
-    {"fs.read", "fs.write", "net.egress", "process.exec", "secrets.read"}
+    {"fs.read", "fs.write", "net.egress", "process.exec", "secrets.read", "memory.write"}
 )
-"""Every capability a tool may declare."""
+"""Every capability a tool may declare (``memory.write``: records a durable memory item that
+later runs are shown, see ``tools/spec.py``)."""
 
 SENSITIVE_CAPABILITIES: Final[tuple[str, ...]] = (
     "process.exec",
     "net.egress",
     "fs.write",
     "secrets.read",
+    "memory.write",
 )
 """Capabilities that make a tool sensitive. The rule that acts on them lives in
 ``tool_execute.cedar`` (``baseline.tool.low_risk``); this copy only words the reason."""

@@ -5,7 +5,8 @@ or policies. The tool actor asks the catalog to `validate` a model's
 arguments, lets policy decide using the `ToolSpec`, then calls `execute`
 with an `ExecutionContext` on its own thread and records the `ToolResult`.
 
-Runtimes: builtins (echo, time.now, sleep), workspace files (fs.read,
+Runtimes: builtins (echo, time.now, sleep), memory (memory.search,
+memory.write, over a `MemoryStore` the node injects), workspace files (fs.read,
 fs.list, fs.write; `tools.workspace`: no symlink followed, no multi-link
 file opened), http.fetch, shell.run (only inside the bubblewrap sandbox of
 `tools.sandbox`; exec wrappers per `tools.wrappers`), and WASM plugins on
@@ -36,6 +37,7 @@ from tools.errors import (
     ToolsError,
     UnknownTool,
 )
+from tools.memory_tools import FoundItem, MemoryStore
 from tools.result import ErrorKind, ToolResult
 from tools.runtime import ToolRuntime
 from tools.spec import CAPABILITIES, Capability, Posture, Risk, RuntimeKind, ToolSpec
@@ -59,8 +61,10 @@ __all__ = [
     "Capability",
     "ErrorKind",
     "ExecutionContext",
+    "FoundItem",
     "InvalidArguments",
     "ManifestError",
+    "MemoryStore",
     "PluginError",
     "PluginLoadError",
     "Posture",

@@ -10,6 +10,7 @@ from tools.config import ToolsConfig
 from tools.errors import ManifestError
 from tools.files import FileRuntime
 from tools.http_fetch import HttpRuntime
+from tools.memory_tools import MemoryStore, MemoryToolsRuntime
 from tools.plugins import load_plugins
 from tools.runtime import ToolRuntime
 from tools.shell import ShellRuntime
@@ -17,14 +18,17 @@ from tools.shell import ShellRuntime
 __all__ = ["build_catalog"]
 
 
-def build_catalog(config: ToolsConfig) -> ToolCatalog:
-    """Builtins, workspace files, http.fetch, shell.run, and the plugins in ``plugin_dir``.
+def build_catalog(config: ToolsConfig, memory: MemoryStore | None = None) -> ToolCatalog:
+    """Builtins, the memory tools, workspace files, http.fetch, shell.run, and the plugins in
+    ``plugin_dir``. ``memory`` is the node's memory (the memory tools are listed without it,
+    so every catalog declares the same tools, but their calls then fail).
 
     Raises a `PluginError` naming the plugin when one cannot be loaded, or
     whose name clashes with a built-in tool.
     """
     runtimes: list[ToolRuntime] = [
         BuiltinRuntime(config),
+        MemoryToolsRuntime(config, memory),
         FileRuntime(config),
         HttpRuntime(config),
         ShellRuntime(config),

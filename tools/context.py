@@ -30,6 +30,13 @@ class ExecutionContext:
     """The most UTF-8 bytes the result's output may take so that the caller can record it
     (the tool actor derives it from the journal's payload limit); None: only the tool's own
     cap. Runtimes whose output is JSON cut their text fields to fit and mark the cut."""
+    principal: str | None = None
+    """Who the call acts for: the run's principal. A tool that records a fact of its own (the
+    memory tools) records it as this principal and reads what this principal may see."""
+    session_id: str | None = None
+    """The session the call belongs to (the memory tools' scope ``session``)."""
+    invocation_id: str | None = None
+    """The tool invocation (``tool/<id>``): what a fact the tool records was caused by."""
 
     @classmethod
     def start(
@@ -39,6 +46,9 @@ class ExecutionContext:
         cancel: threading.Event | None = None,
         *,
         output_budget_bytes: int | None = None,
+        principal: str | None = None,
+        session_id: str | None = None,
+        invocation_id: str | None = None,
     ) -> ExecutionContext:
         """A context whose deadline is ``timeout_s`` from now."""
         return cls(
@@ -46,6 +56,9 @@ class ExecutionContext:
             deadline=time.monotonic() + timeout_s,
             cancel=cancel if cancel is not None else threading.Event(),
             output_budget_bytes=output_budget_bytes,
+            principal=principal,
+            session_id=session_id,
+            invocation_id=invocation_id,
         )
 
     def output_cap(self, spec_cap: int) -> int:

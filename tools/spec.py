@@ -22,11 +22,16 @@ __all__ = [
     "inline_schema",
 ]
 
-Capability = Literal["fs.read", "fs.write", "net.egress", "process.exec", "secrets.read"]
-"""What a tool may touch; Cedar policies and approvals reason about these."""
+Capability = Literal[
+    "fs.read", "fs.write", "net.egress", "process.exec", "secrets.read", "memory.write"
+]
+"""What a tool may touch; Cedar policies and approvals reason about these. ``memory.write``:
+the tool records a durable memory item, which later runs (of other sessions, and of every
+principal for a global item) are shown as reference material; it is sensitive, like
+``fs.write``, because a fact written once steers runs long after the one that wrote it."""
 
 CAPABILITIES: frozenset[str] = frozenset(
-    ("fs.read", "fs.write", "net.egress", "process.exec", "secrets.read")
+    ("fs.read", "fs.write", "net.egress", "process.exec", "secrets.read", "memory.write")
 )
 
 Risk = Literal["low", "medium", "high", "critical"]

@@ -100,6 +100,19 @@ class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=T
         return self.model_budgets.get(model, self.budget_tokens)
 
 
+class MemoryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[memory]``: how memory items are indexed and how many a run is shown (docs/memory.md)."""
+
+    embedder: str = "hashing"
+    """The embedder of the memory view's vectors (``REEL_MEMORY_EMBEDDER``): ``hashing`` (built
+    in) or ``e5-small`` (the ``embeddings`` extra). A name that does not load stops the node
+    with the extra to install. Switching rebuilds the memory view from the journal."""
+    inject_k: Annotated[int, msgspec.Meta(ge=0, le=20)] = ActorsConfig().memory_inject_k
+    """At most this many memory items are injected into a run's context (0: none)."""
+    min_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = ActorsConfig().memory_min_score
+    """A memory hit is injected only at or above this final score."""
+
+
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
@@ -119,6 +132,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     journal: JournalConfig = JournalConfig()
     tools: ToolsSection = ToolsSection()
     context: ContextSection = ContextSection()
+    memory: MemoryConfig = MemoryConfig()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""
@@ -135,6 +149,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
             context_budget_tokens=self.context.budget_for(self.provider.model),
             compact_at=self.context.compact_at,
             compact_cooldown_s=self.context.cooldown_s,
+            memory_inject_k=self.memory.inject_k,
+            memory_min_score=self.memory.min_score,
         )
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:

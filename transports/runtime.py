@@ -17,11 +17,20 @@ from actors import Node, ToolGate
 from actors.provider import ModelProvider
 from events import Journal, JournalError, JournalTampered, NodeKey, Witness
 from policies import PolicyEngine
-from projections import Projector, Views
+from projections import (
+    Embedder,
+    EmbedderUnavailable,
+    MemoryView,
+    Projector,
+    Views,
+    all_projections,
+    make_embedder,
+)
 from tools import ToolCatalog, build_catalog
 from transports.access import Authority
 from transports.auth import load_or_create_token
 from transports.config import ConfigError, NodeConfig, load_config
+from transports.memory import NodeMemory
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.tokens import load_tokens
 
@@ -40,6 +49,9 @@ class Runtime:
     """Who a bearer token speaks for and what Cedar lets it do: shared by HTTP and gRPC
     (its token book is folded from the journal's ``token.*`` events at start and updated as
     the API creates and revokes tokens)."""
+    memory: NodeMemory
+    """The memory view (searched by runs, the memory tools and the API) and the journal that
+    memory writes go to."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -58,6 +70,7 @@ class Runtime:
                 with contextlib.suppress(JournalError):
                     self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
+                self.memory.close()
                 self.views.close()
             finally:
                 self.journal.close()
@@ -90,6 +103,16 @@ def make_provider(config: NodeConfig) -> ModelProvider:
         raise ConfigError(f"config key provider.{exc}") from None
 
 
+def load_embedder(config: NodeConfig) -> Embedder:
+    """The memory view's embedder (``[memory] embedder``), built once per node. A name that
+    does not load (unknown, or its extra not installed) is a :class:`ConfigError` naming the
+    choices or the extra to install."""
+    try:
+        return make_embedder(config.memory.embedder)
+    except EmbedderUnavailable as exc:
+        raise ConfigError(f"config key memory.embedder: {exc}") from None
+
+
 def open_runtime(
     data_dir: Path,
     *,
@@ -110,7 +133,10 @@ def open_runtime(
     admin_token = load_or_create_token(data_dir)
     cfg = config or load_config(config_path or data_dir / "config.toml")
     engine = PolicyEngine.load(data_dir / "policies")
-    catalog = build_catalog(cfg.tools_config(data_dir))
+    embedder = load_embedder(cfg)
+    # The view's connections open on first use: views.db exists by then (the projector makes it).
+    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder))
+    catalog = build_catalog(cfg.tools_config(data_dir), memory=memory)
     gate = ToolGate(engine, cfg.tools.postures)
     unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
     if unknown:
@@ -139,7 +165,8 @@ def open_runtime(
     try:
         tokens = load_tokens(journal, admin_token)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
-        projector = Projector(journal, data_dir / "views.db")
+        projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
+        memory.bind(journal)
         node = Node(
             journal=journal,
             provider=model,
@@ -147,12 +174,14 @@ def open_runtime(
             gate=gate,
             workspace=data_dir / "workspace",
             config=cfg.actors(),
+            memory=memory.view,
         )
         node.start()
         projector.follow(journal)
     except BaseException:
         if projector is not None:
             projector.close()
+        memory.close()
         journal.close()
         raise
     views = Views(data_dir / "views.db")
@@ -164,4 +193,5 @@ def open_runtime(
         projector=projector,
         views=views,
         authority=Authority(engine, tokens, views, journal),
+        memory=memory,
     )

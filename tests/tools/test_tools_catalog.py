@@ -34,6 +34,7 @@ def test_public_all_is_complete() -> None:
         "errors",
         "files",
         "http_fetch",
+        "memory_tools",
         "plugins",
         "result",
         "runtime",
@@ -55,6 +56,8 @@ def test_default_catalog_lists_the_builtin_tools(catalog: tools.ToolCatalog) -> 
         "fs.read",
         "fs.write",
         "http.fetch",
+        "memory.search",
+        "memory.write",
         "shell.run",
         "sleep",
         "time.now",
@@ -70,6 +73,8 @@ def test_declared_risk_posture_and_capabilities(catalog: tools.ToolCatalog) -> N
     assert declared["fs.write"] == ("high", "ask_each_time", ["fs.write"])
     assert declared["http.fetch"] == ("high", "ask_each_time", ["net.egress"])
     assert declared["shell.run"] == ("critical", "ask_each_time", ["process.exec"])
+    assert declared["memory.search"] == ("low", "always_allow", [])
+    assert declared["memory.write"] == ("medium", "ask_each_time", ["memory.write"])
 
 
 def test_plugins_join_the_catalog() -> None:

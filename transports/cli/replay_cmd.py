@@ -4,7 +4,11 @@ fresh file, and compare it with the live views row by row. Exit 0 identical, 1 o
 A data dir without a journal is an error (exit 2): there is nothing to audit, and a mistyped
 ``--data`` must not pass as an audit. A data dir without views.db is not: views are rebuildable
 and may be deleted at any time, so the journal is verified and folded into every view (proving
-it can be), nothing is compared, and the command says so and exits 0."""
+it can be), nothing is compared, and the command says so and exits 0.
+
+The memory view is rebuilt with the node's embedder (``[memory] embedder`` of the data dir's
+config and ``REEL_MEMORY_EMBEDDER``, as ``reel node`` reads them): a replay with another one
+would differ by design."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from events import JournalReader, verify
-from projections import replay
+from projections import Embedder, EmbedderUnavailable, make_embedder, replay
 from transports.cli.data_dir import journal_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.journal_cmd import (
@@ -42,6 +46,7 @@ def replay_cmd(
     path = journal_path(data_dir)
     if not path.exists():
         raise CliError(f"no journal at {path}: nothing to replay")
+    embedder = node_embedder(data_dir)
     key = pinned_key(public_key)
     notes = witness_notes(witness)
     reader = JournalReader.open(path)
@@ -67,6 +72,7 @@ def replay_cmd(
                     live,
                     Path(scratch) / "views.db",
                     progress=lambda done, total: bar.update(task, completed=done, total=total),
+                    embedder=embedder,
                 )
     finally:
         reader.close()
@@ -98,3 +104,14 @@ def replay_cmd(
             )
     if not result.identical:
         raise typer.Exit(EXIT_NEGATIVE)
+
+
+def node_embedder(data_dir: Path) -> Embedder:
+    """The embedder the node indexes memory with (its config, its ``REEL_*`` overrides)."""
+    from transports.config import load_config
+
+    name = load_config(data_dir / "config.toml").memory.embedder
+    try:
+        return make_embedder(name)
+    except EmbedderUnavailable as exc:
+        raise CliError(f"config key memory.embedder: {exc}") from None
