@@ -254,7 +254,8 @@ def extractive_summary(previous: str | None, turns: Iterable[Turn], cap_tokens: 
     if previous:
         first, _, rest = previous.partition("\n")
         if first == header:
-            body += [line for line in rest.split("\n") if line and line != SUMMARY_CUT]
+            marks = (SUMMARY_CUT, CUT_NOTE.strip())
+            body += [line for line in rest.split("\n") if line and line not in marks]
         else:
             body.append(previous.strip())
     body += [extractive_line(t) for t in turns]
