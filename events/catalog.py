@@ -426,6 +426,89 @@ class IncidentResolved(Event, frozen=True, kw_only=True, tag="incident.resolved"
     how: Literal["cleared", "acted"]
 
 
+# --- learning (stream ``learning/<candidate_id>``; docs/learning.md) ---------------------------
+
+LearningKind = Literal["fact", "preference", "procedure"]
+"""What a learning candidate is: a durable ``fact`` (applied as a memory item of source
+``learned``), a ``preference`` of its principal (offered to that principal's later runs), or a
+``procedure`` (a tool sequence offered as a hint when a similar request arrives)."""
+LEARNING_TEXT_MAX_CHARS = 500
+"""The cap on a candidate's ``text``, in characters (extractors cut longer text)."""
+
+
+class LearningCandidateProposed(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_proposed"
+):
+    """Reflection on a run found something worth learning about ``principal``. The stream's
+    id is derived from ``(principal, kind, dedupe_key)``, so the same thing found again lands
+    on the same stream (``learning.evidence_added``), never on a second candidate.
+
+    ``runs`` are the runs that show it, and ``positions[i]`` the journal positions in
+    ``runs[i]``'s tape that do (the message that said it; a procedure's tool results).
+    ``confidence_bps`` is 0-10000. ``text`` and ``dedupe_key`` are free text (redacted)."""
+
+    candidate_id: Id
+    learning_kind: LearningKind
+    """``kind`` is the event's own tag, so the field is named apart."""
+    text: str
+    principal: Principal
+    """Whom it concerns: whose runs it was found in, and whose runs it is offered to."""
+    confidence_bps: int
+    dedupe_key: str
+    runs: tuple[Id, ...]
+    positions: tuple[tuple[int, ...], ...] = ()
+    trigger: str = ""
+    """For a procedure: the content words of the request it was first seen for, which a later
+    request is compared with (docs/learning.md, "similar")."""
+    tools: tuple[ToolName, ...] = ()
+    """For a procedure: the tool sequence, in order."""
+    extractor: Literal["rules", "model"] = "rules"
+
+
+class LearningEvidenceAdded(Event, frozen=True, kw_only=True, tag="learning.evidence_added"):
+    """A duplicate was found in more runs: their evidence is merged into the candidate, whose
+    confidence is now ``confidence_bps``."""
+
+    candidate_id: Id
+    runs: tuple[Id, ...]
+    positions: tuple[tuple[int, ...], ...] = ()
+    confidence_bps: int
+
+
+class LearningCandidateApplied(Event, frozen=True, kw_only=True, tag="learning.candidate_applied"):
+    """The candidate takes effect: ``by`` is ``reflection`` when its confidence reached its
+    kind's threshold, else the reviewer who accepted it. A fact produced the memory item
+    ``memory_item_id``; a preference or procedure is offered to later runs from now on."""
+
+    candidate_id: Id
+    by: Principal
+    memory_item_id: Id | None = None
+    reason: str = ""
+
+
+class LearningCandidateRejected(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_rejected"
+):
+    """A reviewer refused a waiting candidate; it is never applied unless accepted later."""
+
+    candidate_id: Id
+    by: Principal
+    reason: str = ""
+
+
+class LearningCandidateRolledBack(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_rolled_back"
+):
+    """An applied candidate is withdrawn: the memory item it produced is deleted
+    (``memory_item_id``, by a ``memory.item_deleted`` appended before this event), a preference
+    or procedure is no longer offered."""
+
+    candidate_id: Id
+    by: Principal
+    reason: str = ""
+    memory_item_id: Id | None = None
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -516,6 +599,11 @@ CATALOG: tuple[type[Event], ...] = (
     MemoryItemDeleted,
     IncidentOpened,
     IncidentResolved,
+    LearningCandidateProposed,
+    LearningEvidenceAdded,
+    LearningCandidateApplied,
+    LearningCandidateRejected,
+    LearningCandidateRolledBack,
     TokenCreated,
     TokenRevoked,
     AccessDecided,
