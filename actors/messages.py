@@ -159,6 +159,18 @@ class CancelRun(msgspec.Struct, frozen=True, kw_only=True):
     reply: Reply = None
 
 
+class StallRun(msgspec.Struct, frozen=True, kw_only=True):
+    """The watchdog found the run without progress (``[watchdog] run_stall_s``, ``auto``
+    mode): stop it as a cancel would, but it ends ``failed`` with reason ``stalled``, recorded
+    as ``principal``'s act. Told to the run actor directly; a run that is ending ignores it."""
+
+    run_id: str
+    detail: str
+    """What was measured (the message of ``run.failed``)."""
+    principal: str = "watchdog"
+    reply: Reply = None
+
+
 class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     """A human decision on a pending approval."""
 

@@ -41,6 +41,7 @@ from actors.messages import (
     ProviderFailed,
     ProviderItem,
     RunFinished,
+    StallRun,
     ToolAppended,
     ToSession,
     WallClockExpired,
@@ -83,7 +84,7 @@ from actors.tool_fold import InvocationState
 from actors.tool_invocation import ToolInvocationActor
 from events import new_id
 from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
-from events.lifecycle import TERMINAL_EVENTS
+from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
 log = logging.getLogger("reel.run")
 
@@ -155,6 +156,8 @@ class RunActor(pykka.ThreadingActor):
         self.clock_generation = 0
         self.ending: tuple[EndKind, str, str] | None = None
         """(kind, reason, detail) once a stop was decided but not yet written."""
+        self.stopped_by: str | None = None
+        """Who stopped the run when it is neither its own doing nor a cancel (the watchdog)."""
         self.ended = False
 
     @property
@@ -193,6 +196,8 @@ class RunActor(pykka.ThreadingActor):
             self._on_tool_events(message)
         elif isinstance(message, CancelRun):
             self._on_cancel(message)
+        elif isinstance(message, StallRun):
+            self._on_stall(message)
         elif isinstance(message, WallClockExpired):
             if message.generation == self.clock_generation and self.ending is None:
                 limit = self.state.wall_clock_s
@@ -554,12 +559,22 @@ class RunActor(pykka.ThreadingActor):
             self._stop_with("cancelled", "cancelled", message.principal)
         resolve(message.reply, True)
 
+    def _on_stall(self, message: StallRun) -> None:
+        """The watchdog found no progress: stop like a cancel, end ``failed`` / ``stalled`` as
+        the watchdog's act. A run already ending (cancelled, out of budget) ends as decided,
+        and one waiting for a human meanwhile is not stalled."""
+        if self.ending is None and self.state.status is RunStatus.IN_PROGRESS:
+            self.stopped_by = message.principal
+            self._stop_with("failed", "stalled", message.detail)
+        resolve(message.reply, True)
+
     def _write_ending(self) -> None:
         assert self.ending is not None
         kind, _, detail = self.ending
         if not self.ended:
-            # A cancel is recorded as the canceller's act; any other end as the run's own.
-            by = detail if kind == "cancelled" else None
+            # A cancel is recorded as the canceller's act, a stall as the watchdog's; any
+            # other end as the run's own.
+            by = detail if kind == "cancelled" else self.stopped_by
             self._append(end(self.state, *self.ending), principal=by)
 
     def _to_session(self, message: Any) -> None:

@@ -2,14 +2,15 @@
 
 Views (one projection each): sessions, runs, tape (per-run entries with a dense ``tape_seq``),
 approvals, tool usage, memory (items with FTS5 and sqlite-vec indexes; hybrid search in
-:class:`MemoryView`, docs/memory.md). views.db can be deleted at any time: the projector
-rebuilds it from the journal. ``reel replay`` rebuilds into a fresh file and compares row by
-row.
+:class:`MemoryView`, docs/memory.md), incidents (what the watchdog found; :class:`IncidentsView`).
+views.db can be deleted at any time: the projector rebuilds it from the journal. ``reel replay``
+rebuilds into a fresh file and compares row by row.
 
 Public surface::
 
     from projections import Projector, Views, replay
     from projections import MemoryView, make_embedder   # memory search; [memory] embedder
+    from projections import IncidentsView, WatchReads    # incidents; what the watchdog reads
 
 Errors: projections raise one error of their own, :class:`EmbedderUnavailable` (an unknown
 embedder name, or a model whose extra is not installed; the message says which); journal errors
@@ -24,6 +25,13 @@ from projections.embedders import (
     available_embedders,
     make_embedder,
 )
+from projections.incidents import (
+    INCIDENT_STATES,
+    IncidentFilter,
+    IncidentRecord,
+    IncidentsView,
+    load_incidents,
+)
 from projections.memory_search import MemoryHit, MemoryItem, MemoryView, SearchWeights
 from projections.projector import Projector, all_projections
 from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
@@ -37,9 +45,18 @@ from projections.records import (
     ToolUsageRecord,
 )
 from projections.replay import Difference, ReplayReport, compare, rebuild, replay
+from projections.watch import (
+    JournalVerdict,
+    Lag,
+    PendingApproval,
+    RunActivity,
+    TaskLease,
+    WatchReads,
+)
 
 __all__ = [
     "APPROVAL_STATES",
+    "INCIDENT_STATES",
     "ApprovalFilter",
     "ApprovalRecord",
     "Difference",
@@ -47,22 +64,32 @@ __all__ = [
     "EmbedderUnavailable",
     "GrantOption",
     "HashingEmbedder",
+    "IncidentFilter",
+    "IncidentRecord",
+    "IncidentsView",
+    "JournalVerdict",
+    "Lag",
     "MemoryHit",
     "MemoryItem",
     "MemoryView",
+    "PendingApproval",
     "Projector",
     "RawTapeEntry",
     "ReplayReport",
+    "RunActivity",
     "RunFilter",
     "RunRecord",
     "SearchWeights",
     "SessionRecord",
     "TapeEntry",
+    "TaskLease",
     "ToolUsageRecord",
     "Views",
+    "WatchReads",
     "all_projections",
     "available_embedders",
     "compare",
+    "load_incidents",
     "make_embedder",
     "rebuild",
     "replay",

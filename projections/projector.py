@@ -23,6 +23,7 @@ from events import JournalPort, JournalReadPort, StoredEvent, UnknownEventKind
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
 from projections.embedders import Embedder
+from projections.incidents import IncidentsProjection
 from projections.memory import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
@@ -42,6 +43,7 @@ def all_projections(embedder: Embedder | None = None) -> list[Projection]:
         ApprovalsProjection(),
         ToolUsageProjection(),
         MemoryProjection(embedder),
+        IncidentsProjection(),
     ]
 
 
