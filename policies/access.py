@@ -26,10 +26,12 @@ from policies.errors import PolicyRequestError
 
 ROLES: Final[dict[str, str]] = {
     "admin": "everything: every API action, tokens and postures included",
-    "operator": "start and cancel runs in any session, read everything, decide approvals",
+    "operator": "start and cancel runs in any session, read everything, decide approvals, "
+    "write and delete memory",
     "approver": "read everything, decide approvals",
     "viewer": "read everything",
-    "agent": "create sessions; start, cancel and read runs only in the sessions it owns",
+    "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
+    "global memory and its own, write and delete only its own",
 }
 """The built-in roles and, in words, what ``policies/*.cedar`` lets each do."""
 
@@ -53,6 +55,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "match": _TEXT,
     },
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
+    "memory": {"item_id": _TEXT, "scope": _TEXT, "owner": _PRINCIPAL, "session_id": _TEXT},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -88,6 +91,10 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "posture.set": ActionSpec(resource_type="Session", scope="posture", changes_state=True),
     "grant.revoke": ActionSpec(resource_type="Session", scope="posture", changes_state=True),
     "token.manage": ActionSpec(resource_type="Token", scope="none", changes_state=True),
+    "memory.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "memory.read": ActionSpec(resource_type="Memory", scope="memory", changes_state=False),
+    "memory.write": ActionSpec(resource_type="Memory", scope="memory", changes_state=True),
+    "memory.delete": ActionSpec(resource_type="Memory", scope="memory", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
 

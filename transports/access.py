@@ -196,6 +196,25 @@ class Authority:
             "match": match,
         }
 
+    def memory_scope(
+        self, item_id: str, scope: str, owner: str | None, session_id: str | None, writer: str
+    ) -> Scope:
+        """A memory item's: its ``scope``, and its ``owner`` as a policy reads it: whose item
+        (scope ``principal``), the owner of its session (``session``), who wrote it
+        (``global``). :class:`NotFound` when its session is not in the views (yet)."""
+        if scope == "session":
+            who = self.owner_of(session_id or "")
+        elif scope == "principal":
+            who = owner or writer
+        else:
+            who = writer
+        return item_id, {
+            "item_id": item_id,
+            "scope": scope,
+            "owner": who,
+            "session_id": session_id or "",
+        }
+
     def posture_scope(self, session_id: str, tool: str, posture: str) -> Scope:
         return session_id, {
             "session_id": session_id,

@@ -154,6 +154,42 @@ def check_expiry(expires_at_ms: int | None, now_ms: int) -> int | None:
     return expires_at_ms
 
 
+class CheckedWrite(msgspec.Struct, frozen=True, kw_only=True):
+    """A write's input once checked (tags stripped, repeats dropped)."""
+
+    text: str
+    tags: tuple[str, ...]
+    scope: MemoryScope
+    session_id: str | None
+    expires_at_ms: int | None
+
+
+def check_write(
+    reader: JournalReadPort,
+    text: str,
+    *,
+    tags: tuple[str, ...] | list[str] = (),
+    scope: str = "principal",
+    session_id: str | None = None,
+    expires_at_ms: int | None = None,
+    now_ms: int | None = None,
+) -> CheckedWrite:
+    """The write's input if every rule of this module holds, else :class:`MemoryInputError`
+    naming the first field that breaks one (checked in the order text, tags, scope and
+    session_id, expires_at)."""
+    now = _now_ms() if now_ms is None else now_ms
+    checked_text = check_text(text)
+    checked_tags = check_tags(tags)
+    checked_scope, checked_session = check_scope(reader, scope, session_id)
+    return CheckedWrite(
+        text=checked_text,
+        tags=checked_tags,
+        scope=checked_scope,
+        session_id=checked_session,
+        expires_at_ms=check_expiry(expires_at_ms, now),
+    )
+
+
 def write_item(
     journal: JournalPort,
     text: str,
@@ -166,32 +202,41 @@ def write_item(
     source: MemorySource = "manual",
     causation_id: str | None = None,
     now_ms: int | None = None,
+    item_id: str | None = None,
 ) -> tuple[str, AppendResult]:
     """Check a new item, append its ``memory.item_written`` as ``principal``, and return its
-    id and where it landed. Raises :class:`MemoryInputError` naming the field."""
-    now = _now_ms() if now_ms is None else now_ms
-    checked_text = check_text(text)
-    checked_tags = check_tags(tags)
-    checked_scope, checked_session = check_scope(journal, scope, session_id)
-    expiry = check_expiry(expires_at_ms, now)
-    item_id = new_id()
+    id and where it landed. Raises :class:`MemoryInputError` naming the field.
+
+    ``item_id``: the new item's id when the caller needs it before the write (an authorization
+    that names the resource); a fresh :func:`events.new_id` by default. The item's stream must
+    be new (``expected_seq=0``): an existing item is never overwritten."""
+    checked = check_write(
+        journal,
+        text,
+        tags=tags,
+        scope=scope,
+        session_id=session_id,
+        expires_at_ms=expires_at_ms,
+        now_ms=now_ms,
+    )
+    new = item_id or new_id()
     event = MemoryItemWritten(
-        item_id=item_id,
-        text=checked_text,
+        item_id=new,
+        text=checked.text,
         source=source,
-        tags=checked_tags,
-        scope=checked_scope,
-        session_id=checked_session,
-        expires_at_ms=expiry,
+        tags=checked.tags,
+        scope=checked.scope,
+        session_id=checked.session_id,
+        expires_at_ms=checked.expires_at_ms,
     )
     result = journal.append(
-        memory_stream(item_id),
+        memory_stream(new),
         [event],
         expected_seq=0,
         principal=principal,
         causation_id=causation_id,
     )
-    return item_id, result
+    return new, result
 
 
 def item_state(reader: JournalReadPort, item_id: str) -> ItemState | None:

@@ -20,7 +20,8 @@ ALLOWED: dict[str, set[str]] = {
     "admin": set(ACTIONS),
     "operator": READS
     | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"}
-    | {"session.compact", "session.restore"},
+    | {"session.compact", "session.restore"}
+    | {"memory.write", "memory.delete"},
     "approver": READS | {"approval.resolve"},
     "viewer": set(READS),
     "agent": {
@@ -29,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
         "run.list",
         "approval.list",
         "tool.list",
-        # in its own sessions only:
+        "memory.list",
+        # in its own sessions only (memory: its own items; the "scope" below is not global):
         "session.read",
         "session.reset",
         "session.compact",
@@ -38,6 +40,9 @@ ALLOWED: dict[str, set[str]] = {
         "run.read",
         "run.cancel",
         "approval.read",
+        "memory.read",
+        "memory.write",
+        "memory.delete",
     },
 }
 """What each role may do in a session it owns (docs/policy.md has the same table)."""
@@ -51,6 +56,9 @@ OWNED_ONLY = {
     "run.read",
     "run.cancel",
     "approval.read",
+    "memory.read",
+    "memory.write",
+    "memory.delete",
 }
 
 
@@ -67,6 +75,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "scope": "once",
         "match": "any",
         "posture": "always_allow",
+        "item_id": "m1",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

@@ -38,6 +38,8 @@ BASELINE_IDS = {
     "baseline.role.operator",
     "baseline.role.agent.create",
     "baseline.role.agent.own",
+    "baseline.role.agent.memory.read",
+    "baseline.role.agent.memory.own",
 }
 
 

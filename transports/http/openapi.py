@@ -17,7 +17,7 @@ from aiohttp import web
 from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
 from events import VerifyReport
-from projections import ApprovalRecord, RunRecord, SessionRecord
+from projections import ApprovalRecord, MemoryItem, RunRecord, SessionRecord
 from transports.http.bodies import (
     ULID_PATTERN,
     ApprovalPage,
@@ -54,6 +54,15 @@ from transports.http.inputs import (
     QueryFilter,
 )
 from transports.http.journal import CheckpointPage
+from transports.http.memory import (
+    K_MAX,
+    QUERY_MAX_CHARS,
+    MemoryDeleted,
+    MemoryPage,
+    MemorySearch,
+    MemoryWriteRequest,
+    MemoryWritten,
+)
 from transports.http.whoami import Whoami
 
 REF = "#/components/schemas/{name}"
@@ -89,6 +98,11 @@ TYPES: tuple[type[Any], ...] = (
     RestoreSessionRequest,
     CompactionOutcome,
     Checkpoints,
+    MemoryWriteRequest,
+    MemoryWritten,
+    MemoryDeleted,
+    MemorySearch,
+    MemoryPage,
 )
 
 ERRORS = {
@@ -465,6 +479,90 @@ def _paths() -> dict[str, Any]:
                     },
                 ),
             )
+        },
+        "/v1/memory": {
+            "post": _op(
+                "Write a memory item (memory.write): text at most 8,000 characters, at most 16 "
+                "tags; scope principal (the caller's, the default), session (with session_id) "
+                "or global; expires_at in the future.",
+                {201: _json(MemoryWritten, "Written: the item's id and the item.")},
+                (404, 413, 503),
+                body=MemoryWriteRequest,
+                body_required=True,
+            ),
+            "get": _op(
+                "With q: the best items for the query that the caller may read (global, its "
+                "own, and session_id's), each with its scores (memory.list, then memory.read "
+                "per item). Without q: every item the caller may read, paged, in write order.",
+                {
+                    200: {
+                        "description": "Hits (a search) or a page of items (a list).",
+                        "content": {
+                            "application/json": {
+                                "schema": {"anyOf": [_ref(MemorySearch), _ref(MemoryPage)]}
+                            }
+                        },
+                    }
+                },
+                (400, 404),
+                parameters=(
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": False,
+                        "description": "Search for these words (any syntax is plain text).",
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": QUERY_MAX_CHARS,
+                            "pattern": "\\S",
+                        },
+                    },
+                    {
+                        "name": "k",
+                        "in": "query",
+                        "required": False,
+                        "description": "With q: how many hits at most (default 5).",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": K_MAX},
+                    },
+                    {
+                        "name": "session_id",
+                        "in": "query",
+                        "required": False,
+                        "description": "With q: also search this session's items (a session "
+                        "the caller may read).",
+                        "schema": {"type": "string", "pattern": ULID_PATTERN},
+                    },
+                    AFTER_ID,
+                    _limit(LIST_CAP),
+                ),
+            ),
+        },
+        "/v1/memory/{item_id}": {
+            "get": _op(
+                "One memory item the caller may read (memory.read); expired and deleted "
+                "items are not found.",
+                {200: _json(MemoryItem, "The item.")},
+                (404,),
+                parameters=(_id("item_id", "memory item"),),
+            ),
+            "delete": _op(
+                "Delete a memory item (memory.delete): every view forgets it; its written "
+                "event stays in the journal.",
+                {200: _json(MemoryDeleted, "Deleted.")},
+                (404, 409, 503),
+                parameters=(
+                    _id("item_id", "memory item"),
+                    {
+                        "name": "reason",
+                        "in": "query",
+                        "required": False,
+                        "description": "Why (recorded with the deletion; at most 1,000 "
+                        "characters).",
+                        "schema": {"type": "string", "maxLength": 1000},
+                    },
+                ),
+            ),
         },
         "/v1/whoami": {
             "get": _op(
