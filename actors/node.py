@@ -3,7 +3,8 @@
 ``start()`` recovers what a crash left in flight, starts the I/O loop and the session directory;
 ``send()`` hands a command to the directory and returns its reply future; ``drain()`` stops
 accepting work, lets live runs finish for a while, cancels the rest; ``stop()`` drains, stops
-every actor and signs a final checkpoint.
+every actor and signs a final checkpoint. ``watch()`` starts the watchdog (incidents), which the
+drain stops first.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import pykka
@@ -26,6 +27,10 @@ from actors.recovery import RecoveryReport, recover
 from actors.services import MemoryPort, Services
 from events import JournalPort
 from tools import ToolCatalog
+
+if TYPE_CHECKING:
+    from actors.watchdog import WatchdogConfig
+    from actors.watchdog_actor import WatchdogPort
 
 C = TypeVar("C", bound=msgspec.Struct)
 
@@ -59,6 +64,7 @@ class Node:
             memory=memory,
         )
         self.recovery = RecoveryReport()
+        self.watchdog: pykka.ActorRef[Any] | None = None
         self._started = False
 
     def start(self) -> RecoveryReport:
@@ -82,6 +88,22 @@ class Node:
         self._started = True
         return self.recovery
 
+    def watch(self, port: WatchdogPort, config: WatchdogConfig, **options: Any) -> None:
+        """Start the watchdog over ``port`` (call once the views follow the journal), in place
+        of the one running, if any; options as :class:`~actors.watchdog_actor.WatchdogActor`.
+        The drain stops it first."""
+        from actors.watchdog_actor import WatchdogActor
+
+        self.stop_watchdog()
+        self.watchdog = WatchdogActor.start(self.services, port, config, **options)
+
+    def stop_watchdog(self) -> None:
+        """Stop the watchdog (after the look it is in, if any); idempotent."""
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                watchdog.stop(block=True, timeout=10)
+
     def send(self, command: C) -> Future[Any]:
         """Deliver a command (``StartRun``, ``CancelRun``, ...) and return its reply future."""
         reply: Future[Any] = Future()
@@ -99,8 +121,10 @@ class Node:
         """Stop accepting runs; give live runs ``grace_s`` to finish; cancel the rest.
 
         Runs waiting for a human are left as they are: the journal shows them awaiting approval,
-        and the next start resumes them (actors.recovery)."""
+        and the next start resumes them (actors.recovery). The watchdog stops first: it never
+        acts on runs the drain is ending."""
         self.services.draining = True
+        self.stop_watchdog()
         registry = self.services.registry
 
         def working() -> dict[str, Any]:

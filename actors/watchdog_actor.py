@@ -54,6 +54,10 @@ class WatchdogPort(Protocol):
         """Claimed tasks; None when the node has no task queue."""
         ...
 
+    def close(self) -> None:
+        """Release what the reads hold (the watchdog calls it when it stops)."""
+        ...
+
 
 class Tick(msgspec.Struct, frozen=True):
     """Timer -> watchdog: time to look."""
@@ -106,6 +110,8 @@ class WatchdogActor(pykka.ThreadingActor):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        with contextlib.suppress(Exception):
+            self.port.close()
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Tick):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from actors.config import ActorsConfig, RunBudgets
+from actors.watchdog import WatchdogConfig
 from tools import ToolsConfig
 
 
@@ -113,6 +114,11 @@ class MemoryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """A memory hit is injected only at or above this final score."""
 
 
+class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[watchdog]``: ``mode`` (``observe`` records incidents, ``auto`` also acts) and the limits
+    of each check (actors.watchdog.WatchdogConfig; docs/operations.md, "Watchdog")."""
+
+
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
@@ -133,6 +139,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     tools: ToolsSection = ToolsSection()
     context: ContextSection = ContextSection()
     memory: MemoryConfig = MemoryConfig()
+    watchdog: WatchdogSection = WatchdogSection()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

@@ -20,9 +20,11 @@ from policies import PolicyEngine
 from projections import (
     Embedder,
     EmbedderUnavailable,
+    IncidentsView,
     MemoryView,
     Projector,
     Views,
+    WatchReads,
     all_projections,
     make_embedder,
 )
@@ -52,6 +54,8 @@ class Runtime:
     memory: NodeMemory
     """The memory view (searched by runs, the memory tools and the API) and the journal that
     memory writes go to."""
+    incidents: IncidentsView
+    """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -72,6 +76,7 @@ class Runtime:
                 self.projector.close(final_catch_up=True)
                 self.memory.close()
                 self.views.close()
+                self.incidents.close()
             finally:
                 self.journal.close()
 
@@ -185,6 +190,8 @@ def open_runtime(
         journal.close()
         raise
     views = Views(data_dir / "views.db")
+    # The watchdog reads the views and the journal; it stops first when the node drains.
+    node.watch(WatchReads(data_dir / "views.db", journal, journal, projector), cfg.watchdog)
     return Runtime(
         data_dir=data_dir,
         config=cfg,
@@ -194,4 +201,5 @@ def open_runtime(
         views=views,
         authority=Authority(engine, tokens, views, journal),
         memory=memory,
+        incidents=IncidentsView(data_dir / "views.db"),
     )
