@@ -25,6 +25,7 @@ from actors.messages import CancelRun
 from actors.provider import ModelProvider
 from actors.recovery import RecoveryReport, recover
 from actors.services import MemoryPort, Services
+from actors.tasks import TaskQueue, TasksConfig
 from events import JournalPort
 from tools import ToolCatalog
 
@@ -48,9 +49,11 @@ class Node:
         workspace: Path,
         config: ActorsConfig | None = None,
         memory: MemoryPort | None = None,
+        tasks: TasksConfig | None = None,
     ) -> None:
         """``memory``: the memory view runs search for auto-injection and ``@memory``
-        references (None: runs are shown no memory)."""
+        references (None: runs are shown no memory). ``tasks``: the background task queue's
+        pool and leases (``node.tasks``, docs/tasks.md)."""
         self.journal = journal
         self.io = IoLoop()
         self.services = Services(
@@ -64,6 +67,9 @@ class Node:
             memory=memory,
         )
         self.recovery = RecoveryReport()
+        self.tasks = TaskQueue(journal, self.io, tasks)
+        """The background task queue: enqueue work, register handlers (actors.tasks)."""
+        self.services.tasks = self.tasks
         self.watchdog: pykka.ActorRef[Any] | None = None
         self._started = False
 
@@ -85,6 +91,7 @@ class Node:
                 postures=dict(run.postures),
                 invocation=run.invocation,
             )
+        self.tasks.start()
         self._started = True
         return self.recovery
 
@@ -124,6 +131,7 @@ class Node:
         and the next start resumes them (actors.recovery). The watchdog stops first: it never
         acts on runs the drain is ending."""
         self.services.draining = True
+        self.tasks.drain()  # no new attempts; running ones get the same grace as runs
         self.stop_watchdog()
         registry = self.services.registry
 
@@ -132,7 +140,7 @@ class Node:
             return {r: ref for r, ref in registry.live_runs().items() if r not in waiting}
 
         deadline = time.monotonic() + grace_s
-        while working() and time.monotonic() < deadline:
+        while (working() or self.tasks.running()) and time.monotonic() < deadline:
             time.sleep(0.05)
         for run_id, ref in working().items():
             with contextlib.suppress(pykka.ActorDeadError):
@@ -152,6 +160,7 @@ class Node:
         if directory is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 directory.stop(block=True, timeout=10)
+        self.tasks.stop(grace_s=1.0)  # attempts still running are left to lapse and be reclaimed
         registry = self.services.registry
         leftovers = list(registry.live_runs().values())
         leftovers += [ref for a in registry.pending_approvals() if (ref := registry.approval(a))]

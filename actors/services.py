@@ -20,6 +20,8 @@ from tools import ToolCatalog
 if TYPE_CHECKING:
     import pykka
 
+    from actors.tasks import TaskQueue
+
 
 class Learned(Protocol):
     """An applied learning as the assembler offers it."""
@@ -68,6 +70,8 @@ class Services:
     memory: MemoryPort | None = None
     """The memory view runs search for auto-injection and ``@memory`` references (None: no
     memory, nothing is injected)."""
+    tasks: TaskQueue | None = None
+    """The background task queue (actors.tasks): post-run work is enqueued here."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

@@ -14,11 +14,12 @@ names. ``redacted`` records how many values redaction replaced.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from events.fields import Channel, Id, Principal, SessionKey, ToolName
+from events.fields import Channel, Id, Identifier, Principal, SessionKey, ToolName
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
@@ -509,6 +510,105 @@ class LearningCandidateRolledBack(
     memory_item_id: Id | None = None
 
 
+# --- tasks (stream ``task/<task_id>``; docs/tasks.md) ------------------------------------------
+
+TASK_KIND = Identifier(
+    "task kind", re.compile(r"(?=.{1,64}\Z)[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*")
+)
+"""What a task kind looks like (``noop``, ``post_run_reflection``): it names the handler that
+runs the task, and is stored in clear."""
+TaskKind = Annotated[str, TASK_KIND]
+
+TaskErrorKind = Literal["error", "unknown_kind", "timeout", "invalid_result", "lapsed"]
+"""Why an attempt failed: the handler raised (``error``), no handler is registered for the
+kind, the handler overran its deadline, its result could not be stored, or the claim's lease
+lapsed on the last attempt (the worker or its node stopped)."""
+
+
+class TaskEnqueued(Event, frozen=True, kw_only=True, tag="task.enqueued"):
+    """Background work: a handler of ``task_kind`` runs with ``payload`` on one of the node's task
+    workers, not before ``not_before_ms``, never at or after ``expires_at_ms`` (``None``: no
+    expiry), at most ``max_attempts`` times. After failed attempt ``n`` the next waits
+    ``min(backoff_base_ms * 2 ** (n - 1), backoff_max_ms)``.
+
+    A task's stream has several writers (the enqueuer, the worker that claims it, a canceller);
+    each appends at the seq its own fold of the stream expects, so of two racing appends the
+    journal keeps one and refuses the other. ``payload`` is free text (redacted): a handler
+    receives it as stored. ``dedupe_key``: a second enqueue with the same key is the first task
+    (the append's idempotency key)."""
+
+    task_id: Id
+    task_kind: TaskKind
+    """Which handler runs it (``kind`` is the event's own tag, so the field is named apart)."""
+    payload: Any = None
+    not_before_ms: int = 0
+    expires_at_ms: int | None = None
+    max_attempts: int = 3
+    backoff_base_ms: int = 1_000
+    backoff_max_ms: int = 300_000
+    dedupe_key: Id | None = None
+
+
+class TaskClaimed(Event, frozen=True, kw_only=True, tag="task.claimed"):
+    """``worker`` (``<node incarnation>.<n>``) runs attempt ``attempt`` (from 1) and holds the
+    task until ``lease_until_ms``, which its heartbeats push on. A claim of a task already
+    claimed is a reclaim: the previous holder's lease had lapsed."""
+
+    task_id: Id
+    attempt: int
+    worker: Id
+    lease_until_ms: int
+
+
+class TaskHeartbeat(Event, frozen=True, kw_only=True, tag="task.heartbeat"):
+    """The worker running ``attempt`` is alive: its lease now runs until ``lease_until_ms``."""
+
+    task_id: Id
+    attempt: int
+    lease_until_ms: int
+
+
+class TaskSucceeded(Event, frozen=True, kw_only=True, tag="task.succeeded"):
+    """Terminal: attempt ``attempt`` returned ``result`` (JSON, redacted). At most one per task:
+    a second would be appended at a seq the stream has passed, and is refused."""
+
+    task_id: Id
+    attempt: int
+    result: Any = None
+    duration_ms: int = 0
+
+
+class TaskFailed(Event, frozen=True, kw_only=True, tag="task.failed"):
+    """Attempt ``attempt`` failed with ``error``. ``retry_at_ms`` is when the next attempt may
+    start; ``None`` means final (the last attempt, or a failure retrying cannot help)."""
+
+    task_id: Id
+    attempt: int
+    error: str
+    error_kind: TaskErrorKind = "error"
+    retry_at_ms: int | None = None
+    duration_ms: int = 0
+
+
+class TaskExpired(Event, frozen=True, kw_only=True, tag="task.expired"):
+    """Terminal: ``expires_at_ms`` passed before the task could start (again); it never runs.
+    ``attempts``: how many attempts had started before."""
+
+    task_id: Id
+    expires_at_ms: int
+    attempts: int = 0
+
+
+class TaskCancelled(Event, frozen=True, kw_only=True, tag="task.cancelled"):
+    """Terminal: ``cancelled_by`` cancelled the task. ``attempt`` is the attempt it interrupted
+    (its handler's cancel flag was set), 0 when none was running."""
+
+    task_id: Id
+    cancelled_by: Principal
+    reason: str = ""
+    attempt: int = 0
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -597,6 +697,13 @@ CATALOG: tuple[type[Event], ...] = (
     ToolCompleted,
     MemoryItemWritten,
     MemoryItemDeleted,
+    TaskEnqueued,
+    TaskClaimed,
+    TaskHeartbeat,
+    TaskSucceeded,
+    TaskFailed,
+    TaskExpired,
+    TaskCancelled,
     IncidentOpened,
     IncidentResolved,
     LearningCandidateProposed,

@@ -45,6 +45,7 @@ from projections.records import (
     ToolUsageRecord,
 )
 from projections.replay import Difference, ReplayReport, compare, rebuild, replay
+from projections.tasks import TASK_STATES, TaskFilter, TaskRecord, TasksView
 from projections.watch import (
     JournalVerdict,
     Lag,
@@ -57,6 +58,7 @@ from projections.watch import (
 __all__ = [
     "APPROVAL_STATES",
     "INCIDENT_STATES",
+    "TASK_STATES",
     "ApprovalFilter",
     "ApprovalRecord",
     "Difference",
@@ -82,7 +84,10 @@ __all__ = [
     "SearchWeights",
     "SessionRecord",
     "TapeEntry",
+    "TaskFilter",
     "TaskLease",
+    "TaskRecord",
+    "TasksView",
     "ToolUsageRecord",
     "Views",
     "WatchReads",

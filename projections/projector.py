@@ -28,6 +28,7 @@ from projections.memory import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 from projections.tape import TapeProjection
+from projections.tasks import TasksProjection
 from projections.tool_usage import ToolUsageProjection
 
 VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
@@ -43,6 +44,7 @@ def all_projections(embedder: Embedder | None = None) -> list[Projection]:
         ApprovalsProjection(),
         ToolUsageProjection(),
         MemoryProjection(embedder),
+        TasksProjection(),
         IncidentsProjection(),
     ]
 
