@@ -12,6 +12,7 @@ from transports.cli import (
     approvals_cmd,
     chat_cmd,
     journal_cmd,
+    memory_cmd,
     node_cmd,
     policy_cmd,
     replay_cmd,
@@ -57,6 +58,7 @@ app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(tokens_cmd.app, name="tokens")
+app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.command("tools")(tools_cmd.tools)
 app.command("replay")(replay_cmd.replay_cmd)
