@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -210,7 +211,12 @@ def test_make_run_exits_0_after_a_clean_drain_on_ctrl_c(tmp_path: Path) -> None:
     # -o: never reinstall the venv from a test; setsid --ctty: the pty is the controlling
     # terminal of a new session led by make, as a login shell's would be.
     make = subprocess.Popen(
-        ["setsid", "--ctty", "make", "-o", ".venv/.installed", "run", f"DATA={tmp_path / 'data'}"],
+        # BIN: this interpreter's venv, wherever the checkout is (a worktree has no .venv)
+        [
+            *("setsid", "--ctty", "make", "-o", ".venv/.installed", "run"),
+            f"DATA={tmp_path / 'data'}",
+            f"BIN={Path(sys.executable).parent}",
+        ],
         cwd=REPO,
         stdin=secondary,
         stdout=secondary,
