@@ -78,6 +78,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "tool.list": ActionSpec(resource_type="Tool", scope="none", changes_state=False),
     "tool.read": ActionSpec(resource_type="Tool", scope="none", changes_state=False),
     "journal.read": ActionSpec(resource_type="Journal", scope="none", changes_state=False),
+    "incident.read": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "session.read": ActionSpec(resource_type="Session", scope="session", changes_state=False),
     "run.read": ActionSpec(resource_type="Run", scope="run", changes_state=False),
     "approval.read": ActionSpec(resource_type="Approval", scope="approval", changes_state=False),
