@@ -40,17 +40,9 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
         return (self.tool, self.match, self.prefix, self.digest)
 
 
-def from_resolution(event: ApprovalResolved) -> Grant:
-    return Grant(
-        tool=event.tool,
-        match=event.match,
-        prefix=event.prefix,
-        digest=event.arguments_digest,
-        approval_id=event.approval_id,
-    )
-
-
-def from_event(event: SessionGrantAdded) -> Grant:
+def grant_of(event: ApprovalResolved | SessionGrantAdded) -> Grant:
+    """The grant an allow with scope ``session`` made (the decision, or the session's record
+    of it: both carry the same fields)."""
     return Grant(
         tool=event.tool,
         match=event.match,

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import msgspec
 from msgspec.structs import replace
 
-from actors.grants import Grant, from_resolution
+from actors.grants import Grant, grant_of
 from actors.provider import ToolCall
 from actors.references import MAX_REFERENCES, REFERENCE_CALL_PREFIX, Reference
 from actors.references import parse as parse_references
@@ -185,7 +185,7 @@ def apply(state: RunState, rec: Recorded) -> RunState:
     if isinstance(event, ApprovalResolved) and event.approval_id == state.approval_id:
         grants = state.session_grants
         if event.decision == "allow" and event.scope == "session" and event.tool:
-            grants = (*grants, from_resolution(event))
+            grants = (*grants, grant_of(event))
         return replace(state, approval_id=None, resolved=event, session_grants=grants)
     if isinstance(event, ToolCompleted):
         call_id = next((c for c, inv in state.invocations if inv == event.invocation_id), None)
