@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from actors.grants import Grant, from_event
+from actors.grants import Grant, grant_of
 from events.catalog import (
     Event,
     RunAccepted,
@@ -140,7 +140,7 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
             state, postures=tuple(sorted(postures.items())), next_seq=nxt
         )
     if isinstance(event, SessionGrantAdded):
-        grant = from_event(event)
+        grant = grant_of(event)
         if any(g.key == grant.key for g in state.grants):
             return msgspec.structs.replace(state, next_seq=nxt)
         return msgspec.structs.replace(state, grants=(*state.grants, grant), next_seq=nxt)
