@@ -27,7 +27,7 @@ from policies.errors import PolicyRequestError
 ROLES: Final[dict[str, str]] = {
     "admin": "everything: every API action, tokens and postures included",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
-    "write and delete memory",
+    "write and delete memory, cancel background tasks",
     "approver": "read everything, decide approvals",
     "viewer": "read everything",
     "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
@@ -56,6 +56,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
     },
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
     "memory": {"item_id": _TEXT, "scope": _TEXT, "owner": _PRINCIPAL, "session_id": _TEXT},
+    "task": {"task_id": _TEXT, "kind": _TEXT},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -96,6 +97,9 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "memory.read": ActionSpec(resource_type="Memory", scope="memory", changes_state=False),
     "memory.write": ActionSpec(resource_type="Memory", scope="memory", changes_state=True),
     "memory.delete": ActionSpec(resource_type="Memory", scope="memory", changes_state=True),
+    "task.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "task.read": ActionSpec(resource_type="Task", scope="task", changes_state=False),
+    "task.cancel": ActionSpec(resource_type="Task", scope="task", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
 

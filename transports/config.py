@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from actors.config import ActorsConfig, RunBudgets
+from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from tools import ToolsConfig
 
@@ -119,6 +120,11 @@ class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_
     of each check (actors.watchdog.WatchdogConfig; docs/operations.md, "Watchdog")."""
 
 
+class TasksSection(TasksConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[tasks]``: the background task queue's worker pool, leases and retry defaults
+    (actors.tasks.TasksConfig; docs/tasks.md)."""
+
+
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
@@ -140,6 +146,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     context: ContextSection = ContextSection()
     memory: MemoryConfig = MemoryConfig()
     watchdog: WatchdogSection = WatchdogSection()
+    tasks: TasksSection = TasksSection()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

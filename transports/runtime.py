@@ -180,6 +180,7 @@ def open_runtime(
             workspace=data_dir / "workspace",
             config=cfg.actors(),
             memory=memory.view,
+            tasks=cfg.tasks,
         )
         node.start()
         projector.follow(journal)

@@ -21,7 +21,8 @@ ALLOWED: dict[str, set[str]] = {
     "operator": READS
     | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"}
     | {"session.compact", "session.restore"}
-    | {"memory.write", "memory.delete"},
+    | {"memory.write", "memory.delete"}
+    | {"task.cancel"},
     "approver": READS | {"approval.resolve"},
     "viewer": set(READS),
     "agent": {
@@ -76,6 +77,8 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "match": "any",
         "posture": "always_allow",
         "item_id": "m1",
+        "task_id": "t1",
+        "kind": "noop",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

@@ -17,6 +17,7 @@ from transports.cli import (
     policy_cmd,
     replay_cmd,
     sessions_cmd,
+    tasks_cmd,
     tokens_cmd,
     tools_cmd,
 )
@@ -58,6 +59,7 @@ app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(tokens_cmd.app, name="tokens")
+app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.command("tools")(tools_cmd.tools)

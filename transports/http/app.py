@@ -20,6 +20,7 @@ from transports.http import (
     runs,
     sessions,
     stream,
+    tasks,
     tokens,
     whoami,
 )
@@ -42,6 +43,7 @@ def build_app(
     )
     app = web.Application(middlewares=[guard], client_max_size=runtime.config.http.max_body_bytes)
     app[CONTEXT] = ctx
+    tasks.install(app, runtime.views.path)
     for table in (
         sessions.routes,
         runs.routes,
@@ -50,6 +52,7 @@ def build_app(
         journal.routes,
         tokens.routes,
         memory.routes,
+        tasks.routes,
         whoami.routes,
         openapi.routes,
         metrics.routes,

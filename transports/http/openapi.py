@@ -17,7 +17,7 @@ from aiohttp import web
 from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
 from events import VerifyReport
-from projections import ApprovalRecord, MemoryItem, RunRecord, SessionRecord
+from projections import ApprovalRecord, MemoryItem, RunRecord, SessionRecord, TaskRecord
 from transports.http.bodies import (
     ULID_PATTERN,
     ApprovalPage,
@@ -63,6 +63,7 @@ from transports.http.memory import (
     MemoryWriteRequest,
     MemoryWritten,
 )
+from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
 
 REF = "#/components/schemas/{name}"
@@ -103,6 +104,9 @@ TYPES: tuple[type[Any], ...] = (
     MemoryDeleted,
     MemorySearch,
     MemoryPage,
+    TaskRecord,
+    TaskPage,
+    CancelTaskRequest,
 )
 
 ERRORS = {
@@ -563,6 +567,33 @@ def _paths() -> dict[str, Any]:
                     },
                 ),
             ),
+        },
+        "/v1/tasks": {
+            "get": _op(
+                "Background tasks in enqueue order, narrowed by the filters (each an exact "
+                "match; together: all must match); only those the caller may read (task.read).",
+                {200: _json(TaskPage, "A page of tasks.")},
+                (400,),
+                parameters=(*_filters(TASK_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
+        "/v1/tasks/{task_id}": {
+            "get": _op(
+                "One background task (task.read).",
+                {200: _json(TaskRecord, "The task.")},
+                (404,),
+                parameters=(_id("task_id", "task"),),
+            )
+        },
+        "/v1/tasks/{task_id}/cancel": {
+            "post": _op(
+                "Cancel a task that has not ended (task.cancel): task.cancelled is recorded "
+                "and a running handler is told to stop; a task that ended is a 409.",
+                {200: _json(TaskRecord, "The task, cancelled.")},
+                (400, 404, 409, 413, 503),
+                parameters=(_id("task_id", "task"),),
+                body=CancelTaskRequest,
+            )
         },
         "/v1/whoami": {
             "get": _op(
