@@ -8,6 +8,8 @@ Families:
 - ``reel_append_latency_seconds`` (histogram): submit-to-commit time of journal appends since
   the node started, as the journal's writer measures it (``Journal.append_latency``);
 - ``reel_approvals_pending`` (gauge): approvals waiting for a human;
+- ``reel_incidents_open{domain}`` (gauge): incidents the watchdog opened and has not resolved,
+  from the incidents view; every domain is listed (run, task, approval, projector, journal);
 - ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
 - ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses;
 - ``reel_witness_appended_total``, ``reel_witness_failures_total`` (counters),
@@ -104,6 +106,15 @@ def render(ctx: ApiContext) -> str:
         "gauge",
         "Approvals waiting for a human decision.",
         [f"reel_approvals_pending {ctx.views.pending_approvals()}"],
+    )
+    lines += _family(
+        "reel_incidents_open",
+        "gauge",
+        "Open incidents by domain (incidents view; docs/operations.md, Watchdog).",
+        (
+            f'reel_incidents_open{{domain="{domain}"}} {n}'
+            for domain, n in runtime.incidents.open_counts().items()
+        ),
     )
     lines += _family(
         "reel_projection_lag_events",

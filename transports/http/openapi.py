@@ -45,6 +45,7 @@ from transports.http.bodies import (
     VerifyRequest,
 )
 from transports.http.context import permit
+from transports.http.incidents import INCIDENT_FILTERS, IncidentPage
 from transports.http.inputs import (
     APPROVAL_FILTERS,
     LIST_CAP,
@@ -85,6 +86,7 @@ TYPES: tuple[type[Any], ...] = (
     TapeEntry,
     ApprovalRecord,
     ApprovalPage,
+    IncidentPage,
     RunStarted,
     JournalHead,
     CheckpointPage,
@@ -422,6 +424,15 @@ def _paths() -> dict[str, Any]:
                 body_required=True,
             ),
         },
+        "/v1/incidents": {
+            "get": _op(
+                "What the watchdog found, in opening order, narrowed by the filters (each an "
+                "exact match); incident.read (docs/operations.md, Watchdog).",
+                {200: _json(IncidentPage, "A page of incidents.")},
+                (400,),
+                parameters=(*_filters(INCIDENT_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
         "/v1/journal/head": {
             "get": _op("The head of the hash chain.", {200: _json(JournalHead, "The head.")}, ())
         },
@@ -622,7 +633,7 @@ def _paths() -> dict[str, Any]:
                 {
                     200: {
                         "description": "Runs by state, events appended, append latency, "
-                        "approvals pending, projection lag.",
+                        "approvals pending, projection lag, open incidents per domain.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     }
                 },
