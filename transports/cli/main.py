@@ -11,6 +11,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from transports.cli import (
     approvals_cmd,
     chat_cmd,
+    incidents_cmd,
     journal_cmd,
     memory_cmd,
     node_cmd,
@@ -57,6 +58,7 @@ app.add_typer(journal_cmd.app, name="journal")
 app.command("node", epilog=node_cmd.environment_help())(node_cmd.node)
 app.command("chat")(chat_cmd.chat)
 app.add_typer(approvals_cmd.app, name="approvals")
+app.add_typer(incidents_cmd.app, name="incidents")
 app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(tokens_cmd.app, name="tokens")
 app.add_typer(tasks_cmd.app, name="tasks")
