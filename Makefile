@@ -16,8 +16,18 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The Matrix tests run a real Synapse homeserver (AGPL-3.0: test-only, never vendored), in a venv
+# of its own so its pins never meet reel's (tests/transports/channels_matrix/synapse.py).
+SYNAPSE_VENV := .venv-synapse
+SYNAPSE_STAMP := $(SYNAPSE_VENV)/.installed
+$(SYNAPSE_STAMP):
+	$(PYTHON) -m venv $(SYNAPSE_VENV)
+	$(SYNAPSE_VENV)/bin/pip install --quiet --upgrade pip
+	$(SYNAPSE_VENV)/bin/pip install --quiet matrix-synapse==1.163.2
+	touch $(SYNAPSE_STAMP)
 
 # The console's browser test drives Debian's chromium (never a downloaded browser).
 $(CHROMIUM):
@@ -40,7 +50,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP)
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
