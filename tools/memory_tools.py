@@ -79,6 +79,11 @@ class MemoryStore(Protocol):
         """Record the item; returns its id."""
         ...
 
+    def refusal(self, text: str, tags: tuple[str, ...]) -> str | None:
+        """Why an item with this text and these tags would be refused (over a cap, blank),
+        or None: asked before a human is asked to approve a write that cannot happen."""
+        ...
+
 
 class MemorySearchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     query: Annotated[
@@ -146,6 +151,11 @@ class MemoryToolsRuntime(ToolRuntime):
                 runtime="builtin",
             ),
         )
+
+    def precheck(self, name: str, args: msgspec.Struct) -> str | None:
+        if isinstance(args, MemoryWriteArgs) and self._store is not None:
+            return self._store.refusal(args.text, args.tags)
+        return None
 
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         store = self._store

@@ -360,5 +360,14 @@ class NodeMemory:
         )
         return item_id
 
+    def refusal(self, text: str, tags: tuple[str, ...]) -> str | None:
+        """Why :meth:`write` would refuse this text and these tags, or None."""
+        try:
+            check_text(text)
+            check_tags(tags)
+        except MemoryInputError as exc:
+            return exc.message
+        return None
+
     def close(self) -> None:
         self.view.close()

@@ -87,9 +87,9 @@ class MemoryDeleted(msgspec.Struct, frozen=True, kw_only=True):
 
 class MemorySearch(msgspec.Struct, frozen=True, kw_only=True):
     """``GET /v1/memory?q=``: the best items the caller may read, best first, each with its
-    scores (``lexical``, ``vector``, ``recency``, ``final``, each 0-1)."""
+    scores (``lexical``, ``vector``, ``recency``, ``final``, each 0-1). The query is not
+    echoed: it may hold what the caller should not see again in a log or a proxy's cache."""
 
-    query: str
     k: int
     session_id: str | None
     hits: list[MemoryHit]
@@ -254,7 +254,6 @@ async def search_or_list(request: web.Request) -> web.Response:
         )
         return json_reply(
             MemorySearch(
-                query=query,
                 k=k,
                 session_id=session_id,
                 hits=[h for h in hits if _may_read(ctx, who, h.item)],
