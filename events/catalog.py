@@ -609,6 +609,135 @@ class TaskCancelled(Event, frozen=True, kw_only=True, tag="task.cancelled"):
     attempt: int = 0
 
 
+# --- channels (stream ``channel/<name>``, written by that channel's actor only) -----------------
+#
+# A chat platform's messages enter through a connector and the channel router
+# (transports/channels, docs/channels.md). Every decision is one event with its reason; the
+# envelope's principal is the sender (``channel:<channel>:<sender>``), or for a pairing code
+# the operator who minted it. Platform values (conversation and message ids, display names)
+# are free text, redacted like any other; only what names someone is an identifier.
+
+ChannelRoute = Literal["run", "coalesced", "command", "pairing"]
+"""What an accepted message became: a run's input (``run``), part of a merged run input
+(``coalesced``), a ``!reel`` command, or a pairing request."""
+ChannelRefusal = Literal[
+    "channel_disabled",
+    "sender_denied",
+    "rate_limited",
+    "not_allowed",
+    "dm_denied",
+    "pairing_required",
+    "pairing_code_invalid",
+    "mention_required",
+    "broadcast_denied",
+]
+"""Why the router refused a message, in the router's order (docs/channels.md)."""
+
+
+class ChannelMessageRouted(Event, frozen=True, kw_only=True, tag="channel.message_routed"):
+    """The router accepted a message. Appended with the idempotency key of the platform's
+    message id, so a second delivery of the same message writes nothing and starts nothing.
+
+    ``reply``: whether the run's answer goes back into the conversation (the broadcast policy;
+    direct conversations are always answered)."""
+
+    channel: Channel
+    message_id: str
+    conversation: str
+    thread: str | None = None
+    principal: Principal
+    """The sender, as the run's principal."""
+    session_key: SessionKey
+    is_direct: bool
+    mentioned: bool = False
+    route: ChannelRoute = "run"
+    reply: bool = True
+    attachments: int = 0
+
+
+class ChannelMessageRefused(Event, frozen=True, kw_only=True, tag="channel.message_refused"):
+    """The router refused a message (``reason``); ``detail`` says why in words.
+    ``suppressed``: refusals of this sender for the same reason that were not recorded one by
+    one since the last one that was (a flood is one event per second, not one per message)."""
+
+    channel: Channel
+    message_id: str
+    conversation: str
+    principal: Principal
+    reason: ChannelRefusal
+    detail: str = ""
+    suppressed: int = 0
+
+
+class ChannelPairCodeMinted(Event, frozen=True, kw_only=True, tag="channel.pair_code_minted"):
+    """An operator minted a single-use pairing code. The code itself is never stored:
+    ``digest`` is scrypt(code, ``salt``) with the parameters in ``kdf``, slow enough that the
+    40-bit code cannot be searched for from the journal before it expires."""
+
+    channel: Channel
+    code_id: Id
+    salt: bytes
+    digest: bytes
+    kdf: str
+    expires_at_ms: int
+
+
+class ChannelPairingRequested(Event, frozen=True, kw_only=True, tag="channel.pairing_requested"):
+    """A sender sent a valid code (``code_id``, now used up) in a direct message: a pending
+    approval (subject ``pairing``) that the approvals view, API, CLI and console show and
+    ``approval.resolve`` decides. It waits until ``expires_at_ms``, then is denied."""
+
+    channel: Channel
+    approval_id: Id
+    code_id: Id
+    principal: Principal
+    """The sender asking to be paired."""
+    conversation: str
+    display_name: str = ""
+    expires_at_ms: int
+
+
+class ChannelPairingResolved(Event, frozen=True, kw_only=True, tag="channel.pairing_resolved"):
+    """A decision on a pairing request: by a human (``decided_by``), or by ``node`` when it
+    expired. An allowed sender passes the allow list and the direct-message policy of this
+    channel until ``allowed_until_ms``."""
+
+    channel: Channel
+    approval_id: Id
+    principal: Principal
+    decision: Literal["allow", "deny"]
+    decided_by: Principal
+    reason: str = ""
+    allowed_until_ms: int = 0
+    waited_ms: int = 0
+
+
+class ChannelCommandHandled(Event, frozen=True, kw_only=True, tag="channel.command_handled"):
+    """A ``!reel`` command from a sender, and what came of it (the Cedar decision itself is
+    an ``access.decided`` event, naming the policies)."""
+
+    channel: Channel
+    principal: Principal
+    command: Literal["status", "stop", "reset", "approve", "deny", "help"]
+    target: Id = ""
+    """The run, session or approval the command acted on (empty when none)."""
+    outcome: Literal["done", "denied", "failed"]
+    detail: str = ""
+
+
+class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent"):
+    """The run's answer went back through the connector (``ok``), or could not (``error``).
+    Links the run to the platform messages it answers."""
+
+    channel: Channel
+    run_id: Id
+    conversation: str
+    in_reply_to: tuple[str, ...]
+    parts: int = 0
+    ok: bool = True
+    error: str = ""
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -711,6 +840,13 @@ CATALOG: tuple[type[Event], ...] = (
     LearningCandidateApplied,
     LearningCandidateRejected,
     LearningCandidateRolledBack,
+    ChannelMessageRouted,
+    ChannelMessageRefused,
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    ChannelCommandHandled,
+    ChannelReplySent,
     TokenCreated,
     TokenRevoked,
     AccessDecided,

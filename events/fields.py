@@ -57,8 +57,10 @@ TOOL_NAME = Identifier(
     "tool name", re.compile(r"(?=.{1,128}\Z)[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)*")
 )
 """A catalog tool name (``fs.read``, ``example.json_echo``)."""
-PRINCIPAL = Identifier("principal", re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}"))
-"""Who acted (``operator``, ``node``, ``user:alice``)."""
+PRINCIPAL = Identifier("principal", re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=/-]{0,127}"))
+"""Who acted (``operator``, ``node``, ``user:alice``, a chat sender
+``channel:matrix:@alice:example.org``). ``=`` and ``/`` are there for chat platforms' user ids
+(a Matrix localpart may hold both); a value shaped like a token is still refused."""
 
 Id = Annotated[str, ID]
 SessionKey = Annotated[str, SESSION_KEY]

@@ -1,0 +1,70 @@
+"""A chat sender is a principal ``channel:<channel>:<sender>``: the journal takes the ids chat
+platforms give their users, and still refuses anything shaped like a secret or outside the
+pattern."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from events import Journal, NodeKey
+from events.catalog import ChannelMessageRefused
+from events.fields import PRINCIPAL, InvalidField
+from events.redact import looks_secret
+
+SENDERS = [
+    "channel:matrix:@alice:localhost",
+    "channel:matrix:@bob.smith:matrix.example.org",
+    "channel:matrix:@x=2fy/z:example.org:8448",  # a Matrix localpart may hold = and /
+    "channel:matrix:@carol+test:example.org",
+    "channel:webhook:alice@example.com",
+    "channel:slack:U024BE7LH",
+    "channel:telegram:-1001234567890",
+]
+REFUSED = [
+    "channel:matrix:@alice smith:localhost",  # a space
+    "channel:matrix:@alice:localhost\n",  # a newline
+    "channel:webhook:bob;drop",  # punctuation outside the pattern
+    "@alice:localhost",  # must start with a letter or digit
+    "channel:webhook:" + "a" * 200,  # too long
+    "channel:webhook:ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X",  # a GitHub token's shape
+]
+
+
+@pytest.mark.parametrize("principal", SENDERS)
+def test_a_chat_sender_is_a_valid_principal(principal: str) -> None:
+    assert PRINCIPAL.problem(principal, looks_secret) is None
+
+
+@pytest.mark.parametrize("principal", REFUSED)
+def test_what_is_not_an_id_or_looks_secret_is_refused(principal: str) -> None:
+    assert PRINCIPAL.problem(principal, looks_secret) is not None
+
+
+def refusal(principal: str) -> ChannelMessageRefused:
+    return ChannelMessageRefused(
+        channel="matrix",
+        message_id="$ev1",
+        conversation="!room:localhost",
+        principal=principal,
+        reason="dm_denied",
+    )
+
+
+def test_the_journal_stores_a_sender_principal_in_clear_and_refuses_a_secret(
+    tmp_path: Path,
+) -> None:
+    with Journal(tmp_path / "journal.db", node_key=NodeKey.load_or_create(tmp_path / "k")) as j:
+        sender = "channel:matrix:@x=2fy/z:example.org"
+        j.append("channel/matrix", [refusal(sender)], expected_seq=0, principal=sender)
+        stored = j.read_stream("channel/matrix")[0]
+        assert stored.principal == sender
+        decoded = stored.decode()
+        assert isinstance(decoded, ChannelMessageRefused)
+        assert decoded.principal == sender
+        with pytest.raises(InvalidField) as refused:
+            j.append("channel/matrix", [refusal(REFUSED[-1])], expected_seq=1, principal="node")
+        assert refused.value.field == "principal"
+        assert "ghp_" not in str(refused.value)
+        assert len(j.read_stream("channel/matrix")) == 1
