@@ -1,7 +1,8 @@
 """reel's projections: read models folded from the journal into views.db.
 
 Views (one projection each): sessions, runs, tape (per-run entries with a dense ``tape_seq``),
-approvals, tool usage, memory (items with FTS5 and sqlite-vec indexes; hybrid search in
+approvals, tool usage, learning (candidates and their evidence; :class:`LearningView`,
+docs/learning.md), memory (items with FTS5 and sqlite-vec indexes; hybrid search in
 :class:`MemoryView`, docs/memory.md), incidents (what the watchdog found; :class:`IncidentsView`).
 views.db can be deleted at any time: the projector rebuilds it from the journal. ``reel replay``
 rebuilds into a fresh file and compares row by row.
@@ -32,6 +33,13 @@ from projections.incidents import (
     IncidentsView,
     load_incidents,
 )
+from projections.learning import (
+    CandidateFilter,
+    CandidateRecord,
+    Evidence,
+    LearningView,
+    Offered,
+)
 from projections.memory_search import MemoryHit, MemoryItem, MemoryView, SearchWeights
 from projections.projector import Projector, all_projections
 from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
@@ -61,9 +69,12 @@ __all__ = [
     "TASK_STATES",
     "ApprovalFilter",
     "ApprovalRecord",
+    "CandidateFilter",
+    "CandidateRecord",
     "Difference",
     "Embedder",
     "EmbedderUnavailable",
+    "Evidence",
     "GrantOption",
     "HashingEmbedder",
     "IncidentFilter",
@@ -71,9 +82,11 @@ __all__ = [
     "IncidentsView",
     "JournalVerdict",
     "Lag",
+    "LearningView",
     "MemoryHit",
     "MemoryItem",
     "MemoryView",
+    "Offered",
     "PendingApproval",
     "Projector",
     "RawTapeEntry",

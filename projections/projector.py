@@ -24,6 +24,7 @@ from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
 from projections.embedders import Embedder
 from projections.incidents import IncidentsProjection
+from projections.learning import LearningProjection
 from projections.memory import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
@@ -45,6 +46,7 @@ def all_projections(embedder: Embedder | None = None) -> list[Projection]:
         ToolUsageProjection(),
         MemoryProjection(embedder),
         TasksProjection(),
+        LearningProjection(),
         IncidentsProjection(),
     ]
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from actors.config import ActorsConfig, RunBudgets
+from actors.learning import LearningSettings
 from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from tools import ToolsConfig
@@ -125,6 +126,12 @@ class TasksSection(TasksConfig, frozen=True, kw_only=True, forbid_unknown_fields
     (actors.tasks.TasksConfig; docs/tasks.md)."""
 
 
+class LearningSection(LearningSettings, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[learning]``: post-run reflection (on or off, which extractor, the model's time-out,
+    attempts) and the per-kind auto-apply thresholds (actors.learning.LearningSettings;
+    docs/learning.md)."""
+
+
 class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
@@ -146,6 +153,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     context: ContextSection = ContextSection()
     memory: MemoryConfig = MemoryConfig()
     watchdog: WatchdogSection = WatchdogSection()
+    learning: LearningSection = LearningSection()
     tasks: TasksSection = TasksSection()
 
     def actors(self) -> ActorsConfig:

@@ -31,7 +31,9 @@ from projections import (
 from tools import ToolCatalog, build_catalog
 from transports.access import Authority
 from transports.auth import load_or_create_token
+from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
+from transports.learning import NodeLearning
 from transports.memory import NodeMemory
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.tokens import load_tokens
@@ -54,8 +56,13 @@ class Runtime:
     memory: NodeMemory
     """The memory view (searched by runs, the memory tools and the API) and the journal that
     memory writes go to."""
+    channels: ChannelHub
+    """The chat channels of ``[channels]``: their connectors, routers and the inbound entry
+    point (docs/channels.md)."""
     incidents: IncidentsView
     """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
+    learning: NodeLearning
+    """The learning view, the desk that reviews candidates, and post-run reflection."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -66,6 +73,7 @@ class Runtime:
         """Drain and stop the node, sign the final checkpoint, let the views catch up with it,
         then close the journal."""
         try:
+            self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.stop(grace_s)
         finally:
             try:
@@ -75,6 +83,7 @@ class Runtime:
                     self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
                 self.memory.close()
+                self.learning.close()
                 self.views.close()
                 self.incidents.close()
             finally:
@@ -182,8 +191,11 @@ def open_runtime(
             memory=memory.view,
             tasks=cfg.tasks,
         )
+        learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning)
+        learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()
         projector.follow(journal)
+        learning.start(node)
     except BaseException:
         if projector is not None:
             projector.close()
@@ -203,4 +215,5 @@ def open_runtime(
         authority=Authority(engine, tokens, views, journal),
         memory=memory,
         incidents=IncidentsView(data_dir / "views.db"),
+        learning=learning,
     )

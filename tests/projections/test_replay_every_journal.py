@@ -208,7 +208,8 @@ def test_each_activity_alone_replays_identical(data_dir: Path, name: str) -> Non
 def test_the_reported_regression_one_local_chat(data_dir: Path) -> None:
     chat(data_dir, "hello")
     out = assert_identical(data_dir)
-    assert "replayed 8 events to position 8" in out  # 7 events and the final checkpoint row
+    # 7 events, the run's reflection task (enqueued, claimed, succeeded), the final checkpoint
+    assert "replayed 11 events to position 11" in out
 
 
 MIX = (

@@ -1,0 +1,377 @@
+"""Post-run reflection and the review of what it learned (docs/learning.md).
+
+- :class:`Reflector` reflects on one completed run (the ``post_run_reflection`` task's
+  handler): it reads the run's events, finds facts, preferences and procedures
+  (:mod:`actors.learning_rules`) and hands each to the desk.
+- :class:`LearningDesk` is the one writer of ``learning/<candidate_id>`` streams: it merges a
+  finding into its candidate, applies a candidate whose confidence reaches its kind's
+  threshold (as ``reflection``), and carries out reviews (accept, reject, rollback) for the
+  HTTP API and the CLI. Every append states the stream's expected seq from a fold of the
+  stream itself, so two writers racing (two workers, a worker and a reviewer) never both win:
+  the loser folds again and decides again.
+
+Applying a fact writes a memory item (source ``learned``) through :class:`FactMemory` (the
+node's one memory writer); its id is derived from the candidate and how many times it was
+applied, so an apply retried after a crash finds its item instead of writing a second one. A
+rollback deletes that item before it is recorded. Preferences and procedures need no write:
+the learning view offers applied ones to later runs (``LearningView.offered``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, Protocol
+
+import msgspec
+
+from actors.compaction import write_summary
+from actors.io_loop import IoLoop
+from actors.learning_rules import (
+    InvalidReflection,
+    Proposal,
+    RunDigest,
+    digest,
+    model_proposals,
+    model_request,
+    parse_model_answer,
+    procedure,
+    statements,
+)
+from actors.learning_state import (
+    REFLECTION,
+    CandidateConflict,
+    CandidateState,
+    UnknownCandidate,
+    due,
+    fold,
+    may_accept,
+    may_roll_back,
+    observe,
+    reject,
+    stream_of,
+)
+from actors.provider import ModelProvider
+from events import ConcurrencyConflict, Event, JournalPort, is_ulid
+from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
+from events.ids import encode_ulid
+from projections.learning import PeerRun
+
+log = logging.getLogger("reel.learning")
+
+TASK_KIND = "post_run_reflection"
+"""The task kind of a reflection (one per completed run; dedupe key ``reflection:<run_id>``)."""
+RULES_PROVIDERS = frozenset({"deterministic"})
+"""Providers whose runs are reflected on by the rules (the deterministic provider echoes: it
+has nothing to say about a run)."""
+REASON_MAX_CHARS = 1000
+_RACES = 8
+"""How often a write that lost a race to another writer is decided again before giving up."""
+
+
+Bps = Annotated[int, msgspec.Meta(ge=0, le=10_001)]
+"""A threshold in basis points: 0-10000, or 10001 for "never automatically"."""
+
+
+class LearningSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How reflection runs and when it applies what it found (``[learning]`` in config.toml,
+    ``REEL_LEARNING_*``)."""
+
+    enabled: bool = True
+    """Reflect on every completed run (a ``post_run_reflection`` task each). Off: no new
+    reflections; applied learnings are still offered and reviews still work."""
+    apply_fact_bps: Bps = 8_000
+    apply_preference_bps: Bps = 8_000
+    apply_procedure_bps: Bps = 9_000
+    """A pending candidate whose confidence reaches its kind's threshold (basis points) is
+    applied by ``reflection``; below it, it waits for review. 10001: never automatically."""
+    extractor: Literal["auto", "rules", "model"] = "auto"
+    """``auto``: the rules with the deterministic provider, the node's model otherwise."""
+    model_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0
+    """How long the model may take to answer one reflection (then the attempt fails)."""
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
+    """Attempts of one reflection task before it is recorded failed."""
+
+    def threshold(self, kind: str) -> int:
+        return {
+            "fact": self.apply_fact_bps,
+            "preference": self.apply_preference_bps,
+            "procedure": self.apply_procedure_bps,
+        }[kind]
+
+
+class FactMemory(Protocol):
+    """Where an applied fact goes: the node's memory writer (``transports.memory``)."""
+
+    def remember(self, text: str, *, owner: str, item_id: str, candidate_id: str) -> None:
+        """Write item ``item_id`` (scope ``principal`` of ``owner``, source ``learned``); an
+        item already written under that id is left as it is (a retried apply)."""
+        ...
+
+    def forget(self, item_id: str, *, by: str, reason: str, candidate_id: str) -> None:
+        """Delete the item as ``by``; one already deleted (or never written) is no error."""
+        ...
+
+
+class RunHistory(Protocol):
+    """Earlier runs reflection compares a run with (``LearningView.peers``)."""
+
+    def peers(
+        self, principal: str, tools: tuple[str, ...], *, run_id: str, position: int
+    ) -> Sequence[PeerRun]: ...
+
+
+class Reflection(msgspec.Struct, frozen=True, kw_only=True):
+    """What one reflection did (the task's result)."""
+
+    run_id: str
+    extractor: str
+    candidates: tuple[str, ...] = ()
+    """The candidates it proposed or added evidence to."""
+    applied: tuple[str, ...] = ()
+    """Those it applied (their kind's threshold reached)."""
+    skipped: str = ""
+    """Why nothing was looked for (the run did not complete)."""
+
+
+class UnknownRunToReflect(LookupError):
+    """The task names a run the journal does not hold (retrying cannot help)."""
+
+
+def memory_item_id(candidate_id: str, applies: int) -> str:
+    """The id of the memory item a fact's ``applies``-th apply writes (from 0)."""
+    seed = hashlib.sha256(f"learned-memory\0{candidate_id}\0{applies}".encode()).digest()
+    return encode_ulid(int.from_bytes(seed[:16], "big"))
+
+
+class LearningDesk:
+    """The writer of every ``learning/<candidate_id>`` stream; safe from many threads."""
+
+    def __init__(
+        self,
+        journal: JournalPort,
+        settings: LearningSettings | None = None,
+        memory: FactMemory | None = None,
+    ) -> None:
+        self.journal = journal
+        self.settings = settings or LearningSettings()
+        self.memory = memory
+
+    def state(self, candidate_id: str) -> CandidateState | None:
+        """The candidate as its stream says it is now (never lags, unlike the view)."""
+        if not is_ulid(candidate_id):
+            return None
+        return fold(self.journal.read_stream(stream_of(candidate_id)))
+
+    def _known(self, candidate_id: str) -> CandidateState:
+        state = self.state(candidate_id)
+        if state is None:
+            raise UnknownCandidate(f"no learning candidate with id {candidate_id[:40]!r}")
+        return state
+
+    def _append(
+        self,
+        state: CandidateState | None,
+        candidate_id: str,
+        event: Event,
+        *,
+        principal: str,
+        causation_id: str | None = None,
+    ) -> CandidateState:
+        self.journal.append(
+            stream_of(candidate_id),
+            [event],
+            expected_seq=0 if state is None else state.next_seq,
+            principal=principal,
+            causation_id=causation_id,
+        )
+        return self._known(candidate_id)
+
+    # --- findings ------------------------------------------------------------------------
+
+    def record(self, proposal: Proposal, *, run_id: str) -> tuple[CandidateState, bool]:
+        """Merge ``proposal`` into its candidate (proposing it when new) and apply it when it
+        is due. Returns the candidate and whether this call applied it."""
+        candidate_id = proposal.candidate_id
+        for _ in range(_RACES):
+            state = self.state(candidate_id)
+            event = observe(state, proposal)
+            try:
+                if event is not None:
+                    state = self._append(
+                        state, candidate_id, event, principal=REFLECTION, causation_id=run_id
+                    )
+                assert state is not None
+                threshold = self.settings.threshold(state.kind)
+                if not due(state, threshold):
+                    return state, False
+                reason = f"confidence {state.confidence_bps} >= {state.kind} threshold {threshold}"
+                return self._apply(state, REFLECTION, reason), True
+            except ConcurrencyConflict:
+                continue  # another writer got there first: fold again and decide again
+        raise CandidateConflict(f"candidate {candidate_id} kept changing; try again")
+
+    # --- reviews -------------------------------------------------------------------------
+
+    def accept(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
+        """Apply the candidate as ``by`` (409 when it already is)."""
+        _check_reason(reason)
+        state = self._known(candidate_id)
+        may_accept(state)
+        try:
+            return self._apply(state, by, reason)
+        except ConcurrencyConflict:
+            raise CandidateConflict(
+                f"candidate {candidate_id} changed meanwhile; look at it again"
+            ) from None
+
+    def reject(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
+        """Refuse a pending candidate as ``by`` (409 when it is applied: roll it back)."""
+        _check_reason(reason)
+        state = self._known(candidate_id)
+        return self._write(state, reject(state, by, reason), by)
+
+    def rollback(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
+        """Withdraw an applied candidate as ``by``: its memory item is deleted first."""
+        _check_reason(reason)
+        state = self._known(candidate_id)
+        may_roll_back(state)
+        item = state.memory_item_id if state.kind == "fact" else None
+        if item is not None and self.memory is not None:
+            self.memory.forget(item, by=by, reason=reason, candidate_id=candidate_id)
+        event = LearningCandidateRolledBack(
+            candidate_id=candidate_id, by=by, reason=reason, memory_item_id=item
+        )
+        return self._write(state, event, by)
+
+    def _write(self, state: CandidateState, event: Event, by: str) -> CandidateState:
+        try:
+            return self._append(state, state.candidate_id, event, principal=by)
+        except ConcurrencyConflict:
+            raise CandidateConflict(
+                f"candidate {state.candidate_id} changed meanwhile; look at it again"
+            ) from None
+
+    def _apply(self, state: CandidateState, by: str, reason: str) -> CandidateState:
+        """Make the candidate take effect (a fact: its memory item), then record it. A
+        ``ConcurrencyConflict`` leaves the item: the writer that won, or the retry, derives the
+        same id for the same apply, and a rollback deletes it."""
+        item = None
+        if state.kind == "fact":
+            if self.memory is None:
+                raise CandidateConflict("this node has no memory to write an applied fact to")
+            item = memory_item_id(state.candidate_id, state.applies)
+            self.memory.remember(
+                state.text, owner=state.principal, item_id=item, candidate_id=state.candidate_id
+            )
+        event = LearningCandidateApplied(
+            candidate_id=state.candidate_id, by=by, memory_item_id=item, reason=reason
+        )
+        return self._append(state, state.candidate_id, event, principal=by)
+
+
+def _check_reason(reason: str) -> None:
+    from actors.errors import InvalidCommand
+
+    if len(reason) > REASON_MAX_CHARS:
+        raise InvalidCommand(
+            "reason", f"is {len(reason):,} characters; the cap is {REASON_MAX_CHARS:,}"
+        )
+
+
+class Reflector:
+    """Reflects on completed runs: the ``post_run_reflection`` handler's work."""
+
+    def __init__(
+        self,
+        journal: JournalPort,
+        desk: LearningDesk,
+        history: RunHistory | None,
+        *,
+        provider: ModelProvider,
+        io: IoLoop,
+    ) -> None:
+        self.journal = journal
+        self.desk = desk
+        self.history = history
+        self.provider = provider
+        self.io = io
+
+    @property
+    def extractor(self) -> Literal["rules", "model"]:
+        choice = self.desk.settings.extractor
+        if choice == "auto":
+            return "rules" if self.provider.name in RULES_PROVIDERS else "model"
+        return choice
+
+    def reflect(self, run_id: str, check: Callable[[], None] = lambda: None) -> Reflection:
+        """Find what ``run_id`` teaches and record it. ``check`` raises to stop early (the
+        task was cancelled, the node is stopping). Raises :class:`UnknownRunToReflect`,
+        :class:`InvalidReflection` (the model's answer), ``TimeoutError`` or the provider's
+        error; the run itself is never touched."""
+        run = digest(self.journal.read_correlated(run_id)) if is_ulid(run_id) else None
+        if run is None:
+            raise UnknownRunToReflect(f"no run {run_id[:40]!r} in the journal")
+        extractor = self.extractor
+        if run.state != "done":
+            return Reflection(run_id=run_id, extractor=extractor, skipped=f"run is {run.state}")
+        proposals = statements(run) if extractor == "rules" else self._ask_model(run)
+        check()
+        found = self._procedure(run)
+        if found is not None:
+            proposals.append(found)
+        touched: list[str] = []
+        applied: list[str] = []
+        for proposal in proposals:
+            check()
+            state, now_applied = self.desk.record(proposal, run_id=run_id)
+            touched.append(state.candidate_id)
+            if now_applied:
+                applied.append(state.candidate_id)
+        return Reflection(
+            run_id=run_id, extractor=extractor, candidates=tuple(touched), applied=tuple(applied)
+        )
+
+    def _procedure(self, run: RunDigest) -> Proposal | None:
+        if self.history is None or not run.tools or not run.tools_ok:
+            return None
+        peers = self.history.peers(
+            run.principal, run.tools, run_id=run.run_id, position=run.end_position
+        )
+        return procedure(run, peers)
+
+    def _ask_model(self, run: RunDigest) -> list[Proposal]:
+        timeout = self.desk.settings.model_timeout_s
+        future = self.io.submit(write_summary(self.provider, model_request(run), timeout))
+        try:
+            text = future.result(timeout + 5.0)
+        except TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the model did not answer within {timeout:g} s") from None
+        return model_proposals(run, parse_model_answer(text))
+
+    def handle(self, payload: Any, context: Any) -> dict[str, Any]:
+        """The task handler: ``payload`` is ``{"run_id": ...}``; ``context`` the queue's
+        :class:`~actors.task_handlers.TaskContext` (its ``check`` stops early)."""
+        run_id = payload.get("run_id") if isinstance(payload, dict) else None
+        if not isinstance(run_id, str):
+            raise UnknownRunToReflect("the payload has no run_id")
+        outcome = self.reflect(run_id, getattr(context, "check", lambda: None))
+        result: dict[str, Any] = msgspec.to_builtins(outcome)
+        return result
+
+
+__all__ = [
+    "TASK_KIND",
+    "CandidateConflict",
+    "FactMemory",
+    "InvalidReflection",
+    "LearningDesk",
+    "LearningSettings",
+    "Reflection",
+    "Reflector",
+    "RunHistory",
+    "UnknownCandidate",
+    "UnknownRunToReflect",
+]

@@ -1,0 +1,176 @@
+"""One learning candidate: its state folded from ``learning/<candidate_id>``, and the pure
+decisions on it (a finding merged, applied, rejected, rolled back).
+
+::
+
+    pending --accept / confidence >= threshold--> applied --rollback--> rolled_back
+       |                                             ^                      |
+       +--reject--> rejected ----------accept--------+----------accept------+
+
+A duplicate finding adds evidence whatever the status, but only a ``pending`` candidate is
+applied by reflection: a human's reject or rollback stands until a human accepts it again.
+Every refusal is a :class:`CandidateConflict` (HTTP 409) saying what to do instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import msgspec
+
+from actors.errors import Conflict, NotFound
+from actors.learning_rules import Proposal, merged_confidence
+from events import Event, StoredEvent
+from events.catalog import (
+    LearningCandidateApplied,
+    LearningCandidateProposed,
+    LearningCandidateRejected,
+    LearningCandidateRolledBack,
+    LearningEvidenceAdded,
+)
+
+Status = Literal["pending", "applied", "rejected", "rolled_back"]
+REFLECTION = "reflection"
+"""The principal of what reflection does on its own: proposals, merges, automatic applies."""
+
+
+class UnknownCandidate(NotFound):
+    """No learning candidate has that id."""
+
+
+class CandidateConflict(Conflict):
+    """The candidate's status refuses the review (accepted twice, rejecting an applied one)."""
+
+
+class CandidateState(msgspec.Struct, frozen=True, kw_only=True):
+    """A candidate as its stream says it is now."""
+
+    candidate_id: str
+    kind: str
+    text: str
+    principal: str
+    confidence_bps: int
+    runs: tuple[str, ...]
+    status: Status = "pending"
+    memory_item_id: str | None = None
+    """The memory item the last apply of a fact produced."""
+    applies: int = 0
+    """How many times it was applied (a fact's memory item id is derived from this)."""
+    next_seq: int = 0
+
+    @property
+    def stream(self) -> str:
+        return stream_of(self.candidate_id)
+
+
+def stream_of(candidate_id: str) -> str:
+    return f"learning/{candidate_id}"
+
+
+def apply(state: CandidateState | None, event: Event, seq: int) -> CandidateState | None:
+    """Fold one event (at ``stream_seq`` ``seq``) of the candidate's stream."""
+    if isinstance(event, LearningCandidateProposed):
+        return CandidateState(
+            candidate_id=event.candidate_id,
+            kind=event.learning_kind,
+            text=event.text,
+            principal=event.principal,
+            confidence_bps=event.confidence_bps,
+            runs=event.runs,
+            next_seq=seq + 1,
+        )
+    if state is None:
+        return None
+    replace = msgspec.structs.replace
+    if isinstance(event, LearningEvidenceAdded):
+        runs = state.runs + tuple(r for r in event.runs if r not in state.runs)
+        return replace(state, runs=runs, confidence_bps=event.confidence_bps, next_seq=seq + 1)
+    if isinstance(event, LearningCandidateApplied):
+        return replace(
+            state,
+            status="applied",
+            memory_item_id=event.memory_item_id or state.memory_item_id,
+            applies=state.applies + 1,
+            next_seq=seq + 1,
+        )
+    if isinstance(event, LearningCandidateRejected):
+        return replace(state, status="rejected", next_seq=seq + 1)
+    if isinstance(event, LearningCandidateRolledBack):
+        return replace(state, status="rolled_back", next_seq=seq + 1)
+    return replace(state, next_seq=seq + 1)
+
+
+def fold(events: Iterable[StoredEvent]) -> CandidateState | None:
+    state: CandidateState | None = None
+    for stored in events:
+        state = apply(state, stored.decode(), stored.stream_seq)
+    return state
+
+
+# --- decisions --------------------------------------------------------------------------------
+
+
+def observe(state: CandidateState | None, proposal: Proposal) -> Event | None:
+    """What a finding adds: the candidate itself when new, its runs not yet in the evidence
+    otherwise, nothing when every run is known (a reflection retried, a run seen twice)."""
+    if state is None:
+        return LearningCandidateProposed(
+            candidate_id=proposal.candidate_id,
+            learning_kind=proposal.kind,
+            text=proposal.text,
+            principal=proposal.principal,
+            confidence_bps=proposal.confidence_bps,
+            dedupe_key=proposal.dedupe_key,
+            runs=proposal.runs,
+            positions=proposal.positions,
+            trigger=proposal.trigger,
+            tools=proposal.tools,
+            extractor=proposal.extractor,
+        )
+    new = [i for i, run in enumerate(proposal.runs) if run not in state.runs]
+    if not new:
+        return None
+    runs = tuple(proposal.runs[i] for i in new)
+    positions = tuple(proposal.positions[i] for i in new if i < len(proposal.positions))
+    return LearningEvidenceAdded(
+        candidate_id=state.candidate_id,
+        runs=runs,
+        positions=positions,
+        confidence_bps=merged_confidence(
+            state.kind, state.confidence_bps, proposal.confidence_bps, len(state.runs) + len(runs)
+        ),
+    )
+
+
+def due(state: CandidateState, threshold_bps: int) -> bool:
+    """Whether reflection applies it now: pending, and as confident as its kind requires."""
+    return state.status == "pending" and state.confidence_bps >= threshold_bps
+
+
+def may_accept(state: CandidateState) -> None:
+    """Accept: from pending, rejected or rolled back (a human may change their mind)."""
+    if state.status == "applied":
+        raise CandidateConflict(f"candidate {state.candidate_id} is already applied")
+
+
+def reject(state: CandidateState, by: str, reason: str) -> LearningCandidateRejected:
+    """Reject: only a pending candidate (an applied one is rolled back instead)."""
+    if state.status == "applied":
+        raise CandidateConflict(
+            f"candidate {state.candidate_id} is applied: roll it back instead of rejecting it"
+        )
+    if state.status != "pending":
+        raise CandidateConflict(
+            f"candidate {state.candidate_id} is {state.status.replace('_', ' ')}, not pending"
+        )
+    return LearningCandidateRejected(candidate_id=state.candidate_id, by=by, reason=reason)
+
+
+def may_roll_back(state: CandidateState) -> None:
+    """Roll back: only an applied candidate."""
+    if state.status != "applied":
+        raise CandidateConflict(
+            f"candidate {state.candidate_id} is {state.status.replace('_', ' ')}, not applied: "
+            "only an applied candidate can be rolled back"
+        )

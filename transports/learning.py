@@ -1,0 +1,113 @@
+"""A node's learning: the view, the desk, reflection, and how they plug into the node
+(docs/learning.md). The composition root (:mod:`transports.runtime`) builds one
+:class:`NodeLearning`; the HTTP API reviews through its desk and reads its view.
+
+- The view (:class:`projections.LearningView`) is the node's ``LearningPort``: runs are offered
+  the applied preferences of their principal and the procedure hints for their request.
+- The desk (:class:`actors.learning.LearningDesk`) writes ``learning/<id>``; an applied fact
+  becomes a memory item through :func:`transports.memory.write_item` (source ``learned``,
+  scope ``principal`` of the principal the fact concerns), a rollback deletes it through
+  :func:`transports.memory.delete_item`.
+- Reflection (:class:`actors.learning.Reflector`) is the ``post_run_reflection`` handler of
+  the node's task queue, and the feed (:class:`actors.reflection.ReflectionFeed`) enqueues one
+  per completed run while ``[learning] enabled``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from actors import Node
+from actors.learning import TASK_KIND, LearningDesk, LearningSettings, Reflector
+from actors.reflection import ReflectionFeed
+from events import ConcurrencyConflict, JournalPort
+from projections import LearningView, Projector
+from transports.memory import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
+
+HANDLER_SLACK_S = 30.0
+"""A reflection's deadline is the model's time-out plus this (reading, recording)."""
+
+
+class LearnedMemory:
+    """:class:`actors.learning.FactMemory` over the node's one memory writer."""
+
+    def __init__(self, journal: JournalPort) -> None:
+        self.journal = journal
+
+    def remember(self, text: str, *, owner: str, item_id: str, candidate_id: str) -> None:
+        """The item is appended as ``owner``'s, whose item it is (the memory writer records
+        the writer as the owner); ``causation_id`` names the candidate, whose
+        ``learning.candidate_applied`` says who applied it."""
+        with contextlib.suppress(ConcurrencyConflict):  # written by an earlier attempt
+            write_item(
+                self.journal,
+                text,
+                principal=owner,
+                source="learned",
+                causation_id=candidate_id,
+                item_id=item_id,
+            )
+
+    def forget(self, item_id: str, *, by: str, reason: str, candidate_id: str) -> None:
+        with contextlib.suppress(UnknownMemoryItem, MemoryItemAlreadyDeleted):
+            delete_item(
+                self.journal,
+                item_id,
+                principal=by,
+                reason=reason or f"learning candidate {candidate_id} rolled back",
+                causation_id=candidate_id,
+            )
+
+
+class NodeLearning:
+    """The learning parts of one node (see the module docstring)."""
+
+    def __init__(
+        self,
+        views_path: Path,
+        journal: JournalPort,
+        projector: Projector,
+        settings: LearningSettings,
+    ) -> None:
+        self.settings = settings
+        self.view = LearningView(views_path, wait_for=projector.wait_for)
+        self.desk = LearningDesk(journal, settings, LearnedMemory(journal))
+        self.journal = journal
+        self.feed: pykka.ActorRef[Any] | None = None
+        self.reflector: Reflector | None = None
+
+    def attach(self, node: Node) -> None:
+        """Before ``node.start()``: runs read the view; the queue runs reflections."""
+        services = node.services
+        services.learning = self.view
+        self.reflector = Reflector(
+            self.journal, self.desk, self.view, provider=services.provider, io=services.io
+        )
+        node.tasks.register(
+            TASK_KIND,
+            self.reflector.handle,
+            timeout_s=self.settings.model_timeout_s + HANDLER_SLACK_S,
+            description="learn from a completed run (docs/learning.md)",
+        )
+
+    def start(self, node: Node) -> None:
+        """After ``node.start()``: enqueue a reflection per completed run (when enabled)."""
+        if self.settings.enabled and self.feed is None:
+            self.feed = ReflectionFeed.start(
+                self.journal, node.tasks, max_attempts=self.settings.max_attempts
+            )
+
+    def stop(self) -> None:
+        """Stop enqueueing (before the node drains); idempotent."""
+        feed, self.feed = self.feed, None
+        if feed is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                feed.stop(block=True, timeout=10)
+
+    def close(self) -> None:
+        self.stop()
+        self.view.close()
