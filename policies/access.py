@@ -27,8 +27,9 @@ from policies.errors import PolicyRequestError
 ROLES: Final[dict[str, str]] = {
     "admin": "everything: every API action, tokens and postures included",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
+    "review learning candidates, "
     "write and delete memory, cancel background tasks",
-    "approver": "read everything, decide approvals",
+    "approver": "read everything, decide approvals, review learning candidates",
     "viewer": "read everything",
     "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
     "global memory and its own, write and delete only its own",
@@ -57,6 +58,13 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
     "memory": {"item_id": _TEXT, "scope": _TEXT, "owner": _PRINCIPAL, "session_id": _TEXT},
     "task": {"task_id": _TEXT, "kind": _TEXT},
+    "learning": {
+        "candidate_id": _TEXT,
+        "kind": _TEXT,
+        "concerns": _PRINCIPAL,
+        "status": _TEXT,
+        "decision": _TEXT,
+    },
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -100,6 +108,9 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "task.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "task.read": ActionSpec(resource_type="Task", scope="task", changes_state=False),
     "task.cancel": ActionSpec(resource_type="Task", scope="task", changes_state=True),
+    "learning.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "learning.read": ActionSpec(resource_type="Learning", scope="learning", changes_state=False),
+    "learning.review": ActionSpec(resource_type="Learning", scope="learning", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
 

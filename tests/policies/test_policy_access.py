@@ -22,8 +22,9 @@ ALLOWED: dict[str, set[str]] = {
     | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"}
     | {"session.compact", "session.restore"}
     | {"memory.write", "memory.delete"}
-    | {"task.cancel"},
-    "approver": READS | {"approval.resolve"},
+    | {"task.cancel"}
+    | {"learning.review"},
+    "approver": READS | {"approval.resolve", "learning.review"},
     "viewer": set(READS),
     "agent": {
         "session.create",
@@ -79,6 +80,9 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "item_id": "m1",
         "task_id": "t1",
         "kind": "noop",
+        "candidate_id": "c1",
+        "concerns": owner,
+        "status": "pending",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

@@ -40,6 +40,7 @@ BASELINE_IDS = {
     "baseline.role.agent.own",
     "baseline.role.agent.memory.read",
     "baseline.role.agent.memory.own",
+    "baseline.learning.review",
 }
 
 
