@@ -56,6 +56,14 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "match": _TEXT,
     },
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
+    "channel_command": {
+        "command": _TEXT,
+        "conversation": _TEXT,
+        "session_id": _TEXT,
+        "owner": _PRINCIPAL,
+        "run_id": _TEXT,
+        "run_principal": _PRINCIPAL,
+    },
     "memory": {"item_id": _TEXT, "scope": _TEXT, "owner": _PRINCIPAL, "session_id": _TEXT},
     "task": {"task_id": _TEXT, "kind": _TEXT},
     "learning": {
@@ -111,6 +119,12 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "learning.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "learning.read": ActionSpec(resource_type="Learning", scope="learning", changes_state=False),
     "learning.review": ActionSpec(resource_type="Learning", scope="learning", changes_state=True),
+    "channel.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "channel.route": ActionSpec(resource_type="Channel", scope="none", changes_state=True),
+    "channel.pair": ActionSpec(resource_type="Channel", scope="none", changes_state=True),
+    "channel.command": ActionSpec(
+        resource_type="Channel", scope="channel_command", changes_state=True
+    ),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
 

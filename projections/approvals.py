@@ -9,10 +9,21 @@ from collections.abc import Iterable
 import msgspec
 
 from events import JournalReadPort, StoredEvent
-from events.catalog import ApprovalRequested, ApprovalResolved
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+)
+from projections.approvals_view import PAIRING_RISK, pairing_arguments, pairing_reason
 from projections.records import ApprovalRecord
 
-APPROVAL_KINDS = ("tool.approval_requested", "tool.approval_resolved")
+APPROVAL_KINDS = (
+    "tool.approval_requested",
+    "tool.approval_resolved",
+    "channel.pairing_requested",
+    "channel.pairing_resolved",
+)
 
 
 def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:
@@ -56,6 +67,40 @@ def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:
                 if event.decision == "allow" and event.scope == "session"
                 else None,
                 prefix=event.prefix if event.match == "prefix" else None,
+            )
+        elif isinstance(event, ChannelPairingRequested):
+            records[event.approval_id] = ApprovalRecord(
+                approval_id=event.approval_id,
+                invocation_id="",
+                run_id="",
+                session_id="",
+                tool="",
+                arguments=pairing_arguments(event),
+                risk=PAIRING_RISK,
+                reason=pairing_reason(event),
+                principal=event.principal,
+                requested_at_ms=stored.recorded_at_ms,
+                expires_at_ms=event.expires_at_ms,
+                state="pending",
+                decision=None,
+                scope=None,
+                decided_by=None,
+                decided_reason=None,
+                resolved_at_ms=None,
+                waited_ms=None,
+                subject="pairing",
+            )
+        elif isinstance(event, ChannelPairingResolved) and event.approval_id in records:
+            record = records[event.approval_id]
+            records[event.approval_id] = msgspec.structs.replace(
+                record,
+                state="resolved",
+                decision=event.decision,
+                scope="once",
+                decided_by=event.decided_by,
+                decided_reason=event.reason,
+                resolved_at_ms=stored.recorded_at_ms,
+                waited_ms=stored.recorded_at_ms - record.requested_at_ms,
             )
     return records
 

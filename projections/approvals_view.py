@@ -1,4 +1,8 @@
-"""The approvals view: pending and resolved, scope, who decided, how long it waited."""
+"""The approvals view: pending and resolved, scope, who decided, how long it waited.
+
+Two subjects share it: tool calls (``tool.approval_requested`` / ``tool.approval_resolved``) and
+chat senders asking to be paired (``channel.pairing_requested`` / ``channel.pairing_resolved``,
+``subject = 'pairing'``), so every surface that lists and decides approvals shows both."""
 
 from __future__ import annotations
 
@@ -6,16 +10,28 @@ import apsw
 import msgspec
 
 from events import Event, StoredEvent
-from events.catalog import ApprovalRequested, ApprovalResolved
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+)
 
 _json = msgspec.json.Encoder()
 
 
 class ApprovalsProjection:
     name: str = "approvals"
-    version: int = 2
+    version: int = 3
     tables: tuple[str, ...] = ("approvals",)
-    kinds: frozenset[str] | None = frozenset({"tool.approval_requested", "tool.approval_resolved"})
+    kinds: frozenset[str] | None = frozenset(
+        {
+            "tool.approval_requested",
+            "tool.approval_resolved",
+            "channel.pairing_requested",
+            "channel.pairing_resolved",
+        }
+    )
     ddl: str = """
     CREATE TABLE IF NOT EXISTS approvals(
         approval_id TEXT PRIMARY KEY,
@@ -37,7 +53,8 @@ class ApprovalsProjection:
         resolved_at_ms INTEGER,
         waited_ms INTEGER,
         match TEXT,
-        prefix TEXT
+        prefix TEXT,
+        subject TEXT NOT NULL DEFAULT 'tool'
     );
     CREATE INDEX IF NOT EXISTS approvals_by_state ON approvals(state, requested_at_ms);
     """
@@ -79,3 +96,54 @@ class ApprovalsProjection:
                     event.approval_id,
                 ),
             )
+        elif isinstance(event, ChannelPairingRequested):
+            conn.execute(
+                "INSERT OR REPLACE INTO approvals(approval_id, invocation_id, run_id, session_id,"
+                " tool, arguments, risk, reason, principal, requested_at_ms, expires_at_ms, state,"
+                " subject) VALUES (?,'','','','',?,?,?,?,?,?,'pending','pairing')",
+                (
+                    event.approval_id,
+                    _json.encode(pairing_arguments(event)).decode(),
+                    PAIRING_RISK,
+                    pairing_reason(event),
+                    event.principal,
+                    stored.recorded_at_ms,
+                    event.expires_at_ms,
+                ),
+            )
+        elif isinstance(event, ChannelPairingResolved):
+            conn.execute(
+                "UPDATE approvals SET state = 'resolved', decision = ?, scope = 'once',"
+                " decided_by = ?, decided_reason = ?, resolved_at_ms = ?,"
+                " waited_ms = ? - requested_at_ms WHERE approval_id = ?",
+                (
+                    event.decision,
+                    event.decided_by,
+                    event.reason,
+                    stored.recorded_at_ms,
+                    stored.recorded_at_ms,
+                    event.approval_id,
+                ),
+            )
+
+
+PAIRING_RISK = "high"
+"""A pairing approval's risk: the sender may then start runs under the channel's policy."""
+
+
+def pairing_arguments(event: ChannelPairingRequested) -> dict[str, str]:
+    """What a pairing approval shows as its ``arguments``."""
+    return {
+        "channel": event.channel,
+        "sender": event.principal,
+        "display_name": event.display_name,
+        "conversation": event.conversation,
+    }
+
+
+def pairing_reason(event: ChannelPairingRequested) -> str:
+    """A pairing approval's ``reason``, in words."""
+    return (
+        f"device pairing: {event.principal} sent a valid pairing code in a direct message on "
+        f"channel {event.channel}"
+    )

@@ -99,6 +99,11 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
     options: tuple[GrantOption, ...] = ()
     """While pending: the choices the approver has, each with what it would grant (filled in
     by the transports, which know the node's tools)."""
+    subject: str = "tool"
+    """What is to be approved: ``tool`` (a tool call of a run) or ``pairing`` (a chat sender
+    asks to be paired with a channel: ``principal`` is the sender, ``arguments`` name the
+    channel and conversation, and ``run_id``, ``session_id``, ``invocation_id`` and ``tool``
+    are empty)."""
 
 
 class GrantOption(msgspec.Struct, frozen=True, kw_only=True):

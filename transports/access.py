@@ -189,7 +189,8 @@ class Authority:
             "risk": record.risk,
             "run_id": record.run_id,
             "session_id": record.session_id,
-            "owner": self.owner_of(record.session_id),
+            # a pairing approval has no session: the sender asking stands as its owner
+            "owner": self.owner_of(record.session_id) if record.session_id else record.principal,
             "run_principal": record.principal,
             "decision": decision,
             "scope": scope,

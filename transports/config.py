@@ -121,6 +121,96 @@ class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_
     of each check (actors.watchdog.WatchdogConfig; docs/operations.md, "Watchdog")."""
 
 
+DmPolicy = Literal["deny", "pairing", "allow"]
+"""Direct messages: refused, allowed once the sender is paired (or allow-listed), or allowed."""
+Broadcast = Literal["deny", "mention_only", "allow"]
+"""Answers in group conversations: never, only to messages that mention the agent, always."""
+_DURATION = re.compile(r"([0-9]{1,7})(ms|s|m|h|d)")
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(text: str) -> int:
+    """``"10m"`` -> 600000: a duration as ``<number><ms|s|m|h|d>``; ValueError otherwise."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"{text!r} is not a duration like 30s, 10m, 8h or 1d")
+    return int(match.group(1)) * _DURATION_MS[match.group(2)]
+
+
+PAIRING_TTL_RANGE_MS = (30_000, 86_400_000)
+"""A pairing code lives 30 s to 24 h."""
+
+
+class ChannelConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[channels.<name>]``: one chat channel, its connector and its router policy
+    (docs/channels.md). The name is the channel (``channel:<name>:<sender>`` principals,
+    ``run.accepted``'s channel, Cedar's ``Channel::"<name>"``)."""
+
+    kind: str
+    """The connector: ``webhook`` (built in); others register themselves
+    (:data:`transports.channels.CONNECTORS`)."""
+    enabled: bool = True
+    """A disabled channel refuses every message (``channel_disabled``, recorded)."""
+    dm_policy: DmPolicy = "deny"
+    allow_from: tuple[str, ...] = ()
+    """Senders (platform ids) allowed to talk to the agent; empty: anyone the other rules let
+    through. A sender paired through a pairing code is allowed as if listed."""
+    deny_from: tuple[str, ...] = ()
+    """Senders always refused (checked first, before pairing or the allow list)."""
+    require_mention: bool = True
+    """In group conversations, only messages that mention the agent are routed."""
+    mention_patterns: tuple[str, ...] = ()
+    """Regular expressions (case-insensitive, searched in the text) that count as a mention
+    besides the platform's own mention flag, e.g. ``"^reel[,:]"``."""
+    broadcast: Broadcast = "deny"
+    isolate_session_by_sender: bool = False
+    """One session per sender in a group conversation (``...:sender:<id>``) instead of one per
+    conversation."""
+    coalesce_ms: Annotated[int, msgspec.Meta(ge=0, le=60_000)] = 0
+    """Messages of one sender in one conversation within this window become one run input
+    (commands and messages with attachments are never merged); 0: off."""
+    pairing_ttl: str = "10m"
+    """How long a minted pairing code stays usable (30s to 24h; ``--ttl`` overrides it)."""
+    pairing_pending: str = "15m"
+    """How long a pairing request waits for an operator before it is denied."""
+    pairing_grant: str = "8h"
+    """How long an approved sender stays paired."""
+    rate_limit_per_minute: Annotated[int, msgspec.Meta(ge=1)] = 20
+    """Messages one sender may send per minute (a burst of ``rate_burst`` at once)."""
+    rate_burst: Annotated[int, msgspec.Meta(ge=1)] = 5
+    max_message_bytes: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] = 32 * 1024
+    """Longer messages are refused as bad input (HTTP 400 ``$.text``), never cut."""
+    reply_max_chars: Annotated[int, msgspec.Meta(ge=16)] = 4000
+    """The platform's limit per message: longer answers go out in parts."""
+    ack: Literal["none", "react", "message"] = "none"
+    """While a run is in progress: nothing, a reaction on the message (``ack_reaction``), or a
+    short message (``ack_text``)."""
+    ack_text: str = "working on it..."
+    ack_reaction: str = "\N{EYES}"
+    approval_prompts: bool = True
+    """Tell the conversation when a run waits for an approval (and how to answer it)."""
+    secret_env: str = ""
+    """webhook: the environment variable holding the HMAC-SHA256 secret (never the secret)."""
+    outbound_url: str = ""
+    """webhook: where replies are POSTed (signed with the same secret)."""
+    outbound_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+
+    def __post_init__(self) -> None:
+        for name in ("pairing_ttl", "pairing_pending", "pairing_grant"):
+            try:
+                duration_ms(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        low, high = PAIRING_TTL_RANGE_MS
+        if not low <= duration_ms(self.pairing_ttl) <= high:
+            raise ValueError("pairing_ttl must be between 30s and 24h")
+        for pattern in self.mention_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"mention_patterns: {pattern!r} is not a regex: {exc}") from None
+
+
 class TasksSection(TasksConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tasks]``: the background task queue's worker pool, leases and retry defaults
     (actors.tasks.TasksConfig; docs/tasks.md)."""
@@ -152,6 +242,10 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     tools: ToolsSection = ToolsSection()
     context: ContextSection = ContextSection()
     memory: MemoryConfig = MemoryConfig()
+    channels: dict[
+        Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_.-]{0,31}$")], ChannelConfig
+    ] = {}
+    """``[channels.<name>]``: chat channels (docs/channels.md)."""
     watchdog: WatchdogSection = WatchdogSection()
     learning: LearningSection = LearningSection()
     tasks: TasksSection = TasksSection()
@@ -201,7 +295,7 @@ def env_names() -> dict[str, tuple[str, ...]]:
     return {
         section: tuple(
             f"REEL_{section.upper()}_{key.upper()}"
-            for key in getattr(defaults, section).__struct_fields__
+            for key in getattr(getattr(defaults, section), "__struct_fields__", ())
         )
         for section in SECTIONS
     }
@@ -243,6 +337,7 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
         table.setdefault(section, {})[key] = _env_value(values[name])
         origins[f"{section}.{key}"] = name
     try:
+        _check_channels(table.get("channels"))
         return msgspec.convert(table, NodeConfig)
     except msgspec.ValidationError as exc:
         key, problem = _describe(exc)
@@ -250,6 +345,30 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
             raise ConfigError(f"{origins[key]} (config key {key}): {problem}") from None
         where = f"{path}: " if path is not None and path.exists() else ""
         raise ConfigError(f"{where}config key {key}: {problem}") from None
+
+
+CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,31}")
+RESERVED_CHANNELS = frozenset({"http", "grpc", "cli"})
+"""Channel names the node's own transports record on runs."""
+
+
+def _check_channels(channels: Any) -> None:
+    """Each ``[channels.<name>]`` on its own, so an error names ``channels.<name>.<key>``
+    (msgspec would say ``channels[...]``)."""
+    if not isinstance(channels, dict):
+        return
+    for name, table in channels.items():
+        if not CHANNEL_NAME.fullmatch(name) or name in RESERVED_CHANNELS:
+            raise msgspec.ValidationError(
+                f"a channel name must match {CHANNEL_NAME.pattern} and not be "
+                f"{'/'.join(sorted(RESERVED_CHANNELS))} - at `$.channels.{name[:32]}`"
+            )
+        try:
+            msgspec.convert(table, ChannelConfig)
+        except msgspec.ValidationError as exc:
+            problem, sep, where = str(exc).rpartition(" - at `$")
+            path = f"$.channels.{name}{where.rstrip('`')}" if sep else f"$.channels.{name}"
+            raise msgspec.ValidationError(f"{problem if sep else exc} - at `{path}`") from None
 
 
 def _env_value(raw: str) -> Any:

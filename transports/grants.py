@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from actors.grants import describe, options
-from projections import ApprovalRecord
+from projections import ApprovalRecord, GrantOption
 from tools import ToolCatalog, UnknownTool
 
 SCOPES = ("once", "session", "always")
@@ -18,6 +18,8 @@ SCOPES = ("once", "session", "always")
 
 def presented(record: ApprovalRecord, catalog: ToolCatalog) -> ApprovalRecord:
     """``record`` with ``options`` (pending) or ``covers`` (resolved) filled in."""
+    if record.subject == "pairing":
+        return _pairing(record)
     if record.state == "pending":
         try:
             args_type: type[msgspec.Struct] | None = catalog.spec(record.tool).args_type
@@ -36,4 +38,19 @@ def presented(record: ApprovalRecord, catalog: ToolCatalog) -> ApprovalRecord:
             record.prefix or "",
             record.principal,
         )
+    return msgspec.structs.replace(record, covers=covers)
+
+
+def _pairing(record: ApprovalRecord) -> ApprovalRecord:
+    """A pairing approval: one choice, decided once (transports/channels)."""
+    sender = record.principal
+    if record.state == "pending":
+        grants = f"{sender} may talk to the agent on this channel for the channel's pairing period"
+        option = GrantOption(scope="once", match="any", covers=grants)
+        return msgspec.structs.replace(record, options=(option,))
+    covers = (
+        f"{sender} is paired with the channel"
+        if record.decision == "allow"
+        else "nothing: the pairing was denied"
+    )
     return msgspec.structs.replace(record, covers=covers)

@@ -156,6 +156,7 @@ def open_runtime(
     if unknown:
         raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
     model = provider or make_provider(cfg)
+    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
     witness = (
         Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
@@ -203,17 +204,31 @@ def open_runtime(
         journal.close()
         raise
     views = Views(data_dir / "views.db")
+    authority = Authority(engine, tokens, views, journal)
     # The watchdog reads the views and the journal; it stops first when the node drains.
     node.watch(WatchReads(data_dir / "views.db", journal, journal, projector), cfg.watchdog)
-    return Runtime(
+    runtime = Runtime(
         data_dir=data_dir,
         config=cfg,
         journal=journal,
         node=node,
         projector=projector,
         views=views,
-        authority=Authority(engine, tokens, views, journal),
+        authority=authority,
+        channels=channels,
         memory=memory,
         incidents=IncidentsView(data_dir / "views.db"),
         learning=learning,
     )
+    try:
+        channels.start(
+            node=node,
+            journal=journal,
+            projector=projector,
+            views_path=data_dir / "views.db",
+            authority=authority,
+        )
+    except BaseException:
+        runtime.close(0)
+        raise
+    return runtime

@@ -11,6 +11,7 @@ from projections import Views
 from projections.follow import Signal
 from transports.http import (
     approvals,
+    channels,
     console,
     health,
     incidents,
@@ -56,6 +57,7 @@ def build_app(
         memory.routes,
         tasks.routes,
         whoami.routes,
+        channels.routes,
         openapi.routes,
         metrics.routes,
         health.routes,

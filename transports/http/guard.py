@@ -22,7 +22,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from transports.http import console, health
+from transports.http import channels, console, health
 from transports.http.context import CALLER, CONTEXT
 from transports.http.failures import ApiError, error_response, to_api_error
 from transports.http.openapi import query_parameters
@@ -30,7 +30,7 @@ from transports.tokens import bearer
 
 log = logging.getLogger("reel.http")
 
-PUBLIC_ROUTES = console.PUBLIC_ROUTES | health.PUBLIC_ROUTES
+PUBLIC_ROUTES = console.PUBLIC_ROUTES | health.PUBLIC_ROUTES | channels.PUBLIC_ROUTES
 
 
 @web.middleware

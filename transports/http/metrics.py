@@ -12,6 +12,9 @@ Families:
   from the incidents view; every domain is listed (run, task, approval, projector, journal);
 - ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
 - ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses;
+- ``reel_channel_webhook_bad_signatures_total``, ``reel_channel_duplicates_total``
+  (counters): webhook requests refused for their signature, and channel messages dropped as
+  repeats of a message id already routed, since the node started;
 - ``reel_witness_appended_total``, ``reel_witness_failures_total`` (counters),
   ``reel_witness_pending`` (gauge): the checkpoint witness's appends since the node started,
   failed attempts, and checkpoints waiting to be written (only when a witness is configured).
@@ -127,6 +130,21 @@ def render(ctx: ApiContext) -> str:
         "gauge",
         "Open Server-Sent Events responses.",
         [f"reel_http_sse_streams {ctx.streams}"],
+    )
+    channels = runtime.channels
+    lines += _family(
+        "reel_channel_webhook_bad_signatures_total",
+        "counter",
+        "Webhook requests refused for a missing or wrong X-Reel-Signature since the node "
+        "started (nothing else is recorded of them).",
+        [f"reel_channel_webhook_bad_signatures_total {channels.bad_signatures}"],
+    )
+    lines += _family(
+        "reel_channel_duplicates_total",
+        "counter",
+        "Channel messages delivered again with a message id already routed, since the node "
+        "started (dropped: at most one run per message).",
+        [f"reel_channel_duplicates_total {channels.duplicates}"],
     )
     witness = getattr(runtime.journal, "witness", None)
     if witness is not None:

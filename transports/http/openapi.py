@@ -18,6 +18,8 @@ from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
 from events import VerifyReport
 from projections import ApprovalRecord, MemoryItem, RunRecord, SessionRecord, TaskRecord
+from transports.channels import MintedCode, RouteResult
+from transports.channels.message import MessageBody
 from transports.http.bodies import (
     ULID_PATTERN,
     ApprovalPage,
@@ -44,6 +46,7 @@ from transports.http.bodies import (
     TokenList,
     VerifyRequest,
 )
+from transports.http.channels import ChannelList, PairCodeRequest
 from transports.http.context import permit
 from transports.http.incidents import INCIDENT_FILTERS, IncidentPage
 from transports.http.inputs import (
@@ -97,6 +100,11 @@ TYPES: tuple[type[Any], ...] = (
     CreatedToken,
     TokenList,
     Whoami,
+    MessageBody,
+    RouteResult,
+    PairCodeRequest,
+    MintedCode,
+    ChannelList,
     CompactSessionRequest,
     RestoreSessionRequest,
     CompactionOutcome,
@@ -185,6 +193,13 @@ def _filters(filters: tuple[QueryFilter, ...]) -> tuple[dict[str, Any], ...]:
     )
 
 
+CHANNEL = {
+    "name": "channel",
+    "in": "path",
+    "required": True,
+    "description": "A configured channel's name ([channels.<name>]).",
+    "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_.-]{0,31}$"},
+}
 AFTER_ID = {
     "name": "after",
     "in": "query",
@@ -604,6 +619,58 @@ def _paths() -> dict[str, Any]:
                 (400, 404, 409, 413, 503),
                 parameters=(_id("task_id", "task"),),
                 body=CancelTaskRequest,
+            )
+        },
+        "/v1/channels": {
+            "get": _op(
+                "The configured chat channels and their router policies (docs/channels.md). "
+                "channel.list.",
+                {200: _json(ChannelList, "The channels.")},
+                (),
+            )
+        },
+        "/v1/channels/{channel}/messages": {
+            "post": _op(
+                "Route one message into a channel as its connector would (RouteMessage): the "
+                "router's decision, accepted with the run it started or continued, or refused "
+                "with the reason. channel.route.",
+                {200: _json(RouteResult, "The decision.")},
+                (400, 404, 413, 503),
+                parameters=(CHANNEL,),
+                body=MessageBody,
+                body_required=True,
+            )
+        },
+        "/v1/channels/{channel}/pair-codes": {
+            "post": _op(
+                "Mint a single-use pairing code (shown in this answer only; the journal keeps "
+                "a scrypt digest). channel.pair.",
+                {201: _json(MintedCode, "The code.")},
+                (400, 404, 413, 503),
+                parameters=(CHANNEL,),
+                body=PairCodeRequest,
+            )
+        },
+        "/v1/channels/{channel}/webhook": {
+            "post": _op(
+                "The webhook connector's inbound route: no bearer token; the header "
+                "X-Reel-Signature: sha256=<hex HMAC-SHA256 of the raw body> is the "
+                "authentication (401 when missing or wrong, nothing recorded).",
+                {200: _json(RouteResult, "The decision.")},
+                (400, 401, 404, 413, 503),
+                parameters=(
+                    CHANNEL,
+                    {
+                        "name": "X-Reel-Signature",
+                        "in": "header",
+                        "required": True,
+                        "description": "sha256=<hex HMAC-SHA256 of the raw body>.",
+                        "schema": {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"},
+                    },
+                ),
+                body=MessageBody,
+                body_required=True,
+                public=True,
             )
         },
         "/v1/whoami": {

@@ -1,0 +1,60 @@
+"""Chat channels: connectors, the router, pairing, coalescing and replies (docs/channels.md).
+
+Public surface::
+
+    from transports.channels import ChannelHub, InboundMessage, Connector, register
+
+- :class:`InboundMessage` is what every connector produces; :class:`OutboundMessage` what it
+  sends.
+- :class:`Connector` is the interface a platform implements (``start``/``stop``, ``send``,
+  ``acknowledge``), registered under its config ``kind`` with :func:`register`.
+- :class:`ChannelHub` holds the node's channels; :meth:`ChannelHub.receive` /
+  :meth:`ChannelHub.route` is the one inbound entry point, and answers a :class:`RouteResult`.
+- :mod:`transports.channels.router` is the pure decision (its order is documented there).
+
+Errors (each transport maps them in its one place)::
+
+    InvalidMessage (ValueError)     a bad inbound field: 400 / INVALID_ARGUMENT, naming it
+    UnknownChannel (LookupError)    no such channel: 404 / NOT_FOUND
+    ConnectorError (Exception)      a connector cannot start (a ConfigError naming the key)
+                                    or deliver (recorded on channel.reply_sent)
+"""
+
+from transports.channels.actor import MintedCode, RouteResult
+from transports.channels.connector import (
+    CONNECTORS,
+    Connector,
+    ConnectorError,
+    Inbound,
+    register,
+)
+from transports.channels.hub import ChannelHub, ChannelInfo, UnknownChannel
+from transports.channels.message import (
+    Attachment,
+    InboundMessage,
+    InvalidMessage,
+    OutboundMessage,
+    principal_of,
+    split_text,
+)
+from transports.channels.router import session_key
+
+__all__ = [
+    "CONNECTORS",
+    "Attachment",
+    "ChannelHub",
+    "ChannelInfo",
+    "Connector",
+    "ConnectorError",
+    "Inbound",
+    "InboundMessage",
+    "InvalidMessage",
+    "MintedCode",
+    "OutboundMessage",
+    "RouteResult",
+    "UnknownChannel",
+    "principal_of",
+    "register",
+    "session_key",
+    "split_text",
+]

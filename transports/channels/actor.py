@@ -1,0 +1,643 @@
+"""ChannelActor: the one writer of ``channel/<name>``.
+
+One pykka actor per configured channel. It folds its stream at start (pairing codes, pending
+pairing requests, paired senders: :mod:`transports.channels.router`), then for each inbound
+message asks the pure router, appends the decision, and acts on it: starts the run (or holds
+the message for coalescing), records a pairing request, or hands a ``!reel`` command to the
+hub. Pairing approvals are routed to it like tool approvals are routed to their invocation
+(the node's registry), so ``POST /v1/approvals/{id}``, gRPC ``Approvals.Resolve``,
+``reel approvals approve`` and ``!reel approve`` all decide them.
+
+Idempotency: an accepted message is appended with the idempotency key of its platform message
+id (``channel/<name>/message/<sha256>``); the journal returns ``duplicate`` for a key it has
+committed, also after a restart, and nothing more happens. Because a duplicate append writes
+nothing, appends state no ``expected_seq`` (the port's "no competing writer" case): this actor
+is the stream's only writer, and the journal's writer lock keeps other processes out.
+
+The actor never waits on another actor: run tickets and command outcomes come back as messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pykka
+
+from actors import Node
+from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
+from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
+from events import Event, JournalPort, new_id
+from events.catalog import (
+    ChannelCommandHandled,
+    ChannelMessageRefused,
+    ChannelMessageRouted,
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    ChannelReplySent,
+)
+from transports.channels import pairing
+from transports.channels.message import InboundMessage, run_input
+from transports.channels.router import (
+    Accept,
+    Bucket,
+    ChannelState,
+    Command,
+    Pair,
+    Refuse,
+    apply,
+    route,
+)
+from transports.config import ChannelConfig, duration_ms
+
+if TYPE_CHECKING:
+    from transports.channels.hub import ChannelHub
+
+log = logging.getLogger("reel.channels")
+
+STATE_KINDS = frozenset(
+    {"channel.pair_code_minted", "channel.pairing_requested", "channel.pairing_resolved"}
+)
+"""The kinds of ``channel/<name>`` that the router's state folds (the others are records)."""
+FLOOD_RECORD_EVERY_MS = 1000
+"""A flooding sender's refusals are recorded at most once a second (the rest are counted)."""
+BUCKETS_KEPT = 10_000
+"""Senders whose rate buckets are remembered (least recently seen forgotten first)."""
+
+
+def stream_of(channel: str) -> str:
+    return f"channel/{channel}"
+
+
+def message_key(channel: str, message_id: str) -> str:
+    """The idempotency key of a platform message (its id hashed: ids are free text)."""
+    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"channel/{channel}/message/{digest}"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# --- results the callers get ------------------------------------------------------------------
+
+
+class RouteResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The router's decision on one message, as every transport returns it."""
+
+    channel: str
+    message_id: str
+    accepted: bool
+    reason: str
+    """``accepted``, ``duplicate``, or the refusal (``channel_disabled``, ``sender_denied``,
+    ``rate_limited``, ``not_allowed``, ``dm_denied``, ``pairing_required``,
+    ``pairing_code_invalid``, ``mention_required``, ``broadcast_denied``)."""
+    detail: str = ""
+    route: str | None = None
+    """For an accepted message: ``run``, ``coalesced``, ``command`` or ``pairing``."""
+    principal: str = ""
+    session_key: str | None = None
+    session_id: str | None = None
+    run_id: str | None = None
+    queued: bool = False
+    duplicate: bool = False
+    reply: bool = False
+    """Whether the answer goes back into the conversation (broadcast policy)."""
+
+
+class MintedCode(msgspec.Struct, frozen=True, kw_only=True):
+    """A new pairing code: shown once, never stored."""
+
+    channel: str
+    code: str
+    code_id: str
+    expires_at_ms: int
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+class Deliver(msgspec.Struct, frozen=True, kw_only=True):
+    message: InboundMessage
+    principal: str
+    reply: Future[RouteResult]
+
+
+class MintCode(msgspec.Struct, frozen=True, kw_only=True):
+    ttl_ms: int
+    principal: str
+    reply: Future[MintedCode]
+
+
+class Flush(msgspec.Struct, frozen=True):
+    """Timer: a coalescing window closed."""
+
+    key: tuple[str, str, str]
+
+
+class Dispatched(msgspec.Struct, frozen=True):
+    """The node answered a StartRun."""
+
+    batch: Batch
+    ticket: Future[Any]
+
+
+class PairingExpired(msgspec.Struct, frozen=True):
+    approval_id: str
+
+
+class Record(msgspec.Struct, frozen=True):
+    """Append ``event`` on the actor's stream as ``principal`` (command and reply outcomes)."""
+
+    event: Event
+    principal: str
+
+
+class Held(msgspec.Struct, kw_only=True):
+    """One accepted message waiting for its run."""
+
+    message: InboundMessage
+    reply: Future[RouteResult]
+    result: RouteResult
+
+
+class Batch(msgspec.Struct, kw_only=True):
+    """Messages that become one run input (one, or several coalesced)."""
+
+    principal: str
+    session_key: str
+    reply: bool
+    held: list[Held]
+
+
+# --- the actor ---------------------------------------------------------------------------------
+
+
+class ChannelActor(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def __init__(
+        self, name: str, config: ChannelConfig, node: Node, journal: JournalPort, hub: ChannelHub
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.config = config
+        self.node = node
+        self.journal = journal
+        self.hub = hub
+        self.state = ChannelState()
+        self.buckets: dict[str, Bucket] = {}
+        self.flood: dict[str, tuple[int, int]] = {}
+        """Sender -> (when its last rate_limited refusal was recorded, refusals since)."""
+        self.windows: dict[tuple[str, str, str], Batch] = {}
+        self.timers: dict[str, Any] = {}
+        self.resolved: set[str] = set()
+        """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
+
+    # --- life --------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        for stored in self.journal.read_stream(stream_of(self.name)):
+            if stored.kind in STATE_KINDS:
+                event = stored.decode()
+                self.state = apply(self.state, event, stored.recorded_at_ms)
+                if isinstance(event, ChannelPairingResolved):
+                    self.resolved.add(event.approval_id)
+        registry = self.node.services.registry
+        for pending in self.state.pending.values():
+            registry.approval_pending(pending.approval_id, "", self.actor_ref)
+            self._expire_later(pending.approval_id, pending.expires_at_ms)
+
+    def on_stop(self) -> None:
+        registry = self.node.services.registry
+        for approval_id in self.state.pending:
+            registry.approval_closed(approval_id)
+        for timer in self.timers.values():
+            timer.cancel()
+        for batch in self.windows.values():
+            for held in batch.held:
+                reject_route(held.reply, RuntimeError("the channel stopped"))
+
+    def on_receive(self, message: Any) -> Any:
+        try:
+            if isinstance(message, Deliver):
+                self._deliver(message)
+            elif isinstance(message, Dispatched):
+                self._dispatched(message)
+            elif isinstance(message, Flush):
+                batch = self.windows.pop(message.key, None)
+                if batch is not None:
+                    self._dispatch(batch)
+            elif isinstance(message, MintCode):
+                self._mint(message)
+            elif isinstance(message, ResolveApproval):
+                self._resolve(message)
+            elif isinstance(message, PairingExpired):
+                self._expired(message.approval_id)
+            elif isinstance(message, Record):
+                self._append(message.event, message.principal)
+        except Exception as exc:  # contained: the caller hears it, the channel goes on
+            log.exception("channel %s failed on %s", self.name, type(message).__name__)
+            for reply in _replies_of(message):
+                if not reply.done():
+                    reply.set_exception(exc)
+        return None
+
+    # --- appending ---------------------------------------------------------------------------
+
+    def _append(
+        self, event: Event, principal: str, idempotency_key: str | None = None
+    ) -> tuple[bool, int]:
+        """Append ``event`` and fold it; ``(duplicate, recorded_at_ms)``."""
+        result = self.journal.append(
+            stream_of(self.name),
+            [event],
+            expected_seq=None,
+            principal=principal,
+            idempotency_key=idempotency_key,
+        )
+        if not result.duplicate:
+            self.state = apply(self.state, event, result.recorded_at_ms)
+        return result.duplicate, result.recorded_at_ms
+
+    # --- messages ----------------------------------------------------------------------------
+
+    def _deliver(self, command: Deliver) -> None:
+        message, principal = command.message, command.principal
+        now = now_ms()
+        routed = route(
+            self.config, self.state, message, principal, self.buckets.get(principal), now
+        )
+        if routed.bucket is not None:
+            self.buckets.pop(principal, None)
+            self.buckets[principal] = routed.bucket
+            if len(self.buckets) > BUCKETS_KEPT:
+                self.buckets.pop(next(iter(self.buckets)))
+        decision = routed.decision
+        base = RouteResult(
+            channel=self.name,
+            message_id=message.message_id,
+            accepted=False,
+            reason="",
+            principal=principal,
+        )
+        if isinstance(decision, Refuse):
+            self._refuse(command, decision, base, now)
+        elif isinstance(decision, Pair):
+            self._pair(command, decision, base, now)
+        elif isinstance(decision, Command):
+            self._command(command, decision, base)
+        else:
+            self._accept(command, decision, base)
+
+    def _refuse(self, command: Deliver, decision: Refuse, base: RouteResult, now: int) -> None:
+        message, principal = command.message, command.principal
+        tell = decision.reply
+        suppressed = 0
+        if decision.reason == "rate_limited":
+            last, count = self.flood.get(principal, (0, 0))
+            if now - last < FLOOD_RECORD_EVERY_MS:
+                self.flood[principal] = (last, count + 1)
+                resolve(command.reply, _refused(base, decision))
+                return  # counted, not recorded, not answered
+            suppressed = count
+            self.flood[principal] = (now, 0)
+            if len(self.flood) > BUCKETS_KEPT:
+                self.flood.pop(next(iter(self.flood)))
+        self._append(
+            ChannelMessageRefused(
+                channel=self.name,
+                message_id=message.message_id,
+                conversation=message.conversation,
+                principal=principal,
+                reason=decision.reason,
+                detail=decision.detail,
+                suppressed=suppressed,
+            ),
+            principal,
+        )
+        resolve(command.reply, _refused(base, decision))
+        if tell is not None and message.is_direct:
+            self.hub.notify(self.name, message, tell)
+
+    def _routed(
+        self,
+        command: Deliver,
+        session_key: str,
+        route_name: str,
+        reply: bool,
+        mentioned: bool,
+    ) -> bool:
+        """Record an accepted message; False when it is a repeat (already answered)."""
+        message = command.message
+        duplicate, _ = self._append(
+            ChannelMessageRouted(
+                channel=self.name,
+                message_id=message.message_id,
+                conversation=message.conversation,
+                thread=message.thread,
+                principal=command.principal,
+                session_key=session_key,
+                is_direct=message.is_direct,
+                mentioned=mentioned,
+                route=route_name,  # type: ignore[arg-type]
+                reply=reply,
+                attachments=len(message.attachments),
+            ),
+            command.principal,
+            idempotency_key=message_key(self.name, message.message_id),
+        )
+        if duplicate:
+            self.hub.duplicates += 1
+            resolve(
+                command.reply,
+                RouteResult(
+                    channel=self.name,
+                    message_id=message.message_id,
+                    accepted=False,
+                    reason="duplicate",
+                    detail="this message id was routed before; nothing was started again",
+                    principal=command.principal,
+                    session_key=session_key,
+                    duplicate=True,
+                ),
+            )
+        return not duplicate
+
+    def _pair(self, command: Deliver, decision: Pair, base: RouteResult, now: int) -> None:
+        message, principal = command.message, command.principal
+        code = pairing.match(self.state, decision.code, now)
+        if code is None:
+            refusal = Refuse(
+                reason="pairing_code_invalid",
+                detail="the code is wrong, expired or used",
+                reply=pairing.INVALID_REPLY,
+            )
+            self._refuse(command, refusal, base, now)
+            return
+        approval_id = new_id()
+        expires = now + duration_ms(self.config.pairing_pending)
+        event = ChannelPairingRequested(
+            channel=self.name,
+            approval_id=approval_id,
+            code_id=code.code_id,
+            principal=principal,
+            conversation=message.conversation,
+            display_name=message.sender_name,
+            expires_at_ms=expires,
+        )
+        duplicate, _ = self._append(
+            event, principal, idempotency_key=message_key(self.name, message.message_id)
+        )
+        if duplicate:
+            self.hub.duplicates += 1
+            resolve(
+                command.reply, msgspec.structs.replace(base, reason="duplicate", duplicate=True)
+            )
+            return
+        self.node.services.registry.approval_pending(approval_id, "", self.actor_ref)
+        self._expire_later(approval_id, expires)
+        resolve(
+            command.reply,
+            msgspec.structs.replace(
+                base,
+                accepted=True,
+                reason="accepted",
+                route="pairing",
+                detail=f"pairing request {approval_id} waits for an operator",
+                reply=True,
+            ),
+        )
+        self.hub.notify(self.name, message, pairing.REQUESTED_REPLY)
+
+    def _command(self, command: Deliver, decision: Command, base: RouteResult) -> None:
+        if not self._routed(command, decision.session_key, "command", decision.reply, True):
+            return
+        result = msgspec.structs.replace(
+            base,
+            accepted=True,
+            reason="accepted",
+            route="command",
+            session_key=decision.session_key,
+            reply=decision.reply,
+        )
+        self.hub.run_command(
+            self.name, command.message, command.principal, decision, result, command.reply
+        )
+
+    def _accept(self, command: Deliver, decision: Accept, base: RouteResult) -> None:
+        message = command.message
+        key = (message.conversation, message.thread or "", command.principal)
+        window = self.windows.get(key) if decision.coalesce else None
+        if window is not None and window.session_key != decision.session_key:
+            window = None
+        route_name = "coalesced" if window is not None else "run"
+        if not self._routed(
+            command, decision.session_key, route_name, decision.reply, decision.mentioned
+        ):
+            return
+        result = msgspec.structs.replace(
+            base,
+            accepted=True,
+            reason="accepted",
+            route=route_name,
+            session_key=decision.session_key,
+            reply=decision.reply,
+        )
+        held = Held(message=message, reply=command.reply, result=result)
+        if window is not None:
+            window.held.append(held)
+            window.reply = window.reply or decision.reply
+            return
+        batch = Batch(
+            principal=command.principal,
+            session_key=decision.session_key,
+            reply=decision.reply,
+            held=[held],
+        )
+        if not decision.coalesce:
+            self._dispatch(batch)
+            return
+        self.windows[key] = batch
+        ref = self.actor_ref
+        self.node.io.call_later(self.config.coalesce_ms / 1000, lambda: _tell(ref, Flush(key)))
+
+    def _dispatch(self, batch: Batch) -> None:
+        first = batch.held[0].message
+        label = f"{self.name}: {first.sender_name or first.sender}" if first.is_direct else None
+        ticket = self.node.send(
+            StartRun(
+                text=run_input([h.message for h in batch.held]),
+                session_key=batch.session_key,
+                create=True,
+                label=label or f"{self.name}: {first.conversation}"[:120],
+                principal=batch.principal,
+                channel=self.name,
+            )
+        )
+        ref = self.actor_ref
+        ticket.add_done_callback(lambda done: _tell(ref, Dispatched(batch, done)))
+
+    def _dispatched(self, message: Dispatched) -> None:
+        batch = message.batch
+        error = message.ticket.exception()
+        if error is not None:
+            for held in batch.held:
+                reject_route(held.reply, error)
+            return
+        ticket: RunTicket = message.ticket.result()
+        for held in batch.held:
+            resolve(
+                held.reply,
+                msgspec.structs.replace(
+                    held.result,
+                    run_id=ticket.run_id,
+                    session_id=ticket.session_id,
+                    queued=ticket.queued,
+                ),
+            )
+        self.hub.follow(self.name, ticket.run_id, [h.message for h in batch.held], batch.reply)
+
+    # --- pairing -----------------------------------------------------------------------------
+
+    def _mint(self, command: MintCode) -> None:
+        code = pairing.new_code()
+        salt, digest = pairing.minted(code)
+        code_id = new_id()
+        expires = now_ms() + command.ttl_ms
+        self._append(
+            ChannelPairCodeMinted(
+                channel=self.name,
+                code_id=code_id,
+                salt=salt,
+                digest=digest,
+                kdf=pairing.KDF,
+                expires_at_ms=expires,
+            ),
+            command.principal,
+        )
+        resolve(
+            command.reply,
+            MintedCode(channel=self.name, code=code, code_id=code_id, expires_at_ms=expires),
+        )
+
+    def _resolve(self, command: ResolveApproval) -> None:
+        pending = self.state.pending.get(command.approval_id)
+        if pending is None:
+            reject(
+                command.reply,
+                ApprovalAlreadyResolved(f"approval {command.approval_id} is already resolved")
+                if command.approval_id in self.resolved
+                else UnknownApproval(f"no approval with id {command.approval_id!r}"),
+            )
+            return
+        if command.scope != "once" or command.match != "any" or command.prefix:
+            reject(
+                command.reply,
+                InvalidCommand("scope", "a pairing approval is decided once (scope once)"),
+            )
+            return
+        self._decide(command.approval_id, command.decision, command.principal, command.reason)
+        resolve(command.reply, True)
+
+    def _expired(self, approval_id: str) -> None:
+        if approval_id in self.state.pending:
+            self._decide(approval_id, "deny", "node", "expired")
+
+    def _decide(self, approval_id: str, decision: str, decided_by: str, reason: str) -> None:
+        pending = self.state.pending[approval_id]
+        now = now_ms()
+        until = now + duration_ms(self.config.pairing_grant) if decision == "allow" else 0
+        self._append(
+            ChannelPairingResolved(
+                channel=self.name,
+                approval_id=approval_id,
+                principal=pending.principal,
+                decision=decision,  # type: ignore[arg-type]
+                decided_by=decided_by,
+                reason=reason,
+                allowed_until_ms=until,
+                waited_ms=max(0, now - pending.requested_at_ms),
+            ),
+            decided_by,
+        )
+        self.resolved.add(approval_id)
+        self.node.services.registry.approval_closed(approval_id)
+        timer = self.timers.pop(approval_id, None)
+        if timer is not None:
+            timer.cancel()
+        self.hub.pairing_decided(self.name, approval_id, pending.conversation, decision, until)
+
+    def _expire_later(self, approval_id: str, expires_at_ms: int) -> None:
+        ref = self.actor_ref
+        delay = max(0.0, (expires_at_ms - now_ms()) / 1000)
+        self.timers[approval_id] = self.node.io.call_later(
+            delay, lambda: _tell(ref, PairingExpired(approval_id))
+        )
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _refused(base: RouteResult, decision: Refuse) -> RouteResult:
+    return msgspec.structs.replace(base, reason=decision.reason, detail=decision.detail)
+
+
+def reject_route(reply: Future[RouteResult], error: BaseException) -> None:
+    if not reply.done():
+        reply.set_exception(error)
+
+
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)
+
+
+def _replies_of(message: Any) -> Sequence[Future[Any]]:
+    reply = getattr(message, "reply", None)
+    if isinstance(reply, Future):
+        return (reply,)
+    if isinstance(message, Dispatched):
+        return [h.reply for h in message.batch.held]
+    return ()
+
+
+def record_reply(
+    channel: str,
+    run_id: str,
+    conversation: str,
+    in_reply_to: Sequence[str],
+    parts: int,
+    error: str,
+) -> ChannelReplySent:
+    """The ``channel.reply_sent`` event for an answer delivered (or not)."""
+    return ChannelReplySent(
+        channel=channel,
+        run_id=run_id,
+        conversation=conversation,
+        in_reply_to=tuple(in_reply_to),
+        parts=parts,
+        ok=not error,
+        error=error,
+    )
+
+
+def record_command(
+    channel: str, principal: str, name: str, target: str, outcome: str, detail: str
+) -> ChannelCommandHandled:
+    """The ``channel.command_handled`` event for a command's outcome."""
+    return ChannelCommandHandled(
+        channel=channel,
+        principal=principal,
+        command=name,  # type: ignore[arg-type]
+        target=target,
+        outcome=outcome,  # type: ignore[arg-type]
+        detail=detail,
+    )

@@ -1,0 +1,583 @@
+"""ChannelHub: the node's channels, their connectors and actors, and the one inbound entry point.
+
+- :meth:`ChannelHub.receive` (and its awaitable form :meth:`ChannelHub.route`) is where every
+  inbound message enters, whatever brought it: a connector's sync loop, the webhook route,
+  ``POST /v1/channels/{channel}/messages`` or gRPC ``RouteMessage``. It checks the message
+  (:func:`~transports.channels.message.check_inbound`: bad input is an error naming the
+  field, never a decision) and hands it to the channel's :class:`ChannelActor`, which decides
+  and records.
+- Outbound work runs on the node's asyncio loop: following an accepted run's tape (an
+  acknowledgement while it runs, a prompt when it waits for an approval, the answer split to
+  the platform's limit when it ends), ``!reel`` commands (each a Cedar decision for the
+  sender), and notices (pairing). Outcomes go back to the actor to be recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import msgspec
+import pykka
+
+from actors import Node
+from actors.errors import ActorsError, UnknownSession
+from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
+from events import JournalPort, is_ulid
+from events.lifecycle import TERMINAL_STATUSES
+from projections import Projector, Views
+from projections.follow import Signal, follow_tape
+from transports.access import AccessError, Authority, PermissionDenied
+from transports.channels import commands
+from transports.channels.actor import (
+    ChannelActor,
+    Deliver,
+    MintCode,
+    MintedCode,
+    Record,
+    RouteResult,
+    record_command,
+    record_reply,
+)
+from transports.channels.connector import CONNECTORS, Connector, ConnectorError
+from transports.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
+from transports.channels.router import Command
+from transports.config import ChannelConfig, ConfigError
+from transports.tokens import Credentials
+
+log = logging.getLogger("reel.channels")
+R = TypeVar("R")
+
+FRESH_WAIT_S = 2.0
+"""How long a command waits for the views to include what the journal just committed."""
+
+
+class UnknownChannel(LookupError):
+    """No channel of that name is configured (HTTP 404, gRPC NOT_FOUND)."""
+
+
+class ChannelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/channels``: one configured channel and its router policy (never a secret)."""
+
+    name: str
+    kind: str
+    enabled: bool
+    dm_policy: str
+    broadcast: str
+    require_mention: bool
+    isolate_session_by_sender: bool
+    coalesce_ms: int
+    allow_from: int
+    """How many senders are listed (the ids are not shown)."""
+    deny_from: int
+    paired: int
+    """Senders paired now."""
+    pending_pairings: int
+    connector: dict[str, Any]
+
+
+class ChannelHub:
+    """Every configured channel of one node."""
+
+    def __init__(
+        self, configs: Mapping[str, ChannelConfig], environ: Mapping[str, str] | None = None
+    ) -> None:
+        """Build each channel's connector: a config a connector refuses (a secret's variable
+        not set, a bad URL) is a :class:`ConfigError` naming the key, before anything opens.
+        Nothing runs until :meth:`start`."""
+        from transports.channels import webhook  # noqa: F401 - registers the built-in kind
+
+        self.configs = dict(configs)
+        self.connectors: dict[str, Connector] = {}
+        for name, config in self.configs.items():
+            factory = CONNECTORS.get(config.kind)
+            if factory is None:
+                known = ", ".join(sorted(CONNECTORS)) or "none"
+                raise ConfigError(
+                    f"config key channels.{name}.kind: unknown kind {config.kind!r} "
+                    f"(known: {known})"
+                )
+            try:
+                self.connectors[name] = factory(name, config, environ)
+            except ConnectorError as exc:
+                raise ConfigError(f"config key channels.{name}.{exc}") from None
+        self.actors: dict[str, pykka.ActorRef[Any]] = {}
+        self.signal: Signal | None = None
+        self._unlisten: Callable[[], None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._views: Views | None = None
+        self._node: Node | None = None
+        self._journal: JournalPort | None = None
+        self._projector: Projector | None = None
+        self._authority: Authority | None = None
+        self.duplicates = 0
+        """Repeated deliveries dropped since the node started."""
+        self.bad_signatures = 0
+        """Webhook requests refused for their signature since the node started
+        (``reel_channel_webhook_bad_signatures_total``; nothing else is recorded of them)."""
+
+    # --- life --------------------------------------------------------------------------------
+
+    @property
+    def node(self) -> Node:
+        if self._node is None:
+            raise RuntimeError("the channel hub is not started")
+        return self._node
+
+    @property
+    def journal(self) -> JournalPort:
+        assert self._journal is not None, "the channel hub is not started"
+        return self._journal
+
+    @property
+    def projector(self) -> Projector:
+        assert self._projector is not None, "the channel hub is not started"
+        return self._projector
+
+    @property
+    def authority(self) -> Authority:
+        assert self._authority is not None, "the channel hub is not started"
+        return self._authority
+
+    @property
+    def views(self) -> Views:
+        assert self._views is not None, "the channel hub is not started"
+        return self._views
+
+    def start(
+        self,
+        *,
+        node: Node,
+        journal: JournalPort,
+        projector: Projector,
+        views_path: Path,
+        authority: Authority,
+    ) -> None:
+        """Start each channel's actor (it folds its stream) and connector, on ``node``."""
+        self._node, self._journal, self._projector = node, journal, projector
+        self._authority = authority
+        self._views = Views(views_path)
+        io = node.io
+        self.signal = Signal(io.loop)
+        self._unlisten = projector.listen(self.signal.notify)
+        for name, config in self.configs.items():
+            self.actors[name] = ChannelActor.start(name, config, node, journal, self)
+        for name, connector in self.connectors.items():
+            io.submit(connector.start(self._inbound)).result(timeout=30)
+            log.info("channel %s (%s) started", name, connector.kind)
+
+    def stop(self) -> None:
+        """Stop the connectors (no more messages in), the followers, then the actors."""
+        if self._node is None:
+            return
+        io = self._node.io
+        for connector in self.connectors.values():
+            with contextlib.suppress(Exception):
+                io.submit(connector.stop()).result(timeout=10)
+
+        async def cancel_tasks() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+
+        with contextlib.suppress(Exception):
+            io.submit(cancel_tasks()).result(timeout=5)
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        for ref in self.actors.values():
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+        self.actors.clear()
+        if self._views is not None:
+            self._views.close()
+        self._node = None
+
+    # --- the entry point ---------------------------------------------------------------------
+
+    def config(self, name: str) -> ChannelConfig:
+        config = self.configs.get(name)
+        if config is None:
+            raise UnknownChannel(f"no channel named {name[:40]!r} is configured")
+        return config
+
+    def connector(self, name: str) -> Connector:
+        self.config(name)
+        return self.connectors[name]
+
+    def receive(self, message: InboundMessage) -> Future[RouteResult]:
+        """Hand ``message`` to its channel's router; the future holds the decision. Raises
+        :class:`UnknownChannel` or :class:`~transports.channels.message.InvalidMessage`
+        (naming the field) at once for input no decision should see."""
+        config = self.config(message.channel)
+        principal = check_inbound(message, config.max_message_bytes)
+        ref = self.actors.get(message.channel)
+        if ref is None:
+            raise UnknownChannel(f"channel {message.channel!r} is not running")
+        reply: Future[RouteResult] = Future()
+        ref.tell(Deliver(message=message, principal=principal, reply=reply))
+        return reply
+
+    async def route(self, message: InboundMessage) -> RouteResult:
+        """:meth:`receive`, awaited (on the node's loop)."""
+        return await asyncio.wrap_future(self.receive(message))
+
+    async def _inbound(self, message: InboundMessage) -> RouteResult:
+        return await self.route(message)
+
+    def mint_code(self, channel: str, ttl_ms: int, principal: str) -> Future[MintedCode]:
+        """A new single-use pairing code for ``channel`` (recorded as minted by
+        ``principal``; only its scrypt digest is stored)."""
+        self.config(channel)
+        reply: Future[MintedCode] = Future()
+        self.actors[channel].tell(MintCode(ttl_ms=ttl_ms, principal=principal, reply=reply))
+        return reply
+
+    def describe(self) -> list[ChannelInfo]:
+        now = int(time.time() * 1000)
+        out = []
+        for name, config in sorted(self.configs.items()):
+            state = None
+            with contextlib.suppress(Exception):
+                state = self.actors[name].proxy().state.get(timeout=2)
+            out.append(
+                ChannelInfo(
+                    name=name,
+                    kind=config.kind,
+                    enabled=config.enabled,
+                    dm_policy=config.dm_policy,
+                    broadcast=config.broadcast,
+                    require_mention=config.require_mention,
+                    isolate_session_by_sender=config.isolate_session_by_sender,
+                    coalesce_ms=config.coalesce_ms,
+                    allow_from=len(config.allow_from),
+                    deny_from=len(config.deny_from),
+                    paired=sum(1 for u in state.paired.values() if u > now) if state else 0,
+                    pending_pairings=len(state.pending) if state else 0,
+                    connector=self.connectors[name].describe(),
+                )
+            )
+        return out
+
+    # --- called by the actors (any thread) -----------------------------------------------------
+
+    def _spawn(self, coro: Any) -> None:
+        async def tracked() -> None:
+            task = asyncio.current_task()
+            if task is not None:
+                self._tasks.add(task)
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("channel work failed")
+            finally:
+                if task is not None:
+                    self._tasks.discard(task)
+
+        self.node.io.submit(tracked())
+
+    def _record(self, channel: str, event: Any, principal: str) -> None:
+        ref = self.actors.get(channel)
+        if ref is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(Record(event, principal))
+
+    def notify(self, channel: str, message: InboundMessage, text: str) -> None:
+        """Answer ``message`` in its conversation with ``text`` (a notice, not a run's answer)."""
+        connector = self.connectors[channel]
+        if not connector.can_reply:
+            return
+        self._spawn(
+            self._send(
+                connector, message.conversation, message.thread, message.message_id, text, ""
+            )
+        )
+
+    def pairing_decided(
+        self, channel: str, approval_id: str, conversation: str, decision: str, until_ms: int
+    ) -> None:
+        """Tell the sender how their pairing request ended."""
+        connector = self.connectors[channel]
+        if not connector.can_reply:
+            return
+        if decision == "allow":
+            until = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(until_ms / 1000))
+            text = f"Pairing approved: you can talk to the agent here until {until}."
+        else:
+            text = "Pairing was not approved."
+        self._spawn(self._send(connector, conversation, None, "", text, ""))
+
+    def follow(
+        self, channel: str, run_id: str, messages: list[InboundMessage], reply: bool
+    ) -> None:
+        """Follow an accepted run and answer in the conversation (when ``reply``)."""
+        connector = self.connectors[channel]
+        if not reply or not connector.can_reply:
+            return
+        self._spawn(self._follow(channel, connector, run_id, messages))
+
+    def run_command(
+        self,
+        channel: str,
+        message: InboundMessage,
+        principal: str,
+        decision: Command,
+        result: RouteResult,
+        reply: Future[RouteResult],
+    ) -> None:
+        """Carry out a ``!reel`` command; ``reply`` gets the decision with the answer."""
+        self._spawn(self._command(channel, message, principal, decision, result, reply))
+
+    # --- on the loop ---------------------------------------------------------------------------
+
+    async def _send(
+        self,
+        connector: Connector,
+        conversation: str,
+        thread: str | None,
+        in_reply_to: str,
+        text: str,
+        run_id: str,
+    ) -> tuple[int, str]:
+        """Send ``text`` in parts; ``(parts sent, error or "")``."""
+        parts = split_text(text, connector.max_text_chars)
+        for index, part in enumerate(parts, 1):
+            try:
+                await connector.send(
+                    OutboundMessage(
+                        channel=connector.name,
+                        conversation=conversation,
+                        thread=thread,
+                        text=part,
+                        in_reply_to=in_reply_to,
+                        run_id=run_id,
+                        part=index,
+                        parts=len(parts),
+                    )
+                )
+            except (ConnectorError, OSError, TimeoutError) as exc:
+                log.warning("channel %s: delivery failed: %s", connector.name, exc)
+                return index - 1, str(exc) or type(exc).__name__
+        return len(parts), ""
+
+    async def _fresh(self, read: Callable[[], R | None]) -> R | None:
+        row = read()
+        target = self.journal.committed_position
+        if row is None and self.projector.position < target:
+            await asyncio.to_thread(self.projector.wait_for, target, FRESH_WAIT_S)
+            row = read()
+        return row
+
+    async def _follow(
+        self, channel: str, connector: Connector, run_id: str, messages: list[InboundMessage]
+    ) -> None:
+        config = self.configs[channel]
+        first = messages[0]
+        if config.ack != "none":
+            text = config.ack_reaction if config.ack == "react" else config.ack_text
+            try:
+                await connector.acknowledge(first, config.ack, text)
+            except (ConnectorError, OSError, TimeoutError) as exc:
+                log.warning("channel %s: acknowledgement failed: %s", channel, exc)
+        assert self.signal is not None
+        views = self.views
+        async for entries in follow_tape(views, run_id, -1, self.signal, views.tape):
+            for entry in entries:
+                if entry.kind == "tool.approval_requested" and config.approval_prompts:
+                    event: Any = entry.event
+                    text = (
+                        f"Waiting for approval {event.approval_id}: the agent wants to run "
+                        f"{event.tool} ({event.risk} risk). Reply `!reel approve "
+                        f"{event.approval_id}` or `!reel deny {event.approval_id}`."
+                    )
+                    await self._send(
+                        connector, first.conversation, first.thread, first.message_id, text, run_id
+                    )
+        run = await self._fresh(lambda: views.run(run_id))
+        answer = _answer_text(run.state if run else "", run)
+        parts, error = await self._send(
+            connector, first.conversation, first.thread, first.message_id, answer, run_id
+        )
+        self._record(
+            channel,
+            record_reply(
+                channel,
+                run_id,
+                first.conversation,
+                [m.message_id for m in messages],
+                parts,
+                error,
+            ),
+            "node",
+        )
+
+    async def _command(
+        self,
+        channel: str,
+        message: InboundMessage,
+        principal: str,
+        decision: Command,
+        result: RouteResult,
+        reply: Future[RouteResult],
+    ) -> None:
+        name, target, outcome, answer = "help", "", "failed", "the command failed"
+        try:
+            name, target, outcome, answer = await self._execute(
+                channel, message, principal, decision
+            )
+        except Exception as exc:
+            if not reply.done():
+                reply.set_exception(exc)
+            raise
+        finally:
+            self._record(
+                channel,
+                record_command(channel, principal, name, target, outcome, answer),
+                principal,
+            )
+        if not reply.done():
+            reply.set_result(msgspec.structs.replace(result, detail=answer))
+        connector = self.connectors[channel]
+        if decision.reply and connector.can_reply:
+            await self._send(
+                connector, message.conversation, message.thread, message.message_id, answer, ""
+            )
+
+    async def _execute(
+        self, channel: str, message: InboundMessage, principal: str, decision: Command
+    ) -> tuple[str, str, str, str]:
+        """``(command, target, outcome, answer)`` for one command."""
+        try:
+            parsed = commands.parse(decision.text)
+        except commands.CommandSyntaxError as exc:
+            return "help", "", "failed", str(exc)
+        if parsed.name == "help":
+            return "help", "", "done", commands.HELP
+        now = int(time.time() * 1000)
+        who = Credentials(
+            principal, self.authority.tokens.roles_of(principal, now), f"channel:{channel}"
+        )
+        if parsed.name in ("approve", "deny"):
+            return await self._decide(who, parsed)
+        session_id = await self._session_of(decision.session_key)
+        if session_id is None:
+            return parsed.name, "", "failed", "This conversation has no session yet."
+        session = await self._fresh(lambda: self.views.session(session_id))
+        last_id = session.last_run_id if session is not None else None
+        last = await self._fresh(lambda: self.views.run(last_id)) if last_id else None
+        scope = (
+            channel,
+            {
+                "command": parsed.name,
+                "conversation": message.conversation,
+                "session_id": session_id,
+                "owner": session.principal if session else "",
+                "run_id": last.run_id if last else "",
+                "run_principal": last.principal if last else "",
+            },
+        )
+        try:
+            await self.authority.permit(who, "channel.command", scope)
+        except PermissionDenied as exc:
+            return parsed.name, session_id, "denied", str(exc)
+        node = self.node
+        if parsed.name == "status":
+            if last is None:
+                return "status", session_id, "done", f"Session {session_id}: no runs yet."
+            return (
+                "status",
+                session_id,
+                "done",
+                (
+                    f"Session {session_id}: {session.runs if session else 0} run(s); the last, "
+                    f"{last.run_id}, is {last.state}"
+                    + (f" ({last.termination_reason})" if last.termination_reason else "")
+                    + "."
+                ),
+            )
+        if parsed.name == "stop":
+            if last is None or last.state in TERMINAL_STATUSES:
+                return "stop", session_id, "done", "No run is in progress."
+            try:
+                await asyncio.wrap_future(
+                    node.send(CancelRun(run_id=last.run_id, principal=principal))
+                )
+            except ActorsError as exc:
+                return "stop", last.run_id, "failed", str(exc)
+            return "stop", last.run_id, "done", f"Run {last.run_id} is being cancelled."
+        try:
+            await asyncio.wrap_future(
+                node.send(ResetSession(session_id=session_id, principal=principal))
+            )
+        except ActorsError as exc:
+            return "reset", session_id, "failed", str(exc)
+        return "reset", session_id, "done", "Session reset: later messages start fresh."
+
+    async def _decide(
+        self, who: Credentials, parsed: commands.ParsedCommand
+    ) -> tuple[str, str, str, str]:
+        approval_id = parsed.target
+        if not is_ulid(approval_id):
+            return parsed.name, "", "failed", "That is not an approval id."
+        record = await self._fresh(lambda: self.views.approval(approval_id))
+        if record is None:
+            return parsed.name, approval_id, "failed", f"No approval with id {approval_id}."
+        decision: Literal["allow", "deny"] = "allow" if parsed.name == "approve" else "deny"
+        scope = "once" if record.subject == "pairing" or decision == "deny" else parsed.scope
+        try:
+            await self.authority.permit(
+                who,
+                "approval.resolve",
+                self.authority.approval_scope(record, decision, scope, "any"),
+            )
+        except PermissionDenied as exc:
+            return parsed.name, approval_id, "denied", str(exc)
+        except AccessError as exc:
+            return parsed.name, approval_id, "failed", str(exc)
+        command = ResolveApproval(
+            approval_id=approval_id,
+            decision=decision,
+            scope=scope,
+            principal=who.principal,
+            reason=parsed.reason,
+        )
+        try:
+            await asyncio.wrap_future(self.node.send(command))
+        except ActorsError as exc:
+            return parsed.name, approval_id, "failed", str(exc)
+        verb = "approved" if decision == "allow" else "denied"
+        return (
+            parsed.name,
+            approval_id,
+            "done",
+            f"Approval {approval_id} {verb} by {who.principal}.",
+        )
+
+    async def _session_of(self, session_key: str) -> str | None:
+        try:
+            info: SessionInfo = await asyncio.wrap_future(
+                self.node.send(ResolveSession(session_key=session_key))
+            )
+        except UnknownSession:
+            return None
+        return info.session_id
+
+
+def _answer_text(state: str, run: Any) -> str:
+    """What the conversation is told when a run ends."""
+    if run is None:
+        return "The run ended; its record is not available yet."
+    if state == "done":
+        return str(run.answer or "(no answer)")
+    if state == "cancelled":
+        return "The run was cancelled."
+    reason = run.termination_reason or "failed"
+    detail = f": {run.message}" if run.message else ""
+    return f"The run failed ({reason}){detail}."
