@@ -1,5 +1,5 @@
 """``reel.v1.Gateway``: RunStream (see :mod:`transports.grpc.run_stream`), GetRun, CancelRun,
-ListSessions and ResolveSession."""
+ListSessions, ResolveSession and RouteMessage (a chat message into a channel's router)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ from proto.reel.v1 import (
     ListSessionsResponse,
     ResolveSessionRequest,
     ResolveSessionResponse,
+    RouteMessageRequest,
+    RouteMessageResponse,
     Run,
     RunStreamRequest,
     TapeEvent,
 )
+from transports.channels import Attachment, InboundMessage, InvalidMessage, UnknownChannel
 from transports.grpc.context import (
     ServiceContext,
     page_size,
@@ -139,3 +142,46 @@ class GatewayService(GatewayBase):
         if reset:
             await ctx.permit("session.reset", scope)
         return who
+
+    async def route_message(self, message: RouteMessageRequest) -> RouteMessageResponse:
+        """The router's decision on one message (docs/channels.md); ``channel.route``."""
+        hub = self.ctx.runtime.channels
+        try:
+            hub.config(message.channel)
+        except UnknownChannel as exc:
+            raise not_found(f"channel {message.channel[:40]!r}") from exc
+        await self.ctx.permit("channel.route", (message.channel, {}))
+        inbound = InboundMessage(
+            channel=message.channel,
+            conversation=message.conversation,
+            sender=message.sender,
+            text=message.text,
+            message_id=message.message_id,
+            thread=message.thread or None,
+            sender_name=message.sender_name,
+            is_direct=message.is_direct,
+            mentions_agent=message.mentions_agent,
+            attachments=tuple(
+                Attachment(name=a.name, content_type=a.content_type, url=a.url, size=a.size)
+                for a in message.attachments
+            ),
+        )
+        try:
+            result = await hub.route(inbound)
+        except InvalidMessage as exc:
+            raise invalid(exc.field, exc.problem) from None
+        except Exception as exc:
+            raise to_grpc_error(exc) from None
+        return RouteMessageResponse(
+            accepted=result.accepted,
+            reason=result.reason,
+            detail=result.detail,
+            route=result.route or "",
+            principal=result.principal,
+            session_key=result.session_key or "",
+            session_id=result.session_id or "",
+            run_id=result.run_id or "",
+            queued=result.queued,
+            duplicate=result.duplicate,
+            reply=result.reply,
+        )

@@ -17,6 +17,7 @@ __all__ = (
     "CancelCurrentRun",
     "CancelRunRequest",
     "CancelRunResponse",
+    "ChannelAttachment",
     "Checkpoint",
     "Decision",
     "Envelope",
@@ -41,6 +42,8 @@ __all__ = (
     "ResolveSessionRequest",
     "ResolveSessionResponse",
     "ResumeRun",
+    "RouteMessageRequest",
+    "RouteMessageResponse",
     "Run",
     "RunState",
     "RunStatus",
@@ -605,6 +608,29 @@ default_message_pool.register_message("reel.v1", "CancelRunResponse", CancelRunR
 
 
 @dataclass(eq=False, repr=False)
+class ChannelAttachment(betterproto2.Message):
+    """
+    A file that came with a chat message (the run is told its name, never given its bytes).
+    """
+
+    @betterproto2.staticproperty
+    @staticmethod
+    def DESCRIPTOR() -> Descriptor:
+        return REEL_V1_GATEWAY_PROTO_DESCRIPTOR.message_types_by_name["ChannelAttachment"]
+
+    name: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    content_type: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    url: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    size: "int" = betterproto2.field(4, betterproto2.TYPE_INT64)
+
+
+default_message_pool.register_message("reel.v1", "ChannelAttachment", ChannelAttachment)
+
+
+@dataclass(eq=False, repr=False)
 class Checkpoint(betterproto2.Message):
     """
     A signed statement that the row at `position` had `hash`.
@@ -1034,6 +1060,103 @@ class ResumeRun(betterproto2.Message):
 
 
 default_message_pool.register_message("reel.v1", "ResumeRun", ResumeRun)
+
+
+@dataclass(eq=False, repr=False)
+class RouteMessageRequest(betterproto2.Message):
+    """
+    One chat message, normalized (transports/channels InboundMessage).
+    """
+
+    @betterproto2.staticproperty
+    @staticmethod
+    def DESCRIPTOR() -> Descriptor:
+        return REEL_V1_GATEWAY_PROTO_DESCRIPTOR.message_types_by_name["RouteMessageRequest"]
+
+    channel: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    A configured channel ([channels.<name>]).
+    """
+
+    conversation: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    sender: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The platform's stable user id; the run's principal is channel:<channel>:<sender>.
+    """
+
+    text: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    message_id: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    The platform's id of this message: the same id twice starts at most one run.
+    """
+
+    thread: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+    """
+    Empty: not in a thread.
+    """
+
+    sender_name: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+
+    is_direct: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+
+    mentions_agent: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    attachments: "list[ChannelAttachment]" = betterproto2.field(
+        10, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+
+
+default_message_pool.register_message("reel.v1", "RouteMessageRequest", RouteMessageRequest)
+
+
+@dataclass(eq=False, repr=False)
+class RouteMessageResponse(betterproto2.Message):
+    """
+    The router's decision.
+    """
+
+    @betterproto2.staticproperty
+    @staticmethod
+    def DESCRIPTOR() -> Descriptor:
+        return REEL_V1_GATEWAY_PROTO_DESCRIPTOR.message_types_by_name["RouteMessageResponse"]
+
+    accepted: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+
+    reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    accepted, duplicate, or the refusal (channel_disabled, sender_denied, rate_limited,
+    not_allowed, dm_denied, pairing_required, pairing_code_invalid, mention_required,
+    broadcast_denied).
+    """
+
+    detail: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+
+    route: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    For an accepted message: run, coalesced, command or pairing.
+    """
+
+    principal: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+
+    session_key: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
+
+    session_id: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+
+    run_id: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
+    queued: "bool" = betterproto2.field(9, betterproto2.TYPE_BOOL)
+
+    duplicate: "bool" = betterproto2.field(10, betterproto2.TYPE_BOOL)
+
+    reply: "bool" = betterproto2.field(11, betterproto2.TYPE_BOOL)
+    """
+    Whether the answer goes back into the conversation (the broadcast policy).
+    """
+
+
+default_message_pool.register_message("reel.v1", "RouteMessageResponse", RouteMessageResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1737,6 +1860,28 @@ class GatewayStub(betterproto2_grpclib.ServiceStub):
             metadata=metadata,
         )
 
+    async def route_message(
+        self,
+        message: "RouteMessageRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "RouteMessageResponse":
+        """
+        Route one chat message into a configured channel, as its connector would: the router's
+        decision (docs/channels.md). Action channel.route on the channel.
+        """
+
+        return await self._unary_unary(
+            "/reel.v1.Gateway/RouteMessage",
+            message,
+            RouteMessageResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class JournalStub(betterproto2_grpclib.ServiceStub):
     async def head(
@@ -1814,7 +1959,7 @@ REEL_V1_APPROVALS_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSer
     b'\n\x17reel/v1/approvals.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xfc\x05\n\x08Approval\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12#\n\rinvocation_id\x18\x02 \x01(\tR\x0cinvocationId\x12\x15\n\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x05 \x01(\tR\x04tool\x12%\n\x0earguments_json\x18\x06 \x01(\tR\rargumentsJson\x12\x12\n\x04risk\x18\x07 \x01(\tR\x04risk\x12\x16\n\x06reason\x18\x08 \x01(\tR\x06reason\x12\x1c\n\tprincipal\x18\t \x01(\tR\tprincipal\x12&\n\x0frequested_at_ms\x18\n \x01(\x03R\rrequestedAtMs\x12"\n\rexpires_at_ms\x18\x0b \x01(\x03R\x0bexpiresAtMs\x12,\n\x05state\x18\x0c \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12-\n\x08decision\x18\r \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x0e \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x1d\n\ndecided_by\x18\x0f \x01(\tR\tdecidedBy\x12%\n\x0edecided_reason\x18\x10 \x01(\tR\rdecidedReason\x12$\n\x0eresolved_at_ms\x18\x11 \x01(\x03R\x0cresolvedAtMs\x12\x1b\n\twaited_ms\x18\x12 \x01(\x03R\x08waitedMs\x12)\n\x05match\x18\x13 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x14 \x01(\tR\x06prefix\x12\x16\n\x06covers\x18\x15 \x01(\tR\x06covers\x12.\n\x07options\x18\x16 \x03(\x0b2\x14.reel.v1.GrantOptionR\x07optionsJ\x04\x08\x17\x10\x1a"\xd0\x01\n\x14ListApprovalsRequest\x12,\n\x05state\x18\x01 \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1b\n\tpage_size\x18\x05 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x06 \x01(\tR\tpageTokenJ\x04\x08\x07\x10\x0b"v\n\x15ListApprovalsResponse\x12/\n\tapprovals\x18\x01 \x03(\x0b2\x11.reel.v1.ApprovalR\tapprovals\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xf7\x01\n\x16ResolveApprovalRequest\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\\\n\x17ResolveApprovalResponse\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12\x1a\n\x08resolved\x18\x02 \x01(\x08R\x08resolvedJ\x04\x08\x03\x10\x06"m\n\x15WatchApprovalsRequest\x12%\n\x0eafter_position\x18\x01 \x01(\x03R\rafterPosition\x12\'\n\x0finclude_pending\x18\x02 \x01(\x08R\x0eincludePendingJ\x04\x08\x03\x10\x08"\x96\x01\n\x0eApprovalChange\x123\n\x06change\x18\x01 \x01(\x0e2\x1b.reel.v1.ApprovalChangeKindR\x06change\x12-\n\x08approval\x18\x02 \x01(\x0b2\x11.reel.v1.ApprovalR\x08approval\x12\x1a\n\x08position\x18\x03 \x01(\x03R\x08positionJ\x04\x08\x04\x10\x08*f\n\rApprovalState\x12\x1c\n\x1aAPPROVAL_STATE_UNSPECIFIED\x12\x1a\n\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n\x17APPROVAL_STATE_RESOLVED\x10\x02*\xa1\x01\n\x12ApprovalChangeKind\x12"\n APPROVAL_CHANGE_KIND_UNSPECIFIED\x12 \n\x1cAPPROVAL_CHANGE_KIND_PENDING\x10\x01\x12"\n\x1eAPPROVAL_CHANGE_KIND_REQUESTED\x10\x02\x12!\n\x1dAPPROVAL_CHANGE_KIND_RESOLVED\x10\x032\xe4\x01\n\tApprovals\x12E\n\x04List\x12\x1d.reel.v1.ListApprovalsRequest\x1a\x1e.reel.v1.ListApprovalsResponse\x12L\n\x07Resolve\x12\x1f.reel.v1.ResolveApprovalRequest\x1a .reel.v1.ResolveApprovalResponse\x12B\n\x05Watch\x12\x1e.reel.v1.WatchApprovalsRequest\x1a\x17.reel.v1.ApprovalChange0\x01b\x06proto3'
 )
 REEL_V1_GATEWAY_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSerializedFile(
-    b'\n\x15reel/v1/gateway.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xe7\x01\n\x10RunStreamRequest\x12)\n\x05start\x18\x01 \x01(\x0b2\x11.reel.v1.StartRunH\x00R\x05start\x12,\n\x06resume\x18\x02 \x01(\x0b2\x12.reel.v1.ResumeRunH\x00R\x06resume\x127\n\x08approval\x18\x03 \x01(\x0b2\x19.reel.v1.ApprovalDecisionH\x00R\x08approval\x123\n\x06cancel\x18\x04 \x01(\x0b2\x19.reel.v1.CancelCurrentRunH\x00R\x06cancelB\x06\n\x04kindJ\x04\x08\x05\x10\x10"\xc6\x01\n\x08StartRun\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12!\n\x0bnew_session\x18\x03 \x01(\x08H\x00R\nnewSession\x12\x12\n\x04text\x18\x04 \x01(\tR\x04text\x12\x14\n\x05label\x18\x05 \x01(\tR\x05label\x12\x18\n\x07channel\x18\x06 \x01(\tR\x07channelB\t\n\x07sessionJ\x04\x08\x07\x10\x10"X\n\tResumeRun\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12 \n\tafter_seq\x18\x02 \x01(\x03H\x00R\x08afterSeq\x88\x01\x01B\x0c\n\n_after_seqJ\x04\x08\x03\x10\x08"\xf1\x01\n\x10ApprovalDecision\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\x18\n\x10CancelCurrentRunJ\x04\x08\x01\x10\x06",\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"\x9d\x03\n\x03Run\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x1c\n\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\'\n\x05state\x18\x04 \x01(\x0e2\x11.reel.v1.RunStateR\x05state\x12-\n\x12termination_reason\x18\x05 \x01(\tR\x11terminationReason\x12\x18\n\x07message\x18\x06 \x01(\tR\x07message\x12$\n\x0eaccepted_at_ms\x18\x07 \x01(\x03R\x0cacceptedAtMs\x12"\n\rstarted_at_ms\x18\x08 \x01(\x03R\x0bstartedAtMs\x12\x1e\n\x0bended_at_ms\x18\t \x01(\x03R\tendedAtMs\x12$\n\x05usage\x18\n \x01(\x0b2\x0e.reel.v1.UsageR\x05usage\x12\x16\n\x06answer\x18\x0b \x01(\tR\x06answer\x12"\n\rlast_tape_seq\x18\x0c \x01(\x03R\x0blastTapeSeqJ\x04\x08\r\x10\x15"/\n\x10CancelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"L\n\x11CancelRunResponse\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n\x08accepted\x18\x02 \x01(\x08R\x08acceptedJ\x04\x08\x03\x10\x06"W\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageTokenJ\x04\x08\x03\x10\x08"\xf4\x02\n\x07Session\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12/\n\x14branched_from_run_id\x18\x05 \x01(\tR\x11branchedFromRunId\x12\x1c\n\tprincipal\x18\x06 \x01(\tR\tprincipal\x12"\n\rcreated_at_ms\x18\x07 \x01(\x03R\x0bcreatedAtMs\x12"\n\rupdated_at_ms\x18\x08 \x01(\x03R\x0bupdatedAtMs\x12\x12\n\x04runs\x18\t \x01(\x03R\x04runs\x12\x16\n\x06resets\x18\n \x01(\x03R\x06resets\x12\x1e\n\x0blast_run_id\x18\x0b \x01(\tR\tlastRunIdJ\x04\x08\x0c\x10\x15"r\n\x14ListSessionsResponse\x12,\n\x08sessions\x18\x01 \x03(\x0b2\x10.reel.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xb0\x01\n\x15ResolveSessionRequest\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12\x16\n\x06create\x18\x03 \x01(\x08R\x06create\x12\x14\n\x05reset\x18\x04 \x01(\x08R\x05reset\x12\x14\n\x05label\x18\x05 \x01(\tR\x05labelB\t\n\x07sessionJ\x04\x08\x06\x10\x0b"\xdf\x01\n\x16ResolveSessionResponse\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12\x18\n\x07created\x18\x05 \x01(\x08R\x07created\x12#\n\rreset_applied\x18\x06 \x01(\x08R\x0cresetAppliedJ\x04\x08\x07\x10\x0b2\xdd\x02\n\x07Gateway\x12>\n\tRunStream\x12\x19.reel.v1.RunStreamRequest\x1a\x12.reel.v1.TapeEvent(\x010\x01\x12.\n\x06GetRun\x12\x16.reel.v1.GetRunRequest\x1a\x0c.reel.v1.Run\x12B\n\tCancelRun\x12\x19.reel.v1.CancelRunRequest\x1a\x1a.reel.v1.CancelRunResponse\x12K\n\x0cListSessions\x12\x1c.reel.v1.ListSessionsRequest\x1a\x1d.reel.v1.ListSessionsResponse\x12Q\n\x0eResolveSession\x12\x1e.reel.v1.ResolveSessionRequest\x1a\x1f.reel.v1.ResolveSessionResponseb\x06proto3'
+    b'\n\x15reel/v1/gateway.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xe7\x01\n\x10RunStreamRequest\x12)\n\x05start\x18\x01 \x01(\x0b2\x11.reel.v1.StartRunH\x00R\x05start\x12,\n\x06resume\x18\x02 \x01(\x0b2\x12.reel.v1.ResumeRunH\x00R\x06resume\x127\n\x08approval\x18\x03 \x01(\x0b2\x19.reel.v1.ApprovalDecisionH\x00R\x08approval\x123\n\x06cancel\x18\x04 \x01(\x0b2\x19.reel.v1.CancelCurrentRunH\x00R\x06cancelB\x06\n\x04kindJ\x04\x08\x05\x10\x10"\xc6\x01\n\x08StartRun\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12!\n\x0bnew_session\x18\x03 \x01(\x08H\x00R\nnewSession\x12\x12\n\x04text\x18\x04 \x01(\tR\x04text\x12\x14\n\x05label\x18\x05 \x01(\tR\x05label\x12\x18\n\x07channel\x18\x06 \x01(\tR\x07channelB\t\n\x07sessionJ\x04\x08\x07\x10\x10"X\n\tResumeRun\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12 \n\tafter_seq\x18\x02 \x01(\x03H\x00R\x08afterSeq\x88\x01\x01B\x0c\n\n_after_seqJ\x04\x08\x03\x10\x08"\xf1\x01\n\x10ApprovalDecision\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\x18\n\x10CancelCurrentRunJ\x04\x08\x01\x10\x06",\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"\x9d\x03\n\x03Run\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x1c\n\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\'\n\x05state\x18\x04 \x01(\x0e2\x11.reel.v1.RunStateR\x05state\x12-\n\x12termination_reason\x18\x05 \x01(\tR\x11terminationReason\x12\x18\n\x07message\x18\x06 \x01(\tR\x07message\x12$\n\x0eaccepted_at_ms\x18\x07 \x01(\x03R\x0cacceptedAtMs\x12"\n\rstarted_at_ms\x18\x08 \x01(\x03R\x0bstartedAtMs\x12\x1e\n\x0bended_at_ms\x18\t \x01(\x03R\tendedAtMs\x12$\n\x05usage\x18\n \x01(\x0b2\x0e.reel.v1.UsageR\x05usage\x12\x16\n\x06answer\x18\x0b \x01(\tR\x06answer\x12"\n\rlast_tape_seq\x18\x0c \x01(\x03R\x0blastTapeSeqJ\x04\x08\r\x10\x15"/\n\x10CancelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"L\n\x11CancelRunResponse\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n\x08accepted\x18\x02 \x01(\x08R\x08acceptedJ\x04\x08\x03\x10\x06"W\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageTokenJ\x04\x08\x03\x10\x08"\xf4\x02\n\x07Session\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12/\n\x14branched_from_run_id\x18\x05 \x01(\tR\x11branchedFromRunId\x12\x1c\n\tprincipal\x18\x06 \x01(\tR\tprincipal\x12"\n\rcreated_at_ms\x18\x07 \x01(\x03R\x0bcreatedAtMs\x12"\n\rupdated_at_ms\x18\x08 \x01(\x03R\x0bupdatedAtMs\x12\x12\n\x04runs\x18\t \x01(\x03R\x04runs\x12\x16\n\x06resets\x18\n \x01(\x03R\x06resets\x12\x1e\n\x0blast_run_id\x18\x0b \x01(\tR\tlastRunIdJ\x04\x08\x0c\x10\x15"r\n\x14ListSessionsResponse\x12,\n\x08sessions\x18\x01 \x03(\x0b2\x10.reel.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xb0\x01\n\x15ResolveSessionRequest\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12\x16\n\x06create\x18\x03 \x01(\x08R\x06create\x12\x14\n\x05reset\x18\x04 \x01(\x08R\x05reset\x12\x14\n\x05label\x18\x05 \x01(\tR\x05labelB\t\n\x07sessionJ\x04\x08\x06\x10\x0b"\xdf\x01\n\x16ResolveSessionResponse\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12\x18\n\x07created\x18\x05 \x01(\x08R\x07created\x12#\n\rreset_applied\x18\x06 \x01(\x08R\x0cresetAppliedJ\x04\x08\x07\x10\x0b"v\n\x11ChannelAttachment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0ccontent_type\x18\x02 \x01(\tR\x0bcontentType\x12\x10\n\x03url\x18\x03 \x01(\tR\x03url\x12\x12\n\x04size\x18\x04 \x01(\x03R\x04sizeJ\x04\x08\x05\x10\t"\xdf\x02\n\x13RouteMessageRequest\x12\x18\n\x07channel\x18\x01 \x01(\tR\x07channel\x12"\n\x0cconversation\x18\x02 \x01(\tR\x0cconversation\x12\x16\n\x06sender\x18\x03 \x01(\tR\x06sender\x12\x12\n\x04text\x18\x04 \x01(\tR\x04text\x12\x1d\n\nmessage_id\x18\x05 \x01(\tR\tmessageId\x12\x16\n\x06thread\x18\x06 \x01(\tR\x06thread\x12\x1f\n\x0bsender_name\x18\x07 \x01(\tR\nsenderName\x12\x1b\n\tis_direct\x18\x08 \x01(\x08R\x08isDirect\x12%\n\x0ementions_agent\x18\t \x01(\x08R\rmentionsAgent\x12<\n\x0battachments\x18\n \x03(\x0b2\x1a.reel.v1.ChannelAttachmentR\x0battachmentsJ\x04\x08\x0b\x10\x15"\xbf\x02\n\x14RouteMessageResponse\x12\x1a\n\x08accepted\x18\x01 \x01(\x08R\x08accepted\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n\x06detail\x18\x03 \x01(\tR\x06detail\x12\x14\n\x05route\x18\x04 \x01(\tR\x05route\x12\x1c\n\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x1f\n\x0bsession_key\x18\x06 \x01(\tR\nsessionKey\x12\x1d\n\nsession_id\x18\x07 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x08 \x01(\tR\x05runId\x12\x16\n\x06queued\x18\t \x01(\x08R\x06queued\x12\x1c\n\tduplicate\x18\n \x01(\x08R\tduplicate\x12\x14\n\x05reply\x18\x0b \x01(\x08R\x05replyJ\x04\x08\x0c\x10\x152\xaa\x03\n\x07Gateway\x12>\n\tRunStream\x12\x19.reel.v1.RunStreamRequest\x1a\x12.reel.v1.TapeEvent(\x010\x01\x12.\n\x06GetRun\x12\x16.reel.v1.GetRunRequest\x1a\x0c.reel.v1.Run\x12B\n\tCancelRun\x12\x19.reel.v1.CancelRunRequest\x1a\x1a.reel.v1.CancelRunResponse\x12K\n\x0cListSessions\x12\x1c.reel.v1.ListSessionsRequest\x1a\x1d.reel.v1.ListSessionsResponse\x12Q\n\x0eResolveSession\x12\x1e.reel.v1.ResolveSessionRequest\x1a\x1f.reel.v1.ResolveSessionResponse\x12K\n\x0cRouteMessage\x12\x1c.reel.v1.RouteMessageRequest\x1a\x1d.reel.v1.RouteMessageResponseb\x06proto3'
 )
 REEL_V1_JOURNAL_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSerializedFile(
     b'\n\x15reel/v1/journal.proto\x12\x07reel.v1"\x1a\n\x12JournalHeadRequestJ\x04\x08\x01\x10\x06"\xa1\x01\n\nCheckpoint\x12\x1a\n\x08position\x18\x01 \x01(\x03R\x08position\x12\x12\n\x04hash\x18\x02 \x01(\x0cR\x04hash\x12 \n\x0csigned_at_ms\x18\x03 \x01(\x03R\nsignedAtMs\x12\x1d\n\npublic_key\x18\x04 \x01(\x0cR\tpublicKey\x12\x1c\n\tsignature\x18\x05 \x01(\x0cR\tsignatureJ\x04\x08\x06\x10\n"\x81\x01\n\x0bJournalHead\x12\x1a\n\x08position\x18\x01 \x01(\x03R\x08position\x12\x12\n\x04hash\x18\x02 \x01(\x0cR\x04hash\x12<\n\x0flast_checkpoint\x18\x03 \x01(\x0b2\x13.reel.v1.CheckpointR\x0elastCheckpointJ\x04\x08\x04\x10\n"\x1c\n\x14VerifyJournalRequestJ\x04\x08\x01\x10\x06"\xbb\x01\n\x0bVerifyFault\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n\x08position\x18\x02 \x01(\x03R\x08position\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\x12/\n\x13checkpoint_position\x18\x04 \x01(\x03R\x12checkpointPosition\x12+\n\x11earliest_position\x18\x05 \x01(\x03R\x10earliestPositionJ\x04\x08\x06\x10\n"\xcd\x02\n\x15VerifyJournalResponse\x12\x0e\n\x02ok\x18\x01 \x01(\x08R\x02ok\x12\x16\n\x06events\x18\x02 \x01(\x03R\x06events\x12#\n\rhead_position\x18\x03 \x01(\x03R\x0cheadPosition\x12\x1b\n\thead_hash\x18\x04 \x01(\tR\x08headHash\x12 \n\x0bcheckpoints\x18\x05 \x01(\x03R\x0bcheckpoints\x128\n\x18last_checkpoint_position\x18\x06 \x01(\x03R\x16lastCheckpointPosition\x12\x1f\n\x0bkey_trusted\x18\x07 \x01(\x08R\nkeyTrusted\x12\x1b\n\telapsed_s\x18\x08 \x01(\x01R\x08elapsedS\x12*\n\x05fault\x18\t \x01(\x0b2\x14.reel.v1.VerifyFaultR\x05faultJ\x04\x08\n\x10\x10"o\n\x12ReadJournalRequest\x12%\n\x0eafter_position\x18\x01 \x01(\x03R\rafterPosition\x12\x14\n\x05limit\x18\x02 \x01(\x03R\x05limit\x12\x16\n\x06follow\x18\x03 \x01(\x08R\x06followJ\x04\x08\x04\x10\n"\xb3\x03\n\x08Envelope\x12\x1a\n\x08position\x18\x01 \x01(\x03R\x08position\x12\x19\n\x08event_id\x18\x02 \x01(\tR\x07eventId\x12\x16\n\x06stream\x18\x03 \x01(\tR\x06stream\x12\x1d\n\nstream_seq\x18\x04 \x01(\x03R\tstreamSeq\x12\x12\n\x04kind\x18\x05 \x01(\tR\x04kind\x12\x18\n\x07version\x18\x06 \x01(\x03R\x07version\x12$\n\x0erecorded_at_ms\x18\x07 \x01(\x03R\x0crecordedAtMs\x12\x1c\n\tprincipal\x18\x08 \x01(\tR\tprincipal\x12*\n\x0ecorrelation_id\x18\t \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x12&\n\x0ccausation_id\x18\n \x01(\tH\x01R\x0bcausationId\x88\x01\x01\x12\x18\n\x07payload\x18\x0b \x01(\x0cR\x07payload\x12\x1b\n\tprev_hash\x18\x0c \x01(\x0cR\x08prevHash\x12\x12\n\x04hash\x18\r \x01(\x0cR\x04hashB\x11\n\x0f_correlation_idB\x0f\n\r_causation_idJ\x04\x08\x0e\x10\x152\xc7\x01\n\x07Journal\x129\n\x04Head\x12\x1b.reel.v1.JournalHeadRequest\x1a\x14.reel.v1.JournalHead\x12G\n\x06Verify\x12\x1d.reel.v1.VerifyJournalRequest\x1a\x1e.reel.v1.VerifyJournalResponse\x128\n\x04Read\x12\x1b.reel.v1.ReadJournalRequest\x1a\x11.reel.v1.Envelope0\x01b\x06proto3'
@@ -1917,6 +2062,14 @@ class GatewayBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
+    async def route_message(self, message: "RouteMessageRequest") -> "RouteMessageResponse":
+        """
+        Route one chat message into a configured channel, as its connector would: the router's
+        decision (docs/channels.md). Action channel.route on the channel.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
+
     async def __rpc_run_stream(
         self, stream: "grpclib.server.Stream[RunStreamRequest, TapeEvent]"
     ) -> None:
@@ -1957,6 +2110,14 @@ class GatewayBase(betterproto2_grpclib.ServiceBase):
         response = await self.resolve_session(request)
         await stream.send_message(response)
 
+    async def __rpc_route_message(
+        self, stream: "grpclib.server.Stream[RouteMessageRequest, RouteMessageResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.route_message(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/reel.v1.Gateway/RunStream": grpclib.const.Handler(
@@ -1988,6 +2149,12 @@ class GatewayBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 ResolveSessionRequest,
                 ResolveSessionResponse,
+            ),
+            "/reel.v1.Gateway/RouteMessage": grpclib.const.Handler(
+                self.__rpc_route_message,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                RouteMessageRequest,
+                RouteMessageResponse,
             ),
         }
 
