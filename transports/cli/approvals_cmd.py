@@ -27,7 +27,10 @@ from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api, call, error_message, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
-app = typer.Typer(help="List and decide tool-call approvals.", no_args_is_help=True)
+app = typer.Typer(
+    help="List and decide approvals: tool calls, and chat senders asking to be paired.",
+    no_args_is_help=True,
+)
 _json = msgspec.json.Encoder()
 _ARGUMENTS_SHOWN = 160
 """How much of a call's arguments one list line shows (--json has them whole)."""
@@ -93,10 +96,17 @@ def _line(record: ApprovalRecord) -> str:
     arguments = jsonlib.dumps(record.arguments, ensure_ascii=False)
     if len(arguments) > _ARGUMENTS_SHOWN:
         arguments = arguments[:_ARGUMENTS_SHOWN] + "..."
-    head = (
-        f"{record.approval_id}  {record.tool} {arguments}\n"
-        f"    risk={record.risk}  run={record.run_id}  asked by {record.principal}"
-    )
+    if record.subject == "pairing":  # a chat sender asks to be paired (docs/channels.md)
+        channel = record.arguments.get("channel", "") if isinstance(record.arguments, dict) else ""
+        head = (
+            f"{record.approval_id}  device pairing: {record.principal} on channel {channel}\n"
+            f"    risk={record.risk}  asked by {record.principal}"
+        )
+    else:
+        head = (
+            f"{record.approval_id}  {record.tool} {arguments}\n"
+            f"    risk={record.risk}  run={record.run_id}  asked by {record.principal}"
+        )
     if record.state == "pending":
         age = int(time.time() - record.requested_at_ms / 1000)
         return f"{head}  pending for {age}s\n    why: {record.reason}"
@@ -109,6 +119,9 @@ def _line(record: ApprovalRecord) -> str:
 
 
 def _covers(record: ApprovalRecord) -> str:
+    if record.subject == "pairing":
+        paired = f"{record.principal} is paired with the channel"
+        return paired if record.decision == "allow" else "nothing: the pairing was denied"
     if record.decision != "allow":
         return "nothing: the call was denied"
     return describe(
@@ -248,6 +261,11 @@ def _decide_offline(
         record = load_approvals(journal).get(approval_id)
         if record is None:
             raise CliError(f"no approval with id {approval_id!r}")
+        if record.subject == "pairing":
+            raise CliError(
+                f"approval {approval_id} is a pairing request: it is decided on a running node "
+                "(start reel node, then reel approvals approve|deny)"
+            )
         if record.state != "pending":
             raise CliError(
                 f"approval {approval_id} is already resolved ({record.decision} by "

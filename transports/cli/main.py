@@ -10,9 +10,11 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from transports.cli import (
     approvals_cmd,
+    channels_cmd,
     chat_cmd,
     incidents_cmd,
     journal_cmd,
+    learning_cmd,
     memory_cmd,
     node_cmd,
     policy_cmd,
@@ -63,7 +65,9 @@ app.add_typer(policy_cmd.app, name="policy")
 app.add_typer(tokens_cmd.app, name="tokens")
 app.add_typer(tasks_cmd.app, name="tasks")
 app.add_typer(memory_cmd.app, name="memory")
+app.add_typer(learning_cmd.app, name="learning")
 app.add_typer(sessions_cmd.app, name="sessions")
+app.add_typer(channels_cmd.app, name="channels")
 app.command("tools")(tools_cmd.tools)
 app.command("replay")(replay_cmd.replay_cmd)
 
