@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from events import Event, StoredEvent
+from events import Event, JournalReadPort, StoredEvent
 from events.catalog import (
     LearningCandidateApplied,
     LearningCandidateProposed,
@@ -506,3 +506,24 @@ def _record(row: tuple[Any, ...]) -> CandidateRecord:
     values["evidence"] = msgspec.json.decode(str(values["evidence"]), type=tuple[Evidence, ...])
     values["tools"] = msgspec.json.decode(str(values["tools"]), type=tuple[str, ...])
     return msgspec.convert(values, CandidateRecord)
+
+
+def load_candidates(reader: JournalReadPort) -> list[CandidateRecord]:
+    """Every candidate folded from the journal itself, in the order proposed: what the CLI
+    shows on a data dir no node holds (the same fold as the view, into memory)."""
+    projection = LearningProjection()
+    conn = apsw.Connection(":memory:")
+    try:
+        conn.execute(projection.ddl)
+        kinds = tuple(sorted(k for k in projection.kinds or () if k.startswith("learning.")))
+        with conn:
+            for stored in reader.events_of_kinds(kinds):
+                projection.apply(conn, stored, stored.decode())
+        return [
+            _record(row)
+            for row in conn.execute(
+                f"SELECT {_COLUMNS} FROM learning_candidates ORDER BY proposed_position"
+            )
+        ]
+    finally:
+        conn.close()

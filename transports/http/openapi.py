@@ -17,7 +17,14 @@ from aiohttp import web
 from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
 from events import VerifyReport
-from projections import ApprovalRecord, MemoryItem, RunRecord, SessionRecord, TaskRecord
+from projections import (
+    ApprovalRecord,
+    CandidateRecord,
+    MemoryItem,
+    RunRecord,
+    SessionRecord,
+    TaskRecord,
+)
 from transports.channels import MintedCode, RouteResult
 from transports.channels.message import MessageBody
 from transports.http.bodies import (
@@ -58,6 +65,7 @@ from transports.http.inputs import (
     QueryFilter,
 )
 from transports.http.journal import CheckpointPage
+from transports.http.learning import CANDIDATE_FILTERS, CandidatePage, ReviewRequest
 from transports.http.memory import (
     K_MAX,
     QUERY_MAX_CHARS,
@@ -117,6 +125,9 @@ TYPES: tuple[type[Any], ...] = (
     TaskRecord,
     TaskPage,
     CancelTaskRequest,
+    CandidateRecord,
+    CandidatePage,
+    ReviewRequest,
 )
 
 ERRORS = {
@@ -619,6 +630,55 @@ def _paths() -> dict[str, Any]:
                 (400, 404, 409, 413, 503),
                 parameters=(_id("task_id", "task"),),
                 body=CancelTaskRequest,
+            )
+        },
+        "/v1/learning/candidates": {
+            "get": _op(
+                "Learning candidates in the order reflection proposed them, narrowed by the "
+                "filters (each an exact match; together: all must match); learning.list, then "
+                "only those the caller may read (learning.read). docs/learning.md.",
+                {200: _json(CandidatePage, "A page of candidates.")},
+                (400,),
+                parameters=(*_filters(CANDIDATE_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
+        "/v1/learning/candidates/{candidate_id}": {
+            "get": _op(
+                "One learning candidate with its evidence (learning.read).",
+                {200: _json(CandidateRecord, "The candidate.")},
+                (404,),
+                parameters=(_id("candidate_id", "learning candidate"),),
+            )
+        },
+        "/v1/learning/candidates/{candidate_id}/accept": {
+            "post": _op(
+                "Apply the candidate (a fact becomes a memory item; a preference or procedure "
+                "is offered to later runs). learning.review. 409 for an applied candidate.",
+                {200: _json(CandidateRecord, "The candidate after the review.")},
+                (400, 404, 409, 413, 503),
+                parameters=(_id("candidate_id", "learning candidate"),),
+                body=ReviewRequest,
+            )
+        },
+        "/v1/learning/candidates/{candidate_id}/reject": {
+            "post": _op(
+                "Refuse a pending candidate. learning.review. 409 for a candidate that is not "
+                "pending (roll an applied one back instead).",
+                {200: _json(CandidateRecord, "The candidate after the review.")},
+                (400, 404, 409, 413, 503),
+                parameters=(_id("candidate_id", "learning candidate"),),
+                body=ReviewRequest,
+            )
+        },
+        "/v1/learning/candidates/{candidate_id}/rollback": {
+            "post": _op(
+                "Withdraw an applied candidate (its memory item is deleted; a preference or "
+                "procedure is no longer offered). learning.review. 409 for a candidate that is "
+                "not applied.",
+                {200: _json(CandidateRecord, "The candidate after the review.")},
+                (400, 404, 409, 413, 503),
+                parameters=(_id("candidate_id", "learning candidate"),),
+                body=ReviewRequest,
             )
         },
         "/v1/channels": {
