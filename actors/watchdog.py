@@ -10,7 +10,8 @@ What is wrong, and the limit that says so (``[watchdog]`` in config.toml, docs/o
 - ``projector``: the views behind the journal by more than ``projector_lag_events`` for
   ``projector_lag_s`` without a break (a burst of appends is not an incident).
 - ``journal``: verification from the last checkpoint fails (run every ``journal_check_s``).
-- ``task``: a claimed task whose last heartbeat is older than ``task_lapse_s``.
+- ``task``: a running task whose claim lapsed (no heartbeat renewed its lease) more than
+  ``task_lapse_s`` ago: the task queue reclaims a lapsed claim at once, so it is stuck.
 
 A domain the snapshot did not look at (``None``) has no findings and is not in ``checked``: its
 open incidents stay open, neither cleared nor acted on.
@@ -56,8 +57,8 @@ class WatchdogConfig(msgspec.Struct, frozen=True, kw_only=True):
     """...for at most this long."""
     journal_check_s: Seconds = 300.0
     """How often the journal is verified from its last checkpoint."""
-    task_lapse_s: Seconds = 120.0
-    """A claimed task whose last heartbeat is older than this has lapsed."""
+    task_lapse_s: Seconds = 60.0
+    """A running task whose lease lapsed longer ago than this is stuck (not reclaimed)."""
     interval_s: Seconds = 5.0
     """How often the watchdog looks."""
 
@@ -228,18 +229,20 @@ def journal_fault(verdict: JournalVerdict) -> Finding | None:
 
 
 def lapsed_tasks(tasks: tuple[TaskLease, ...], now_ms: int, limit_s: float) -> list[Finding]:
-    """Claimed tasks whose last heartbeat is older than ``limit_s``."""
+    """Running tasks whose lease lapsed more than ``limit_s`` ago."""
     out = []
     for task in tasks:
-        silent_s = (now_ms - task.heartbeat_ms) / 1000
-        if silent_s > limit_s:
+        lapsed_s = (now_ms - task.lease_until_ms) / 1000
+        if lapsed_s > limit_s:
+            held = f"held by {task.holder}, " if task.holder else ""
+            silent_s = (now_ms - task.heartbeat_ms) / 1000
             evidence = Evidence(
-                measure="seconds_since_heartbeat",
-                value=round(silent_s, 3),
+                measure="seconds_past_lease",
+                value=round(lapsed_s, 3),
                 limit=limit_s,
                 unit="s",
-                since_ms=task.heartbeat_ms,
-                detail=f"held by {task.holder}" if task.holder else "",
+                since_ms=task.lease_until_ms,
+                detail=f"{held}last heartbeat {silent_s:.0f} s ago",
             )
             out.append(Finding(domain="task", subject=task.task_id, evidence=evidence))
     return out

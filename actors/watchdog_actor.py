@@ -10,7 +10,8 @@ streams), folds them, and in ``auto`` mode acts:
 - a stalled run is told :class:`StallRun` (it ends ``failed``, reason ``stalled``);
 - an overdue approval is denied ``expired`` by ``watchdog`` through the directory, the same
   :class:`ResolveApproval` path the API takes;
-- a lapsed task is reclaimed through the task queue (:attr:`WatchdogPort.reclaim_task`).
+- a lapsed task is reclaimed through the task queue (:meth:`actors.tasks.TaskQueue.reclaim`,
+  which never breaks a live lease).
 
 It starts with the node (after recovery, once the views follow the journal) and stops first
 when the node drains, so it never acts on runs the drain is ending.
@@ -51,7 +52,7 @@ class WatchdogPort(Protocol):
     def lag(self) -> Lag: ...
     def verify_journal(self) -> JournalVerdict: ...
     def task_leases(self) -> Sequence[TaskLease] | None:
-        """Claimed tasks; None when the node has no task queue."""
+        """Running tasks and their claims; None when there are none to know of."""
         ...
 
     def close(self) -> None:
@@ -82,13 +83,14 @@ class WatchdogActor(pykka.ThreadingActor):
         reclaim_task: Callable[[str, str], None] | None = None,
     ) -> None:
         """``clock``: milliseconds since the epoch (what limits are measured against);
-        ``reclaim_task(task_id, reason)``: the task queue's reclaim, when there is one."""
+        ``reclaim_task(task_id, reason)``: default the node's task queue's."""
         super().__init__()
         self.s = services
         self.port = port
         self.config = config
         self.clock = clock
-        self.reclaim_task = reclaim_task
+        tasks = services.tasks
+        self.reclaim_task = reclaim_task or (tasks.reclaim if tasks is not None else None)
         self.state = Incidents()
         self.memory = Memory()
         self.acted: frozenset[str] = frozenset()

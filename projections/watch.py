@@ -22,9 +22,11 @@ import apsw
 import msgspec
 
 from events import Journal, JournalReadPort, StoredEvent
+from events.catalog import TaskClaimed, TaskHeartbeat
 from events.lifecycle import STATUS_OF_KIND, RunStatus
 from events.note import CheckpointNote
 from events.reader import JournalReader
+from events.task_lifecycle import TaskStatus, status_after, task_stream
 from events.verify import verify_recent
 
 
@@ -46,9 +48,12 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TaskLease(msgspec.Struct, frozen=True, kw_only=True):
-    """A claimed task and the latest sign of life of the worker that holds it."""
+    """A running task's claim: until when it holds, and the holder's latest sign of life."""
 
     task_id: str
+    lease_until_ms: int
+    """The claim holds until then unless a heartbeat renews it; after that it has lapsed and
+    the task queue reclaims it."""
     heartbeat_ms: int
     """Its latest ``task.heartbeat`` (or its claim, before the first heartbeat)."""
     holder: str = ""
@@ -101,6 +106,10 @@ _IN_PROGRESS = (
     " r.accepted_at_ms) FROM runs r LEFT JOIN tape t ON t.run_id = r.run_id"
     " WHERE r.state = ? GROUP BY r.run_id ORDER BY r.run_id"
 )
+_RUNNING_TASKS = (
+    "SELECT task_id, worker, heartbeat_at_ms, lease_until_ms FROM tasks WHERE state = ?"
+    " ORDER BY task_id"
+)
 _PENDING = (
     "SELECT approval_id, run_id, expires_at_ms FROM approvals WHERE state = 'pending'"
     " ORDER BY approval_id"
@@ -122,7 +131,8 @@ class WatchReads:
         tasks: Callable[[], Sequence[TaskLease]] | None = None,
     ) -> None:
         """``verify``: the journal check (default :func:`verify_journal` when ``journal`` is a
-        SQLite journal); ``tasks``: the claimed tasks, when this node has a task queue."""
+        SQLite journal); ``tasks``: the running tasks (default: the tasks view, checked
+        against the journal)."""
         self.views_path = views_path
         self.journal = journal
         self.committed = committed
@@ -206,8 +216,40 @@ class WatchReads:
         return JournalVerdict()
 
     def task_leases(self) -> Sequence[TaskLease] | None:
-        """Claimed tasks; None when the node has no task queue (nothing to watch)."""
-        return self._tasks() if self._tasks is not None else None
+        """Running tasks and their claims (None: these views have no tasks table). Each task's
+        latest event is read from the journal (two indexed lookups): a heartbeat the views
+        have not applied yet still counts, and a task that ended meanwhile is left out."""
+        if self._tasks is not None:
+            return self._tasks()
+        try:
+            rows = self._query(_RUNNING_TASKS, (TaskStatus.RUNNING,))
+        except apsw.SQLError:
+            return None
+        out = []
+        for task_id, worker, heartbeat_ms, lease_until_ms in rows:
+            stream = task_stream(task_id)
+            latest = self.journal.read_stream(
+                stream, after_seq=self.journal.stream_next_seq(stream) - 2
+            )
+            if latest:
+                stored = latest[-1]
+                event = stored.decode()
+                status = status_after(event)
+                if status is not None and status is not TaskStatus.RUNNING:
+                    continue
+                if isinstance(event, TaskClaimed | TaskHeartbeat):
+                    heartbeat_ms, lease_until_ms = stored.recorded_at_ms, event.lease_until_ms
+                if isinstance(event, TaskClaimed):
+                    worker = event.worker
+            out.append(
+                TaskLease(
+                    task_id=task_id,
+                    lease_until_ms=int(lease_until_ms or 0),
+                    heartbeat_ms=int(heartbeat_ms or 0),
+                    holder=worker or "",
+                )
+            )
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -108,14 +108,26 @@ def test_a_journal_fault_is_a_finding_and_a_clean_verdict_is_none() -> None:
     assert (finding.evidence.value, finding.evidence.detail) == (7, "hash_mismatch: row 7")
 
 
-def test_a_task_lapses_only_past_the_limit() -> None:
+def test_a_task_is_stuck_only_when_its_lease_lapsed_past_the_limit() -> None:
     tasks = (
-        TaskLease(task_id="T-ok", heartbeat_ms=NOW - 20_000),
-        TaskLease(task_id="T-lapsed", heartbeat_ms=NOW - 20_001, holder="node-a"),
+        TaskLease(task_id="T-ok", lease_until_ms=NOW - 20_000, heartbeat_ms=NOW - 30_000),
+        TaskLease(
+            task_id="T-lapsed",
+            lease_until_ms=NOW - 20_001,
+            heartbeat_ms=NOW - 30_001,
+            holder="node-a.1",
+        ),
+        TaskLease(task_id="T-live", lease_until_ms=NOW + 8_000, heartbeat_ms=NOW - 2_000),
     )
     (finding,) = look(tasks=tasks).findings
     assert (finding.subject, finding.action) == ("T-lapsed", "reclaim_task")
-    assert finding.evidence.detail == "held by node-a"
+    evidence = finding.evidence
+    assert (evidence.measure, evidence.value, evidence.since_ms) == (
+        "seconds_past_lease",
+        20.001,
+        NOW - 20_001,
+    )
+    assert evidence.detail == "held by node-a.1, last heartbeat 30 s ago"
 
 
 def test_domains_not_looked_at_are_not_checked_and_findings_are_ordered() -> None:

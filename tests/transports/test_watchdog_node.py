@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,10 +16,10 @@ import pytest
 
 from actors.watchdog import WatchdogConfig
 from actors.watchdog_actor import wall_ms
-from events import StoredEvent
-from events.catalog import IncidentOpened, IncidentResolved
+from events import StoredEvent, new_id
+from events.catalog import IncidentOpened, IncidentResolved, TaskClaimed, TaskEnqueued
 from projections import WatchReads, replay
-from tests.events.journal_testkit import replace_payload, tamper
+from tests.events.journal_testkit import replace_payload
 from transports.config import HttpConfig, NodeConfig, ToolsSection, WatchdogSection
 from transports.runtime import Runtime, open_runtime
 
@@ -241,6 +242,68 @@ def test_auto_expires_an_overdue_approval_through_the_decision_path(
     assert done.how == "acted"
 
 
+# --- tasks -----------------------------------------------------------------------------------
+
+
+def orphan_task(runtime: Runtime) -> str:
+    """A ``noop`` task claimed by a worker of a node that died, its lease lapsed a minute ago,
+    and unknown to this node's dispatcher (written behind its back, as a node killed mid-task
+    leaves it): nothing but the watchdog will notice it."""
+    # The dispatcher folds the journal's tasks when it starts: let it finish starting first
+    # (a task it ran end to end proves it), so it cannot learn of the orphan that way.
+    warm = runtime.node.tasks.enqueue("noop").task_id
+    until(lambda: "task.succeeded" in task_kinds(runtime, warm), "the dispatcher to run a task")
+    task_id = new_id()
+    now = wall_ms()
+    journal = runtime.journal
+    journal.append(
+        f"task/{task_id}",
+        [TaskEnqueued(task_id=task_id, task_kind="noop", payload={})],
+        expected_seq=0,
+        principal="node",
+    )
+    journal.append(
+        f"task/{task_id}",
+        [
+            TaskClaimed(
+                task_id=task_id, attempt=1, worker="01DEADNODE.1", lease_until_ms=now - 60_000
+            )
+        ],
+        expected_seq=1,
+        principal="node",
+    )
+    return task_id
+
+
+def task_kinds(runtime: Runtime, task_id: str) -> list[str]:
+    return [s.kind for s in runtime.journal.read_stream(f"task/{task_id}")]
+
+
+def test_observe_records_a_lapsed_task(opened: Callable[..., Runtime]) -> None:
+    runtime = opened(task_lapse_s=1.0)
+    task_id = orphan_task(runtime)
+    stored, incident = until(lambda: opened_for(runtime, task_id), "a task incident")
+    assert stored.principal == "watchdog"
+    assert (incident.domain, incident.action) == ("task", None)
+    evidence = incident.evidence
+    assert evidence["measure"] == "seconds_past_lease" and evidence["value"] > 60
+    assert evidence["detail"].startswith("held by 01DEADNODE.1, last heartbeat")
+    time.sleep(0.5)
+    assert task_kinds(runtime, task_id) == ["task.enqueued", "task.claimed"]  # left alone
+
+
+def test_auto_reclaims_a_lapsed_task_through_the_queue(opened: Callable[..., Runtime]) -> None:
+    runtime = opened(task_lapse_s=1.0, mode="auto")
+    task_id = orphan_task(runtime)
+    _, incident = until(lambda: opened_for(runtime, task_id), "a task incident")
+    assert incident.action == "reclaim_task"
+    until(lambda: "task.succeeded" in task_kinds(runtime, task_id), "the reclaimed task to run")
+    reclaim = runtime.journal.read_stream(f"task/{task_id}")[2]
+    assert reclaim.kind == "task.claimed" and reclaim.decode().attempt == 2
+    _, resolved = until(lambda: resolution(runtime, incident.incident_id), "the resolution")
+    assert resolved.how == "acted"
+
+
 # --- the projector ----------------------------------------------------------------------------
 
 
@@ -270,6 +333,20 @@ def test_views_held_behind_the_journal_open_and_clear_a_projector_incident(
 
 
 # --- the journal ------------------------------------------------------------------------------
+
+
+@contextmanager
+def tamper(path: Path) -> Iterator[apsw.Connection]:
+    """A raw connection to a live node's journal with the append-only triggers dropped (it
+    waits for the node's writer between commits); commits on exit."""
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(10_000)
+    try:
+        conn.execute("DROP TRIGGER IF EXISTS events_append_only_update")
+        with conn:
+            yield conn
+    finally:
+        conn.close()
 
 
 def test_a_journal_altered_under_the_node_opens_a_journal_incident(
