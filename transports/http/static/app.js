@@ -20,6 +20,7 @@ const HISTORY_EVERY_MS = 5000;
 const HISTORY_PAGE = 200;
 const MAX_HISTORY = 200;
 const MAX_RECEIPTS = 5;
+const INCIDENTS_EVERY_MS = 3000;
 
 const $ = (id) => {
   const node = document.getElementById(id);
@@ -462,6 +463,7 @@ function showLogin(message = "") {
   $("logout").hidden = true;
   $("node-status").hidden = true;
   $("whoami").hidden = true;
+  $("incidents").hidden = true;
   $("login-view").hidden = false;
   $("login-error").textContent = message;
   $("token-input").value = "";
@@ -572,6 +574,8 @@ function start() {
   every(SESSIONS_EVERY_MS, refreshSessions);
   every(RUNS_EVERY_MS, refreshRuns);
   startLearning();
+  $("incidents").hidden = true;
+  if (can("incident.read")) every(INCIDENTS_EVERY_MS, refreshIncidents);
   renderSessionHead();
   if (state.runId) openRun(state.runId);
   else renderNoRun();
@@ -1809,6 +1813,41 @@ async function setPosture(ev) {
 function reportError(exc) {
   if (exc instanceof ApiError && exc.status === 401) return; // the login screen says it
   toast(exc instanceof ApiError ? exc.message : `Unexpected error: ${exc}`, "error");
+}
+
+// --- incidents ------------------------------------------------------------------------------
+
+/** The watchdog's open incidents as a banner: domain, subject (a run opens its tape), since. */
+async function refreshIncidents() {
+  const { items } = page(await api.get(`/v1/incidents${q({ state: "open", limit: 200 })}`));
+  reconcile($("incidents-list"), items, (i) => i.incident_id, incidentItem);
+  $("incidents-count").textContent = String(items.length);
+  $("incidents").hidden = items.length === 0;
+}
+
+function incidentItem(i) {
+  const since = i.evidence?.since_ms || i.opened_at_ms;
+  const subject =
+    i.domain === "run"
+      ? runLink(i.subject)
+      : h("span", { class: "mono", text: shortId(i.subject) });
+  const measured = i.evidence?.measure
+    ? `${i.evidence.measure.replaceAll("_", " ")} ${i.evidence.value} (limit ${i.evidence.limit})`
+    : "";
+  return h(
+    "li",
+    {
+      testid: "incident",
+      title: [measured, i.evidence?.detail].filter(Boolean).join(": "),
+      data: { incidentId: i.incident_id, domain: i.domain },
+    },
+    h("span", { class: "domain", text: i.domain }),
+    " ",
+    subject,
+    " ",
+    h("span", { class: "muted", text: `since ${clock(since)} (${ago(since)})` }),
+    i.action ? h("span", { class: "muted", text: ` · auto: ${i.action}` }) : null,
+  );
 }
 
 function wire() {
