@@ -1,0 +1,24 @@
+"""Fixtures for the channel tests: the webhook secret in the environment (as an operator sets
+it), and the platform's receiving end of the outbound webhook."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver
+
+
+@pytest.fixture(autouse=True)
+def webhook_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver().start()
+    try:
+        yield running
+    finally:
+        running.stop()
