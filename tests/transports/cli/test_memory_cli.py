@@ -229,3 +229,27 @@ def test_the_configured_real_model_indexes_and_replays(
     assert same.returncode == 0 and "views identical" in same.stdout, same.stdout + same.stderr
     other = reel("replay", "--data", str(data_dir), env={"REEL_MEMORY_EMBEDDER": "hashing"})
     assert other.returncode == 1 and "memory_index" in other.stdout
+
+
+def test_memory_config_keys_and_their_environment_overrides() -> None:
+    from transports.config import ConfigError, env_names, load_config
+
+    assert env_names()["memory"] == (
+        "REEL_MEMORY_EMBEDDER",
+        "REEL_MEMORY_INJECT_K",
+        "REEL_MEMORY_MIN_SCORE",
+    )
+    cfg = load_config(
+        None,
+        environ={
+            "REEL_MEMORY_EMBEDDER": "e5-small",
+            "REEL_MEMORY_INJECT_K": "7",
+            "REEL_MEMORY_MIN_SCORE": "0.5",
+        },
+    )
+    assert cfg.memory.embedder == "e5-small"
+    actors = cfg.actors()
+    assert (actors.memory_inject_k, actors.memory_min_score) == (7, 0.5)
+    for name, value in (("REEL_MEMORY_INJECT_K", "-1"), ("REEL_MEMORY_MIN_SCORE", "2")):
+        with pytest.raises(ConfigError, match=name):
+            load_config(None, environ={name: value})
