@@ -81,7 +81,7 @@ Positive = Annotated[float, msgspec.Meta(gt=0)]
 class TasksConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tasks]``: the worker pool, leases and the defaults of every enqueue."""
 
-    workers: Annotated[int, msgspec.Meta(ge=1, le=64)] = 2
+    workers: Annotated[int, msgspec.Meta(ge=1, le=64)] = 4
     """Worker actors: how many tasks run at once."""
     heartbeat_s: Positive = 2.0
     """How often a running attempt renews its lease (``task.heartbeat``)."""

@@ -16,8 +16,10 @@ same run.
   ``--workers`` threads for the claims and successes), without concurrency checks: how much
   of the queue's time is its own appends.
 
-Each case runs ``--rounds`` times on fresh files (interleaved); the best round is reported.
-Targets are printed as PASS/MISS, never asserted.
+Each case runs ``--rounds`` times on fresh files, interleaved; the best round of each is
+shown, and the target is judged on the median of each round's queue over the bare appends
+measured right after it (the load of a shared machine drifts between rounds). Targets are
+printed as PASS/MISS, never asserted.
 
 Run: ``.venv/bin/python bench/tasks.py [--tasks N] [--workers W]`` (about 20 s on 2 cores).
 Reflection's effect on runs/s is measured by whoever builds reflection.
@@ -29,6 +31,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -140,8 +143,8 @@ def events_round(work: Path, written: list[StoredEvent], tasks: int, workers: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tasks", type=int, default=2000, help="no-op tasks per round")
-    parser.add_argument("--workers", type=int, default=2, help="[tasks] workers (shipped: 2)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=4, help="[tasks] workers (shipped: 4)")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument(
         "--dir",
         type=Path,
@@ -158,23 +161,25 @@ def main() -> None:
         f"python {platform.python_version()}; {tasks:,} no-op tasks, {workers} workers, "
         f"best of {args.rounds} interleaved round(s); files in {work}"
     )
-    best = {"queue": 0.0, "bare": 0.0, "events": 0.0}
+    rounds: list[tuple[float, float, float]] = []
     appends = 0
     try:
         for _ in range(args.rounds):
-            rate, written = queue_round(work, tasks, workers)
-            best["queue"] = max(best["queue"], rate)
+            queue, written = queue_round(work, tasks, workers)
             appends = len(written)
-            best["bare"] = max(best["bare"], bare_round(work, tasks))
-            best["events"] = max(best["events"], events_round(work, written, tasks, workers))
+            bare = bare_round(work, tasks)
+            events = events_round(work, written, tasks, workers)
+            rounds.append((queue, bare, events))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    queue, bare, events = best["queue"], best["bare"], best["events"]
+    queue = max(r[0] for r in rounds)
+    bare = max(r[1] for r in rounds)
+    events = max(r[2] for r in rounds)
     show(
         "queue",
         "enqueue -> succeeded, one enqueuing thread",
         f"{queue:,.0f} tasks/s",
-        f"{appends / tasks:.1f} appends per task",
+        f"{appends / tasks:.1f} appends per task (best round)",
     )
     show("bare", "Journal.append, 1 event per task, 1 thread", f"{bare:,.0f} appends/s")
     show(
@@ -183,10 +188,14 @@ def main() -> None:
         f"{events:,.0f} tasks/s",
         f"queue / events {queue / events:.2f}",
     )
-    ratio = queue / bare
+    # Each round's queue against the bare appends measured right after it (the machine's
+    # load drifts between rounds); the median of those ratios is the figure.
+    ratios = sorted(q / b for q, b, _ in rounds)
+    ratio = statistics.median(ratios)
+    each = ", ".join(f"{r:.2f}" for r in ratios)
     print(
-        f"{verdict(ratio >= TARGET_VS_BARE)}     queue tasks/s vs bare appends/s: {ratio:.2f} "
-        f"(target >= {TARGET_VS_BARE})"
+        f"{verdict(ratio >= TARGET_VS_BARE)}     queue tasks/s vs bare appends/s, median of the "
+        f"rounds: {ratio:.2f} ({each}; target >= {TARGET_VS_BARE})"
     )
 
 
