@@ -725,6 +725,20 @@ class ChannelCommandHandled(Event, frozen=True, kw_only=True, tag="channel.comma
     detail: str = ""
 
 
+class ChannelRunStarted(Event, frozen=True, kw_only=True, tag="channel.run_started"):
+    """An accepted message (or several, coalesced: ``in_reply_to``) started or continued
+    ``run_id``, and its answer is to go back into ``conversation``. Recorded only when a reply
+    will be sent, so that after a restart the channel still answers runs that were in flight
+    (those without a ``channel.reply_sent``)."""
+
+    channel: Channel
+    run_id: Id
+    session_id: Id
+    conversation: str
+    thread: str | None = None
+    in_reply_to: tuple[str, ...]
+
+
 class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent"):
     """The run's answer went back through the connector (``ok``), or could not (``error``).
     Links the run to the platform messages it answers."""
@@ -846,6 +860,7 @@ CATALOG: tuple[type[Event], ...] = (
     ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelCommandHandled,
+    ChannelRunStarted,
     ChannelReplySent,
     TokenCreated,
     TokenRevoked,

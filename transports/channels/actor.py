@@ -33,7 +33,7 @@ import pykka
 from actors import Node
 from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
-from events import Event, JournalPort, new_id
+from events import Event, JournalPort, StoredEvent, new_id
 from events.catalog import (
     ChannelCommandHandled,
     ChannelMessageRefused,
@@ -42,6 +42,7 @@ from events.catalog import (
     ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelReplySent,
+    ChannelRunStarted,
 )
 from transports.channels import pairing
 from transports.channels.message import InboundMessage, run_input
@@ -153,6 +154,10 @@ class PairingExpired(msgspec.Struct, frozen=True):
     approval_id: str
 
 
+class Resume(msgspec.Struct, frozen=True):
+    """The connector is up: answer the runs a restart left unanswered."""
+
+
 class Record(msgspec.Struct, frozen=True):
     """Append ``event`` on the actor's stream as ``principal`` (command and reply outcomes)."""
 
@@ -198,6 +203,7 @@ class ChannelActor(pykka.ThreadingActor):
         """Sender -> (when its last rate_limited refusal was recorded, refusals since)."""
         self.windows: dict[tuple[str, str, str], Batch] = {}
         self.timers: dict[str, Any] = {}
+        self.unanswered: list[ChannelRunStarted] = []
         self.resolved: set[str] = set()
         """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
 
@@ -210,6 +216,8 @@ class ChannelActor(pykka.ThreadingActor):
                 self.state = apply(self.state, event, stored.recorded_at_ms)
                 if isinstance(event, ChannelPairingResolved):
                     self.resolved.add(event.approval_id)
+        # runs whose answer was still to be sent when the node stopped (answered on Resume)
+        self.unanswered = unanswered(self.journal.read_stream(stream_of(self.name)))
         registry = self.node.services.registry
         for pending in self.state.pending.values():
             registry.approval_pending(pending.approval_id, "", self.actor_ref)
@@ -241,6 +249,10 @@ class ChannelActor(pykka.ThreadingActor):
                 self._resolve(message)
             elif isinstance(message, PairingExpired):
                 self._expired(message.approval_id)
+            elif isinstance(message, Resume):
+                for started in self.unanswered:
+                    self.hub.follow(self.name, started, None)
+                self.unanswered = []
             elif isinstance(message, Record):
                 self._append(message.event, message.principal)
         except Exception as exc:  # contained: the caller hears it, the channel goes on
@@ -503,7 +515,19 @@ class ChannelActor(pykka.ThreadingActor):
                     queued=ticket.queued,
                 ),
             )
-        self.hub.follow(self.name, ticket.run_id, [h.message for h in batch.held], batch.reply)
+        if not batch.reply or not self.hub.can_reply(self.name):
+            return
+        first = batch.held[0].message
+        started = ChannelRunStarted(
+            channel=self.name,
+            run_id=ticket.run_id,
+            session_id=ticket.session_id,
+            conversation=first.conversation,
+            thread=first.thread,
+            in_reply_to=tuple(h.message.message_id for h in batch.held),
+        )
+        self._append(started, batch.principal)
+        self.hub.follow(self.name, started, first)
 
     # --- pairing -----------------------------------------------------------------------------
 
@@ -584,6 +608,22 @@ class ChannelActor(pykka.ThreadingActor):
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def unanswered(stream: Sequence[StoredEvent]) -> list[ChannelRunStarted]:
+    """Runs recorded as started for a reply (``channel.run_started``) with no
+    ``channel.reply_sent`` after them, in order."""
+    started: dict[str, ChannelRunStarted] = {}
+    for stored in stream:
+        if stored.kind == "channel.run_started":
+            event = stored.decode()
+            assert isinstance(event, ChannelRunStarted)
+            started[event.run_id] = event
+        elif stored.kind == "channel.reply_sent":
+            sent = stored.decode()
+            assert isinstance(sent, ChannelReplySent)
+            started.pop(sent.run_id, None)
+    return list(started.values())
 
 
 def _refused(base: RouteResult, decision: Refuse) -> RouteResult:

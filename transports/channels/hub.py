@@ -30,6 +30,7 @@ from actors import Node
 from actors.errors import ActorsError, UnknownSession
 from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
 from events import JournalPort, is_ulid
+from events.catalog import ChannelRunStarted
 from events.lifecycle import TERMINAL_STATUSES
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
@@ -41,6 +42,7 @@ from transports.channels.actor import (
     MintCode,
     MintedCode,
     Record,
+    Resume,
     RouteResult,
     record_command,
     record_reply,
@@ -171,6 +173,8 @@ class ChannelHub:
         for name, connector in self.connectors.items():
             io.submit(connector.start(self._inbound)).result(timeout=30)
             log.info("channel %s (%s) started", name, connector.kind)
+        for ref in self.actors.values():
+            ref.tell(Resume())
 
     def stop(self) -> None:
         """Stop the connectors (no more messages in), the followers, then the actors."""
@@ -314,14 +318,14 @@ class ChannelHub:
             text = "Pairing was not approved."
         self._spawn(self._send(connector, conversation, None, "", text, ""))
 
-    def follow(
-        self, channel: str, run_id: str, messages: list[InboundMessage], reply: bool
-    ) -> None:
-        """Follow an accepted run and answer in the conversation (when ``reply``)."""
-        connector = self.connectors[channel]
-        if not reply or not connector.can_reply:
-            return
-        self._spawn(self._follow(channel, connector, run_id, messages))
+    def can_reply(self, channel: str) -> bool:
+        """Whether ``channel``'s connector can send replies at all."""
+        return self.connectors[channel].can_reply
+
+    def follow(self, channel: str, started: ChannelRunStarted, ack: InboundMessage | None) -> None:
+        """Follow a run an accepted message started and answer in its conversation;
+        ``ack``: the message to acknowledge while it runs (None when resuming after a restart)."""
+        self._spawn(self._follow(channel, self.connectors[channel], started, ack))
 
     def run_command(
         self,
@@ -376,47 +380,49 @@ class ChannelHub:
         return row
 
     async def _follow(
-        self, channel: str, connector: Connector, run_id: str, messages: list[InboundMessage]
+        self,
+        channel: str,
+        connector: Connector,
+        started: ChannelRunStarted,
+        ack: InboundMessage | None,
     ) -> None:
         config = self.configs[channel]
-        first = messages[0]
-        if config.ack != "none":
+        run_id = started.run_id
+        in_reply_to = started.in_reply_to[0] if started.in_reply_to else ""
+
+        async def say(text: str) -> tuple[int, str]:
+            return await self._send(
+                connector, started.conversation, started.thread, in_reply_to, text, run_id
+            )
+
+        if ack is not None and config.ack != "none":
             text = config.ack_reaction if config.ack == "react" else config.ack_text
             try:
-                await connector.acknowledge(first, config.ack, text)
+                await connector.acknowledge(ack, config.ack, text)
             except (ConnectorError, OSError, TimeoutError) as exc:
                 log.warning("channel %s: acknowledgement failed: %s", channel, exc)
         assert self.signal is not None
         views = self.views
         async for entries in follow_tape(views, run_id, -1, self.signal, views.tape):
             for entry in entries:
-                if entry.kind == "tool.approval_requested" and config.approval_prompts:
-                    event: Any = entry.event
-                    text = (
-                        f"Waiting for approval {event.approval_id}: the agent wants to run "
-                        f"{event.tool} ({event.risk} risk). Reply `!reel approve "
-                        f"{event.approval_id}` or `!reel deny {event.approval_id}`."
-                    )
-                    await self._send(
-                        connector, first.conversation, first.thread, first.message_id, text, run_id
-                    )
+                if entry.kind != "tool.approval_requested" or not config.approval_prompts:
+                    continue
+                event: Any = entry.event
+                if ack is None:  # resumed: prompt again only for what still waits
+                    record = views.approval(event.approval_id)
+                    if record is None or record.state != "pending":
+                        continue
+                await say(
+                    f"Waiting for approval {event.approval_id}: the agent wants to run "
+                    f"{event.tool} ({event.risk} risk). Reply `!reel approve "
+                    f"{event.approval_id}` or `!reel deny {event.approval_id}`."
+                )
         run = await self._fresh(lambda: views.run(run_id))
-        answer = _answer_text(run.state if run else "", run)
-        parts, error = await self._send(
-            connector, first.conversation, first.thread, first.message_id, answer, run_id
+        parts, error = await say(_answer_text(run.state if run else "", run))
+        event_sent = record_reply(
+            channel, run_id, started.conversation, started.in_reply_to, parts, error
         )
-        self._record(
-            channel,
-            record_reply(
-                channel,
-                run_id,
-                first.conversation,
-                [m.message_id for m in messages],
-                parts,
-                error,
-            ),
-            "node",
-        )
+        self._record(channel, event_sent, "node")
 
     async def _command(
         self,

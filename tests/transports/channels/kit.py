@@ -12,10 +12,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
+from events.catalog import Event, kind_of
 from tests.transports.http.httpkit import Node, Reply, close_node, open_node
 from transports.config import ChannelConfig
 
@@ -173,8 +174,14 @@ def run_of(node: Node, run_id: str) -> dict[str, Any]:
     return record
 
 
-def journal_kinds(node: Node, stream: str) -> list[str]:
-    return [e.kind for e in node.runtime.journal.read_stream(stream)]
+E = TypeVar("E", bound=Event)
+
+
+def events_of(node: Node, cls: type[E], stream: str = "channel/hook") -> list[E]:
+    """The events of class ``cls`` on ``stream`` (default the test channel's), in order."""
+    kind = kind_of(cls)
+    decoded = [e.decode() for e in node.runtime.journal.read_stream(stream) if e.kind == kind]
+    return [e for e in decoded if isinstance(e, cls)]
 
 
 __all__ = [
@@ -186,6 +193,7 @@ __all__ = [
     "channel_node",
     "close_node",
     "decision",
+    "events_of",
     "message",
     "post_webhook",
     "route",

@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from events.catalog import ChannelReplySent
 from tests.transports.channels.kit import (
+    Node,
     Receiver,
     channel,
     channel_node,
     close_node,
+    events_of,
     message,
     post_webhook,
     run_of,
     signature,
 )
+from tests.transports.http.httpkit import eventually
 
 
 def test_a_signed_message_runs_and_the_signed_answer_comes_back(
@@ -43,10 +47,8 @@ def test_a_signed_message_runs_and_the_signed_answer_comes_back(
         close_node(node)
 
 
-def node_eventually_has(node: object, kind: str) -> None:
-    from tests.transports.http.httpkit import eventually
-
-    journal = node.runtime.journal  # type: ignore[attr-defined]
+def node_eventually_has(node: Node, kind: str) -> None:
+    journal = node.runtime.journal
     assert eventually(lambda: kind in [e.kind for e in journal.read_stream("channel/hook")])
 
 
@@ -132,11 +134,7 @@ def test_a_failing_platform_is_recorded_not_retried_forever(
         run_of(node, decision["run_id"])
         receiver.wait(1)
         node_eventually_has(node, "channel.reply_sent")
-        sent = [
-            e.decode()
-            for e in node.runtime.journal.read_stream("channel/hook")
-            if e.kind == "channel.reply_sent"
-        ]
-        assert sent[0].ok is False and "500" in sent[0].error  # type: ignore[attr-defined]
+        sent = events_of(node, ChannelReplySent)
+        assert sent[0].ok is False and "500" in sent[0].error
     finally:
         close_node(node)
