@@ -592,7 +592,9 @@ def test_1_a_queued_run_fails_interrupted(
     data = new_data_dir(tmp_path / "data")
     ids, at_crash = crash_child("queued", data)
     assert kinds(at_crash) == ["run.accepted"]
-    assert kinds(tape_of(data, ids["first"]))[-1] == "run.context_assembled"
+    # killed while busy in the provider, or a moment earlier (before its context was recorded)
+    before = kinds(tape_of(data, ids["first"]))
+    assert before[-1] in ("run.started", "run.context_assembled")
     node = daemons(data)
     assert_recovered_before_serving(node, ids["run"], ids["first"])
     status, started = node.http(
@@ -606,7 +608,7 @@ def test_1_a_queued_run_fails_interrupted(
     assert kinds(tape) == ["run.accepted", "run.failed"]
     assert_interrupted(tape)
     ahead = assert_audit_clean(data, ids["first"])
-    assert kinds(ahead) == ["run.accepted", "run.started", "run.context_assembled", "run.failed"]
+    assert kinds(ahead) == [*before, "run.failed"]
     assert_interrupted(ahead)
 
 
