@@ -169,6 +169,11 @@ class Drain(msgspec.Struct, frozen=True):
     """Queue -> dispatcher: start no more attempts (the node is stopping)."""
 
 
+class Ready(msgspec.Struct, frozen=True):
+    """Queue -> dispatcher (asked once, at start): answered after ``on_start`` has folded the
+    unfinished tasks and started every worker, so the node's start returns with the pool up."""
+
+
 # --- the dispatcher --------------------------------------------------------------------------
 
 
@@ -227,6 +232,8 @@ class TaskDispatcher(pykka.ThreadingActor):
             self._cancel(message)
         elif isinstance(message, Drain):
             self.draining = True
+        elif isinstance(message, Ready):
+            return True
         self._dispatch()
         return None
 

@@ -52,6 +52,7 @@ from actors.task_workers import (
     Heartbeats,
     Known,
     PoolSettings,
+    Ready,
     Shared,
     TaskDispatcher,
     Wake,
@@ -216,10 +217,12 @@ class TaskQueue:
     # --- life ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the dispatcher (it folds every unfinished task), its workers and heartbeats."""
+        """Start the dispatcher (it folds every unfinished task), its workers and heartbeats;
+        returns once they run. Blocks: call it from the composition, never from an actor."""
         if self._dispatcher is not None:
             return
         self._dispatcher = TaskDispatcher.start(self._shared, self.io)
+        self._dispatcher.ask(Ready(), timeout=60)
         self._heartbeats = Heartbeats(self._shared)
         self._heartbeats.start()
 
