@@ -26,6 +26,7 @@ import msgspec
 from aiohttp import web
 
 from events import new_id
+from events.catalog import MEMORY_TAGS_MAX, MEMORY_TEXT_MAX_CHARS
 from projections import MemoryHit, MemoryItem
 from transports.access import AccessError, Scope
 from transports.http.bodies import ULID_PATTERN
@@ -34,6 +35,7 @@ from transports.http.failures import ApiError
 from transports.http.inputs import LIST_CAP, after_id, is_ulid, page_limit, path_id, read_body
 from transports.http.replies import json_reply
 from transports.memory import (
+    TAG_MAX_CHARS,
     ItemState,
     MemoryInputError,
     MemoryItemAlreadyDeleted,
@@ -53,12 +55,22 @@ K_MAX = 50
 QUERY_MAX_CHARS = 2000
 
 
+_TAG = {"minLength": 1, "maxLength": TAG_MAX_CHARS}
+
+
 class MemoryWriteRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/memory``: a new memory item (the text at most ``MEMORY_TEXT_MAX_CHARS``,
     8,000 characters; at most ``MEMORY_TAGS_MAX``, 16, tags)."""
 
-    text: str
-    tags: list[str] = []
+    # The caps are checked by transports.memory (the one home of the rules, whose refusals name
+    # the cap); the schema only states them, so that /v1/openapi.json tells clients the truth.
+    text: Annotated[
+        str, msgspec.Meta(extra_json_schema={"minLength": 1, "maxLength": MEMORY_TEXT_MAX_CHARS})
+    ]
+    tags: Annotated[
+        list[Annotated[str, msgspec.Meta(extra_json_schema=_TAG)]],
+        msgspec.Meta(extra_json_schema={"maxItems": MEMORY_TAGS_MAX}),
+    ] = []
     scope: Literal["principal", "session", "global"] = "principal"
     """Who is shown it: runs for the writer (``principal``), runs of ``session_id``
     (``session``), or every run (``global``)."""
