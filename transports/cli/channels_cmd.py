@@ -96,9 +96,9 @@ def pair_code_cmd(
     json: JsonOption = False,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Mint a single-use pairing code. Give it to the person who will send ``pair CODE`` to
+    """Mint a single-use pairing code. Give it to the person who will send "pair CODE" to
     the agent in a direct message; the request then waits for an approval
-    (``reel approvals list``). The code is printed as the last word and never stored."""
+    (reel approvals list). The code is printed as the last word and never stored."""
     if ttl is not None:
         from transports.config import PAIRING_TTL_RANGE_MS, duration_ms
 
