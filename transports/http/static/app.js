@@ -1550,7 +1550,7 @@ function approvalItem(a) {
     h(
       "div",
       { class: "head" },
-      h("span", { class: "tool-name", text: a.tool }),
+      h("span", { class: "tool-name", text: a.subject === "pairing" ? "device pairing" : a.tool }),
       badge(a.risk ?? "unknown", "risk"),
       h("span", { class: "muted expiry", text: until(a.expires_at_ms) }),
     ),
@@ -1559,8 +1559,8 @@ function approvalItem(a) {
     h(
       "div",
       { class: "item-meta" },
-      runLink(a.run_id),
-      h("span", { text: `session ${shortId(a.session_id)}` }),
+      a.run_id ? runLink(a.run_id) : null, // a pairing request has no run or session
+      a.session_id ? h("span", { text: `session ${shortId(a.session_id)}` }) : null,
       h("span", { text: a.principal }),
       h("span", { text: clock(a.requested_at_ms) }),
     ),
