@@ -194,6 +194,17 @@ class ChannelConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     outbound_url: str = ""
     """webhook: where replies are POSTed (signed with the same secret)."""
     outbound_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 10.0
+    homeserver: str = ""
+    """matrix: the homeserver's base URL (``https://matrix.example.org``)."""
+    user_id: str = ""
+    """matrix: the bot's user id (``@reel:example.org``)."""
+    password_env: str = ""
+    """matrix: the environment variable holding the bot's password (never the password)."""
+    access_token_env: str = ""
+    """matrix: the environment variable holding an access token (instead of a password)."""
+    allow_rooms: tuple[str, ...] = ()
+    """matrix: the invites the bot accepts: room ids (``!id:server``), inviters' user ids
+    (``@user:server``) or ``*``; any other invite is rejected."""
 
     def __post_init__(self) -> None:
         for name in ("pairing_ttl", "pairing_pending", "pairing_grant"):

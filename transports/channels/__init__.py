@@ -20,6 +20,8 @@ Errors (each transport maps them in its one place)::
                                     or deliver (recorded on channel.reply_sent)
 """
 
+from collections.abc import Mapping
+
 from transports.channels.actor import MintedCode, RouteResult
 from transports.channels.connector import (
     CONNECTORS,
@@ -38,6 +40,24 @@ from transports.channels.message import (
     split_text,
 )
 from transports.channels.router import session_key
+from transports.config import ChannelConfig
+
+
+def _matrix(name: str, config: ChannelConfig, environ: Mapping[str, str] | None) -> Connector:
+    """The Matrix connector (:mod:`transports.channels.matrix`), imported only when a channel
+    uses it: matrix-nio is the optional ``matrix`` extra."""
+    try:
+        from transports.channels.matrix import MatrixConnector
+    except ImportError as exc:
+        if not (exc.name or "").startswith("nio"):
+            raise
+        raise ConnectorError(
+            "kind: the matrix connector needs matrix-nio (pip install 'reel[matrix]')"
+        ) from None
+    return MatrixConnector(name, config, environ)
+
+
+register("matrix", _matrix)
 
 __all__ = [
     "CONNECTORS",

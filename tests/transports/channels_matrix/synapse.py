@@ -21,6 +21,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,7 @@ class Homeserver:
     shared_secret: str
     process: subprocess.Popen[bytes]
     root: Path
+    _admin_token: str = ""
 
     def user_id(self, localpart: str) -> str:
         return f"@{localpart}:{SERVER_NAME}"
@@ -130,6 +132,37 @@ class Homeserver:
         path = self.root / "homeserver.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def restart(self) -> None:
+        """Stop and start again on the same port and database (a homeserver that went away
+        and came back)."""
+        self.stop()
+        self.process = _launch(self.root)
+        _wait_until_up(self)
+
+    def admin_token(self) -> str:
+        """An access token of a server admin (registered and logged in on first use)."""
+        if not self._admin_token:
+            password = secrets.token_hex(12)
+            user = self.register(f"admin_{secrets.token_hex(4)}", password, admin=True)
+            login = {
+                "type": "m.login.password",
+                "identifier": {"type": "m.id.user", "user": user},
+                "password": password,
+            }
+            reply = _request("POST", f"{self.base_url}/_matrix/client/v3/login", login)
+            self._admin_token = str(reply["access_token"])
+        return self._admin_token
+
+    def override_ratelimit(self, user_id: str, per_second: float, burst: int) -> None:
+        """Give ``user_id`` its own message rate limit (Synapse's admin API), so a test can
+        meet a real 429 while everyone else stays unlimited."""
+        url = (
+            f"{self.base_url}/_synapse/admin/v1/users/{urllib.parse.quote(user_id)}"
+            "/override_ratelimit"
+        )
+        body = {"messages_per_second": per_second, "burst_count": burst}
+        _request("POST", url, body, token=self.admin_token())
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -140,11 +173,12 @@ class Homeserver:
                 self.process.wait()
 
 
-def _request(method: str, url: str, body: Any = None) -> Any:
+def _request(method: str, url: str, body: Any = None, token: str = "") -> Any:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
@@ -171,13 +205,24 @@ def start_homeserver(root: Path) -> Homeserver:
         capture_output=True,
         timeout=120,
     )
-    process = subprocess.Popen(
-        [str(python), "-m", "synapse.app.homeserver", "-c", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=open(root / "stderr.log", "wb"),  # noqa: SIM115 - the child holds it
-        start_new_session=True,
-    )
-    server = Homeserver(f"http://127.0.0.1:{port}", shared_secret, process, root)
+    server = Homeserver(f"http://127.0.0.1:{port}", shared_secret, _launch(root), root)
+    _wait_until_up(server)
+    return server
+
+
+def _launch(root: Path) -> subprocess.Popen[bytes]:
+    config = root / "homeserver.yaml"
+    with open(root / "stderr.log", "ab") as stderr:  # the child keeps its own copy
+        return subprocess.Popen(
+            [str(synapse_python()), "-m", "synapse.app.homeserver", "-c", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+
+
+def _wait_until_up(server: Homeserver) -> None:
+    process, root = server.process, server.root
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -185,7 +230,7 @@ def start_homeserver(root: Path) -> Homeserver:
             raise RuntimeError(f"Synapse exited with {process.returncode}: {err}{server.log()}")
         try:
             _request("GET", f"{server.base_url}/_matrix/client/versions")
-            return server
+            return
         except (urllib.error.URLError, ConnectionError, OSError):
             time.sleep(0.2)
     server.stop()

@@ -1,0 +1,874 @@
+"""The Matrix connector (matrix-nio): a bot user that syncs with its homeserver.
+
+``[channels.<name>] kind = "matrix"`` with ``homeserver``, ``user_id``, ``password_env`` or
+``access_token_env`` (the names of environment variables: a secret is never in the config, the
+journal or a log line) and ``allow_rooms``, plus the router keys every channel has
+(docs/channels.md).
+
+Inbound. The connector logs in, syncs once with ``timeout=0`` (that sync's timelines are
+history and never handed in), then long-polls ``/sync`` from the token it got. Each
+``m.room.message`` of another user becomes one :class:`InboundMessage`: the event id is the
+message id (the hub's idempotency key), the room id the conversation, ``m.thread`` relations
+the thread. Matrix does not say which rooms are direct: the connector tracks them itself, from
+the ``is_direct`` flag of the invite it accepted and from its ``m.direct`` account data (which
+it also updates, so a restart still knows). A message mentions the bot when ``m.mentions``
+names it, or, in a message without ``m.mentions`` (older clients), when the body holds its
+user id or its display name as a word. Invites are joined when ``allow_rooms`` names the room,
+the inviter, or ``*``; any other invite is rejected. A room the bot has just joined is handed
+in from the bot's invite on (what was said before is history).
+
+Outbound. Replies are ``m.notice`` events (the spec's kind for automated messages, which no
+bot answers, so two bots never loop), the first part a rich reply to the message answered and
+every part in its thread when it came in one. A transaction id per part makes a retried send
+land once. The acknowledgement is a reaction (``ack = "react"``) or a short notice.
+
+Faults. nio is told never to sleep on a 429 or retry a lost connection by itself
+(``max_limit_exceeded=0``, ``max_timeouts=0``): the connector does it, visibly (a warning line
+and the counters in ``GET /v1/channels``). A rate-limited or failed send waits in its own task,
+in order per room, so other rooms and the sync loop go on; it gives up after
+:data:`GIVE_UP_S` (a failed delivery, recorded on ``channel.reply_sent``). A lost sync
+reconnects with exponential backoff and resumes from its last token, so nothing is missed; a
+timeline the homeserver cut short (``limited``) is backfilled up to that token; anything
+handed in twice is dropped by the hub (same message id). The connector logs out on stop when
+it logged in with a password (an access token from the environment is the operator's: it is
+left valid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import random
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type information
+    AsyncClient,
+    AsyncClientConfig,
+    ErrorResponse,
+    LoginResponse,
+    MessageDirection,
+    ProfileGetDisplayNameResponse,
+    RoomMessagesResponse,
+    SyncResponse,
+    WhoamiResponse,
+)
+
+from transports.channels.connector import Connector, ConnectorError, Inbound
+from transports.channels.message import (
+    ID_MAX_CHARS,
+    NAME_MAX_CHARS,
+    Attachment,
+    InboundMessage,
+    InvalidMessage,
+    OutboundMessage,
+)
+from transports.config import ChannelConfig, ConfigError
+from transports.logs import fields
+
+log = logging.getLogger("reel.channels.matrix")
+R = TypeVar("R")
+
+ANY_INVITER: Final = "*"
+"""In ``allow_rooms``: accept every invite."""
+USER_ID: Final = re.compile(r"@[^:\s]+:[^\s]+")
+ROOM_ID: Final = re.compile(r"![^:\s]+:[^\s]+")
+
+SYNC_TIMEOUT_MS: Final = 30_000
+"""How long one long-poll ``/sync`` waits for news."""
+SYNC_GRACE_S: Final = 15.0
+"""How much longer than that the connector waits for the answer before calling it lost."""
+START_TIMEOUT_S: Final = 10.0
+"""How long :meth:`MatrixConnector.start` tries to log in and sync before it lets the node
+start anyway (the sync loop goes on trying in the background)."""
+REQUEST_TIMEOUT_S: Final = 30.0
+TIMELINE_LIMIT: Final = 50
+"""Events per room one sync returns; more is a ``limited`` timeline, backfilled."""
+BACKFILL_MAX: Final = 1000
+"""The most events one backfill recovers (more is logged as a gap)."""
+BACKOFF_FIRST_S: Final = 0.5
+BACKOFF_MAX_S: Final = 30.0
+RETRY_AFTER_DEFAULT_MS: Final = 5000
+"""A 429 without ``retry_after_ms`` waits this long."""
+GIVE_UP_S: Final = 300.0
+"""A send, join or leave retries 429s and lost connections this long, then fails."""
+MAX_TEXT_CHARS: Final = 12_000
+"""Reply parts are cut to at most this many characters whatever ``reply_max_chars`` says: an
+event is at most 64 KiB, and 12,000 characters are at most 48 KB of UTF-8."""
+DEVICE_NAME: Final = "reel"
+
+_INITIAL_FILTER: Final = {"room": {"timeline": {"limit": 1}}, "presence": {"types": []}}
+_FILTER: Final = {"room": {"timeline": {"limit": TIMELINE_LIMIT}}, "presence": {"types": []}}
+_ATTACHMENT_TYPES: Final = frozenset({"m.image", "m.file", "m.audio", "m.video"})
+_TEXT_TYPES: Final = frozenset({"m.text", "m.emote"})
+_LOST: Final = (aiohttp.ClientError, OSError, TimeoutError)
+"""What a request raises when the homeserver cannot be reached (nio raises, never retries)."""
+
+
+class _Refused(Exception):
+    """The homeserver refused the credentials (a 4xx answer to a login or whoami)."""
+
+
+class _Unavailable(Exception):
+    """The homeserver answered with an error worth retrying (5xx, a malformed answer)."""
+
+
+# --- pure translation ----------------------------------------------------------------------------
+
+
+def retry_after_s(response: object) -> float | None:
+    """How long a rate-limited answer (HTTP 429 / ``M_LIMIT_EXCEEDED``) says to wait; None for
+    any other answer."""
+    if not isinstance(response, ErrorResponse):
+        return None
+    status = getattr(getattr(response, "transport_response", None), "status", None)
+    if status != 429 and response.status_code != "M_LIMIT_EXCEEDED":
+        return None
+    return (response.retry_after_ms or RETRY_AFTER_DEFAULT_MS) / 1000
+
+
+def _http_status(response: object) -> int | None:
+    status = getattr(getattr(response, "transport_response", None), "status", None)
+    return status if isinstance(status, int) else None
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after ``failures`` failures in a row: doubling from :data:`BACKOFF_FIRST_S` to
+    :data:`BACKOFF_MAX_S`, with 20% jitter so many clients do not reconnect in step."""
+    base: float = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(0, failures - 1))
+    return base * random.uniform(0.8, 1.0)
+
+
+def allowed_invite(allow_rooms: Sequence[str], room_id: str, inviter: str) -> bool:
+    """Whether ``allow_rooms`` lets the bot accept ``inviter``'s invite to ``room_id``."""
+    return ANY_INVITER in allow_rooms or room_id in allow_rooms or inviter in allow_rooms
+
+
+def mentions(content: Mapping[str, Any], user_id: str, names: Iterable[str]) -> bool:
+    """Whether a message's content mentions ``user_id``.
+
+    With ``m.mentions`` (Matrix 1.7 intentional mentions) only its ``user_ids`` count: the spec
+    turns the keyword rules off for such messages, and so does this. Without it (older clients)
+    the legacy rules apply: the user id in the body or in a link of the formatted body, or one
+    of the display ``names`` as a whole word, ignoring case."""
+    declared = content.get("m.mentions")
+    if isinstance(declared, dict):
+        ids = declared.get("user_ids")
+        return isinstance(ids, list) and user_id in ids
+    body = content.get("body")
+    body = body if isinstance(body, str) else ""
+    formatted = content.get("formatted_body")
+    formatted = formatted if isinstance(formatted, str) else ""
+    if user_id in body or user_id in formatted or quote(user_id, safe="") in formatted:
+        return True
+    for name in names:
+        name = name.strip()
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", body, re.IGNORECASE):
+            return True
+    return False
+
+
+def _strip_reply_fallback(body: str) -> str:
+    """A reply's body without the quoted original older clients prepend (``> <@a:b> ...``)."""
+    lines = body.split("\n")
+    if not lines or not lines[0].startswith("> "):
+        return body
+    index = 0
+    while index < len(lines) and lines[index].startswith(">"):
+        index += 1
+    if index < len(lines) and not lines[index].strip():
+        index += 1
+    return "\n".join(lines[index:])
+
+
+def inbound_of(
+    channel: str,
+    room_id: str,
+    event: Mapping[str, Any],
+    *,
+    user_id: str,
+    names: Iterable[str],
+    is_direct: bool,
+    sender_name: str = "",
+) -> InboundMessage | None:
+    """The message a room event is for reel, or None when it is none: not an
+    ``m.room.message``, the bot's own, an ``m.notice`` (automated: never answered), an edit
+    (the original was handed in), or a kind of message reel does not read."""
+    if event.get("type") != "m.room.message":
+        return None
+    sender, event_id = event.get("sender"), event.get("event_id")
+    content = event.get("content")
+    if not isinstance(sender, str) or not isinstance(event_id, str) or sender == user_id:
+        return None
+    if not isinstance(content, dict):
+        return None
+    relates = content.get("m.relates_to")
+    relates = relates if isinstance(relates, dict) else {}
+    if relates.get("rel_type") == "m.replace" or "m.new_content" in content:
+        return None
+    thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
+    msgtype, body = content.get("msgtype"), content.get("body")
+    body = body if isinstance(body, str) else ""
+    attachments: tuple[Attachment, ...] = ()
+    if msgtype in _TEXT_TYPES:
+        text = _strip_reply_fallback(body) if "m.in_reply_to" in relates else body
+    elif msgtype in _ATTACHMENT_TYPES:
+        info = content.get("info")
+        info = info if isinstance(info, dict) else {}
+        filename = content.get("filename")
+        name = filename if isinstance(filename, str) and filename else body
+        url, mime, size = content.get("url"), info.get("mimetype"), info.get("size")
+        attachments = (
+            Attachment(
+                name=name[:NAME_MAX_CHARS],
+                content_type=mime[:NAME_MAX_CHARS] if isinstance(mime, str) else "",
+                url=url[:ID_MAX_CHARS] if isinstance(url, str) else "",
+                size=size if isinstance(size, int) and size >= 0 else 0,
+            ),
+        )
+        text = body if name != body else ""  # a body beside a filename is a caption
+    else:
+        return None
+    return InboundMessage(
+        channel=channel,
+        conversation=room_id,
+        sender=sender,
+        text=text,
+        message_id=event_id,
+        thread=thread if isinstance(thread, str) else None,
+        sender_name=sender_name[:NAME_MAX_CHARS],
+        is_direct=is_direct,
+        mentions_agent=mentions(content, user_id, names),
+        attachments=attachments,
+    )
+
+
+def new_since(events: Sequence[Mapping[str, Any]], user_id: str) -> int:
+    """In the first timeline of a room the bot just joined: the index of the first event that
+    is new to it (after its invite when the timeline shows it, else after its join; 0 when
+    neither is there, since the timeline then began after the join)."""
+    for membership in ("invite", "join"):
+        for index in range(len(events) - 1, -1, -1):
+            event = events[index]
+            content = event.get("content")
+            if (
+                event.get("type") == "m.room.member"
+                and event.get("state_key") == user_id
+                and isinstance(content, dict)
+                and content.get("membership") == membership
+            ):
+                return index + 1
+    return 0
+
+
+def outbound_content(message: OutboundMessage) -> dict[str, Any]:
+    """An ``m.notice`` for one reply part: a rich reply to the message answered (first part),
+    in its thread when it came in one, mentioning nobody (``m.mentions`` empty: an answer that
+    quotes a name must not ping that person)."""
+    content: dict[str, Any] = {"msgtype": "m.notice", "body": message.text, "m.mentions": {}}
+    reply_to = message.in_reply_to if message.part == 1 else ""
+    if message.thread:
+        content["m.relates_to"] = {
+            "rel_type": "m.thread",
+            "event_id": message.thread,
+            "is_falling_back": not reply_to,
+            "m.in_reply_to": {"event_id": reply_to or message.thread},
+        }
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content
+
+
+def _source(event: object) -> dict[str, Any]:
+    """The raw event nio parsed (its ``source``), whatever class nio chose for it. Some of
+    nio's classes pop ``content`` out of the source (invite events): it is put back from the
+    parsed event."""
+    source = getattr(event, "source", None)
+    if not isinstance(source, dict):
+        return {}
+    content = getattr(event, "content", None)
+    if "content" not in source and isinstance(content, dict):
+        return {**source, "content": content}
+    return source
+
+
+# --- the connector -------------------------------------------------------------------------------
+
+
+class MatrixConnector(Connector):
+    kind = "matrix"
+
+    def __init__(
+        self, name: str, config: ChannelConfig, environ: Mapping[str, str] | None = None
+    ) -> None:
+        super().__init__(name, config, environ)
+        env = os.environ if environ is None else environ
+        if not config.homeserver.startswith(("http://", "https://")):
+            raise ConnectorError(
+                "homeserver: a matrix channel needs the homeserver's http:// or https:// URL"
+            )
+        if not USER_ID.fullmatch(config.user_id):
+            raise ConnectorError("user_id: a matrix channel needs the bot's user id (@name:server)")
+        if bool(config.password_env) == bool(config.access_token_env):
+            raise ConnectorError(
+                "password_env: a matrix channel needs exactly one of password_env and "
+                "access_token_env (the name of an environment variable, never the secret)"
+            )
+        key = "password_env" if config.password_env else "access_token_env"
+        variable = config.password_env or config.access_token_env
+        secret = env.get(variable, "")
+        if not secret:
+            raise ConnectorError(f"{key}: the environment variable {variable} is not set")
+        for entry in config.allow_rooms:
+            if entry != ANY_INVITER and not (ROOM_ID.fullmatch(entry) or USER_ID.fullmatch(entry)):
+                raise ConnectorError(
+                    f"allow_rooms: {entry[:64]!r} is neither a room id (!id:server), a user id "
+                    "(@name:server) nor *"
+                )
+        for webhook_key in ("secret_env", "outbound_url"):
+            if getattr(config, webhook_key):
+                raise ConnectorError(f"{webhook_key}: only webhook channels take it")
+        self._mode: Literal["password", "token"] = "password" if config.password_env else "token"
+        self._secret_key = key
+        self._secret = secret
+        self.user_id = config.user_id
+        self.since: str | None = None
+        """The sync token the next ``/sync`` continues from (None: not synced yet)."""
+        self.joined: set[str] = set()
+        """Rooms the bot is in, as its syncs have shown them."""
+        self.direct: set[str] = set()
+        """Direct rooms: from accepted ``is_direct`` invites and ``m.direct``."""
+        self.connected = False
+        self.rate_limited = 0
+        """429 answers met since the node started (each waited out, then retried)."""
+        self.reconnects = 0
+        """Syncs that failed and were retried since the node started."""
+        self.refused_invites = 0
+        self._client: AsyncClient | None = None
+        self._inbound: Inbound | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._logged_in = False
+        self._profile_name = ""
+        self._direct_content: dict[str, list[str]] = {}
+        """``m.direct`` as the bot last read or wrote it (user id -> room ids)."""
+        self._invites: set[str] = set()
+        """Invites being handled (a sync may show one again before the join lands)."""
+        self._encrypted_warned: set[str] = set()
+
+    @property
+    def max_text_chars(self) -> int:
+        return min(self.config.reply_max_chars, MAX_TEXT_CHARS)
+
+    # --- life ------------------------------------------------------------------------------------
+
+    async def start(self, inbound: Inbound) -> None:
+        """Log in and sync once (both bounded by :data:`START_TIMEOUT_S`), then long-poll in
+        the background. Credentials the homeserver refuses stop the node (a
+        :class:`ConfigError` naming the key); an unreachable homeserver does not: the loop
+        keeps trying, with backoff, and says so."""
+        self._inbound = inbound
+        self._client = AsyncClient(
+            self.config.homeserver,
+            self.user_id,
+            config=AsyncClientConfig(
+                max_limit_exceeded=0, max_timeouts=0, request_timeout=REQUEST_TIMEOUT_S
+            ),
+        )
+        try:
+            await asyncio.wait_for(self._connect(), START_TIMEOUT_S)
+        except _Refused as exc:
+            await self._close()
+            raise ConfigError(
+                f"config key channels.{self.name}.{self._secret_key}: the homeserver refused "
+                f"the bot's credentials ({exc})"
+            ) from None
+        except (*_LOST, _Unavailable, _RateLimited) as exc:
+            log.warning(
+                "matrix homeserver not reachable at start; retrying in the background",
+                extra=fields(channel=self.name, error=_describe(exc)),
+            )
+        self._loop_task = asyncio.create_task(self._sync_loop(), name=f"matrix:{self.name}")
+
+    async def stop(self) -> None:
+        """End the sync loop and pending work, log out (password logins only), close."""
+        tasks = [t for t in (self._loop_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop_task = None
+        client = self._client
+        if client is not None and self._logged_in and self._mode == "password":
+            with contextlib.suppress(*_LOST, asyncio.TimeoutError):
+                await asyncio.wait_for(client.logout(), 5)
+        await self._close()
+
+    async def _close(self) -> None:
+        self.connected = False
+        self._logged_in = False
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    @property
+    def client(self) -> AsyncClient:
+        if self._client is None:
+            raise ConnectorError("the matrix connector is not started")
+        return self._client
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "homeserver": self.config.homeserver,
+            "user_id": self.user_id,
+            self._secret_key: self.config.password_env or self.config.access_token_env,
+            "connected": self.connected,
+            "rooms": len(self.joined),
+            "direct_rooms": len(self.direct & self.joined),
+            "allow_rooms": len(self.config.allow_rooms),
+            "rate_limited": self.rate_limited,
+            "reconnects": self.reconnects,
+            "refused_invites": self.refused_invites,
+        }
+
+    # --- logging in and syncing ------------------------------------------------------------------
+
+    async def _connect(self) -> None:
+        """Log in if not logged in, and do the first sync if not done (its timelines are
+        history: only its account data, rooms and pending invites are read)."""
+        client = self.client
+        if not self._logged_in:
+            await self._login(client)
+        if self.since is None:
+            response = await self._sync(client, 0, _INITIAL_FILTER)
+            self._account_data(response)
+            self.joined = set(response.rooms.join)
+            for left in response.rooms.leave:
+                self.joined.discard(left)
+            self._invited(response)
+            self.since = response.next_batch
+            self.connected = True
+            log.info(
+                "matrix connected",
+                extra=fields(channel=self.name, user_id=self.user_id, rooms=len(self.joined)),
+            )
+
+    async def _login(self, client: AsyncClient) -> None:
+        if self._mode == "password":
+            response: Any = await client.login(self._secret, device_name=DEVICE_NAME)
+            if not isinstance(response, LoginResponse):
+                self._raise(response)
+        else:
+            client.access_token = self._secret
+            response = await client.whoami()
+            if not isinstance(response, WhoamiResponse):
+                client.access_token = ""
+                self._raise(response)
+            if response.user_id != self.user_id:
+                raise _Refused(f"the access token belongs to {response.user_id}, not user_id")
+            client.restore_login(self.user_id, response.device_id or "", self._secret)
+        self._logged_in = True
+        profile = await client.get_displayname(self.user_id)
+        if isinstance(profile, ProfileGetDisplayNameResponse) and profile.displayname:
+            self._profile_name = profile.displayname
+
+    def _raise(self, response: object) -> None:
+        """Turn a failed login or whoami into :class:`_Refused` (a 4xx but 429: retrying the
+        same credentials cannot help) or :class:`_Unavailable`. Never quotes a secret: the
+        homeserver's error code and message only."""
+        status = _http_status(response)
+        wait = retry_after_s(response)
+        if wait is not None:
+            raise _RateLimited(wait)
+        if status is not None and 400 <= status < 500:
+            raise _Refused(_describe(response))
+        raise _Unavailable(_describe(response))
+
+    async def _sync(
+        self, client: AsyncClient, timeout_ms: int, sync_filter: Mapping[str, Any]
+    ) -> SyncResponse:
+        response = await asyncio.wait_for(
+            client.sync(timeout=timeout_ms, sync_filter=dict(sync_filter), since=self.since),
+            timeout_ms / 1000 + SYNC_GRACE_S,
+        )
+        if isinstance(response, SyncResponse):
+            return response
+        wait = retry_after_s(response)
+        if wait is not None:
+            raise _RateLimited(wait)
+        if isinstance(response, ErrorResponse) and response.status_code in (
+            "M_UNKNOWN_TOKEN",
+            "M_MISSING_TOKEN",
+        ):
+            self._logged_in = False
+        raise _Unavailable(_describe(response))
+
+    async def _sync_loop(self) -> None:
+        """Long-poll ``/sync`` until cancelled: each answer is handed in, then its token kept.
+        Failures back off (doubling, capped) and say so; 429s wait what the homeserver asks."""
+        failures = 0
+        while True:
+            try:
+                await self._connect()
+                response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER)
+            except asyncio.CancelledError:
+                raise
+            except _RateLimited as limited:
+                self.rate_limited += 1
+                log.warning(
+                    "matrix rate limited",
+                    extra=fields(channel=self.name, request="sync", retry_after_s=limited.after_s),
+                )
+                await asyncio.sleep(limited.after_s)
+                continue
+            except (_Refused, _Unavailable, *_LOST) as exc:
+                failures += 1
+                self.reconnects += 1
+                self.connected = False
+                delay = BACKOFF_MAX_S if isinstance(exc, _Refused) else backoff_s(failures)
+                log.warning(
+                    "matrix sync failed; reconnecting",
+                    extra=fields(
+                        channel=self.name,
+                        error=_describe(exc),
+                        attempt=failures,
+                        retry_in_s=round(delay, 2),
+                    ),
+                )
+                await asyncio.sleep(delay)
+                continue
+            if failures:
+                log.info("matrix reconnected", extra=fields(channel=self.name, after=failures))
+                failures = 0
+            self.connected = True
+            try:
+                await self._handle(response)
+            except Exception:  # a bug here must not stop the channel: say so, go on
+                log.exception("matrix sync answer not handled", extra=fields(channel=self.name))
+            self.since = response.next_batch
+
+    # --- what a sync brings ----------------------------------------------------------------------
+
+    def _account_data(self, response: SyncResponse) -> None:
+        for event in response.account_data_events:
+            if getattr(event, "type", None) == "m.direct":
+                content = getattr(event, "content", None)
+                if isinstance(content, dict):
+                    self._direct_content = {
+                        user: [r for r in rooms if isinstance(r, str)]
+                        for user, rooms in content.items()
+                        if isinstance(user, str) and isinstance(rooms, list)
+                    }
+                    for rooms in self._direct_content.values():
+                        self.direct.update(rooms)
+
+    def _invited(self, response: SyncResponse) -> None:
+        """Answer each new invite in a task of its own (a rate-limited join must not hold up
+        the sync loop)."""
+        for room_id, info in response.rooms.invite.items():
+            if room_id in self._invites:
+                continue
+            mine = [
+                source
+                for source in map(_source, info.invite_state)
+                if source.get("type") == "m.room.member" and source.get("state_key") == self.user_id
+            ]
+            if not mine:
+                continue
+            self._invites.add(room_id)
+            invite = mine[-1]
+            content = invite.get("content")
+            is_direct = isinstance(content, dict) and content.get("is_direct") is True
+            inviter = invite.get("sender")
+            self._spawn(self._answer_invite(room_id, str(inviter or ""), is_direct))
+
+    async def _answer_invite(self, room_id: str, inviter: str, is_direct: bool) -> None:
+        client = self.client
+        try:
+            if not allowed_invite(self.config.allow_rooms, room_id, inviter):
+                self.refused_invites += 1
+                log.info(
+                    "matrix invite rejected: not on allow_rooms",
+                    extra=fields(channel=self.name, room=room_id, inviter=inviter),
+                )
+                await self._retrying("leave", room_id, lambda: client.room_leave(room_id))
+                return
+            if is_direct:
+                self.direct.add(room_id)  # before the join: its first messages are direct
+            response = await self._retrying("join", room_id, lambda: client.join(room_id))
+            if isinstance(response, ErrorResponse):
+                self.direct.discard(room_id)
+                log.warning(
+                    "matrix join failed",
+                    extra=fields(channel=self.name, room=room_id, error=_describe(response)),
+                )
+                return
+            log.info(
+                "matrix invite accepted",
+                extra=fields(channel=self.name, room=room_id, inviter=inviter, is_direct=is_direct),
+            )
+            if is_direct and inviter:
+                await self._remember_direct(room_id, inviter)
+        except ConnectorError as exc:
+            log.warning(
+                "matrix invite not answered",
+                extra=fields(channel=self.name, room=room_id, error=str(exc)),
+            )
+        finally:
+            self._invites.discard(room_id)
+
+    async def _remember_direct(self, room_id: str, inviter: str) -> None:
+        """Add the room to the bot's ``m.direct`` account data, as Matrix clients do, so the
+        next start (whose first sync reads it) still knows the room is direct."""
+        rooms = self._direct_content.setdefault(inviter, [])
+        if room_id in rooms:
+            return
+        rooms.append(room_id)
+        client = self.client
+        path = f"/_matrix/client/v3/user/{quote(self.user_id, safe='')}/account_data/m.direct"
+        body = json.dumps(self._direct_content)
+        headers = {
+            "Authorization": f"Bearer {client.access_token}",
+            "Content-Type": "application/json",
+        }
+        try:
+            response = await client.send("PUT", path, body, headers)
+            await response.read()
+            if response.status != 200:
+                raise _Unavailable(f"HTTP {response.status}")
+        except (*_LOST, _Unavailable) as exc:
+            log.warning(
+                "matrix m.direct not saved; the room is direct until the node restarts",
+                extra=fields(channel=self.name, room=room_id, error=_describe(exc)),
+            )
+
+    async def _handle(self, response: SyncResponse) -> None:
+        self._account_data(response)
+        self._invited(response)
+        for room_id, info in response.rooms.join.items():
+            events = [_source(event) for event in info.timeline.events]
+            if room_id not in self.joined:
+                events = events[new_since(events, self.user_id) :]
+            elif info.timeline.limited and info.timeline.prev_batch and self.since:
+                events = await self._backfill(room_id, info.timeline.prev_batch) + events
+            self.joined.add(room_id)
+            for event in events:
+                await self._room_event(room_id, event)
+        for room_id in response.rooms.leave:
+            self.joined.discard(room_id)
+
+    async def _backfill(self, room_id: str, prev_batch: str) -> list[dict[str, Any]]:
+        """The events the homeserver left out of a ``limited`` timeline: from ``prev_batch``
+        back to the last sync token, oldest first."""
+        client, since, start = self.client, self.since, prev_batch
+        found: list[dict[str, Any]] = []
+
+        async def page() -> Any:
+            return await client.room_messages(
+                room_id, start=start, end=since, direction=MessageDirection.back, limit=100
+            )
+
+        while len(found) < BACKFILL_MAX:
+            response: Any
+            try:
+                response = await self._retrying("backfill", room_id, page)
+            except ConnectorError as exc:
+                response = exc
+            if not isinstance(response, RoomMessagesResponse):
+                log.warning(
+                    "matrix backfill failed: messages may be missing",
+                    extra=fields(channel=self.name, room=room_id, error=_describe(response)),
+                )
+                break
+            found.extend(_source(event) for event in response.chunk)
+            if not response.chunk or not response.end or response.end == start:
+                break
+            start = response.end
+        else:
+            log.warning(
+                "matrix backfill stopped at its limit: older messages are skipped",
+                extra=fields(channel=self.name, room=room_id, limit=BACKFILL_MAX),
+            )
+        log.info(
+            "matrix timeline backfilled",
+            extra=fields(channel=self.name, room=room_id, events=len(found)),
+        )
+        return list(reversed(found))
+
+    async def _room_event(self, room_id: str, event: Mapping[str, Any]) -> None:
+        if event.get("type") == "m.room.encrypted":
+            if room_id not in self._encrypted_warned:
+                self._encrypted_warned.add(room_id)
+                log.warning(
+                    "matrix room is encrypted: reel cannot read it",
+                    extra=fields(channel=self.name, room=room_id),
+                )
+            return
+        room = self.client.rooms.get(room_id)
+        names = [self._profile_name]
+        sender_name = ""
+        if room is not None:
+            me = room.users.get(self.user_id)
+            if me is not None and me.display_name:
+                names.append(me.display_name)
+            them = room.users.get(str(event.get("sender")))
+            if them is not None and them.display_name:
+                sender_name = them.display_name
+        message = inbound_of(
+            self.name,
+            room_id,
+            event,
+            user_id=self.user_id,
+            names=names,
+            is_direct=room_id in self.direct,
+            sender_name=sender_name,
+        )
+        if message is not None:
+            await self._hand_in(message)
+
+    async def _hand_in(self, message: InboundMessage) -> None:
+        """Give the hub one message. Bad input (too long, say) is answered in the room when
+        the message was meant for the bot; it is never retried, nor is anything the hub
+        refuses (the hub records its own decisions)."""
+        assert self._inbound is not None
+        try:
+            await self._inbound(message)
+        except InvalidMessage as exc:
+            log.warning(
+                "matrix message not accepted",
+                extra=fields(
+                    channel=self.name,
+                    room=message.conversation,
+                    event_id=message.message_id,
+                    field=exc.field,
+                    problem=exc.problem,
+                ),
+            )
+            if message.is_direct or message.mentions_agent:
+                notice = OutboundMessage(
+                    channel=self.name,
+                    conversation=message.conversation,
+                    thread=message.thread,
+                    text=f"Your message was not accepted: {exc}.",
+                    in_reply_to=message.message_id,
+                )
+                self._spawn(self._send_quietly(notice))
+        except Exception:
+            log.exception(
+                "matrix message not routed",
+                extra=fields(
+                    channel=self.name, room=message.conversation, event_id=message.message_id
+                ),
+            )
+
+    # --- outbound --------------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> None:
+        await self._event(message.conversation, "m.room.message", outbound_content(message))
+
+    async def acknowledge(self, message: InboundMessage, mode: str, text: str) -> None:
+        if mode != "react":
+            await super().acknowledge(message, mode, text)
+            return
+        reaction = {
+            "m.relates_to": {
+                "rel_type": "m.annotation",
+                "event_id": message.message_id,
+                "key": text,
+            }
+        }
+        await self._event(message.conversation, "m.reaction", reaction)
+
+    async def _event(self, room_id: str, event_type: str, content: dict[str, Any]) -> None:
+        """Send one event, in order within its room; 429s and lost connections are waited out
+        in this task only. The transaction id stays the same across retries, so the
+        homeserver stores the event once however many times it was sent."""
+        client = self.client
+        tx_id = str(uuid.uuid4())
+        lock = self._locks.setdefault(room_id, asyncio.Lock())
+        async with lock:
+            response = await self._retrying(
+                "send",
+                room_id,
+                lambda: client.room_send(room_id, event_type, content, tx_id=tx_id),
+            )
+        if isinstance(response, ErrorResponse):
+            raise ConnectorError(f"the homeserver refused the event: {_describe(response)}")
+
+    async def _send_quietly(self, message: OutboundMessage) -> None:
+        try:
+            await self.send(message)
+        except ConnectorError as exc:
+            log.warning("matrix notice not sent", extra=fields(channel=self.name, error=str(exc)))
+
+    async def _retrying(self, request: str, room_id: str, call: Callable[[], Awaitable[R]]) -> R:
+        """``call()`` until it is neither rate-limited nor lost, for up to :data:`GIVE_UP_S`;
+        then :class:`ConnectorError`. Each wait is a warning line (and a counter)."""
+        started = time.monotonic()
+        failures = 0
+        while True:
+            try:
+                response = await call()
+            except _LOST as exc:
+                failures += 1
+                wait = backoff_s(failures)
+                problem = f"the homeserver is unreachable ({_describe(exc)})"
+            else:
+                after = retry_after_s(response)
+                if after is None:
+                    return response
+                self.rate_limited += 1
+                wait = after
+                problem = f"rate-limited by the homeserver (429, retry after {after:.1f}s)"
+            if time.monotonic() - started + wait > GIVE_UP_S:
+                raise ConnectorError(f"{request}: {problem}; gave up after {GIVE_UP_S:.0f}s")
+            log.warning(
+                "matrix request delayed",
+                extra=fields(
+                    channel=self.name,
+                    request=request,
+                    room=room_id,
+                    problem=problem,
+                    retry_in_s=round(wait, 2),
+                ),
+            )
+            await asyncio.sleep(wait)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        async def logged() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("matrix work failed", extra=fields(channel=self.name))
+
+        task = asyncio.get_running_loop().create_task(logged())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+class _RateLimited(Exception):
+    def __init__(self, after_s: float) -> None:
+        super().__init__(f"rate limited for {after_s:.1f}s")
+        self.after_s = after_s
+
+
+def _describe(thing: object) -> str:
+    """A short, secret-free description of a failed answer or exception: the homeserver's
+    error code and message, or the exception's class (an exception's text may hold a URL)."""
+    if isinstance(thing, ErrorResponse):
+        code = thing.status_code or f"HTTP {_http_status(thing) or '?'}"
+        return f"{code}: {thing.message}"[:200] if thing.message else code
+    if isinstance(thing, _Refused | _Unavailable | _RateLimited | ConnectorError):
+        return str(thing)[:200]
+    return type(thing).__name__
