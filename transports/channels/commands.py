@@ -15,9 +15,23 @@ policy names the sender (or a role a token gives that principal); ``decided_by``
 
 from __future__ import annotations
 
-from typing import Final, Literal
+import asyncio
+import time
+from typing import TYPE_CHECKING, Final, Literal
 
 import msgspec
+
+from actors.errors import ActorsError, UnknownSession
+from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
+from events import is_ulid
+from events.lifecycle import TERMINAL_STATUSES
+from transports.access import AccessError, PermissionDenied
+from transports.channels.message import InboundMessage
+from transports.channels.router import Command
+from transports.tokens import Credentials
+
+if TYPE_CHECKING:
+    from transports.channels.hub import ChannelHub
 
 CommandName = Literal["status", "stop", "reset", "approve", "deny", "help"]
 
@@ -64,3 +78,128 @@ def parse(text: str) -> ParsedCommand:
             raise CommandSyntaxError("usage: `!reel deny ID [reason]`")
         return ParsedCommand(name="deny", target=rest[0], reason=" ".join(rest[1:]))
     raise CommandSyntaxError(f"unknown command {name[:32]!r}. {HELP}")
+
+
+# --- carrying them out (on the node's loop) -------------------------------------------------
+
+
+async def execute(
+    hub: ChannelHub, channel: str, message: InboundMessage, principal: str, decision: Command
+) -> tuple[str, str, str, str]:
+    """``(command, target, outcome, answer)`` for one command: parsed, decided by Cedar for
+    the sender (``channel.command``, or ``approval.resolve``), then done through the node."""
+    try:
+        parsed = parse(decision.text)
+    except CommandSyntaxError as exc:
+        return "help", "", "failed", str(exc)
+    if parsed.name == "help":
+        return "help", "", "done", HELP
+    now = int(time.time() * 1000)
+    who = Credentials(
+        principal, hub.authority.tokens.roles_of(principal, now), f"channel:{channel}"
+    )
+    if parsed.name in ("approve", "deny"):
+        return await _decide(hub, who, parsed)
+    session_id = await _session_of(hub, decision.session_key)
+    if session_id is None:
+        return parsed.name, "", "failed", "This conversation has no session yet."
+    session = await hub.fresh(lambda: hub.views.session(session_id))
+    last_id = session.last_run_id if session is not None else None
+    last = await hub.fresh(lambda: hub.views.run(last_id)) if last_id else None
+    scope = (
+        channel,
+        {
+            "command": parsed.name,
+            "conversation": message.conversation,
+            "session_id": session_id,
+            "owner": session.principal if session else "",
+            "run_id": last.run_id if last else "",
+            "run_principal": last.principal if last else "",
+        },
+    )
+    try:
+        await hub.authority.permit(who, "channel.command", scope)
+    except PermissionDenied as exc:
+        return parsed.name, session_id, "denied", str(exc)
+    node = hub.node
+    if parsed.name == "status":
+        if last is None:
+            return "status", session_id, "done", f"Session {session_id}: no runs yet."
+        return (
+            "status",
+            session_id,
+            "done",
+            (
+                f"Session {session_id}: {session.runs if session else 0} run(s); the last, "
+                f"{last.run_id}, is {last.state}"
+                + (f" ({last.termination_reason})" if last.termination_reason else "")
+                + "."
+            ),
+        )
+    if parsed.name == "stop":
+        if last is None or last.state in TERMINAL_STATUSES:
+            return "stop", session_id, "done", "No run is in progress."
+        try:
+            await asyncio.wrap_future(node.send(CancelRun(run_id=last.run_id, principal=principal)))
+        except ActorsError as exc:
+            return "stop", last.run_id, "failed", str(exc)
+        return "stop", last.run_id, "done", f"Run {last.run_id} is being cancelled."
+    try:
+        await asyncio.wrap_future(
+            node.send(ResetSession(session_id=session_id, principal=principal))
+        )
+    except ActorsError as exc:
+        return "reset", session_id, "failed", str(exc)
+    return "reset", session_id, "done", "Session reset: later messages start fresh."
+
+
+async def _decide(
+    hub: ChannelHub, who: Credentials, parsed: ParsedCommand
+) -> tuple[str, str, str, str]:
+    """``!reel approve|deny``: ``approval.resolve`` for the sender, then the decision."""
+    approval_id = parsed.target
+    if not is_ulid(approval_id):
+        return parsed.name, "", "failed", "That is not an approval id."
+    record = await hub.fresh(lambda: hub.views.approval(approval_id))
+    if record is None:
+        return parsed.name, approval_id, "failed", f"No approval with id {approval_id}."
+    decision: Literal["allow", "deny"] = "allow" if parsed.name == "approve" else "deny"
+    scope = "once" if record.subject == "pairing" or decision == "deny" else parsed.scope
+    try:
+        await hub.authority.permit(
+            who,
+            "approval.resolve",
+            hub.authority.approval_scope(record, decision, scope, "any"),
+        )
+    except PermissionDenied as exc:
+        return parsed.name, approval_id, "denied", str(exc)
+    except AccessError as exc:
+        return parsed.name, approval_id, "failed", str(exc)
+    command = ResolveApproval(
+        approval_id=approval_id,
+        decision=decision,
+        scope=scope,
+        principal=who.principal,
+        reason=parsed.reason,
+    )
+    try:
+        await asyncio.wrap_future(hub.node.send(command))
+    except ActorsError as exc:
+        return parsed.name, approval_id, "failed", str(exc)
+    verb = "approved" if decision == "allow" else "denied"
+    return (
+        parsed.name,
+        approval_id,
+        "done",
+        f"Approval {approval_id} {verb} by {who.principal}.",
+    )
+
+
+async def _session_of(hub: ChannelHub, session_key: str) -> str | None:
+    try:
+        info: SessionInfo = await asyncio.wrap_future(
+            hub.node.send(ResolveSession(session_key=session_key))
+        )
+    except UnknownSession:
+        return None
+    return info.session_id

@@ -21,20 +21,17 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import pykka
 
 from actors import Node
-from actors.errors import ActorsError, UnknownSession
-from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
-from events import JournalPort, is_ulid
+from events import JournalPort
 from events.catalog import ChannelRunStarted
-from events.lifecycle import TERMINAL_STATUSES
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
-from transports.access import AccessError, Authority, PermissionDenied
+from transports.access import Authority
 from transports.channels import commands
 from transports.channels.actor import (
     ChannelActor,
@@ -51,7 +48,6 @@ from transports.channels.connector import CONNECTORS, Connector, ConnectorError
 from transports.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
 from transports.channels.router import Command
 from transports.config import ChannelConfig, ConfigError
-from transports.tokens import Credentials
 
 log = logging.getLogger("reel.channels")
 R = TypeVar("R")
@@ -371,7 +367,9 @@ class ChannelHub:
                 return index - 1, str(exc) or type(exc).__name__
         return len(parts), ""
 
-    async def _fresh(self, read: Callable[[], R | None]) -> R | None:
+    async def fresh(self, read: Callable[[], R | None]) -> R | None:
+        """``read()``; on a miss while the views lag the journal, wait for them (at most
+        :data:`FRESH_WAIT_S`) and read again."""
         row = read()
         target = self.journal.committed_position
         if row is None and self.projector.position < target:
@@ -417,7 +415,7 @@ class ChannelHub:
                     f"{event.tool} ({event.risk} risk). Reply `!reel approve "
                     f"{event.approval_id}` or `!reel deny {event.approval_id}`."
                 )
-        run = await self._fresh(lambda: views.run(run_id))
+        run = await self.fresh(lambda: views.run(run_id))
         parts, error = await say(_answer_text(run.state if run else "", run))
         event_sent = record_reply(
             channel, run_id, started.conversation, started.in_reply_to, parts, error
@@ -435,8 +433,8 @@ class ChannelHub:
     ) -> None:
         name, target, outcome, answer = "help", "", "failed", "the command failed"
         try:
-            name, target, outcome, answer = await self._execute(
-                channel, message, principal, decision
+            name, target, outcome, answer = await commands.execute(
+                self, channel, message, principal, decision
             )
         except Exception as exc:
             if not reply.done():
@@ -455,125 +453,6 @@ class ChannelHub:
             await self._send(
                 connector, message.conversation, message.thread, message.message_id, answer, ""
             )
-
-    async def _execute(
-        self, channel: str, message: InboundMessage, principal: str, decision: Command
-    ) -> tuple[str, str, str, str]:
-        """``(command, target, outcome, answer)`` for one command."""
-        try:
-            parsed = commands.parse(decision.text)
-        except commands.CommandSyntaxError as exc:
-            return "help", "", "failed", str(exc)
-        if parsed.name == "help":
-            return "help", "", "done", commands.HELP
-        now = int(time.time() * 1000)
-        who = Credentials(
-            principal, self.authority.tokens.roles_of(principal, now), f"channel:{channel}"
-        )
-        if parsed.name in ("approve", "deny"):
-            return await self._decide(who, parsed)
-        session_id = await self._session_of(decision.session_key)
-        if session_id is None:
-            return parsed.name, "", "failed", "This conversation has no session yet."
-        session = await self._fresh(lambda: self.views.session(session_id))
-        last_id = session.last_run_id if session is not None else None
-        last = await self._fresh(lambda: self.views.run(last_id)) if last_id else None
-        scope = (
-            channel,
-            {
-                "command": parsed.name,
-                "conversation": message.conversation,
-                "session_id": session_id,
-                "owner": session.principal if session else "",
-                "run_id": last.run_id if last else "",
-                "run_principal": last.principal if last else "",
-            },
-        )
-        try:
-            await self.authority.permit(who, "channel.command", scope)
-        except PermissionDenied as exc:
-            return parsed.name, session_id, "denied", str(exc)
-        node = self.node
-        if parsed.name == "status":
-            if last is None:
-                return "status", session_id, "done", f"Session {session_id}: no runs yet."
-            return (
-                "status",
-                session_id,
-                "done",
-                (
-                    f"Session {session_id}: {session.runs if session else 0} run(s); the last, "
-                    f"{last.run_id}, is {last.state}"
-                    + (f" ({last.termination_reason})" if last.termination_reason else "")
-                    + "."
-                ),
-            )
-        if parsed.name == "stop":
-            if last is None or last.state in TERMINAL_STATUSES:
-                return "stop", session_id, "done", "No run is in progress."
-            try:
-                await asyncio.wrap_future(
-                    node.send(CancelRun(run_id=last.run_id, principal=principal))
-                )
-            except ActorsError as exc:
-                return "stop", last.run_id, "failed", str(exc)
-            return "stop", last.run_id, "done", f"Run {last.run_id} is being cancelled."
-        try:
-            await asyncio.wrap_future(
-                node.send(ResetSession(session_id=session_id, principal=principal))
-            )
-        except ActorsError as exc:
-            return "reset", session_id, "failed", str(exc)
-        return "reset", session_id, "done", "Session reset: later messages start fresh."
-
-    async def _decide(
-        self, who: Credentials, parsed: commands.ParsedCommand
-    ) -> tuple[str, str, str, str]:
-        approval_id = parsed.target
-        if not is_ulid(approval_id):
-            return parsed.name, "", "failed", "That is not an approval id."
-        record = await self._fresh(lambda: self.views.approval(approval_id))
-        if record is None:
-            return parsed.name, approval_id, "failed", f"No approval with id {approval_id}."
-        decision: Literal["allow", "deny"] = "allow" if parsed.name == "approve" else "deny"
-        scope = "once" if record.subject == "pairing" or decision == "deny" else parsed.scope
-        try:
-            await self.authority.permit(
-                who,
-                "approval.resolve",
-                self.authority.approval_scope(record, decision, scope, "any"),
-            )
-        except PermissionDenied as exc:
-            return parsed.name, approval_id, "denied", str(exc)
-        except AccessError as exc:
-            return parsed.name, approval_id, "failed", str(exc)
-        command = ResolveApproval(
-            approval_id=approval_id,
-            decision=decision,
-            scope=scope,
-            principal=who.principal,
-            reason=parsed.reason,
-        )
-        try:
-            await asyncio.wrap_future(self.node.send(command))
-        except ActorsError as exc:
-            return parsed.name, approval_id, "failed", str(exc)
-        verb = "approved" if decision == "allow" else "denied"
-        return (
-            parsed.name,
-            approval_id,
-            "done",
-            f"Approval {approval_id} {verb} by {who.principal}.",
-        )
-
-    async def _session_of(self, session_key: str) -> str | None:
-        try:
-            info: SessionInfo = await asyncio.wrap_future(
-                self.node.send(ResolveSession(session_key=session_key))
-            )
-        except UnknownSession:
-            return None
-        return info.session_id
 
 
 def _answer_text(state: str, run: Any) -> str:
