@@ -138,3 +138,22 @@ def test_a_failing_platform_is_recorded_not_retried_forever(
         assert sent[0].ok is False and "500" in sent[0].error
     finally:
         close_node(node)
+
+
+def test_an_acknowledgement_while_the_run_is_in_progress_then_the_answer_in_the_thread(
+    data_dir: Path, receiver: Receiver
+) -> None:
+    hook = channel(receiver, dm_policy="allow", ack="message", ack_text="on it")
+    node = channel_node(data_dir, {"hook": hook})
+    try:
+        body = message("/sleep 300\nslow one", mid="evt-7", is_direct=True, thread="t-1")
+        raw = json.dumps(body).encode()
+        decision = post_webhook(node, "hook", raw, signature(raw)).json()
+        run_of(node, decision["run_id"])
+        ack, answer = receiver.wait(2)
+        assert ack.body["text"] == "on it" and ack.body["in_reply_to"] == "evt-7"
+        assert answer.body["text"] == "slow one"
+        assert ack.body["thread"] == answer.body["thread"] == "t-1"
+        assert ack.signed and answer.signed
+    finally:
+        close_node(node)
