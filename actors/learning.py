@@ -44,6 +44,7 @@ from actors.learning_state import (
     CandidateConflict,
     CandidateState,
     UnknownCandidate,
+    apply,
     due,
     fold,
     may_accept,
@@ -53,6 +54,7 @@ from actors.learning_state import (
     stream_of,
 )
 from actors.provider import ModelProvider
+from actors.task_handlers import PermanentFailure, TaskInterrupted
 from events import ConcurrencyConflict, Event, JournalPort, is_ulid
 from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
 from events.ids import encode_ulid
@@ -66,6 +68,8 @@ RULES_PROVIDERS = frozenset({"deterministic"})
 """Providers whose runs are reflected on by the rules (the deterministic provider echoes: it
 has nothing to say about a run)."""
 REASON_MAX_CHARS = 1000
+BATCH_MAX_RUNS = 100
+"""The most runs one reflection task covers."""
 _RACES = 8
 """How often a write that lost a race to another writer is decided again before giving up."""
 
@@ -92,6 +96,11 @@ class LearningSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     """How long the model may take to answer one reflection (then the attempt fails)."""
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
     """Attempts of one reflection task before it is recorded failed."""
+    batch_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 0.5
+    """With the rules, runs that complete within this many seconds are reflected on by one
+    task (at most :data:`BATCH_MAX_RUNS`): a task's own events (enqueued, claimed, succeeded)
+    then cost a few appends per batch, not per run, so reflection does not slow busy nodes. A
+    model reflects on each run in a task of its own. 0: a task per run."""
 
     def threshold(self, kind: str) -> int:
         return {
@@ -174,19 +183,25 @@ class LearningDesk:
         self,
         state: CandidateState | None,
         candidate_id: str,
-        event: Event,
+        events: list[Event],
         *,
         principal: str,
         causation_id: str | None = None,
     ) -> CandidateState:
+        """Append ``events`` (one atomic append) at the seq ``state`` expects; the state after
+        them. Raises ``ConcurrencyConflict`` when another writer appended first."""
+        seq = 0 if state is None else state.next_seq
         self.journal.append(
             stream_of(candidate_id),
-            [event],
-            expected_seq=0 if state is None else state.next_seq,
+            events,
+            expected_seq=seq,
             principal=principal,
             causation_id=causation_id,
         )
-        return self._known(candidate_id)
+        for offset, event in enumerate(events):
+            state = apply(state, event, seq + offset)
+        assert state is not None
+        return state
 
     # --- findings ------------------------------------------------------------------------
 
@@ -197,17 +212,22 @@ class LearningDesk:
         for _ in range(_RACES):
             state = self.state(candidate_id)
             event = observe(state, proposal)
+            events: list[Event] = [] if event is None else [event]
+            after = state
+            if event is not None:
+                after = apply(state, event, 0 if state is None else state.next_seq)
+            assert after is not None
+            threshold = self.settings.threshold(after.kind)
+            applies = due(after, threshold)
             try:
-                if event is not None:
-                    state = self._append(
-                        state, candidate_id, event, principal=REFLECTION, causation_id=run_id
-                    )
-                assert state is not None
-                threshold = self.settings.threshold(state.kind)
-                if not due(state, threshold):
-                    return state, False
-                reason = f"confidence {state.confidence_bps} >= {state.kind} threshold {threshold}"
-                return self._apply(state, REFLECTION, reason), True
+                if applies:  # the finding and its apply in one append
+                    reason = f"confidence {after.confidence_bps} >= threshold {threshold}"
+                    events.append(self._applied(after, REFLECTION, reason))
+                if not events:
+                    return after, False
+                return self._append(
+                    state, candidate_id, events, principal=REFLECTION, causation_id=run_id
+                ), applies
             except ConcurrencyConflict:
                 continue  # another writer got there first: fold again and decide again
         raise CandidateConflict(f"candidate {candidate_id} kept changing; try again")
@@ -219,18 +239,13 @@ class LearningDesk:
         _check_reason(reason)
         state = self._known(candidate_id)
         may_accept(state)
-        try:
-            return self._apply(state, by, reason)
-        except ConcurrencyConflict:
-            raise CandidateConflict(
-                f"candidate {candidate_id} changed meanwhile; look at it again"
-            ) from None
+        return self._write(state, [self._applied(state, by, reason)], by)
 
     def reject(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
         """Refuse a pending candidate as ``by`` (409 when it is applied: roll it back)."""
         _check_reason(reason)
         state = self._known(candidate_id)
-        return self._write(state, reject(state, by, reason), by)
+        return self._write(state, [reject(state, by, reason)], by)
 
     def rollback(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
         """Withdraw an applied candidate as ``by``: its memory item is deleted first."""
@@ -243,20 +258,21 @@ class LearningDesk:
         event = LearningCandidateRolledBack(
             candidate_id=candidate_id, by=by, reason=reason, memory_item_id=item
         )
-        return self._write(state, event, by)
+        return self._write(state, [event], by)
 
-    def _write(self, state: CandidateState, event: Event, by: str) -> CandidateState:
+    def _write(self, state: CandidateState, events: list[Event], by: str) -> CandidateState:
         try:
-            return self._append(state, state.candidate_id, event, principal=by)
+            return self._append(state, state.candidate_id, events, principal=by)
         except ConcurrencyConflict:
             raise CandidateConflict(
                 f"candidate {state.candidate_id} changed meanwhile; look at it again"
             ) from None
 
-    def _apply(self, state: CandidateState, by: str, reason: str) -> CandidateState:
-        """Make the candidate take effect (a fact: its memory item), then record it. A
-        ``ConcurrencyConflict`` leaves the item: the writer that won, or the retry, derives the
-        same id for the same apply, and a rollback deletes it."""
+    def _applied(self, state: CandidateState, by: str, reason: str) -> LearningCandidateApplied:
+        """Make the candidate take effect (a fact: its memory item is written now) and return
+        the event that records it. If that event then loses a race, the item stays: the
+        writer that won, or the retry, derives the same id for the same apply, and a rollback
+        deletes it."""
         item = None
         if state.kind == "fact":
             if self.memory is None:
@@ -265,10 +281,9 @@ class LearningDesk:
             self.memory.remember(
                 state.text, owner=state.principal, item_id=item, candidate_id=state.candidate_id
             )
-        event = LearningCandidateApplied(
+        return LearningCandidateApplied(
             candidate_id=state.candidate_id, by=by, memory_item_id=item, reason=reason
         )
-        return self._append(state, state.candidate_id, event, principal=by)
 
 
 def _check_reason(reason: str) -> None:
@@ -352,14 +367,45 @@ class Reflector:
         return model_proposals(run, parse_model_answer(text))
 
     def handle(self, payload: Any, context: Any) -> dict[str, Any]:
-        """The task handler: ``payload`` is ``{"run_id": ...}``; ``context`` the queue's
-        :class:`~actors.task_handlers.TaskContext` (its ``check`` stops early)."""
-        run_id = payload.get("run_id") if isinstance(payload, dict) else None
-        if not isinstance(run_id, str):
-            raise UnknownRunToReflect("the payload has no run_id")
-        outcome = self.reflect(run_id, getattr(context, "check", lambda: None))
-        result: dict[str, Any] = msgspec.to_builtins(outcome)
-        return result
+        """The task handler: ``payload`` is ``{"run_ids": [...]}`` (or ``{"run_id": ...}``);
+        ``context`` the queue's :class:`~actors.task_handlers.TaskContext` (its ``check``
+        stops early). Every run is reflected on even when one fails; then the first failure
+        fails the attempt, and the retry reflects on them all again, which changes nothing
+        for the runs already recorded (their evidence is known). A payload naming no run, or
+        a run the journal does not hold, fails the task at once: retrying cannot help."""
+        run_ids = _run_ids(payload)
+        if run_ids is None:
+            raise PermanentFailure('the payload names no run: {"run_ids": [...]} expected')
+        check = getattr(context, "check", lambda: None)
+        done: list[Reflection] = []
+        failures: list[Exception] = []
+        for run_id in run_ids:
+            try:
+                done.append(self.reflect(run_id, check))
+            except UnknownRunToReflect as exc:
+                raise PermanentFailure(str(exc)) from None
+            except TaskInterrupted:
+                raise
+            except Exception as exc:  # the others are still reflected on
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return {
+            "runs": len(done),
+            "candidates": sorted({c for r in done for c in r.candidates}),
+            "applied": sorted({c for r in done for c in r.applied}),
+        }
+
+
+def _run_ids(payload: Any) -> list[str] | None:
+    if not isinstance(payload, dict):
+        return None
+    one, many = payload.get("run_id"), payload.get("run_ids")
+    if isinstance(one, str):
+        return [one]
+    if isinstance(many, list) and many and all(isinstance(r, str) for r in many):
+        return list(many)
+    return None
 
 
 __all__ = [

@@ -33,6 +33,10 @@ from events.catalog import (
 Status = Literal["pending", "applied", "rejected", "rolled_back"]
 REFLECTION = "reflection"
 """The principal of what reflection does on its own: proposals, merges, automatic applies."""
+MAX_EVIDENCE_RUNS = 20
+"""A candidate keeps the evidence of at most this many runs: confidence has stopped growing
+long before (a statement at 5 runs, a procedure at 6), and a procedure used every day would
+otherwise add a row to its stream for every run, forever."""
 
 
 class UnknownCandidate(NotFound):
@@ -113,7 +117,8 @@ def fold(events: Iterable[StoredEvent]) -> CandidateState | None:
 
 def observe(state: CandidateState | None, proposal: Proposal) -> Event | None:
     """What a finding adds: the candidate itself when new, its runs not yet in the evidence
-    otherwise, nothing when every run is known (a reflection retried, a run seen twice)."""
+    otherwise (up to :data:`MAX_EVIDENCE_RUNS`), nothing when every run is known (a reflection
+    retried, a run seen twice) or the evidence is full."""
     if state is None:
         return LearningCandidateProposed(
             candidate_id=proposal.candidate_id,
@@ -128,7 +133,8 @@ def observe(state: CandidateState | None, proposal: Proposal) -> Event | None:
             tools=proposal.tools,
             extractor=proposal.extractor,
         )
-    new = [i for i, run in enumerate(proposal.runs) if run not in state.runs]
+    room = MAX_EVIDENCE_RUNS - len(state.runs)
+    new = [i for i, run in enumerate(proposal.runs) if run not in state.runs][: max(room, 0)]
     if not new:
         return None
     runs = tuple(proposal.runs[i] for i in new)

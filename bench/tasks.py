@@ -21,8 +21,21 @@ shown, and the target is judged on the median of each round's queue over the bar
 measured right after it (the load of a shared machine drifts between rounds). Targets are
 printed as PASS/MISS, never asserted.
 
-Run: ``.venv/bin/python bench/tasks.py [--tasks N] [--workers W]`` (about 20 s on 2 cores).
-Reflection's effect on runs/s is measured by whoever builds reflection.
+- ``reflection``: runs/s through a whole node (:func:`transports.runtime.open_runtime`: the
+  projector, the task queue, the learning view) with ``[learning] enabled`` on and off, the
+  same workload, rounds interleaved: ``--reflection-sessions`` sessions each running
+  ``--reflection-runs / sessions`` runs one after another (the next is sent when the last's
+  ``run.completed`` is committed). Two workloads: ``plain``, the runs of bench/runs.py (one
+  ``echo`` call each; every run after the first is similar to the others, so reflection finds
+  a procedure and merges evidence until the candidate's evidence is full), and ``teaching``,
+  where every run states a new fact (a candidate, a memory item and an apply per run: the
+  most reflection ever writes). Runs/s is timed from the first run to the last ``run.completed``;
+  how long the reflections take to be recorded after that is shown beside it. The target
+  (reflection on / off >= 0.9: reflection does not slow runs) is judged on the median of
+  each round's ratio, for each workload.
+
+Run: ``.venv/bin/python bench/tasks.py [--tasks N] [--workers W]`` (about a minute on 2 cores;
+``--reflection-runs 0`` skips the reflection phase).
 """
 
 from __future__ import annotations
@@ -53,6 +66,7 @@ from transports.models import DeterministicProvider  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_VS_BARE = 0.5
+TARGET_REFLECTION = 0.9
 
 
 def verdict(met: bool) -> str:
@@ -140,11 +154,163 @@ def events_round(work: Path, written: list[StoredEvent], tasks: int, workers: in
     return tasks / elapsed
 
 
+# --- reflection: runs/s with [learning] enabled on and off --------------------------------------
+
+PLAIN = 'benchmark run: say hello back\n/tool echo {"text": "hi"}'
+"""bench/runs.py's run: two turns, one ``echo`` call."""
+TEACHING = "Remember that benchmark item {i} is stored in bin {i}."
+"""A new fact in every run (each becomes a candidate, a memory item and an apply)."""
+ENDS = ("run.completed", "run.failed", "run.cancelled")
+
+
+def reflection_round(
+    work: Path, runs: int, sessions: int, *, enabled: bool, text: str
+) -> tuple[float, float, int]:
+    """(runs/s, seconds from the last run's end until every reflection was recorded,
+    candidates) for one whole node over a fresh data dir."""
+    from actors.messages import StartRun
+    from transports.config import LearningSection, NodeConfig
+    from transports.runtime import open_runtime
+
+    root = Path(tempfile.mkdtemp(prefix=f"reflect-{'on' if enabled else 'off'}-", dir=work))
+    runtime = open_runtime(
+        root / "data", config=NodeConfig(learning=LearningSection(enabled=enabled))
+    )
+    node, journal = runtime.node, runtime.journal
+    per = runs // sessions
+    waiting: dict[str, threading.Event] = {}
+    ended: set[str] = set()
+    """Runs whose end was read before their lane registered them."""
+    guard = threading.Lock()
+    wake = threading.Event()
+    stop = threading.Event()
+    seen = journal.committed_position
+
+    def ends() -> None:  # one thread learns of every run's end from the journal's commits
+        nonlocal seen
+        while not stop.is_set():
+            wake.wait(0.05)
+            wake.clear()
+            head = journal.committed_position
+            for row in journal.events_of_kinds(ENDS, after_position=seen):
+                with guard:
+                    event = waiting.pop(row.correlation_id or "", None)
+                    if event is None:
+                        ended.add(row.correlation_id or "")
+                if event is not None:
+                    event.set()
+            seen = max(seen, head)
+
+    failures: list[BaseException] = []
+    started_runs: set[str] = set()
+
+    def lane(index: int) -> None:
+        try:
+            drive(index)
+        except BaseException as exc:
+            failures.append(exc)
+
+    def drive(index: int) -> None:
+        session = None
+        for k in range(per):
+            message = text.replace("{i}", str(index * per + k))
+            done = threading.Event()
+            start = StartRun(
+                text=message, session_id=session, create=session is None, principal="user:bench"
+            )
+            ticket = node.ask(start)
+            started_runs.add(ticket.run_id)
+            session = ticket.session_id
+            with guard:
+                if ticket.run_id in ended:
+                    done.set()
+                else:
+                    waiting[ticket.run_id] = done
+            if not done.wait(60):
+                raise RuntimeError(f"run {ticket.run_id} did not end")
+
+    unsubscribe = journal.listen(lambda _head: wake.set())
+    watcher = threading.Thread(target=ends, daemon=True)
+    watcher.start()
+    lanes = [threading.Thread(target=lane, args=(i,)) for i in range(sessions)]
+    try:
+        started = time.perf_counter()
+        for thread in lanes:
+            thread.start()
+        for thread in lanes:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        if failures:
+            raise failures[0]
+        settled = time.perf_counter()
+        deadline = settled + 300
+        while enabled and not reflected(journal, started_runs):
+            if time.perf_counter() > deadline:
+                raise RuntimeError("reflections did not finish")
+            time.sleep(0.01)
+        lag = time.perf_counter() - settled
+        runtime.projector.wait_for(journal.committed_position, 30)
+        candidates = len(runtime.learning.view.candidates(limit=100_000))
+    finally:
+        stop.set()
+        wake.set()
+        unsubscribe()
+        watcher.join(5)
+        runtime.close(grace_s=1.0)
+        shutil.rmtree(root, ignore_errors=True)
+    return per * sessions / elapsed, lag if enabled else 0.0, candidates
+
+
+def reflected(journal: Journal, runs: set[str]) -> bool:
+    """Whether every run is in a reflection task's payload and every such task has ended."""
+    from actors.reflection import runs_of
+
+    covered: set[str] = set()
+    tasks = journal.events_of_kinds(("task.enqueued",))
+    for row in tasks:
+        event = row.decode()
+        assert isinstance(event, TaskEnqueued)
+        covered.update(runs_of(event.payload))
+    ended = journal.events_of_kinds(("task.succeeded", "task.failed"))
+    return runs <= covered and len({r.stream for r in ended}) >= len(tasks)
+
+
+def reflection_phase(work: Path, runs: int, sessions: int, rounds: int) -> None:
+    for name, text in (("plain", PLAIN), ("teaching", TEACHING)):
+        results: list[tuple[tuple[float, float, int], tuple[float, float, int]]] = []
+        for _ in range(rounds):
+            on = reflection_round(work, runs, sessions, enabled=True, text=text)
+            off = reflection_round(work, runs, sessions, enabled=False, text=text)
+            results.append((on, off))
+        best_on = max(results, key=lambda r: r[0][0])[0]
+        best_off = max(r[1][0] for r in results)
+        show(
+            "reflect",
+            f"{name}: reflection on, {sessions} sessions",
+            f"{best_on[0]:,.0f} runs/s",
+            f"reflections recorded {best_on[1]:.2f} s after the last run; "
+            f"{best_on[2]} candidate(s)",
+        )
+        show("reflect", f"{name}: reflection off", f"{best_off:,.0f} runs/s")
+        ratios = sorted(on[0] / off[0] for on, off in results)
+        ratio = statistics.median(ratios)
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(
+            f"{verdict(ratio >= TARGET_REFLECTION)}     {name} runs/s with reflection on vs off, "
+            f"median of the rounds: {ratio:.2f} ({each}; target >= {TARGET_REFLECTION})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tasks", type=int, default=2000, help="no-op tasks per round")
     parser.add_argument("--workers", type=int, default=4, help="[tasks] workers (shipped: 4)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--reflection-runs", type=int, default=400, help="runs per reflection round (0: skip)"
+    )
+    parser.add_argument("--reflection-sessions", type=int, default=8)
+    parser.add_argument("--reflection-rounds", type=int, default=3)
     parser.add_argument(
         "--dir",
         type=Path,
@@ -164,6 +330,10 @@ def main() -> None:
     rounds: list[tuple[float, float, float]] = []
     appends = 0
     try:
+        if args.reflection_runs > 0:
+            reflection_phase(
+                work, args.reflection_runs, args.reflection_sessions, args.reflection_rounds
+            )
         for _ in range(args.rounds):
             queue, written = queue_round(work, tasks, workers)
             appends = len(written)

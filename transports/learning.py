@@ -9,8 +9,8 @@
   scope ``principal`` of the principal the fact concerns), a rollback deletes it through
   :func:`transports.memory.delete_item`.
 - Reflection (:class:`actors.learning.Reflector`) is the ``post_run_reflection`` handler of
-  the node's task queue, and the feed (:class:`actors.reflection.ReflectionFeed`) enqueues one
-  per completed run while ``[learning] enabled``.
+  the node's task queue, and the feed (:class:`actors.reflection.ReflectionFeed`) enqueues the
+  completed runs' reflections (in batches with the rules) while ``[learning] enabled``.
 """
 
 from __future__ import annotations
@@ -97,8 +97,15 @@ class NodeLearning:
     def start(self, node: Node) -> None:
         """After ``node.start()``: enqueue a reflection per completed run (when enabled)."""
         if self.settings.enabled and self.feed is None:
+            # A model reflects on each run in a task of its own (its answer costs far more
+            # than the task); the rules take the runs of a batch window together.
+            model = self.reflector is not None and self.reflector.extractor == "model"
             self.feed = ReflectionFeed.start(
-                self.journal, node.tasks, max_attempts=self.settings.max_attempts
+                self.journal,
+                node.tasks,
+                node.io,
+                batch_s=0.0 if model else self.settings.batch_s,
+                max_attempts=self.settings.max_attempts,
             )
 
     def stop(self) -> None:

@@ -252,6 +252,18 @@ def test_a_finding_is_proposed_then_merged_then_nothing_new() -> None:
     assert merged is not None and merged.runs == ("r1", "r2") and merged.confidence_bps == 9_250
 
 
+def test_evidence_stops_growing_at_its_cap() -> None:
+    from actors.learning_state import MAX_EVIDENCE_RUNS
+
+    runs = tuple(f"r{i}" for i in range(MAX_EVIDENCE_RUNS + 5))
+    state = fold(observe(None, proposal(runs[:1])))
+    assert state is not None
+    more = observe(state, proposal(runs))
+    assert isinstance(more, LearningEvidenceAdded) and len(more.runs) == MAX_EVIDENCE_RUNS - 1
+    full = fold(observe(None, proposal(runs[:1])), more)
+    assert full is not None and observe(full, proposal(("another",))) is None
+
+
 def test_merged_confidence_is_capped() -> None:
     assert merged_confidence("fact", 9_800, 9_000, 5) == 9_900
     assert merged_confidence("procedure", 6_000, 6_000, 9) == 9_500

@@ -14,6 +14,7 @@ import pytest
 
 from actors.context import PREAMBLE
 from actors.provider import ChatMessage, ProviderEvent, ProviderRequest
+from actors.reflection import runs_of
 from events import JournalReader
 from events.catalog import RunContextAssembled, TaskEnqueued
 from projections import replay
@@ -84,7 +85,7 @@ class Learner:
             for stored in journal.events_of_kinds(("task.enqueued",))
             if isinstance(e := stored.decode(), TaskEnqueued)
             and e.task_kind == "post_run_reflection"
-            and e.payload == {"run_id": run_id}
+            and run_id in runs_of(e.payload)
         ]
 
     def reflection_ended(self, run_id: str) -> str | None:
@@ -127,7 +128,7 @@ def open_learner(data_dir: Path, **learning: Any) -> Learner:
     config = NodeConfig(
         http=HttpConfig(port=0, max_body_bytes=MAX_BODY),
         tools=ToolsSection(shell_allowlist=("echo",)),
-        learning=LearningSection(**learning),
+        learning=LearningSection(**{"batch_s": 0.02, **learning}),
         tasks=FAST_TASKS,
     )
     runtime = open_runtime(data_dir, config=config, provider=provider)
