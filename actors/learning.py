@@ -219,17 +219,20 @@ class LearningDesk:
             assert after is not None
             threshold = self.settings.threshold(after.kind)
             applies = due(after, threshold)
+            applied: LearningCandidateApplied | None = None
             try:
                 if applies:  # the finding and its apply in one append
                     reason = f"confidence {after.confidence_bps} >= threshold {threshold}"
-                    events.append(self._applied(after, REFLECTION, reason))
+                    applied = self._applied(after, REFLECTION, reason)
+                    events.append(applied)
                 if not events:
                     return after, False
                 return self._append(
                     state, candidate_id, events, principal=REFLECTION, causation_id=run_id
                 ), applies
             except ConcurrencyConflict:
-                continue  # another writer got there first: fold again and decide again
+                # Another writer got there first: fold again and decide again.
+                self._settle(candidate_id, applied, REFLECTION)
         raise CandidateConflict(f"candidate {candidate_id} kept changing; try again")
 
     # --- reviews -------------------------------------------------------------------------
@@ -239,7 +242,12 @@ class LearningDesk:
         _check_reason(reason)
         state = self._known(candidate_id)
         may_accept(state)
-        return self._write(state, [self._applied(state, by, reason)], by)
+        applied = self._applied(state, by, reason)
+        try:
+            return self._write(state, [applied], by)
+        except CandidateConflict:
+            self._settle(candidate_id, applied, by)
+            raise
 
     def reject(self, candidate_id: str, *, by: str, reason: str = "") -> CandidateState:
         """Refuse a pending candidate as ``by`` (409 when it is applied: roll it back)."""
@@ -270,9 +278,8 @@ class LearningDesk:
 
     def _applied(self, state: CandidateState, by: str, reason: str) -> LearningCandidateApplied:
         """Make the candidate take effect (a fact: its memory item is written now) and return
-        the event that records it. If that event then loses a race, the item stays: the
-        writer that won, or the retry, derives the same id for the same apply, and a rollback
-        deletes it."""
+        the event that records it. If that event then loses a race, :meth:`_settle` decides
+        what becomes of the item."""
         item = None
         if state.kind == "fact":
             if self.memory is None:
@@ -283,6 +290,23 @@ class LearningDesk:
             )
         return LearningCandidateApplied(
             candidate_id=state.candidate_id, by=by, memory_item_id=item, reason=reason
+        )
+
+    def _settle(self, candidate_id: str, lost: LearningCandidateApplied | None, by: str) -> None:
+        """After an apply lost a race: its memory item stays when the candidate is still
+        pending (the next apply derives the same id and finds it) or was applied with it;
+        otherwise (rejected or rolled back meanwhile) the item is deleted, so no fact is
+        shown that the candidate's stream does not say is applied."""
+        item = lost.memory_item_id if lost is not None else None
+        if item is None or self.memory is None:
+            return
+        state = self.state(candidate_id)
+        if state is None or state.status == "pending":
+            return
+        if state.status == "applied" and state.memory_item_id == item:
+            return
+        self.memory.forget(
+            item, by=by, reason="its apply lost a race to a review", candidate_id=candidate_id
         )
 
 
