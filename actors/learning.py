@@ -33,13 +33,17 @@ from actors.learning_rules import (
     Proposal,
     RunDigest,
     digest,
+    known_procedure,
     model_proposals,
     model_request,
+    more_evidence,
     parse_model_answer,
     procedure,
+    procedure_run,
     statements,
 )
 from actors.learning_state import (
+    MAX_EVIDENCE_RUNS,
     REFLECTION,
     CandidateConflict,
     CandidateState,
@@ -58,7 +62,7 @@ from actors.task_handlers import PermanentFailure, TaskInterrupted
 from events import ConcurrencyConflict, Event, JournalPort, is_ulid
 from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
 from events.ids import encode_ulid
-from projections.learning import PeerRun
+from projections.learning import KnownProcedure, PeerRun
 
 log = logging.getLogger("reel.learning")
 
@@ -124,7 +128,12 @@ class FactMemory(Protocol):
 
 
 class RunHistory(Protocol):
-    """Earlier runs reflection compares a run with (``LearningView.peers``)."""
+    """What reflection compares a run with: the procedures already proposed and the earlier
+    runs (``LearningView.procedures`` and ``.peers``)."""
+
+    def procedures(
+        self, principal: str, tools: tuple[str, ...], *, position: int
+    ) -> Sequence[KnownProcedure]: ...
 
     def peers(
         self, principal: str, tools: tuple[str, ...], *, run_id: str, position: int
@@ -373,11 +382,17 @@ class Reflector:
         )
 
     def _procedure(self, run: RunDigest) -> Proposal | None:
-        if self.history is None or not run.tools or not run.tools_ok:
+        """A run like a procedure already proposed is more of its evidence (nothing to look
+        up once that evidence is full); otherwise the earlier runs may show a new one."""
+        if self.history is None or not procedure_run(run):
             return None
-        peers = self.history.peers(
-            run.principal, run.tools, run_id=run.run_id, position=run.end_position
+        position = run.end_position
+        known = known_procedure(
+            run, self.history.procedures(run.principal, run.tools, position=position)
         )
+        if known is not None:
+            return more_evidence(run, known) if known.runs < MAX_EVIDENCE_RUNS else None
+        peers = self.history.peers(run.principal, run.tools, run_id=run.run_id, position=position)
         return procedure(run, peers)
 
     def _ask_model(self, run: RunDigest) -> list[Proposal]:

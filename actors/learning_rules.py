@@ -44,11 +44,15 @@ from events.lifecycle import STATUS_OF, TERMINAL_EVENTS
 from events.redact import redact_text
 from projections.learning import (
     REFERENCE_CALL,
+    SIMILARITY,
+    KnownProcedure,
     PeerRun,
     content_words,
+    jaccard,
     request_text,
     similar,
     words_column,
+    words_of,
 )
 
 STATEMENT_BPS = 9_000
@@ -263,14 +267,44 @@ def _said(run: RunDigest, kind: LearningKind, text: str) -> Proposal | None:
     )
 
 
+def procedure_run(run: RunDigest) -> bool:
+    """Whether ``run`` can show a procedure: it completed, with at most :data:`MAX_TOOLS`
+    tool calls, all successful."""
+    return run.state == "done" and bool(run.tools) and run.tools_ok and len(run.tools) <= MAX_TOOLS
+
+
+def known_procedure(run: RunDigest, known: Sequence[KnownProcedure]) -> KnownProcedure | None:
+    """The procedure candidate (same principal and tools) whose trigger is most similar to
+    ``run``'s request, if any is similar: the run adds its evidence there."""
+    words = content_words(run.text)
+    scored = [(jaccard(words, words_of(k.trigger)), i, k) for i, k in enumerate(known)]
+    best = max(scored, key=lambda s: (s[0], -s[1]), default=None)
+    return best[2] if best is not None and best[0] >= SIMILARITY else None
+
+
+def more_evidence(run: RunDigest, known: KnownProcedure) -> Proposal:
+    """``run`` as more evidence of the procedure ``known`` (its key, so the same stream)."""
+    return Proposal(
+        kind="procedure",
+        text=known.text,
+        principal=run.principal,
+        dedupe_key=known.dedupe_key,
+        confidence_bps=procedure_confidence(known.runs + 1),
+        runs=(run.run_id,),
+        positions=(run.tool_positions,),
+        trigger=known.trigger,
+        tools=run.tools,
+    )
+
+
 def procedure(run: RunDigest, peers: Sequence[PeerRun]) -> Proposal | None:
-    """A procedure when ``run`` completed with tool calls that all succeeded and at least one
+    """A new procedure when ``run`` can show one (:func:`procedure_run`) and at least one
     earlier completed run (``peers``: same principal, same tools, all succeeded) had a similar
     request. The cluster is ``run`` and its similar peers; the earliest of them is the anchor,
     whose words are the trigger a later request is compared with and whose request the text
-    quotes. The dedupe key is the tools and the trigger, so the same cluster found again (by
-    a later similar run) adds evidence to the same candidate."""
-    if run.state != "done" or not run.tools or not run.tools_ok or len(run.tools) > MAX_TOOLS:
+    quotes. The dedupe key is the tools and the trigger. (A run similar to a procedure already
+    proposed adds evidence to it instead: :func:`known_procedure`.)"""
+    if not procedure_run(run):
         return None
     words = content_words(run.text)
     mine = PeerRun(

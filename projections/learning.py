@@ -164,6 +164,18 @@ class Offered(msgspec.Struct, frozen=True, kw_only=True):
     text: str
 
 
+class KnownProcedure(msgspec.Struct, frozen=True, kw_only=True):
+    """A procedure candidate reflection already proposed (any status): a later similar run
+    adds its evidence there rather than start another."""
+
+    candidate_id: str
+    dedupe_key: str
+    trigger: str
+    text: str
+    runs: int
+    confidence_bps: int
+
+
 class PeerRun(msgspec.Struct, frozen=True, kw_only=True):
     """An earlier completed run that used the same tools, as reflection compares it."""
 
@@ -468,13 +480,38 @@ class LearningView:
         ][:OFFERED_PROCEDURES]
         return preferences + procedures
 
+    def procedures(
+        self, principal: str, tools: tuple[str, ...], *, position: int
+    ) -> list[KnownProcedure]:
+        """The procedure candidates of ``principal`` for exactly ``tools``, oldest first.
+        Waits (up to 5 s) for the views to include ``position`` first: the run reflected on
+        has been folded, and so has everything before it."""
+        if self._wait_for is not None:
+            self._wait_for(position, 5.0)
+        rows = self._query(
+            "SELECT candidate_id, dedupe_key, trigger, text, runs, confidence_bps"
+            " FROM learning_candidates WHERE principal = ? AND kind = 'procedure' AND tools = ?"
+            " ORDER BY proposed_position",
+            (principal, _json.encode(tools).decode()),
+        )
+        return [
+            KnownProcedure(
+                candidate_id=str(r[0]),
+                dedupe_key=str(r[1]),
+                trigger=str(r[2]),
+                text=str(r[3]),
+                runs=int(r[4]),
+                confidence_bps=int(r[5]),
+            )
+            for r in rows
+        ]
+
     def peers(
         self, principal: str, tools: tuple[str, ...], *, run_id: str, position: int
     ) -> list[PeerRun]:
         """Completed runs of ``principal`` other than ``run_id`` whose tool calls, all
-        successful, were exactly ``tools`` (the newest :data:`PEERS`). Waits (up to 5 s) for
-        the views to include ``position`` first: the run reflected on has been folded, and so
-        has everything before it."""
+        successful, were exactly ``tools`` (the newest :data:`PEERS`), once the views include
+        ``position`` (as :meth:`procedures`)."""
         if self._wait_for is not None:
             self._wait_for(position, 5.0)
         rows = self._query(

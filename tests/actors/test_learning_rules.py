@@ -170,6 +170,37 @@ def test_a_procedure_needs_two_completed_runs_with_similar_requests() -> None:
     assert found.confidence_bps == 7_000  # 4000 + 1000 per run
 
 
+def test_a_run_like_a_known_procedure_adds_evidence_to_it() -> None:
+    from actors.learning_rules import known_procedure, more_evidence
+    from projections.learning import KnownProcedure
+
+    known = [
+        KnownProcedure(
+            candidate_id="c1",
+            dedupe_key="echo|deploy server staging",
+            trigger="deploy server staging",
+            text="For requests like 'deploy the staging server', use echo",
+            runs=2,
+            confidence_bps=6000,
+        ),
+        KnownProcedure(
+            candidate_id="c2",
+            dedupe_key="echo|check paris weather",
+            trigger="check paris weather",
+            text="For requests like 'check the weather in Paris', use echo",
+            runs=3,
+            confidence_bps=7000,
+        ),
+    ]
+    mine = run("check weather in Oslo", tools=("echo",), tool_positions=(50,))
+    found = known_procedure(mine, known)
+    assert found is not None and found.candidate_id == "c2"
+    more = more_evidence(mine, found)
+    assert more.candidate_id == candidate_id(ALICE, "procedure", "echo|check paris weather")
+    assert (more.runs, more.positions, more.confidence_bps) == ((mine.run_id,), ((50,),), 8000)
+    assert known_procedure(run("what time is it", tools=("echo",)), known) is None
+
+
 @pytest.mark.parametrize(
     "fields",
     [{"state": "failed"}, {"tools": ()}, {"tools_ok": False}, {"tools": ("echo",) * 9}],
