@@ -6,7 +6,9 @@ only ever seen through the homeserver."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -134,3 +136,76 @@ class Person:
 def run(coro: Any, timeout: float = 90.0) -> Any:
     """Run a test body with a bound: a hang fails, it never blocks the suite."""
     return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+class Cable:
+    """A TCP relay between the bot and the homeserver that a test can cut and mend: a lost
+    connection as the bot meets it (open connections reset, new ones closed at once), while
+    everyone else still reaches the homeserver."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self.connected = True
+        self._loop = asyncio.new_event_loop()
+        self._writers: set[asyncio.StreamWriter] = set()
+        ready = threading.Event()
+        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
+        assert ready.wait(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _run(self, ready: threading.Event) -> None:
+        async def serve() -> None:
+            server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+            self.port = server.sockets[0].getsockname()[1]
+            ready.set()
+
+        self._loop.run_until_complete(serve())
+        self._loop.run_forever()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.connected:
+            writer.close()
+            return
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        self._writers.update((writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers.difference_update((writer, up_writer))
+
+    def cut(self) -> None:
+        def reset() -> None:
+            self.connected = False
+            for writer in list(self._writers):
+                writer.transport.abort()
+
+        self._loop.call_soon_threadsafe(reset)
+
+    def mend(self) -> None:
+        def restore() -> None:
+            self.connected = True
+
+        self._loop.call_soon_threadsafe(restore)
+
+    def close(self) -> None:
+        async def shutdown() -> None:
+            self.connected = False
+            for writer in list(self._writers):
+                writer.transport.abort()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)

@@ -132,13 +132,6 @@ class Homeserver:
         path = self.root / "homeserver.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def restart(self) -> None:
-        """Stop and start again on the same port and database (a homeserver that went away
-        and came back)."""
-        self.stop()
-        self.process = _launch(self.root)
-        _wait_until_up(self)
-
     def admin_token(self) -> str:
         """An access token of a server admin (registered and logged in on first use)."""
         if not self._admin_token:
@@ -153,9 +146,9 @@ class Homeserver:
             self._admin_token = str(reply["access_token"])
         return self._admin_token
 
-    def override_ratelimit(self, user_id: str, per_second: float, burst: int) -> None:
-        """Give ``user_id`` its own message rate limit (Synapse's admin API), so a test can
-        meet a real 429 while everyone else stays unlimited."""
+    def override_ratelimit(self, user_id: str, per_second: int, burst: int) -> None:
+        """Give ``user_id`` its own message rate limit (Synapse's admin API; whole numbers,
+        0 and 0 for none), so one user can be exempt from a limit everyone else meets."""
         url = (
             f"{self.base_url}/_synapse/admin/v1/users/{urllib.parse.quote(user_id)}"
             "/override_ratelimit"
@@ -183,8 +176,9 @@ def _request(method: str, url: str, body: Any = None, token: str = "") -> Any:
         return json.loads(response.read())
 
 
-def start_homeserver(root: Path) -> Homeserver:
-    """Generate a signing key and a config in ``root``, start Synapse, wait until it answers."""
+def start_homeserver(root: Path, **settings: Any) -> Homeserver:
+    """Generate a signing key and a config in ``root``, start Synapse, wait until it answers.
+    ``settings`` replace keys of the config (``rc_message={...}``: a real rate limit)."""
     python = synapse_python()
     if not python.exists():
         raise RuntimeError(
@@ -197,7 +191,7 @@ def start_homeserver(root: Path) -> Homeserver:
     shared_secret = secrets.token_hex(16)
     config = root / "homeserver.yaml"
     # JSON is YAML: no YAML library needed on this side.
-    config.write_text(json.dumps(_config(root, port, shared_secret), indent=2))
+    config.write_text(json.dumps({**_config(root, port, shared_secret), **settings}, indent=2))
     (root / "log.yaml").write_text(_LOG_CONFIG.replace("LOGFILE", str(root / "homeserver.log")))
     subprocess.run(
         [str(python), "-m", "synapse.app.homeserver", "-c", str(config), "--generate-keys"],

@@ -47,15 +47,12 @@ def make_bot(
     return bot_id
 
 
-def matrix(homeserver: Homeserver, bot_id: str, **policy: Any) -> ChannelConfig:
+def matrix(server: Homeserver, bot_id: str, **policy: Any) -> ChannelConfig:
+    """A matrix channel for ``bot_id`` on ``server`` (unless ``homeserver`` says otherwise),
+    accepting every invite (unless ``allow_rooms`` does)."""
     policy.setdefault("allow_rooms", ("*",))
-    return ChannelConfig(
-        kind="matrix",
-        homeserver=homeserver.base_url,
-        user_id=bot_id,
-        password_env=PASSWORD_ENV,
-        **policy,
-    )
+    policy.setdefault("homeserver", server.base_url)
+    return ChannelConfig(kind="matrix", user_id=bot_id, password_env=PASSWORD_ENV, **policy)
 
 
 def start(data_dir: Path, config: ChannelConfig) -> Node:
