@@ -3,7 +3,8 @@
 ``[channels.<name>] kind = "matrix"`` with ``homeserver``, ``user_id``, ``password_env`` or
 ``access_token_env`` (the names of environment variables: a secret is never in the config, the
 journal or a log line) and ``allow_rooms``, plus the router keys every channel has
-(docs/channels.md).
+(docs/channels.md). What the events mean is :mod:`transports.channels.matrix_events`; this
+module moves them in and out.
 
 Inbound. The connector logs in, syncs once with ``timeout=0`` (that sync's timelines are
 history and never handed in), then long-polls ``/sync`` from the token it got. Each
@@ -42,10 +43,9 @@ import json
 import logging
 import os
 import random
-import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import quote
 
@@ -63,24 +63,21 @@ from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type in
 )
 
 from transports.channels.connector import Connector, ConnectorError, Inbound
-from transports.channels.message import (
-    ID_MAX_CHARS,
-    NAME_MAX_CHARS,
-    Attachment,
-    InboundMessage,
-    InvalidMessage,
-    OutboundMessage,
+from transports.channels.matrix_events import (
+    ANY_INVITER,
+    ROOM_ID,
+    USER_ID,
+    allowed_invite,
+    inbound_of,
+    new_since,
+    outbound_content,
 )
+from transports.channels.message import InboundMessage, InvalidMessage, OutboundMessage
 from transports.config import ChannelConfig, ConfigError
 from transports.logs import fields
 
 log = logging.getLogger("reel.channels.matrix")
 R = TypeVar("R")
-
-ANY_INVITER: Final = "*"
-"""In ``allow_rooms``: accept every invite."""
-USER_ID: Final = re.compile(r"@[^:\s]+:[^\s]+")
-ROOM_ID: Final = re.compile(r"![^:\s]+:[^\s]+")
 
 SYNC_TIMEOUT_MS: Final = 30_000
 """How long one long-poll ``/sync`` waits for news."""
@@ -107,8 +104,6 @@ DEVICE_NAME: Final = "reel"
 
 _INITIAL_FILTER: Final = {"room": {"timeline": {"limit": 1}}, "presence": {"types": []}}
 _FILTER: Final = {"room": {"timeline": {"limit": TIMELINE_LIMIT}}, "presence": {"types": []}}
-_ATTACHMENT_TYPES: Final = frozenset({"m.image", "m.file", "m.audio", "m.video"})
-_TEXT_TYPES: Final = frozenset({"m.text", "m.emote"})
 _LOST: Final = (aiohttp.ClientError, OSError, TimeoutError)
 """What a request raises when the homeserver cannot be reached (nio raises, never retries)."""
 
@@ -121,7 +116,15 @@ class _Unavailable(Exception):
     """The homeserver answered with an error worth retrying (5xx, a malformed answer)."""
 
 
-# --- pure translation ----------------------------------------------------------------------------
+class _RateLimited(Exception):
+    """The homeserver answered 429: wait ``after_s``, then ask again."""
+
+    def __init__(self, after_s: float) -> None:
+        super().__init__(f"rate limited for {after_s:.1f}s")
+        self.after_s = after_s
+
+
+# --- answers and waits ---------------------------------------------------------------------------
 
 
 def retry_after_s(response: object) -> float | None:
@@ -145,146 +148,6 @@ def backoff_s(failures: int) -> float:
     :data:`BACKOFF_MAX_S`, with 20% jitter so many clients do not reconnect in step."""
     base: float = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(0, failures - 1))
     return base * random.uniform(0.8, 1.0)
-
-
-def allowed_invite(allow_rooms: Sequence[str], room_id: str, inviter: str) -> bool:
-    """Whether ``allow_rooms`` lets the bot accept ``inviter``'s invite to ``room_id``."""
-    return ANY_INVITER in allow_rooms or room_id in allow_rooms or inviter in allow_rooms
-
-
-def mentions(content: Mapping[str, Any], user_id: str, names: Iterable[str]) -> bool:
-    """Whether a message's content mentions ``user_id``.
-
-    With ``m.mentions`` (Matrix 1.7 intentional mentions) only its ``user_ids`` count: the spec
-    turns the keyword rules off for such messages, and so does this. Without it (older clients)
-    the legacy rules apply: the user id in the body or in a link of the formatted body, or one
-    of the display ``names`` as a whole word, ignoring case."""
-    declared = content.get("m.mentions")
-    if isinstance(declared, dict):
-        ids = declared.get("user_ids")
-        return isinstance(ids, list) and user_id in ids
-    body = content.get("body")
-    body = body if isinstance(body, str) else ""
-    formatted = content.get("formatted_body")
-    formatted = formatted if isinstance(formatted, str) else ""
-    if user_id in body or user_id in formatted or quote(user_id, safe="") in formatted:
-        return True
-    for name in names:
-        name = name.strip()
-        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", body, re.IGNORECASE):
-            return True
-    return False
-
-
-def _strip_reply_fallback(body: str) -> str:
-    """A reply's body without the quoted original older clients prepend (``> <@a:b> ...``)."""
-    lines = body.split("\n")
-    if not lines or not lines[0].startswith("> "):
-        return body
-    index = 0
-    while index < len(lines) and lines[index].startswith(">"):
-        index += 1
-    if index < len(lines) and not lines[index].strip():
-        index += 1
-    return "\n".join(lines[index:])
-
-
-def inbound_of(
-    channel: str,
-    room_id: str,
-    event: Mapping[str, Any],
-    *,
-    user_id: str,
-    names: Iterable[str],
-    is_direct: bool,
-    sender_name: str = "",
-) -> InboundMessage | None:
-    """The message a room event is for reel, or None when it is none: not an
-    ``m.room.message``, the bot's own, an ``m.notice`` (automated: never answered), an edit
-    (the original was handed in), or a kind of message reel does not read."""
-    if event.get("type") != "m.room.message":
-        return None
-    sender, event_id = event.get("sender"), event.get("event_id")
-    content = event.get("content")
-    if not isinstance(sender, str) or not isinstance(event_id, str) or sender == user_id:
-        return None
-    if not isinstance(content, dict):
-        return None
-    relates = content.get("m.relates_to")
-    relates = relates if isinstance(relates, dict) else {}
-    if relates.get("rel_type") == "m.replace" or "m.new_content" in content:
-        return None
-    thread = relates.get("event_id") if relates.get("rel_type") == "m.thread" else None
-    msgtype, body = content.get("msgtype"), content.get("body")
-    body = body if isinstance(body, str) else ""
-    attachments: tuple[Attachment, ...] = ()
-    if msgtype in _TEXT_TYPES:
-        text = _strip_reply_fallback(body) if "m.in_reply_to" in relates else body
-    elif msgtype in _ATTACHMENT_TYPES:
-        info = content.get("info")
-        info = info if isinstance(info, dict) else {}
-        filename = content.get("filename")
-        name = filename if isinstance(filename, str) and filename else body
-        url, mime, size = content.get("url"), info.get("mimetype"), info.get("size")
-        attachments = (
-            Attachment(
-                name=name[:NAME_MAX_CHARS],
-                content_type=mime[:NAME_MAX_CHARS] if isinstance(mime, str) else "",
-                url=url[:ID_MAX_CHARS] if isinstance(url, str) else "",
-                size=size if isinstance(size, int) and size >= 0 else 0,
-            ),
-        )
-        text = body if name != body else ""  # a body beside a filename is a caption
-    else:
-        return None
-    return InboundMessage(
-        channel=channel,
-        conversation=room_id,
-        sender=sender,
-        text=text,
-        message_id=event_id,
-        thread=thread if isinstance(thread, str) else None,
-        sender_name=sender_name[:NAME_MAX_CHARS],
-        is_direct=is_direct,
-        mentions_agent=mentions(content, user_id, names),
-        attachments=attachments,
-    )
-
-
-def new_since(events: Sequence[Mapping[str, Any]], user_id: str) -> int:
-    """In the first timeline of a room the bot just joined: the index of the first event that
-    is new to it (after its invite when the timeline shows it, else after its join; 0 when
-    neither is there, since the timeline then began after the join)."""
-    for membership in ("invite", "join"):
-        for index in range(len(events) - 1, -1, -1):
-            event = events[index]
-            content = event.get("content")
-            if (
-                event.get("type") == "m.room.member"
-                and event.get("state_key") == user_id
-                and isinstance(content, dict)
-                and content.get("membership") == membership
-            ):
-                return index + 1
-    return 0
-
-
-def outbound_content(message: OutboundMessage) -> dict[str, Any]:
-    """An ``m.notice`` for one reply part: a rich reply to the message answered (first part),
-    in its thread when it came in one, mentioning nobody (``m.mentions`` empty: an answer that
-    quotes a name must not ping that person)."""
-    content: dict[str, Any] = {"msgtype": "m.notice", "body": message.text, "m.mentions": {}}
-    reply_to = message.in_reply_to if message.part == 1 else ""
-    if message.thread:
-        content["m.relates_to"] = {
-            "rel_type": "m.thread",
-            "event_id": message.thread,
-            "is_falling_back": not reply_to,
-            "m.in_reply_to": {"event_id": reply_to or message.thread},
-        }
-    elif reply_to:
-        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
-    return content
 
 
 def _source(event: object) -> dict[str, Any]:
@@ -525,8 +388,14 @@ class MatrixConnector(Connector):
             except _RateLimited as limited:
                 self.rate_limited += 1
                 log.warning(
-                    "matrix rate limited",
-                    extra=fields(channel=self.name, request="sync", retry_after_s=limited.after_s),
+                    "matrix request delayed",
+                    extra=fields(
+                        channel=self.name,
+                        request="sync",
+                        room="",
+                        problem=f"rate-limited by the homeserver (429, {limited})",
+                        retry_in_s=round(limited.after_s, 2),
+                    ),
                 )
                 await asyncio.sleep(limited.after_s)
                 continue
@@ -816,6 +685,8 @@ class MatrixConnector(Connector):
         started = time.monotonic()
         failures = 0
         while True:
+            if self._client is None:
+                raise ConnectorError(f"{request}: the matrix connector stopped")
             try:
                 response = await call()
             except _LOST as exc:
@@ -855,12 +726,6 @@ class MatrixConnector(Connector):
         task = asyncio.get_running_loop().create_task(logged())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-class _RateLimited(Exception):
-    def __init__(self, after_s: float) -> None:
-        super().__init__(f"rate limited for {after_s:.1f}s")
-        self.after_s = after_s
 
 
 def _describe(thing: object) -> str:
