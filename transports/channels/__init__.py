@@ -7,7 +7,8 @@ Public surface::
 - :class:`InboundMessage` is what every connector produces; :class:`OutboundMessage` what it
   sends.
 - :class:`Connector` is the interface a platform implements (``start``/``stop``, ``send``,
-  ``acknowledge``), registered under its config ``kind`` with :func:`register`.
+  ``acknowledge``), registered under its config ``kind`` with :func:`register`. Built in:
+  ``webhook`` and ``matrix`` (imported only when a channel uses it: matrix-nio is an extra).
 - :class:`ChannelHub` holds the node's channels; :meth:`ChannelHub.receive` /
   :meth:`ChannelHub.route` is the one inbound entry point, and answers a :class:`RouteResult`.
 - :mod:`transports.channels.router` is the pure decision (its order is documented there).
