@@ -5,11 +5,13 @@ reflection can neither fail nor slow a run. The feed follows the journal's commi
 listener only wakes the actor; the actor reads the new ``run.completed`` rows by position, an
 index range).
 
-**Batches.** With ``batch_s`` > 0 (the rules), the runs that complete within ``batch_s`` of the
-first one are reflected on by one task (``{"run_ids": [...]}``, at most
-:data:`~actors.learning.BATCH_MAX_RUNS`): a task's own events then cost a few appends per
-batch instead of per run. With 0 (a model reflects: its answer costs far more than the task)
-every run gets a task of its own, at once.
+**Batches.** With ``batch_s`` > 0 (the rules), the first commit after a quiet spell opens a
+window; when it closes the feed reads the runs completed since its last look, once, and
+enqueues them as one task (``{"run_ids": [...]}``, at most
+:data:`~actors.learning.BATCH_MAX_RUNS` a task): a task's own events then cost a few appends
+per batch instead of per run, and a busy journal costs the feed one query per window rather
+than one per commit. With 0 (a model reflects: its answer costs far more than the task) every
+completed run gets a task of its own, at once.
 
 **Exactly once.** A task's dedupe key is ``reflection:<its first run id>``; the queue turns a
 second enqueue with the same key into the first task. When it starts, the feed looks back
@@ -128,10 +130,18 @@ class ReflectionFeed(pykka.ThreadingActor):
         if isinstance(message, _CatchUp):
             self._catch_up()
         elif isinstance(message, _Wake):
-            self._pending.clear()
-            self._scan()
+            if self.batch_s <= 0:
+                self._pending.clear()
+                self._scan()
+            elif self._timer is None:
+                # The window opens; until it closes the listener stays quiet (the flag stays
+                # set) and the feed reads the journal once, when it does.
+                ref = self.actor_ref
+                self._timer = self.io.call_later(self.batch_s, lambda: _tell(ref, _Flush()))
         elif isinstance(message, _Flush):
             self._timer = None
+            self._pending.clear()  # before the scan: a commit after it opens the next window
+            self._scan()
             self._flush()
         return None
 
@@ -146,6 +156,7 @@ class ReflectionFeed(pykka.ThreadingActor):
                 done.update(runs_of(event.payload))
         self.seen = start
         self._scan(skip=done)
+        self._flush()
 
     def _scan(self, skip: set[str] | None = None) -> None:
         head = self.journal.committed_position
@@ -155,17 +166,10 @@ class ReflectionFeed(pykka.ThreadingActor):
                 self.gathered.append(run_id)
             self.seen = max(self.seen, stored.position)
         self.seen = max(self.seen, head)
-        if not self.gathered:
-            return
         if self.batch_s <= 0:
             for run_id in self.gathered:
                 self._enqueue([run_id])
             self.gathered = []
-        elif len(self.gathered) >= BATCH_MAX_RUNS:
-            self._flush()
-        elif self._timer is None:
-            ref = self.actor_ref
-            self._timer = self.io.call_later(self.batch_s, lambda: _tell(ref, _Flush()))
 
     def _flush(self) -> None:
         gathered, self.gathered = self.gathered, []
