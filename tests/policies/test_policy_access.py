@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     | {"session.compact", "session.restore"}
     | {"memory.write", "memory.delete"}
     | {"task.cancel"}
-    | {"learning.review"},
+    | {"learning.review"}
+    | {"channel.route", "channel.pair"},
     "approver": READS | {"approval.resolve", "learning.review"},
     "viewer": set(READS),
     "agent": {
@@ -82,6 +83,10 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "kind": "noop",
         "candidate_id": "c1",
         "concerns": owner,
+        # a command no baseline grants a sender (status, stop and reset of its own are:
+        # tests/transports/channels)
+        "command": "approve",
+        "conversation": "c1",
         "status": "pending",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}

@@ -41,6 +41,10 @@ BASELINE_IDS = {
     "baseline.role.agent.memory.read",
     "baseline.role.agent.memory.own",
     "baseline.learning.review",
+    "baseline.channel.status",
+    "baseline.channel.stop_own_run",
+    "baseline.channel.reset_own_session",
+    "baseline.role.operator.channels",
 }
 
 
