@@ -133,6 +133,15 @@ class Person:
         return await self.until(found, f"a message containing {needle!r} from {user_id}")
 
 
+async def settled(check: Callable[[], object], what: str, timeout: float = WAIT_S) -> None:
+    """Wait (without blocking the loop) until ``check()`` holds; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        await asyncio.sleep(0.02)
+
+
 def run(coro: Any, timeout: float = 90.0) -> Any:
     """Run a test body with a bound: a hang fails, it never blocks the suite."""
     return asyncio.run(asyncio.wait_for(coro, timeout))

@@ -16,7 +16,7 @@ from nio import AsyncClient
 from events.catalog import ChannelMessageRefused, ChannelMessageRouted, ChannelReplySent
 from events.redact import redact_text
 from tests.transports.channels.kit import events_of
-from tests.transports.channels_matrix.kit import Person, run, unique
+from tests.transports.channels_matrix.kit import WAIT_S, Person, run, settled, unique
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
 from transports.channels import ChannelHub
@@ -166,7 +166,8 @@ def test_an_invite_not_on_the_allow_list_is_rejected(
             (info,) = node.call("GET", "/v1/channels").json()["items"]
             return dict(info["connector"])
 
-        assert eventually(lambda: shown()["direct_rooms"] == 1)  # once its sync shows the room
+        # once the bot's own sync shows the room
+        assert eventually(lambda: shown()["direct_rooms"] == 1, timeout=WAIT_S)
         assert shown() == {
             "homeserver": homeserver.base_url,
             "user_id": bot,
@@ -243,7 +244,7 @@ def test_acknowledged_with_a_reaction_and_a_long_answer_split(
 
     try:
         run(scenario())
-        (sent,) = eventually(lambda: events_of(node, ChannelReplySent, STREAM))
+        (sent,) = eventually(lambda: events_of(node, ChannelReplySent, STREAM), timeout=WAIT_S)
         assert sent.ok and sent.parts == 4
     finally:
         close_node(node)
@@ -299,7 +300,7 @@ def test_a_replayed_sync_starts_one_run_per_event(
             asked = await alice.say(room, "only once please")
             await alice.reply_containing(room, bot, "only once please")
             await asyncio.wrap_future(node.runtime.node.io.submit(replay(before)))
-            await asyncio.to_thread(eventually, lambda: hub.duplicates == 1)
+            await settled(lambda: hub.duplicates >= 1, "the replayed event reaching the hub")
             assert hub.duplicates == 1
             await asyncio.sleep(1.0)  # time for a second answer, were one coming
             await alice.sync()

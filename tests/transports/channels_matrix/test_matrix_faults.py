@@ -12,7 +12,7 @@ import pytest
 
 from events.catalog import ChannelMessageRouted
 from tests.transports.channels.kit import events_of
-from tests.transports.channels_matrix.kit import Cable, Person, run
+from tests.transports.channels_matrix.kit import Cable, Person, run, settled
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.channels_matrix.test_matrix_connector import (
     STREAM,
@@ -21,7 +21,7 @@ from tests.transports.channels_matrix.test_matrix_connector import (
     matrix,
     start,
 )
-from tests.transports.http.httpkit import close_node, eventually
+from tests.transports.http.httpkit import close_node
 from transports.channels import matrix as matrix_module
 
 LOGGER = "reel.channels.matrix"
@@ -56,7 +56,7 @@ def test_a_cut_connection_is_mended_and_nothing_is_lost_or_doubled(
             await alice.say(room, "before")
             await alice.reply_containing(room, bot, "before")
             cable.cut()
-            await asyncio.to_thread(eventually, lambda: mx.reconnects >= 2)
+            await settled(lambda: mx.reconnects >= 2, "the bot retrying twice")
             assert not mx.connected
             for text in away:
                 await alice.say(room, text)
