@@ -8,10 +8,7 @@ the journal for ``reel incidents list`` on a stopped node.
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ import msgspec
 
 from events import Event, JournalReadPort, StoredEvent
 from events.catalog import INCIDENT_DOMAINS, IncidentOpened, IncidentResolved
+from projections.pool import PooledReader
 
 INCIDENT_KINDS = ("incident.opened", "incident.resolved")
 INCIDENT_STATES: tuple[str, ...] = ("open", "resolved")
@@ -122,29 +120,12 @@ def _record(row: tuple[Any, ...]) -> IncidentRecord:
     )
 
 
-class IncidentsView:
+class IncidentsView(PooledReader):
     """Typed queries over the incidents table of views.db (read-only, pooled connections, safe
     from many threads)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
-        self._all: list[apsw.Connection] = []
-        self._guard = threading.Lock()
-
-    @contextmanager
-    def _borrow(self) -> Iterator[apsw.Connection]:
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.set_busy_timeout(5000)
-            with self._guard:
-                self._all.append(conn)
-        try:
-            yield conn
-        finally:
-            self._idle.put(conn)
+        super().__init__(path)
 
     def _select(self, where: str, args: tuple[Any, ...]) -> list[IncidentRecord]:
         with self._borrow() as conn:
@@ -177,12 +158,6 @@ class IncidentsView:
         counts: dict[str, int] = dict.fromkeys(INCIDENT_DOMAINS, 0)
         counts.update({str(domain): int(n) for domain, n in rows})
         return counts
-
-    def close(self) -> None:
-        with self._guard:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
 
 
 def fold_incidents(events: Iterable[StoredEvent]) -> dict[str, IncidentRecord]:

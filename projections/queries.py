@@ -3,10 +3,6 @@ writes (the projector owns views.db for writing)."""
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,6 +12,7 @@ import msgspec
 from events import Event
 from events.codec import AnyEvent
 from events.lifecycle import TERMINAL_STATUSES, is_terminal
+from projections.pool import PooledReader
 from projections.records import (
     ApprovalRecord,
     RawTapeEntry,
@@ -80,31 +77,13 @@ def _page_sql(
     return sql, tuple(args)
 
 
-class Views:
+class Views(PooledReader):
     """Typed queries over views.db."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
-        self._all: list[apsw.Connection] = []
-        self._guard = threading.Lock()
+        super().__init__(path)
         self._ended: dict[str, RunRecord] = {}
         self._final_pages: dict[tuple[str, int, int], list[RawTapeEntry]] = {}
-
-    @contextmanager
-    def _borrow(self) -> Iterator[apsw.Connection]:
-        """A pooled read-only connection for one query."""
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.set_busy_timeout(5000)
-            with self._guard:
-                self._all.append(conn)
-        try:
-            yield conn
-        finally:
-            self._idle.put(conn)
 
     def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
         with self._borrow() as conn:
@@ -245,9 +224,3 @@ class Views:
         with self._borrow() as conn:
             value: Any = conn.execute("SELECT count(*) FROM approvals WHERE state = 'pending'").get
         return int(value or 0)
-
-    def close(self) -> None:
-        with self._guard:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()

@@ -9,10 +9,6 @@ as the journal stores them (redacted JSON).
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +26,7 @@ from events.catalog import (
     TaskSucceeded,
 )
 from events.task_lifecycle import TASK_KINDS, TaskStatus, status_after
+from projections.pool import PooledReader
 
 TASK_STATES: tuple[str, ...] = tuple(TaskStatus)
 """The states the view records (``tasks.state``), in life order."""
@@ -186,29 +183,12 @@ class TasksProjection:
             )
 
 
-class TasksView:
+class TasksView(PooledReader):
     """Typed queries over the tasks view (read-only connections of its own; safe from many
     threads)."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
-        self._all: list[apsw.Connection] = []
-        self._guard = threading.Lock()
-
-    @contextmanager
-    def _borrow(self) -> Iterator[apsw.Connection]:
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.set_busy_timeout(5000)
-            with self._guard:
-                self._all.append(conn)
-        try:
-            yield conn
-        finally:
-            self._idle.put(conn)
+        super().__init__(path)
 
     def _records(self, sql: str, args: tuple[Any, ...]) -> list[TaskRecord]:
         with self._borrow() as conn:
@@ -249,9 +229,3 @@ class TasksView:
                 "SELECT state, count(*) FROM tasks GROUP BY state"
             ).fetchall()
         return {str(state): int(n) for state, n in rows}
-
-    def close(self) -> None:
-        with self._guard:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
