@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 
-from events.fields import Channel, Id, Identifier, Principal, SessionKey, ToolName
+from events.fields import Channel, Id, Identifier, PlatformId, Principal, SessionKey, ToolName
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
@@ -427,89 +427,6 @@ class IncidentResolved(Event, frozen=True, kw_only=True, tag="incident.resolved"
     how: Literal["cleared", "acted"]
 
 
-# --- learning (stream ``learning/<candidate_id>``; docs/learning.md) ---------------------------
-
-LearningKind = Literal["fact", "preference", "procedure"]
-"""What a learning candidate is: a durable ``fact`` (applied as a memory item of source
-``learned``), a ``preference`` of its principal (offered to that principal's later runs), or a
-``procedure`` (a tool sequence offered as a hint when a similar request arrives)."""
-LEARNING_TEXT_MAX_CHARS = 500
-"""The cap on a candidate's ``text``, in characters (extractors cut longer text)."""
-
-
-class LearningCandidateProposed(
-    Event, frozen=True, kw_only=True, tag="learning.candidate_proposed"
-):
-    """Reflection on a run found something worth learning about ``principal``. The stream's
-    id is derived from ``(principal, kind, dedupe_key)``, so the same thing found again lands
-    on the same stream (``learning.evidence_added``), never on a second candidate.
-
-    ``runs`` are the runs that show it, and ``positions[i]`` the journal positions in
-    ``runs[i]``'s tape that do (the message that said it; a procedure's tool results).
-    ``confidence_bps`` is 0-10000. ``text`` and ``dedupe_key`` are free text (redacted)."""
-
-    candidate_id: Id
-    learning_kind: LearningKind
-    """``kind`` is the event's own tag, so the field is named apart."""
-    text: str
-    principal: Principal
-    """Whom it concerns: whose runs it was found in, and whose runs it is offered to."""
-    confidence_bps: int
-    dedupe_key: str
-    runs: tuple[Id, ...]
-    positions: tuple[tuple[int, ...], ...] = ()
-    trigger: str = ""
-    """For a procedure: the content words of the request it was first seen for, which a later
-    request is compared with (docs/learning.md, "similar")."""
-    tools: tuple[ToolName, ...] = ()
-    """For a procedure: the tool sequence, in order."""
-    extractor: Literal["rules", "model"] = "rules"
-
-
-class LearningEvidenceAdded(Event, frozen=True, kw_only=True, tag="learning.evidence_added"):
-    """A duplicate was found in more runs: their evidence is merged into the candidate, whose
-    confidence is now ``confidence_bps``."""
-
-    candidate_id: Id
-    runs: tuple[Id, ...]
-    positions: tuple[tuple[int, ...], ...] = ()
-    confidence_bps: int
-
-
-class LearningCandidateApplied(Event, frozen=True, kw_only=True, tag="learning.candidate_applied"):
-    """The candidate takes effect: ``by`` is ``reflection`` when its confidence reached its
-    kind's threshold, else the reviewer who accepted it. A fact produced the memory item
-    ``memory_item_id``; a preference or procedure is offered to later runs from now on."""
-
-    candidate_id: Id
-    by: Principal
-    memory_item_id: Id | None = None
-    reason: str = ""
-
-
-class LearningCandidateRejected(
-    Event, frozen=True, kw_only=True, tag="learning.candidate_rejected"
-):
-    """A reviewer refused a waiting candidate; it is never applied unless accepted later."""
-
-    candidate_id: Id
-    by: Principal
-    reason: str = ""
-
-
-class LearningCandidateRolledBack(
-    Event, frozen=True, kw_only=True, tag="learning.candidate_rolled_back"
-):
-    """An applied candidate is withdrawn: the memory item it produced is deleted
-    (``memory_item_id``, by a ``memory.item_deleted`` appended before this event), a preference
-    or procedure is no longer offered."""
-
-    candidate_id: Id
-    by: Principal
-    reason: str = ""
-    memory_item_id: Id | None = None
-
-
 # --- tasks (stream ``task/<task_id>``; docs/tasks.md) ------------------------------------------
 
 TASK_KIND = Identifier(
@@ -609,13 +526,97 @@ class TaskCancelled(Event, frozen=True, kw_only=True, tag="task.cancelled"):
     attempt: int = 0
 
 
+# --- learning (stream ``learning/<candidate_id>``; docs/learning.md) ---------------------------
+
+LearningKind = Literal["fact", "preference", "procedure"]
+"""What a learning candidate is: a durable ``fact`` (applied as a memory item of source
+``learned``), a ``preference`` of its principal (offered to that principal's later runs), or a
+``procedure`` (a tool sequence offered as a hint when a similar request arrives)."""
+LEARNING_TEXT_MAX_CHARS = 500
+"""The cap on a candidate's ``text``, in characters (extractors cut longer text)."""
+
+
+class LearningCandidateProposed(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_proposed"
+):
+    """Reflection on a run found something worth learning about ``principal``. The stream's
+    id is derived from ``(principal, kind, dedupe_key)``, so the same thing found again lands
+    on the same stream (``learning.evidence_added``), never on a second candidate.
+
+    ``runs`` are the runs that show it, and ``positions[i]`` the journal positions in
+    ``runs[i]``'s tape that do (the message that said it; a procedure's tool results).
+    ``confidence_bps`` is 0-10000. ``text`` and ``dedupe_key`` are free text (redacted)."""
+
+    candidate_id: Id
+    learning_kind: LearningKind
+    """``kind`` is the event's own tag, so the field is named apart."""
+    text: str
+    principal: Principal
+    """Whom it concerns: whose runs it was found in, and whose runs it is offered to."""
+    confidence_bps: int
+    dedupe_key: str
+    runs: tuple[Id, ...]
+    positions: tuple[tuple[int, ...], ...] = ()
+    trigger: str = ""
+    """For a procedure: the content words of the request it was first seen for, which a later
+    request is compared with (docs/learning.md, "similar")."""
+    tools: tuple[ToolName, ...] = ()
+    """For a procedure: the tool sequence, in order."""
+    extractor: Literal["rules", "model"] = "rules"
+
+
+class LearningEvidenceAdded(Event, frozen=True, kw_only=True, tag="learning.evidence_added"):
+    """A duplicate was found in more runs: their evidence is merged into the candidate, whose
+    confidence is now ``confidence_bps``."""
+
+    candidate_id: Id
+    runs: tuple[Id, ...]
+    positions: tuple[tuple[int, ...], ...] = ()
+    confidence_bps: int
+
+
+class LearningCandidateApplied(Event, frozen=True, kw_only=True, tag="learning.candidate_applied"):
+    """The candidate takes effect: ``by`` is ``reflection`` when its confidence reached its
+    kind's threshold, else the reviewer who accepted it. A fact produced the memory item
+    ``memory_item_id``; a preference or procedure is offered to later runs from now on."""
+
+    candidate_id: Id
+    by: Principal
+    memory_item_id: Id | None = None
+    reason: str = ""
+
+
+class LearningCandidateRejected(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_rejected"
+):
+    """A reviewer refused a waiting candidate; it is never applied unless accepted later."""
+
+    candidate_id: Id
+    by: Principal
+    reason: str = ""
+
+
+class LearningCandidateRolledBack(
+    Event, frozen=True, kw_only=True, tag="learning.candidate_rolled_back"
+):
+    """An applied candidate is withdrawn: the memory item it produced is deleted
+    (``memory_item_id``, by a ``memory.item_deleted`` appended before this event), a preference
+    or procedure is no longer offered."""
+
+    candidate_id: Id
+    by: Principal
+    reason: str = ""
+    memory_item_id: Id | None = None
+
+
 # --- channels (stream ``channel/<name>``, written by that channel's actor only) -----------------
 #
 # A chat platform's messages enter through a connector and the channel router
 # (transports/channels, docs/channels.md). Every decision is one event with its reason; the
 # envelope's principal is the sender (``channel:<channel>:<sender>``), or for a pairing code
-# the operator who minted it. Platform values (conversation and message ids, display names)
-# are free text, redacted like any other; only what names someone is an identifier.
+# the operator who minted it. Platform ids (conversation, message and thread ids) are
+# ``PlatformId``s, checked but never redacted (events/fields.py says why); display names and
+# reasons are free text, redacted like any other.
 
 ChannelRoute = Literal["run", "coalesced", "command", "pairing"]
 """What an accepted message became: a run's input (``run``), part of a merged run input
@@ -642,9 +643,9 @@ class ChannelMessageRouted(Event, frozen=True, kw_only=True, tag="channel.messag
     direct conversations are always answered)."""
 
     channel: Channel
-    message_id: str
-    conversation: str
-    thread: str | None = None
+    message_id: PlatformId
+    conversation: PlatformId
+    thread: PlatformId | None = None
     principal: Principal
     """The sender, as the run's principal."""
     session_key: SessionKey
@@ -661,8 +662,8 @@ class ChannelMessageRefused(Event, frozen=True, kw_only=True, tag="channel.messa
     one since the last one that was (a flood is one event per second, not one per message)."""
 
     channel: Channel
-    message_id: str
-    conversation: str
+    message_id: PlatformId
+    conversation: PlatformId
     principal: Principal
     reason: ChannelRefusal
     detail: str = ""
@@ -692,7 +693,7 @@ class ChannelPairingRequested(Event, frozen=True, kw_only=True, tag="channel.pai
     code_id: Id
     principal: Principal
     """The sender asking to be paired."""
-    conversation: str
+    conversation: PlatformId
     display_name: str = ""
     expires_at_ms: int
 
@@ -734,9 +735,9 @@ class ChannelRunStarted(Event, frozen=True, kw_only=True, tag="channel.run_start
     channel: Channel
     run_id: Id
     session_id: Id
-    conversation: str
-    thread: str | None = None
-    in_reply_to: tuple[str, ...]
+    conversation: PlatformId
+    thread: PlatformId | None = None
+    in_reply_to: tuple[PlatformId, ...]
 
 
 class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent"):
@@ -745,8 +746,8 @@ class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent
 
     channel: Channel
     run_id: Id
-    conversation: str
-    in_reply_to: tuple[str, ...]
+    conversation: PlatformId
+    in_reply_to: tuple[PlatformId, ...]
     parts: int = 0
     ok: bool = True
     error: str = ""

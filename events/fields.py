@@ -62,7 +62,15 @@ PRINCIPAL = Identifier("principal", re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=/-]{
 ``channel:matrix:@alice:example.org``). ``=`` and ``/`` are there for chat platforms' user ids
 (a Matrix localpart may hold both); a value shaped like a token is still refused."""
 
+PLATFORM_ID = Identifier("platform id", re.compile(r"[!-~]{1,255}"), secret_checked=False)
+"""An id a chat platform made (a Matrix event or room id, a webhook's message id): printable
+ASCII without spaces. Not scanned for secrets: platforms make ids that look like tokens (about
+1 in 50 Matrix ids did), and redacting one would send a reply to a masked room. Such a field
+is never free text: a value outside the pattern is refused, so no prose or secret with a space,
+quote-free JSON or newline fits, and platform ids are not secrets by themselves."""
+
 Id = Annotated[str, ID]
+PlatformId = Annotated[str, PLATFORM_ID]
 SessionKey = Annotated[str, SESSION_KEY]
 Channel = Annotated[str, CHANNEL]
 ToolName = Annotated[str, TOOL_NAME]

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from events import Journal, NodeKey
 from events.catalog import ChannelMessageRefused
 from events.fields import PRINCIPAL, InvalidField
-from events.redact import looks_secret
+from events.redact import looks_secret, redact_text
 
 SENDERS = [
     "channel:matrix:@alice:localhost",
@@ -68,3 +69,25 @@ def test_the_journal_stores_a_sender_principal_in_clear_and_refuses_a_secret(
         assert refused.value.field == "principal"
         assert "ghp_" not in str(refused.value)
         assert len(j.read_stream("channel/matrix")) == 1
+
+
+def test_platform_ids_are_stored_verbatim_even_when_shaped_like_tokens(tmp_path: Path) -> None:
+    """A Matrix event id can look like a token to the redactor; masking it would send a reply
+    to a masked room after a restart. Platform ids are checked against their pattern instead."""
+    token_like = "$AKIAIOSFODNN7EXAMPLE"
+    assert redact_text(token_like)[1] == 1  # as free text it would have been masked
+    with Journal(tmp_path / "journal.db", node_key=NodeKey.load_or_create(tmp_path / "k")) as j:
+        event = msgspec.structs.replace(refusal(SENDERS[0]), message_id=token_like)
+        j.append("channel/matrix", [event], expected_seq=0, principal=SENDERS[0])
+        decoded = j.read_stream("channel/matrix")[0].decode()
+        assert isinstance(decoded, ChannelMessageRefused)
+        assert decoded.message_id == token_like and decoded.redacted == 0
+        for bad in ("has a space", "line\nbreak", "ünïcode", "x" * 256):
+            with pytest.raises(InvalidField) as refused:
+                j.append(
+                    "channel/matrix",
+                    [msgspec.structs.replace(event, conversation=bad)],
+                    expected_seq=1,
+                    principal="node",
+                )
+            assert refused.value.field == "conversation"

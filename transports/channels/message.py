@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import msgspec
 
-from events.fields import PRINCIPAL
+from events.fields import PLATFORM_ID, PRINCIPAL
 from events.redact import looks_secret
 
-ID_MAX_CHARS = 256
+ID_MAX_CHARS = 255
 """The longest conversation, thread or message id a connector may hand in."""
 NAME_MAX_CHARS = 128
 """The longest sender display name kept."""
@@ -112,14 +112,16 @@ def principal_of(channel: str, sender: str) -> str:
 def check_inbound(message: InboundMessage, max_text_bytes: int) -> str:
     """Refuse what no router decision should ever see (:class:`InvalidMessage` naming the
     field); return the sender's principal."""
-    for field in ("conversation", "message_id"):
-        value: str = getattr(message, field)
-        if not value.strip():
+    for field in ("conversation", "message_id", "thread"):
+        value: str | None = getattr(message, field)
+        if value is None and field == "thread":
+            continue
+        if value is None or not value.strip():
             raise InvalidMessage(field, "must not be empty")
         if len(value) > ID_MAX_CHARS:
             raise InvalidMessage(field, f"is {len(value)} characters; the limit is {ID_MAX_CHARS}")
-    if message.thread is not None and len(message.thread) > ID_MAX_CHARS:
-        raise InvalidMessage("thread", f"is longer than {ID_MAX_CHARS} characters")
+        if PLATFORM_ID.problem(value, looks_secret) is not None:
+            raise InvalidMessage(field, "must be printable ASCII without spaces (a platform id)")
     if len(message.sender_name) > NAME_MAX_CHARS:
         raise InvalidMessage("sender_name", f"is longer than {NAME_MAX_CHARS} characters")
     if len(message.attachments) > ATTACHMENTS_MAX:
