@@ -27,8 +27,6 @@ Reads use their own read-only connections (WAL), safe from many threads.
 from __future__ import annotations
 
 import math
-import queue
-import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,6 +39,7 @@ import msgspec
 from events.catalog import MemoryScope
 from projections.embedders import Embedder, HashingEmbedder, content_words
 from projections.memory import NO_EXPIRY, audience_of, load_vec, pack_vector
+from projections.pool import PooledReader
 
 ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
 MAX_QUERY_TERMS = 16
@@ -200,7 +199,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-class MemoryView:
+class MemoryView(PooledReader):
     """Queries over the memory tables of views.db (written by the projector).
 
     ``embedder`` must be the one the projector indexes with (the same ``[memory] embedder``):
@@ -216,40 +215,32 @@ class MemoryView:
         pool: int = 50,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
-        self.path = path
+        super().__init__(path)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.weights = weights if weights is not None else weights_for(self.embedder)
         self.pool = pool
         """How many candidates each index contributes (at least ``k``)."""
         self.clock = clock
-        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
-        self._all: list[apsw.Connection] = []
-        self._guard = threading.Lock()
+
+    def _connect(self) -> apsw.Connection:
+        conn = super()._connect()
+        # The KNN scan reads every vector: mapped pages save a copy per page (~35% faster at
+        # 100k items). Address space only; a read-only connection never writes through it.
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+        load_vec(conn)
+        conn.register_fts5_function("reel_bm25", bm25)
+        conn.register_fts5_function("reel_rows", _row_count)
+        return conn
 
     @contextmanager
     def _read(self) -> Iterator[apsw.Connection]:
         """A pooled read-only connection inside one read transaction (one snapshot)."""
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.set_busy_timeout(5000)
-            # The KNN scan reads every vector: mapped pages save a copy per page (~35% faster at
-            # 100k items). Address space only; a read-only connection never writes through it.
-            conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
-            load_vec(conn)
-            conn.register_fts5_function("reel_bm25", bm25)
-            conn.register_fts5_function("reel_rows", _row_count)
-            with self._guard:
-                self._all.append(conn)
-        try:
+        with self._borrow() as conn:
             conn.execute("BEGIN")
             try:
                 yield conn
             finally:
                 conn.execute("COMMIT")
-        finally:
-            self._idle.put(conn)
 
     # --- items ---------------------------------------------------------------------------------
 
@@ -459,9 +450,3 @@ class MemoryView:
             int(r): 1.0 - float(d)
             for r, d in conn.execute(sql, (pack_vector(qvec), pool, *seen, expiry))
         }
-
-    def close(self) -> None:
-        with self._guard:
-            for conn in self._all:
-                conn.close()
-            self._all.clear()
