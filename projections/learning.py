@@ -20,11 +20,8 @@ with ``/``), lowercased, at least two characters, minus :data:`STOP_WORDS`.
 
 from __future__ import annotations
 
-import queue
 import re
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,7 @@ from events.catalog import (
     ToolProposed,
 )
 from events.lifecycle import STATUS_OF
+from projections.pool import PooledReader
 
 SIMILARITY = 0.5
 """Two requests are similar at or above this Jaccard index of their content words."""
@@ -372,7 +370,7 @@ _COLUMNS = (
 )
 
 
-class LearningView:
+class LearningView(PooledReader):
     """Reads of the learning view: safe from many threads, never writes (the projector owns
     views.db). Also the node's :class:`actors.services.LearningPort` (:meth:`offered`) and
     reflection's history of runs (:meth:`peers`).
@@ -381,25 +379,8 @@ class LearningView:
     projector's); reflection asks for peers only once the run it reflects on is folded."""
 
     def __init__(self, path: Path, wait_for: Callable[[int, float], object] | None = None) -> None:
-        self.path = path
+        super().__init__(path)
         self._wait_for = wait_for
-        self._idle: queue.SimpleQueue[apsw.Connection] = queue.SimpleQueue()
-        self._all: list[apsw.Connection] = []
-        self._guard = threading.Lock()
-
-    @contextmanager
-    def _borrow(self) -> Iterator[apsw.Connection]:
-        try:
-            conn = self._idle.get_nowait()
-        except queue.Empty:
-            conn = apsw.Connection(str(self.path), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.set_busy_timeout(5000)
-            with self._guard:
-                self._all.append(conn)
-        try:
-            yield conn
-        finally:
-            self._idle.put(conn)
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._borrow() as conn:
@@ -530,12 +511,6 @@ class LearningView:
             )
             for r in rows
         ]
-
-    def close(self) -> None:
-        with self._guard:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
 
 
 def _record(row: tuple[Any, ...]) -> CandidateRecord:
