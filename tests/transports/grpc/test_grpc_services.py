@@ -349,7 +349,9 @@ def test_read_with_a_limit_and_follow(node: GrpcNode) -> None:
 
     limited, followed = run(go())
     assert [e.position for e in limited] == [2, 3, 4]
-    assert followed[0].kind in ("access.decided", "session.created", "run.accepted")
+    # background work (a reflection task for an earlier run) may commit first: not the point
+    ours = [e.kind for e in followed if not e.kind.startswith(("task.", "learning."))]
+    assert ours[0] in ("access.decided", "session.created", "run.accepted")
     assert [e.position for e in followed] == list(
         range(followed[0].position, followed[0].position + len(followed))
     )
