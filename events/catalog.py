@@ -753,6 +753,17 @@ class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent
     error: str = ""
 
 
+class ChannelCursorSaved(Event, frozen=True, kw_only=True, tag="channel.cursor_saved"):
+    """How far the connector has read its platform (a Matrix sync token): every message
+    before ``cursor`` was handed to the router. A restarted node resumes from the latest one,
+    so what was said while it was stopped is answered. Saved after a sync that held messages
+    and at a clean stop, never on an empty poll. A platform id (checked, never redacted): a
+    sync token may look like a secret but grants nothing without the bot's access token."""
+
+    channel: Channel
+    cursor: PlatformId
+
+
 # --- API tokens (stream ``token/<token_id>``) ---------------------------------------------
 
 
@@ -863,6 +874,7 @@ CATALOG: tuple[type[Event], ...] = (
     ChannelCommandHandled,
     ChannelRunStarted,
     ChannelReplySent,
+    ChannelCursorSaved,
     TokenCreated,
     TokenRevoked,
     AccessDecided,

@@ -36,6 +36,7 @@ from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolv
 from events import Event, JournalPort, StoredEvent, new_id
 from events.catalog import (
     ChannelCommandHandled,
+    ChannelCursorSaved,
     ChannelMessageRefused,
     ChannelMessageRouted,
     ChannelPairCodeMinted,
@@ -206,6 +207,8 @@ class ChannelActor(pykka.ThreadingActor):
         self.unanswered: list[ChannelRunStarted] = []
         self.resolved: set[str] = set()
         """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
+        self.cursor: str | None = None
+        """The connector's last saved position (``channel.cursor_saved``): where it resumes."""
 
     # --- life --------------------------------------------------------------------------------
 
@@ -216,6 +219,10 @@ class ChannelActor(pykka.ThreadingActor):
                 self.state = apply(self.state, event, stored.recorded_at_ms)
                 if isinstance(event, ChannelPairingResolved):
                     self.resolved.add(event.approval_id)
+            elif stored.kind == "channel.cursor_saved":
+                saved = stored.decode()
+                assert isinstance(saved, ChannelCursorSaved)
+                self.cursor = saved.cursor
         # runs whose answer was still to be sent when the node stopped (answered on Resume)
         self.unanswered = unanswered(self.journal.read_stream(stream_of(self.name)))
         registry = self.node.services.registry
@@ -255,6 +262,8 @@ class ChannelActor(pykka.ThreadingActor):
                 self.unanswered = []
             elif isinstance(message, Record):
                 self._append(message.event, message.principal)
+                if isinstance(message.event, ChannelCursorSaved):
+                    self.cursor = message.event.cursor
         except Exception as exc:  # contained: the caller hears it, the channel goes on
             log.exception("channel %s failed on %s", self.name, type(message).__name__)
             for reply in _replies_of(message):

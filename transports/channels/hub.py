@@ -21,14 +21,14 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 import pykka
 
 from actors import Node
 from events import JournalPort
-from events.catalog import ChannelRunStarted
+from events.catalog import ChannelCursorSaved, ChannelRunStarted
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from transports.access import Authority
@@ -54,6 +54,14 @@ R = TypeVar("R")
 
 FRESH_WAIT_S = 2.0
 """How long a command waits for the views to include what the journal just committed."""
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A connector that reads its platform from a position (Matrix: a sync token) and resumes
+    from the one it last saved (``channel.cursor_saved``, appended by the channel's actor)."""
+
+    def resume(self, cursor: str | None, save: Callable[[str], None]) -> None: ...
 
 
 class UnknownChannel(LookupError):
@@ -167,6 +175,9 @@ class ChannelHub:
         for name, config in self.configs.items():
             self.actors[name] = ChannelActor.start(name, config, node, journal, self)
         for name, connector in self.connectors.items():
+            if isinstance(connector, Resumable):
+                cursor = self.actors[name].proxy().cursor.get(timeout=30)
+                connector.resume(cursor, self._cursor_saver(name))
             io.submit(connector.start(self._inbound)).result(timeout=30)
             log.info("channel %s (%s) started", name, connector.kind)
         for ref in self.actors.values():
@@ -288,6 +299,12 @@ class ChannelHub:
         if ref is not None:
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(Record(event, principal))
+
+    def _cursor_saver(self, channel: str) -> Callable[[str], None]:
+        def save(cursor: str) -> None:
+            self._record(channel, ChannelCursorSaved(channel=channel, cursor=cursor), "node")
+
+        return save
 
     def notify(self, channel: str, message: InboundMessage, text: str) -> None:
         """Answer ``message`` in its conversation with ``text`` (a notice, not a run's answer)."""

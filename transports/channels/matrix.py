@@ -7,7 +7,11 @@ journal or a log line) and ``allow_rooms``, plus the router keys every channel h
 module moves them in and out.
 
 Inbound. The connector logs in, syncs once with ``timeout=0`` (that sync's timelines are
-history and never handed in), then long-polls ``/sync`` from the token it got. Each
+history and never handed in; its account data, rooms and invites are read), then long-polls
+``/sync`` from the token it got, or from its saved cursor when the node ran before. The cursor
+(the sync token) is saved through the channel's actor (``channel.cursor_saved``) after a sync
+whose messages were all handed to the hub, and at stop: a restarted node answers what was said
+while it was stopped, and a crash before the save re-delivers at worst (dropped by the hub). Each
 ``m.room.message`` of another user becomes one :class:`InboundMessage`: the event id is the
 message id (the hub's idempotency key), the room id the conversation, ``m.thread`` relations
 the thread. Matrix does not say which rooms are direct: the connector tracks them itself, from
@@ -205,6 +209,13 @@ class MatrixConnector(Connector):
         self.user_id = config.user_id
         self.since: str | None = None
         """The sync token the next ``/sync`` continues from (None: not synced yet)."""
+        self.saved: str | None = None
+        """The cursor last saved (or resumed from): the sync token a restart continues from."""
+        self._save: Callable[[str], None] | None = None
+        self._primed = False
+        """Whether the first sync (account data, rooms, invites) has been read since start."""
+        self._handed = 0
+        """Messages handed to the hub since the node started (a batch held some: save)."""
         self.joined: set[str] = set()
         """Rooms the bot is in, as its syncs have shown them."""
         self.direct: set[str] = set()
@@ -232,6 +243,18 @@ class MatrixConnector(Connector):
     def max_text_chars(self) -> int:
         return min(self.config.reply_max_chars, MAX_TEXT_CHARS)
 
+    def resume(self, cursor: str | None, save: Callable[[str], None]) -> None:
+        """Before :meth:`start`: continue from ``cursor`` (the sync token saved when the node
+        last ran; None on the first start) and give each cursor to save to ``save`` (which
+        records it on the channel's stream)."""
+        self.since = self.saved = cursor
+        self._save = save
+
+    def _save_cursor(self) -> None:
+        if self._save is not None and self.since is not None and self.since != self.saved:
+            self._save(self.since)
+            self.saved = self.since
+
     # --- life ------------------------------------------------------------------------------------
 
     async def start(self, inbound: Inbound) -> None:
@@ -240,6 +263,7 @@ class MatrixConnector(Connector):
         :class:`ConfigError` naming the key); an unreachable homeserver does not: the loop
         keeps trying, with backoff, and says so."""
         self._inbound = inbound
+        self._primed = False
         self._client = AsyncClient(
             self.config.homeserver,
             self.user_id,
@@ -269,6 +293,7 @@ class MatrixConnector(Connector):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._loop_task = None
+        self._save_cursor()  # ``since`` moves only once a sync's messages were all handed in
         client = self._client
         if client is not None and self._logged_in and self._mode == "password":
             with contextlib.suppress(*_LOST, asyncio.TimeoutError):
@@ -307,22 +332,33 @@ class MatrixConnector(Connector):
 
     async def _connect(self) -> None:
         """Log in if not logged in, and do the first sync if not done (its timelines are
-        history: only its account data, rooms and pending invites are read)."""
+        history: only its account data, rooms and pending invites are read). Its token is
+        kept unless the connector resumes from a saved cursor: then the long-poll starts from
+        that cursor (an incremental sync does not repeat ``m.direct`` or the joined rooms,
+        hence this first sync either way)."""
         client = self.client
         if not self._logged_in:
             await self._login(client)
-        if self.since is None:
-            response = await self._sync(client, 0, _INITIAL_FILTER)
+        if not self._primed:
+            response = await self._sync(client, 0, _INITIAL_FILTER, since=None)
             self._account_data(response)
             self.joined = set(response.rooms.join)
             for left in response.rooms.leave:
                 self.joined.discard(left)
             self._invited(response)
-            self.since = response.next_batch
+            resumed = self.since is not None
+            if not resumed:
+                self.since = response.next_batch
+            self._primed = True
             self.connected = True
             log.info(
                 "matrix connected",
-                extra=fields(channel=self.name, user_id=self.user_id, rooms=len(self.joined)),
+                extra=fields(
+                    channel=self.name,
+                    user_id=self.user_id,
+                    rooms=len(self.joined),
+                    resumed=resumed,
+                ),
             )
 
     async def _login(self, client: AsyncClient) -> None:
@@ -357,10 +393,15 @@ class MatrixConnector(Connector):
         raise _Unavailable(_describe(response))
 
     async def _sync(
-        self, client: AsyncClient, timeout_ms: int, sync_filter: Mapping[str, Any]
+        self,
+        client: AsyncClient,
+        timeout_ms: int,
+        sync_filter: Mapping[str, Any],
+        *,
+        since: str | None,
     ) -> SyncResponse:
         response = await asyncio.wait_for(
-            client.sync(timeout=timeout_ms, sync_filter=dict(sync_filter), since=self.since),
+            client.sync(timeout=timeout_ms, sync_filter=dict(sync_filter), since=since),
             timeout_ms / 1000 + SYNC_GRACE_S,
         )
         if isinstance(response, SyncResponse):
@@ -376,13 +417,14 @@ class MatrixConnector(Connector):
         raise _Unavailable(_describe(response))
 
     async def _sync_loop(self) -> None:
-        """Long-poll ``/sync`` until cancelled: each answer is handed in, then its token kept.
+        """Long-poll ``/sync`` until cancelled: each answer is handed in, then its token kept,
+        and saved when the answer held messages (an empty poll saves nothing: no journal churn).
         Failures back off (doubling, capped) and say so; 429s wait what the homeserver asks."""
         failures = 0
         while True:
             try:
                 await self._connect()
-                response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER)
+                response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER, since=self.since)
             except asyncio.CancelledError:
                 raise
             except _RateLimited as limited:
@@ -419,11 +461,14 @@ class MatrixConnector(Connector):
                 log.info("matrix reconnected", extra=fields(channel=self.name, after=failures))
                 failures = 0
             self.connected = True
+            handed = self._handed
             try:
                 await self._handle(response)
             except Exception:  # a bug here must not stop the channel: say so, go on
                 log.exception("matrix sync answer not handled", extra=fields(channel=self.name))
             self.since = response.next_batch
+            if self._handed != handed:
+                self._save_cursor()
 
     # --- what a sync brings ----------------------------------------------------------------------
 
@@ -609,6 +654,7 @@ class MatrixConnector(Connector):
         the message was meant for the bot; it is never retried, nor is anything the hub
         refuses (the hub records its own decisions)."""
         assert self._inbound is not None
+        self._handed += 1
         try:
             await self._inbound(message)
         except InvalidMessage as exc:
