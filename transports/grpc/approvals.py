@@ -1,6 +1,6 @@
 """``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals).
 
-Watch follows the journal for ``tool.approval_requested`` / ``tool.approval_resolved`` events
+Watch follows the journal for the events that request or resolve an approval (:data:`CHANGES`)
 (reading only what was committed since it last looked) and sends each approval's view record once
 the projector has applied the event, so the record is never older than the change it reports.
 """
@@ -45,7 +45,10 @@ STATE_FILTER = {
 CHANGES = {
     "tool.approval_requested": ApprovalChangeKind.REQUESTED,
     "tool.approval_resolved": ApprovalChangeKind.RESOLVED,
+    "channel.pairing_requested": ApprovalChangeKind.REQUESTED,
+    "channel.pairing_resolved": ApprovalChangeKind.RESOLVED,
 }
+"""The journal kinds that change an approval (tool calls and device pairings alike)."""
 SCAN = 500
 
 

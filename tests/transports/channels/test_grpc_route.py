@@ -15,10 +15,15 @@ from grpclib.exceptions import GRPCError
 
 from events.catalog import AccessDecided
 from proto.reel.v1 import (
+    ApprovalChange,
+    ApprovalChangeKind,
+    ApprovalsStub,
+    ApprovalState,
     ChannelAttachment,
     GatewayStub,
     RouteMessageRequest,
     RouteMessageResponse,
+    WatchApprovalsRequest,
 )
 from tests.transports.channels.kit import channel
 from transports.config import GrpcConfig, NodeConfig
@@ -105,3 +110,43 @@ def test_route_message_bad_input_and_permissions(
     denied = error(server, viewer, message_id="v1")
     assert denied.status == Status.PERMISSION_DENIED
     assert "channel.route" in (denied.message or "")
+
+
+def test_a_pairing_request_reaches_approvals_watch(data_dir: Path) -> None:
+    """A device pairing is an approval like a tool call's: Approvals.Watch reports it."""
+    config = NodeConfig(grpc=GrpcConfig(port=0), channels={"hook": channel(dm_policy="pairing")})
+    runtime = open_runtime(data_dir, config=config)
+    server = start_grpc(runtime, port=0)
+    token = (data_dir / "admin.token").read_text().strip()
+    try:
+        code = runtime.channels.mint_code("hook", ttl_ms=600_000, principal="admin").result(10).code
+
+        async def watch() -> list[ApprovalChange]:
+            grpc_channel = Channel("127.0.0.1", server.port)
+            try:
+                stub = ApprovalsStub(grpc_channel, metadata=auth_metadata(token), timeout=20)
+                seen: list[ApprovalChange] = []
+
+                async def follow() -> None:
+                    async for change in stub.watch(WatchApprovalsRequest()):
+                        seen.append(change)
+                        return
+
+                watcher = asyncio.create_task(follow())
+                await asyncio.sleep(0.2)
+                paired = await asyncio.to_thread(
+                    route, server, token, text=f"pair {code}", message_id="g-pair"
+                )
+                assert paired.accepted, paired
+                await asyncio.wait_for(watcher, 20)
+                return seen
+            finally:
+                grpc_channel.close()
+
+        (change,) = asyncio.run(asyncio.wait_for(watch(), 30))
+        assert change.change == ApprovalChangeKind.REQUESTED
+        assert change.approval.principal == "channel:hook:@alice:localhost"
+        assert change.approval.state == ApprovalState.PENDING
+    finally:
+        server.close()
+        runtime.close(0)
