@@ -229,6 +229,8 @@ class MatrixConnector(Connector):
         self._client: AsyncClient | None = None
         self._inbound: Inbound | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
+        """Set by stop(): the sync loop ends at its next turn even if a cancel was lost."""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._logged_in = False
@@ -264,6 +266,7 @@ class MatrixConnector(Connector):
         keeps trying, with backoff, and says so."""
         self._inbound = inbound
         self._primed = False
+        self._stopping = False
         self._client = AsyncClient(
             self.config.homeserver,
             self.user_id,
@@ -288,6 +291,9 @@ class MatrixConnector(Connector):
 
     async def stop(self) -> None:
         """End the sync loop and pending work, log out (password logins only), close."""
+        # The flag as well as the cancel: Python 3.11's wait_for (inside nio) can swallow a
+        # cancellation that arrives as its request completes; the loop then ends next turn.
+        self._stopping = True
         tasks = [t for t in (self._loop_task, *self._tasks) if t is not None]
         for task in tasks:
             task.cancel()
@@ -421,7 +427,7 @@ class MatrixConnector(Connector):
         and saved when the answer held messages (an empty poll saves nothing: no journal churn).
         Failures back off (doubling, capped) and say so; 429s wait what the homeserver asks."""
         failures = 0
-        while True:
+        while not self._stopping:
             try:
                 await self._connect()
                 response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER, since=self.since)
