@@ -34,6 +34,23 @@ SMALL = ActorsConfig(budgets=RunBudgets(max_turns=4, max_tool_calls=8, wall_cloc
 T = TypeVar("T")
 
 
+def wait_on_journal(
+    journal: Journal, probe: Callable[[], T | None], timeout: float, what: str
+) -> T:
+    """Poll ``probe`` after each commit of ``journal`` until it returns a value (not None);
+    AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        head = journal.committed_position
+        value = probe()
+        if value is not None:
+            return value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        journal.wait_for(head, timeout=min(left, 0.1))
+
+
 class NodeKit:
     """One started :class:`actors.Node` over ``root`` (journal, node key, workspace)."""
 
@@ -111,16 +128,7 @@ class NodeKit:
         self, probe: Callable[[], T | None], timeout: float = DEADLINE_S, what: str = ""
     ) -> T:
         """Poll ``probe`` after each journal commit until it returns a value (not None)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            head = self.journal.committed_position
-            value = probe()
-            if value is not None:
-                return value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what or probe}")
-            self.journal.wait_for(head, timeout=min(left, 0.1))
+        return wait_on_journal(self.journal, probe, timeout, what or str(probe))
 
     def wait_for_kind(self, run_id: str, kind: str, timeout: float = DEADLINE_S) -> Any:
         """The first event of ``kind`` on the run's tape, waiting for it."""

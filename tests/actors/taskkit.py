@@ -4,7 +4,6 @@ provider (as :mod:`tests.actors.nodekit`), started with a ``[tasks]`` config of 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,7 +14,7 @@ from actors.tasks import TaskQueue, TasksConfig
 from events import Journal, NodeKey, StoredEvent
 from events.task_lifecycle import task_stream
 from policies import PolicyEngine
-from tests.actors.nodekit import SMALL
+from tests.actors.nodekit import SMALL, wait_on_journal
 from tools import ToolsConfig, build_catalog
 from transports.models import DeterministicProvider
 
@@ -71,16 +70,7 @@ class TaskKit:
         self, probe: Callable[[], T | None], what: str, timeout: float = DEADLINE_S
     ) -> T:
         """Poll ``probe`` after each journal commit until it returns a value (not None)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            head = self.journal.committed_position
-            value = probe()
-            if value is not None:
-                return value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-            self.journal.wait_for(head, timeout=min(left, 0.05))
+        return wait_on_journal(self.journal, probe, timeout, what)
 
     def wait_for_kind(self, task_id: str, kind: str, timeout: float = DEADLINE_S) -> StoredEvent:
         def probe() -> StoredEvent | None:
