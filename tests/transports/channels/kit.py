@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from events.catalog import Event, kind_of
-from tests.transports.http.httpkit import Node, Reply, close_node, open_node
+from tests.transports.http.httpkit import Node, Reply, close_node, eventually, open_node
 from transports.config import ChannelConfig
 
 SECRET = "test-webhook-secret-0123456789"
@@ -166,7 +166,9 @@ def post_webhook(node: Node, name: str, raw: bytes, sig: str | None) -> Reply:
 
 
 def run_of(node: Node, run_id: str) -> dict[str, Any]:
-    """The run once it has ended."""
+    """The run once it has ended (its record may reach the views a moment after the channel
+    accepted it, on a loaded machine)."""
+    eventually(lambda: node.call("GET", f"/v1/runs/{run_id}").status == 200)
     node.finish(run_id)
     reply = node.call("GET", f"/v1/runs/{run_id}")
     assert reply.status == 200
