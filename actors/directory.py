@@ -230,6 +230,8 @@ class SessionDirectory(pykka.ThreadingActor):
 
     def _start_run(self, message: StartRun) -> None:
         error = validate_text(message.text, self.s.config.max_message_bytes)
+        if error is None and message.run_id is not None and not is_ulid(message.run_id):
+            error = InvalidCommand("run_id", "must be a ULID")
         if error is not None:
             reject(message.reply, error)
             return

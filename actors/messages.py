@@ -97,6 +97,10 @@ class StartRun(msgspec.Struct, frozen=True, kw_only=True):
     reply: Reply = None
     session_created: bool = False
     """Set by the directory when it created the session for this message."""
+    run_id: str | None = None
+    """The run's id, chosen by the caller so that asking again after a crash finds the run it
+    started: a session that already has ``run_id`` answers that run's ticket and starts
+    nothing. None: the session picks one."""
 
 
 class ResolveSession(msgspec.Struct, frozen=True, kw_only=True):

@@ -256,7 +256,18 @@ class SessionActor(pykka.ThreadingActor):
         return event
 
     def _start_run(self, message: StartRun) -> None:
-        run_id = new_id()
+        assert self.state is not None
+        if message.run_id is not None and message.run_id in self.state.runs:
+            resolve(  # asked again (after a crash): the run exists, nothing starts twice
+                message.reply,
+                RunTicket(
+                    run_id=message.run_id,
+                    session_id=self.session_id,
+                    queued=any(q.run_id == message.run_id for q in self.queue),
+                ),
+            )
+            return
+        run_id = message.run_id or new_id()
         accepted = self._append(
             RunAccepted(
                 run_id=run_id,

@@ -654,6 +654,12 @@ class ChannelMessageRouted(Event, frozen=True, kw_only=True, tag="channel.messag
     route: ChannelRoute = "run"
     reply: bool = True
     attachments: int = 0
+    input: str = ""
+    """What this message adds to a run's input (its text, attachments named on their own
+    lines), for routes ``run`` and ``coalesced``: kept so that a message accepted but not yet
+    handed to a run when the node stopped (held for coalescing, or in flight) starts its run
+    at the next start. Empty for commands, pairing requests and events recorded before
+    recovery existed (those are not recovered)."""
 
 
 class ChannelMessageRefused(Event, frozen=True, kw_only=True, tag="channel.message_refused"):
@@ -726,11 +732,30 @@ class ChannelCommandHandled(Event, frozen=True, kw_only=True, tag="channel.comma
     detail: str = ""
 
 
+class ChannelRunRequested(Event, frozen=True, kw_only=True, tag="channel.run_requested"):
+    """Accepted messages (``message_ids`` in order: one, or several coalesced) are being handed
+    to the session ``session_key`` as the run ``run_id``. Recorded before the run is asked
+    for, so that a node that stops before ``channel.run_started`` (or
+    ``channel.run_not_started``) asks again at its next start with the same run id; a session
+    that already has that run starts nothing twice."""
+
+    channel: Channel
+    run_id: Id
+    session_key: SessionKey
+    principal: Principal
+    conversation: PlatformId
+    thread: PlatformId | None = None
+    message_ids: tuple[PlatformId, ...]
+    reply: bool = True
+    label: str = ""
+    """The session's label, should the run create it."""
+
+
 class ChannelRunStarted(Event, frozen=True, kw_only=True, tag="channel.run_started"):
     """An accepted message (or several, coalesced: ``in_reply_to``) started or continued
-    ``run_id``, and its answer is to go back into ``conversation``. Recorded only when a reply
-    will be sent, so that after a restart the channel still answers runs that were in flight
-    (those without a ``channel.reply_sent``)."""
+    ``run_id``. When ``reply``, its answer is to go back into ``conversation``: after a restart
+    the channel still answers runs that were in flight (those without a
+    ``channel.reply_sent``)."""
 
     channel: Channel
     run_id: Id
@@ -738,6 +763,17 @@ class ChannelRunStarted(Event, frozen=True, kw_only=True, tag="channel.run_start
     conversation: PlatformId
     thread: PlatformId | None = None
     in_reply_to: tuple[PlatformId, ...]
+    reply: bool = True
+
+
+class ChannelRunNotStarted(Event, frozen=True, kw_only=True, tag="channel.run_not_started"):
+    """The node refused the run a ``channel.run_requested`` asked for (``error`` says why, in
+    words): its messages get no run and are not asked for again. A node that was shutting down
+    records nothing; it asks again at its next start."""
+
+    channel: Channel
+    run_id: Id
+    error: str
 
 
 class ChannelReplySent(Event, frozen=True, kw_only=True, tag="channel.reply_sent"):
@@ -872,7 +908,9 @@ CATALOG: tuple[type[Event], ...] = (
     ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelCommandHandled,
+    ChannelRunRequested,
     ChannelRunStarted,
+    ChannelRunNotStarted,
     ChannelReplySent,
     ChannelCursorSaved,
     TokenCreated,

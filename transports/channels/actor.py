@@ -31,9 +31,9 @@ import msgspec
 import pykka
 
 from actors import Node
-from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
+from actors.errors import ApprovalAlreadyResolved, InvalidCommand, NodeDraining, UnknownApproval
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
-from events import Event, JournalPort, StoredEvent, new_id
+from events import Event, JournalPort, new_id
 from events.catalog import (
     ChannelCommandHandled,
     ChannelCursorSaved,
@@ -43,9 +43,11 @@ from events.catalog import (
     ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelReplySent,
+    ChannelRunNotStarted,
     ChannelRunStarted,
 )
 from transports.channels import pairing
+from transports.channels.dispatch import Backlog, Batch, Waiting, backlog, regroup
 from transports.channels.message import InboundMessage, run_input
 from transports.channels.router import (
     Accept,
@@ -58,6 +60,7 @@ from transports.channels.router import (
     route,
 )
 from transports.config import ChannelConfig, duration_ms
+from transports.logs import fields
 
 if TYPE_CHECKING:
     from transports.channels.hub import ChannelHub
@@ -130,6 +133,10 @@ class Deliver(msgspec.Struct, frozen=True, kw_only=True):
     message: InboundMessage
     principal: str
     reply: Future[RouteResult]
+    until_run: bool = True
+    """True: ``reply`` waits for the run (its id in the result; an API caller). False: it
+    resolves as soon as the decision is recorded (a connector only needs the message durable,
+    and must not wait out a coalescing window before handing in the next one)."""
 
 
 class MintCode(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,9 +146,10 @@ class MintCode(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Flush(msgspec.Struct, frozen=True):
-    """Timer: a coalescing window closed."""
+    """Timer: the coalescing window that ``first`` opened closed."""
 
     key: tuple[str, str, str]
+    first: str
 
 
 class Dispatched(msgspec.Struct, frozen=True):
@@ -156,7 +164,7 @@ class PairingExpired(msgspec.Struct, frozen=True):
 
 
 class Resume(msgspec.Struct, frozen=True):
-    """The connector is up: answer the runs a restart left unanswered."""
+    """The connector is up: carry out what a stopped node left undone (the backlog)."""
 
 
 class Record(msgspec.Struct, frozen=True):
@@ -164,23 +172,6 @@ class Record(msgspec.Struct, frozen=True):
 
     event: Event
     principal: str
-
-
-class Held(msgspec.Struct, kw_only=True):
-    """One accepted message waiting for its run."""
-
-    message: InboundMessage
-    reply: Future[RouteResult]
-    result: RouteResult
-
-
-class Batch(msgspec.Struct, kw_only=True):
-    """Messages that become one run input (one, or several coalesced)."""
-
-    principal: str
-    session_key: str
-    reply: bool
-    held: list[Held]
 
 
 # --- the actor ---------------------------------------------------------------------------------
@@ -204,7 +195,8 @@ class ChannelActor(pykka.ThreadingActor):
         """Sender -> (when its last rate_limited refusal was recorded, refusals since)."""
         self.windows: dict[tuple[str, str, str], Batch] = {}
         self.timers: dict[str, Any] = {}
-        self.unanswered: list[ChannelRunStarted] = []
+        self.backlog = Backlog(unrequested=[], unstarted=[], unanswered=[])
+        """What the stream shows a stopped node left undone; carried out on ``Resume``."""
         self.resolved: set[str] = set()
         """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
         self.cursor: str | None = None
@@ -213,7 +205,8 @@ class ChannelActor(pykka.ThreadingActor):
     # --- life --------------------------------------------------------------------------------
 
     def on_start(self) -> None:
-        for stored in self.journal.read_stream(stream_of(self.name)):
+        stream = self.journal.read_stream(stream_of(self.name))
+        for stored in stream:
             if stored.kind in STATE_KINDS:
                 event = stored.decode()
                 self.state = apply(self.state, event, stored.recorded_at_ms)
@@ -223,8 +216,7 @@ class ChannelActor(pykka.ThreadingActor):
                 saved = stored.decode()
                 assert isinstance(saved, ChannelCursorSaved)
                 self.cursor = saved.cursor
-        # runs whose answer was still to be sent when the node stopped (answered on Resume)
-        self.unanswered = unanswered(self.journal.read_stream(stream_of(self.name)))
+        self.backlog = backlog(stream)
         registry = self.node.services.registry
         for pending in self.state.pending.values():
             registry.approval_pending(pending.approval_id, "", self.actor_ref)
@@ -236,9 +228,16 @@ class ChannelActor(pykka.ThreadingActor):
             registry.approval_closed(approval_id)
         for timer in self.timers.values():
             timer.cancel()
-        for batch in self.windows.values():
-            for held in batch.held:
-                reject_route(held.reply, RuntimeError("the channel stopped"))
+        for batch in self.windows.values():  # recorded: they start their run at the next start
+            for waiting in batch.waiting:
+                resolve(
+                    waiting.reply,
+                    msgspec.structs.replace(
+                        waiting.result,
+                        detail="held for coalescing when the node stopped: "
+                        "its run starts when the node starts again",
+                    ),
+                )
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -247,8 +246,9 @@ class ChannelActor(pykka.ThreadingActor):
             elif isinstance(message, Dispatched):
                 self._dispatched(message)
             elif isinstance(message, Flush):
-                batch = self.windows.pop(message.key, None)
-                if batch is not None:
+                batch = self.windows.get(message.key)
+                if batch is not None and batch.message_ids[0] == message.first:
+                    del self.windows[message.key]
                     self._dispatch(batch)
             elif isinstance(message, MintCode):
                 self._mint(message)
@@ -257,9 +257,7 @@ class ChannelActor(pykka.ThreadingActor):
             elif isinstance(message, PairingExpired):
                 self._expired(message.approval_id)
             elif isinstance(message, Resume):
-                for started in self.unanswered:
-                    self.hub.follow(self.name, started, None)
-                self.unanswered = []
+                self._resume()
             elif isinstance(message, Record):
                 self._append(message.event, message.principal)
                 if isinstance(message.event, ChannelCursorSaved):
@@ -332,7 +330,7 @@ class ChannelActor(pykka.ThreadingActor):
             self.flood[principal] = (now, 0)
             if len(self.flood) > BUCKETS_KEPT:
                 self.flood.pop(next(iter(self.flood)))
-        self._append(
+        duplicate, _ = self._append(
             ChannelMessageRefused(
                 channel=self.name,
                 message_id=message.message_id,
@@ -343,9 +341,14 @@ class ChannelActor(pykka.ThreadingActor):
                 suppressed=suppressed,
             ),
             principal,
+            # a platform re-delivering a refused message is told nothing new; the same message
+            # can still be refused for another reason, or accepted, later (after pairing)
+            idempotency_key=f"{message_key(self.name, message.message_id)}/{decision.reason}",
         )
         resolve(command.reply, _refused(base, decision))
-        if tell is not None and message.is_direct:
+        if duplicate:
+            self.hub.duplicates += 1
+        elif tell is not None and message.is_direct:
             self.hub.notify(self.name, message, tell)
 
     def _routed(
@@ -355,8 +358,10 @@ class ChannelActor(pykka.ThreadingActor):
         route_name: str,
         reply: bool,
         mentioned: bool,
+        input: str = "",
     ) -> bool:
-        """Record an accepted message; False when it is a repeat (already answered)."""
+        """Record an accepted message (``input``: its part of a run's input); False when it
+        is a repeat (already answered)."""
         message = command.message
         duplicate, _ = self._append(
             ChannelMessageRouted(
@@ -371,6 +376,7 @@ class ChannelActor(pykka.ThreadingActor):
                 route=route_name,  # type: ignore[arg-type]
                 reply=reply,
                 attachments=len(message.attachments),
+                input=input,
             ),
             command.principal,
             idempotency_key=message_key(self.name, message.message_id),
@@ -455,52 +461,83 @@ class ChannelActor(pykka.ThreadingActor):
 
     def _accept(self, command: Deliver, decision: Accept, base: RouteResult) -> None:
         message = command.message
+        part = run_input([message])
         key = (message.conversation, message.thread or "", command.principal)
         window = self.windows.get(key) if decision.coalesce else None
-        if window is not None and window.session_key != decision.session_key:
+        if window is not None and (
+            window.session_key != decision.session_key
+            or window.size + 1 + len(part.encode("utf-8", "surrogatepass")) > self._max_input
+        ):
+            del self.windows[key]  # it cannot take this message: its run starts now
+            self._dispatch(window)
             window = None
         route_name = "coalesced" if window is not None else "run"
         if not self._routed(
-            command, decision.session_key, route_name, decision.reply, decision.mentioned
+            command, decision.session_key, route_name, decision.reply, decision.mentioned, part
         ):
             return
-        result = msgspec.structs.replace(
-            base,
-            accepted=True,
-            reason="accepted",
-            route=route_name,
-            session_key=decision.session_key,
-            reply=decision.reply,
+        waiting = Waiting(
+            reply=command.reply,
+            result=msgspec.structs.replace(
+                base,
+                accepted=True,
+                reason="accepted",
+                route=route_name,
+                session_key=decision.session_key,
+                reply=decision.reply,
+            ),
         )
-        held = Held(message=message, reply=command.reply, result=result)
+        if not command.until_run:
+            resolve(command.reply, waiting.result)
         if window is not None:
-            window.held.append(held)
+            window.message_ids.append(message.message_id)
+            window.inputs.append(part)
+            if command.until_run:
+                window.waiting.append(waiting)
             window.reply = window.reply or decision.reply
             return
+        sender = message.sender_name or message.sender
         batch = Batch(
             principal=command.principal,
             session_key=decision.session_key,
+            conversation=message.conversation,
+            thread=message.thread,
             reply=decision.reply,
-            held=[held],
+            label=f"{self.name}: {sender if message.is_direct else message.conversation}"[:120],
+            message_ids=[message.message_id],
+            inputs=[part],
+            waiting=[waiting] if command.until_run else [],
+            ack=message,
         )
         if not decision.coalesce:
             self._dispatch(batch)
             return
         self.windows[key] = batch
-        ref = self.actor_ref
-        self.node.io.call_later(self.config.coalesce_ms / 1000, lambda: _tell(ref, Flush(key)))
+        ref, flush = self.actor_ref, Flush(key, message.message_id)
+        self.node.io.call_later(self.config.coalesce_ms / 1000, lambda: _tell(ref, flush))
+
+    @property
+    def _max_input(self) -> int:
+        """The largest run input the node accepts (a coalesced batch stays within it)."""
+        return self.node.services.config.max_message_bytes
 
     def _dispatch(self, batch: Batch) -> None:
-        first = batch.held[0].message
-        label = f"{self.name}: {first.sender_name or first.sender}" if first.is_direct else None
+        """Record the request (once: a batch from the backlog has its run id), then ask."""
+        if batch.run_id is None:
+            batch.run_id = new_id()
+            self._append(batch.requested(self.name), batch.principal)
+        self._ask(batch)
+
+    def _ask(self, batch: Batch) -> None:
         ticket = self.node.send(
             StartRun(
-                text=run_input([h.message for h in batch.held]),
+                text=batch.text,
                 session_key=batch.session_key,
                 create=True,
-                label=label or f"{self.name}: {first.conversation}"[:120],
+                label=batch.label,
                 principal=batch.principal,
                 channel=self.name,
+                run_id=batch.run_id,
             )
         )
         ref = self.actor_ref
@@ -508,35 +545,66 @@ class ChannelActor(pykka.ThreadingActor):
 
     def _dispatched(self, message: Dispatched) -> None:
         batch = message.batch
+        assert batch.run_id is not None
         error = message.ticket.exception()
         if error is not None:
-            for held in batch.held:
-                reject_route(held.reply, error)
+            for waiting in batch.waiting:
+                reject_route(waiting.reply, error)
+            if isinstance(error, NodeDraining):
+                return  # asked again at the next start
+            log.warning(
+                "channel run refused by the node",
+                extra=fields(channel=self.name, run_id=batch.run_id, error=str(error)),
+            )
+            self._append(
+                ChannelRunNotStarted(channel=self.name, run_id=batch.run_id, error=str(error)),
+                batch.principal,
+            )
             return
         ticket: RunTicket = message.ticket.result()
-        for held in batch.held:
+        for waiting in batch.waiting:
             resolve(
-                held.reply,
+                waiting.reply,
                 msgspec.structs.replace(
-                    held.result,
+                    waiting.result,
                     run_id=ticket.run_id,
                     session_id=ticket.session_id,
                     queued=ticket.queued,
                 ),
             )
-        if not batch.reply or not self.hub.can_reply(self.name):
-            return
-        first = batch.held[0].message
         started = ChannelRunStarted(
             channel=self.name,
             run_id=ticket.run_id,
             session_id=ticket.session_id,
-            conversation=first.conversation,
-            thread=first.thread,
-            in_reply_to=tuple(h.message.message_id for h in batch.held),
+            conversation=batch.conversation,
+            thread=batch.thread,
+            in_reply_to=tuple(batch.message_ids),
+            reply=batch.reply and self.hub.can_reply(self.name),
         )
         self._append(started, batch.principal)
-        self.hub.follow(self.name, started, first)
+        if started.reply:
+            self.hub.follow(self.name, started, batch.ack)
+
+    def _resume(self) -> None:
+        """Carry out the backlog with the ordinary handlers: ask again for requests never
+        answered (same run id), request messages never requested, follow runs never
+        answered."""
+        left, self.backlog = self.backlog, Backlog(unrequested=[], unstarted=[], unanswered=[])
+        for started in left.unanswered:
+            self.hub.follow(self.name, started, None)
+        for batch in left.unstarted:
+            self._ask(batch)
+        for batch in regroup(self.name, left.unrequested, self._max_input):
+            self._dispatch(batch)
+        if left.unstarted or left.unrequested:
+            log.info(
+                "channel resumed messages a stopped node had not started runs for",
+                extra=fields(
+                    channel=self.name,
+                    requests=len(left.unstarted),
+                    messages=len(left.unrequested),
+                ),
+            )
 
     # --- pairing -----------------------------------------------------------------------------
 
@@ -619,22 +687,6 @@ class ChannelActor(pykka.ThreadingActor):
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def unanswered(stream: Sequence[StoredEvent]) -> list[ChannelRunStarted]:
-    """Runs recorded as started for a reply (``channel.run_started``) with no
-    ``channel.reply_sent`` after them, in order."""
-    started: dict[str, ChannelRunStarted] = {}
-    for stored in stream:
-        if stored.kind == "channel.run_started":
-            event = stored.decode()
-            assert isinstance(event, ChannelRunStarted)
-            started[event.run_id] = event
-        elif stored.kind == "channel.reply_sent":
-            sent = stored.decode()
-            assert isinstance(sent, ChannelReplySent)
-            started.pop(sent.run_id, None)
-    return list(started.values())
-
-
 def _refused(base: RouteResult, decision: Refuse) -> RouteResult:
     return msgspec.structs.replace(base, reason=decision.reason, detail=decision.detail)
 
@@ -654,7 +706,7 @@ def _replies_of(message: Any) -> Sequence[Future[Any]]:
     if isinstance(reply, Future):
         return (reply,)
     if isinstance(message, Dispatched):
-        return [h.reply for h in message.batch.held]
+        return [w.reply for w in message.batch.waiting]
     return ()
 
 

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from transports.config import ChannelConfig
 
 Inbound = Callable[[InboundMessage], Awaitable["RouteResult"]]
-"""The hub's entry point as a connector sees it: hand a message in, get the decision."""
+"""The hub's entry point as a connector sees it: hand a message in, get the decision once it
+is recorded (durable: the connector may move its platform cursor on). The run it starts comes
+later, after any coalescing window, so a result has no ``run_id``."""
 
 
 class ConnectorError(Exception):

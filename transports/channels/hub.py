@@ -221,8 +221,9 @@ class ChannelHub:
         self.config(name)
         return self.connectors[name]
 
-    def receive(self, message: InboundMessage) -> Future[RouteResult]:
-        """Hand ``message`` to its channel's router; the future holds the decision. Raises
+    def receive(self, message: InboundMessage, until_run: bool = True) -> Future[RouteResult]:
+        """Hand ``message`` to its channel's router; the future holds the decision, with the
+        run it started (``until_run``) or as soon as it is recorded. Raises
         :class:`UnknownChannel` or :class:`~transports.channels.message.InvalidMessage`
         (naming the field) at once for input no decision should see."""
         config = self.config(message.channel)
@@ -231,7 +232,7 @@ class ChannelHub:
         if ref is None:
             raise UnknownChannel(f"channel {message.channel!r} is not running")
         reply: Future[RouteResult] = Future()
-        ref.tell(Deliver(message=message, principal=principal, reply=reply))
+        ref.tell(Deliver(message=message, principal=principal, reply=reply, until_run=until_run))
         return reply
 
     async def route(self, message: InboundMessage) -> RouteResult:
@@ -239,7 +240,9 @@ class ChannelHub:
         return await asyncio.wrap_future(self.receive(message))
 
     async def _inbound(self, message: InboundMessage) -> RouteResult:
-        return await self.route(message)
+        """A connector's hand-in: done once the decision is durable (docs/channels.md,
+        "Nothing lost across a stop")."""
+        return await asyncio.wrap_future(self.receive(message, until_run=False))
 
     def mint_code(self, channel: str, ttl_ms: int, principal: str) -> Future[MintedCode]:
         """A new single-use pairing code for ``channel`` (recorded as minted by

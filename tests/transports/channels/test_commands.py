@@ -68,8 +68,13 @@ def test_approve_from_chat_needs_a_policy_naming_the_sender(
         assert approved["detail"] == (
             f"Approval {approval_id} approved by channel:hook:@alice:localhost."
         )
-        record = node.call("GET", f"/v1/approvals/{approval_id}").json()
-        assert record["decided_by"] == "channel:hook:@alice:localhost"
+        # the decision is durable when the command answers; the approvals view follows it
+        assert eventually(
+            lambda: (
+                node.call("GET", f"/v1/approvals/{approval_id}").json()["decided_by"]
+                == "channel:hook:@alice:localhost"
+            )
+        )
         run = run_of(node, run_id)
         assert run["state"] == "done" and "fs.write" in run["answer"]
         # the answer came back to the chat, though the run began before the restart
