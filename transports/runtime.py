@@ -74,6 +74,8 @@ class Runtime:
         then close the journal."""
         try:
             self.learning.stop()  # no more reflections enqueued while the node drains
+            self.node.drain(grace_s)  # answers of runs ending now still go out...
+            self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
         finally:
             try:
