@@ -120,6 +120,11 @@ class _Unavailable(Exception):
     """The homeserver answered with an error worth retrying (5xx, a malformed answer)."""
 
 
+class _CursorRefused(Exception):
+    """The homeserver refused the saved sync token (a 4xx other than 429 or a bad access
+    token, to a sync from a resumed cursor): it will never be accepted."""
+
+
 class _RateLimited(Exception):
     """The homeserver answered 429: wait ``after_s``, then ask again."""
 
@@ -212,6 +217,10 @@ class MatrixConnector(Connector):
         self.saved: str | None = None
         """The cursor last saved (or resumed from): the sync token a restart continues from."""
         self._save: Callable[[str], None] | None = None
+        self._resumed_from: str | None = None
+        """The saved cursor until a sync from it succeeds (a refusal of it is then final)."""
+        self._fresh: str | None = None
+        """The token of the first sync since start: where a refused saved cursor gives way."""
         self._primed = False
         """Whether the first sync (account data, rooms, invites) has been read since start."""
         self._handed = 0
@@ -249,7 +258,7 @@ class MatrixConnector(Connector):
         """Before :meth:`start`: continue from ``cursor`` (the sync token saved when the node
         last ran; None on the first start) and give each cursor to save to ``save`` (which
         records it on the channel's stream)."""
-        self.since = self.saved = cursor
+        self.since = self.saved = self._resumed_from = cursor
         self._save = save
 
     def _save_cursor(self) -> None:
@@ -353,6 +362,7 @@ class MatrixConnector(Connector):
                 self.joined.discard(left)
             self._invited(response)
             resumed = self.since is not None
+            self._fresh = response.next_batch
             if not resumed:
                 self.since = response.next_batch
             self._primed = True
@@ -420,6 +430,10 @@ class MatrixConnector(Connector):
             "M_MISSING_TOKEN",
         ):
             self._logged_in = False
+        else:
+            status = _http_status(response)
+            if since is not None and since == self._resumed_from and 400 <= (status or 0) < 500:
+                raise _CursorRefused(_describe(response))
         raise _Unavailable(_describe(response))
 
     async def _sync_loop(self) -> None:
@@ -433,6 +447,14 @@ class MatrixConnector(Connector):
                 response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER, since=self.since)
             except asyncio.CancelledError:
                 raise
+            except _CursorRefused as refused:
+                log.warning(
+                    "matrix saved cursor refused; catching up from each room's history",
+                    extra=fields(channel=self.name, error=str(refused)),
+                )
+                self.since, self._resumed_from = self._fresh, None
+                await self._catch_up()
+                continue
             except _RateLimited as limited:
                 self.rate_limited += 1
                 log.warning(
@@ -473,8 +495,23 @@ class MatrixConnector(Connector):
             except Exception:  # a bug here must not stop the channel: say so, go on
                 log.exception("matrix sync answer not handled", extra=fields(channel=self.name))
             self.since = response.next_batch
+            self._resumed_from = None  # the saved cursor was good
             if self._handed != handed:
                 self._save_cursor()
+
+    async def _catch_up(self) -> None:
+        """Instead of a refused saved cursor: in each joined room, hand in again what was said
+        after the bot's own last event (its last answer or its join), up to now. What the node
+        handled before it stopped is dropped by the hub as a repeat (accepted and refused
+        messages alike are keyed by their id); the rest is what was said while it was
+        stopped."""
+        fresh = self._fresh
+        if fresh is None:
+            return
+        for room_id in sorted(self.joined):
+            for event in await self._backfill(room_id, fresh, None):
+                await self._room_event(room_id, event)
+        self._save_cursor()
 
     # --- what a sync brings ----------------------------------------------------------------------
 
@@ -579,17 +616,21 @@ class MatrixConnector(Connector):
             if room_id not in self.joined:
                 events = events[new_since(events, self.user_id) :]
             elif info.timeline.limited and info.timeline.prev_batch and self.since:
-                events = await self._backfill(room_id, info.timeline.prev_batch) + events
+                backfilled = await self._backfill(room_id, info.timeline.prev_batch, self.since)
+                events = backfilled + events
             self.joined.add(room_id)
             for event in events:
                 await self._room_event(room_id, event)
         for room_id in response.rooms.leave:
             self.joined.discard(room_id)
 
-    async def _backfill(self, room_id: str, prev_batch: str) -> list[dict[str, Any]]:
-        """The events the homeserver left out of a ``limited`` timeline: from ``prev_batch``
-        back to the last sync token, oldest first."""
-        client, since, start = self.client, self.since, prev_batch
+    async def _backfill(
+        self, room_id: str, prev_batch: str, since: str | None
+    ) -> list[dict[str, Any]]:
+        """A room's events from ``prev_batch`` back, oldest first: to ``since`` (what a
+        ``limited`` timeline left out), or with ``since`` None to the bot's own last event
+        (its last answer, or its join: see :meth:`_catch_up`)."""
+        client, start = self.client, prev_batch
         found: list[dict[str, Any]] = []
 
         async def page() -> Any:
@@ -609,7 +650,12 @@ class MatrixConnector(Connector):
                     extra=fields(channel=self.name, room=room_id, error=_describe(response)),
                 )
                 break
-            found.extend(_source(event) for event in response.chunk)
+            chunk = [_source(event) for event in response.chunk]
+            own = [i for i, e in enumerate(chunk) if e.get("sender") == self.user_id]
+            if since is None and own:
+                found.extend(chunk[: own[0]])
+                break
+            found.extend(chunk)
             if not response.chunk or not response.end or response.end == start:
                 break
             start = response.end
