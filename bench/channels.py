@@ -11,8 +11,9 @@ In one invocation, one process:
   plainest way in. This is the ceiling.
 - ``route``: the same number of clients call gRPC ``reel.v1.Gateway/RouteMessage`` (each its
   own direct conversation, a fresh message id per call) for the same time: per call the router
-  decides, ``channel.message_routed`` is appended (idempotency key), the session is found by
-  its key, and ``run.accepted`` is appended; the answer carries the run id.
+  decides, ``channel.message_routed`` and ``channel.run_requested`` are appended in one commit
+  (idempotency key), the session is found by its key, ``run.accepted`` is appended, and
+  ``channel.run_started`` is submitted (not waited for); the answer carries the run id.
 - The two alternate (``--rounds`` times each, waiting for the node's runs to finish in
   between) so both see the same load of runs finishing in the background; the best round of
   each is compared.

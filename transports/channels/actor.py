@@ -272,12 +272,17 @@ class ChannelActor(pykka.ThreadingActor):
     # --- appending ---------------------------------------------------------------------------
 
     def _append(
-        self, event: Event, principal: str, idempotency_key: str | None = None
+        self,
+        event: Event,
+        principal: str,
+        idempotency_key: str | None = None,
+        also: Sequence[Event] = (),
     ) -> tuple[bool, int]:
-        """Append ``event`` and fold it; ``(duplicate, recorded_at_ms)``."""
+        """Append ``event`` (and ``also``, in the same commit) and fold it;
+        ``(duplicate, recorded_at_ms)``."""
         result = self.journal.append(
             stream_of(self.name),
-            [event],
+            [event, *also],
             expected_seq=None,
             principal=principal,
             idempotency_key=idempotency_key,
@@ -359,9 +364,11 @@ class ChannelActor(pykka.ThreadingActor):
         reply: bool,
         mentioned: bool,
         input: str = "",
+        batch: Batch | None = None,
     ) -> bool:
-        """Record an accepted message (``input``: its part of a run's input); False when it
-        is a repeat (already answered)."""
+        """Record an accepted message (``input``: its part of a run's input), with the request
+        for ``batch``'s run in the same commit when it starts one at once; False when it is a
+        repeat (already answered)."""
         message = command.message
         duplicate, _ = self._append(
             ChannelMessageRouted(
@@ -380,6 +387,7 @@ class ChannelActor(pykka.ThreadingActor):
             ),
             command.principal,
             idempotency_key=message_key(self.name, message.message_id),
+            also=() if batch is None else (batch.requested(self.name),),
         )
         if duplicate:
             self.hub.duplicates += 1
@@ -472,10 +480,6 @@ class ChannelActor(pykka.ThreadingActor):
             self._dispatch(window)
             window = None
         route_name = "coalesced" if window is not None else "run"
-        if not self._routed(
-            command, decision.session_key, route_name, decision.reply, decision.mentioned, part
-        ):
-            return
         waiting = Waiting(
             reply=command.reply,
             result=msgspec.structs.replace(
@@ -487,15 +491,6 @@ class ChannelActor(pykka.ThreadingActor):
                 reply=decision.reply,
             ),
         )
-        if not command.until_run:
-            resolve(command.reply, waiting.result)
-        if window is not None:
-            window.message_ids.append(message.message_id)
-            window.inputs.append(part)
-            if command.until_run:
-                window.waiting.append(waiting)
-            window.reply = window.reply or decision.reply
-            return
         sender = message.sender_name or message.sender
         batch = Batch(
             principal=command.principal,
@@ -508,13 +503,32 @@ class ChannelActor(pykka.ThreadingActor):
             inputs=[part],
             waiting=[waiting] if command.until_run else [],
             ack=message,
+            # a run asked for at once is requested in the message's own commit
+            run_id=None if decision.coalesce else new_id(),
         )
-        if not decision.coalesce:
-            self._dispatch(batch)
+        if not self._routed(
+            command,
+            decision.session_key,
+            route_name,
+            decision.reply,
+            decision.mentioned,
+            part,
+            batch if batch.run_id is not None else None,
+        ):
             return
-        self.windows[key] = batch
-        ref, flush = self.actor_ref, Flush(key, message.message_id)
-        self.node.io.call_later(self.config.coalesce_ms / 1000, lambda: _tell(ref, flush))
+        if not command.until_run:
+            resolve(command.reply, waiting.result)
+        if window is not None:
+            window.message_ids.append(message.message_id)
+            window.inputs.append(part)
+            window.waiting.extend(batch.waiting)
+            window.reply = window.reply or decision.reply
+        elif batch.run_id is not None:
+            self._ask(batch)
+        else:
+            self.windows[key] = batch
+            ref, flush = self.actor_ref, Flush(key, message.message_id)
+            self.node.io.call_later(self.config.coalesce_ms / 1000, lambda: _tell(ref, flush))
 
     @property
     def _max_input(self) -> int:
@@ -548,18 +562,17 @@ class ChannelActor(pykka.ThreadingActor):
         assert batch.run_id is not None
         error = message.ticket.exception()
         if error is not None:
+            if not isinstance(error, NodeDraining):  # a draining node's are asked for again
+                log.warning(
+                    "channel run refused by the node",
+                    extra=fields(channel=self.name, run_id=batch.run_id, error=str(error)),
+                )
+                self._append(
+                    ChannelRunNotStarted(channel=self.name, run_id=batch.run_id, error=str(error)),
+                    batch.principal,
+                )
             for waiting in batch.waiting:
                 reject_route(waiting.reply, error)
-            if isinstance(error, NodeDraining):
-                return  # asked again at the next start
-            log.warning(
-                "channel run refused by the node",
-                extra=fields(channel=self.name, run_id=batch.run_id, error=str(error)),
-            )
-            self._append(
-                ChannelRunNotStarted(channel=self.name, run_id=batch.run_id, error=str(error)),
-                batch.principal,
-            )
             return
         ticket: RunTicket = message.ticket.result()
         for waiting in batch.waiting:
@@ -581,9 +594,22 @@ class ChannelActor(pykka.ThreadingActor):
             in_reply_to=tuple(batch.message_ids),
             reply=batch.reply and self.hub.can_reply(self.name),
         )
-        self._append(started, batch.principal)
+        # Not waited for: lost in a crash, the request is asked for again at the next start and
+        # the session answers with this run. A reply_sent is submitted after it, so it never
+        # commits without it.
+        self.journal.submit(
+            stream_of(self.name), [started], expected_seq=None, principal=batch.principal
+        ).add_done_callback(self._submitted)
         if started.reply:
             self.hub.follow(self.name, started, batch.ack)
+
+    def _submitted(self, done: Future[Any]) -> None:
+        error = done.exception()
+        if error is not None:
+            log.error(
+                "channel record not written",
+                extra=fields(channel=self.name, error=type(error).__name__),
+            )
 
     def _resume(self) -> None:
         """Carry out the backlog with the ordinary handlers: ask again for requests never
