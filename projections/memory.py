@@ -10,9 +10,9 @@ Tables (all in views.db, all rebuilt from the journal like every view):
 ``memory_fts``
     FTS5 (contentless, with deletes; Porter stemming over unicode61) on text and tags, for bm25.
 ``memory_vec``
-    sqlite-vec ``vec0`` of the embedder's vectors (cosine distance), with the item's
-    ``audience`` and ``expires_at_ms`` as metadata columns, so a KNN query filters by who may
-    see an item and by expiry inside the index instead of after it.
+    sqlite-vec ``vec0`` of the embedder's vectors (cosine distance), with the item's audience
+    (as :func:`audience_key`) and ``expires_at_ms`` as metadata columns, so a KNN query filters
+    by who may see an item and by expiry inside the index instead of after it.
 ``memory_index``
     One row naming the embedder that built ``memory_vec`` (name, fingerprint, dimensions).
 
@@ -27,6 +27,7 @@ a real model embeds a batch of texts far faster than the same texts one by one.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import zlib
 from collections.abc import Sequence
@@ -38,8 +39,9 @@ import sqlite_vec  # type: ignore[import-untyped]
 from events import Event, StoredEvent
 from events.catalog import MemoryItemDeleted, MemoryItemWritten
 from projections.embedders import Embedder, HashingEmbedder
+from projections.memory_bm25 import tokenize_spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bump when the memory tables change shape or meaning (rebuilds them)."""
 NO_EXPIRY = (1 << 63) - 1
 """``memory_vec.expires_at_ms`` of an item that never expires (vec0 metadata cannot be NULL)."""
@@ -63,6 +65,14 @@ def load_vec(conn: apsw.Connection) -> None:
 def pack_vector(vector: Sequence[float]) -> bytes:
     """A vector as sqlite-vec's ``float[]`` blob: little-endian float32s."""
     return struct.pack(f"<{len(vector)}f", *vector)
+
+
+def audience_key(audience: str) -> int:
+    """``audience`` (:func:`audience_of`) as ``memory_vec``'s metadata: the first 63 bits of its
+    SHA-256. vec0 compares an integer per row in a KNN scan far faster than a string (at 100,000
+    items 20 ms against 44 ms); a collision could only add another audience's rows to the
+    candidates, and the search checks every candidate's audience where it reads the item."""
+    return int.from_bytes(hashlib.sha256(audience.encode()).digest()[:8], "big") >> 1
 
 
 def audience_of(scope: str, principal: str | None, session_id: str | None) -> str:
@@ -122,12 +132,12 @@ class MemoryProjection:
         CREATE INDEX IF NOT EXISTS memory_items_by_audience ON memory_items(audience, item_id);
         CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5(
             text, tags, content='', contentless_delete=1,
-            tokenize='porter unicode61 remove_diacritics 2'
+            tokenize='{tokenize_spec()}'
         );
         CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(
             item_row INTEGER PRIMARY KEY,
             embedding float[{self.embedder.dim}] distance_metric=cosine,
-            audience TEXT,
+            audience_key INTEGER,
             expires_at_ms INTEGER
         );
         CREATE TABLE IF NOT EXISTS memory_index(
@@ -227,9 +237,9 @@ class MemoryProjection:
                 if not any(vector):
                     continue
                 conn.execute(
-                    "INSERT INTO memory_vec(item_row, embedding, audience, expires_at_ms)"
+                    "INSERT INTO memory_vec(item_row, embedding, audience_key, expires_at_ms)"
                     " VALUES (?,?,?,?)",
-                    (row, pack_vector(vector), audience, expiry),
+                    (row, pack_vector(vector), audience_key(audience), expiry),
                 )
 
     def reset(self) -> None:

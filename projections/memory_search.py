@@ -37,20 +37,17 @@ import apsw
 import msgspec
 
 from events.catalog import MemoryScope
+from projections import memory_bm25
 from projections.embedders import Embedder, HashingEmbedder, content_words
-from projections.memory import NO_EXPIRY, audience_of, load_vec, pack_vector
+from projections.memory import NO_EXPIRY, audience_key, audience_of, load_vec, pack_vector
+from projections.memory_bm25 import phrase
 from projections.pool import PooledReader
 
 ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
 MAX_QUERY_TERMS = 16
 """At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
-BM25_WEIGHTS = (1.0, 0.5)
-"""bm25 column weights: ``text``, ``tags``."""
 MMAP_BYTES = 1 << 30
 """How much of views.db each read connection memory-maps."""
-K1 = 1.2
-B = 0.75
-"""BM25's term-frequency saturation and length normalisation (FTS5's values)."""
 _DAY_MS = 86_400_000
 
 
@@ -123,12 +120,16 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     final: float
 
 
-def fts_phrases(query: str) -> list[str]:
-    """``query``'s distinct words as FTS5 phrases that cannot be a syntax error: each word
-    quoted (``"like"``); stop words dropped unless nothing else is left; at most
+def fts_terms(query: str) -> list[str]:
+    """``query``'s distinct words, stop words dropped unless nothing else is left, at most
     :data:`MAX_QUERY_TERMS`. Empty when the query has no word at all."""
-    terms = list(dict.fromkeys(content_words(query)))[:MAX_QUERY_TERMS]
-    return ['"' + term.replace('"', '""') + '"' for term in terms]
+    return list(dict.fromkeys(content_words(query)))[:MAX_QUERY_TERMS]
+
+
+def fts_phrases(query: str) -> list[str]:
+    """:func:`fts_terms` as FTS5 phrases that cannot be a syntax error: each word quoted
+    (``"like"``)."""
+    return [phrase(term) for term in fts_terms(query)]
 
 
 def fts_query(query: str) -> str | None:
@@ -153,30 +154,6 @@ def audiences(
     return out
 
 
-def bm25(api: apsw.FTS5ExtensionApi, *idfs: Any) -> float:
-    """Okapi BM25 of FTS5's current row (an FTS5 auxiliary function, ``reel_bm25``): for each
-    query phrase ``i`` with ``idfs[i]``, ``idf * f * (K1 + 1) / (f + K1 * (1 - B + B * D / avgD))``
-    where ``f`` is the phrase's frequency in the row weighted by column (:data:`BM25_WEIGHTS`),
-    ``D`` the row's length in tokens and ``avgD`` the index's mean. It is FTS5's ``bm25`` but
-    for the IDFs, which the caller computes (:meth:`MemoryView._idfs`)."""
-    rows = api.row_count
-    mean = api.column_total_size(-1) / rows if rows else 0.0
-    length = api.column_size(-1)
-    norm = K1 * (1.0 - B + B * length / mean) if mean > 0 else K1
-    score = 0.0
-    for phrase, idf in enumerate(idfs):
-        columns = api.phrase_locations(phrase)
-        f = sum(w * len(offsets) for w, offsets in zip(BM25_WEIGHTS, columns, strict=False))
-        if f > 0:
-            score += float(idf) * f * (K1 + 1.0) / (f + norm)
-    return score
-
-
-def _row_count(api: apsw.FTS5ExtensionApi, *_: Any) -> int:
-    """How many rows the FTS5 index holds (an auxiliary function, ``reel_rows``)."""
-    return api.row_count
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -186,6 +163,10 @@ _ITEM_COLUMNS = (
     " updated_at_ms, expires_at_ms, deleted_at_ms, deleted_by, deleted_reason"
 )
 _tags = msgspec.json.Decoder(tuple[str, ...])
+_ITEM_ID, _TEXT, _TAGS, _UPDATED = (
+    _ITEM_COLUMNS.split(", ").index(name) for name in ("item_id", "text", "tags", "updated_at_ms")
+)
+"""Where a row of :data:`_ITEM_COLUMNS` holds what the search scores."""
 
 
 def _item(row: Sequence[Any]) -> MemoryItem:
@@ -228,8 +209,7 @@ class MemoryView(PooledReader):
         # 100k items). Address space only; a read-only connection never writes through it.
         conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         load_vec(conn)
-        conn.register_fts5_function("reel_bm25", bm25)
-        conn.register_fts5_function("reel_rows", _row_count)
+        memory_bm25.register(conn)
         return conn
 
     @contextmanager
@@ -322,10 +302,10 @@ class MemoryView(PooledReader):
         ``session_id`` may see, best first. Never raises on what the query holds; an empty
         query, an empty index or nothing visible gives ``[]``."""
         seen = audiences(principal, session_id, scopes)
-        phrases = fts_phrases(query)
-        if k <= 0 or not seen or not phrases:
+        terms = fts_terms(query)
+        if k <= 0 or not seen or not terms:
             return []
-        match = " OR ".join(phrases)
+        match = " OR ".join(phrase(term) for term in terms)
         now = self.clock() if now_ms is None else now_ms
         pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
         qvec = self.embedder.embed_query(query)
@@ -336,61 +316,67 @@ class MemoryView(PooledReader):
             )
             rows = set(self._lexical_top(conn, match, seen, now, pool))
             cosine = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else {}
-            lexical: dict[int, float] = {}
-            ideal = 0.0
-            if rows:  # some visible item holds a query word: score every candidate by words
-                idfs = self._idfs(conn, match, phrases)
-                ideal = sum(idfs)
-                lexical = self._bm25_of(conn, match, idfs, sorted(rows | cosine.keys()))
             if use_vectors:
+                packed = pack_vector(qvec)
                 for row in rows - cosine.keys():
                     found = conn.execute(
                         "SELECT 1 - vec_distance_cosine(embedding, ?) FROM memory_vec"
                         " WHERE item_row = ?",
-                        (pack_vector(qvec), row),
+                        (packed, row),
                     ).fetchone()
                     if found is not None:
                         cosine[row] = float(found[0])
             candidates = sorted(rows | cosine.keys())
             # Both indexes filtered already; the rows are checked once more where they are read.
-            items = {
-                int(row[0]): _item(row[1:])
+            # ``+audience``: look the rows up by ``row``, never by the audience index (which
+            # would walk every global item).
+            found = {
+                int(row[0]): row[1:]
                 for row in conn.execute(
                     f"SELECT row, {_ITEM_COLUMNS} FROM memory_items"
                     f" WHERE row IN ({_marks(len(candidates))}) AND deleted_at_ms IS NULL"
-                    f" AND audience IN ({_marks(len(seen))})"
+                    f" AND +audience IN ({_marks(len(seen))})"
                     " AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
                     (*candidates, *seen, now),
                 )
             }
+            lexical: dict[int, float] = {}
+            ideal = 0.0
+            if rows:  # some visible item holds a query word: score every candidate by words
+                idfs, mean = memory_bm25.statistics(conn, match, terms)
+                ideal = sum(idfs)
+                scorer = memory_bm25.Scorer(conn, terms, idfs, mean)
+                lexical = {
+                    row: scorer.score(raw[_TEXT], _tags.decode(raw[_TAGS]))
+                    for row, raw in found.items()
+                }
         scored = [
-            self._score(item, lexical.get(row, 0.0), ideal, cosine.get(row), now)
-            for row, item in items.items()
+            (self._scores(lexical.get(row, 0.0), ideal, cosine.get(row), raw[_UPDATED], now), raw)
+            for row, raw in found.items()
         ]
         # Recency alone is not relevance: an item that neither the words nor the vector match
         # is not a hit, however new.
-        hits = [h for h in scored if h.lexical > 0 or h.vector > 0]
-        hits.sort(key=lambda h: (-h.final, -h.item.updated_at_ms, h.item.item_id))
-        return hits[:k]
+        hits = [(scores, raw) for scores, raw in scored if scores[0] > 0 or scores[1] > 0]
+        hits.sort(key=lambda hit: (-hit[0][3], -hit[1][_UPDATED], hit[1][_ITEM_ID]))
+        return [
+            MemoryHit(item=_item(raw), lexical=lex, vector=vec, recency=rec, final=final)
+            for (lex, vec, rec, final), raw in hits[:k]
+        ]
 
-    def _score(
-        self, item: MemoryItem, s: float, ideal: float, cos: float | None, now: int
-    ) -> MemoryHit:
+    def _scores(
+        self, s: float, ideal: float, cos: float | None, updated_at_ms: int, now: int
+    ) -> tuple[float, float, float, float]:
+        """``(lexical, vector, recency, final)`` of a candidate whose BM25 is ``s`` and whose
+        cosine is ``cos``, each rounded to 6 places (the ranking uses the rounded ``final``)."""
         w = self.weights
         lexical = min(1.0, s / ideal) if s > 0 and ideal > 0 else 0.0
         floor = self.embedder.similarity_floor
         vector = 0.0 if cos is None or math.isnan(cos) else (cos - floor) / (1.0 - floor)
         vector = min(1.0, max(0.0, vector))
-        age = max(0, now - item.updated_at_ms)
+        age = max(0, now - updated_at_ms)
         recency = 0.5 ** (age / w.half_life_ms) if w.half_life_ms > 0 else 0.0
         final = w.lexical * lexical + w.vector * vector + w.recency * recency
-        return MemoryHit(
-            item=item,
-            lexical=round(lexical, 6),
-            vector=round(vector, 6),
-            recency=round(recency, 6),
-            final=round(final, 6),
-        )
+        return round(lexical, 6), round(vector, 6), round(recency, 6), round(final, 6)
 
     @staticmethod
     def _lexical_top(
@@ -398,7 +384,7 @@ class MemoryView(PooledReader):
     ) -> list[int]:
         """The ``pool`` best visible, unexpired rows by FTS5's own bm25 (in C, over the whole
         index): the lexical candidates."""
-        wt, wg = BM25_WEIGHTS
+        wt, wg = memory_bm25.WEIGHTS
         sql = (
             "SELECT f.rowid FROM memory_fts f JOIN memory_items i ON i.row = f.rowid"
             f" WHERE memory_fts MATCH ? AND i.audience IN ({_marks(len(seen))})"
@@ -408,45 +394,17 @@ class MemoryView(PooledReader):
         return [int(r) for (r,) in conn.execute(sql, (match, *seen, now, pool))]
 
     @staticmethod
-    def _idfs(conn: apsw.Connection, match: str, phrases: list[str]) -> list[float]:
-        """Each phrase's IDF over the whole index, ``ln(1 + (N - n + 0.5) / (n + 0.5))``: never
-        negative, unlike the IDF FTS5's bm25 uses (which it clamps to ~0 for any phrase in half
-        the rows or more, i.e. for every word of a memory of two items). ``N`` is FTS5's own row
-        count (read through an auxiliary function: ``count(*)`` would scan the index)."""
-        total: Any = conn.execute(
-            "SELECT reel_rows(memory_fts) FROM memory_fts WHERE memory_fts MATCH ? LIMIT 1",
-            (match,),
-        ).get
-        out = []
-        for phrase in phrases:
-            n: Any = conn.execute(
-                "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase,)
-            ).get
-            out.append(math.log(1.0 + (int(total or 0) - int(n) + 0.5) / (int(n) + 0.5)))
-        return out
-
-    @staticmethod
-    def _bm25_of(
-        conn: apsw.Connection, match: str, idfs: list[float], rows: list[int]
-    ) -> dict[int, float]:
-        """``row -> BM25`` (:func:`bm25`) for the given rows that hold any query phrase."""
-        sql = (
-            f"SELECT rowid, reel_bm25(memory_fts, {_marks(len(idfs))}) FROM memory_fts"
-            f" WHERE memory_fts MATCH ? AND rowid IN ({_marks(len(rows))})"
-        )
-        return {int(r): float(v) for r, v in conn.execute(sql, (*idfs, match, *rows))}
-
-    @staticmethod
     def _vector_top(
         conn: apsw.Connection, qvec: Sequence[float], seen: list[str], now: int, pool: int
     ) -> dict[int, float]:
         """The ``pool`` nearest visible, unexpired rows, as ``row -> cosine``."""
         sql = (
             "SELECT item_row, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?"
-            f" AND audience IN ({_marks(len(seen))}) AND expires_at_ms > ?"
+            f" AND audience_key IN ({_marks(len(seen))}) AND expires_at_ms > ?"
         )
         expiry = min(now, NO_EXPIRY - 1)
+        keys = [audience_key(a) for a in seen]
         return {
             int(r): 1.0 - float(d)
-            for r, d in conn.execute(sql, (pack_vector(qvec), pool, *seen, expiry))
+            for r, d in conn.execute(sql, (pack_vector(qvec), pool, *keys, expiry))
         }

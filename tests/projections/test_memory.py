@@ -25,6 +25,8 @@ from projections import (
     rebuild,
     replay,
 )
+from projections import memory as memory_module
+from projections import memory_search as memory_search_module
 from projections.memory import MemoryProjection, load_vec
 from tests.projections.memory_kit import delete, fold, write
 
@@ -227,6 +229,23 @@ def test_search_sees_global_items_and_the_callers_principal_and_session(
     assert seen(principal="user:alice", session_id="S1", scopes={"global"}) == {"g"}
     assert seen(principal="user:alice", session_id="S1", scopes={"session"}) == {"s1"}
     assert seen(principal="user:alice", scopes=()) == set()
+
+
+def test_audience_keys_that_collide_still_show_no_one_anothers_items(
+    journal: Journal, views: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vector index filters by a 63-bit key of the audience; were every key the same, the
+    KNN would propose everyone's items, and the search must still return only the caller's."""
+    monkeypatch.setattr(memory_module, "audience_key", lambda audience: 7)
+    monkeypatch.setattr(memory_search_module, "audience_key", lambda audience: 7)
+    write(journal, "a", "lighthouse keeper notes", scope="principal", principal="user:alice")
+    write(journal, "b", "lighthouse keeper notes", scope="principal", principal="user:bob")
+    write(journal, "s", "lighthouse keeper notes", scope="session", session_id="S1")
+    fold(journal, views)
+    typo = "lighthuose keepr"  # found by the vectors only
+    assert ids(view(views).search(typo, k=10, principal="user:bob")) == ["b"]
+    assert ids(view(views).search(typo, k=10, session_id="S1")) == ["s"]
+    assert ids(view(views).search(typo, k=10)) == []
 
 
 def test_an_items_owner_defaults_to_its_writer(journal: Journal, views: Path) -> None:

@@ -1,0 +1,132 @@
+"""Okapi BM25 of a search's candidate items, computed from their text.
+
+The memory search scores every candidate by words (docs/memory.md, "Search"), including the
+vector candidates FTS5 did not rank. Asking FTS5 for those rows' scores costs a second walk of
+every row that holds any query word (a ``MATCH`` restricted to a rowid list still walks the
+whole match): at 100,000 items about as long as finding the lexical candidates in the first
+place. The candidates' texts are already read, so their scores are computed here instead, from
+the same things FTS5 would use:
+
+- the tokens of each column (``text``, and ``tags`` joined by spaces) from FTS5's own
+  tokenizer (:data:`TOKENIZER`, the one ``memory_fts`` is declared with), so stemming and
+  case folding are FTS5's;
+- a query word's tokens as FTS5 tokenizes a quoted phrase, counted where they occur in a row
+  in sequence (a phrase of several tokens, ``don't`` -> ``don t``, counts only adjacent);
+- the index's row count and total token count (:func:`statistics`), and its IDFs.
+
+The result equals BM25 computed by an FTS5 auxiliary function over FTS5's phrase locations
+(tests/projections/test_memory_bm25.py checks it, row by row).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+TOKENIZER = ("porter", ("unicode61", "remove_diacritics", "2"))
+"""``memory_fts``'s tokenizer and its arguments (its DDL is built from this)."""
+WEIGHTS = (1.0, 0.5)
+"""Column weights: ``text``, ``tags``."""
+K1 = 1.2
+B = 0.75
+"""BM25's term-frequency saturation and length normalisation (FTS5's values)."""
+
+
+def tokenize_spec() -> str:
+    """:data:`TOKENIZER` as FTS5's ``tokenize=`` argument."""
+    name, args = TOKENIZER
+    return " ".join((name, *args))
+
+
+def _row_count(api: apsw.FTS5ExtensionApi, *_: Any) -> int:
+    return api.row_count
+
+
+def _token_count(api: apsw.FTS5ExtensionApi, *_: Any) -> int:
+    return api.column_total_size(-1)
+
+
+def register(conn: apsw.Connection) -> None:
+    """The FTS5 auxiliary functions :func:`statistics` reads through (per connection)."""
+    conn.register_fts5_function("reel_rows", _row_count)
+    conn.register_fts5_function("reel_tokens", _token_count)
+
+
+def statistics(
+    conn: apsw.Connection, match: str, terms: Sequence[str]
+) -> tuple[list[float], float]:
+    """Each term's IDF over the whole index, ``ln(1 + (N - n + 0.5) / (n + 0.5))``, and the
+    mean row length in tokens. The IDF is never negative, unlike the one FTS5's bm25 uses (which
+    it clamps to ~0 for any phrase in half the rows or more, i.e. for every word of a memory of
+    two items). ``N`` and the token total are FTS5's own (read through auxiliary functions on
+    one matching row: ``count(*)`` would scan the index); ``n`` is one count per term."""
+    found: Any = conn.execute(
+        "SELECT reel_rows(memory_fts), reel_tokens(memory_fts) FROM memory_fts"
+        " WHERE memory_fts MATCH ? LIMIT 1",
+        (match,),
+    ).fetchone()
+    rows, tokens = (int(found[0]), int(found[1])) if found else (0, 0)
+    idfs = []
+    for term in terms:
+        n: Any = conn.execute(
+            "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase(term),)
+        ).get
+        idfs.append(math.log(1.0 + (rows - int(n) + 0.5) / (int(n) + 0.5)))
+    return idfs, tokens / rows if rows else 0.0
+
+
+class Scorer:
+    """BM25 of texts for one query (its terms and :func:`statistics`), on ``conn``'s copy of
+    FTS5's tokenizer."""
+
+    def __init__(
+        self, conn: apsw.Connection, terms: Sequence[str], idfs: Sequence[float], mean: float
+    ) -> None:
+        name, args = TOKENIZER
+        self._tokenize = conn.fts5_tokenizer(name, list(args))
+        self._phrases = [self._tokens(term, apsw.FTS5_TOKENIZE_QUERY) for term in terms]
+        self._idfs = list(idfs)
+        self._mean = mean
+
+    def _tokens(self, text: str, flags: int) -> list[str]:
+        tokens = self._tokenize(
+            text.encode("utf-8", "surrogatepass"),
+            flags,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
+        return [str(token) for token in tokens]  # without offsets or colocated: plain strings
+
+    def score(self, text: str, tags: Sequence[str]) -> float:
+        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term)."""
+        text_tokens = self._tokens(text, apsw.FTS5_TOKENIZE_DOCUMENT)
+        tag_tokens = self._tokens(" ".join(tags), apsw.FTS5_TOKENIZE_DOCUMENT) if tags else []
+        length = len(text_tokens) + len(tag_tokens)
+        norm = K1 * (1.0 - B + B * length / self._mean) if self._mean > 0 else K1
+        score = 0.0
+        for words, idf in zip(self._phrases, self._idfs, strict=True):
+            f = WEIGHTS[0] * _occurrences(text_tokens, words)
+            if tag_tokens:
+                f += WEIGHTS[1] * _occurrences(tag_tokens, words)
+            if f > 0:
+                score += idf * f * (K1 + 1.0) / (f + norm)
+        return score
+
+
+def phrase(term: str) -> str:
+    """``term`` as an FTS5 phrase that cannot be a syntax error (quoted)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _occurrences(tokens: list[str], phrase: list[str]) -> int:
+    """How many times ``phrase`` occurs in ``tokens`` as a run of adjacent tokens."""
+    n = len(phrase)
+    if n == 0:
+        return 0
+    if n == 1:
+        return tokens.count(phrase[0])
+    return sum(1 for i in range(len(tokens) - n + 1) if tokens[i : i + n] == phrase)
