@@ -23,7 +23,6 @@ Errors (each transport maps them in its one place)::
 
 from collections.abc import Mapping
 
-from transports.channels.actor import MintedCode, RouteResult
 from transports.channels.connector import (
     CONNECTORS,
     Connector,
@@ -40,6 +39,7 @@ from transports.channels.message import (
     principal_of,
     split_text,
 )
+from transports.channels.results import MintedCode, RouteResult
 from transports.channels.router import session_key
 from transports.config import ChannelConfig
 

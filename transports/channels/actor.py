@@ -10,9 +10,14 @@ hub. Pairing approvals are routed to it like tool approvals are routed to their 
 
 Idempotency: an accepted message is appended with the idempotency key of its platform message
 id (``channel/<name>/message/<sha256>``); the journal returns ``duplicate`` for a key it has
-committed, also after a restart, and nothing more happens. Because a duplicate append writes
-nothing, appends state no ``expected_seq`` (the port's "no competing writer" case): this actor
-is the stream's only writer, and the journal's writer lock keeps other processes out.
+committed, also after a restart, and nothing more happens; a refusal is keyed by the message id
+and its reason. Because a duplicate append writes nothing, appends state no ``expected_seq``
+(the port's "no competing writer" case): this actor is the stream's only writer, and the
+journal's writer lock keeps other processes out.
+
+From accepted message to run, every step is recorded before the next is taken, and what a
+stopped node left undone is folded from the stream at start and carried out on ``Resume`` with
+the same handlers (:mod:`transports.channels.dispatch`).
 
 The actor never waits on another actor: run tickets and command outcomes come back as messages.
 """
@@ -20,7 +25,6 @@ The actor never waits on another actor: run tickets and command outcomes come ba
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -35,20 +39,20 @@ from actors.errors import ApprovalAlreadyResolved, InvalidCommand, NodeDraining,
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
 from events import Event, JournalPort, new_id
 from events.catalog import (
-    ChannelCommandHandled,
     ChannelCursorSaved,
     ChannelMessageRefused,
     ChannelMessageRouted,
     ChannelPairCodeMinted,
     ChannelPairingRequested,
     ChannelPairingResolved,
-    ChannelReplySent,
     ChannelRunNotStarted,
     ChannelRunStarted,
 )
 from transports.channels import pairing
 from transports.channels.dispatch import Backlog, Batch, Waiting, backlog, regroup
 from transports.channels.message import InboundMessage, run_input
+from transports.channels.records import message_key, stream_of
+from transports.channels.results import MintedCode, RouteResult
 from transports.channels.router import (
     Accept,
     Bucket,
@@ -77,53 +81,8 @@ BUCKETS_KEPT = 10_000
 """Senders whose rate buckets are remembered (least recently seen forgotten first)."""
 
 
-def stream_of(channel: str) -> str:
-    return f"channel/{channel}"
-
-
-def message_key(channel: str, message_id: str) -> str:
-    """The idempotency key of a platform message (its id hashed: ids are free text)."""
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"channel/{channel}/message/{digest}"
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-# --- results the callers get ------------------------------------------------------------------
-
-
-class RouteResult(msgspec.Struct, frozen=True, kw_only=True):
-    """The router's decision on one message, as every transport returns it."""
-
-    channel: str
-    message_id: str
-    accepted: bool
-    reason: str
-    """``accepted``, ``duplicate``, or the refusal (``channel_disabled``, ``sender_denied``,
-    ``rate_limited``, ``not_allowed``, ``dm_denied``, ``pairing_required``,
-    ``pairing_code_invalid``, ``mention_required``, ``broadcast_denied``)."""
-    detail: str = ""
-    route: str | None = None
-    """For an accepted message: ``run``, ``coalesced``, ``command`` or ``pairing``."""
-    principal: str = ""
-    session_key: str | None = None
-    session_id: str | None = None
-    run_id: str | None = None
-    queued: bool = False
-    duplicate: bool = False
-    reply: bool = False
-    """Whether the answer goes back into the conversation (broadcast policy)."""
-
-
-class MintedCode(msgspec.Struct, frozen=True, kw_only=True):
-    """A new pairing code: shown once, never stored."""
-
-    channel: str
-    code: str
-    code_id: str
-    expires_at_ms: int
 
 
 # --- messages ----------------------------------------------------------------------------------
@@ -734,37 +693,3 @@ def _replies_of(message: Any) -> Sequence[Future[Any]]:
     if isinstance(message, Dispatched):
         return [w.reply for w in message.batch.waiting]
     return ()
-
-
-def record_reply(
-    channel: str,
-    run_id: str,
-    conversation: str,
-    in_reply_to: Sequence[str],
-    parts: int,
-    error: str,
-) -> ChannelReplySent:
-    """The ``channel.reply_sent`` event for an answer delivered (or not)."""
-    return ChannelReplySent(
-        channel=channel,
-        run_id=run_id,
-        conversation=conversation,
-        in_reply_to=tuple(in_reply_to),
-        parts=parts,
-        ok=not error,
-        error=error,
-    )
-
-
-def record_command(
-    channel: str, principal: str, name: str, target: str, outcome: str, detail: str
-) -> ChannelCommandHandled:
-    """The ``channel.command_handled`` event for a command's outcome."""
-    return ChannelCommandHandled(
-        channel=channel,
-        principal=principal,
-        command=name,  # type: ignore[arg-type]
-        target=target,
-        outcome=outcome,  # type: ignore[arg-type]
-        detail=detail,
-    )

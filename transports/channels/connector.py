@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from transports.channels.message import InboundMessage, OutboundMessage
 
 if TYPE_CHECKING:
-    from transports.channels.actor import RouteResult
+    from transports.channels.results import RouteResult
     from transports.config import ChannelConfig
 
 Inbound = Callable[[InboundMessage], Awaitable["RouteResult"]]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -34,9 +33,7 @@ from events.catalog import (
     ChannelRunStarted,
 )
 from transports.channels.message import InboundMessage
-
-if TYPE_CHECKING:
-    from transports.channels.actor import RouteResult
+from transports.channels.results import RouteResult
 
 RUN_ROUTES = frozenset({"run", "coalesced"})
 """The routes whose messages become run input (and so are recovered)."""

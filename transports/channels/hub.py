@@ -33,19 +33,11 @@ from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from transports.access import Authority
 from transports.channels import commands
-from transports.channels.actor import (
-    ChannelActor,
-    Deliver,
-    MintCode,
-    MintedCode,
-    Record,
-    Resume,
-    RouteResult,
-    record_command,
-    record_reply,
-)
+from transports.channels.actor import ChannelActor, Deliver, MintCode, Record, Resume
 from transports.channels.connector import CONNECTORS, Connector, ConnectorError
 from transports.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
+from transports.channels.records import record_command, record_reply
+from transports.channels.results import MintedCode, RouteResult
 from transports.channels.router import Command
 from transports.config import ChannelConfig, ConfigError
 

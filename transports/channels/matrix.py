@@ -46,14 +46,12 @@ import contextlib
 import json
 import logging
 import os
-import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final, Literal, TypeVar
 from urllib.parse import quote
 
-import aiohttp
 from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type information
     AsyncClient,
     AsyncClientConfig,
@@ -67,6 +65,19 @@ from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type in
 )
 
 from transports.channels.connector import Connector, ConnectorError, Inbound
+from transports.channels.matrix_answers import (
+    BACKOFF_MAX_S,
+    LOST,
+    CursorRefused,
+    RateLimited,
+    Refused,
+    Unavailable,
+    backoff_s,
+    describe,
+    http_status,
+    retry_after_s,
+    source_of,
+)
 from transports.channels.matrix_events import (
     ANY_INVITER,
     ROOM_ID,
@@ -95,10 +106,6 @@ TIMELINE_LIMIT: Final = 50
 """Events per room one sync returns; more is a ``limited`` timeline, backfilled."""
 BACKFILL_MAX: Final = 1000
 """The most events one backfill recovers (more is logged as a gap)."""
-BACKOFF_FIRST_S: Final = 0.5
-BACKOFF_MAX_S: Final = 30.0
-RETRY_AFTER_DEFAULT_MS: Final = 5000
-"""A 429 without ``retry_after_ms`` waits this long."""
 GIVE_UP_S: Final = 300.0
 """A send, join or leave retries 429s and lost connections this long, then fails."""
 MAX_TEXT_CHARS: Final = 12_000
@@ -108,70 +115,6 @@ DEVICE_NAME: Final = "reel"
 
 _INITIAL_FILTER: Final = {"room": {"timeline": {"limit": 1}}, "presence": {"types": []}}
 _FILTER: Final = {"room": {"timeline": {"limit": TIMELINE_LIMIT}}, "presence": {"types": []}}
-_LOST: Final = (aiohttp.ClientError, OSError, TimeoutError)
-"""What a request raises when the homeserver cannot be reached (nio raises, never retries)."""
-
-
-class _Refused(Exception):
-    """The homeserver refused the credentials (a 4xx answer to a login or whoami)."""
-
-
-class _Unavailable(Exception):
-    """The homeserver answered with an error worth retrying (5xx, a malformed answer)."""
-
-
-class _CursorRefused(Exception):
-    """The homeserver refused the saved sync token (a 4xx other than 429 or a bad access
-    token, to a sync from a resumed cursor): it will never be accepted."""
-
-
-class _RateLimited(Exception):
-    """The homeserver answered 429: wait ``after_s``, then ask again."""
-
-    def __init__(self, after_s: float) -> None:
-        super().__init__(f"rate limited for {after_s:.1f}s")
-        self.after_s = after_s
-
-
-# --- answers and waits ---------------------------------------------------------------------------
-
-
-def retry_after_s(response: object) -> float | None:
-    """How long a rate-limited answer (HTTP 429 / ``M_LIMIT_EXCEEDED``) says to wait; None for
-    any other answer."""
-    if not isinstance(response, ErrorResponse):
-        return None
-    status = getattr(getattr(response, "transport_response", None), "status", None)
-    if status != 429 and response.status_code != "M_LIMIT_EXCEEDED":
-        return None
-    return (response.retry_after_ms or RETRY_AFTER_DEFAULT_MS) / 1000
-
-
-def _http_status(response: object) -> int | None:
-    status = getattr(getattr(response, "transport_response", None), "status", None)
-    return status if isinstance(status, int) else None
-
-
-def backoff_s(failures: int) -> float:
-    """The wait after ``failures`` failures in a row: doubling from :data:`BACKOFF_FIRST_S` to
-    :data:`BACKOFF_MAX_S`, with 20% jitter so many clients do not reconnect in step."""
-    base: float = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2.0 ** max(0, failures - 1))
-    return base * random.uniform(0.8, 1.0)
-
-
-def _source(event: object) -> dict[str, Any]:
-    """The raw event nio parsed (its ``source``), whatever class nio chose for it. Some of
-    nio's classes pop ``content`` out of the source (invite events): it is put back from the
-    parsed event."""
-    source = getattr(event, "source", None)
-    if not isinstance(source, dict):
-        return {}
-    content = getattr(event, "content", None)
-    if "content" not in source and isinstance(content, dict):
-        return {**source, "content": content}
-    return source
-
-
 # --- the connector -------------------------------------------------------------------------------
 
 
@@ -285,16 +228,16 @@ class MatrixConnector(Connector):
         )
         try:
             await asyncio.wait_for(self._connect(), START_TIMEOUT_S)
-        except _Refused as exc:
+        except Refused as exc:
             await self._close()
             raise ConfigError(
                 f"config key channels.{self.name}.{self._secret_key}: the homeserver refused "
                 f"the bot's credentials ({exc})"
             ) from None
-        except (*_LOST, _Unavailable, _RateLimited) as exc:
+        except (*LOST, Unavailable, RateLimited) as exc:
             log.warning(
                 "matrix homeserver not reachable at start; retrying in the background",
-                extra=fields(channel=self.name, error=_describe(exc)),
+                extra=fields(channel=self.name, error=describe(exc)),
             )
         self._loop_task = asyncio.create_task(self._sync_loop(), name=f"matrix:{self.name}")
 
@@ -311,7 +254,7 @@ class MatrixConnector(Connector):
         self._save_cursor()  # ``since`` moves only once a sync's messages were all handed in
         client = self._client
         if client is not None and self._logged_in and self._mode == "password":
-            with contextlib.suppress(*_LOST, asyncio.TimeoutError):
+            with contextlib.suppress(*LOST, asyncio.TimeoutError):
                 await asyncio.wait_for(client.logout(), 5)
         await self._close()
 
@@ -389,7 +332,7 @@ class MatrixConnector(Connector):
                 client.access_token = ""
                 self._raise(response)
             if response.user_id != self.user_id:
-                raise _Refused(f"the access token belongs to {response.user_id}, not user_id")
+                raise Refused(f"the access token belongs to {response.user_id}, not user_id")
             client.restore_login(self.user_id, response.device_id or "", self._secret)
         self._logged_in = True
         profile = await client.get_displayname(self.user_id)
@@ -397,16 +340,16 @@ class MatrixConnector(Connector):
             self._profile_name = profile.displayname
 
     def _raise(self, response: object) -> None:
-        """Turn a failed login or whoami into :class:`_Refused` (a 4xx but 429: retrying the
-        same credentials cannot help) or :class:`_Unavailable`. Never quotes a secret: the
+        """Turn a failed login or whoami into :class:`Refused` (a 4xx but 429: retrying the
+        same credentials cannot help) or :class:`Unavailable`. Never quotes a secret: the
         homeserver's error code and message only."""
-        status = _http_status(response)
+        status = http_status(response)
         wait = retry_after_s(response)
         if wait is not None:
-            raise _RateLimited(wait)
+            raise RateLimited(wait)
         if status is not None and 400 <= status < 500:
-            raise _Refused(_describe(response))
-        raise _Unavailable(_describe(response))
+            raise Refused(describe(response))
+        raise Unavailable(describe(response))
 
     async def _sync(
         self,
@@ -424,17 +367,17 @@ class MatrixConnector(Connector):
             return response
         wait = retry_after_s(response)
         if wait is not None:
-            raise _RateLimited(wait)
+            raise RateLimited(wait)
         if isinstance(response, ErrorResponse) and response.status_code in (
             "M_UNKNOWN_TOKEN",
             "M_MISSING_TOKEN",
         ):
             self._logged_in = False
         else:
-            status = _http_status(response)
+            status = http_status(response)
             if since is not None and since == self._resumed_from and 400 <= (status or 0) < 500:
-                raise _CursorRefused(_describe(response))
-        raise _Unavailable(_describe(response))
+                raise CursorRefused(describe(response))
+        raise Unavailable(describe(response))
 
     async def _sync_loop(self) -> None:
         """Long-poll ``/sync`` until cancelled: each answer is handed in, then its token kept,
@@ -447,7 +390,7 @@ class MatrixConnector(Connector):
                 response = await self._sync(self.client, SYNC_TIMEOUT_MS, _FILTER, since=self.since)
             except asyncio.CancelledError:
                 raise
-            except _CursorRefused as refused:
+            except CursorRefused as refused:
                 log.warning(
                     "matrix saved cursor refused; catching up from each room's history",
                     extra=fields(channel=self.name, error=str(refused)),
@@ -455,7 +398,7 @@ class MatrixConnector(Connector):
                 self.since, self._resumed_from = self._fresh, None
                 await self._catch_up()
                 continue
-            except _RateLimited as limited:
+            except RateLimited as limited:
                 self.rate_limited += 1
                 log.warning(
                     "matrix request delayed",
@@ -469,16 +412,16 @@ class MatrixConnector(Connector):
                 )
                 await asyncio.sleep(limited.after_s)
                 continue
-            except (_Refused, _Unavailable, *_LOST) as exc:
+            except (Refused, Unavailable, *LOST) as exc:
                 failures += 1
                 self.reconnects += 1
                 self.connected = False
-                delay = BACKOFF_MAX_S if isinstance(exc, _Refused) else backoff_s(failures)
+                delay = BACKOFF_MAX_S if isinstance(exc, Refused) else backoff_s(failures)
                 log.warning(
                     "matrix sync failed; reconnecting",
                     extra=fields(
                         channel=self.name,
-                        error=_describe(exc),
+                        error=describe(exc),
                         attempt=failures,
                         retry_in_s=round(delay, 2),
                     ),
@@ -536,7 +479,7 @@ class MatrixConnector(Connector):
                 continue
             mine = [
                 source
-                for source in map(_source, info.invite_state)
+                for source in map(source_of, info.invite_state)
                 if source.get("type") == "m.room.member" and source.get("state_key") == self.user_id
             ]
             if not mine:
@@ -566,7 +509,7 @@ class MatrixConnector(Connector):
                 self.direct.discard(room_id)
                 log.warning(
                     "matrix join failed",
-                    extra=fields(channel=self.name, room=room_id, error=_describe(response)),
+                    extra=fields(channel=self.name, room=room_id, error=describe(response)),
                 )
                 return
             log.info(
@@ -601,18 +544,18 @@ class MatrixConnector(Connector):
             response = await client.send("PUT", path, body, headers)
             await response.read()
             if response.status != 200:
-                raise _Unavailable(f"HTTP {response.status}")
-        except (*_LOST, _Unavailable) as exc:
+                raise Unavailable(f"HTTP {response.status}")
+        except (*LOST, Unavailable) as exc:
             log.warning(
                 "matrix m.direct not saved; the room is direct until the node restarts",
-                extra=fields(channel=self.name, room=room_id, error=_describe(exc)),
+                extra=fields(channel=self.name, room=room_id, error=describe(exc)),
             )
 
     async def _handle(self, response: SyncResponse) -> None:
         self._account_data(response)
         self._invited(response)
         for room_id, info in response.rooms.join.items():
-            events = [_source(event) for event in info.timeline.events]
+            events = [source_of(event) for event in info.timeline.events]
             if room_id not in self.joined:
                 events = events[new_since(events, self.user_id) :]
             elif info.timeline.limited and info.timeline.prev_batch and self.since:
@@ -647,10 +590,10 @@ class MatrixConnector(Connector):
             if not isinstance(response, RoomMessagesResponse):
                 log.warning(
                     "matrix backfill failed: messages may be missing",
-                    extra=fields(channel=self.name, room=room_id, error=_describe(response)),
+                    extra=fields(channel=self.name, room=room_id, error=describe(response)),
                 )
                 break
-            chunk = [_source(event) for event in response.chunk]
+            chunk = [source_of(event) for event in response.chunk]
             own = [i for i, e in enumerate(chunk) if e.get("sender") == self.user_id]
             if since is None and own:
                 found.extend(chunk[: own[0]])
@@ -769,7 +712,7 @@ class MatrixConnector(Connector):
                 lambda: client.room_send(room_id, event_type, content, tx_id=tx_id),
             )
         if isinstance(response, ErrorResponse):
-            raise ConnectorError(f"the homeserver refused the event: {_describe(response)}")
+            raise ConnectorError(f"the homeserver refused the event: {describe(response)}")
 
     async def _send_quietly(self, message: OutboundMessage) -> None:
         try:
@@ -787,10 +730,10 @@ class MatrixConnector(Connector):
                 raise ConnectorError(f"{request}: the matrix connector stopped")
             try:
                 response = await call()
-            except _LOST as exc:
+            except LOST as exc:
                 failures += 1
                 wait = backoff_s(failures)
-                problem = f"the homeserver is unreachable ({_describe(exc)})"
+                problem = f"the homeserver is unreachable ({describe(exc)})"
             else:
                 after = retry_after_s(response)
                 if after is None:
@@ -824,14 +767,3 @@ class MatrixConnector(Connector):
         task = asyncio.get_running_loop().create_task(logged())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-
-def _describe(thing: object) -> str:
-    """A short, secret-free description of a failed answer or exception: the homeserver's
-    error code and message, or the exception's class (an exception's text may hold a URL)."""
-    if isinstance(thing, ErrorResponse):
-        code = thing.status_code or f"HTTP {_http_status(thing) or '?'}"
-        return f"{code}: {thing.message}"[:200] if thing.message else code
-    if isinstance(thing, _Refused | _Unavailable | _RateLimited | ConnectorError):
-        return str(thing)[:200]
-    return type(thing).__name__

@@ -32,9 +32,10 @@ from tests.transports.channels.kit import (
     run_of,
 )
 from tests.transports.http.httpkit import eventually
-from transports.channels.actor import ChannelActor, RouteResult
+from transports.channels.actor import ChannelActor
 from transports.channels.dispatch import regroup
 from transports.channels.message import InboundMessage
+from transports.channels.results import RouteResult
 from transports.channels.webhook import WebhookConnector
 from transports.config import ProviderConfig, SessionsConfig
 
