@@ -173,13 +173,17 @@ def test_a_closed_stdout_is_not_reported_as_an_unreachable_node(node: GrpcNode) 
     assert "cannot reach the node" not in err.getvalue()
 
 
-def _resolve_when_pending(node: GrpcNode, principal: str = "operator") -> threading.Thread:
+def _resolve_when_pending(
+    node: GrpcNode, principal: str = "operator", after: threading.Event | None = None
+) -> threading.Thread:
     """Another operator (here: the node's own API, as the console would) allows the first
-    pending approval as soon as there is one."""
+    pending approval as soon as there is one (and ``after`` is set, when given)."""
 
     def decide() -> None:
         registry = node.runtime.node.services.registry
         deadline = time.monotonic() + 20
+        if after is not None:
+            after.wait(20)
         while time.monotonic() < deadline:
             pending = registry.pending_approvals()
             if pending:
@@ -207,7 +211,8 @@ def test_a_decision_made_elsewhere_closes_the_prompt_and_the_run_goes_on(node: G
         never.wait(60)  # a person who never answers
         raise EOFError
 
-    decider = _resolve_when_pending(node, principal="user:carol")
+    # decided once the user sits at the prompt, which is what this test is about
+    decider = _resolve_when_pending(node, principal="user:carol", after=asked)
     started = time.monotonic()
     code = chat_over_grpc(
         SHELL_ECHO, address=node.address, data=node.data_dir, out=out, err=err, ask=ask
