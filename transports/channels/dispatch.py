@@ -7,8 +7,11 @@ Each accepted message moves through three records on ``channel/<name>``:
    forget it now.
 2. ``channel.run_requested``: the message (alone, or coalesced with others) is being handed to
    its session as the run ``run_id``, chosen here.
-3. ``channel.run_started`` (the session has the run) or ``channel.run_not_started`` (it refused).
-   With ``reply``, ``channel.reply_sent`` closes it once the answer went out.
+3. ``channel.run_started`` (the session has the run; not waited for, since losing it only
+   means asking again) or ``channel.run_not_started`` (it refused). With ``reply``,
+   ``channel.reply_sent`` closes it once the answer went out.
+
+A message that starts its run at once has 1 and 2 in one commit.
 
 A node can stop between any two of them: inside a coalescing window, while the session is
 asked, while a run is still going. :func:`backlog` folds the stream into what is left at each
