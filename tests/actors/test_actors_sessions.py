@@ -228,3 +228,18 @@ def test_idle_sessions_hold_no_thread_by_default(kit: NodeKit) -> None:
     again, end = kit.run("and again", session_key="idle-0")
     assert again.session_id == infos[0].session_id and isinstance(end, RunCompleted)
     wait_for(lambda: live_session_actors() == 0, "the woken session to passivate again")
+
+
+def test_a_run_asked_for_again_by_its_id_starts_once(kit: NodeKit) -> None:
+    """A caller that chose the run id (a channel, after a crash) asks again: the session
+    answers the same run and starts nothing; an id that is not a ULID is refused."""
+    run_id = new_id()
+    first, end = kit.run("once only", session_key="again", create=True, run_id=run_id)
+    again = kit.start_run("once only", session_key="again", run_id=run_id)
+    assert (first.run_id, again.run_id, again.session_id) == (run_id, run_id, first.session_id)
+    assert isinstance(end, RunCompleted)
+    state = kit.ask(GetSessionState(session_id=first.session_id))
+    assert isinstance(state, SessionState) and state.runs == (run_id,)
+    with pytest.raises(InvalidCommand) as refused:
+        kit.start_run("hi", session_key="again", run_id="not-a-ulid")
+    assert refused.value.field == "run_id"
