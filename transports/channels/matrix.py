@@ -3,8 +3,13 @@
 ``[channels.<name>] kind = "matrix"`` with ``homeserver``, ``user_id``, ``password_env`` or
 ``access_token_env`` (the names of environment variables: a secret is never in the config, the
 journal or a log line) and ``allow_rooms``, plus the router keys every channel has
-(docs/channels.md). What the events mean is :mod:`transports.channels.matrix_events`; this
-module moves them in and out.
+(docs/channels.md). This module logs in, syncs and sends; its parts are modules of their own:
+
+- :mod:`~transports.channels.matrix_config`: the config's keys, checked, and the bot's login;
+- :mod:`~transports.channels.matrix_events`: what the events mean (pure);
+- :mod:`~transports.channels.matrix_rooms`: the rooms the bot is in, which are direct, invites;
+- :mod:`~transports.channels.matrix_backfill`: what a room said that a sync did not show;
+- :mod:`~transports.channels.matrix_answers`: the homeserver's answers and the waits.
 
 Inbound. The connector logs in, syncs once with ``timeout=0`` (that sync's timelines are
 history and never handed in; its account data, rooms and invites are read), then long-polls
@@ -31,35 +36,30 @@ Faults. nio is told never to sleep on a 429 or retry a lost connection by itself
 (``max_limit_exceeded=0``, ``max_timeouts=0``): the connector does it, visibly (a warning line
 and the counters in ``GET /v1/channels``). A rate-limited or failed send waits in its own task,
 in order per room, so other rooms and the sync loop go on; it gives up after
-:data:`GIVE_UP_S` (a failed delivery, recorded on ``channel.reply_sent``). A lost sync
-reconnects with exponential backoff and resumes from its last token, so nothing is missed; a
-timeline the homeserver cut short (``limited``) is backfilled up to that token; anything
-handed in twice is dropped by the hub (same message id). The connector logs out on stop when
-it logged in with a password (an access token from the environment is the operator's: it is
-left valid).
+:data:`~transports.channels.matrix_answers.GIVE_UP_S` (a failed delivery, recorded on
+``channel.reply_sent``). A lost sync reconnects with exponential backoff and resumes from its
+last token, so nothing is missed; a timeline the homeserver cut short (``limited``) is
+backfilled up to that token; anything handed in twice is dropped by the hub (same message id).
+The connector logs out on stop when it logged in with a password (an access token from the
+environment is the operator's: it is left valid).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, Final, Literal, TypeVar
-from urllib.parse import quote
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Final
 
 from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type information
     AsyncClient,
     AsyncClientConfig,
     ErrorResponse,
     LoginResponse,
-    MessageDirection,
     ProfileGetDisplayNameResponse,
-    RoomMessagesResponse,
     SyncResponse,
     WhoamiResponse,
 )
@@ -71,6 +71,7 @@ from transports.channels.matrix_answers import (
     CursorRefused,
     RateLimited,
     Refused,
+    Retrying,
     Unavailable,
     backoff_s,
     describe,
@@ -78,21 +79,15 @@ from transports.channels.matrix_answers import (
     retry_after_s,
     source_of,
 )
-from transports.channels.matrix_events import (
-    ANY_INVITER,
-    ROOM_ID,
-    USER_ID,
-    allowed_invite,
-    inbound_of,
-    new_since,
-    outbound_content,
-)
+from transports.channels.matrix_backfill import backfill
+from transports.channels.matrix_config import login_of
+from transports.channels.matrix_events import inbound_of, new_since, outbound_content
+from transports.channels.matrix_rooms import Rooms
 from transports.channels.message import InboundMessage, InvalidMessage, OutboundMessage
 from transports.config import ChannelConfig, ConfigError
 from transports.logs import fields
 
 log = logging.getLogger("reel.channels.matrix")
-R = TypeVar("R")
 
 SYNC_TIMEOUT_MS: Final = 30_000
 """How long one long-poll ``/sync`` waits for news."""
@@ -104,10 +99,6 @@ start anyway (the sync loop goes on trying in the background)."""
 REQUEST_TIMEOUT_S: Final = 30.0
 TIMELINE_LIMIT: Final = 50
 """Events per room one sync returns; more is a ``limited`` timeline, backfilled."""
-BACKFILL_MAX: Final = 1000
-"""The most events one backfill recovers (more is logged as a gap)."""
-GIVE_UP_S: Final = 300.0
-"""A send, join or leave retries 429s and lost connections this long, then fails."""
 MAX_TEXT_CHARS: Final = 12_000
 """Reply parts are cut to at most this many characters whatever ``reply_max_chars`` says: an
 event is at most 64 KiB, and 12,000 characters are at most 48 KB of UTF-8."""
@@ -115,6 +106,7 @@ DEVICE_NAME: Final = "reel"
 
 _INITIAL_FILTER: Final = {"room": {"timeline": {"limit": 1}}, "presence": {"types": []}}
 _FILTER: Final = {"room": {"timeline": {"limit": TIMELINE_LIMIT}}, "presence": {"types": []}}
+
 # --- the connector -------------------------------------------------------------------------------
 
 
@@ -125,35 +117,8 @@ class MatrixConnector(Connector):
         self, name: str, config: ChannelConfig, environ: Mapping[str, str] | None = None
     ) -> None:
         super().__init__(name, config, environ)
-        env = os.environ if environ is None else environ
-        if not config.homeserver.startswith(("http://", "https://")):
-            raise ConnectorError(
-                "homeserver: a matrix channel needs the homeserver's http:// or https:// URL"
-            )
-        if not USER_ID.fullmatch(config.user_id):
-            raise ConnectorError("user_id: a matrix channel needs the bot's user id (@name:server)")
-        if bool(config.password_env) == bool(config.access_token_env):
-            raise ConnectorError(
-                "password_env: a matrix channel needs exactly one of password_env and "
-                "access_token_env (the name of an environment variable, never the secret)"
-            )
-        key = "password_env" if config.password_env else "access_token_env"
-        variable = config.password_env or config.access_token_env
-        secret = env.get(variable, "")
-        if not secret:
-            raise ConnectorError(f"{key}: the environment variable {variable} is not set")
-        for entry in config.allow_rooms:
-            if entry != ANY_INVITER and not (ROOM_ID.fullmatch(entry) or USER_ID.fullmatch(entry)):
-                raise ConnectorError(
-                    f"allow_rooms: {entry[:64]!r} is neither a room id (!id:server), a user id "
-                    "(@name:server) nor *"
-                )
-        for webhook_key in ("secret_env", "outbound_url"):
-            if getattr(config, webhook_key):
-                raise ConnectorError(f"{webhook_key}: only webhook channels take it")
-        self._mode: Literal["password", "token"] = "password" if config.password_env else "token"
-        self._secret_key = key
-        self._secret = secret
+        login = login_of(config, os.environ if environ is None else environ)
+        self._mode, self._secret_key, self._secret = login
         self.user_id = config.user_id
         self.since: str | None = None
         """The sync token the next ``/sync`` continues from (None: not synced yet)."""
@@ -168,17 +133,12 @@ class MatrixConnector(Connector):
         """Whether the first sync (account data, rooms, invites) has been read since start."""
         self._handed = 0
         """Messages handed to the hub since the node started (a batch held some: save)."""
-        self.joined: set[str] = set()
-        """Rooms the bot is in, as its syncs have shown them."""
-        self.direct: set[str] = set()
-        """Direct rooms: from accepted ``is_direct`` invites and ``m.direct``."""
         self.connected = False
-        self.rate_limited = 0
-        """429 answers met since the node started (each waited out, then retried)."""
         self.reconnects = 0
         """Syncs that failed and were retried since the node started."""
-        self.refused_invites = 0
         self._client: AsyncClient | None = None
+        self._retrying = Retrying(name, lambda: self._client is not None)
+        self.rooms = Rooms(name, self.user_id, config.allow_rooms, self._retrying)
         self._inbound: Inbound | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -187,11 +147,12 @@ class MatrixConnector(Connector):
         self._locks: dict[str, asyncio.Lock] = {}
         self._logged_in = False
         self._profile_name = ""
-        self._direct_content: dict[str, list[str]] = {}
-        """``m.direct`` as the bot last read or wrote it (user id -> room ids)."""
-        self._invites: set[str] = set()
-        """Invites being handled (a sync may show one again before the join lands)."""
         self._encrypted_warned: set[str] = set()
+
+    @property
+    def rate_limited(self) -> int:
+        """429 answers met since the node started (each waited out, then retried)."""
+        return self._retrying.rate_limited
 
     @property
     def max_text_chars(self) -> int:
@@ -278,12 +239,12 @@ class MatrixConnector(Connector):
             "user_id": self.user_id,
             self._secret_key: self.config.password_env or self.config.access_token_env,
             "connected": self.connected,
-            "rooms": len(self.joined),
-            "direct_rooms": len(self.direct & self.joined),
+            "rooms": len(self.rooms.joined),
+            "direct_rooms": len(self.rooms.direct & self.rooms.joined),
             "allow_rooms": len(self.config.allow_rooms),
             "rate_limited": self.rate_limited,
             "reconnects": self.reconnects,
-            "refused_invites": self.refused_invites,
+            "refused_invites": self.rooms.refused_invites,
         }
 
     # --- logging in and syncing ------------------------------------------------------------------
@@ -299,10 +260,10 @@ class MatrixConnector(Connector):
             await self._login(client)
         if not self._primed:
             response = await self._sync(client, 0, _INITIAL_FILTER, since=None)
-            self._account_data(response)
-            self.joined = set(response.rooms.join)
+            self.rooms.account_data(response)
+            self.rooms.joined = set(response.rooms.join)
             for left in response.rooms.leave:
-                self.joined.discard(left)
+                self.rooms.joined.discard(left)
             self._invited(response)
             resumed = self.since is not None
             self._fresh = response.next_batch
@@ -315,7 +276,7 @@ class MatrixConnector(Connector):
                 extra=fields(
                     channel=self.name,
                     user_id=self.user_id,
-                    rooms=len(self.joined),
+                    rooms=len(self.rooms.joined),
                     resumed=resumed,
                 ),
             )
@@ -399,17 +360,9 @@ class MatrixConnector(Connector):
                 await self._catch_up()
                 continue
             except RateLimited as limited:
-                self.rate_limited += 1
-                log.warning(
-                    "matrix request delayed",
-                    extra=fields(
-                        channel=self.name,
-                        request="sync",
-                        room="",
-                        problem=f"rate-limited by the homeserver (429, {limited})",
-                        retry_in_s=round(limited.after_s, 2),
-                    ),
-                )
+                self._retrying.rate_limited += 1
+                problem = f"rate-limited by the homeserver (429, {limited})"
+                self._retrying.delayed("sync", "", problem, limited.after_s)
                 await asyncio.sleep(limited.after_s)
                 continue
             except (Refused, Unavailable, *LOST) as exc:
@@ -451,167 +404,44 @@ class MatrixConnector(Connector):
         fresh = self._fresh
         if fresh is None:
             return
-        for room_id in sorted(self.joined):
-            for event in await self._backfill(room_id, fresh, None):
+        for room_id in sorted(self.rooms.joined):
+            since_own = await backfill(
+                self.client, self._retrying, room_id, fresh, None, user_id=self.user_id
+            )
+            for event in since_own:
                 await self._room_event(room_id, event)
         self._save_cursor()
 
     # --- what a sync brings ----------------------------------------------------------------------
 
-    def _account_data(self, response: SyncResponse) -> None:
-        for event in response.account_data_events:
-            if getattr(event, "type", None) == "m.direct":
-                content = getattr(event, "content", None)
-                if isinstance(content, dict):
-                    self._direct_content = {
-                        user: [r for r in rooms if isinstance(r, str)]
-                        for user, rooms in content.items()
-                        if isinstance(user, str) and isinstance(rooms, list)
-                    }
-                    for rooms in self._direct_content.values():
-                        self.direct.update(rooms)
-
     def _invited(self, response: SyncResponse) -> None:
         """Answer each new invite in a task of its own (a rate-limited join must not hold up
         the sync loop)."""
-        for room_id, info in response.rooms.invite.items():
-            if room_id in self._invites:
-                continue
-            mine = [
-                source
-                for source in map(source_of, info.invite_state)
-                if source.get("type") == "m.room.member" and source.get("state_key") == self.user_id
-            ]
-            if not mine:
-                continue
-            self._invites.add(room_id)
-            invite = mine[-1]
-            content = invite.get("content")
-            is_direct = isinstance(content, dict) and content.get("is_direct") is True
-            inviter = invite.get("sender")
-            self._spawn(self._answer_invite(room_id, str(inviter or ""), is_direct))
-
-    async def _answer_invite(self, room_id: str, inviter: str, is_direct: bool) -> None:
-        client = self.client
-        try:
-            if not allowed_invite(self.config.allow_rooms, room_id, inviter):
-                self.refused_invites += 1
-                log.info(
-                    "matrix invite rejected: not on allow_rooms",
-                    extra=fields(channel=self.name, room=room_id, inviter=inviter),
-                )
-                await self._retrying("leave", room_id, lambda: client.room_leave(room_id))
-                return
-            if is_direct:
-                self.direct.add(room_id)  # before the join: its first messages are direct
-            response = await self._retrying("join", room_id, lambda: client.join(room_id))
-            if isinstance(response, ErrorResponse):
-                self.direct.discard(room_id)
-                log.warning(
-                    "matrix join failed",
-                    extra=fields(channel=self.name, room=room_id, error=describe(response)),
-                )
-                return
-            log.info(
-                "matrix invite accepted",
-                extra=fields(channel=self.name, room=room_id, inviter=inviter, is_direct=is_direct),
-            )
-            if is_direct and inviter:
-                await self._remember_direct(room_id, inviter)
-        except ConnectorError as exc:
-            log.warning(
-                "matrix invite not answered",
-                extra=fields(channel=self.name, room=room_id, error=str(exc)),
-            )
-        finally:
-            self._invites.discard(room_id)
-
-    async def _remember_direct(self, room_id: str, inviter: str) -> None:
-        """Add the room to the bot's ``m.direct`` account data, as Matrix clients do, so the
-        next start (whose first sync reads it) still knows the room is direct."""
-        rooms = self._direct_content.setdefault(inviter, [])
-        if room_id in rooms:
-            return
-        rooms.append(room_id)
-        client = self.client
-        path = f"/_matrix/client/v3/user/{quote(self.user_id, safe='')}/account_data/m.direct"
-        body = json.dumps(self._direct_content)
-        headers = {
-            "Authorization": f"Bearer {client.access_token}",
-            "Content-Type": "application/json",
-        }
-        try:
-            response = await client.send("PUT", path, body, headers)
-            await response.read()
-            if response.status != 200:
-                raise Unavailable(f"HTTP {response.status}")
-        except (*LOST, Unavailable) as exc:
-            log.warning(
-                "matrix m.direct not saved; the room is direct until the node restarts",
-                extra=fields(channel=self.name, room=room_id, error=describe(exc)),
-            )
+        for invite in self.rooms.invited(response):
+            self._spawn(self.rooms.answer(self.client, invite))
 
     async def _handle(self, response: SyncResponse) -> None:
-        self._account_data(response)
+        self.rooms.account_data(response)
         self._invited(response)
         for room_id, info in response.rooms.join.items():
             events = [source_of(event) for event in info.timeline.events]
-            if room_id not in self.joined:
+            if room_id not in self.rooms.joined:
                 events = events[new_since(events, self.user_id) :]
             elif info.timeline.limited and info.timeline.prev_batch and self.since:
-                backfilled = await self._backfill(room_id, info.timeline.prev_batch, self.since)
-                events = backfilled + events
-            self.joined.add(room_id)
+                gap = await backfill(
+                    self.client,
+                    self._retrying,
+                    room_id,
+                    info.timeline.prev_batch,
+                    self.since,
+                    user_id=self.user_id,
+                )
+                events = gap + events
+            self.rooms.joined.add(room_id)
             for event in events:
                 await self._room_event(room_id, event)
         for room_id in response.rooms.leave:
-            self.joined.discard(room_id)
-
-    async def _backfill(
-        self, room_id: str, prev_batch: str, since: str | None
-    ) -> list[dict[str, Any]]:
-        """A room's events from ``prev_batch`` back, oldest first: to ``since`` (what a
-        ``limited`` timeline left out), or with ``since`` None to the bot's own last event
-        (its last answer, or its join: see :meth:`_catch_up`)."""
-        client, start = self.client, prev_batch
-        found: list[dict[str, Any]] = []
-
-        async def page() -> Any:
-            return await client.room_messages(
-                room_id, start=start, end=since, direction=MessageDirection.back, limit=100
-            )
-
-        while len(found) < BACKFILL_MAX:
-            response: Any
-            try:
-                response = await self._retrying("backfill", room_id, page)
-            except ConnectorError as exc:
-                response = exc
-            if not isinstance(response, RoomMessagesResponse):
-                log.warning(
-                    "matrix backfill failed: messages may be missing",
-                    extra=fields(channel=self.name, room=room_id, error=describe(response)),
-                )
-                break
-            chunk = [source_of(event) for event in response.chunk]
-            own = [i for i, e in enumerate(chunk) if e.get("sender") == self.user_id]
-            if since is None and own:
-                found.extend(chunk[: own[0]])
-                break
-            found.extend(chunk)
-            if not response.chunk or not response.end or response.end == start:
-                break
-            start = response.end
-        else:
-            log.warning(
-                "matrix backfill stopped at its limit: older messages are skipped",
-                extra=fields(channel=self.name, room=room_id, limit=BACKFILL_MAX),
-            )
-        log.info(
-            "matrix timeline backfilled",
-            extra=fields(channel=self.name, room=room_id, events=len(found)),
-        )
-        return list(reversed(found))
+            self.rooms.joined.discard(room_id)
 
     async def _room_event(self, room_id: str, event: Mapping[str, Any]) -> None:
         if event.get("type") == "m.room.encrypted":
@@ -638,7 +468,7 @@ class MatrixConnector(Connector):
             event,
             user_id=self.user_id,
             names=names,
-            is_direct=room_id in self.direct,
+            is_direct=room_id in self.rooms.direct,
             sender_name=sender_name,
         )
         if message is not None:
@@ -719,41 +549,6 @@ class MatrixConnector(Connector):
             await self.send(message)
         except ConnectorError as exc:
             log.warning("matrix notice not sent", extra=fields(channel=self.name, error=str(exc)))
-
-    async def _retrying(self, request: str, room_id: str, call: Callable[[], Awaitable[R]]) -> R:
-        """``call()`` until it is neither rate-limited nor lost, for up to :data:`GIVE_UP_S`;
-        then :class:`ConnectorError`. Each wait is a warning line (and a counter)."""
-        started = time.monotonic()
-        failures = 0
-        while True:
-            if self._client is None:
-                raise ConnectorError(f"{request}: the matrix connector stopped")
-            try:
-                response = await call()
-            except LOST as exc:
-                failures += 1
-                wait = backoff_s(failures)
-                problem = f"the homeserver is unreachable ({describe(exc)})"
-            else:
-                after = retry_after_s(response)
-                if after is None:
-                    return response
-                self.rate_limited += 1
-                wait = after
-                problem = f"rate-limited by the homeserver (429, retry after {after:.1f}s)"
-            if time.monotonic() - started + wait > GIVE_UP_S:
-                raise ConnectorError(f"{request}: {problem}; gave up after {GIVE_UP_S:.0f}s")
-            log.warning(
-                "matrix request delayed",
-                extra=fields(
-                    channel=self.name,
-                    request=request,
-                    room=room_id,
-                    problem=problem,
-                    retry_in_s=round(wait, 2),
-                ),
-            )
-            await asyncio.sleep(wait)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         async def logged() -> None:

@@ -2,18 +2,32 @@
 failures it tells apart (refused credentials, a refused saved cursor, a rate limit, anything
 worth retrying, a lost connection), the backoff between attempts, and secret-free descriptions
 for the log. nio returns error answers instead of raising, and raises on lost connections
-without retrying; the connector turns both into these."""
+without retrying; the connector turns both into these.
+
+A send, join, leave or backfill page goes through :class:`Retrying`: 429s and lost connections
+are waited out in the calling task only (so other rooms and the sync loop go on), each wait a
+warning line and counted, until :data:`GIVE_UP_S` (then a :class:`ConnectorError`)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
-from typing import Any, Final
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar
 
 import aiohttp
 from nio import ErrorResponse  # type: ignore[import-untyped]  # matrix-nio ships no types
 
 from transports.channels.connector import ConnectorError
+from transports.logs import fields
 
+log = logging.getLogger("reel.channels.matrix")  # the connector's one logger (matrix.py)
+R = TypeVar("R")
+
+GIVE_UP_S: Final = 300.0
+"""A send, join or leave retries 429s and lost connections this long, then fails."""
 BACKOFF_FIRST_S: Final = 0.5
 BACKOFF_MAX_S: Final = 30.0
 RETRY_AFTER_DEFAULT_MS: Final = 5000
@@ -88,3 +102,54 @@ def describe(thing: object) -> str:
     if isinstance(thing, Refused | Unavailable | RateLimited | ConnectorError):
         return str(thing)[:200]
     return type(thing).__name__
+
+
+class Retrying:
+    """A channel's requests, each retried through 429s and lost connections (see the module's
+    docstring). ``running`` says whether the connector still has its client: a request of a
+    stopped connector fails at once."""
+
+    def __init__(self, channel: str, running: Callable[[], bool]) -> None:
+        self.channel = channel
+        self.running = running
+        self.rate_limited = 0
+        """429 answers met since the node started (each waited out, then retried)."""
+
+    async def __call__(self, request: str, room_id: str, call: Callable[[], Awaitable[R]]) -> R:
+        """``call()`` until it is neither rate-limited nor lost, for up to :data:`GIVE_UP_S`;
+        then :class:`ConnectorError`. Each wait is a warning line (and a counter)."""
+        started = time.monotonic()
+        failures = 0
+        while True:
+            if not self.running():
+                raise ConnectorError(f"{request}: the matrix connector stopped")
+            try:
+                response = await call()
+            except LOST as exc:
+                failures += 1
+                wait = backoff_s(failures)
+                problem = f"the homeserver is unreachable ({describe(exc)})"
+            else:
+                after = retry_after_s(response)
+                if after is None:
+                    return response
+                self.rate_limited += 1
+                wait = after
+                problem = f"rate-limited by the homeserver (429, retry after {after:.1f}s)"
+            if time.monotonic() - started + wait > GIVE_UP_S:
+                raise ConnectorError(f"{request}: {problem}; gave up after {GIVE_UP_S:.0f}s")
+            self.delayed(request, room_id, problem, wait)
+            await asyncio.sleep(wait)
+
+    def delayed(self, request: str, room_id: str, problem: str, wait: float) -> None:
+        """Say that ``request`` waits ``wait`` seconds, and why."""
+        log.warning(
+            "matrix request delayed",
+            extra=fields(
+                channel=self.channel,
+                request=request,
+                room=room_id,
+                problem=problem,
+                retry_in_s=round(wait, 2),
+            ),
+        )
