@@ -19,7 +19,11 @@ From accepted message to run, every step is recorded before the next is taken, a
 stopped node left undone is folded from the stream at start and carried out on ``Resume`` with
 the same handlers (:mod:`transports.channels.dispatch`).
 
-The actor never waits on another actor: run tickets and command outcomes come back as messages.
+The actor never waits on another actor: run tickets and command outcomes come back as messages
+(:mod:`transports.channels.actor_messages`). Made elsewhere, appended or answered here: a
+pairing's events (:mod:`transports.channels.pairing`), the callers' results
+(:mod:`transports.channels.results`); what flood control remembers of senders is
+:mod:`transports.channels.flood`.
 """
 
 from __future__ import annotations
@@ -35,27 +39,35 @@ import msgspec
 import pykka
 
 from actors import Node
-from actors.errors import ApprovalAlreadyResolved, InvalidCommand, NodeDraining, UnknownApproval
+from actors.errors import NodeDraining
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
 from events import Event, JournalPort, new_id
 from events.catalog import (
     ChannelCursorSaved,
     ChannelMessageRefused,
     ChannelMessageRouted,
-    ChannelPairCodeMinted,
-    ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelRunNotStarted,
     ChannelRunStarted,
 )
-from transports.channels import pairing
+from transports.channels import pairing, results
+from transports.channels.actor_messages import (
+    Deliver,
+    Dispatched,
+    Flush,
+    MintCode,
+    PairingExpired,
+    Record,
+    Resume,
+    replies_of,
+)
 from transports.channels.dispatch import Backlog, Batch, Waiting, backlog, regroup
-from transports.channels.message import InboundMessage, run_input
+from transports.channels.flood import Senders
+from transports.channels.message import run_input
 from transports.channels.records import message_key, stream_of
 from transports.channels.results import MintedCode, RouteResult
 from transports.channels.router import (
     Accept,
-    Bucket,
     ChannelState,
     Command,
     Pair,
@@ -75,62 +87,10 @@ STATE_KINDS = frozenset(
     {"channel.pair_code_minted", "channel.pairing_requested", "channel.pairing_resolved"}
 )
 """The kinds of ``channel/<name>`` that the router's state folds (the others are records)."""
-FLOOD_RECORD_EVERY_MS = 1000
-"""A flooding sender's refusals are recorded at most once a second (the rest are counted)."""
-BUCKETS_KEPT = 10_000
-"""Senders whose rate buckets are remembered (least recently seen forgotten first)."""
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-# --- messages ----------------------------------------------------------------------------------
-
-
-class Deliver(msgspec.Struct, frozen=True, kw_only=True):
-    message: InboundMessage
-    principal: str
-    reply: Future[RouteResult]
-    until_run: bool = True
-    """True: ``reply`` waits for the run (its id in the result; an API caller). False: it
-    resolves as soon as the decision is recorded (a connector only needs the message durable,
-    and must not wait out a coalescing window before handing in the next one)."""
-
-
-class MintCode(msgspec.Struct, frozen=True, kw_only=True):
-    ttl_ms: int
-    principal: str
-    reply: Future[MintedCode]
-
-
-class Flush(msgspec.Struct, frozen=True):
-    """Timer: the coalescing window that ``first`` opened closed."""
-
-    key: tuple[str, str, str]
-    first: str
-
-
-class Dispatched(msgspec.Struct, frozen=True):
-    """The node answered a StartRun."""
-
-    batch: Batch
-    ticket: Future[Any]
-
-
-class PairingExpired(msgspec.Struct, frozen=True):
-    approval_id: str
-
-
-class Resume(msgspec.Struct, frozen=True):
-    """The connector is up: carry out what a stopped node left undone (the backlog)."""
-
-
-class Record(msgspec.Struct, frozen=True):
-    """Append ``event`` on the actor's stream as ``principal`` (command and reply outcomes)."""
-
-    event: Event
-    principal: str
 
 
 # --- the actor ---------------------------------------------------------------------------------
@@ -149,9 +109,7 @@ class ChannelActor(pykka.ThreadingActor):
         self.journal = journal
         self.hub = hub
         self.state = ChannelState()
-        self.buckets: dict[str, Bucket] = {}
-        self.flood: dict[str, tuple[int, int]] = {}
-        """Sender -> (when its last rate_limited refusal was recorded, refusals since)."""
+        self.senders = Senders()
         self.windows: dict[tuple[str, str, str], Batch] = {}
         self.timers: dict[str, Any] = {}
         self.backlog = Backlog(unrequested=[], unstarted=[], unanswered=[])
@@ -223,7 +181,7 @@ class ChannelActor(pykka.ThreadingActor):
                     self.cursor = message.event.cursor
         except Exception as exc:  # contained: the caller hears it, the channel goes on
             log.exception("channel %s failed on %s", self.name, type(message).__name__)
-            for reply in _replies_of(message):
+            for reply in replies_of(message):
                 if not reply.done():
                     reply.set_exception(exc)
         return None
@@ -255,22 +213,12 @@ class ChannelActor(pykka.ThreadingActor):
     def _deliver(self, command: Deliver) -> None:
         message, principal = command.message, command.principal
         now = now_ms()
-        routed = route(
-            self.config, self.state, message, principal, self.buckets.get(principal), now
-        )
+        bucket = self.senders.buckets.get(principal)
+        routed = route(self.config, self.state, message, principal, bucket, now)
         if routed.bucket is not None:
-            self.buckets.pop(principal, None)
-            self.buckets[principal] = routed.bucket
-            if len(self.buckets) > BUCKETS_KEPT:
-                self.buckets.pop(next(iter(self.buckets)))
+            self.senders.took(principal, routed.bucket)
         decision = routed.decision
-        base = RouteResult(
-            channel=self.name,
-            message_id=message.message_id,
-            accepted=False,
-            reason="",
-            principal=principal,
-        )
+        base = results.received(self.name, message.message_id, principal)
         if isinstance(decision, Refuse):
             self._refuse(command, decision, base, now)
         elif isinstance(decision, Pair):
@@ -285,15 +233,11 @@ class ChannelActor(pykka.ThreadingActor):
         tell = decision.reply
         suppressed = 0
         if decision.reason == "rate_limited":
-            last, count = self.flood.get(principal, (0, 0))
-            if now - last < FLOOD_RECORD_EVERY_MS:
-                self.flood[principal] = (last, count + 1)
-                resolve(command.reply, _refused(base, decision))
+            since = self.senders.rate_limited(principal, now)
+            if since is None:
+                resolve(command.reply, results.refused(base, decision))
                 return  # counted, not recorded, not answered
-            suppressed = count
-            self.flood[principal] = (now, 0)
-            if len(self.flood) > BUCKETS_KEPT:
-                self.flood.pop(next(iter(self.flood)))
+            suppressed = since
         duplicate, _ = self._append(
             ChannelMessageRefused(
                 channel=self.name,
@@ -309,7 +253,7 @@ class ChannelActor(pykka.ThreadingActor):
             # can still be refused for another reason, or accepted, later (after pairing)
             idempotency_key=f"{message_key(self.name, message.message_id)}/{decision.reason}",
         )
-        resolve(command.reply, _refused(base, decision))
+        resolve(command.reply, results.refused(base, decision))
         if duplicate:
             self.hub.duplicates += 1
         elif tell is not None and message.is_direct:
@@ -350,77 +294,43 @@ class ChannelActor(pykka.ThreadingActor):
         )
         if duplicate:
             self.hub.duplicates += 1
-            resolve(
-                command.reply,
-                RouteResult(
-                    channel=self.name,
-                    message_id=message.message_id,
-                    accepted=False,
-                    reason="duplicate",
-                    detail="this message id was routed before; nothing was started again",
-                    principal=command.principal,
-                    session_key=session_key,
-                    duplicate=True,
-                ),
-            )
+            base = results.received(self.name, message.message_id, command.principal)
+            detail = "this message id was routed before; nothing was started again"
+            resolve(command.reply, results.duplicate(base, detail, session_key))
         return not duplicate
 
     def _pair(self, command: Deliver, decision: Pair, base: RouteResult, now: int) -> None:
         message, principal = command.message, command.principal
         code = pairing.match(self.state, decision.code, now)
         if code is None:
-            refusal = Refuse(
-                reason="pairing_code_invalid",
-                detail="the code is wrong, expired or used",
-                reply=pairing.INVALID_REPLY,
-            )
-            self._refuse(command, refusal, base, now)
+            self._refuse(command, pairing.INVALID_CODE, base, now)
             return
-        approval_id = new_id()
-        expires = now + duration_ms(self.config.pairing_pending)
-        event = ChannelPairingRequested(
-            channel=self.name,
-            approval_id=approval_id,
-            code_id=code.code_id,
-            principal=principal,
-            conversation=message.conversation,
-            display_name=message.sender_name,
-            expires_at_ms=expires,
+        event = pairing.requested(
+            self.name,
+            code,
+            message,
+            principal,
+            approval_id=new_id(),
+            expires_at_ms=now + duration_ms(self.config.pairing_pending),
         )
         duplicate, _ = self._append(
             event, principal, idempotency_key=message_key(self.name, message.message_id)
         )
         if duplicate:
             self.hub.duplicates += 1
-            resolve(
-                command.reply, msgspec.structs.replace(base, reason="duplicate", duplicate=True)
-            )
+            resolve(command.reply, results.duplicate(base))
             return
-        self.node.services.registry.approval_pending(approval_id, "", self.actor_ref)
-        self._expire_later(approval_id, expires)
-        resolve(
-            command.reply,
-            msgspec.structs.replace(
-                base,
-                accepted=True,
-                reason="accepted",
-                route="pairing",
-                detail=f"pairing request {approval_id} waits for an operator",
-                reply=True,
-            ),
-        )
+        self.node.services.registry.approval_pending(event.approval_id, "", self.actor_ref)
+        self._expire_later(event.approval_id, event.expires_at_ms)
+        detail = f"pairing request {event.approval_id} waits for an operator"
+        resolve(command.reply, results.accepted(base, "pairing", reply=True, detail=detail))
         self.hub.notify(self.name, message, pairing.REQUESTED_REPLY)
 
     def _command(self, command: Deliver, decision: Command, base: RouteResult) -> None:
         if not self._routed(command, decision.session_key, "command", decision.reply, True):
             return
-        result = msgspec.structs.replace(
-            base,
-            accepted=True,
-            reason="accepted",
-            route="command",
-            session_key=decision.session_key,
-            reply=decision.reply,
+        result = results.accepted(
+            base, "command", reply=decision.reply, session_key=decision.session_key
         )
         self.hub.run_command(
             self.name, command.message, command.principal, decision, result, command.reply
@@ -431,23 +341,15 @@ class ChannelActor(pykka.ThreadingActor):
         part = run_input([message])
         key = (message.conversation, message.thread or "", command.principal)
         window = self.windows.get(key) if decision.coalesce else None
-        if window is not None and (
-            window.session_key != decision.session_key
-            or window.size + 1 + len(part.encode("utf-8", "surrogatepass")) > self._max_input
-        ):
+        if window is not None and not window.takes(decision.session_key, part, self._max_input):
             del self.windows[key]  # it cannot take this message: its run starts now
             self._dispatch(window)
             window = None
         route_name = "coalesced" if window is not None else "run"
         waiting = Waiting(
             reply=command.reply,
-            result=msgspec.structs.replace(
-                base,
-                accepted=True,
-                reason="accepted",
-                route=route_name,
-                session_key=decision.session_key,
-                reply=decision.reply,
+            result=results.accepted(
+                base, route_name, reply=decision.reply, session_key=decision.session_key
             ),
         )
         sender = message.sender_name or message.sender
@@ -478,10 +380,7 @@ class ChannelActor(pykka.ThreadingActor):
         if not command.until_run:
             resolve(command.reply, waiting.result)
         if window is not None:
-            window.message_ids.append(message.message_id)
-            window.inputs.append(part)
-            window.waiting.extend(batch.waiting)
-            window.reply = window.reply or decision.reply
+            window.merge(batch)
         elif batch.run_id is not None:
             self._ask(batch)
         else:
@@ -531,19 +430,11 @@ class ChannelActor(pykka.ThreadingActor):
                     batch.principal,
                 )
             for waiting in batch.waiting:
-                reject_route(waiting.reply, error)
+                reject(waiting.reply, error)
             return
         ticket: RunTicket = message.ticket.result()
         for waiting in batch.waiting:
-            resolve(
-                waiting.reply,
-                msgspec.structs.replace(
-                    waiting.result,
-                    run_id=ticket.run_id,
-                    session_id=ticket.session_id,
-                    queued=ticket.queued,
-                ),
-            )
+            resolve(waiting.reply, results.started(waiting.result, ticket))
         started = ChannelRunStarted(
             channel=self.name,
             run_id=ticket.run_id,
@@ -595,40 +486,18 @@ class ChannelActor(pykka.ThreadingActor):
 
     def _mint(self, command: MintCode) -> None:
         code = pairing.new_code()
-        salt, digest = pairing.minted(code)
-        code_id = new_id()
-        expires = now_ms() + command.ttl_ms
-        self._append(
-            ChannelPairCodeMinted(
-                channel=self.name,
-                code_id=code_id,
-                salt=salt,
-                digest=digest,
-                kdf=pairing.KDF,
-                expires_at_ms=expires,
-            ),
-            command.principal,
+        salted = pairing.minted(code)
+        event = pairing.code_minted(self.name, new_id(), salted, now_ms() + command.ttl_ms)
+        self._append(event, command.principal)
+        shown = MintedCode(
+            channel=self.name, code=code, code_id=event.code_id, expires_at_ms=event.expires_at_ms
         )
-        resolve(
-            command.reply,
-            MintedCode(channel=self.name, code=code, code_id=code_id, expires_at_ms=expires),
-        )
+        resolve(command.reply, shown)
 
     def _resolve(self, command: ResolveApproval) -> None:
-        pending = self.state.pending.get(command.approval_id)
-        if pending is None:
-            reject(
-                command.reply,
-                ApprovalAlreadyResolved(f"approval {command.approval_id} is already resolved")
-                if command.approval_id in self.resolved
-                else UnknownApproval(f"no approval with id {command.approval_id!r}"),
-            )
-            return
-        if command.scope != "once" or command.match != "any" or command.prefix:
-            reject(
-                command.reply,
-                InvalidCommand("scope", "a pairing approval is decided once (scope once)"),
-            )
+        problem = pairing.undecidable(self.state, self.resolved, command)
+        if problem is not None:
+            reject(command.reply, problem)
             return
         self._decide(command.approval_id, command.decision, command.principal, command.reason)
         resolve(command.reply, True)
@@ -639,27 +508,19 @@ class ChannelActor(pykka.ThreadingActor):
 
     def _decide(self, approval_id: str, decision: str, decided_by: str, reason: str) -> None:
         pending = self.state.pending[approval_id]
-        now = now_ms()
-        until = now + duration_ms(self.config.pairing_grant) if decision == "allow" else 0
-        self._append(
-            ChannelPairingResolved(
-                channel=self.name,
-                approval_id=approval_id,
-                principal=pending.principal,
-                decision=decision,  # type: ignore[arg-type]
-                decided_by=decided_by,
-                reason=reason,
-                allowed_until_ms=until,
-                waited_ms=max(0, now - pending.requested_at_ms),
-            ),
-            decided_by,
+        grant_ms = duration_ms(self.config.pairing_grant) if decision == "allow" else 0
+        event = pairing.resolution(
+            self.name, pending, decision, decided_by, reason, now_ms=now_ms(), grant_ms=grant_ms
         )
+        self._append(event, decided_by)
         self.resolved.add(approval_id)
         self.node.services.registry.approval_closed(approval_id)
         timer = self.timers.pop(approval_id, None)
         if timer is not None:
             timer.cancel()
-        self.hub.pairing_decided(self.name, approval_id, pending.conversation, decision, until)
+        self.hub.pairing_decided(
+            self.name, approval_id, pending.conversation, decision, event.allowed_until_ms
+        )
 
     def _expire_later(self, approval_id: str, expires_at_ms: int) -> None:
         ref = self.actor_ref
@@ -672,24 +533,6 @@ class ChannelActor(pykka.ThreadingActor):
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _refused(base: RouteResult, decision: Refuse) -> RouteResult:
-    return msgspec.structs.replace(base, reason=decision.reason, detail=decision.detail)
-
-
-def reject_route(reply: Future[RouteResult], error: BaseException) -> None:
-    if not reply.done():
-        reply.set_exception(error)
-
-
 def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
     with contextlib.suppress(pykka.ActorDeadError):
         ref.tell(message)
-
-
-def _replies_of(message: Any) -> Sequence[Future[Any]]:
-    reply = getattr(message, "reply", None)
-    if isinstance(reply, Future):
-        return (reply,)
-    if isinstance(message, Dispatched):
-        return [w.reply for w in message.batch.waiting]
-    return ()

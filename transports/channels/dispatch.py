@@ -99,6 +99,20 @@ class Batch(msgspec.Struct, kw_only=True):
             label=self.label,
         )
 
+    def takes(self, session_key: str, part: str, max_bytes: int) -> bool:
+        """Whether this coalescing window can take one more message, of ``session_key`` and
+        with ``part`` as its input, and stay within ``max_bytes``."""
+        size = self.size + 1 + len(part.encode("utf-8", "surrogatepass"))
+        return self.session_key == session_key and size <= max_bytes
+
+    def merge(self, other: Batch) -> None:
+        """Take ``other``'s messages (and their waiting callers) into this window, after its
+        own."""
+        self.message_ids.extend(other.message_ids)
+        self.inputs.extend(other.inputs)
+        self.waiting.extend(other.waiting)
+        self.reply = self.reply or other.reply
+
 
 class Backlog(msgspec.Struct, kw_only=True):
     """What a channel's stream shows was left undone, each list in journal order."""

@@ -33,7 +33,8 @@ from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from transports.access import Authority
 from transports.channels import commands
-from transports.channels.actor import ChannelActor, Deliver, MintCode, Record, Resume
+from transports.channels.actor import ChannelActor
+from transports.channels.actor_messages import Deliver, MintCode, Record, Resume
 from transports.channels.connector import CONNECTORS, Connector, ConnectorError
 from transports.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
 from transports.channels.records import record_command, record_reply
