@@ -14,7 +14,12 @@ Tables (all in views.db, all rebuilt from the journal like every view):
     (as :func:`audience_key`) and ``expires_at_ms`` as metadata columns, so a KNN query filters
     by who may see an item and by expiry inside the index instead of after it.
 ``memory_index``
-    One row naming the embedder that built ``memory_vec`` (name, fingerprint, dimensions).
+    One row naming the embedder that built ``memory_vec`` (name, fingerprint, dimensions), and
+    ``changed_at``: the journal position of the last event that changed the indexes (0: none).
+    The indexes at a given ``changed_at`` are the fold of the journal up to it, so they never
+    differ between two reads that see the same value: readers key what they derive from the
+    indexes on it (:mod:`projections.memory_stats`) and it is invalidated exactly when the fold
+    changes them.
 
 Expiry is a read-time filter (the fold cannot know the reader's clock): an expired item stays in
 the tables and the search never returns it. The projection's ``version`` is derived from its
@@ -41,7 +46,7 @@ from events.catalog import MemoryItemDeleted, MemoryItemWritten
 from projections.embedders import Embedder, HashingEmbedder
 from projections.memory_bm25 import tokenize_spec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump when the memory tables change shape or meaning (rebuilds them)."""
 NO_EXPIRY = (1 << 63) - 1
 """``memory_vec.expires_at_ms`` of an item that never expires (vec0 metadata cannot be NULL)."""
@@ -144,12 +149,14 @@ class MemoryProjection:
             id INTEGER PRIMARY KEY CHECK (id = 1),
             embedder TEXT NOT NULL,
             fingerprint TEXT NOT NULL,
-            dim INTEGER NOT NULL
+            dim INTEGER NOT NULL,
+            changed_at INTEGER NOT NULL DEFAULT 0
         );
-        INSERT OR REPLACE INTO memory_index VALUES (
+        INSERT INTO memory_index(id, embedder, fingerprint, dim) VALUES (
             1, {_sql_text(self.embedder.name)}, {_sql_text(self.embedder.fingerprint)},
             {int(self.embedder.dim)}
-        );
+        ) ON CONFLICT(id) DO UPDATE SET embedder = excluded.embedder,
+            fingerprint = excluded.fingerprint, dim = excluded.dim;
         """
         self._pending: dict[int, tuple[str, str, int]] = {}
         """Rows whose vectors are still to be written at ``flush``: row -> (text, audience,
@@ -159,7 +166,12 @@ class MemoryProjection:
         if isinstance(event, MemoryItemWritten):
             self._written(conn, stored, event)
         elif isinstance(event, MemoryItemDeleted):
-            self._deleted(conn, stored, event)
+            if not self._deleted(conn, stored, event):
+                return
+        else:
+            return
+        # Re-running the DDL (every projector start) keeps this: only a fold moves it.
+        conn.execute("UPDATE memory_index SET changed_at = ?", (stored.position,))
 
     def _unindex(self, conn: apsw.Connection, row: int) -> None:
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row,))
@@ -211,19 +223,21 @@ class MemoryProjection:
 
     def _deleted(
         self, conn: apsw.Connection, stored: StoredEvent, event: MemoryItemDeleted
-    ) -> None:
+    ) -> bool:
+        """Forget the item; whether there was one to forget (the indexes changed)."""
         found = conn.execute(
             "SELECT row FROM memory_items WHERE item_id = ? AND deleted_at_ms IS NULL",
             (event.item_id,),
         ).fetchone()
         if found is None:
-            return  # unknown or already deleted: nothing to forget
+            return False  # unknown or already deleted: nothing to forget
         self._unindex(conn, int(found[0]))
         conn.execute(
             "UPDATE memory_items SET deleted_at_ms = ?, deleted_by = ?, deleted_reason = ?"
             " WHERE item_id = ?",
             (stored.recorded_at_ms, stored.principal, event.reason, event.item_id),
         )
+        return True
 
     def flush(self, conn: apsw.Connection) -> None:
         """Embed the items written in this batch and store their vectors. An item with nothing

@@ -12,7 +12,8 @@ the same things FTS5 would use:
   case folding are FTS5's;
 - a query word's tokens as FTS5 tokenizes a quoted phrase, counted where they occur in a row
   in sequence (a phrase of several tokens, ``don't`` -> ``don t``, counts only adjacent);
-- the index's row count and total token count (:func:`statistics`), and its IDFs.
+- the index's row count and total token count, and each word's document count (:func:`statistics`;
+  kept between folds by :mod:`projections.memory_stats`), and from them the IDFs.
 
 The result equals BM25 computed by an FTS5 auxiliary function over FTS5's phrase locations
 (tests/projections/test_memory_bm25.py checks it, row by row).
@@ -55,27 +56,43 @@ def register(conn: apsw.Connection) -> None:
     conn.register_fts5_function("reel_tokens", _token_count)
 
 
-def statistics(
-    conn: apsw.Connection, match: str, terms: Sequence[str]
-) -> tuple[list[float], float]:
-    """Each term's IDF over the whole index, ``ln(1 + (N - n + 0.5) / (n + 0.5))``, and the
-    mean row length in tokens. The IDF is never negative, unlike the one FTS5's bm25 uses (which
-    it clamps to ~0 for any phrase in half the rows or more, i.e. for every word of a memory of
-    two items). ``N`` and the token total are FTS5's own (read through auxiliary functions on
-    one matching row: ``count(*)`` would scan the index); ``n`` is one count per term."""
+def totals(conn: apsw.Connection, match: str) -> tuple[int, int]:
+    """The index's row count ``N`` and token total, FTS5's own (read through auxiliary functions
+    on one row matching ``match``: ``count(*)`` would scan the index); ``(0, 0)`` when no row
+    matches."""
     found: Any = conn.execute(
         "SELECT reel_rows(memory_fts), reel_tokens(memory_fts) FROM memory_fts"
         " WHERE memory_fts MATCH ? LIMIT 1",
         (match,),
     ).fetchone()
-    rows, tokens = (int(found[0]), int(found[1])) if found else (0, 0)
-    idfs = []
-    for term in terms:
-        n: Any = conn.execute(
-            "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase(term),)
-        ).get
-        idfs.append(math.log(1.0 + (rows - int(n) + 0.5) / (int(n) + 0.5)))
+    return (int(found[0]), int(found[1])) if found else (0, 0)
+
+
+def document_count(conn: apsw.Connection, term: str) -> int:
+    """How many rows hold ``term`` (as a phrase) in either column: ``n`` of its IDF."""
+    n: Any = conn.execute(
+        "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase(term),)
+    ).get
+    return int(n)
+
+
+def from_counts(rows: int, tokens: int, counts: Sequence[int]) -> tuple[list[float], float]:
+    """Each term's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for its document count ``n``, and
+    the mean row length in tokens, from the index's ``rows`` (``N``) and ``tokens``. The IDF is
+    never negative, unlike the one FTS5's bm25 uses (which it clamps to ~0 for any phrase in
+    half the rows or more, i.e. for every word of a memory of two items)."""
+    idfs = [math.log(1.0 + (rows - n + 0.5) / (n + 0.5)) for n in counts]
     return idfs, tokens / rows if rows else 0.0
+
+
+def statistics(
+    conn: apsw.Connection, match: str, terms: Sequence[str]
+) -> tuple[list[float], float]:
+    """:func:`from_counts` of the index as ``conn`` sees it now: one query for its
+    :func:`totals`, one :func:`document_count` per term (what
+    :class:`projections.memory_stats.StatisticsCache` saves between folds)."""
+    rows, tokens = totals(conn, match)
+    return from_counts(rows, tokens, [document_count(conn, term) for term in terms])
 
 
 class Scorer:

@@ -41,6 +41,7 @@ from projections import memory_bm25
 from projections.embedders import Embedder, HashingEmbedder, content_words
 from projections.memory import NO_EXPIRY, audience_key, audience_of, load_vec, pack_vector
 from projections.memory_bm25 import phrase
+from projections.memory_stats import StatisticsCache
 from projections.pool import PooledReader
 
 ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
@@ -202,6 +203,8 @@ class MemoryView(PooledReader):
         self.pool = pool
         """How many candidates each index contributes (at least ``k``)."""
         self.clock = clock
+        self.statistics = StatisticsCache()
+        """BM25's figures of the index, kept until the fold changes it (docs/memory.md)."""
 
     def _connect(self) -> apsw.Connection:
         conn = super()._connect()
@@ -310,7 +313,7 @@ class MemoryView(PooledReader):
         pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
         qvec = self.embedder.embed_query(query)
         with self._read() as conn:
-            indexed = conn.execute("SELECT fingerprint FROM memory_index").fetchone()
+            indexed = conn.execute("SELECT fingerprint, changed_at FROM memory_index").fetchone()
             use_vectors = (
                 indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)
             )
@@ -343,7 +346,11 @@ class MemoryView(PooledReader):
             lexical: dict[int, float] = {}
             ideal = 0.0
             if rows:  # some visible item holds a query word: score every candidate by words
-                idfs, mean = memory_bm25.statistics(conn, match, terms)
+                idfs, mean = (
+                    memory_bm25.statistics(conn, match, terms)
+                    if indexed is None
+                    else self.statistics.statistics(conn, int(indexed[1]), match, terms)
+                )
                 ideal = sum(idfs)
                 scorer = memory_bm25.Scorer(conn, terms, idfs, mean)
                 lexical = {

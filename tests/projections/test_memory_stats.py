@@ -1,0 +1,163 @@
+"""What the memory search keeps between searches never ranks wrongly: BM25's figures are kept
+per generation (``memory_index.changed_at``, moved by every fold that changes the index and by
+nothing else), so a long-lived view scores exactly as a fresh one after writes, rewrites,
+deletes and expiry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from events import Journal, NodeKey
+from projections import MemoryView
+from projections.memory_stats import StatisticsCache
+from tests.projections.memory_kit import delete, fold, write
+
+QUERIES = ["garage parking", "parking code", "tea", "deploys tuesday", "garage tea deploys"]
+CALLERS = [("user:alice", "S1"), ("user:bob", None), (None, None)]
+
+
+@pytest.fixture
+def journal(data_dir: Path) -> Iterator[Journal]:
+    with Journal(data_dir / "journal.db", node_key=NodeKey.load_or_create(data_dir / "k")) as j:
+        yield j
+
+
+@pytest.fixture
+def views(data_dir: Path) -> Path:
+    return data_dir / "views.db"
+
+
+def changed_at(views: Path) -> int:
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        (value,) = conn.execute("SELECT changed_at FROM memory_index").fetchone()
+        return int(value)
+    finally:
+        conn.close()
+
+
+def results(v: MemoryView, now_ms: int) -> list[list[tuple[str, float, float, float, float]]]:
+    return [
+        [
+            (h.item.item_id, h.lexical, h.vector, h.recency, h.final)
+            for h in v.search(q, k=10, principal=p, session_id=s, now_ms=now_ms)
+        ]
+        for q in QUERIES
+        for p, s in CALLERS
+    ]
+
+
+def assert_same_as_a_fresh_view(kept: MemoryView, views: Path, now_ms: int = 1) -> None:
+    fresh = MemoryView(views)
+    try:
+        assert results(kept, now_ms) == results(fresh, now_ms)
+    finally:
+        fresh.close()
+
+
+def test_the_generation_moves_exactly_when_the_fold_changes_the_index(
+    journal: Journal, views: Path
+) -> None:
+    fold(journal, views)
+    assert changed_at(views) == 0
+    written = write(journal, "a", "parking code for the garage", scope="global")
+    write(journal, "other", "x", scope="global")
+    delete(journal, "other")
+    fold(journal, views)
+    deleted = journal.head().position
+    assert changed_at(views) == deleted
+    delete(journal, "nobody")  # nothing to forget: the index is the same
+    delete(journal, "other")  # already forgotten
+    fold(journal, views)
+    assert changed_at(views) == deleted
+    rewritten = write(journal, "a", "parking code for the garage is 4711", scope="global")
+    fold(journal, views)
+    assert changed_at(views) == rewritten.last_position > written.last_position
+    fold(journal, views)  # a projector starting again runs the DDL again: the value stays
+    assert changed_at(views) == rewritten.last_position
+
+
+def test_a_long_lived_view_scores_as_a_fresh_one_after_every_change(
+    journal: Journal, views: Path
+) -> None:
+    write(journal, "a", "parking code for the garage", scope="global", expires_at_ms=50)
+    write(journal, "b", "green tea without sugar", scope="principal", principal="user:alice")
+    write(journal, "c", "deploys happen on tuesday", scope="session", session_id="S1")
+    fold(journal, views)
+    kept = MemoryView(views)
+    assert_same_as_a_fresh_view(kept, views)
+    steps = [
+        lambda: write(journal, "d", "garage doors close at ten", scope="global"),
+        lambda: write(journal, "a", "parking code for the garage is 4711 tea", scope="global"),
+        lambda: delete(journal, "b"),
+        lambda: write(journal, "b", "tea tea tea", scope="global", tags=("parking",)),
+        lambda: delete(journal, "nobody"),
+        lambda: write(journal, "e", "", scope="global"),
+    ]
+    for step in steps:
+        step()
+        fold(journal, views)
+        assert_same_as_a_fresh_view(kept, views)
+        assert kept.statistics.generation == changed_at(views)
+    # Expiry changes no figure (the expired item stays in the index): still the same scores.
+    write(journal, "f", "parking for visitors", scope="global", expires_at_ms=100)
+    fold(journal, views)
+    for now in (1, 60, 99, 100, 10_000):
+        assert_same_as_a_fresh_view(kept, views, now_ms=now)
+    kept.close()
+
+
+def test_a_kept_figure_is_used_only_at_its_generation(journal: Journal, views: Path) -> None:
+    write(journal, "a", "parking code for the garage", scope="global")
+    write(journal, "b", "green tea", scope="global")
+    fold(journal, views)
+    kept = MemoryView(views)
+
+    def lexical_of_a() -> float:
+        (hit,) = [h for h in kept.search("parking tea", now_ms=1) if h.item.item_id == "a"]
+        return hit.lexical
+
+    before = lexical_of_a()
+    figures = kept.statistics._figures
+    assert figures is not None and figures.counts == {"parking": 1, "tea": 1}
+    figures.counts["parking"] = 2  # a wrong figure: the search uses it at this generation
+    assert lexical_of_a() != before
+    write(journal, "c", "something else entirely", scope="global")
+    fold(journal, views)
+    assert_same_as_a_fresh_view(kept, views)
+    assert kept.statistics._figures is not figures
+    kept.close()
+
+
+def test_kept_figures_are_counted_once_per_generation(journal: Journal, views: Path) -> None:
+    write(journal, "a", "parking code for the garage", scope="global")
+    fold(journal, views)
+    kept = MemoryView(views)
+    kept.search("parking garage", now_ms=1)
+    assert kept.statistics.counted == 3  # the totals and two words
+    kept.search("garage parking", now_ms=1)
+    kept.search("parking", now_ms=1)
+    assert kept.statistics.counted == 3
+    write(journal, "b", "parking for visitors", scope="global")
+    fold(journal, views)
+    kept.search("parking", now_ms=1)
+    assert kept.statistics.counted == 5
+    kept.close()
+
+
+def test_the_cache_keeps_at_most_its_bound_of_words(journal: Journal, views: Path) -> None:
+    write(journal, "a", "alpha beta gamma delta", scope="global")
+    fold(journal, views)
+    kept = MemoryView(views)
+    kept.statistics = StatisticsCache(max_terms=2)
+    reference = MemoryView(views)
+    for query in ["alpha beta", "gamma delta", "alpha gamma delta", "beta"]:
+        assert kept.search(query, now_ms=1) == reference.search(query, now_ms=1)
+        figures = kept.statistics._figures
+        assert figures is not None and len(figures.counts) <= 2
+    kept.close()
+    reference.close()
