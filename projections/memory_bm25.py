@@ -107,6 +107,8 @@ class Scorer:
         self._phrases = [self._tokens(term, apsw.FTS5_TOKENIZE_QUERY) for term in terms]
         self._idfs = list(idfs)
         self._mean = mean
+        self._firsts = frozenset(words[0] for words in self._phrases if words)
+        """Each phrase's first token: a row holding none of them scores 0."""
 
     def _tokens(self, text: str, flags: int) -> list[str]:
         tokens = self._tokenize(
@@ -119,13 +121,22 @@ class Scorer:
         return [str(token) for token in tokens]  # without offsets or colocated: plain strings
 
     def score(self, text: str, tags: Sequence[str]) -> float:
-        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term)."""
+        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term). Only the
+        phrases whose first token the row holds are counted (the others occur 0 times), in
+        the query's order: the sum is the one over every phrase, bit for bit."""
         text_tokens = self._tokens(text, apsw.FTS5_TOKENIZE_DOCUMENT)
         tag_tokens = self._tokens(" ".join(tags), apsw.FTS5_TOKENIZE_DOCUMENT) if tags else []
+        present = self._firsts.intersection(text_tokens)
+        if tag_tokens:
+            present |= self._firsts.intersection(tag_tokens)
+        if not present:
+            return 0.0
         length = len(text_tokens) + len(tag_tokens)
         norm = K1 * (1.0 - B + B * length / self._mean) if self._mean > 0 else K1
         score = 0.0
         for words, idf in zip(self._phrases, self._idfs, strict=True):
+            if not words or words[0] not in present:
+                continue
             f = WEIGHTS[0] * _occurrences(text_tokens, words)
             if tag_tokens:
                 f += WEIGHTS[1] * _occurrences(tag_tokens, words)

@@ -49,6 +49,9 @@ MAX_QUERY_TERMS = 16
 """At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
 MMAP_BYTES = 1 << 30
 """How much of views.db each read connection memory-maps."""
+LEXICAL_WIDEN = 2
+"""The lexical candidates are first looked for among this many times ``pool`` best rows by
+bm25, whoever may see them (:meth:`MemoryView._lexical_top`)."""
 _DAY_MS = 86_400_000
 
 
@@ -390,13 +393,41 @@ class MemoryView(PooledReader):
         conn: apsw.Connection, match: str, seen: list[str], now: int, pool: int
     ) -> list[int]:
         """The ``pool`` best visible, unexpired rows by FTS5's own bm25 (in C, over the whole
-        index): the lexical candidates."""
+        index), ties by row: the lexical candidates.
+
+        Filtering inside the FTS5 walk costs a look-up of ``memory_items`` for every row holding
+        any query word (at 100k items more than the walk itself), so first the
+        ``LEXICAL_WIDEN * pool`` best rows are taken whoever sees them and only those are looked
+        up. Both walks order by ``(bm25, row)``, so when ``pool`` of those are visible (or no
+        other row matches) they are the first ``pool`` visible rows of the filtered walk; else
+        the filtered walk is made (a caller who sees few of the rows that match)."""
         wt, wg = memory_bm25.WEIGHTS
+        order = f"ORDER BY bm25(memory_fts, {wt}, {wg}), memory_fts.rowid LIMIT ?"
+        wide = LEXICAL_WIDEN * pool
+        best = [
+            int(r)
+            for (r,) in conn.execute(
+                f"SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? {order}", (match, wide)
+            )
+        ]
+        if not best:
+            return []
+        visible = {
+            int(r)
+            for (r,) in conn.execute(
+                f"SELECT row FROM memory_items WHERE row IN ({_marks(len(best))})"
+                f" AND +audience IN ({_marks(len(seen))})"
+                " AND (expires_at_ms IS NULL OR expires_at_ms > ?)",
+                (*best, *seen, now),
+            )
+        }
+        if len(visible) >= pool or len(best) < wide:
+            return [row for row in best if row in visible][:pool]
         sql = (
-            "SELECT f.rowid FROM memory_fts f JOIN memory_items i ON i.row = f.rowid"
+            "SELECT memory_fts.rowid FROM memory_fts JOIN memory_items i"
+            " ON i.row = memory_fts.rowid"
             f" WHERE memory_fts MATCH ? AND i.audience IN ({_marks(len(seen))})"
-            " AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?)"
-            f" ORDER BY bm25(memory_fts, {wt}, {wg}) LIMIT ?"
+            f" AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?) {order}"
         )
         return [int(r) for (r,) in conn.execute(sql, (match, *seen, now, pool))]
 

@@ -1,10 +1,12 @@
 """What the memory search keeps between searches never ranks wrongly: BM25's figures are kept
 per generation (``memory_index.changed_at``, moved by every fold that changes the index and by
 nothing else), so a long-lived view scores exactly as a fresh one after writes, rewrites,
-deletes and expiry."""
+deletes and expiry; and the lexical candidates found among the best rows whoever sees them are
+the ones the filtered FTS5 walk finds."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +14,8 @@ import apsw
 import pytest
 
 from events import Journal, NodeKey
-from projections import MemoryView
+from projections import MemoryView, memory_bm25
+from projections.memory_search import audiences, fts_terms
 from projections.memory_stats import StatisticsCache
 from tests.projections.memory_kit import delete, fold, write
 
@@ -161,3 +164,58 @@ def test_the_cache_keeps_at_most_its_bound_of_words(journal: Journal, views: Pat
         assert figures is not None and len(figures.counts) <= 2
     kept.close()
     reference.close()
+
+
+# --- lexical candidates ----------------------------------------------------------------------
+
+
+def filtered_walk(
+    conn: apsw.Connection, match: str, seen: list[str], now: int, pool: int
+) -> list[int]:
+    """The lexical candidates by definition: FTS5's walk joined with who sees what."""
+    wt, wg = memory_bm25.WEIGHTS
+    marks = ",".join("?" * len(seen))
+    return [
+        int(r)
+        for (r,) in conn.execute(
+            "SELECT f.rowid FROM memory_fts f JOIN memory_items i ON i.row = f.rowid"
+            f" WHERE memory_fts MATCH ? AND i.audience IN ({marks})"
+            " AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?)"
+            f" ORDER BY bm25(memory_fts, {wt}, {wg}), f.rowid LIMIT ?",
+            (match, *seen, now, pool),
+        )
+    ]
+
+
+def test_lexical_candidates_are_the_filtered_walks_whoever_asks(
+    journal: Journal, views: Path
+) -> None:
+    """Most items are bob's, a few global, one alice's, some expired: for alice the best rows
+    whoever sees them hold too few of hers (the filtered walk is made), for bob enough."""
+    rng = random.Random(3)
+    words = ["lamp", "desk", "chair", "window", "door", "floor", "wall"]
+    for n in range(160):
+        roll = rng.random()
+        fields: dict[str, object] = {"scope": "principal", "principal": "user:bob"}
+        if roll < 0.15:
+            fields = {"scope": "global"}
+        elif roll < 0.2:
+            fields = {"scope": "session", "session_id": "S1"}
+        if rng.random() < 0.1:
+            fields["expires_at_ms"] = 500
+        text = " ".join(rng.choices(words, k=rng.randint(1, 8)))
+        write(journal, f"i{n:03d}", text, **fields)
+    write(journal, "mine", "lamp", scope="principal", principal="user:alice")
+    fold(journal, views)
+    v = MemoryView(views)
+    with v._read() as conn:
+        for principal, session in [("user:alice", None), ("user:bob", "S1"), (None, "S1")]:
+            seen = audiences(principal, session)
+            for query in ["lamp", "desk chair", "window door floor wall", "lamp desk"]:
+                match = " OR ".join(memory_bm25.phrase(t) for t in fts_terms(query))
+                for now in (1, 1_000):
+                    for pool in (1, 5, 20, 200):
+                        expected = filtered_walk(conn, match, seen, now, pool)
+                        found = v._lexical_top(conn, match, seen, now, pool)
+                        assert found == expected, (principal, query, now, pool)
+    v.close()
