@@ -7,15 +7,15 @@ search of a 16-word message made 17 queries for figures that change only when a 
 is folded.
 
 :class:`StatisticsCache` keeps those figures for one *generation*: ``memory_index.changed_at``,
-the journal position of the last event that changed the index (:mod:`projections.memory`).
-The index at a generation is the fold of the journal up to that position (by this code: a
-schema or tokenizer change comes with a new release, that is a new process and new caches),
-so a figure counted at one generation is right for every read that sees the same generation
-and is used by no other: a search reads the generation inside its own read transaction (the snapshot it counts
+the journal position of the last event that changed the index (:mod:`projections.memory`). The
+index at a generation is the fold of the journal up to that position (by this code: a schema or
+tokenizer change comes with a new release, that is a new process and new caches), so a figure
+counted at one generation is right for every read that sees the same generation and is used by
+no other: a search reads the generation inside its own read transaction (the snapshot it counts
 and scores in) and takes figures of that generation only; on any other generation the figures
 kept are dropped and counted again. A write, a rewrite or a delete moves the generation in the
-same commit as the index. Expiry moves nothing and needs nothing: it is a read-time filter,
-and an expired item stays in the index (and in its figures) until it is deleted.
+same commit as the index. Expiry moves nothing and needs nothing: it is a read-time filter, and
+an expired item stays in the index (and in its figures) until it is deleted.
 
 The figures are integers read from FTS5; the IDFs are computed from them by the same function
 as without the cache (:func:`projections.memory_bm25.from_counts`), so scores are bit for bit
