@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import apsw
+import msgspec
 
 TOKENIZER = ("porter", ("unicode61", "remove_diacritics", "2"))
 """``memory_fts``'s tokenizer and its arguments (its DDL is built from this)."""
@@ -34,6 +35,8 @@ WEIGHTS = (1.0, 0.5)
 K1 = 1.2
 B = 0.75
 """BM25's term-frequency saturation and length normalisation (FTS5's values)."""
+
+_json = msgspec.json.Encoder()
 
 
 def tokenize_spec() -> str:
@@ -68,12 +71,21 @@ def totals(conn: apsw.Connection, match: str) -> tuple[int, int]:
     return (int(found[0]), int(found[1])) if found else (0, 0)
 
 
-def document_count(conn: apsw.Connection, term: str) -> int:
-    """How many rows hold ``term`` (as a phrase) in either column: ``n`` of its IDF."""
-    n: Any = conn.execute(
-        "SELECT count(*) FROM memory_fts WHERE memory_fts MATCH ?", (phrase(term),)
-    ).get
-    return int(n)
+def document_counts(conn: apsw.Connection, terms: Sequence[str]) -> list[int]:
+    """How many rows hold each term (as a phrase) in either column: ``n`` of its IDF. One
+    statement for them all (each count is still its own walk of the term's rows)."""
+    if not terms:
+        return []
+    phrases = _json.encode([phrase(term) for term in terms]).decode()
+    found = {
+        int(index): int(n)
+        for index, n in conn.execute(
+            "SELECT j.key, (SELECT count(*) FROM memory_fts WHERE memory_fts MATCH j.value)"
+            " FROM json_each(?) j",
+            (phrases,),
+        )
+    }
+    return [found[index] for index in range(len(terms))]
 
 
 def from_counts(rows: int, tokens: int, counts: Sequence[int]) -> tuple[list[float], float]:
@@ -89,10 +101,10 @@ def statistics(
     conn: apsw.Connection, match: str, terms: Sequence[str]
 ) -> tuple[list[float], float]:
     """:func:`from_counts` of the index as ``conn`` sees it now: one query for its
-    :func:`totals`, one :func:`document_count` per term (what
+    :func:`totals`, and the terms' :func:`document_counts` (what
     :class:`projections.memory_stats.StatisticsCache` saves between folds)."""
     rows, tokens = totals(conn, match)
-    return from_counts(rows, tokens, [document_count(conn, term) for term in terms])
+    return from_counts(rows, tokens, document_counts(conn, terms))
 
 
 class Scorer:

@@ -167,6 +167,7 @@ _ITEM_COLUMNS = (
     " updated_at_ms, expires_at_ms, deleted_at_ms, deleted_by, deleted_reason"
 )
 _tags = msgspec.json.Decoder(tuple[str, ...])
+_json = msgspec.json.Encoder()
 _ITEM_ID, _TEXT, _TAGS, _UPDATED = (
     _ITEM_COLUMNS.split(", ").index(name) for name in ("item_id", "text", "tags", "updated_at_ms")
 )
@@ -322,16 +323,14 @@ class MemoryView(PooledReader):
             )
             rows = set(self._lexical_top(conn, match, seen, now, pool))
             cosine = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else {}
-            if use_vectors:
-                packed = pack_vector(qvec)
-                for row in rows - cosine.keys():
-                    found = conn.execute(
-                        "SELECT 1 - vec_distance_cosine(embedding, ?) FROM memory_vec"
-                        " WHERE item_row = ?",
-                        (packed, row),
-                    ).fetchone()
-                    if found is not None:
-                        cosine[row] = float(found[0])
+            missing = sorted(rows - cosine.keys()) if use_vectors else []
+            if missing:  # the lexical candidates' cosines, by row (in one statement)
+                for row, cos in conn.execute(
+                    "SELECT j.value, 1 - vec_distance_cosine(v.embedding, ?)"
+                    " FROM json_each(?) j CROSS JOIN memory_vec v ON v.item_row = j.value",
+                    (pack_vector(qvec), _json.encode(missing).decode()),
+                ):
+                    cosine[int(row)] = float(cos)
             candidates = sorted(rows | cosine.keys())
             # Both indexes filtered already; the rows are checked once more where they are read.
             # ``+audience``: look the rows up by ``row``, never by the audience index (which

@@ -80,14 +80,12 @@ class StatisticsCache:
             self.counted += 1
             if totals[0] > 0:  # read through a matching row; none matched: not the index's
                 figures.totals = totals
-        counts = []
-        for term in terms:
-            n = figures.counts.get(term)
-            if n is None:
-                n = memory_bm25.document_count(conn, term)
-                self.counted += 1
-                if len(figures.counts) >= self._max_terms:
-                    figures.counts.clear()
-                figures.counts[term] = n
-            counts.append(n)
+        kept = figures.counts
+        missing = [term for term in dict.fromkeys(terms) if term not in kept]
+        counted = dict(zip(missing, memory_bm25.document_counts(conn, missing), strict=True))
+        self.counted += len(missing)
+        counts = [kept[term] if term in kept else counted[term] for term in terms]
+        if len(kept) + len(counted) > self._max_terms:
+            kept.clear()
+        kept.update(counted)
         return memory_bm25.from_counts(*totals, counts)
