@@ -7,6 +7,7 @@ the ones the filtered FTS5 walk finds."""
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,6 +134,43 @@ def test_a_kept_figure_is_used_only_at_its_generation(journal: Journal, views: P
     fold(journal, views)
     assert_same_as_a_fresh_view(kept, views)
     assert kept.statistics._figures is not figures
+    kept.close()
+
+
+def test_searches_on_many_threads_while_the_fold_goes_on_end_as_a_fresh_view(
+    journal: Journal, views: Path
+) -> None:
+    """Each search reads its generation in its own snapshot; threads that search while folds
+    move it never fail, and once the folds stop the kept figures are the index's."""
+    write(journal, "a", "parking code for the garage", scope="global")
+    fold(journal, views)
+    kept = MemoryView(views)
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def search() -> None:
+        try:
+            while not done.is_set():
+                for q in QUERIES:
+                    kept.search(q, k=3, principal="user:alice", session_id="S1", now_ms=1)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(12):
+            write(journal, f"w{n}", f"garage tea parking {n}", scope="global")
+            if n % 3 == 0:
+                delete(journal, f"w{n}")
+            fold(journal, views)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert failures == []
+    assert_same_as_a_fresh_view(kept, views)
     kept.close()
 
 
