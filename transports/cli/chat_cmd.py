@@ -39,6 +39,7 @@ def chat(
         list[str] | None,
         typer.Option(
             "--posture",
+            metavar="<tool=posture>",
             help="TOOL=always_allow|ask_each_time|disabled for this session (repeatable; "
             "with --local).",
         ),

@@ -164,7 +164,7 @@ def write_cmd(
     text: Annotated[str, typer.Argument(help="The fact to remember (at most 8,000 characters).")],
     tag: Annotated[
         list[str] | None,
-        typer.Option("--tag", help="A label (repeatable, 16 at most)."),
+        typer.Option("--tag", metavar="<tag>", help="A label (repeatable, 16 at most)."),
     ] = None,
     scope: Annotated[
         str,

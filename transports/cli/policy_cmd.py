@@ -33,14 +33,19 @@ def check_cmd(
         str | None, typer.Option("--action", help="An API action (e.g. approval.resolve).")
     ] = None,
     role: Annotated[
-        list[str] | None, typer.Option("--role", help="A role of the principal (repeatable).")
+        list[str] | None,
+        typer.Option("--role", metavar="<role>", help="A role of the principal (repeatable)."),
     ] = None,
     resource: Annotated[
         str, typer.Option("--resource", help="The resource id of an API action.")
     ] = "local",
     context: Annotated[
         list[str] | None,
-        typer.Option("--context", help="KEY=VALUE of the action's context (repeatable)."),
+        typer.Option(
+            "--context",
+            metavar="<key=value>",
+            help="KEY=VALUE of the action's context (repeatable).",
+        ),
     ] = None,
     channel: Annotated[
         str | None, typer.Option("--channel", help="A tool call's channel, if any.")

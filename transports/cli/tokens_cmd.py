@@ -89,7 +89,11 @@ def create_cmd(
     ],
     role: Annotated[
         list[str],
-        typer.Option("--role", help="admin, operator, approver, viewer or agent (repeatable)."),
+        typer.Option(
+            "--role",
+            metavar="<role>",
+            help="admin, operator, approver, viewer or agent (repeatable).",
+        ),
     ],
     expires: Annotated[
         str | None, typer.Option("--expires", help="Lifetime: 90m, 12h, 30d, 2w.")

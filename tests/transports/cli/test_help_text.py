@@ -14,6 +14,9 @@ from transports.cli.main import app
 MARKUP = ("``", ":func:", ":class:", ":mod:", ":meth:", ":attr:", ":data:", ":exc:")
 """Sphinx markup that must never reach a terminal."""
 
+TYPE_PLACEHOLDERS = ("<list[", "<dict[", "<tuple[", "| None>")
+"""Python annotations typer shows as an option's placeholder when no ``metavar`` names it."""
+
 
 def command_paths() -> Iterator[tuple[str, ...]]:
     """Every command and subcommand of ``reel``, as argument paths (the root is ``()``)."""
@@ -44,6 +47,14 @@ def test_help_has_no_restructuredtext_markup(path: tuple[str, ...]) -> None:
     assert "Usage: reel" in result.output
     found = [mark for mark in MARKUP if mark in result.output]
     assert not found, f"reel {' '.join(path)} --help shows {found}:\n{result.output}"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda path: " ".join(("reel", *path)))
+def test_help_names_what_an_option_takes_not_its_python_type(path: tuple[str, ...]) -> None:
+    """A repeatable option shows ``<role>``, not ``<list[str]>``."""
+    output = CliRunner().invoke(app, [*path, "--help"], prog_name="reel").output
+    found = [mark for mark in TYPE_PLACEHOLDERS if mark in output]
+    assert not found, f"reel {' '.join(path)} --help shows {found}:\n{output}"
 
 
 def test_typer_passes_docstring_markup_through() -> None:
