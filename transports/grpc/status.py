@@ -42,7 +42,7 @@ def to_grpc_error(exc: BaseException) -> GRPCError:
     if isinstance(exc, Conflict):
         return GRPCError(Status.FAILED_PRECONDITION, str(exc))
     if isinstance(exc, NodeDraining):
-        return GRPCError(Status.UNAVAILABLE, f"the node is shutting down: {exc}")
+        return GRPCError(Status.UNAVAILABLE, str(exc))
     if isinstance(exc, AppendRejected):
         return GRPCError(Status.INVALID_ARGUMENT, f"the journal refused the input: {exc}")
     if isinstance(exc, JournalClosed | JournalUnavailable):
