@@ -10,6 +10,8 @@ Families:
 - ``reel_approvals_pending`` (gauge): approvals waiting for a human;
 - ``reel_incidents_open{domain}`` (gauge): incidents the watchdog opened and has not resolved,
   from the incidents view; every domain is listed (run, task, approval, projector, journal);
+- ``reel_tasks{state}`` (gauge): background tasks by state, from the tasks view; every state
+  is listed (queued, running, retrying, succeeded, failed, expired, cancelled);
 - ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
 - ``reel_http_sse_streams`` (gauge): open Server-Sent Events responses;
 - ``reel_channel_webhook_bad_signatures_total``, ``reel_channel_duplicates_total``
@@ -29,6 +31,8 @@ from typing import Protocol
 from aiohttp import web
 
 from events.lifecycle import RunStatus
+from events.task_lifecycle import TaskStatus
+from transports.http import tasks
 from transports.http.context import CONTEXT, ApiContext, permit
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -78,8 +82,9 @@ def histogram_lines(name: str, help_text: str, snapshot: LatencySnapshot) -> lis
     return _family(name, "histogram", help_text, samples)
 
 
-def render(ctx: ApiContext) -> str:
-    """The whole exposition for the node behind ``ctx``."""
+def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
+    """The whole exposition for the node behind ``ctx`` (``task_states``: the tasks view's
+    counts by state)."""
     runtime = ctx.runtime
     committed = runtime.journal.committed_position
     views_position = runtime.projector.position
@@ -118,6 +123,12 @@ def render(ctx: ApiContext) -> str:
             f'reel_incidents_open{{domain="{domain}"}} {n}'
             for domain, n in runtime.incidents.open_counts().items()
         ),
+    )
+    lines += _family(
+        "reel_tasks",
+        "gauge",
+        "Background tasks by state (tasks view; docs/tasks.md).",
+        (f'reel_tasks{{state="{state}"}} {task_states.get(state, 0)}' for state in TaskStatus),
     )
     lines += _family(
         "reel_projection_lag_events",
@@ -173,5 +184,5 @@ def render(ctx: ApiContext) -> str:
 @routes.get("/metrics")
 async def metrics(request: web.Request) -> web.Response:
     await permit(request, "node.read")
-    body = render(request.app[CONTEXT]).encode()
+    body = render(request.app[CONTEXT], request.app[tasks.VIEW].counts()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

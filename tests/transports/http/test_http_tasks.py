@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from actors.task_handlers import TaskContext
 from events.catalog import AccessDecided
+from events.task_lifecycle import TaskStatus
 from tests.transports.http.httpkit import Node, Reply, eventually
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
@@ -39,6 +42,14 @@ def token_for(node: Node, principal: str, role: str) -> str:
     return token
 
 
+def task_gauge(node: Node) -> dict[str, float]:
+    reply = node.call("GET", "/metrics")
+    assert reply.status == 200
+    families = {f.name: f for f in text_string_to_metric_families(reply.body.decode())}
+    assert families["reel_tasks"].type == "gauge"
+    return {s.labels["state"]: s.value for s in families["reel_tasks"].samples}
+
+
 def test_list_filter_page_and_show(node: Node) -> None:
     queue = node.runtime.node.tasks
     done = [queue.enqueue("noop", {"n": n}).task_id for n in range(3)]
@@ -51,6 +62,12 @@ def test_list_filter_page_and_show(node: Node) -> None:
     items = listed.json()["items"]
     assert [t["task_id"] for t in items] == sorted((*done, unknown))
     assert listed.json()["next_after"] is None
+    assert eventually(lambda: task_gauge(node)["succeeded"] == 3)
+    assert task_gauge(node) == {
+        **dict.fromkeys(TaskStatus, 0.0),
+        "succeeded": 3.0,
+        "failed": 1.0,
+    }  # every state listed, zero included
 
     succeeded = call(node, "GET", "/v1/tasks?state=succeeded").json()["items"]
     assert {t["task_id"] for t in succeeded} == set(done)
