@@ -222,6 +222,27 @@ class ChannelConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
                 raise ValueError(f"mention_patterns: {pattern!r} is not a regex: {exc}") from None
 
 
+CONNECTOR_KEYS: dict[str, tuple[str, ...]] = {
+    "webhook": ("secret_env", "outbound_url", "outbound_timeout_s"),
+    "matrix": ("homeserver", "user_id", "password_env", "access_token_env", "allow_rooms"),
+}
+"""The ``[channels.<name>]`` keys only one connector reads (the router's keys are everyone's)."""
+
+
+def foreign_keys(config: ChannelConfig) -> list[str]:
+    """The keys ``config`` sets away from their defaults that only another kind of connector
+    reads: a connector refuses them, so a key meant for Matrix is never silently ignored on a
+    webhook channel."""
+    defaults = {f.name: f.default for f in msgspec.structs.fields(ChannelConfig)}
+    return [
+        key
+        for kind, keys in CONNECTOR_KEYS.items()
+        if kind != config.kind
+        for key in keys
+        if getattr(config, key) != defaults[key]
+    ]
+
+
 class TasksSection(TasksConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tasks]``: the background task queue's worker pool, leases and retry defaults
     (actors.tasks.TasksConfig; docs/tasks.md)."""

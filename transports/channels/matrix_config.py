@@ -4,7 +4,8 @@ names.
 The keys only Matrix reads: ``homeserver`` (an http:// or https:// URL), ``user_id``
 (``@name:server``), exactly one of ``password_env`` and ``access_token_env`` (the name of an
 environment variable that holds the secret: a secret is never in the config, the journal or a
-log line) and ``allow_rooms`` (room ids, user ids or ``*``); the webhook's keys are refused.
+log line) and ``allow_rooms`` (room ids, user ids or ``*``); the webhook's keys are refused
+(:func:`transports.config.foreign_keys`).
 Each problem is a :class:`~transports.channels.connector.ConnectorError` whose text starts with
 the key: the hub reports it as ``config key channels.<name>.<key>: ...``.
 """
@@ -16,7 +17,7 @@ from typing import Literal, NamedTuple
 
 from transports.channels.connector import ConnectorError
 from transports.channels.matrix_events import ANY_INVITER, ROOM_ID, USER_ID
-from transports.config import ChannelConfig
+from transports.config import ChannelConfig, foreign_keys
 
 
 class Login(NamedTuple):
@@ -53,7 +54,6 @@ def login_of(config: ChannelConfig, environ: Mapping[str, str]) -> Login:
                 f"allow_rooms: {entry[:64]!r} is neither a room id (!id:server), a user id "
                 "(@name:server) nor *"
             )
-    for webhook_key in ("secret_env", "outbound_url"):
-        if getattr(config, webhook_key):
-            raise ConnectorError(f"{webhook_key}: only webhook channels take it")
+    if extra := foreign_keys(config):
+        raise ConnectorError(f"{extra[0]}: a matrix channel does not take it")
     return Login("password" if config.password_env else "token", key, secret)

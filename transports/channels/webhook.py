@@ -32,7 +32,7 @@ import msgspec
 
 from transports.channels.connector import Connector, ConnectorError, Inbound, register
 from transports.channels.message import InboundMessage, MessageBody, OutboundMessage
-from transports.config import ChannelConfig
+from transports.config import ChannelConfig, foreign_keys
 
 SIGNATURE_HEADER: Final = "X-Reel-Signature"
 SCHEME: Final = "sha256="
@@ -91,6 +91,8 @@ class WebhookConnector(Connector):
             )
         if config.outbound_url and not config.outbound_url.startswith(("http://", "https://")):
             raise ConnectorError("outbound_url: must be an http:// or https:// URL")
+        if extra := foreign_keys(config):
+            raise ConnectorError(f"{extra[0]}: a webhook channel does not take it")
         self._secret = secret.encode()
         self._session: aiohttp.ClientSession | None = None
 

@@ -42,6 +42,16 @@ def test_a_bad_channel_config_names_the_key(tmp_path: Path, toml: str, key: str)
             ChannelConfig(kind="webhook", secret_env=SECRET_ENV, outbound_url="ftp://x"),
             "channels.hook.outbound_url",
         ),
+        (
+            ChannelConfig(
+                kind="webhook", secret_env=SECRET_ENV, homeserver="https://matrix.example.org"
+            ),
+            "channels.hook.homeserver: a webhook channel does not take it",
+        ),
+        (
+            ChannelConfig(kind="webhook", secret_env=SECRET_ENV, allow_rooms=("*",)),
+            "channels.hook.allow_rooms: a webhook channel does not take it",
+        ),
     ],
 )
 def test_a_connector_that_cannot_work_stops_the_node_before_it_opens(

@@ -335,6 +335,9 @@ def test_configs_the_connector_cannot_use_are_refused_naming_the_key(
     assert "allow_rooms: 'everyone'" in refusal(
         ChannelConfig(**{**_fields(good), "allow_rooms": ("everyone",)}), env
     )
+    assert "outbound_url: a matrix channel does not take it" in refusal(
+        ChannelConfig(**{**_fields(good), "outbound_url": "https://hooks.example.org"}), env
+    )
     # a wrong password stops the node at start, naming the key, never quoting the password
     wrong = "wrong-" + secrets.token_hex(8)
     monkeypatch.setenv(PASSWORD_ENV, wrong)
