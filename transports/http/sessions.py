@@ -79,18 +79,21 @@ async def get_session(request: web.Request) -> web.Response:
 
 @routes.get("/v1/sessions/{session_id}/runs")
 async def list_runs(request: web.Request) -> web.Response:
+    """A session's runs in acceptance order: session.read of the session, then each run shown
+    only when the caller may run.read it."""
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     limit = page_limit(request, LIST_CAP)
     after = after_id(request)
     record = await session_record(ctx, session_id)
-    await permit(request, "session.read", ctx.authority.session_scope(record))
+    who = await permit(request, "session.read", ctx.authority.session_scope(record))
     rows = ctx.views.runs_of_session(session_id, after=after, limit=limit.value + 1)
     more = len(rows) > limit.value
     items = rows[: limit.value]
+    # Filtered after paging like GET /v1/runs, so a forbid on run.read holds here too.
     return json_reply(
         RunPage(
-            items=items,
+            items=ctx.readable(who, "run.read", items, ctx.authority.run_scope),
             limit=limit.value,
             limit_clamped=limit.clamped,
             next_after=items[-1].run_id if more else None,

@@ -8,6 +8,8 @@ One node (module scope) holds a small history, made through the API itself:
 - session B (admin): a ``shell.run`` run whose approval is pending;
 - session C (``user:op``, an operator): an ``http.fetch`` run whose approval is pending;
 - session D (``agent:app``, an agent): a ``shell.run`` run whose approval is pending.
+
+An operator policy forbids the viewer (``user:eve``) ``run.read`` of the runs ``user:op`` started.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from transports.http.guard import PUBLIC_ROUTES
 from transports.http.openapi import query_parameters
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+NO_EVE_ON_OPS_RUNS = """
+@id("ops.eve-not-on-op-runs")
+forbid (principal == Principal::"user:eve", action == Action::"run.read", resource)
+when { context.run_principal == Principal::"user:op" };
+"""
 FETCH = "/tool http.fetch " + json.dumps({"url": "http://127.0.0.1:9/"})
 
 
@@ -73,7 +80,8 @@ def state_of(node: Node, run_id: str) -> str:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     data = tmp_path_factory.mktemp("filters") / "data"
-    data.mkdir()
+    (data / "policies").mkdir(parents=True)
+    (data / "policies" / "eve.cedar").write_text(NO_EVE_ON_OPS_RUNS)
     node = open_node(data, keepalive_s=0.3)
     try:
         tokens = {
@@ -256,9 +264,21 @@ def test_an_agent_lists_only_what_its_own_sessions_hold(history: History) -> Non
 
 def test_a_viewer_lists_everything_and_filters_alike(history: History) -> None:
     viewer = history.tokens["viewer"]
-    assert len(ids(history, "/v1/runs", "run_id", viewer)) == 5
+    listed = ids(history, "/v1/runs", "run_id", viewer)
+    assert names(history, "runs", listed) == ["A1", "B1", "D1", "A2"]  # not C1: forbidden
     found = ids(history, "/v1/approvals?state=pending&tool=shell.run", "approval_id", viewer)
     assert names(history, "approvals", found) == ["B1", "D1"]
+
+
+def test_a_forbid_on_run_read_holds_under_the_session_too(history: History) -> None:
+    """``GET /v1/sessions/{id}/runs`` needs ``session.read`` and shows each run only when
+    ``run.read`` permits it, as ``GET /v1/runs`` does: a forbid holds on both routes."""
+    viewer, session = history.tokens["viewer"], history.sessions["C"]
+    assert history.node.call("GET", f"/v1/sessions/{session}", auth=bearer(viewer)).status == 200
+    assert ids(history, f"/v1/sessions/{session}/runs", "run_id", viewer) == []
+    assert ids(history, f"/v1/sessions/{session}/runs", "run_id") == [history.runs["C1"]]
+    refused = history.node.call("GET", f"/v1/runs/{history.runs['C1']}", auth=bearer(viewer))
+    assert refused.status == 403 and "ops.eve-not-on-op-runs" in refused.error["message"]
 
 
 # --- bad input --------------------------------------------------------------------------------
