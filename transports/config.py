@@ -62,6 +62,9 @@ class RunsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     max_tool_calls: int = 8
     wall_clock_s: float = 900.0
     system_prompt: str = ActorsConfig().system_prompt
+    drain_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 10.0
+    """On SIGTERM/SIGINT, how long live runs get to finish before the rest are cancelled
+    (``REEL_RUNS_DRAIN_GRACE_S``; 0: cancel at once)."""
 
 
 class SessionsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):

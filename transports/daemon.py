@@ -41,9 +41,6 @@ from transports.terminal import take_terminal
 
 log = logging.getLogger("reel.node")
 
-DRAIN_GRACE_S = 10.0
-"""How long live runs may take to finish once the node drains, before they are cancelled."""
-
 DRAIN_PROGRESS_S = 1.0
 """How often a drain logs how many runs are still in flight."""
 
@@ -83,7 +80,6 @@ def serve(
     config: NodeConfig | None = None,
     config_path: Path | None = None,
     ready: Callable[[], None] | None = None,
-    drain_grace_s: float = DRAIN_GRACE_S,
 ) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain, 2 when the full
     verification of the journal, run while serving, found it tampered: the node stops serving
@@ -105,7 +101,6 @@ def serve(
             config_file if config_file.is_file() else None,
             stopper,
             ready,
-            drain_grace_s,
         )
     finally:
         give_back_terminal()
@@ -117,7 +112,6 @@ def _serve(
     config_file: Path | None,
     stopper: Stopper,
     ready: Callable[[], None] | None,
-    drain_grace_s: float,
 ) -> int:
     tampered: list[JournalTampered] = []
 
@@ -198,7 +192,7 @@ def _serve(
     if tampered:
         log.error("journal tampered: not serving it", extra=fields(error=str(tampered[0])))
     else:
-        drain(runtime, grpc, drain_grace_s, stopper.signal_name)
+        drain(runtime, grpc, cfg.runs.drain_grace_s, stopper.signal_name)
     try:
         grpc.close()  # before the node: the servers run on the node's I/O loop
         http.close()

@@ -177,6 +177,21 @@ def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
     assert reel("journal", "verify", "--data", str(data_dir)).returncode == 0
 
 
+def test_the_drain_grace_is_configurable_and_cancels_what_outlives_it(
+    nodes: list[Node], data_dir: Path
+) -> None:
+    node = start(nodes, data_dir, {"REEL_RUNS_DRAIN_GRACE_S": "0.5"})
+    run_id = node.start_run("/sleep 60000\nforever")
+    node.wait_until(lambda: "in_progress" in run_states(node, run_id))
+    began = time.monotonic()
+    node.process.send_signal(signal.SIGTERM)
+    assert node.wait_for("draining")["grace_s"] == 0.5
+    assert node.finish(timeout=10) == 0
+    assert time.monotonic() - began < 5  # the configured half second, not the default 10 s
+    assert run_states(node, run_id)[-1] == "cancelled", node.lines
+    assert reel("journal", "verify", "--data", str(data_dir)).returncode == 0
+
+
 def test_a_second_signal_stops_at_once_and_the_journal_still_verifies(
     nodes: list[Node], data_dir: Path
 ) -> None:
