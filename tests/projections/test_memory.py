@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events import MARKER, Journal, JournalReader, NodeKey
+from events import MARKER, Journal, JournalReader
 from projections import (
     Embedder,
     EmbedderUnavailable,
@@ -32,17 +32,6 @@ from tests.projections.memory_kit import delete, fold, write
 
 SECRET = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
 DAY = 86_400_000
-
-
-@pytest.fixture
-def journal(data_dir: Path) -> Iterator[Journal]:
-    with Journal(data_dir / "journal.db", node_key=NodeKey.load_or_create(data_dir / "k")) as j:
-        yield j
-
-
-@pytest.fixture
-def views(data_dir: Path) -> Path:
-    return data_dir / "views.db"
 
 
 def view(path: Path, embedder: Embedder | None = None, **kwargs: object) -> MemoryView:

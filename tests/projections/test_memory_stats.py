@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
-import pytest
 
-from events import Journal, NodeKey
+from events import Journal
 from projections import MemoryView, memory_bm25
 from projections.memory_search import audiences, fts_terms
 from projections.memory_stats import StatisticsCache
@@ -22,17 +20,6 @@ from tests.projections.memory_kit import delete, fold, write
 
 QUERIES = ["garage parking", "parking code", "tea", "deploys tuesday", "garage tea deploys"]
 CALLERS = [("user:alice", "S1"), ("user:bob", None), (None, None)]
-
-
-@pytest.fixture
-def journal(data_dir: Path) -> Iterator[Journal]:
-    with Journal(data_dir / "journal.db", node_key=NodeKey.load_or_create(data_dir / "k")) as j:
-        yield j
-
-
-@pytest.fixture
-def views(data_dir: Path) -> Path:
-    return data_dir / "views.db"
 
 
 def changed_at(views: Path) -> int:
