@@ -80,12 +80,16 @@ class StatisticsCache:
             self.counted += 1
             if totals[0] > 0:  # read through a matching row; none matched: not the index's
                 figures.totals = totals
+        # Read out of the shared dict once, each word by one ``get``: another search may replace
+        # it meanwhile (below), and this one still needs every figure it saw there.
         kept = figures.counts
-        missing = [term for term in dict.fromkeys(terms) if term not in kept]
+        known = {t: n for t in dict.fromkeys(terms) if (n := kept.get(t)) is not None}
+        missing = [term for term in dict.fromkeys(terms) if term not in known]
         counted = dict(zip(missing, memory_bm25.document_counts(conn, missing), strict=True))
         self.counted += len(missing)
-        counts = [kept[term] if term in kept else counted[term] for term in terms]
+        known.update(counted)
         if len(kept) + len(counted) > self._max_terms:
-            kept.clear()
-        kept.update(counted)
-        return memory_bm25.from_counts(*totals, counts)
+            figures.counts = counted  # a new dict, never a clear of the one others read
+        else:
+            kept.update(counted)
+        return memory_bm25.from_counts(*totals, [known[term] for term in terms])

@@ -11,9 +11,10 @@ import threading
 from pathlib import Path
 
 import apsw
+import pytest
 
 from events import Journal
-from projections import MemoryView, memory_bm25
+from projections import MemoryHit, MemoryView, memory_bm25
 from projections.memory_search import audiences, fts_terms
 from projections.memory_stats import StatisticsCache
 from tests.projections.memory_kit import delete, fold, write
@@ -187,6 +188,36 @@ def test_the_cache_keeps_at_most_its_bound_of_words(journal: Journal, views: Pat
         assert kept.search(query, now_ms=1) == reference.search(query, now_ms=1)
         figures = kept.statistics._figures
         assert figures is not None and len(figures.counts) <= 2
+    kept.close()
+    reference.close()
+
+
+def test_a_search_dropping_the_kept_words_meanwhile_does_not_break_another(
+    journal: Journal, views: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two searches at one generation: while one counts its missing words in FTS5 (the GIL
+    released), the other passes the bound and drops the kept words; the first still has every
+    figure it saw kept, and scores as a fresh view."""
+    write(journal, "a", "alpha beta gamma delta epsilon zeta", scope="global")
+    fold(journal, views)
+    kept = MemoryView(views)
+    kept.statistics = StatisticsCache(max_terms=2)
+    reference = MemoryView(views)
+    assert kept.search("alpha beta", now_ms=1)  # alpha, beta kept
+    real = memory_bm25.document_counts
+    interleaved: list[list[MemoryHit]] = []
+    other = threading.Event()
+
+    def counting_while_another_searches(conn: apsw.Connection, terms: list[str]) -> list[int]:
+        counted = real(conn, terms)
+        if not other.is_set():
+            other.set()
+            interleaved.append(kept.search("delta epsilon zeta", now_ms=1))  # past the bound
+        return counted
+
+    monkeypatch.setattr(memory_bm25, "document_counts", counting_while_another_searches)
+    assert kept.search("alpha gamma", now_ms=1) == reference.search("alpha gamma", now_ms=1)
+    assert interleaved == [reference.search("delta epsilon zeta", now_ms=1)]
     kept.close()
     reference.close()
 
