@@ -394,10 +394,17 @@ class ChannelActor(pykka.ThreadingActor):
         return self.node.services.config.max_message_bytes
 
     def _dispatch(self, batch: Batch) -> None:
-        """Record the request (once: a batch from the backlog has its run id), then ask."""
+        """Record the request (once: a batch from the backlog has its run id), then ask. When
+        the request cannot be recorded, the batch's callers hear why (its messages are
+        recorded: the next start asks for them)."""
         if batch.run_id is None:
             batch.run_id = new_id()
-            self._append(batch.requested(self.name), batch.principal)
+            try:
+                self._append(batch.requested(self.name), batch.principal)
+            except Exception as exc:
+                for waiting in batch.waiting:
+                    reject(waiting.reply, exc)
+                raise
         self._ask(batch)
 
     def _ask(self, batch: Batch) -> None:

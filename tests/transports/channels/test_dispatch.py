@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from events import JournalUnavailable
 from events.catalog import (
     ChannelMessageRefused,
     ChannelMessageRouted,
@@ -51,6 +52,31 @@ def hand_in(node: Node, text: str, mid: str, sender: str = "@alice:localhost") -
         is_direct=True,
     )
     return node.runtime.channels.receive(inbound, until_run=False).result(timeout=10)
+
+
+def test_a_window_whose_request_cannot_be_recorded_answers_its_callers(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Callers waiting on a coalescing window hear the journal's refusal when its request
+    cannot be recorded, instead of waiting for ever; the next message is decided as usual."""
+    appended = ChannelActor._append
+
+    def refusing(self: ChannelActor, event: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(event, ChannelRunRequested) and refused:
+            raise JournalUnavailable("the journal is not available")
+        return appended(self, event, *args, **kwargs)
+
+    refused = [True]
+    monkeypatch.setattr(ChannelActor, "_append", refusing)
+    node = channel_node(data_dir, {"hook": channel(dm_policy="allow", coalesce_ms=200)})
+    try:
+        reply = route(node, "hook", message("held", is_direct=True))
+        assert reply.status == 503 and reply.error["code"] == "unavailable", reply.body
+        assert events_of(node, ChannelRunRequested) == []
+        refused.clear()
+        assert route(node, "hook", message("next", is_direct=True)).status == 200
+    finally:
+        close_node(node)
 
 
 def runs(node: Node) -> list[dict[str, Any]]:
