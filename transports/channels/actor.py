@@ -61,7 +61,14 @@ from transports.channels.actor_messages import (
     Resume,
     replies_of,
 )
-from transports.channels.dispatch import Backlog, Batch, Waiting, backlog, regroup
+from transports.channels.dispatch import (
+    Backlog,
+    Batch,
+    Waiting,
+    backlog,
+    regroup,
+    session_label,
+)
 from transports.channels.flood import Senders
 from transports.channels.message import run_input
 from transports.channels.records import message_key, stream_of
@@ -352,14 +359,14 @@ class ChannelActor(pykka.ThreadingActor):
                 base, route_name, reply=decision.reply, session_key=decision.session_key
             ),
         )
-        sender = message.sender_name or message.sender
+        sender = (message.sender_name or message.sender) if message.is_direct else ""
         batch = Batch(
             principal=command.principal,
             session_key=decision.session_key,
             conversation=message.conversation,
             thread=message.thread,
             reply=decision.reply,
-            label=f"{self.name}: {sender if message.is_direct else message.conversation}"[:120],
+            label=session_label(self.name, sender, message.conversation),
             message_ids=[message.message_id],
             inputs=[part],
             waiting=[waiting] if command.until_run else [],

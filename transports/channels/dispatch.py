@@ -35,7 +35,7 @@ from events.catalog import (
     ChannelRunRequested,
     ChannelRunStarted,
 )
-from transports.channels.message import InboundMessage
+from transports.channels.message import InboundMessage, sender_of
 from transports.channels.results import RouteResult
 
 RUN_ROUTES = frozenset({"run", "coalesced"})
@@ -167,6 +167,12 @@ def backlog(stream: Iterable[StoredEvent]) -> Backlog:
     )
 
 
+def session_label(channel: str, direct_sender: str, conversation: str) -> str:
+    """The label of a session a channel creates: the sender of a direct conversation (its
+    display name when known), else the conversation."""
+    return f"{channel}: {direct_sender or conversation}"[:120]
+
+
 def regroup(channel: str, messages: list[ChannelMessageRouted], max_bytes: int) -> list[Batch]:
     """Batches for messages that were accepted but never requested: those of one sender in one
     conversation, thread and session are merged in order (as the coalescing window would have
@@ -176,7 +182,7 @@ def regroup(channel: str, messages: list[ChannelMessageRouted], max_bytes: int) 
     for message in messages:
         key = (message.conversation, message.thread or "", message.principal, message.session_key)
         batch = open_.get(key)
-        if batch is not None and batch.size + 1 + len(message.input.encode()) > max_bytes:
+        if batch is not None and not batch.takes(message.session_key, message.input, max_bytes):
             batch = None
         if batch is None:
             batch = Batch(
@@ -185,7 +191,11 @@ def regroup(channel: str, messages: list[ChannelMessageRouted], max_bytes: int) 
                 conversation=message.conversation,
                 thread=message.thread,
                 reply=message.reply,
-                label=f"{channel}: {message.conversation}"[:120],
+                label=session_label(
+                    channel,
+                    sender_of(message.principal) if message.is_direct else "",
+                    message.conversation,
+                ),
                 message_ids=[],
                 inputs=[],
             )

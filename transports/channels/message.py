@@ -109,6 +109,11 @@ def principal_of(channel: str, sender: str) -> str:
     return f"channel:{channel}:{sender}"
 
 
+def sender_of(principal: str) -> str:
+    """The sender :func:`principal_of` made ``principal`` for (channel names hold no ``:``)."""
+    return principal.split(":", 2)[2]
+
+
 def check_inbound(message: InboundMessage, max_text_bytes: int) -> str:
     """Refuse what no router decision should ever see (:class:`InvalidMessage` naming the
     field); return the sender's principal."""

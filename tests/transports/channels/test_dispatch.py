@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from events import JournalUnavailable
@@ -262,6 +263,10 @@ def test_regroup_merges_each_senders_messages_in_order_within_the_cap() -> None:
         (["m4"], "four", True),
     ]
     assert all(b.run_id is None and not b.waiting for b in batches)
+    # a direct conversation's session is labelled with its sender, as when routed live
+    assert [b.label for b in batches] == ["hook: @x", "hook: @y", "hook: @x"]
+    group = msgspec.structs.replace(routed("m5", "room", "@z", "hi"), is_direct=False)
+    assert regroup("hook", [group], max_bytes=100)[0].label == "hook: room"
 
 
 def test_a_clean_stop_answers_runs_ending_in_the_drain_then_stops_the_channels(
