@@ -73,7 +73,7 @@ from projections import (  # noqa: E402
     make_embedder,
 )
 from projections.memory import load_vec, pack_vector  # noqa: E402
-from projections.memory_search import MMAP_BYTES, fts_query, fts_terms  # noqa: E402
+from projections.memory_search import MMAP_BYTES, fts_match, fts_terms  # noqa: E402
 from tools import ToolsConfig, build_catalog  # noqa: E402
 from transports.models import DeterministicProvider  # noqa: E402
 
@@ -185,7 +185,7 @@ def bench_search(views: Path, embedder: Embedder, texts: list[str], warm: int) -
     principal, session = PRINCIPALS[0], SESSIONS[0]
     try:
         vectors = [pack_vector(embedder.embed_query(q)) for q in texts]
-        matches = [fts_query(q) or '""' for q in texts]
+        matches = [fts_match(fts_terms(q)) or '""' for q in texts]
         for q in texts[:warm]:
             view.search(q, 5, principal=principal, session_id=session)
         reel: list[float] = []

@@ -6,15 +6,17 @@ the caller's principal, the caller's session) that have not expired at ``now``, 
 indexes: the ``pool`` best by bm25 and the ``pool`` nearest by cosine. Every candidate then gets
 all three scores, each in ``[0, 1]``:
 
-- ``lexical = s / (s + saturation)`` with ``s = -bm25`` (FTS5's bm25 is negative, lower is
-  better; text weighted 1, tags 0.5): absolute, so a match on one common word stays low, and 0
-  when the item matches no query word;
+- ``lexical = min(1, BM25(item) / BM25(ideal))``: Okapi BM25 with FTS5's constants and
+  statistics (text weighted 1, tags 0.5), counted from the candidates' texts
+  (:mod:`projections.memory_bm25`), over the BM25 of an average-length item holding every query
+  word once (the sum of the IDFs): the share of the query's information the item holds, 0 when
+  it holds no query word;
 - ``vector = clamp((cos - floor) / (1 - floor))``, ``cos`` the cosine of the query's and the
   item's vectors and ``floor`` the embedder's ``similarity_floor`` (below it: unrelated);
 - ``recency = 0.5 ** (age / half_life)``, ``age`` the time since the item was last written;
 
 and ``final = w_lexical * lexical + w_vector * vector + w_recency * recency``
-(:class:`SearchWeights`, per embedder in :data:`WEIGHTS`; half-life 30 days, saturation 6).
+(:class:`SearchWeights`, per embedder in :data:`WEIGHTS`; half-life 30 days).
 Candidates with neither a lexical nor a vector score are dropped; the ``k`` best by ``final``
 are returned. A query is never parsed as FTS5 syntax: its words are quoted one by
 one and joined with ``OR``, so quotes, ``*``, ``NEAR``, ``-`` or stray parentheses are plain
@@ -130,17 +132,10 @@ def fts_terms(query: str) -> list[str]:
     return list(dict.fromkeys(content_words(query)))[:MAX_QUERY_TERMS]
 
 
-def fts_phrases(query: str) -> list[str]:
-    """:func:`fts_terms` as FTS5 phrases that cannot be a syntax error: each word quoted
-    (``"like"``)."""
-    return [phrase(term) for term in fts_terms(query)]
-
-
-def fts_query(query: str) -> str | None:
-    """``query`` as one FTS5 expression: its :func:`fts_phrases` joined with ``OR`` (``None``
-    when it has no word)."""
-    phrases = fts_phrases(query)
-    return " OR ".join(phrases) if phrases else None
+def fts_match(terms: Sequence[str]) -> str:
+    """``terms`` as one FTS5 expression that cannot be a syntax error: each word quoted
+    (``"like"``), joined with ``OR``."""
+    return " OR ".join(phrase(term) for term in terms)
 
 
 def audiences(
@@ -312,7 +307,7 @@ class MemoryView(PooledReader):
         terms = fts_terms(query)
         if k <= 0 or not seen or not terms:
             return []
-        match = " OR ".join(phrase(term) for term in terms)
+        match = fts_match(terms)
         now = self.clock() if now_ms is None else now_ms
         pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
         qvec = self.embedder.embed_query(query)

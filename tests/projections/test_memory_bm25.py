@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections import memory_bm25
-from projections.memory_bm25 import K1, WEIGHTS, B, Scorer, phrase, statistics, tokenize_spec
-from projections.memory_search import fts_terms
+from projections.memory_bm25 import K1, WEIGHTS, B, Scorer, statistics, tokenize_spec
+from projections.memory_search import fts_match, fts_terms
 
 TEXTS = [
     "Don't stop the running journal; it runs and RUNS",
@@ -67,7 +67,7 @@ def conn() -> apsw.Connection:
 
 def scores(conn: apsw.Connection, query: str) -> tuple[dict[int, float], dict[int, float]]:
     terms = fts_terms(query)
-    match = " OR ".join(phrase(t) for t in terms)
+    match = fts_match(terms)
     idfs, mean = statistics(conn, match, terms)
     marks = ",".join("?" * len(idfs))
     inside = {

@@ -15,7 +15,7 @@ import pytest
 
 from events import Journal
 from projections import MemoryHit, MemoryView, memory_bm25
-from projections.memory_search import audiences, fts_terms
+from projections.memory_search import audiences, fts_match, fts_terms
 from projections.memory_stats import StatisticsCache
 from tests.projections.memory_kit import delete, fold, write
 
@@ -268,7 +268,7 @@ def test_lexical_candidates_are_the_filtered_walks_whoever_asks(
         for principal, session in [("user:alice", None), ("user:bob", "S1"), (None, "S1")]:
             seen = audiences(principal, session)
             for query in ["lamp", "desk chair", "window door floor wall", "lamp desk"]:
-                match = " OR ".join(memory_bm25.phrase(t) for t in fts_terms(query))
+                match = fts_match(fts_terms(query))
                 for now in (1, 1_000):
                     for pool in (1, 5, 20, 200):
                         expected = filtered_walk(conn, match, seen, now, pool)
