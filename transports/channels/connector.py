@@ -64,7 +64,9 @@ class Connector(abc.ABC):
 
     async def start(self, inbound: Inbound) -> None:  # noqa: B027 - optional
         """Begin receiving (a sync loop, a socket...); hand each message to ``inbound``.
-        Return once started. The webhook receives through reel's HTTP server instead."""
+        Return once started, without waiting on ``inbound``: a hand-in waits until every
+        channel has resumed its backlog, which is after every connector has started. The
+        webhook receives through reel's HTTP server instead."""
 
     async def stop(self) -> None:  # noqa: B027 - optional
         """Stop receiving and close connections (the node is stopping)."""

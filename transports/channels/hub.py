@@ -110,6 +110,8 @@ class ChannelHub:
         self.signal: Signal | None = None
         self._unlisten: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._resumed = asyncio.Event()
+        """Set on the loop once every channel actor was told to :class:`Resume`."""
         self._views: Views | None = None
         self._node: Node | None = None
         self._journal: JournalPort | None = None
@@ -175,6 +177,7 @@ class ChannelHub:
             log.info("channel %s (%s) started", name, connector.kind)
         for ref in self.actors.values():
             ref.tell(Resume())
+        io.loop.call_soon_threadsafe(self._resumed.set)
 
     def stop(self) -> None:
         """Stop the connectors (no more messages in), the followers, then the actors."""
@@ -234,7 +237,9 @@ class ChannelHub:
 
     async def _inbound(self, message: InboundMessage) -> RouteResult:
         """A connector's hand-in: done once the decision is durable (docs/channels.md,
-        "Nothing lost across a stop")."""
+        "Nothing lost across a stop"). Held until every channel was told to resume, so the
+        backlog of the last stop is asked for before anything heard since."""
+        await self._resumed.wait()
         return await asyncio.wrap_future(self.receive(message, until_run=False))
 
     def mint_code(self, channel: str, ttl_ms: int, principal: str) -> Future[MintedCode]:

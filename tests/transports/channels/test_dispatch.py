@@ -8,6 +8,7 @@ never grows past what the node accepts as one run's input."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,44 @@ def runs_on_disk(data_dir: Path) -> list[dict[str, Any]]:
     node = channel_node(data_dir, {})
     try:
         return runs(node)
+    finally:
+        close_node(node)
+
+
+def test_the_backlog_is_asked_for_before_what_a_connector_hears_at_start(
+    data_dir: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connector that hands a message in as soon as it starts (a sync loop catching up) does
+    not get its run asked for before the held messages of the last stop."""
+    node = channel_node(
+        data_dir, {"hook": channel(receiver, dm_policy="allow", coalesce_ms=60_000)}
+    )
+    try:
+        hand_in(node, "older, held at the stop", "$older")
+    finally:
+        close_node(node)
+    started = WebhookConnector.start
+
+    async def start_then_hear(self: WebhookConnector, inbound: Any) -> None:
+        await started(self, inbound)
+        newer = InboundMessage(
+            channel="hook",
+            conversation="dm-alice",
+            sender="@alice:localhost",
+            text="newer, heard at start",
+            message_id="$newer",
+            is_direct=True,
+        )
+        asyncio.get_running_loop().create_task(inbound(newer))
+
+    monkeypatch.setattr(WebhookConnector, "start", start_then_hear)
+    node = channel_node(data_dir, {"hook": channel(receiver, dm_policy="allow")})
+    try:
+        asked = eventually(lambda: len(got := events_of(node, ChannelRunRequested)) == 2 and got)
+        assert asked, "two runs requested"
+        assert [r.message_ids for r in asked] == [("$older",), ("$newer",)]
+        receiver.wait_for("newer, heard at start")
+        receiver.wait_for("older, held at the stop")
     finally:
         close_node(node)
 
