@@ -7,7 +7,8 @@ not ``Basic`` credentials: those are base64 of ``user:password``). The shapes, i
 
 * **tokens with a known prefix**, one whitespace-free run each: OpenAI/Anthropic ``sk-``,
   Stripe ``sk_live_``/``rk_live_``/``sk_test_``, GitHub, GitLab, Slack (and its webhooks),
-  Google, SendGrid, npm, PyPI, Hugging Face, Twilio, AWS access key ids, JWTs, URL userinfo
+  Google, SendGrid, npm, PyPI, Hugging Face, Twilio, reel's own API and admin tokens
+  (``reel_<id>_...``, ``reel_admin_...``), AWS access key ids, JWTs, URL userinfo
   passwords (``scheme://user:PASSWORD@host``), and bare AWS secret access keys (40 base64
   characters that look random: mixed case, digits, many distinct characters, few word-like
   runs, so identifiers and paths of that length stay);
@@ -319,6 +320,7 @@ DETECTORS: tuple[Detector, ...] = (
     _token("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
     _token("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
     _token("huggingface", r"\bhf_[A-Za-z0-9]{30,}\b", "hf_"),
+    _token("reel", r"\breel_(?:[0-9A-Z]{26}|admin)_[A-Za-z0-9_-]{43}", "reel_"),
     Detector(
         "aws_access_key_id",
         re.compile(

@@ -11,6 +11,8 @@ import os
 import secrets
 from pathlib import Path
 
+from events.redact import looks_secret
+
 TOKEN_FILE = "admin.token"
 
 
@@ -19,11 +21,18 @@ def token_path(data_dir: Path) -> Path:
     return data_dir / TOKEN_FILE
 
 
+ADMIN_TOKEN_PREFIX = "reel_admin_"
+"""What an admin token starts with: redaction knows the shape (events.detectors), so one pasted
+into a message, a session key or a sender id never reaches the journal in clear."""
+
+
 def load_or_create_token(data_dir: Path) -> str:
-    """The data dir's admin token, created (43 url-safe characters, mode 0600) if absent."""
+    """The data dir's admin token, created (``reel_admin_`` and 43 url-safe characters, mode
+    0600) if absent. A token file written before the prefix keeps working, but redaction cannot
+    tell its bare text from other text: :func:`is_recognisable` says which it is."""
     path = token_path(data_dir)
     if not path.exists():
-        token = secrets.token_urlsafe(32)
+        token = ADMIN_TOKEN_PREFIX + secrets.token_urlsafe(32)
         tmp = path.with_name(f"{TOKEN_FILE}.tmp{os.getpid()}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -48,3 +57,8 @@ def bearer_matches(header: str | None, token: str) -> bool:
     if scheme.lower() != "bearer":
         return False
     return hmac.compare_digest(value.strip().encode(), token.encode())
+
+
+def is_recognisable(admin_token: str) -> bool:
+    """Whether redaction recognises ``admin_token`` (one made with the prefix)."""
+    return admin_token.startswith(ADMIN_TOKEN_PREFIX) and looks_secret(admin_token)

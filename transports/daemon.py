@@ -30,7 +30,7 @@ from pathlib import Path
 import msgspec
 
 from events import JournalTampered
-from transports.auth import token_path
+from transports.auth import is_recognisable, load_or_create_token, token_path
 from transports.config import NodeConfig, env_overrides, load_config
 from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
@@ -151,6 +151,12 @@ def _serve(
         log.warning(
             "journal witness is on the data dir's filesystem: put it on another volume",
             extra=fields(witness=str(witness.path)),
+        )
+    if not is_recognisable(load_or_create_token(data_dir)):
+        log.warning(
+            "admin.token predates the reel_admin_ prefix, so redaction cannot recognise it if "
+            "it is pasted into a message: delete the file and restart for a new one",
+            extra=fields(token_file=str(token_path(data_dir))),
         )
     run_states = RunStateLogger(runtime.journal)
     run_states.start()

@@ -30,6 +30,14 @@ REFUSED = [
     "@alice:localhost",  # must start with a letter or digit
     "channel:webhook:" + "a" * 200,  # too long
     "channel:webhook:ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X",  # a GitHub token's shape
+    "channel:webhook:"
+    + "reel_01KAZQ5W3J8D4M2N6P0R7T9V1X_"
+    + "q8Zk-2LmNpQ4rS7t" * 2
+    + "U1vW3xY5zA6",  # a reel token's
+    "channel:webhook:"
+    + "reel_admin_"
+    + "Xy9_kL2mNpQ4-rS7" * 2
+    + "tU1vW3xY5zA",  # a reel admin token's
 ]
 
 

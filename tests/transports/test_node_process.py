@@ -35,6 +35,10 @@ from transports.config import env_names
 PORTS = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
 REPO = Path(__file__).resolve().parents[2]
 CORE_KEYS = ("ts", "level", "logger", "msg")
+ADMIN_TOKEN_WARNING = (
+    "admin.token predates the reel_admin_ prefix, so redaction cannot recognise it if it is "
+    "pasted into a message: delete the file and restart for a new one"
+)
 
 
 class Node(Daemon):
@@ -319,6 +323,22 @@ def test_the_ready_line_names_the_config_file_and_provider(
     assert f"config {elsewhere}  provider deterministic" in node.stdout[0]
     node.process.send_signal(signal.SIGTERM)
     assert node.finish() == 0
+
+
+def test_an_admin_token_from_before_the_prefix_is_named_at_start(
+    nodes: list[Node], data_dir: Path
+) -> None:
+    (data_dir / "admin.token").write_text("Q2xk3m9Vb7Yp1Rr4Ss8Tt0Uu6Ww2Xx5Zz3Aa7Bb9Cc\n")
+    node = start(nodes, data_dir)
+    (warning,) = [r for r in node.logged(ADMIN_TOKEN_WARNING)]
+    assert warning["level"] == "warning" and warning["token_file"].endswith("admin.token")
+    assert node.http("GET", "/v1/whoami")[0] == 200  # it still works
+    node.process.send_signal(signal.SIGTERM)
+    assert node.finish() == 0
+    fresh = start(nodes, data_dir.parent / "fresh")
+    assert not fresh.logged(ADMIN_TOKEN_WARNING)
+    fresh.process.send_signal(signal.SIGTERM)
+    assert fresh.finish() == 0
 
 
 # --- the log -----------------------------------------------------------------------------------

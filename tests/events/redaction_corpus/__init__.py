@@ -53,6 +53,8 @@ REQUIRED_SHAPES = frozenset(
         "cookie",
         "private_key_pem",
         "password_pair",
+        # issue 12: reel's own API and admin tokens
+        "reel_token",
     }
 )
 """Every shape the corpus must hold at least one entry of, each caught in full."""

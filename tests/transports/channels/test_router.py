@@ -359,6 +359,11 @@ def test_split_text_keeps_every_word_and_respects_the_limit() -> None:
         ({"sender": ""}, "sender"),
         ({"sender": "@alice smith:localhost"}, "sender"),
         ({"sender": "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"}, "sender"),
+        (
+            {"sender": "reel_01KAZQ5W3J8D4M2N6P0R7T9V1X_" + "q8Zk-2LmNpQ4rS7t" * 2 + "U1vW3xY5zA6"},
+            "sender",
+        ),
+        ({"sender": "reel_admin_" + "Xy9_kL2mNpQ4-rS7" * 2 + "tU1vW3xY5zA"}, "sender"),
         ({"sender_name": "n" * 200}, "sender_name"),
     ],
 )

@@ -345,7 +345,18 @@ def test_a_fetch_header_with_crlf_is_a_tool_error_naming_it_not_an_internal_erro
 
 @pytest.mark.parametrize(
     "key",
-    ["a b", "x" * 200, "-leading", "key\u00e9", "ghp_" + "A1b2" * 9, "AKIAIOSFODNN7EXAMPLE"],
+    [
+        "a b",
+        "x" * 200,
+        "-leading",
+        "key\u00e9",
+        "ghp_" + "A1b2" * 9,
+        "AKIAIOSFODNN7EXAMPLE",
+        "reel_01KAZQ5W3J8D4M2N6P0R7T9V1X_"
+        + "q8Zk-2LmNpQ4rS7t" * 2
+        + "U1vW3xY5zA6",  # reel's own API token
+        "reel_admin_" + "Xy9_kL2mNpQ4-rS7" * 2 + "tU1vW3xY5zA",  # and its admin token
+    ],
 )
 def test_a_session_key_the_journal_would_refuse_is_400_at_once(
     node: Node, log: pytest.LogCaptureFixture, key: str
