@@ -9,14 +9,13 @@ scripts). Ctrl-C cancels the run. Exit 0 done, 1 failed or cancelled, 2 usage er
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from transports.cli.data_dir import resolve
 from transports.cli.errors import CliError
-from transports.cli.options import DataOption
+from transports.cli.options import DataOption, TokenFileOption
 
 if TYPE_CHECKING:
     from events.catalog import ApprovalRequested
@@ -58,9 +57,7 @@ def chat(
             "REEL_GRPC_HOST / REEL_GRPC_PORT, else 127.0.0.1:8471].",
         ),
     ] = None,
-    token_file: Annotated[
-        Path | None, typer.Option("--token-file", help="Admin token (default <data>/admin.token).")
-    ] = None,
+    token_file: TokenFileOption = None,
 ) -> None:
     """Send a message and stream the run: over gRPC to a running node, or --local in-process.
 

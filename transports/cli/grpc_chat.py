@@ -8,8 +8,8 @@ follows an existing run from after tape entry N. Without a message it is an inte
 each line is a message in the same session, until end of input.
 
 Exit codes: 0 the run finished (done), 1 it failed or was cancelled, 2 usage or connection
-error. The token comes from ``--token-file`` or the data dir's ``admin.token``; it is never
-printed.
+error. The token comes from ``--token-file``, else ``REEL_TOKEN``, else the data dir's
+``admin.token`` (as every client command's); it is never printed.
 """
 
 from __future__ import annotations
@@ -40,17 +40,16 @@ from proto.reel.v1 import (
     TapeEvent,
     ToolOutcome,
 )
-from transports.auth import token_path
 from transports.cli.data_dir import resolve
-from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE
+from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE, CliError
 from transports.cli.grant_menu import known, menu, pick
 from transports.cli.node_address import grpc_address
+from transports.cli.node_api import node_token
 from transports.cli.render import Terminal, context_line, done_line, shorten
 from transports.grpc.client import (
     RunStreamClient,
     auth_metadata,
     open_channel,
-    read_token,
 )
 from transports.grpc.errors import GrpcClientError
 from transports.grpc.tape import MATCH_NAMES
@@ -120,11 +119,11 @@ def chat_over_grpc(
     try:
         _check_usage(message, session, key, new, approve, deny, resume, after)
         data_dir = resolve(data)
-        token = read_token(token_file or token_path(data_dir))
+        token = node_token(data_dir, token_file)
         where = address or grpc_address(data_dir)
         chat = _Chat(where, token, stdout, ask, approve=approve, deny=deny)
         return asyncio.run(chat.main(message, session, key, resume, after))
-    except (ChatUsageError, GrpcClientError) as exc:
+    except (ChatUsageError, GrpcClientError, CliError) as exc:
         print(f"reel: error: {exc}", file=stderr)
         return EXIT_UNUSABLE
     except _Failure as failure:

@@ -25,7 +25,6 @@ from transports.grpc.client import (
     auth_metadata,
     open_channel,
     parse_address,
-    read_token,
 )
 from transports.grpc.errors import GrpcClientError, GrpcStartError, GrpcTransportError
 from transports.grpc.server import GrpcServer, start_grpc
@@ -40,6 +39,5 @@ __all__ = [
     "auth_metadata",
     "open_channel",
     "parse_address",
-    "read_token",
     "start_grpc",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -41,17 +40,6 @@ def parse_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise GrpcClientError(f"--address: {address!r} is not host:port")
     return host.strip("[]"), int(port)
-
-
-def read_token(path: Path) -> str:
-    """The bearer token in ``path`` (the node's admin.token); never echoed in errors."""
-    try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise GrpcClientError(f"cannot read the token file {path}: {exc.strerror}") from None
-    if not token:
-        raise GrpcClientError(f"the token file {path} is empty")
-    return token
 
 
 def auth_metadata(token: str) -> dict[str, str]:

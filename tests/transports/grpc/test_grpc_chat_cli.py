@@ -129,6 +129,18 @@ def test_a_wrong_token_or_no_node_exits_2(node: GrpcNode, tmp_path: Path) -> Non
     assert closed == 2 and "cannot reach the node at 127.0.0.1:1" in out.getvalue()
 
 
+def test_reel_token_is_the_token_chat_sends(
+    node: GrpcNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like every client command: ``--token-file``, else ``REEL_TOKEN``, else admin.token (it
+    used to skip ``REEL_TOKEN`` and speak as the admin)."""
+    monkeypatch.setenv("REEL_TOKEN", "not-the-token")
+    code, _, err = chat(node, "hi")
+    assert code == 2 and "refused the token" in err and "not-the-token" not in err
+    monkeypatch.setenv("REEL_TOKEN", (node.data_dir / "admin.token").read_text().strip())
+    assert chat(node, "hi")[0] == 0
+
+
 def test_ctrl_c_cancels_the_run_and_exits_1(node: GrpcNode) -> None:
     script = textwrap.dedent(
         f"""
