@@ -823,6 +823,14 @@ class TokenRevoked(Event, frozen=True, kw_only=True, tag="token.revoked"):
     reason: str = ""
 
 
+class TokenUsed(Event, frozen=True, kw_only=True, tag="token.used"):
+    """The token authenticated a request (stream ``token-use/<token_id>``, by the token's
+    principal). Recorded at most once an hour per token, so ``reel tokens list`` can say when
+    each was last used, to the hour, without an event per request."""
+
+    token_id: Id
+
+
 # --- the journal's own checkpoints (stream ``journal``, written by the journal writer only) -----
 
 
@@ -915,6 +923,7 @@ CATALOG: tuple[type[Event], ...] = (
     ChannelCursorSaved,
     TokenCreated,
     TokenRevoked,
+    TokenUsed,
     AccessDecided,
     JournalCheckpoint,
 )

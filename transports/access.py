@@ -20,14 +20,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import TypeVar
 
-from events import JournalPort, new_id
+from events import AppendResult, JournalPort, new_id
 from events.catalog import AccessDecided
 from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
 from projections import Views
 from projections.records import ApprovalRecord, RunRecord, SessionRecord
-from transports.tokens import Credentials, TokenBook
+from transports.tokens import Credentials, TokenBook, use_stream
 
 T = TypeVar("T")
 
@@ -87,10 +88,24 @@ class Authority:
     # --- who --------------------------------------------------------------------------------
 
     def authenticate(self, token: str | None) -> Credentials | None:
-        """Who ``token`` speaks for, or None (the same for every kind of bad token)."""
+        """Who ``token`` speaks for, or None (the same for every kind of bad token). An API
+        token's use is recorded at most hourly (``token.used``, by its principal), submitted and
+        never waited for: no request waits on it, and the book folds it once durable."""
         if not token:
             return None
-        return self.tokens.authenticate(token, int(time.time() * 1000))
+        now_ms = int(time.time() * 1000)
+        who = self.tokens.authenticate(token, now_ms)
+        if who is not None and (used := self.tokens.use_to_record(who, now_ms)) is not None:
+            book = self.tokens
+
+            def fold(done: Future[AppendResult]) -> None:
+                if done.exception() is None:
+                    book.apply(used, done.result().recorded_at_ms)
+
+            self.journal.submit(
+                use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
+            ).add_done_callback(fold)
+        return who
 
     # --- may they ---------------------------------------------------------------------------
 

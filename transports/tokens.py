@@ -2,7 +2,8 @@
 
 A token is ``reel_<token_id>_<secret>``: the id finds its record, the secret (256 random bits)
 proves possession. The journal keeps the token's id, principal, roles, expiry and SHA-256
-digest (``token.created``) and its revocation (``token.revoked``), never the token, so the
+digest (``token.created``), its revocation (``token.revoked``) and, at most hourly, its use
+(``token.used``), never the token, so the
 auth view is a fold like every other view and a node learns about a new or revoked token as
 soon as the event is appended. The data dir's ``admin.token`` stays outside the journal: it
 is the principal ``admin`` with the role ``admin``, so a fresh node is reachable with one file.
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 import msgspec
 
 from events import JournalPort, JournalReadPort, new_id
-from events.catalog import Event, TokenCreated, TokenRevoked
+from events.catalog import Event, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from policies import ROLES
 
@@ -38,7 +39,10 @@ reserved for the admin token and chat connectors."""
 _TOKEN = re.compile(r"reel_([0-9A-Z]{26})_([A-Za-z0-9_-]{43})")
 
 
-TOKEN_KINDS = ("token.created", "token.revoked")
+TOKEN_KINDS = ("token.created", "token.revoked", "token.used")
+
+USE_RECORDED_EVERY_MS = 3_600_000
+"""A token's use is recorded (``token.used``) at most once an hour: "last used" to the hour."""
 
 
 class TokenError(ValueError):
@@ -77,6 +81,8 @@ class TokenRecord(msgspec.Struct, frozen=True, kw_only=True):
     expires_at_ms: int | None
     note: str
     revoked_at_ms: int | None = None
+    last_used_ms: int | None = None
+    """When a ``token.used`` last recorded it authenticating (to the hour; None: never)."""
 
     def active(self, now_ms: int) -> bool:
         return self.revoked_at_ms is None and (
@@ -145,6 +151,8 @@ class TokenBook:
     def __init__(self, admin_token: str) -> None:
         self._admin = admin_token
         self._tokens: dict[str, TokenRecord] = {}
+        self._asked: dict[str, int] = {}
+        """Token id -> when a ``token.used`` was last asked for (before it is folded)."""
         self._lock = threading.Lock()
 
     def sharing(self, admin_token: str) -> TokenBook:
@@ -153,7 +161,7 @@ class TokenBook:
         if hmac.compare_digest(admin_token.encode(), self._admin.encode()):
             return self
         other = TokenBook(admin_token)
-        other._tokens, other._lock = self._tokens, self._lock
+        other._tokens, other._asked, other._lock = self._tokens, self._asked, self._lock
         return other
 
     def apply(self, event: Event, recorded_at_ms: int) -> None:
@@ -169,6 +177,12 @@ class TokenBook:
                     expires_at_ms=event.expires_at_ms,
                     note=event.note,
                 )
+            elif isinstance(event, TokenUsed):
+                record = self._tokens.get(event.token_id)
+                if record is not None and (record.last_used_ms or 0) < recorded_at_ms:
+                    self._tokens[event.token_id] = msgspec.structs.replace(
+                        record, last_used_ms=recorded_at_ms
+                    )
             elif isinstance(event, TokenRevoked):
                 record = self._tokens.get(event.token_id)
                 if record is not None and record.revoked_at_ms is None:
@@ -195,6 +209,20 @@ class TokenBook:
                 if record.principal == principal and record.active(now_ms):
                     roles.update(record.roles)
         return tuple(sorted(roles))
+
+    def use_to_record(self, credentials: Credentials, now_ms: int) -> TokenUsed | None:
+        """The ``token.used`` to record for a request ``credentials`` authenticated at
+        ``now_ms``: one when the token's last recorded use (or the last one this book asked
+        for) is an hour old or more, else None (the admin token's uses are not recorded)."""
+        with self._lock:
+            record = self._tokens.get(credentials.token_id)
+            if record is None:
+                return None
+            last = max(record.last_used_ms or 0, self._asked.get(record.token_id, 0))
+            if last and now_ms - last < USE_RECORDED_EVERY_MS:
+                return None
+            self._asked[record.token_id] = now_ms
+        return TokenUsed(token_id=record.token_id)
 
     def authenticate(self, token: str, now_ms: int) -> Credentials | None:
         """Who ``token`` speaks for, or None (unknown, malformed, expired or revoked alike)."""
@@ -223,6 +251,12 @@ def bearer(header: str | None) -> str | None:
 
 def token_stream(token_id: str) -> str:
     return f"token/{token_id}"
+
+
+def use_stream(token_id: str) -> str:
+    """Where a token's ``token.used`` events go: not its own stream, whose ``created`` and
+    ``revoked`` are written with expected positions by the API that manages tokens."""
+    return f"token-use/{token_id}"
 
 
 def load_tokens(reader: JournalReadPort, admin_token: str) -> TokenBook:

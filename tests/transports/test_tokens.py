@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from events import new_id
-from events.catalog import TokenRevoked
+from events.catalog import TokenRevoked, TokenUsed
 from transports.tokens import (
     ADMIN_PRINCIPAL,
+    USE_RECORDED_EVERY_MS,
     Credentials,
     TokenBook,
     TokenError,
@@ -61,6 +62,22 @@ def test_unknown_tampered_expired_and_revoked_tokens_are_refused_alike() -> None
     assert book.authenticate(token, 3_001) is None
     (record,) = book.records()
     assert record.revoked_at_ms == 3_000
+
+
+def test_a_tokens_use_is_recorded_at_most_hourly_and_folded_as_last_used() -> None:
+    book, token, token_id = book_with()
+    who = book.authenticate(token, 2_000)
+    assert who is not None
+    assert book.use_to_record(who, 2_000) == TokenUsed(token_id=token_id)
+    assert book.use_to_record(who, 2_001) is None  # asked for, not folded yet: not again
+    book.apply(TokenUsed(token_id=token_id), 2_005)
+    assert book.records()[0].last_used_ms == 2_005
+    assert book.use_to_record(who, 2_005 + USE_RECORDED_EVERY_MS - 1) is None
+    assert book.use_to_record(who, 2_005 + USE_RECORDED_EVERY_MS) == TokenUsed(token_id=token_id)
+    book.apply(TokenUsed(token_id=token_id), 1_500)  # an older use never moves it back
+    assert book.records()[0].last_used_ms == 2_005
+    admin = book.authenticate(ADMIN, 2_000)
+    assert admin is not None and book.use_to_record(admin, 2_000) is None
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,8 @@ class TokenView(msgspec.Struct, frozen=True, kw_only=True):
     created: str
     expires: str | None
     revoked: str | None
+    last_used: str | None
+    """When it last authenticated a request, to the hour (None: never)."""
     note: str
     state: str
 
@@ -77,6 +79,7 @@ def view_of(record: TokenRecord, now_ms: int) -> TokenView:
         created=_iso(record.created_at_ms) or "",
         expires=_iso(record.expires_at_ms),
         revoked=_iso(record.revoked_at_ms),
+        last_used=_iso(record.last_used_ms),
         note=record.note,
         state=state,
     )
@@ -154,7 +157,8 @@ def _print_created(view: TokenView, token: str, json: bool) -> None:
 def list_cmd(
     data: DataOption = None, json: JsonOption = False, token_file: TokenFileOption = None
 ) -> None:
-    """Every token: id, principal, roles, created, expires, state (never the token)."""
+    """Every token: id, principal, roles, created, expires, last used (to the hour), state
+    (never the token)."""
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
     from transports.tokens import load_tokens
@@ -180,8 +184,8 @@ def list_cmd(
     for v in views:
         print(
             f"{v.id}  {v.state:<8} {v.principal:<24} {','.join(v.roles):<18} "
-            f"created={v.created}  expires={v.expires or 'never'}"
-            + (f"  note={v.note}" if v.note else "")
+            f"created={v.created}  expires={v.expires or 'never'}  "
+            f"last_used={v.last_used or 'never'}" + (f"  note={v.note}" if v.note else "")
         )
 
 
@@ -225,6 +229,7 @@ def _view_from_api(token: dict[str, Any]) -> TokenView:
         created=_iso(token["created_at_ms"]) or "",
         expires=_iso(token["expires_at_ms"]),
         revoked=_iso(token.get("revoked_at_ms")),
+        last_used=_iso(token.get("last_used_at_ms")),
         note=token["note"],
         state=token["state"],
     )

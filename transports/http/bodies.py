@@ -214,6 +214,8 @@ class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
     created_at_ms: int
     expires_at_ms: int | None
     revoked_at_ms: int | None
+    last_used_at_ms: int | None
+    """When the token last authenticated a request, to the hour (None: never)."""
     note: str
     state: Literal["active", "expired", "revoked"]
 

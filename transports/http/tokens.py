@@ -38,6 +38,7 @@ def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:
         created_at_ms=record.created_at_ms,
         expires_at_ms=record.expires_at_ms,
         revoked_at_ms=record.revoked_at_ms,
+        last_used_at_ms=record.last_used_ms,
         note=record.note,
         state=state,
     )
