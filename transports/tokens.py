@@ -26,6 +26,8 @@ import msgspec
 from events import JournalPort, JournalReadPort, new_id
 from events.catalog import Event, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
+from events.fields import PRINCIPAL
+from events.redact import looks_secret
 from policies import ROLES
 
 ADMIN_PRINCIPAL = "admin"
@@ -104,6 +106,15 @@ def validate_principal(principal: str) -> str:
             "(lowercase letters, digits, . _ @ -)",
         )
     return principal
+
+
+def is_request_principal(principal: str) -> bool:
+    """Whether a request can carry ``principal``: the admin token's, a token's
+    (:data:`PRINCIPAL_PATTERN`), or a chat sender's (``channel:<channel>:<sender>``, as the
+    journal takes it)."""
+    if principal == ADMIN_PRINCIPAL or PRINCIPAL_PATTERN.fullmatch(principal):
+        return True
+    return principal.startswith("channel:") and PRINCIPAL.problem(principal, looks_secret) is None
 
 
 def validate_roles(roles: Iterable[str]) -> tuple[str, ...]:

@@ -60,9 +60,15 @@ def check_cmd(
     --role, --resource and one --context KEY=VALUE per key of the action's context
     (docs/policy.md lists them)."""
     from policies import ACTIONS, PolicyEngine
+    from transports.tokens import is_request_principal
 
     if (tool is None) == (action is None):
         raise CliError("give exactly one of --tool (a tool call) or --action (an API action)")
+    if not is_request_principal(principal):
+        raise CliError(
+            "--principal: not a principal a request can carry (it must be admin, "
+            "user:NAME, service:NAME, agent:NAME or channel:<channel>:<sender>)"
+        )
     data_dir = resolve(data)
     engine = PolicyEngine.load(data_dir / "policies")
     if action is not None:

@@ -178,29 +178,36 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
 
 def test_policy_check_names_the_deciding_policies(tmp_path: Path) -> None:
     out = reel(
-        "policy", "check", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
+        "policy", "check", "--principal", "user:ops", "--tool", "shell.run", "--data", str(tmp_path)
     )
     assert out.returncode == 0, out.stderr
     assert "decision: approval_required" in out.stdout
     assert "baseline.tool.approved" in out.stdout
     (tmp_path / "policies").mkdir(exist_ok=True)
     (tmp_path / "policies" / "ops.cedar").write_text(
-        '@id("shell")\npermit (principal == Principal::"ops", action == Action::"tool.execute",'
+        '@id("shell")\npermit (principal == Principal::"user:ops", action == Action::"tool.execute",'
         ' resource == Tool::"shell.run");\n'
     )
     (tmp_path / "config.toml").write_text('[tools]\npostures = { "shell.run" = "always_allow" }\n')
     allowed = reel(
-        "policy", "check", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
+        "policy", "check", "--principal", "user:ops", "--tool", "shell.run", "--data", str(tmp_path)
     )
     assert "decision: allow" in allowed.stdout and "ops.shell" in allowed.stdout
     other = reel(
-        "policy", "check", "--principal", "eve", "--tool", "shell.run", "--data", str(tmp_path)
+        "policy", "check", "--principal", "user:eve", "--tool", "shell.run", "--data", str(tmp_path)
     )
     assert "decision: approval_required" in other.stdout
     unknown = reel(
-        "policy", "check", "--principal", "ops", "--tool", "nope", "--data", str(tmp_path)
+        "policy", "check", "--principal", "user:ops", "--tool", "nope", "--data", str(tmp_path)
     )
     assert unknown.returncode == 2 and "unknown tool 'nope'" in unknown.stderr
+    for nobody in ("ops", "bad one", "channel:hook:ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"):
+        refused = reel(
+            "policy", "check", "--principal", nobody, "--tool", "echo", "--data", str(tmp_path)
+        )
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "--principal: not a principal a request can carry" in refused.stderr
+        assert nobody not in refused.stderr
 
 
 def test_a_policy_that_does_not_validate_stops_the_node(tmp_path: Path) -> None:
