@@ -33,6 +33,8 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
     prefix: str = ""
     digest: bytes = b""
     approval_id: str = ""
+    decided_by: str = ""
+    """Who allowed it (from the decision; the session's record names them as its principal)."""
 
     @property
     def key(self) -> tuple[str, str, str, bytes]:
@@ -49,6 +51,7 @@ def grant_of(event: ApprovalResolved | SessionGrantAdded) -> Grant:
         prefix=event.prefix,
         digest=event.arguments_digest,
         approval_id=event.approval_id,
+        decided_by=event.decided_by if isinstance(event, ApprovalResolved) else "",
     )
 
 

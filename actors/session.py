@@ -216,7 +216,8 @@ class SessionActor(pykka.ThreadingActor):
                     match=grant.match,
                     prefix=grant.prefix,
                     arguments_digest=grant.digest,
-                )
+                ),
+                principal=grant.decided_by or "system",
             )
         elif isinstance(message, SetSessionPosture):
             if message.tool not in self.s.catalog:

@@ -219,3 +219,23 @@ def test_the_principal_on_every_event_of_a_scripted_session(
         data = path.read_bytes()
         assert not any(part.encode() in data for part in secret_parts), path
     assert not any(part in caplog.text for part in secret_parts)
+
+
+def test_a_session_grant_is_recorded_as_the_approvers(node: Node) -> None:
+    operator = make_token(node, "user:alice", "operator")
+    approver = make_token(node, "user:bob", "approver")
+    session_id = node.call("POST", "/v1/sessions", {}, auth=as_(operator)).json()["session_id"]
+    started = node.call(
+        "POST", f"/v1/sessions/{session_id}/messages", {"text": SHELL}, auth=as_(operator)
+    )
+    run_id = started.json()["run_id"]
+    approval_id = node.pending_approval(run_id)
+    allow = {"decision": "allow", "scope": "session"}
+    decided = node.call("POST", f"/v1/approvals/{approval_id}", allow, auth=as_(approver))
+    assert decided.status == 200, decided
+    node.finish(run_id)
+    granted = [
+        r for r in node.runtime.journal.read_stream(f"session/{session_id}")
+        if r.kind == "session.grant_added"
+    ]  # fmt: skip
+    assert [r.principal for r in granted] == ["user:bob"]
