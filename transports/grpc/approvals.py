@@ -13,6 +13,7 @@ from typing import Literal
 
 from actors.messages import ResolveApproval
 from events import StoredEvent
+from events.fields import TOOL_NAME
 from projections import ApprovalFilter, ApprovalRecord
 from projections.follow import pages
 from proto.reel.v1 import (
@@ -32,6 +33,7 @@ from transports.grpc.context import (
     page_size,
     page_token,
     require_id,
+    require_identifier,
 )
 from transports.grpc.records import approval_message
 from transports.grpc.run_stream import SCOPE_NAMES, match_name
@@ -65,11 +67,14 @@ class ApprovalsService(ApprovalsBase):
         who = await ctx.permit("approval.list")
         if message.state not in STATE_FILTER:
             raise invalid("state", f"unknown approval state {int(message.state)}")
+        # An empty filter is "any"; a set one must be valid, as over HTTP (never "no match").
         where = ApprovalFilter(
             state=STATE_FILTER[message.state],
-            run_id=message.run_id or None,
-            session_id=message.session_id or None,
-            tool=message.tool or None,
+            run_id=require_id("run_id", message.run_id) if message.run_id else None,
+            session_id=(
+                require_id("session_id", message.session_id) if message.session_id else None
+            ),
+            tool=require_identifier("tool", message.tool, TOOL_NAME) if message.tool else None,
         )
 
         def wanted(record: ApprovalRecord) -> bool:

@@ -197,6 +197,23 @@ def test_list_sessions_pages_through_every_session_once(node: GrpcNode) -> None:
 # --- approvals ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"run_id": "garbage"}, "run_id"),
+        ({"session_id": "01arz"}, "session_id"),
+        ({"tool": "Shell.Run"}, "tool"),
+    ],
+)
+def test_approvals_list_refuses_a_malformed_filter_naming_it(
+    node: GrpcNode, fields: dict[str, str], field: str
+) -> None:
+    """As ``GET /v1/approvals`` does: a filter that cannot match anything is a mistake, not an
+    empty list."""
+    bad = error_of(node, ApprovalsStub, "list", ListApprovalsRequest(**fields))  # type: ignore[arg-type]
+    assert bad.status == Status.INVALID_ARGUMENT and field in (bad.message or "")
+
+
 def test_approvals_list_resolve_and_watch(node: GrpcNode) -> None:
     async def go() -> tuple[list[object], list[object], object, list[object]]:
         channel = node.channel()
