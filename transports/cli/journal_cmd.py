@@ -229,7 +229,8 @@ def tail_cmd(
     n: Annotated[int, typer.Option("-n", "--lines", min=1, help="How many events.")] = 10,
     json: JsonOption = False,
 ) -> None:
-    """Print the last N events, decoded (payloads were redacted before they were stored)."""
+    """Print the last N events, decoded (payloads were redacted before they were stored): its
+    position, time, who caused it, its stream and seq, and the event."""
     with open_reader(data) as reader:
         head = reader.head()
         rows = reader.read(after_position=max(0, head.position - n), limit=n)
@@ -243,7 +244,10 @@ def tail_cmd(
                 timespec="milliseconds"
             )
             body = _json.encode(record["event"]).decode()
-            print(f"{stored.position:>8} {when} {stored.stream}#{stored.stream_seq} {body}")
+            print(
+                f"{stored.position:>8} {when} {stored.principal} "
+                f"{stored.stream}#{stored.stream_seq} {body}"
+            )
 
 
 @app.command("export")

@@ -185,8 +185,8 @@ def test_policy_check_names_the_deciding_policies(tmp_path: Path) -> None:
     assert "baseline.tool.approved" in out.stdout
     (tmp_path / "policies").mkdir(exist_ok=True)
     (tmp_path / "policies" / "ops.cedar").write_text(
-        '@id("shell")\npermit (principal == Principal::"user:ops", action == Action::"tool.execute",'
-        ' resource == Tool::"shell.run");\n'
+        '@id("shell")\npermit (principal == Principal::"user:ops",'
+        ' action == Action::"tool.execute", resource == Tool::"shell.run");\n'
     )
     (tmp_path / "config.toml").write_text('[tools]\npostures = { "shell.run" = "always_allow" }\n')
     allowed = reel(

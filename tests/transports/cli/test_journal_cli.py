@@ -232,6 +232,7 @@ def test_tail_prints_decoded_redacted_events(data: Path) -> None:
     lines = done.stdout.splitlines()
     assert len(lines) == 4
     assert [line.split()[0] for line in lines] == ["19", "20", "21", "22"]
+    assert lines[0].split()[2] == "system"  # who caused it (this fixture appends as system)
     assert "run/4#1" in lines[0] and '"working"' in lines[0]
     assert '"Authorization":"[REDACTED]"' in lines[1]
     assert '"answer":"answer 4"' in lines[2]
