@@ -25,7 +25,9 @@ class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """Limits and allowlists bound into the runtimes by `build_catalog`."""
 
     workspace_dir: str | None = None
-    """Default workspace for `ExecutionContext.start`; the daemon passes ``<data>/workspace``."""
+    """The directory tools work in (``[tools] workspace_dir``, ``REEL_TOOLS_WORKSPACE_DIR``);
+    ``None``: the daemon uses ``<data>/workspace``. Runs' tool calls and ``@file``
+    references resolve inside it; the shell sandbox binds it and hides its parent."""
     plugin_dir: str | None = None
     """Directory with one subdirectory per WASM plugin; ``None`` loads no plugins."""
 

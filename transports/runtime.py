@@ -152,7 +152,11 @@ def open_runtime(
     embedder = load_embedder(cfg)
     # The view's connections open on first use: views.db exists by then (the projector makes it).
     memory = NodeMemory(MemoryView(data_dir / "views.db", embedder))
-    catalog = build_catalog(cfg.tools_config(data_dir), memory=memory)
+    tools_config = cfg.tools_config(data_dir)
+    assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
+    workspace = Path(tools_config.workspace_dir)
+    workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+    catalog = build_catalog(tools_config, memory=memory)
     gate = ToolGate(engine, cfg.tools.postures)
     unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
     if unknown:
@@ -189,7 +193,7 @@ def open_runtime(
             provider=model,
             catalog=catalog,
             gate=gate,
-            workspace=data_dir / "workspace",
+            workspace=workspace,
             config=cfg.actors(),
             memory=memory.view,
             tasks=cfg.tasks,

@@ -153,6 +153,26 @@ def test_environment_overrides_reach_the_node(daemons: list[Daemon], data_dir: P
     assert daemon.finish() == 0
 
 
+def test_the_configured_workspace_is_where_tools_and_references_work(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """``[tools] workspace_dir`` (here ``REEL_TOOLS_WORKSPACE_DIR``) is the one workspace: a
+    tool writes there and an ``@file`` reference reads from there, not ``<data>/workspace``."""
+    elsewhere = tmp_path / "ws"
+    env = {"REEL_TOOLS_WORKSPACE_DIR": str(elsewhere)}
+    call = '/tool fs.write {"path": "note.txt", "content": "kept elsewhere"}'
+    wrote = reel("chat", "--local", "--new", "--approve", call, "--data", str(data_dir), env=env)
+    assert wrote.returncode == 0, wrote.stderr
+    assert (elsewhere / "note.txt").read_text() == "kept elsewhere"
+    assert not (data_dir / "workspace" / "note.txt").exists()
+    read = reel(
+        "chat", "--local", "--new", "--approve", "what does @file:note.txt say?",
+        "--data", str(data_dir), env=env,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    assert "kept elsewhere" in read.stdout and "does not exist" not in read.stdout
+
+
 def test_a_second_node_on_the_same_data_dir_names_the_holder(
     daemons: list[Daemon], data_dir: Path
 ) -> None:
