@@ -35,6 +35,16 @@ def test_the_learning_tab_for_a_viewer_and_an_approver(
     viewer = make_token(console, "user:vic", "viewer")
     approver = make_token(console, "user:ann", "approver")
 
+    # A later run of alice's shows, in its context entry, the preferences it was offered.
+    log_in(page, console, make_token(console, "user:alice", "operator"))
+    page.get_by_test_id("message-input").fill("show me the numbers")
+    page.get_by_test_id("send-button").click()
+    context = page.get_by_test_id("tape").locator("[data-kind='run.context_assembled']")
+    expect(context.get_by_test_id("context-items")).to_contain_text(
+        "learned preference · Prefer tables"
+    )
+    log_out(page)
+
     log_in(page, console, viewer)
     page.get_by_test_id("tab-learning").click()
     page.get_by_test_id("learning-status").select_option("applied")

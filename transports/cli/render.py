@@ -24,7 +24,7 @@ from events.catalog import (
 
 def context_line(event: dict[str, Any]) -> str | None:
     """One line saying what ``run.context_assembled`` put into the model input besides the
-    message (None when nothing: no summary, memory or references)."""
+    message (None when nothing: no summary, memory, references or applied learnings)."""
     parts: list[str] = []
     if event.get("compaction_id"):
         parts.append(f"summary {event['compaction_id']}")
@@ -34,6 +34,8 @@ def context_line(event: dict[str, Any]) -> str | None:
         outcome = r.get("outcome", "")
         note = f": {shorten(str(r['note']))}" if r.get("note") and outcome != "included" else ""
         parts.append(f"@{r.get('kind')}:{r.get('target')} {outcome}{note}")
+    for learned in event.get("learned") or ():
+        parts.append(f"learned {learned.get('kind')} {shorten(str(learned.get('text', '')))!r}")
     if not parts:
         return None
     return f"   context: {'; '.join(parts)} (~{event.get('estimated_input_tokens', 0)} tokens)"

@@ -979,7 +979,8 @@ function renderEntry(ctx, entry) {
       ]);
       break;
     case "run.context_assembled": {
-      // What went into the model input besides the message: summary, memory, references.
+      // What went into the model input besides the message: summary, memory, references,
+      // applied learnings (preferences, procedure hints).
       const items = [];
       if (ev.compaction_id) items.push(`summary ${ev.compaction_id}`);
       for (const m of ev.memory ?? []) {
@@ -988,6 +989,9 @@ function renderEntry(ctx, entry) {
       for (const r of ev.references ?? []) {
         const note = r.outcome !== "included" && r.note ? `: ${r.note}` : "";
         items.push(`@${r.kind}:${r.target} · ${r.outcome}${note}`);
+      }
+      for (const l of ev.learned ?? []) {
+        items.push(`learned ${l.kind} · ${l.text}`);
       }
       const prior = ev.prior_runs?.length ?? 0;
       append(body, [
