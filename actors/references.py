@@ -24,12 +24,11 @@ from typing import Literal
 import msgspec
 
 from actors.provider import ToolCall
+from events.lifecycle import REFERENCE_CALL_PREFIX
 
 Kind = Literal["file", "url", "memory", "run"]
 MAX_REFERENCES = 8
 """References resolved per message; more are noted, not read."""
-REFERENCE_CALL_PREFIX = "ref-"
-"""Call ids of the tool calls that read referenced files and URLs."""
 
 _REFERENCE = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))@(file|url|memory|run):(\S+)")
 _TRAILING = ".,;:!?)]"

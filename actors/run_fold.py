@@ -18,7 +18,7 @@ from msgspec.structs import replace
 
 from actors.grants import Grant, grant_of
 from actors.provider import ToolCall
-from actors.references import MAX_REFERENCES, REFERENCE_CALL_PREFIX, Reference
+from actors.references import MAX_REFERENCES, Reference
 from actors.references import parse as parse_references
 from actors.run_state import apply as apply_status
 from actors.stream import Recorded
@@ -35,7 +35,7 @@ from events.catalog import (
     ToolCompleted,
     ToolProposed,
 )
-from events.lifecycle import TERMINAL_EVENTS, RunEnd, RunStatus
+from events.lifecycle import REFERENCE_CALL_PREFIX, TERMINAL_EVENTS, RunEnd, RunStatus
 
 
 class Turn(msgspec.Struct, frozen=True):

@@ -23,6 +23,11 @@ from events.catalog import (
     kind_of,
 )
 
+REFERENCE_CALL_PREFIX = "ref-"
+"""Call ids of the tool calls a run makes to read the files and URLs its message references
+(``@file:``, ``@url:``): they are not the model's calls, so no count of a run's tool calls
+(``max_tool_calls``, ``run.completed``, the runs view) includes them."""
+
 
 class RunStatus(StrEnum):
     """Where a run is in its life (the runs view stores the value)."""

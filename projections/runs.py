@@ -16,12 +16,19 @@ from events.catalog import (
     RunTurnCompleted,
     ToolProposed,
 )
-from events.lifecycle import STATUS_OF, STATUS_OF_KIND, TERMINAL_EVENTS, RunStatus
+from events.lifecycle import (
+    REFERENCE_CALL_PREFIX,
+    STATUS_OF,
+    STATUS_OF_KIND,
+    TERMINAL_EVENTS,
+    RunStatus,
+)
 
 
 class RunsProjection:
     name: str = "runs"
-    version: int = 1
+    version: int = 2
+    """2: ``tool_calls`` no longer counts the reads of a message's references (``ref-N``)."""
     tables: tuple[str, ...] = ("runs",)
     kinds: frozenset[str] | None = frozenset(
         {*STATUS_OF_KIND, "run.turn_completed", "tool.proposed"}
@@ -68,7 +75,9 @@ class RunsProjection:
                 " completion_tokens = completion_tokens + ? WHERE run_id = ?",
                 (event.prompt_tokens, event.completion_tokens, event.run_id),
             )
-        elif isinstance(event, ToolProposed):
+        elif isinstance(event, ToolProposed) and not event.call_id.startswith(
+            REFERENCE_CALL_PREFIX
+        ):
             conn.execute(
                 "UPDATE runs SET tool_calls = tool_calls + 1 WHERE run_id = ?", (event.run_id,)
             )

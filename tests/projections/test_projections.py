@@ -147,6 +147,32 @@ def test_tape_is_dense_in_journal_order_and_includes_tool_events(tmp_path: Path)
     assert isinstance(tape[0].event, RunAccepted) and tape[0].event.text.startswith("x")
 
 
+def test_a_runs_tool_calls_count_the_models_calls_not_its_reference_reads(
+    tmp_path: Path,
+) -> None:
+    """The runs view counts what ``run.completed`` counts: reading ``@file:`` is the node's
+    call (``ref-N``), not the model's."""
+    config = NodeConfig(tools=ToolsSection(postures={"fs.read": "always_allow"}))
+    rt = open_runtime(tmp_path, config=config)
+    try:
+        (tmp_path / "workspace" / "a.txt").write_text("alpha")
+        ticket = rt.node.ask(
+            StartRun(text='see @file:a.txt\n/tool echo {"text": "1"}', create=True)
+        )
+        wait_run(rt, ticket.run_id)
+        record = rt.views.run(ticket.run_id)
+        (end,) = [e for e in rt.journal.read_correlated(ticket.run_id) if e.kind == "run.completed"]
+        proposed = [
+            e.decode().call_id  # type: ignore[attr-defined]
+            for e in rt.journal.read_correlated(ticket.run_id)
+            if e.kind == "tool.proposed"
+        ]
+    finally:
+        rt.close(grace_s=0)
+    assert sorted(c.startswith("ref-") for c in proposed) == [False, True]  # both were calls
+    assert record is not None and record.tool_calls == end.decode().tool_calls == 1  # type: ignore[attr-defined]
+
+
 def test_deleting_views_loses_nothing(tmp_path: Path) -> None:
     rt = open_runtime(tmp_path, config=CONFIG)
     try:
@@ -169,8 +195,8 @@ def test_deleting_views_loses_nothing(tmp_path: Path) -> None:
     assert after == before and len(after) == 5
 
 
-class RunsV2(RunsProjection):
-    version = 2
+class RunsNext(RunsProjection):
+    version = RunsProjection.version + 1
 
 
 def test_a_version_bump_rebuilds_only_that_projection(tmp_path: Path) -> None:
@@ -187,7 +213,7 @@ def test_a_version_bump_rebuilds_only_that_projection(tmp_path: Path) -> None:
     head = reader.head().position
     from projections.projector import all_projections
 
-    projections = [RunsV2() if p.name == "runs" else p for p in all_projections()]
+    projections = [RunsNext() if p.name == "runs" else p for p in all_projections()]
     projector = Projector(reader, views, projections)
     assert projector.checkpoints()["runs"] == 0
     assert projector.checkpoints()["tape"] == head
@@ -197,7 +223,8 @@ def test_a_version_bump_rebuilds_only_that_projection(tmp_path: Path) -> None:
     assert len(Views(views).runs_of_session(Views(views).sessions()[0].session_id)) == 1
     conn = apsw.Connection(str(views))
     assert conn.execute("SELECT count(*) FROM runs").get == 5
-    assert conn.execute("SELECT version FROM projection_checkpoints WHERE name='runs'").get == 2
+    version = conn.execute("SELECT version FROM projection_checkpoints WHERE name='runs'").get
+    assert version == RunsProjection.version + 1
     conn.close()
 
 
