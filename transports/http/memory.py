@@ -306,6 +306,8 @@ async def delete(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     item_id = path_id(request, "item_id", "memory item")
     reason = request.query.get("reason", "")
+    if "reason" in request.query and not reason.strip():  # present: it must say something
+        raise ApiError("invalid_argument", "reason: empty (leave it out for none)", "query.reason")
     who = caller(request)
     journal = ctx.runtime.journal
     state = await asyncio.to_thread(item_state, journal, item_id)

@@ -257,6 +257,8 @@ def test_bad_reads_and_deletes(mnode: Node) -> None:
     item_id = write(mnode, text="a fact").json()["id"]
     long_reason = checked(mnode, "DELETE", f"/v1/memory/{item_id}?reason={'r' * 1001}")
     assert long_reason.status == 400 and long_reason.error["field"] == "query.reason"
+    empty_reason = checked(mnode, "DELETE", f"/v1/memory/{item_id}?reason=")
+    assert empty_reason.status == 400 and empty_reason.error["field"] == "query.reason"
 
 
 def test_an_item_past_its_expiry_is_never_returned(mnode: Node) -> None:
