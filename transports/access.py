@@ -18,12 +18,13 @@ Transports map :class:`PermissionDenied` to 403 / ``PERMISSION_DENIED`` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TypeVar
 
-from events import AppendResult, JournalPort, new_id
+from events import AppendResult, JournalError, JournalPort, new_id
 from events.catalog import AccessDecided
 from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
 from projections import Views
@@ -102,9 +103,11 @@ class Authority:
                 if done.exception() is None:
                     book.apply(used, done.result().recorded_at_ms)
 
-            self.journal.submit(
-                use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
-            ).add_done_callback(fold)
+            # Closing: a last use goes unrecorded, and the request goes on.
+            with contextlib.suppress(JournalError):
+                self.journal.submit(
+                    use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
+                ).add_done_callback(fold)
         return who
 
     # --- may they ---------------------------------------------------------------------------
