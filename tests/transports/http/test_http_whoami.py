@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from policies import ACTIONS
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import Node, close_node, eventually, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
 
@@ -74,12 +74,15 @@ def test_each_role_sees_what_it_may_do(node: Node) -> None:
 
 
 def test_asking_changes_nothing(node: Node) -> None:
+    """No decision is recorded for asking; the token's first use is (``token.used``, once)."""
     token, _ = make_token(node, "user:olga", "operator")
     before = node.runtime.journal.committed_position
     for _ in range(3):
         whoami(node, token)
         whoami(node, node.token)
-    assert node.runtime.journal.committed_position == before
+    assert eventually(lambda: node.runtime.journal.committed_position == before + 1)
+    (used,) = node.runtime.journal.read(before, 10)
+    assert (used.kind, used.principal) == ("token.used", "user:olga")
 
 
 def test_a_bad_token_is_the_usual_401_and_parameters_are_refused(node: Node) -> None:
