@@ -83,8 +83,9 @@ class StatisticsCache:
         # Read out of the shared dict once, each word by one ``get``: another search may replace
         # it meanwhile (below), and this one still needs every figure it saw there.
         kept = figures.counts
-        known = {t: n for t in dict.fromkeys(terms) if (n := kept.get(t)) is not None}
-        missing = [term for term in dict.fromkeys(terms) if term not in known]
+        distinct = dict.fromkeys(terms)
+        known = {t: n for t in distinct if (n := kept.get(t)) is not None}
+        missing = [term for term in distinct if term not in known]
         counted = dict(zip(missing, memory_bm25.document_counts(conn, missing), strict=True))
         self.counted += len(missing)
         known.update(counted)
