@@ -268,6 +268,10 @@ class SessionActor(pykka.ThreadingActor):
                 ),
             )
             return
+        if self._idle():
+            # The previous run's RunFinished may still be on the way: the compaction due after
+            # it is made before this run is accepted, so this run sees its summary.
+            self._auto_compact()
         run_id = message.run_id or new_id()
         accepted = self._append(
             RunAccepted(
