@@ -3,8 +3,9 @@
 
 A reference starts at an ``@`` that begins the message or follows whitespace or an opening
 bracket, and runs to the next whitespace; trailing sentence punctuation (``.,;:!?)``) is not
-part of it. ``@@`` is a literal ``@`` and never starts a reference. At most
-:data:`MAX_REFERENCES` are resolved; the rest are noted as skipped.
+part of it. ``@@`` is a literal ``@`` and never starts a reference. A reference repeated in
+the message is one reference, read once. At most :data:`MAX_REFERENCES` are resolved; the rest
+are noted as skipped.
 
 A file or URL reference becomes a governed tool call (``fs.read`` / ``http.fetch``) that the
 run makes before its first turn, through the same posture, policy and approval as if the model
@@ -60,14 +61,17 @@ class Reference(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def parse(text: str) -> tuple[Reference, ...]:
-    """The references of ``text`` (``@@`` escapes excluded), in order."""
+    """The distinct references of ``text`` (``@@`` escapes excluded), in order of first
+    appearance."""
     found: list[Reference] = []
+    seen: set[tuple[str, str]] = set()
     for segment_start, segment in _unescaped_segments(text):
         for match in _REFERENCE.finditer(segment):
             # a segment right after "@@" does not start the text: its first "@" follows an "@"
             if segment_start == 0 or match.start() > 0:
                 target = match.group(2).rstrip(_TRAILING)
-                if target:
+                if target and (match.group(1), target) not in seen:
+                    seen.add((match.group(1), target))
                     found.append(
                         Reference(
                             kind=match.group(1),  # type: ignore[arg-type]

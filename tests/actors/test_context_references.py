@@ -65,6 +65,16 @@ def test_a_file_reference_is_read_by_a_governed_call_and_fenced(make_node: MakeN
     assert end.tool_calls == 0
 
 
+def test_a_file_referenced_twice_is_read_and_fenced_once(make_node: MakeNode) -> None:
+    kit, provider = _node(make_node)
+    (kit.workspace / "notes.md").write_text("the staging database is db-2\n")
+    ticket, end = kit.run("compare @file:notes.md with @file:notes.md, twice")
+    assert isinstance(end, RunCompleted)
+    assert [r["target"] for r in _context(kit, ticket.run_id).references] == ["notes.md"]
+    assert len(kit.events(ticket.run_id, "tool.proposed")) == 1
+    assert provider.requests[0][-1].content.count('<reference source="@file:notes.md">') == 1
+
+
 def test_a_reference_outside_the_workspace_is_a_visible_note_and_the_run_goes_on(
     make_node: MakeNode,
 ) -> None:

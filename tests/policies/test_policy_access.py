@@ -3,6 +3,7 @@ forbids on ``approval.resolve``, malformed requests, and the decision cache."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -246,3 +247,45 @@ def test_decisions_are_cached_and_stay_equal(engine_for: Callable[[str], PolicyE
         principal=ALICE, roles=("agent",), action="run.read", context=context_for("run.read", BOB)
     )
     assert engine.authorize(other).outcome == "deny" and first.outcome == "allow"
+
+
+def doc_policies() -> list[tuple[str, str]]:
+    """Every ``cedar`` block of docs/*.md: (where, text)."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    found = []
+    for path in sorted(docs.glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for n, block in enumerate(re.findall(r"```cedar\n(.*?)```", text, flags=re.S)):
+            found.append((f"{path.name}#{n + 1}", block))
+    return found
+
+
+def test_the_docs_show_cedar_policies() -> None:
+    assert len(doc_policies()) >= 8
+
+
+@pytest.mark.parametrize(("where", "text"), doc_policies(), ids=[w for w, _ in doc_policies()])
+def test_every_policy_the_docs_show_loads_as_an_operator_file(
+    tmp_path: Path, where: str, text: str
+) -> None:
+    """An example an operator copies must parse and validate against the schema."""
+    engine = PolicyEngine.load(write_policies(tmp_path / "policies", {"example.cedar": text}))
+    assert any(p.startswith("example.") for p in engine.policy_ids), where
+
+
+def test_viewers_can_be_kept_to_what_was_learned_about_themselves(tmp_path: Path) -> None:
+    (text,) = [t for _, t in doc_policies() if "viewers-read-their-own-learning" in t]
+    engine = PolicyEngine.load(write_policies(tmp_path / "policies", {"learning.cedar": text}))
+
+    def read(roles: tuple[str, ...], concerns: str) -> str:
+        context = context_for("learning.read", BOB) | {"concerns": concerns}
+        request = AccessRequest(
+            principal=ALICE, roles=roles, action="learning.read", resource_id="c", context=context
+        )
+        return engine.authorize(request).outcome
+
+    assert read(("viewer",), BOB) == "deny"
+    assert read(("viewer",), ALICE) == "allow"
+    assert read(("viewer", "approver"), BOB) == "allow"
+    assert read(("operator",), BOB) == "allow"
+    assert ask(PolicyEngine.load(None), "viewer", "learning.read") == "allow"  # the default
