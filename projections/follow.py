@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from events.lifecycle import TERMINAL_STATUSES, is_terminal
@@ -113,7 +113,7 @@ async def follow_tape(
     signal: Signal,
     read: Callable[[str, int, int], Sequence[E]],
     wake: Callable[[], Iterable[Awaitable[object]]] = tuple,
-) -> AsyncIterator[Sequence[E]]:
+) -> AsyncGenerator[Sequence[E], None]:
     """The run's tape entries after ``after_seq``, page by page (``read`` is ``Views.tape`` or
     ``Views.tape_raw``), ending after the run's terminal entry. Empty pages come out after a
     wake so the caller can act on its own ``wake`` sources."""

@@ -156,7 +156,7 @@ class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     stream: str
     recorded_at_ms: int
-    event: AnyEvent  # type: ignore[valid-type]  # the catalog's tagged union, built at import
+    event: AnyEvent
 
 
 class TapePage(msgspec.Struct, frozen=True, kw_only=True):

@@ -65,7 +65,12 @@ async def run_events(request: web.Request) -> web.StreamResponse:
         nonlocal keepalive
         keepalive = loop.create_future()
         timer = keepalive
-        loop.call_later(ctx.keepalive_s, lambda: timer.done() or timer.set_result(None))
+
+        def fire() -> None:
+            if not timer.done():
+                timer.set_result(None)
+
+        loop.call_later(ctx.keepalive_s, fire)
 
     response = web.StreamResponse(
         headers={
