@@ -227,9 +227,15 @@ class TaskQueue:
         self._heartbeats.start()
 
     def drain(self) -> None:
-        """Start no more attempts; running ones go on."""
-        if self._dispatcher is not None:
-            self._dispatcher.tell(Drain())
+        """Start no more attempts; running ones go on. Returns once the dispatcher has taken
+        the drain, after everything it was told before (an enqueue's ``Known``): from then on
+        :meth:`running` counts every attempt that will ever start here, so a caller waiting
+        for it to reach 0 cannot miss one handed out a moment later. Blocks, like
+        :meth:`start`."""
+        dispatcher = self._dispatcher
+        if dispatcher is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                dispatcher.ask(Drain(), timeout=10)
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Drain, give running attempts ``grace_s`` to end, then set their flags (``stopping``:

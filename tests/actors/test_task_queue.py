@@ -291,3 +291,19 @@ def test_bad_enqueue_input_names_the_field_and_writes_nothing(
         kit.queue.enqueue(kind, payload, **options)
     assert refused.value.field == field
     assert kit.journal.committed_position == head
+
+
+def test_a_drain_is_a_barrier_for_what_the_dispatcher_was_told(tmp_path: Path) -> None:
+    """Once ``drain`` returns, every attempt that will ever start is already counted by
+    ``running``: the runtime stops waiting when it reaches 0, then signs its final checkpoint
+    and closes the views, so an attempt handed out later would append after them."""
+    for i in range(20):
+        kit = TaskKit(tmp_path / f"n{i}", handlers={"nap": lambda p, c: time.sleep(0.05) or {}})
+        try:
+            ticket = kit.queue.enqueue("nap", {})
+            kit.queue.drain()
+            if kit.queue.running() == 0:
+                time.sleep(0.15)
+                assert kit.kinds(ticket.task_id) == ["task.enqueued"], i
+        finally:
+            kit.close()

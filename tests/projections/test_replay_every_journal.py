@@ -208,7 +208,19 @@ def test_each_activity_alone_replays_identical(data_dir: Path, name: str) -> Non
 def test_the_reported_regression_one_local_chat(data_dir: Path) -> None:
     chat(data_dir, "hello")
     out = assert_identical(data_dir)
-    # 7 events, the run's reflection task (enqueued, claimed, succeeded), the final checkpoint
+    reader = JournalReader.open(data_dir / "journal.db")
+    try:
+        rows = list(all_events(reader))
+    finally:
+        reader.close()
+    # 7 events, the run's reflection task (enqueued, claimed, succeeded), the final checkpoint:
+    # the node's views end at the head the journal closed with (nothing appended after them)
+    assert [r.kind for r in rows][-4:] == [
+        "task.enqueued",
+        "task.claimed",
+        "task.succeeded",
+        "journal.checkpoint",
+    ]
     assert "replayed 11 events to position 11" in out
 
 
