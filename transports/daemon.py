@@ -35,6 +35,7 @@ from transports.config import NodeConfig, env_overrides, load_config
 from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
 from transports.logs import fields
+from transports.node_file import NodeAddresses, remove_addresses, write_addresses
 from transports.runlog import RunStateLogger
 from transports.runtime import Runtime, open_runtime
 from transports.terminal import take_terminal
@@ -120,6 +121,7 @@ def _serve(
         stopper.requested.set()
 
     runtime = open_runtime(data_dir, config=cfg, on_tampered=on_tampered)
+    remove_addresses(data_dir)  # a killed node's: this one holds the data dir now
     try:
         http = start_http(runtime)
     except BaseException:
@@ -160,6 +162,17 @@ def _serve(
         )
     run_states = RunStateLogger(runtime.journal)
     run_states.start()
+    # Before the ready line: whoever saw it finds the node.
+    write_addresses(
+        data_dir,
+        NodeAddresses(
+            pid=os.getpid(),
+            http_host=http.host,
+            http_port=http.port,
+            grpc_host=grpc.host,
+            grpc_port=grpc.port,
+        ),
+    )
     # A tool that cannot run here (shell.run without a working sandbox) says so at start.
     unavailable = runtime.node.services.catalog.unavailable()
     provider = cfg.provider.kind + (f" (model {cfg.provider.model})" if cfg.provider.model else "")
@@ -199,6 +212,7 @@ def _serve(
         log.error("journal tampered: not serving it", extra=fields(error=str(tampered[0])))
     else:
         drain(runtime, grpc, cfg.runs.drain_grace_s, stopper.signal_name)
+    remove_addresses(data_dir, os.getpid())  # clients stop finding this node
     try:
         grpc.close()  # before the node: the servers run on the node's I/O loop
         http.close()

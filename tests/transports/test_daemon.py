@@ -246,3 +246,41 @@ def test_one_log_line_per_run_state_change(data_dir: Path) -> None:
     assert second == [("accepted", None), ("in_progress", None), ("failed", "provider_error")]
     accepted = next(r for r in records if r["state"] == "accepted")
     assert accepted["session_id"] == ticket.session_id
+
+
+def test_client_commands_find_a_node_on_ports_only_it_knows(
+    daemons: list[Daemon], data_dir: Path
+) -> None:
+    """Port 0 from the node's own environment: only node.json says where it listens. Client
+    commands (HTTP: approvals; gRPC: chat) find it without the node's environment; a clean stop
+    removes the file, and one a killed node left is ignored, then replaced at the next start."""
+    ephemeral = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+    daemon = start(daemons, data_dir, env=ephemeral)
+    ready = daemon.wait_for("reel node ready")
+    written = json.loads((data_dir / "node.json").read_text())
+    assert written["pid"] == daemon.process.pid
+    assert ready["console"] == f"http://127.0.0.1:{written['http_port']}/"
+    assert ready["grpc"] == f"127.0.0.1:{written['grpc_port']}"
+    assert (data_dir / "node.json").stat().st_mode & 0o777 == 0o600
+    listed = reel("approvals", "list", "--json", "--data", str(data_dir))
+    assert (listed.returncode, json.loads(listed.stdout)) == (0, []), listed
+    chat = reel("chat", "--new", "--data", str(data_dir), "hello there")
+    assert chat.returncode == 0 and "hello there" in chat.stdout, chat
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.finish() == 0
+    assert not (data_dir / "node.json").exists()
+
+    killed = start(daemons, data_dir, env=ephemeral)
+    killed.wait_for("reel node ready")
+    killed.kill()
+    stale = json.loads((data_dir / "node.json").read_text())
+    assert stale["pid"] == killed.process.pid
+    offline = reel("approvals", "list", "--json", "--data", str(data_dir))
+    assert (offline.returncode, json.loads(offline.stdout)) == (0, []), offline
+    dead = reel("chat", "--new", "--data", str(data_dir), "anyone?")
+    assert dead.returncode == 2 and f":{stale['grpc_port']}" not in dead.stderr, dead
+    again = start(daemons, data_dir, env=ephemeral)
+    again.wait_for("reel node ready")
+    assert json.loads((data_dir / "node.json").read_text())["pid"] == again.process.pid
+    again.process.send_signal(signal.SIGTERM)
+    assert again.finish() == 0

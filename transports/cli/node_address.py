@@ -1,13 +1,16 @@
-"""Where a client command finds the running node: the data dir's ``config.toml`` with its
-``REEL_*`` overrides (``REEL_GRPC_PORT``, ``REEL_HTTP_PORT``, ...), exactly as ``reel node``
-reads them, unless ``--address`` says otherwise. A node bound to every interface
-(``0.0.0.0`` / ``::``) is reached on loopback."""
+"""Where a client command finds the running node: the addresses the node wrote to
+``<data>/node.json`` once it listened (:mod:`transports.node_file`; whatever its config,
+environment or ``--config`` said, port 0 included), else the data dir's ``config.toml`` with
+its ``REEL_*`` overrides (``REEL_GRPC_PORT``, ``REEL_HTTP_PORT``, ...) as ``reel node`` reads
+them; ``--address`` wins over both. A node bound to every interface (``0.0.0.0`` / ``::``) is
+reached on loopback."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from transports.config import NodeConfig, load_config
+from transports.node_file import read_addresses
 
 _ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -23,11 +26,17 @@ def _host(host: str) -> str:
 
 def grpc_address(data_dir: Path) -> str:
     """``host:port`` of the node's gRPC listener."""
+    running = read_addresses(data_dir)
+    if running is not None:
+        return f"{_host(running.grpc_host)}:{running.grpc_port}"
     grpc = _config(data_dir).grpc
     return f"{_host(grpc.host)}:{grpc.port}"
 
 
 def http_base(data_dir: Path) -> str:
     """``http://host:port`` of the node's HTTP listener."""
+    running = read_addresses(data_dir)
+    if running is not None:
+        return f"http://{_host(running.http_host)}:{running.http_port}"
     http = _config(data_dir).http
     return f"http://{_host(http.host)}:{http.port}"

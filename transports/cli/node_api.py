@@ -1,8 +1,9 @@
 """Client commands asking a running node's HTTP API, when the node holds the data dir.
 
-The node's address comes from the data dir's config and ``REEL_HTTP_PORT`` / ``REEL_HTTP_HOST``
-(:func:`~transports.cli.node_address.http_base`); the token from ``--token-file``, else
-``REEL_TOKEN``, else the data dir's ``admin.token``. The token is sent, never printed.
+The node's address comes from the ``node.json`` it wrote, else the data dir's config and
+``REEL_HTTP_PORT`` / ``REEL_HTTP_HOST`` (:func:`~transports.cli.node_address.http_base`); the
+token from ``--token-file``, else ``REEL_TOKEN``, else the data dir's ``admin.token``. The token
+is sent, never printed.
 """
 
 from __future__ import annotations
