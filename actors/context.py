@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -298,8 +298,29 @@ def prior_of(history: tuple[str, ...], run_id: str) -> tuple[str, ...]:
     return history[: history.index(run_id)] if run_id in history else history
 
 
+EVIDENCE_TERMS = 2
+"""A hit injected on its words' evidence holds at least this many of the message's words (one
+word, however rare, is too little to go on)."""
+
+InjectedBy = Literal["score", "words"]
+
+
+def injected_by(
+    final: float, evidence: float, terms: int, min_score: float, min_evidence: float
+) -> InjectedBy | None:
+    """Why a memory hit is injected (None: it is not): its final score reaches ``min_score``,
+    or at least :data:`EVIDENCE_TERMS` of the message's words are in it and weigh at least
+    ``min_evidence`` (0: off). The second holds for a long message too: it counts only the
+    words the item holds, where the final score is a share of the whole message."""
+    if final >= min_score:
+        return "score"
+    if min_evidence > 0 and terms >= EVIDENCE_TERMS and evidence >= min_evidence:
+        return "words"
+    return None
+
+
 class Injected(msgspec.Struct, frozen=True, kw_only=True):
-    """A memory item chosen for injection, with its scores (each 0-1)."""
+    """A memory item chosen for injection, with its scores (each 0-1) and why it was chosen."""
 
     item_id: str
     text: str
@@ -307,6 +328,7 @@ class Injected(msgspec.Struct, frozen=True, kw_only=True):
     vector: float
     recency: float
     final: float
+    by: InjectedBy = "score"
 
 
 class Read(msgspec.Struct, frozen=True, kw_only=True):
@@ -352,6 +374,7 @@ def assembled(
             "vector": _bps(m.vector),
             "recency": _bps(m.recency),
             "final": _bps(m.final),
+            "by": m.by,
         }
         for m in memory
     )

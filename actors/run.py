@@ -25,7 +25,15 @@ from typing import Any
 import pykka
 
 from actors.coalesce import Chunk, Coalescer
-from actors.context import Injected, Prior, Read, assembled, model_input, read_run
+from actors.context import (
+    Injected,
+    Prior,
+    Read,
+    assembled,
+    injected_by,
+    model_input,
+    read_run,
+)
 from actors.errors import RunNotActive
 from actors.grants import Grant
 from actors.io_loop import Timer
@@ -377,6 +385,15 @@ class RunActor(pykka.ThreadingActor):
         except Exception:  # a memory view that cannot answer injects nothing; the run goes on
             log.warning("memory search failed for run %s", self.run_id, exc_info=True)
             return ()
+        chosen = (
+            (
+                h,
+                injected_by(
+                    h.final, h.evidence, h.terms, cfg.memory_min_score, cfg.memory_min_evidence
+                ),
+            )
+            for h in hits
+        )
         return tuple(
             Injected(
                 item_id=h.item.item_id,
@@ -385,9 +402,10 @@ class RunActor(pykka.ThreadingActor):
                 vector=h.vector,
                 recency=h.recency,
                 final=h.final,
+                by=by,
             )
-            for h in hits
-            if h.final >= cfg.memory_min_score
+            for h, by in chosen
+            if by is not None
         )
 
     def _read(self, kind: str, target: str) -> Read:

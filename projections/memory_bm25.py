@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import msgspec
@@ -88,18 +88,34 @@ def document_counts(conn: apsw.Connection, terms: Sequence[str]) -> list[int]:
     return [found[index] for index in range(len(terms))]
 
 
-def from_counts(rows: int, tokens: int, counts: Sequence[int]) -> tuple[list[float], float]:
+class Statistics(NamedTuple):
+    """What BM25 needs of the index for one query."""
+
+    idfs: list[float]
+    """Each term's IDF, in the query's order."""
+    mean: float
+    """The mean row length in tokens."""
+    unique_idf: float
+    """The IDF of a word only one row holds: the unit of a hit's ``evidence``."""
+
+
+def _idf(rows: int, n: int) -> float:
+    return math.log(1.0 + (rows - n + 0.5) / (n + 0.5))
+
+
+def from_counts(rows: int, tokens: int, counts: Sequence[int]) -> Statistics:
     """Each term's IDF, ``ln(1 + (N - n + 0.5) / (n + 0.5))`` for its document count ``n``, and
     the mean row length in tokens, from the index's ``rows`` (``N``) and ``tokens``. The IDF is
     never negative, unlike the one FTS5's bm25 uses (which it clamps to ~0 for any phrase in
     half the rows or more, i.e. for every word of a memory of two items)."""
-    idfs = [math.log(1.0 + (rows - n + 0.5) / (n + 0.5)) for n in counts]
-    return idfs, tokens / rows if rows else 0.0
+    return Statistics(
+        idfs=[_idf(rows, n) for n in counts],
+        mean=tokens / rows if rows else 0.0,
+        unique_idf=_idf(rows, 1),
+    )
 
 
-def statistics(
-    conn: apsw.Connection, match: str, terms: Sequence[str]
-) -> tuple[list[float], float]:
+def statistics(conn: apsw.Connection, match: str, terms: Sequence[str]) -> Statistics:
     """:func:`from_counts` of the index as ``conn`` sees it now: one query for its
     :func:`totals`, and the terms' :func:`document_counts` (what
     :class:`projections.memory_stats.StatisticsCache` saves between folds)."""
@@ -133,19 +149,25 @@ class Scorer:
         return [str(token) for token in tokens]  # without offsets or colocated: plain strings
 
     def score(self, text: str, tags: Sequence[str]) -> float:
-        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term). Only the
-        phrases whose first token the row holds are counted (the others occur 0 times), in
-        the query's order: the sum is the one over every phrase, bit for bit."""
+        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term)."""
+        return self.scored(text, tags)[0]
+
+    def scored(self, text: str, tags: Sequence[str]) -> tuple[float, int]:
+        """BM25 of a row holding ``text`` and ``tags`` (0 when it holds no term), and how many
+        of the query's terms it holds. Only the phrases whose first token the row holds are
+        counted (the others occur 0 times), in the query's order: the sum is the one over every
+        phrase, bit for bit."""
         text_tokens = self._tokens(text, apsw.FTS5_TOKENIZE_DOCUMENT)
         tag_tokens = self._tokens(" ".join(tags), apsw.FTS5_TOKENIZE_DOCUMENT) if tags else []
         present = self._firsts.intersection(text_tokens)
         if tag_tokens:
             present |= self._firsts.intersection(tag_tokens)
         if not present:
-            return 0.0
+            return 0.0, 0
         length = len(text_tokens) + len(tag_tokens)
         norm = K1 * (1.0 - B + B * length / self._mean) if self._mean > 0 else K1
         score = 0.0
+        held = 0
         for words, idf in zip(self._phrases, self._idfs, strict=True):
             if not words or words[0] not in present:
                 continue
@@ -154,7 +176,8 @@ class Scorer:
                 f += WEIGHTS[1] * _occurrences(tag_tokens, words)
             if f > 0:
                 score += idf * f * (K1 + 1.0) / (f + norm)
-        return score
+                held += 1
+        return score, held
 
 
 def phrase(term: str) -> str:

@@ -116,14 +116,25 @@ class MemoryItem(msgspec.Struct, frozen=True, kw_only=True):
         return self.expires_at_ms is not None and self.expires_at_ms <= now_ms
 
 
+_NONE = (0.0, 0)
+"""The BM25 and terms held of a candidate no query word matched."""
+
+
 class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
-    """A search result and how it scored (each score in ``[0, 1]``)."""
+    """A search result and how it scored (each score in ``[0, 1]``; ``evidence`` and ``terms``
+    are what auto-injection also weighs, docs/context.md)."""
 
     item: MemoryItem
     lexical: float
     vector: float
     recency: float
     final: float
+    evidence: float = 0.0
+    """The item's BM25 in units of the IDF of a word only one item holds: what the query's
+    words found in it weigh, whatever else the query says (``lexical`` is a share of the whole
+    query, so a long message lowers it)."""
+    terms: int = 0
+    """How many of the query's distinct words (as searched) the item holds."""
 
 
 def fts_terms(query: str) -> list[str]:
@@ -340,31 +351,45 @@ class MemoryView(PooledReader):
                     (*candidates, *seen, now),
                 )
             }
-            lexical: dict[int, float] = {}
-            ideal = 0.0
+            lexical: dict[int, tuple[float, int]] = {}
+            ideal = unit = 0.0
             if rows:  # some visible item holds a query word: score every candidate by words
-                idfs, mean = (
+                stats = (
                     memory_bm25.statistics(conn, match, terms)
                     if indexed is None
                     else self.statistics.statistics(conn, int(indexed[1]), match, terms)
                 )
-                ideal = sum(idfs)
-                scorer = memory_bm25.Scorer(conn, terms, idfs, mean)
+                ideal, unit = sum(stats.idfs), stats.unique_idf
+                scorer = memory_bm25.Scorer(conn, terms, stats.idfs, stats.mean)
                 lexical = {
-                    row: scorer.score(raw[_TEXT], _tags.decode(raw[_TAGS]))
+                    row: scorer.scored(raw[_TEXT], _tags.decode(raw[_TAGS]))
                     for row, raw in found.items()
                 }
         scored = [
-            (self._scores(lexical.get(row, 0.0), ideal, cosine.get(row), raw[_UPDATED], now), raw)
+            (
+                self._scores(
+                    lexical.get(row, _NONE)[0], ideal, cosine.get(row), raw[_UPDATED], now
+                ),
+                lexical.get(row, _NONE),
+                raw,
+            )
             for row, raw in found.items()
         ]
         # Recency alone is not relevance: an item that neither the words nor the vector match
         # is not a hit, however new.
-        hits = [(scores, raw) for scores, raw in scored if scores[0] > 0 or scores[1] > 0]
-        hits.sort(key=lambda hit: (-hit[0][3], -hit[1][_UPDATED], hit[1][_ITEM_ID]))
+        hits = [hit for hit in scored if hit[0][0] > 0 or hit[0][1] > 0]
+        hits.sort(key=lambda hit: (-hit[0][3], -hit[2][_UPDATED], hit[2][_ITEM_ID]))
         return [
-            MemoryHit(item=_item(raw), lexical=lex, vector=vec, recency=rec, final=final)
-            for (lex, vec, rec, final), raw in hits[:k]
+            MemoryHit(
+                item=_item(raw),
+                lexical=lex,
+                vector=vec,
+                recency=rec,
+                final=final,
+                evidence=round(bm25 / unit, 6) if unit > 0 else 0.0,
+                terms=held,
+            )
+            for (lex, vec, rec, final), (bm25, held), raw in hits[:k]
         ]
 
     def _scores(

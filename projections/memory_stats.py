@@ -67,7 +67,7 @@ class StatisticsCache:
 
     def statistics(
         self, conn: apsw.Connection, generation: int, match: str, terms: Sequence[str]
-    ) -> tuple[list[float], float]:
+    ) -> memory_bm25.Statistics:
         """:func:`projections.memory_bm25.statistics` of ``terms`` (``match``: their ``OR``,
         which some row must match) on ``conn``, whose read transaction sees ``generation``."""
         figures = self._figures

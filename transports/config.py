@@ -116,7 +116,12 @@ class MemoryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     inject_k: Annotated[int, msgspec.Meta(ge=0, le=20)] = ActorsConfig().memory_inject_k
     """At most this many memory items are injected into a run's context (0: none)."""
     min_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = ActorsConfig().memory_min_score
-    """A memory hit is injected only at or above this final score."""
+    """A memory hit is injected at or above this final score..."""
+    min_evidence: Annotated[float, msgspec.Meta(ge=0.0, le=100.0)] = (
+        ActorsConfig().memory_min_evidence
+    )
+    """...or when two or more of the message's words found in it weigh this much (0: off;
+    docs/context.md, "Memory auto-injection")."""
 
 
 class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -302,6 +307,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
             compact_cooldown_s=self.context.cooldown_s,
             memory_inject_k=self.memory.inject_k,
             memory_min_score=self.memory.min_score,
+            memory_min_evidence=self.memory.min_evidence,
         )
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:

@@ -240,9 +240,10 @@ def drain(runtime: Runtime, grpc: GrpcServer, grace_s: float, signal_name: str |
             "awaiting_approval": sum(1 for run_id in live if run_id in waiting),
         }
 
-    log.info("draining", extra=fields(signal=signal_name, grace_s=grace_s, **counts()))
-    runtime.node.services.draining = True  # /healthz and new runs see it before the grace starts
+    # Before the line: whoever reads "draining" finds /healthz, gRPC health and new runs saying so.
+    runtime.node.services.draining = True
     grpc.mark_draining()
+    log.info("draining", extra=fields(signal=signal_name, grace_s=grace_s, **counts()))
     finished = threading.Event()
 
     def report() -> None:

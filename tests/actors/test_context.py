@@ -9,9 +9,11 @@ import pytest
 
 from actors.context import (
     CUT_NOTE,
+    EVIDENCE_TERMS,
     MAX_PRIOR_RUNS,
     Prior,
     TurnCache,
+    injected_by,
     model_input,
     prior_of,
     tool_content,
@@ -353,3 +355,20 @@ def test_turn_cache_drops_the_least_recently_used() -> None:
     cache.finished("r3", "q3", "a3")  # so r2 is the one to drop
     assert cache.prior(reader, ("r1", "r3")).messages == (*_pair("q1", "a1"), *_pair("q3", "a3"))
     assert fake.reads == []
+
+
+@pytest.mark.parametrize(
+    ("final", "evidence", "terms", "min_evidence", "expected"),
+    [
+        (0.35, 0.0, 0, 2.0, "score"),  # at the score: by score, whatever the words
+        (0.34, 2.0, EVIDENCE_TERMS, 2.0, "words"),
+        (0.34, 1.99, 5, 2.0, None),  # the words weigh too little
+        (0.34, 9.0, EVIDENCE_TERMS - 1, 2.0, None),  # one word, however rare
+        (0.34, 9.0, 5, 0.0, None),  # the second rule off
+        (0.0, 0.0, 0, 2.0, None),
+    ],
+)
+def test_a_memory_hit_is_injected_by_its_score_or_by_its_words(
+    final: float, evidence: float, terms: int, min_evidence: float, expected: str | None
+) -> None:
+    assert injected_by(final, evidence, terms, 0.35, min_evidence) == expected

@@ -68,7 +68,7 @@ def conn() -> apsw.Connection:
 def scores(conn: apsw.Connection, query: str) -> tuple[dict[int, float], dict[int, float]]:
     terms = fts_terms(query)
     match = fts_match(terms)
-    idfs, mean = statistics(conn, match, terms)
+    idfs, mean, _ = statistics(conn, match, terms)
     marks = ",".join("?" * len(idfs))
     inside = {
         int(r): float(v)

@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from actors.config import ActorsConfig
+from actors.context import injected_by
 from events import Journal
 from events.catalog import MemoryItemWritten
 from projections import (
@@ -140,3 +142,56 @@ def test_the_real_model_beats_the_hashing_embedder(
     assert e5["all"].mrr > hashing["all"].mrr + 0.2
     assert e5["paraphrase"].hit5 > hashing["paraphrase"].hit5 + 0.4
     assert e5["exact"].hit1 == 1.0 and e5["lexical"].hit1 >= 0.9
+
+
+CHATTY = json.loads((Path(__file__).parent / "memory_corpus" / "chatty.json").read_text())
+
+
+def injection_recall(
+    view: MemoryView, messages: list[tuple[str, set[str]]], min_evidence: float
+) -> tuple[float, int]:
+    """With a run's gate (the top ``inject_k`` hits through :func:`actors.context.injected_by`,
+    the node's defaults): the share of messages that inject a relevant item, and how many
+    irrelevant items are injected in all."""
+    cfg = ActorsConfig()
+    found = wrong = 0
+    for message, relevant in messages:
+        injected = [
+            h.item.item_id
+            for h in view.search(message, cfg.memory_inject_k)
+            if injected_by(h.final, h.evidence, h.terms, cfg.memory_min_score, min_evidence)
+        ]
+        found += any(i in relevant for i in injected)
+        wrong += sum(i not in relevant for i in injected)
+    return found / len(messages), wrong
+
+
+def test_a_question_inside_a_chatty_message_still_injects_its_answer(tmp_path: Path) -> None:
+    """The final score is a share of the whole message, so greetings around a question sink
+    it under ``min_score``; the words' evidence brings a relevant item back, and never for a
+    message about something else (docs/context.md, "Memory auto-injection")."""
+    embedder = make_embedder("hashing")
+    view = MemoryView(build(tmp_path / "hashing", embedder), embedder)
+    try:
+        terse = [(q["q"], set(q["relevant"])) for q in CORPUS["queries"]]
+        chatty = [
+            (template.format(q=q.rstrip("?")), relevant)
+            for q, relevant in terse
+            for template in CHATTY["templates"]
+        ]
+        unrelated = [(m, set()) for m in CHATTY["unrelated"]]
+        on = ActorsConfig().memory_min_evidence
+        figures = {
+            name: (injection_recall(view, msgs, 0.0), injection_recall(view, msgs, on))
+            for name, msgs in (("terse", terse), ("chatty", chatty), ("unrelated", unrelated))
+        }
+        print("\ninjection (hashing): recall, wrong items  score only | with evidence")
+        for name, (off, with_words) in figures.items():
+            print(f"  {name:<10} {off[0]:.3f} {off[1]:>3} | {with_words[0]:.3f} {with_words[1]:>3}")
+        (t_off, t_on), (c_off, c_on), (u_off, u_on) = figures.values()
+        assert t_on[0] == t_off[0]  # the bare questions lose nothing
+        assert c_off[0] < 0.1 and c_on[0] >= 0.3, figures["chatty"]
+        assert c_on[1] <= 3
+        assert u_off == u_on == (0.0, 0)
+    finally:
+        view.close()

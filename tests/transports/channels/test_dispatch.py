@@ -319,7 +319,9 @@ def test_a_clean_stop_answers_runs_ending_in_the_drain_then_stops_the_channels(
         hand_in(node, "still going when the stop begins", "$drain-1")
         eventually(lambda: events_of(node, ChannelRunStarted))
     finally:
-        close_node(node)
+        # a grace the run needs even on a loaded machine (a stop waits only as long as it runs)
+        node.server.close()
+        node.runtime.close(15.0)
     assert "still going" in receiver.wait_for("still going", timeout=1).body["text"]
     assert hub.actors == {} and isinstance(connector, WebhookConnector)
     assert connector._session is None  # its HTTP client closed, not left to the collector

@@ -238,6 +238,7 @@ def test_memory_config_keys_and_their_environment_overrides() -> None:
         "REEL_MEMORY_EMBEDDER",
         "REEL_MEMORY_INJECT_K",
         "REEL_MEMORY_MIN_SCORE",
+        "REEL_MEMORY_MIN_EVIDENCE",
     )
     cfg = load_config(
         None,
@@ -245,11 +246,20 @@ def test_memory_config_keys_and_their_environment_overrides() -> None:
             "REEL_MEMORY_EMBEDDER": "e5-small",
             "REEL_MEMORY_INJECT_K": "7",
             "REEL_MEMORY_MIN_SCORE": "0.5",
+            "REEL_MEMORY_MIN_EVIDENCE": "3.5",
         },
     )
     assert cfg.memory.embedder == "e5-small"
     actors = cfg.actors()
-    assert (actors.memory_inject_k, actors.memory_min_score) == (7, 0.5)
-    for name, value in (("REEL_MEMORY_INJECT_K", "-1"), ("REEL_MEMORY_MIN_SCORE", "2")):
+    assert (actors.memory_inject_k, actors.memory_min_score, actors.memory_min_evidence) == (
+        7,
+        0.5,
+        3.5,
+    )
+    for name, value in (
+        ("REEL_MEMORY_INJECT_K", "-1"),
+        ("REEL_MEMORY_MIN_SCORE", "2"),
+        ("REEL_MEMORY_MIN_EVIDENCE", "-1"),
+    ):
         with pytest.raises(ConfigError, match=name):
             load_config(None, environ={name: value})

@@ -353,3 +353,38 @@ def test_reel_replay_reports_identical_views_with_memory(data_dir: Path) -> None
     finally:
         reader.close()
     assert kinds == ["memory.item_written"] * 2
+
+
+CHATTY = (
+    "Hi there, hope your week is going well and the release prep is not too hectic. When you "
+    "have a moment, could you remind me which PostgreSQL version the staging database runs?"
+)
+
+
+def test_a_long_message_that_holds_an_items_words_has_it_injected(mnode: Node) -> None:
+    """The final score is the item's share of the whole message, low for a long one; the words
+    the item holds still weigh enough (``evidence``, over two words or more)."""
+    item_id = write(mnode, text=STAGING, scope="global").json()["id"]
+    write(mnode, text="The office coffee machine is on the third floor.", scope="global")
+    found = checked(mnode, "GET", "/v1/memory?" + urlencode({"q": CHATTY, "k": 1})).json()
+    (hit,) = found["hits"]
+    assert hit["item"]["item_id"] == item_id
+    assert hit["final"] < MIN_SCORE and hit["terms"] >= 2 and hit["evidence"] >= 2.0, hit
+    (injected,) = context_of(mnode, mnode.start(CHATTY))["memory"]
+    assert (injected["item_id"], injected["by"]) == (item_id, "words")
+    terse = context_of(mnode, mnode.start("Which PostgreSQL version does staging run?"))
+    assert [(m["item_id"], m["by"]) for m in terse["memory"]] == [(item_id, "score")]
+    unrelated = (
+        "Hi there, hope your week is going well. Could you draft a short note thanking the "
+        "whole team for the offsite and the lovely dinner on the third evening?"
+    )
+    assert context_of(mnode, mnode.start(unrelated))["memory"] == []
+
+
+def test_injection_by_words_can_be_turned_off(data_dir: Path) -> None:
+    node = memory_node(data_dir, memory=MemoryConfig(min_evidence=0))
+    try:
+        write(node, text=STAGING, scope="global")
+        assert context_of(node, node.start(CHATTY))["memory"] == []
+    finally:
+        close_node(node)
