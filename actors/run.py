@@ -385,28 +385,24 @@ class RunActor(pykka.ThreadingActor):
         except Exception:  # a memory view that cannot answer injects nothing; the run goes on
             log.warning("memory search failed for run %s", self.run_id, exc_info=True)
             return ()
-        chosen = (
-            (
-                h,
-                injected_by(
-                    h.final, h.evidence, h.terms, cfg.memory_min_score, cfg.memory_min_evidence
-                ),
+        chosen: list[Injected] = []
+        for h in hits:
+            by = injected_by(
+                h.final, h.evidence, h.terms, cfg.memory_min_score, cfg.memory_min_evidence
             )
-            for h in hits
-        )
-        return tuple(
-            Injected(
-                item_id=h.item.item_id,
-                text=h.item.text,
-                lexical=h.lexical,
-                vector=h.vector,
-                recency=h.recency,
-                final=h.final,
-                by=by,
-            )
-            for h, by in chosen
-            if by is not None
-        )
+            if by is not None:
+                chosen.append(
+                    Injected(
+                        item_id=h.item.item_id,
+                        text=h.item.text,
+                        lexical=h.lexical,
+                        vector=h.vector,
+                        recency=h.recency,
+                        final=h.final,
+                        by=by,
+                    )
+                )
+        return tuple(chosen)
 
     def _read(self, kind: str, target: str) -> Read:
         """A ``@memory:ID`` or ``@run:ID`` reference, within what the run's principal may see:
