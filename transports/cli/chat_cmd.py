@@ -53,8 +53,9 @@ def chat(
         str | None,
         typer.Option(
             "--address",
-            help="The node's gRPC address [default: from the data dir's config and "
-            "REEL_GRPC_HOST / REEL_GRPC_PORT, else 127.0.0.1:8471].",
+            help="The node's gRPC address [default: where the node holding the data dir "
+            "listens (its node.json), else the data dir's config and REEL_GRPC_HOST / "
+            "REEL_GRPC_PORT, else 127.0.0.1:8471].",
         ),
     ] = None,
     token_file: TokenFileOption = None,
