@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from tools import ExecutionContext, ToolCatalog, ToolsConfig  # noqa: E402
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe  # noqa: E402
+from tools.sandbox_user import sandbox_user  # noqa: E402
 from tools.shell import ShellRuntime, _limits  # noqa: E402
 
 TARGET_OVERHEAD_MS = 20.0
@@ -70,6 +71,8 @@ def bwrap_call(true: str, workspace: Path, config: ToolsConfig, sandbox: Sandbox
         cwd=GUEST_WORKSPACE,
         env={"PATH": config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE},
         command=[true],
+        max_processes=config.shell_max_processes,
+        limits=_limits(config),
     )
     try:
         proc = subprocess.Popen(
@@ -81,7 +84,7 @@ def bwrap_call(true: str, workspace: Path, config: ToolsConfig, sandbox: Sandbox
             start_new_session=True,
             close_fds=True,
             pass_fds=launch.pass_fds,
-            preexec_fn=_limits(config),
+            preexec_fn=launch.preexec,
         )
         launch.started()
         proc.communicate()
@@ -140,12 +143,15 @@ def run(work: Path, args: argparse.Namespace) -> int:
         network=False,
         tmp_bytes=config.shell_tmp_bytes,
         hidden=(str(work),),
+        user=sandbox_user(config.shell_uid, config.shell_gid),
     )
     probe_ms = (time.perf_counter() - started) * 1000
     if not isinstance(found, Sandbox):
         print(f"sandbox    unavailable: {found}")
         return 1
     print(f"sandbox    {found.describe()}; probe at start {probe_ms:.1f} ms (uncached)")
+    if found.user is not None:  # as shell.run gives it before each call
+        os.chown(workspace, found.user.uid, found.user.gid)
     runtime = ShellRuntime(config)
     catalog = ToolCatalog([runtime])
     cases: dict[str, Callable[[], None]] = {

@@ -66,6 +66,20 @@ class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """Per stream (stdout, stderr); the process is killed when one is exceeded."""
     shell_stdin_cap_bytes: Positive = 64 * _KiB
     shell_timeout_s: Seconds = 30.0
+    shell_max_processes: Positive = 64
+    """Processes and threads one call may have at once (RLIMIT_NPROC inside the sandbox's
+    user namespace); a fork past it fails in the program with EAGAIN."""
+    shell_write_bytes: Positive = 64 * _MiB
+    """How much one call may grow the workspace's file system; over it the sandbox is killed
+    (tools/write_bound.py)."""
+    shell_write_files: Positive = 10_000
+    """How many files (inodes) one call may add to the workspace's file system."""
+    shell_uid: Positive = 65534
+    """The unprivileged host uid the sandbox runs as when the node runs as root (never 0);
+    the workspace's root-owned entries are given to it before each call
+    (tools/sandbox_user.py). A node that is not root runs the sandbox as itself."""
+    shell_gid: Positive = 65534
+    """The host gid that goes with ``shell_uid``."""
 
     http_allowlist: tuple[str, ...] = ()
     """Hosts that may be fetched: exact names/IP literals, or ``*.example.com`` suffixes."""

@@ -6,17 +6,25 @@ create its namespaces here, `probe` returns the reason and ``shell.run`` is disa
 
 The profile, option by option, and why:
 
-- ``--unshare-all``: own mount, PID, IPC, UTS, cgroup and network namespaces, plus
-  ``--unshare-user --disable-userns`` where the kernel allows a user namespace (the sandbox
-  cannot make nested ones), else ``--unshare-user-try`` (e.g. root in a container without
-  user namespaces; the probe records which). PID namespace: the program sees only its own
-  processes, never ``/proc/<node pid>``; bwrap is PID 1 inside and when it exits the kernel
-  kills everything left in the namespace, so ``setsid``, ``nohup`` and double forks die with
-  the call (normal exit, time-out, cancel, output cap). Network namespace: only a private
-  loopback (not the host's: the node's own ports are unreachable), unless ``shell_network``
-  (``--share-net``; the tool then declares ``net.egress`` so policy sees it).
-- ``--cap-drop ALL``: no capabilities, also as uid 0 inside a user namespace, where bwrap
-  would otherwise keep them.
+- Identity: the program never runs as host root. A root node starts bwrap as an unprivileged
+  host user (``shell_uid``/``shell_gid``; `tools.sandbox_user`), a node that is not root as
+  itself; in both cases bwrap creates an unprivileged user namespace, so the program's uid is
+  a plain host uid that no sysctl, ``/proc`` or device check treats as root.
+- ``--unshare-all`` with ``--unshare-user --disable-userns``: own user, mount, PID, IPC, UTS,
+  cgroup and network namespaces, and no nested user namespaces (a kernel that cannot give an
+  unprivileged user namespace gets no shell.run: the probe says why). PID namespace: the
+  program sees only its own processes, never ``/proc/<node pid>``; bwrap is PID 1 inside and
+  when it exits the kernel kills everything left in the namespace, so ``setsid``, ``nohup``
+  and double forks die with the call (normal exit, time-out, cancel, output cap, write
+  bound). Network namespace: only a private loopback (not the host's: the node's own ports
+  are unreachable), unless ``shell_network`` (``--share-net``; the tool then declares
+  ``net.egress`` so policy sees it).
+- ``--cap-drop ALL``: no capabilities, not even inside the user namespace.
+- ``--seccomp``: the filter of `tools.seccomp` (mounts, namespaces, ptrace, keyrings, bpf,
+  modules, clocks, io_uring, ... refused), installed by bwrap right before the program runs.
+- Processes: the program is started through ``prlimit --nproc`` inside the sandbox, so at most
+  ``shell_max_processes`` processes and threads of the call exist at once (the count is per
+  user namespace: the node's own processes do not count against it).
 - ``--die-with-parent``: the sandbox gets SIGKILL if the node dies; ``--new-session``: the
   program is in its own session (no TIOCSTI into a terminal).
 - Filesystem: an empty tmpfs root made read-only last (``--remount-ro /``). ``/usr``,
@@ -25,8 +33,10 @@ The profile, option by option, and why:
   start (the ld.so cache and config, ``alternatives``, ``localtime``, ``services``,
   ``protocols``) and a synthetic ``passwd``/``group`` (no host accounts); with network also
   ``resolv.conf``, ``hosts``, ``nsswitch.conf``, ``gai.conf`` and the CA certificates (never
-  ``/etc/ssl/private``). ``/proc`` is the sandbox's own; ``/dev`` is bwrap's minimal set
-  (null, zero, full, random, urandom, tty, pts) made read-only; ``/tmp`` a private tmpfs of
+  ``/etc/ssl/private``). ``/proc`` is the sandbox's own and read-only as a whole (so
+  ``/proc/sys``, ``/proc/sysrq-trigger`` and the program's own ``/proc/self`` files cannot be
+  written, by any uid); there is no ``/sys``. ``/dev`` is bwrap's minimal set (null, zero,
+  full, random, urandom, tty, pts) made read-only; ``/tmp`` a private tmpfs of
   ``shell_tmp_bytes`` that vanishes with the call. The workspace is bound at ``/workspace``
   from a descriptor opened with ``O_NOFOLLOW`` (no path to race); it is the only host path
   the program can write. Node paths that lie under a bound directory (the data dir, the
@@ -37,23 +47,29 @@ The profile, option by option, and why:
   program gets PATH (``shell_path``), LANG and HOME=/workspace only. bwrap's own options come
   through ``--args FD``, so PID 1's ``/proc/1/cmdline`` names no host path.
 
-What it does not hide: the kernel (no seccomp filter: the kernel's system-call surface is
-the residual risk of any namespace sandbox), ``/proc/self/mountinfo`` (it names the host path
-the workspace is bound from), host-wide ``/proc`` files such as ``/proc/cpuinfo`` and
-``/proc/meminfo``, and CPU and memory use beyond the per-process rlimits (no cgroup).
+What it does not hide: the kernel's remaining system calls (the residual risk of any
+namespace sandbox, narrowed by the filter), ``/proc/self/mountinfo`` (it names the host path
+the workspace is bound from: a bind mount's source path is part of the mount and no mount
+option removes it), host-wide ``/proc`` files such as ``/proc/cpuinfo`` and
+``/proc/meminfo`` (readable, never writable), and CPU and memory use beyond the per-process
+rlimits (no cgroup).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+
+from tools.sandbox_user import SandboxUser, launcher, stage_for
+from tools.seccomp import compile_filter
 
 __all__ = ["GUEST_WORKSPACE", "Launch", "Sandbox", "probe", "resolve_bwrap"]
 
@@ -88,8 +104,8 @@ ETC_NETWORK_FILES = (
 """Only with network; ``ssl/certs`` and not ``ssl``: ``/etc/ssl/private`` holds host keys."""
 
 _PROBE_TIMEOUT_S = 10.0
-_USERNS_STRICT = ("--unshare-user", "--disable-userns")
-_USERNS_TRY = ("--unshare-user-try",)
+_PRLIMIT = "prlimit"
+"""util-linux's prlimit: sets the process limit inside the sandbox, then executes the program."""
 
 
 def _under(path: str, root: str) -> bool:
@@ -108,16 +124,22 @@ class Sandbox:
     tmp_bytes: int
     hidden: tuple[str, ...]
     """Real host paths that must stay invisible (the node adds its data dir)."""
-    userns: tuple[str, ...] = _USERNS_STRICT
-    """The user-namespace options the probe found working."""
+    prlimit: str
+    """Absolute path of ``prlimit``, visible inside the sandbox."""
+    seccomp: bytes
+    """The compiled filter of `tools.seccomp`."""
+    user: SandboxUser | None = None
+    """The host identity bwrap is started as (a root node), or None: the node's own."""
+    stage: str = ""
+    """With `user`: where the launcher mounts the workspace for bwrap to bind."""
     version: str = ""
 
     def describe(self) -> str:
-        """One line for logs: which bubblewrap, and whether nested user namespaces are off."""
-        nested = "off" if self.userns == _USERNS_STRICT else "kernel default"
+        """One line for logs: which bubblewrap, the network, and the host identity."""
         net = "shared" if self.network else "none"
         name = self.version or "bubblewrap"
-        return f"{name} ({self.bwrap}; network {net}; nested userns {nested})"
+        who = f"uid {self.user.uid}" if self.user else f"uid {os.geteuid()}"
+        return f"{name} ({self.bwrap}; network {net}; runs as {who}; seccomp on)"
 
     def binds(self) -> list[tuple[str, str]]:
         """(kind, host path) of the read-only system binds: ``symlink`` or ``dir``."""
@@ -157,7 +179,7 @@ class Sandbox:
     def options(self, *, cwd: str, env: dict[str, str], hidden: Sequence[str]) -> list[str]:
         """bwrap's options, without the workspace bind (see `Launch`); ``hidden`` adds real
         paths to cover on top of `hidden`."""
-        opts = ["--unshare-all", *self.userns]
+        opts = ["--unshare-all", "--unshare-user", "--disable-userns"]
         if self.network:
             opts.append("--share-net")
         opts += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "reel"]
@@ -174,7 +196,16 @@ class Sandbox:
         for h in sorted({*self.hidden, *hidden}):
             if h != "/" and any(_under(h, r) and h != r for r in roots) and os.path.isdir(h):
                 opts += ["--tmpfs", h, "--remount-ro", h]
-        opts += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        opts += [
+            "--proc",
+            "/proc",
+            "--remount-ro",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--remount-ro",
+            "/dev",
+        ]
         opts += ["--size", str(self.tmp_bytes), "--tmpfs", "/tmp"]
         opts += ["--clearenv"]
         for key, value in env.items():
@@ -187,14 +218,18 @@ class Sandbox:
 class Launch:
     """The descriptors and command line of one sandboxed start; `close` in a ``finally``.
 
-    bwrap reads its options from a memfd (``--args``), the synthetic passwd and group from two
-    more, binds the workspace from ``workspace_fd`` and reports on a pipe (``--json-status-fd``)
-    whether the sandbox was set up (``child-pid``) and the exit code.
+    bwrap reads its options from a memfd (``--args``), the synthetic passwd and group and the
+    seccomp filter from three more, binds the workspace from ``workspace_fd`` and reports on a
+    pipe (``--json-status-fd``) whether the sandbox was set up (``child-pid``) and the exit
+    code.
     """
 
     argv: list[str]
     pass_fds: tuple[int, ...]
     status_read: int
+    preexec: Callable[[], None] | None
+    """What the child runs between fork and exec (`subprocess.Popen`'s ``preexec_fn``): the
+    caller's limits, then, for a root node, `tools.sandbox_user.launcher`."""
     _child_ends: list[int] = field(default_factory=list)
     _closed: bool = False
     _status: bytearray = field(default_factory=bytearray)
@@ -209,35 +244,50 @@ class Launch:
         cwd: str,
         env: dict[str, str],
         command: Sequence[str],
+        max_processes: int,
         hidden: Sequence[str] = (),
+        limits: Callable[[], None] | None = None,
     ) -> Launch:
         """Build a start of ``command`` (``command[0]`` an absolute path seen the same inside
-        and outside) with the workspace directory ``workspace_fd`` at `GUEST_WORKSPACE`."""
+        and outside) with the workspace directory ``workspace_fd`` at `GUEST_WORKSPACE`, at
+        most ``max_processes`` processes at once."""
         ends: list[int] = []
+        uid, gid = (sandbox.user.uid, sandbox.user.gid) if sandbox.user else _own_ids()
         try:
-            passwd = _memfd("passwd", _passwd())
+            passwd = _memfd("passwd", _passwd(uid, gid))
             ends.append(passwd)
-            group = _memfd("group", _group())
+            group = _memfd("group", _group(gid))
             ends.append(group)
+            seccomp = _memfd("seccomp", sandbox.seccomp)
+            ends.append(seccomp)
             status_read, status_write = os.pipe()
             os.set_blocking(status_read, False)
             ends.append(status_write)
             opts = sandbox.options(cwd=cwd, env=env, hidden=hidden)
             opts += ["--ro-bind-data", str(passwd), "/etc/passwd"]
             opts += ["--ro-bind-data", str(group), "/etc/group"]
-            opts += ["--bind-fd", str(workspace_fd), GUEST_WORKSPACE]
+            if sandbox.user is None:
+                opts += ["--bind-fd", str(workspace_fd), GUEST_WORKSPACE]
+            else:
+                opts += ["--bind", sandbox.stage, GUEST_WORKSPACE]
             opts += ["--remount-ro", "/", "--json-status-fd", str(status_write)]
+            opts += ["--seccomp", str(seccomp)]
             args = _memfd("args", b"".join(o.encode() + b"\0" for o in opts))
             ends.append(args)
         except BaseException:
             for fd in ends:
                 os.close(fd)
             raise
-        argv = [sandbox.bwrap, "--args", str(args), "--", *command]
+        limit = f"--nproc={max_processes}:{max_processes}"
+        argv = [sandbox.bwrap, "--args", str(args), "--", sandbox.prlimit, limit, "--", *command]
+        steps = [limits] if limits is not None else []
+        if sandbox.user is not None:
+            steps.append(launcher(sandbox.user, workspace_fd, sandbox.stage, status_write))
         return cls(
             argv=argv,
-            pass_fds=(args, passwd, group, status_write, workspace_fd),
+            pass_fds=(args, passwd, group, seccomp, status_write, workspace_fd),
             status_read=status_read,
+            preexec=_chain(steps),
             _child_ends=ends,
         )
 
@@ -247,6 +297,16 @@ class Launch:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._child_ends = []
+
+    def launcher_error(self) -> str | None:
+        """Why `tools.sandbox_user.launcher` failed in the child, if it did."""
+        self.status()
+        for line in self._status.decode("utf-8", "replace").splitlines():
+            with contextlib.suppress(ValueError):
+                doc = json.loads(line)
+                if isinstance(doc, dict) and isinstance(doc.get("launcher-error"), str):
+                    return str(doc["launcher-error"])
+        return None
 
     def status(self) -> dict[str, int]:
         """What bwrap has reported so far: ``child-pid`` (the host PID of the sandbox's PID 1)
@@ -296,6 +356,17 @@ class Launch:
             self._closed = True
 
 
+def _chain(steps: list[Callable[[], None]]) -> Callable[[], None] | None:
+    if not steps:
+        return None
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run
+
+
 def _memfd(name: str, data: bytes) -> int:
     fd = os.memfd_create(f"reel-{name}", os.MFD_CLOEXEC)
     try:
@@ -307,8 +378,11 @@ def _memfd(name: str, data: bytes) -> int:
     return fd
 
 
-def _passwd() -> bytes:
-    uid, gid = os.getuid(), os.getgid()
+def _own_ids() -> tuple[int, int]:
+    return os.getuid(), os.getgid()
+
+
+def _passwd(uid: int, gid: int) -> bytes:
     lines = [f"root:x:0:0:root:{GUEST_WORKSPACE}:/usr/sbin/nologin"]
     if uid not in (0, 65534):
         lines.append(f"reel:x:{uid}:{gid}:reel:{GUEST_WORKSPACE}:/usr/sbin/nologin")
@@ -316,8 +390,7 @@ def _passwd() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _group() -> bytes:
-    gid = os.getgid()
+def _group(gid: int) -> bytes:
     own = [f"reel:x:{gid}:"] if gid not in (0, 65534) else []
     lines = ["root:x:0:", *own, "nogroup:x:65534:"]
     return ("\n".join(lines) + "\n").encode()
@@ -337,18 +410,24 @@ def probe(
     network: bool,
     tmp_bytes: int,
     hidden: Sequence[str],
+    user: SandboxUser | None,
 ) -> Sandbox | str:
     """A working `Sandbox`, or the reason there is none (one line, for ``reel tools``).
 
-    Runs ``true`` in the real profile (strict user namespaces first, then without), once per
-    distinct setting in this process.
+    Runs ``true`` in the real profile (as ``user`` when given, with the seccomp filter and the
+    process limit), once per distinct setting in this process.
     """
-    return _probe(bwrap, search_path, network, tmp_bytes, tuple(sorted(set(hidden))))
+    return _probe(bwrap, search_path, network, tmp_bytes, tuple(sorted(set(hidden))), user)
 
 
 @functools.lru_cache(maxsize=32)
 def _probe(
-    bwrap: str, search_path: str, network: bool, tmp_bytes: int, hidden: tuple[str, ...]
+    bwrap: str,
+    search_path: str,
+    network: bool,
+    tmp_bytes: int,
+    hidden: tuple[str, ...],
+    user: SandboxUser | None,
 ) -> Sandbox | str:
     found = resolve_bwrap(bwrap, search_path)
     if found is None:
@@ -364,26 +443,78 @@ def _probe(
     true = shutil.which("true", path=search_path)
     if true is None:
         return f"sandbox probe: no `true` on {search_path}"
-    version = _version(found)
-    last = ""
-    for userns in (_USERNS_STRICT, _USERNS_TRY):
-        sandbox = Sandbox(
-            bwrap=found,
-            path_dirs=dirs,
-            network=network,
-            tmp_bytes=tmp_bytes,
-            hidden=tuple(os.path.realpath(h) for h in hidden),
-            userns=userns,
-            version=version,
-        )
-        conflict = sandbox.conflicts()
-        if conflict is not None:
-            return conflict
-        problem = _try(sandbox, true)
-        if problem is None:
-            return sandbox
-        last = problem
-    return f"bubblewrap cannot create its namespaces here: {last} (see docs/operations.md)"
+    prlimit = shutil.which(_PRLIMIT, path=search_path)
+    if prlimit is None:
+        return f"sandbox probe: no `prlimit` (util-linux) on {search_path}"
+    seccomp = compile_filter()
+    if isinstance(seccomp, str):
+        return seccomp
+    sandbox = Sandbox(
+        bwrap=found,
+        path_dirs=dirs,
+        network=network,
+        tmp_bytes=tmp_bytes,
+        hidden=tuple(os.path.realpath(h) for h in hidden),
+        prlimit=prlimit,
+        seccomp=seccomp,
+        user=user,
+        version=_version(found),
+    )
+    conflict = sandbox.conflicts()
+    if conflict is not None:
+        return conflict
+    if not sandbox.visible(prlimit):
+        return f"sandbox probe: {prlimit} is not visible inside the sandbox"
+    if user is not None:
+        staged = _staged(sandbox, user, found)
+        if isinstance(staged, str):
+            return staged
+        sandbox = staged
+    problem = _try(sandbox, true)
+    if problem is None:
+        return sandbox
+    who = f"uid {user.uid}" if user else "this user"
+    return (
+        f"bubblewrap cannot create its namespaces as {who}: {problem} (it needs unprivileged user "
+        "namespaces; see docs/operations.md)"
+    )
+
+
+def _staged(sandbox: Sandbox, user: SandboxUser, bwrap: str) -> Sandbox | str:
+    """``sandbox`` with the stage for a root node's launcher, or why it cannot run as ``user``:
+    bwrap resolves every bind source as that user, so each must be reachable by it."""
+    for path in (*sandbox.roots(), bwrap, sandbox.prlimit):
+        if not _reachable(path, user):
+            return (
+                f"sandbox probe: {path} is not reachable by uid {user.uid}, the unprivileged "
+                "user the sandbox runs as (shell_uid): it needs search permission on every "
+                "directory above"
+            )
+    stage = stage_for([*sandbox.roots(), "/etc", bwrap])
+    if stage is None:
+        return "sandbox probe: no directory to stage the workspace on (tools/sandbox_user.py)"
+    return dataclasses.replace(sandbox, stage=stage)
+
+
+def _reachable(path: str, user: SandboxUser) -> bool:
+    """Whether ``user`` (no supplementary groups) may search every directory down to ``path``
+    and read it, by mode bits (bwrap resolves bind sources as that user)."""
+    current = "/"
+    for part in [p for p in os.path.realpath(path).split("/") if p] + [""]:
+        try:
+            st = os.stat(current)
+        except OSError:
+            return False
+        if st.st_uid == user.uid:
+            need = 0o100 if part else 0o500
+        elif st.st_gid == user.gid:
+            need = 0o010 if part else 0o050
+        else:
+            need = 0o001 if part else 0o005
+        if st.st_mode & need != need:
+            return False
+        current = os.path.join(current, part)
+    return True
 
 
 def _version(bwrap: str) -> str:
@@ -396,30 +527,36 @@ def _version(bwrap: str) -> str:
 
 
 def _try(sandbox: Sandbox, true: str) -> str | None:
-    """None if ``true`` ran in ``sandbox``; else bwrap's complaint."""
+    """None if ``true`` ran in ``sandbox``; else why not (bwrap's or the launcher's words)."""
     with tempfile.TemporaryDirectory(prefix="reel-probe-") as tmp:
         fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
+            if sandbox.user is not None:
+                os.fchown(fd, sandbox.user.uid, sandbox.user.gid)
             launch = Launch.prepare(
                 sandbox,
                 workspace_fd=fd,
                 cwd=GUEST_WORKSPACE,
                 env={"PATH": ":".join(sandbox.path_dirs)},
                 command=[true],
+                max_processes=2,
             )
             try:
                 done = subprocess.run(
                     launch.argv,
                     pass_fds=launch.pass_fds,
+                    preexec_fn=launch.preexec,
                     capture_output=True,
                     env={},
                     timeout=_PROBE_TIMEOUT_S,
                 )
                 launch.started()
                 report = launch.status()
+            except (OSError, subprocess.SubprocessError) as exc:
+                return launch.launcher_error() or str(exc)
             finally:
                 launch.close()
-        except (OSError, subprocess.SubprocessError) as exc:
+        except OSError as exc:
             return str(exc)
         finally:
             os.close(fd)

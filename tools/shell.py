@@ -5,9 +5,11 @@ against the fixed ``shell_path`` (not the caller's PATH); if the name, or any fi
 resolves through, is an exec wrapper (`tools.wrappers`: env, xargs, find, sh, python3, ...),
 it must also be in ``shell_allowed_wrappers``. The program then runs inside the sandbox of
 `tools.sandbox` (only the workspace visible and writable, at ``/workspace``; own PID and
-network namespaces; no capabilities; a scrubbed environment: PATH, LANG=C.UTF-8,
-HOME=/workspace), with its working directory inside the workspace. Without a working
-sandbox (probed when the runtime is built) the tool is unavailable, never unconfined.
+network namespaces; no capabilities; a seccomp filter; never host root; a scrubbed
+environment: PATH, LANG=C.UTF-8, HOME=/workspace), with its working directory inside the
+workspace. Without a working sandbox (probed when the runtime is built) the tool is
+unavailable, never unconfined. When the node is root, the workspace's root-owned entries are
+given to the sandbox's unprivileged user before each call (`tools.sandbox_user.adopt`).
 
 rlimits are set in ``preexec_fn`` between fork and exec of bwrap and inherited by everything
 in the sandbox: CPU seconds, address space, file size, no core dumps. (``preexec_fn`` is
@@ -15,7 +17,8 @@ documented as unsafe with threads because the child could deadlock on a lock hel
 another thread at fork time; ours only calls ``setrlimit``, which takes no Python-level or
 libc allocation locks.)
 
-stdout and stderr are read incrementally; when either exceeds its cap, on time-out and on
+stdout and stderr are read incrementally; when either exceeds its cap, when the workspace's
+file system grew past the call's write bound (`tools.write_bound`), on time-out and on
 cancel bwrap's process group gets SIGKILL; bwrap's PID 1 inside the sandbox dies with it
 (``--die-with-parent``) and the kernel then kills every process left in the sandbox's PID
 namespace, whatever session or group it moved to. The same happens when the program exits:
@@ -49,9 +52,11 @@ from tools.context import ExecutionContext
 from tools.result import ErrorKind, Fault, Output, decode_text, fit_json
 from tools.runtime import POLL_S, ToolRuntime
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
+from tools.sandbox_user import adopt, sandbox_user
 from tools.spec import Capability, ToolSpec
 from tools.workspace import confine, open_dir, open_root
 from tools.wrappers import is_exec_wrapper
+from tools.write_bound import WriteBound
 
 __all__ = ["ShellArgs", "ShellRuntime"]
 
@@ -63,7 +68,7 @@ _SETUP_WAIT_S = 0.5
 _KILL_WAIT_S = 5.0
 _EXIT_GRACE_S = 1.0
 
-Stop = Literal["timeout", "cancelled", "output"]
+Stop = Literal["timeout", "cancelled", "output", "write"]
 
 
 class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -114,6 +119,7 @@ class ShellRuntime(ToolRuntime):
             network=config.shell_network,
             tmp_bytes=config.shell_tmp_bytes,
             hidden=hidden,
+            user=sandbox_user(config.shell_uid, config.shell_gid),
         )
         self.sandbox: Sandbox | None = found if isinstance(found, Sandbox) else None
         """The working sandbox, or None when shell.run is unavailable."""
@@ -174,13 +180,18 @@ class ShellRuntime(ToolRuntime):
         root = open_root(ctx.workspace)
         launch: Launch | None = None
         try:
+            if sandbox.user is not None:
+                adopt(root, sandbox.user)
+            bound = WriteBound(root, self._config.shell_write_bytes, self._config.shell_write_files)
             launch = Launch.prepare(
                 sandbox,
                 workspace_fd=root,
                 cwd=posixpath.join(GUEST_WORKSPACE, *parts),
                 env=env,
                 command=[program, *args.argv[1:]],
+                max_processes=self._config.shell_max_processes,
                 hidden=hidden,
+                limits=_limits(self._config),  # see the module docstring
             )
             try:
                 proc = subprocess.Popen(
@@ -193,13 +204,14 @@ class ShellRuntime(ToolRuntime):
                     start_new_session=True,
                     close_fds=True,
                     pass_fds=launch.pass_fds,
-                    preexec_fn=_limits(self._config),  # see the module docstring
+                    preexec_fn=launch.preexec,
                 )
-            except OSError as exc:
-                raise Fault("failed", f"could not start the sandbox: {exc.strerror}") from None
+            except (OSError, subprocess.SubprocessError) as exc:
+                why = launch.launcher_error() or getattr(exc, "strerror", None) or str(exc)
+                raise Fault("failed", f"could not start the sandbox: {why}") from None
             finally:
                 launch.started()
-            return self._supervise(proc, args, stdin, ctx, launch)
+            return self._supervise(proc, args, stdin, ctx, launch, bound)
         finally:
             if launch is not None:
                 launch.close()
@@ -252,6 +264,7 @@ class ShellRuntime(ToolRuntime):
         stdin: bytes,
         ctx: ExecutionContext,
         launch: Launch,
+        bound: WriteBound,
     ) -> Output:
         cap = self._config.shell_output_cap_bytes
         assert proc.stdout is not None and proc.stderr is not None
@@ -263,6 +276,7 @@ class ShellRuntime(ToolRuntime):
             sel.register(pipe, selectors.EVENT_READ)
         writer = _StdinWriter(proc.stdin, stdin, sel)
         stop: Stop | None = None
+        over: str | None = None
         leader_done = False
         try:
             while not leader_done or _reading(sel, bufs):
@@ -270,6 +284,8 @@ class ShellRuntime(ToolRuntime):
                     stop = "cancelled"
                 elif ctx.expired():
                     stop = "timeout"
+                elif (over := bound.exceeded()) is not None:
+                    stop = "write"
                 if stop is not None:
                     break
                 if sel.get_map():
@@ -300,7 +316,9 @@ class ShellRuntime(ToolRuntime):
             lines = err.decode("utf-8", "replace").strip().splitlines()
             reason = lines[-1] if lines else f"bwrap exited with status {proc.returncode}"
             raise Fault("failed", f"the sandbox could not start: {reason}")
-        return self._report(proc.returncode, args, out, err, stop, ctx)
+        if stop is None and (over := bound.exceeded()) is not None:
+            stop = "write"  # it finished between two polls, past the bound
+        return self._report(proc.returncode, args, out, err, (stop, over), ctx)
 
     def _report(
         self,
@@ -308,9 +326,12 @@ class ShellRuntime(ToolRuntime):
         args: ShellArgs,
         out: bytearray,
         err: bytearray,
-        stop: Stop | None,
+        ended: tuple[Stop | None, str | None],
         ctx: ExecutionContext,
     ) -> Output:
+        """The result body; ``ended`` is why the supervisor stopped the call (if it did) and,
+        for a write bound, which one."""
+        stop, over = ended
         cap = self._config.shell_output_cap_bytes
         out_trunc, err_trunc = len(out) > cap, len(err) > cap
         stdout, out_lossy = decode_text(bytes(out[:cap]), truncated=out_trunc)
@@ -338,14 +359,14 @@ class ShellRuntime(ToolRuntime):
                 cut["note"] = f"output cut to fit the result size limit of {budget} bytes"
 
             text, truncated = fit_json(body, ("stdout", "stderr"), budget, mark) or "", True
-        failure = self._failure(exit_code, sig, stop)
+        failure = self._failure(exit_code, sig, stop, over)
         if failure is None:
             return Output(text=text, truncated=truncated, lossy=lossy)
         kind, message = failure
         raise Fault(kind, message, output=text, truncated=truncated, lossy=lossy)
 
     def _failure(
-        self, exit_code: int | None, sig: int | None, stop: Stop | None
+        self, exit_code: int | None, sig: int | None, stop: Stop | None, over: str | None
     ) -> tuple[ErrorKind, str] | None:
         cfg = self._config
         if stop == "cancelled":
@@ -354,6 +375,8 @@ class ShellRuntime(ToolRuntime):
             return "timeout", "deadline exceeded; sandbox killed"
         if stop == "output":
             return "limit", f"output exceeded {cfg.shell_output_cap_bytes} bytes; sandbox killed"
+        if stop == "write":
+            return "limit", f"{over}; sandbox killed"
         if sig in (signal.SIGXCPU, signal.SIGKILL):
             # SIGKILL we did not send comes from the hard CPU limit (soft + 1 s).
             return "limit", f"CPU time limit of {cfg.shell_cpu_s} s exceeded"

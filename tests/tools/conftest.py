@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,18 @@ from tests.tools.sandboxkit import require_sandbox
 def sandbox_required() -> None:
     """Tests that run programs in bubblewrap: skip without it (fail under make test)."""
     require_sandbox()
+
+
+@pytest.fixture
+def public_tmp() -> Iterator[Path]:
+    """A directory every user may search (pytest's ``tmp_path`` lies under a 0700 one), for
+    what the sandbox's unprivileged user must reach: ``shell_path`` directories, staged code."""
+    path = Path(tempfile.mkdtemp(prefix="reel-test-", dir="/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import pytest
 
 from tools import ToolsConfig
 from tools.sandbox import Sandbox, probe
+from tools.sandbox_user import sandbox_user
 
 _counter = itertools.count()
 
@@ -29,6 +30,7 @@ def sandbox_reason() -> str | None:
         network=False,
         tmp_bytes=cfg.shell_tmp_bytes,
         hidden=(),
+        user=sandbox_user(cfg.shell_uid, cfg.shell_gid),
     )
     return None if isinstance(found, Sandbox) else found
 

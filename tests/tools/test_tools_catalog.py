@@ -39,12 +39,15 @@ def test_public_all_is_complete() -> None:
         "result",
         "runtime",
         "sandbox",
+        "sandbox_user",
+        "seccomp",
         "shell",
         "spec",
         "subjects",
         "wasm",
         "workspace",
         "wrappers",
+        "write_bound",
     }
     assert set(tools.__all__) == public - submodules
 

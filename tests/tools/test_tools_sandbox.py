@@ -23,6 +23,7 @@ import pytest
 
 from actors import ToolGate
 from policies import PolicyEngine
+from tests.tools import unprivileged
 from tests.tools.sandboxkit import survivors, unique_seconds, wait_for_survivors
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
 from tools.shell import ShellRuntime
@@ -299,10 +300,9 @@ def test_exec_wrappers_are_denied_unless_allowed_as_wrappers(
     assert "uid=" not in result.output
 
 
-def test_a_wrapper_hidden_behind_a_symlink_is_denied(
-    data: DataDir, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    bin_dir = tmp_path_factory.mktemp("bin")
+def test_a_wrapper_hidden_behind_a_symlink_is_denied(data: DataDir, public_tmp: Path) -> None:
+    bin_dir = public_tmp / "bin"
+    bin_dir.mkdir(mode=0o755)
     (bin_dir / "harmless").symlink_to(shutil.which("python3", path=SHELL_PATH) or "")
     result = data.run(
         ["harmless", "-c", "print('ran')"],
@@ -344,13 +344,14 @@ def _fake_bwrap(directory: Path, message: str) -> Path:
     return fake
 
 
-def _unavailable_cases(tmp: Path) -> dict[str, tuple[dict[str, object], str]]:
+def _unavailable_cases(tmp: Path, public: Path) -> dict[str, tuple[dict[str, object], str]]:
     no_bwrap = tmp / "path-without-bwrap"
     no_bwrap.mkdir()
     for name in ("sh", "true", "touch"):
         (no_bwrap / name).symlink_to(shutil.which(name) or "")
-    broken = tmp / "broken"
-    broken.mkdir()
+    broken = public / "broken"  # bwrap must be reachable by the sandbox's user
+    broken.mkdir(mode=0o755)
+    who = f"uid {ToolsConfig().shell_uid}" if os.geteuid() == 0 else "this user"
     message = "bwrap: No permissions to creating new namespace"
     return {
         "missing binary": (
@@ -364,16 +365,16 @@ def _unavailable_cases(tmp: Path) -> dict[str, tuple[dict[str, object], str]]:
         ),
         "no namespaces": (
             {"shell_bwrap": str(_fake_bwrap(broken, message))},
-            f"bubblewrap cannot create its namespaces here: {message}",
+            f"bubblewrap cannot create its namespaces as {who}: {message}",
         ),
     }
 
 
 @pytest.mark.parametrize("case", ["missing binary", "not on PATH", "no namespaces"])
 def test_without_a_sandbox_shell_run_is_disabled_and_never_runs(
-    data: DataDir, tmp_path: Path, case: str
+    data: DataDir, tmp_path: Path, public_tmp: Path, case: str
 ) -> None:
-    config, reason = _unavailable_cases(tmp_path)[case]
+    config, reason = _unavailable_cases(tmp_path, public_tmp)[case]
     marker = tmp_path / f"ran-{uuid.uuid4().hex}"
     catalog = data.catalog(shell_allowlist=("sh", "touch"), **config)
     spec = catalog.spec("shell.run")
@@ -420,51 +421,23 @@ def test_reel_tools_shows_why_shell_run_is_disabled(tmp_path: Path) -> None:
 
 # --- as an unprivileged user ---------------------------------------------------------------
 
-NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
-AS_NOBODY = """
-import pathlib, sys, tempfile
-from tools import ExecutionContext, ToolCatalog, ToolsConfig
-from tools.shell import ShellRuntime
-root = pathlib.Path(tempfile.mkdtemp())
-ws = root / "workspace"
-ws.mkdir()
-(root / "admin.token").write_text(sys.argv[1])
-runtime = ShellRuntime(ToolsConfig(shell_allowlist=("cat", "id"), workspace_dir=str(ws)))
-print(runtime.unavailable or "sandbox ok")
-catalog = ToolCatalog([runtime])
-for argv in (["id", "-u"], ["cat", "../admin.token"]):
-    args = catalog.validate("shell.run", {"argv": argv})
-    print(catalog.execute("shell.run", args, ExecutionContext.start(ws, 10)).output)
-"""
 
-
-@pytest.mark.skipif(os.getuid() != 0, reason="needs root to switch to an unprivileged user")
-def test_the_sandbox_works_for_an_unprivileged_user(tmp_path: Path) -> None:
+def test_the_sandbox_works_for_an_unprivileged_user(public_tmp: Path) -> None:
     """The node may run as root (here) or not: as uid 65534, bwrap needs unprivileged user
-    namespaces, and the same confinement holds."""
-    python = shutil.which("python3.11", path="/usr/bin")
-    if shutil.which("setpriv") is None or python is None:
-        pytest.skip("needs setpriv and a system python3.11")
-    repo = Path(__file__).resolve().parents[2]
-    site = Path(msgspec.__file__).resolve().parents[1]
-    home = tmp_path / "home"
-    home.mkdir()
-    home.chmod(0o777)
-    done = subprocess.run(
-        [*NOBODY, python, "-c", AS_NOBODY, CANARY],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": f"{repo}:{site}"},
-        cwd=str(home),
+    namespaces, and the same confinement holds. The child's code is staged where that user
+    can read it, so this runs wherever the checkout lives (issue 28)."""
+    reason = unprivileged.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    lib = unprivileged.stage(public_tmp)
+    _, workspace = unprivileged.node_dirs(public_tmp, CANARY)
+    calls = [{"argv": ["id", "-u"]}, {"argv": ["cat", "../admin.token"]}]
+    unavailable, (who, token) = unprivileged.run_as_nobody(
+        lib, workspace, calls, shell_allowlist=("cat", "id")
     )
-    if done.returncode != 0 and "Permission denied" in done.stderr:
-        pytest.skip(f"the checkout is not readable by uid 65534: {done.stderr.strip()[-200:]}")
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "sandbox ok", lines
-    assert '"stdout":"65534\\n"' in lines[1]
-    assert CANARY not in done.stdout and "No such file" in lines[2]
+    assert unavailable is None
+    assert '"stdout":"65534\\n"' in who.output
+    assert CANARY not in token.output and "No such file" in token.output
 
 
 def test_startup_probe_is_cheap_enough_to_run_once(data: DataDir) -> None:
