@@ -22,11 +22,11 @@ from tests.transports.channels.kit import (
     post_webhook,
     signature,
 )
+from tests.transports.channels.test_sender_tools import SECRET_PLAN, workspace
 from tests.transports.http.httpkit import eventually
 from tests.transports.records import Records
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "channels.md"
-WORKSPACE_TEXT = "quarterly plan: ship the blue widget to Lisbon"
 
 
 def example() -> dict[str, Any]:
@@ -47,8 +47,7 @@ READ_NOTES = 'reel, what is in the notes?\n/tool fs.read {"path": "notes.txt"}'
 def test_an_unpaired_sender_in_a_group_starts_nothing_and_hears_nothing(
     data_dir: Path, receiver: Receiver, log: Records
 ) -> None:
-    (data_dir / "workspace").mkdir()
-    (data_dir / "workspace" / "notes.txt").write_text(WORKSPACE_TEXT)
+    workspace(data_dir)
     node = channel_node(data_dir, {"hook": channel(receiver, **example())})
     try:
         body = message(READ_NOTES, sender="@mallory:localhost", conversation="team-room")
@@ -58,7 +57,7 @@ def test_an_unpaired_sender_in_a_group_starts_nothing_and_hears_nothing(
         decided = reply.json()
         assert decided["accepted"] is False and decided["run_id"] is None
         assert decided["reason"] == "pairing_required"
-        assert WORKSPACE_TEXT not in reply.body.decode()
+        assert SECRET_PLAN not in reply.body.decode()
         (refused,) = eventually(lambda: events_of(node, ChannelMessageRefused))
         assert refused.reason == "pairing_required"
         assert refused.principal == "channel:hook:@mallory:localhost"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +75,7 @@ def test_the_tables_cover_every_value() -> None:
 
 
 @pytest.fixture(scope="module")
-def paired_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def paired_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data dir where ``@alice:localhost`` paired with the channel ``hook``."""
     data_dir = tmp_path_factory.mktemp("paired") / "data"
     data_dir.mkdir()
@@ -95,7 +94,7 @@ def paired_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             assert eventually(lambda: node.call("GET", "/v1/channels").json()["items"][0]["paired"])
         finally:
             close_node(node)
-    yield data_dir
+    return data_dir
 
 
 def send(node: Node, name: str, kind: str, direct: bool) -> tuple[dict[str, Any], str, str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.transports.channels.test_sender_tools import SECRET_PLAN, workspace
 from tests.transports.channels_matrix.kit import Person, run, settled
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.channels_matrix.test_matrix_connector import (
@@ -22,7 +23,6 @@ from tests.transports.channels_matrix.test_matrix_connector import (
 )
 from tests.transports.http.httpkit import Node, close_node, eventually
 
-WORKSPACE_TEXT = "quarterly plan: ship the blue widget to Lisbon"
 READ_NOTES = 'reel, what is in the notes?\n/tool fs.read {"path": "notes.txt"}'
 
 
@@ -43,8 +43,7 @@ def test_an_unpaired_person_in_a_group_room_starts_nothing(
 ) -> None:
     bot = make_bot(homeserver, monkeypatch)
     dana, mallory = Person(homeserver, "dana"), Person(homeserver, "mallory")
-    (data_dir / "workspace").mkdir()
-    (data_dir / "workspace" / "notes.txt").write_text(WORKSPACE_TEXT)
+    workspace(data_dir)
     config = matrix(
         homeserver,
         bot,
@@ -96,6 +95,6 @@ def test_an_unpaired_person_in_a_group_room_starts_nothing(
         answered = [e["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] for e in said["bot"]]
         assert answered == [said["dana"], said["dana"]]
         bodies = [str(e["content"].get("body", "")) for e in said["bot"] + said["mallory_saw"]]
-        assert all(WORKSPACE_TEXT not in body for body in bodies)
+        assert all(SECRET_PLAN not in body for body in bodies)
     finally:
         close_node(node)
