@@ -627,6 +627,7 @@ ChannelRefusal = Literal[
     "rate_limited",
     "not_allowed",
     "dm_denied",
+    "group_denied",
     "pairing_required",
     "pairing_code_invalid",
     "mention_required",

@@ -32,6 +32,7 @@ from policies.errors import (
 from policies.loader import BASELINE_DIR, SCHEMA_PATH, PolicySource
 from policies.request import (
     CAPABILITIES,
+    CHANNEL_PRINCIPAL_PREFIX,
     POSTURES,
     RISKS,
     SENSITIVE_CAPABILITIES,
@@ -43,6 +44,7 @@ __all__ = [
     "ACTIONS",
     "BASELINE_DIR",
     "CAPABILITIES",
+    "CHANNEL_PRINCIPAL_PREFIX",
     "POSTURES",
     "RISKS",
     "ROLES",

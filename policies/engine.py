@@ -60,6 +60,7 @@ class _CallFields(msgspec.Struct, frozen=True, omit_defaults=True):
 
     session_id: str
     run_id: str
+    stranger: bool
     channel: _EntityValue | None = None
 
 
@@ -152,7 +153,7 @@ class PolicyEngine:
                 cedarpy.is_authorized(first, self._policy_set, entities, self._schema),
                 TOOL_EXECUTE,
             )
-        if not facts.likely_refused:
+        if not (facts.likely_refused or request.stranger):
             unapproved_result = cedarpy.is_authorized(
                 first, self._policy_set, entities, self._schema
             )
@@ -164,7 +165,7 @@ class PolicyEngine:
             "resource": facts.resource,
             "context": facts.context_approved + fields[1:],
         }
-        if facts.likely_refused:
+        if facts.likely_refused or request.stranger:
             unapproved_result, approved_result = cedarpy.is_authorized_batch(
                 [first, approved], self._policy_set, entities, self._schema
             )
@@ -176,7 +177,10 @@ class PolicyEngine:
             return allowed(unapproved_result)
         if not approved_result.allowed:
             return denied(approved_result, TOOL_EXECUTE)
-        return _approval_required(unapproved_result, approved_result, facts)
+        why = facts.approval_why
+        if request.stranger:
+            why = ("the principal is a chat sender with no role", *why)
+        return _approval_required(unapproved_result, approved_result, why)
 
     def authorize(self, request: AccessRequest) -> Decision:
         """Decide one API request (see :mod:`policies.access`): ``allow`` or ``deny``.
@@ -272,11 +276,9 @@ class PolicyEngine:
 
 
 def _call_fields(request: ToolRequest) -> _CallFields:
-    if request.channel is None:
-        return _CallFields(request.session_id, request.run_id)
-    return _CallFields(
-        request.session_id, request.run_id, _EntityValue(_EntityRef("Channel", request.channel))
-    )
+    channel = request.channel
+    entity = None if channel is None else _EntityValue(_EntityRef("Channel", channel))
+    return _CallFields(request.session_id, request.run_id, request.stranger, entity)
 
 
 def _require_text(field: str, value: object) -> None:
@@ -301,10 +303,10 @@ def _approval_why(request: ToolRequest) -> tuple[str, ...]:
 
 
 def _approval_required(
-    unapproved: cedarpy.AuthzResult, approved: cedarpy.AuthzResult, facts: _ToolFacts
+    unapproved: cedarpy.AuthzResult, approved: cedarpy.AuthzResult, reasons: tuple[str, ...]
 ) -> Decision:
     gates = ", ".join(ids_of(unapproved))
-    why = ", ".join(facts.approval_why)
+    why = ", ".join(reasons)
     if why and gates:
         why += f" (held back by {gates})"
     elif gates:

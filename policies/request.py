@@ -37,6 +37,11 @@ POSTURES: Final[tuple[str, ...]] = ("always_allow", "ask_each_time", "disabled")
 """Tool postures: the operator's per-tool default, possibly overridden per scope."""
 
 
+CHANNEL_PRINCIPAL_PREFIX: Final = "channel:"
+"""How a chat sender's principal begins (``channel:<channel>:<sender>``): no token is ever made
+for one, so a sender holds no role."""
+
+
 class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One proposed tool call, described by the node to the engine.
 
@@ -66,3 +71,9 @@ class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
     roles: tuple[str, ...] = ()
     """The principal's roles (Cedar entity parents: ``principal in Role::"operator"``), from
     the tokens it holds; members of :data:`policies.access.ROLES`."""
+
+    @property
+    def stranger(self) -> bool:
+        """The principal is a chat sender holding no role: paired or not, it gets no tool
+        without a human's approval (``baseline.tool.stranger``, the context's ``stranger``)."""
+        return self.principal.startswith(CHANNEL_PRINCIPAL_PREFIX) and not self.roles

@@ -131,6 +131,9 @@ class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_
 
 DmPolicy = Literal["deny", "pairing", "allow"]
 """Direct messages: refused, allowed once the sender is paired (or allow-listed), or allowed."""
+GroupPolicy = Literal["pairing", "open", "disabled"]
+"""Who starts runs from group conversations: paired (or allow-listed) senders only, anyone
+the other rules let through, or nobody."""
 Broadcast = Literal["deny", "mention_only", "allow"]
 """Answers in group conversations: never, only to messages that mention the agent, always."""
 _DURATION = re.compile(r"([0-9]{1,7})(ms|s|m|h|d)")
@@ -160,6 +163,9 @@ class ChannelConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     enabled: bool = True
     """A disabled channel refuses every message (``channel_disabled``, recorded)."""
     dm_policy: DmPolicy = "deny"
+    group_policy: GroupPolicy | None = None
+    """Group conversations (read :attr:`groups`, the effective value): unset, ``pairing`` when
+    ``dm_policy`` is ``pairing``, else ``open``."""
     allow_from: tuple[str, ...] = ()
     """Senders (platform ids) allowed to talk to the agent; empty: anyone the other rules let
     through. A sender paired through a pairing code is allowed as if listed."""
@@ -213,6 +219,20 @@ class ChannelConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     allow_rooms: tuple[str, ...] = ()
     """matrix: the invites the bot accepts: room ids (``!id:server``), inviters' user ids
     (``@user:server``) or ``*``; any other invite is rejected."""
+
+    @property
+    def groups(self) -> GroupPolicy:
+        """The effective ``group_policy``: as set, else ``pairing`` when direct messages need
+        pairing (a sender who must pair to talk in private must not talk freely in a room),
+        else ``open`` (``broadcast`` and ``require_mention`` still decide)."""
+        if self.group_policy is not None:
+            return self.group_policy
+        return "pairing" if self.dm_policy == "pairing" else "open"
+
+    @property
+    def pairing(self) -> bool:
+        """Pairing is on: ``pair CODE`` in a direct message is a pairing request."""
+        return self.dm_policy == "pairing" or self.groups == "pairing"
 
     def __post_init__(self) -> None:
         for name in ("pairing_ttl", "pairing_pending", "pairing_grant"):

@@ -1,5 +1,7 @@
-"""The decision table: tool x posture x operator policy x cached grant -> outcome, grant and the
-deciding policy ids, through the real gate, real Cedar and the real tool catalog."""
+"""The decision table: tool x posture x operator policy x principal x cached grant -> outcome,
+grant and the deciding policy ids, through the real gate, real Cedar and the real tool catalog.
+A chat sender (no role) is among the principals: no call of its runs is allowed without a human,
+whatever the posture, even where an operator policy names it."""
 
 from __future__ import annotations
 
@@ -17,7 +19,12 @@ OPS_POLICY = """
 @id("shell")
 permit (principal == Principal::"ops", action == Action::"tool.execute",
         resource == Tool::"shell.run");
+
+@id("sender")
+permit (principal == Principal::"channel:hook:@mallory:localhost",
+        action == Action::"tool.execute", resource);
 """
+STRANGER = "channel:hook:@mallory:localhost"
 SENSITIVE = {"fs.write", "shell.run", "http.fetch"}
 TOOLS = ("echo", "fs.read", "fs.write", "shell.run", "http.fetch")
 POSTURES = (None, "always_allow", "ask_each_time", "disabled")
@@ -35,6 +42,10 @@ def expected(tool: str, posture: str, operator: bool, principal: str, grant: str
     """The rules of docs/policy.md, written out independently of the engine."""
     if posture == "disabled":
         return "deny", None, "baseline.posture_disabled"
+    if principal == STRANGER:
+        if grant is not None:
+            return "allow", grant, "baseline.tool.approved"
+        return "approval_required", None, "baseline.tool.approved"
     if operator and principal == "ops" and tool == "shell.run" and posture == "always_allow":
         return "allow", None, "ops.shell"
     if posture == "always_allow" and tool not in SENSITIVE:
@@ -57,7 +68,7 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, PolicyEngine
     return {False: PolicyEngine.load(None), True: PolicyEngine.load(ops)}
 
 
-CASES = list(itertools.product(TOOLS, POSTURES, (False, True), ("ops", "alice"), GRANTS))
+CASES = list(itertools.product(TOOLS, POSTURES, (False, True), ("ops", "alice", STRANGER), GRANTS))
 
 
 @pytest.mark.parametrize(("tool", "posture", "operator", "principal", "grant"), CASES)
@@ -92,3 +103,18 @@ def test_grant_for_another_principal_does_not_apply(catalog, engines) -> None:
     assert gate.revoke_always("alice", "shell.run")
     again = gate.decide(catalog.spec("shell.run"), principal="alice", session_id="s", run_id="r")
     assert again.outcome == "approval_required"
+
+
+def test_a_chat_sender_is_held_back_by_name_and_a_role_lifts_it(catalog, engines) -> None:
+    spec = catalog.spec("fs.read")  # always_allow and not sensitive: anyone else just runs it
+    held = ToolGate(engines[True]).decide(spec, principal=STRANGER, session_id="s", run_id="r")
+    assert held.outcome == "approval_required" and held.posture == "always_allow"
+    assert "chat sender with no role" in held.reason
+    assert "baseline.tool.stranger" in held.reason
+    # a role (no token can give one to a sender today) makes it no stranger
+    member = ToolGate(engines[False], roles_of=lambda _p: ("viewer",))
+    decided = member.decide(spec, principal=STRANGER, session_id="s", run_id="r")
+    assert decided.outcome == "allow" and decided.policy_ids == ("baseline.tool.low_risk",)
+    # a principal that only looks like one is not a sender
+    other = ToolGate(engines[False]).decide(spec, principal="channelx", session_id="s", run_id="r")
+    assert other.outcome == "allow"

@@ -32,6 +32,7 @@ BASELINE_IDS = {
     "baseline.approval.resolve",
     "baseline.posture_disabled",
     "baseline.posture_ask_each_time",
+    "baseline.tool.stranger",
     "baseline.tool.low_risk",
     "baseline.tool.approved",
     "baseline.role.admin",

@@ -68,6 +68,8 @@ class ChannelInfo(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     enabled: bool
     dm_policy: str
+    group_policy: str
+    """The effective one (``pairing`` when unset and ``dm_policy`` is, else ``open``)."""
     broadcast: str
     require_mention: bool
     isolate_session_by_sender: bool
@@ -263,6 +265,7 @@ class ChannelHub:
                     kind=config.kind,
                     enabled=config.enabled,
                     dm_policy=config.dm_policy,
+                    group_policy=config.groups,
                     broadcast=config.broadcast,
                     require_mention=config.require_mention,
                     isolate_session_by_sender=config.isolate_session_by_sender,

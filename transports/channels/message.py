@@ -13,6 +13,7 @@ import msgspec
 
 from events.fields import PLATFORM_ID, PRINCIPAL
 from events.redact import looks_secret
+from policies import CHANNEL_PRINCIPAL_PREFIX
 
 ID_MAX_CHARS = 255
 """The longest conversation, thread or message id a connector may hand in."""
@@ -106,7 +107,7 @@ class OutboundMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 def principal_of(channel: str, sender: str) -> str:
     """The principal a sender acts as: ``channel:<channel>:<sender>``."""
-    return f"channel:{channel}:{sender}"
+    return f"{CHANNEL_PRINCIPAL_PREFIX}{channel}:{sender}"
 
 
 def sender_of(principal: str) -> str:

@@ -8,12 +8,16 @@ checks, in this order (``ROUTER_ORDER``; docs/channels.md explains each):
 1. ``enabled``: a disabled channel refuses everything (``channel_disabled``);
 2. ``deny_from``: a listed sender is refused (``sender_denied``);
 3. flood control: one token bucket per sender (``rate_limited``);
-4. pairing: ``pair CODE`` in a direct message, when ``dm_policy`` is ``pairing``, is a pairing
-   request (the code is checked by the caller: :func:`transports.channels.pairing.match`);
+4. pairing: ``pair CODE`` in a direct message, when ``dm_policy`` or ``group_policy`` is
+   ``pairing``, is a pairing request (the code is checked by the caller:
+   :func:`transports.channels.pairing.match`);
 5. ``allow_from``: when the list is not empty, a sender neither listed nor paired is refused
-   (``not_allowed``, or ``pairing_required`` in a direct message under ``pairing``);
+   (``not_allowed``, or ``pairing_required`` in a direct message when pairing is on);
 6. ``dm_policy`` for direct messages: ``deny`` refuses (``dm_denied``), ``pairing`` needs a
    paired or listed sender (``pairing_required``), ``allow`` lets it through;
+   ``group_policy`` for group conversations (:attr:`ChannelConfig.groups`): ``disabled``
+   refuses (``group_denied``), ``pairing`` needs a paired or listed sender
+   (``pairing_required``, silent as every refusal in a group), ``open`` lets it through;
 7. mention, in group conversations: with ``require_mention``, a message that does not mention
    the agent (the platform's flag or one of ``mention_patterns``) is ignored
    (``mention_required``);
@@ -55,6 +59,7 @@ ROUTER_ORDER: Final = (
     "pairing",
     "allow_from",
     "dm_policy",
+    "group_policy",
     "mention",
     "broadcast",
     "command_or_accept",
@@ -270,6 +275,30 @@ def mentioned(config: ChannelConfig, message: InboundMessage) -> bool:
     return any(re.search(p, message.text, re.IGNORECASE) for p in config.mention_patterns)
 
 
+def _conversation_policy(config: ChannelConfig, direct: bool, allowed: bool) -> Refuse | None:
+    """Rule 6: ``dm_policy`` in a direct conversation, ``group_policy`` in a group one; the
+    refusal, or None to go on. ``allowed``: the sender is listed in ``allow_from`` or paired."""
+    if direct:
+        if config.dm_policy == "deny":
+            return Refuse(reason="dm_denied", detail="dm_policy is deny")
+        if config.dm_policy == "pairing" and not allowed:
+            return Refuse(
+                reason="pairing_required",
+                detail="dm_policy is pairing and the sender is not paired",
+                reply=PAIRING_REQUIRED_REPLY,
+            )
+        return None
+    if config.groups == "disabled":
+        return Refuse(reason="group_denied", detail="group_policy is disabled")
+    if config.groups == "pairing" and not allowed:
+        # no reply: a room is not told who may talk (every group refusal is silent)
+        return Refuse(
+            reason="pairing_required",
+            detail="group_policy is pairing and the sender is not paired",
+        )
+    return None
+
+
 def route(
     config: ChannelConfig,
     state: ChannelState,
@@ -291,13 +320,13 @@ def route(
             Refuse(reason="rate_limited", detail=detail, reply=RATE_LIMITED_REPLY), bucket
         )
     direct = message.is_direct
-    if direct and config.dm_policy == "pairing":
+    if direct and config.pairing:
         pair = PAIR_COMMAND.fullmatch(message.text)
         if pair is not None and not message.attachments:
             return Routed(Pair(code=pair.group(1)), bucket)
     allowed = _listed(sender, config.allow_from) or state.is_paired(principal, now_ms)
     if config.allow_from and not allowed:
-        if direct and config.dm_policy == "pairing":
+        if direct and config.pairing:
             refusal = Refuse(
                 reason="pairing_required",
                 detail="the sender is neither in allow_from nor paired",
@@ -307,16 +336,9 @@ def route(
         return Routed(
             Refuse(reason="not_allowed", detail="the sender is not in allow_from"), bucket
         )
-    if direct:
-        if config.dm_policy == "deny":
-            return Routed(Refuse(reason="dm_denied", detail="dm_policy is deny"), bucket)
-        if config.dm_policy == "pairing" and not allowed:
-            refusal = Refuse(
-                reason="pairing_required",
-                detail="dm_policy is pairing and the sender is not paired",
-                reply=PAIRING_REQUIRED_REPLY,
-            )
-            return Routed(refusal, bucket)
+    where = _conversation_policy(config, direct, allowed)
+    if where is not None:
+        return Routed(where, bucket)
     is_mentioned = mentioned(config, message)
     reply = True
     if not direct:

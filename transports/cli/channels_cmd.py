@@ -52,6 +52,7 @@ def _line(item: dict[str, Any], live: bool) -> str:
     isolate = "on" if item["isolate_session_by_sender"] else "off"
     line = (
         f"{item['name']}  {item['kind']}  {state}  dm={item['dm_policy']}  "
+        f"group={item['group_policy']}  "
         f"broadcast={item['broadcast']}  mention={mention}  isolate={isolate}  "
         f"coalesce={item['coalesce_ms']}ms"
     )
@@ -73,6 +74,7 @@ def _configured(data: Path | None) -> list[dict[str, Any]]:
             "kind": c.kind,
             "enabled": c.enabled,
             "dm_policy": c.dm_policy,
+            "group_policy": c.groups,
             "broadcast": c.broadcast,
             "require_mention": c.require_mention,
             "isolate_session_by_sender": c.isolate_session_by_sender,

@@ -1,5 +1,5 @@
 """Fixtures for the channel tests: the webhook secret in the environment (as an operator sets
-it), and the platform's receiving end of the outbound webhook."""
+it), the platform's receiving end of the outbound webhook, and the process's log records."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver
+from tests.transports.records import Records
 
 
 @pytest.fixture(autouse=True)
@@ -22,3 +23,10 @@ def receiver() -> Iterator[Receiver]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.fixture
+def log() -> Iterator[Records]:
+    """Every log record while the test runs (``faults()``: tracebacks and errors)."""
+    with Records() as records:
+        yield records

@@ -18,6 +18,11 @@ from transports.runtime import open_runtime
         ('[channels.Hook]\nkind = "webhook"\n', "channels.Hook"),
         ('[channels.http]\nkind = "webhook"\n', "channels.http"),
         ('[channels.hook]\nkind = "webhook"\ndm_policy = "maybe"\n', "channels.hook.dm_policy"),
+        (
+            '[channels.hook]\nkind = "webhook"\ngroup_policy = "allow"\n',
+            "channels.hook.group_policy",
+        ),
+        ('[channels.hook]\nkind = "webhook"\ngroup_policy = 1\n', "channels.hook.group_policy"),
         ('[channels.hook]\nkind = "webhook"\nallow_frm = []\n', "channels.hook.allow_frm"),
         ('[channels.hook]\nkind = "webhook"\ncoalesce_ms = -5\n', "channels.hook.coalesce_ms"),
         ('[channels.hook]\nkind = "webhook"\npairing_ttl = "2d"\n', "channels.hook"),

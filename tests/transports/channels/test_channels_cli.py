@@ -54,7 +54,7 @@ def test_an_operator_pairs_a_sender_from_the_command_line(data_dir: Path) -> Non
         assert decision(node, "hook", message("hello", **sender))["accepted"]
         channels = reel("channels", "list", "--data", data, port=port)
         assert channels.returncode == 0
-        assert "hook  webhook  enabled  dm=pairing" in channels.stdout
+        assert "hook  webhook  enabled  dm=pairing  group=pairing" in channels.stdout
         assert "paired=1  pending=0" in channels.stdout
         # a second request stays pending for the offline check below
         again = reel(
@@ -92,7 +92,8 @@ def test_bad_input_is_one_line_and_exit_2(data_dir: Path) -> None:
     assert stopped.returncode == 2 and "running node" in stopped.stderr
     # with no node, list shows what config.toml declares
     listed = reel("channels", "list", "--data", str(data_dir))
-    assert listed.returncode == 0 and listed.stdout.startswith("hook  webhook  enabled  dm=allow")
+    assert listed.returncode == 0
+    assert listed.stdout.startswith("hook  webhook  enabled  dm=allow  group=open")
     (data_dir / "config.toml").write_text(
         '[channels.hook]\nkind = "webhook"\nbroadcast = "maybe"\n'
     )

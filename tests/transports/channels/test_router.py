@@ -117,12 +117,28 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], ChannelState | None, Buck
         Pair,
     ),
     (
-        "pair in group is text",
-        {"dm_policy": "pairing", "broadcast": "allow"},
+        "pair in an open group is text",
+        {"dm_policy": "pairing", "group_policy": "open", "broadcast": "allow"},
         {"text": "pair ABCD1234", "mentions_agent": True},
         None,
         None,
         Accept,
+    ),
+    (
+        "pair in a pairing group is no pairing request",
+        {"dm_policy": "pairing", "broadcast": "allow"},
+        {"text": "pair ABCD1234", "mentions_agent": True},
+        None,
+        None,
+        "pairing_required",
+    ),
+    (
+        "pair under group_policy pairing alone",
+        {"dm_policy": "deny", "group_policy": "pairing"},
+        {**DM, "text": "pair ABCD1234"},
+        None,
+        None,
+        Pair,
     ),
     (
         "pair when dm allow is text",
@@ -179,6 +195,71 @@ TABLE: list[tuple[str, dict[str, Any], dict[str, Any], ChannelState | None, Buck
     ("dm pairing, not paired", {"dm_policy": "pairing"}, DM, None, None, "pairing_required"),
     ("dm pairing, paired", {"dm_policy": "pairing"}, DM, paired_state(NOW + 1), None, Accept),
     ("dm allow", {"dm_policy": "allow"}, DM, None, None, Accept),
+    # 6. group policy: pairing by default when dm_policy is pairing, else open
+    (
+        "group, dm pairing, not paired",
+        {"dm_policy": "pairing", "broadcast": "allow"},
+        {"mentions_agent": True},
+        None,
+        None,
+        "pairing_required",
+    ),
+    (
+        "group, dm pairing, paired",
+        {"dm_policy": "pairing", "broadcast": "allow"},
+        {"mentions_agent": True},
+        paired_state(NOW + 1),
+        None,
+        Accept,
+    ),
+    (
+        "group pairing comes before the mention",
+        {"dm_policy": "pairing", "broadcast": "allow"},
+        {},
+        None,
+        None,
+        "pairing_required",
+    ),
+    (
+        "group pairing, listed",
+        {"group_policy": "pairing", "allow_from": (ALICE,), "broadcast": "allow"},
+        {"mentions_agent": True},
+        None,
+        None,
+        Accept,
+    ),
+    (
+        "group open under dm pairing",
+        {"dm_policy": "pairing", "group_policy": "open", "broadcast": "allow"},
+        {"mentions_agent": True},
+        None,
+        None,
+        Accept,
+    ),
+    (
+        "group disabled, even paired",
+        {"dm_policy": "pairing", "group_policy": "disabled", "broadcast": "allow"},
+        {"mentions_agent": True},
+        paired_state(NOW + 1),
+        None,
+        "group_denied",
+    ),
+    (
+        "group disabled leaves direct messages",
+        {"dm_policy": "allow", "group_policy": "disabled"},
+        DM,
+        None,
+        None,
+        Accept,
+    ),
+    (
+        "group open by default without dm pairing",
+        {"dm_policy": "deny", "broadcast": "allow"},
+        {"mentions_agent": True},
+        None,
+        None,
+        Accept,
+    ),
     # 7. mention requirement in groups
     ("group, no mention", {"broadcast": "allow"}, {}, None, None, "mention_required"),
     (
@@ -248,6 +329,8 @@ def test_refusals_that_tell_the_sender_and_those_that_stay_silent() -> None:
     assert isinstance(needs_pairing, Refuse) and "pair CODE" in (needs_pairing.reply or "")
     unmentioned = decide(policy(broadcast="allow"), msg())
     assert isinstance(unmentioned, Refuse) and unmentioned.reply is None  # groups stay quiet
+    unpaired_in_group = decide(policy(dm_policy="pairing", broadcast="allow"), msg())
+    assert isinstance(unpaired_in_group, Refuse) and unpaired_in_group.reply is None
     denied = decide(policy(deny_from=(ALICE,)), msg(**DM))
     assert isinstance(denied, Refuse) and denied.reply is None
 

@@ -1127,8 +1127,8 @@ class RouteMessageResponse(betterproto2.Message):
     reason: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
     accepted, duplicate, or the refusal (channel_disabled, sender_denied, rate_limited,
-    not_allowed, dm_denied, pairing_required, pairing_code_invalid, mention_required,
-    broadcast_denied).
+    not_allowed, dm_denied, group_denied, pairing_required, pairing_code_invalid,
+    mention_required, broadcast_denied).
     """
 
     detail: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
