@@ -117,13 +117,30 @@ class HttpRuntime(ToolRuntime):
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         if not isinstance(args, HttpFetchArgs):
             raise ValueError(f"http runtime has no tool {name!r}")
+        self._check(args)
+        return asyncio.run(_watched(self._fetch(args, ctx), ctx))
+
+    def precheck(self, name: str, args: msgspec.Struct) -> str | None:
+        """The checks of `_check` (no DNS: addresses are vetted when the call runs), so no
+        human is asked about a URL the allowlist refuses."""
+        if not isinstance(args, HttpFetchArgs):
+            return None
+        try:
+            self._check(args)
+        except Fault as fault:
+            return str(fault)
+        return None
+
+    def _check(self, args: HttpFetchArgs) -> None:
+        """What can be refused before any connection: the URL and its host on the allowlist,
+        the body and the headers."""
+        self._policy.check_host(_parse(args.url).host or "")
         if args.body is not None and args.method != "POST":
             raise Fault("invalid", "body: only allowed with method POST")
         body_cap = self._config.http_request_body_cap_bytes
         if args.body is not None and len(_utf8(args.body, "body")) > body_cap:
             raise Fault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
         _check_headers(args.headers)
-        return asyncio.run(_watched(self._fetch(args, ctx), ctx))
 
     async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
         # DNS runs on a private thread that is abandoned, not awaited, on cancel:

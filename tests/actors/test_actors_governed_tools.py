@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from events import new_id
 from events.catalog import ApprovalRequested, RunCancelled, RunCompleted
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
+from tools import ToolsConfig
 
 SHELL = '/tool shell.run {"argv": ["echo", "governed"]}'
 
@@ -159,6 +161,22 @@ def test_a_call_that_could_never_run_is_refused_before_a_human_is_asked(kit: Nod
     assert "tool.approval_requested" not in kit.kinds(ticket.run_id)
     (completed,) = kit.events(ticket.run_id, "tool.completed")
     assert not completed.ok and completed.error_kind == "denied"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://not-allowed.example/x", "https://example.org.evil.test/", "ftp://example.org/"]
+)
+def test_a_fetch_the_allowlist_refuses_is_refused_before_a_human_is_asked(
+    make_node: MakeNode, url: str
+) -> None:
+    kit = make_node(tools=ToolsConfig(http_allowlist=("example.org",)))
+    call = json.dumps({"url": url})
+    ticket, _ = kit.run(f"x\n/tool http.fetch {call}")
+    decision = decided(kit, ticket.run_id)
+    assert decision.outcome == "deny" and "refused before asking" in decision.reason
+    assert "tool.approval_requested" not in kit.kinds(ticket.run_id)
+    allowed = kit.start_run('y\n/tool http.fetch {"url": "https://example.org/x"}')
+    assert approval_of(kit, allowed.run_id).tool == "http.fetch"  # an allowed host is asked
 
 
 def test_a_session_grant_lasts_until_the_session_resets(kit: NodeKit) -> None:
