@@ -90,10 +90,11 @@ class LearningSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     """Reflect on every completed run (a ``post_run_reflection`` task each). Off: no new
     reflections; applied learnings are still offered and reviews still work."""
     apply_fact_bps: Bps = 8_000
-    apply_preference_bps: Bps = 8_000
+    apply_preference_bps: Bps = 10_001
     apply_procedure_bps: Bps = 9_000
     """A pending candidate whose confidence reaches its kind's threshold (basis points) is
-    applied by ``reflection``; below it, it waits for review. 10001: never automatically."""
+    applied by ``reflection``; below it, it waits for review. 10001: never automatically, the
+    preferences' default (a preference steers every later run: a reviewer accepts it first)."""
     extractor: Literal["auto", "rules", "model"] = "auto"
     """``auto``: the rules with the deterministic provider, the node's model otherwise."""
     model_timeout_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 60.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transports.auth import load_or_create_token
-from transports.config import NodeConfig, ToolsSection
+from transports.config import LearningSection, NodeConfig, ToolsSection
 from transports.http import HttpServer, start_http
 from transports.runtime import Runtime, open_runtime
 
@@ -46,7 +46,11 @@ class Console:
 def running_console(data_dir: Path) -> Iterator[Console]:
     """A node on ``data_dir`` that may run ``echo`` through shell.run (after an approval),
     with the HTTP API on a free port of 127.0.0.1."""
-    config = NodeConfig(tools=ToolsSection(shell_allowlist=("echo",)))
+    # Preferences apply without review here, so the Learning tab has applied ones to show.
+    config = NodeConfig(
+        tools=ToolsSection(shell_allowlist=("echo",)),
+        learning=LearningSection(apply_preference_bps=8_000),
+    )
     runtime = open_runtime(data_dir, config=config)
     server: HttpServer | None = None
     try:
