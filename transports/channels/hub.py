@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,7 @@ from events import JournalPort
 from events.catalog import ChannelCursorSaved, ChannelRunStarted
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
+from projections.records import ApprovalRecord
 from transports.access import Authority
 from transports.channels import commands
 from transports.channels.actor import ChannelActor
@@ -41,6 +43,7 @@ from transports.channels.records import record_command, record_reply
 from transports.channels.results import MintedCode, RouteResult
 from transports.channels.router import Command
 from transports.config import ChannelConfig, ConfigError
+from transports.tokens import Credentials
 
 log = logging.getLogger("reel.channels")
 R = TypeVar("R")
@@ -427,21 +430,40 @@ class ChannelHub:
                 if entry.kind != "tool.approval_requested" or not config.approval_prompts:
                     continue
                 event: Any = entry.event
-                if ack is None:  # resumed: prompt again only for what still waits
-                    record = views.approval(event.approval_id)
-                    if record is None or record.state != "pending":
-                        continue
-                await say(
-                    f"Waiting for approval {event.approval_id}: the agent wants to run "
-                    f"{event.tool} ({event.risk} risk). Reply `!reel approve "
-                    f"{event.approval_id}` or `!reel deny {event.approval_id}`."
-                )
+                record = await self.fresh(functools.partial(views.approval, event.approval_id))
+                if record is None or (ack is None and record.state != "pending"):
+                    continue  # resumed: prompt again only for what still waits
+                await say(self._approval_prompt(channel, record))
         run = await self.fresh(lambda: views.run(run_id))
         parts, error = await say(_answer_text(run.state if run else "", run))
         event_sent = record_reply(
             channel, run_id, started.conversation, started.in_reply_to, parts, error
         )
         self._record(channel, event_sent, "node")
+
+    def _approval_prompt(self, channel: str, record: ApprovalRecord) -> str:
+        """What the run's sender is told about a call waiting for approval: the commands the
+        sender may use on it (decided by Cedar, nothing recorded), else who decides."""
+        now = int(time.time() * 1000)
+        who = Credentials(
+            record.principal,
+            self.authority.tokens.roles_of(record.principal, now),
+            f"channel:{channel}",
+        )
+        may = [
+            f"`!reel {verb} {record.approval_id}`"
+            for verb, decision in (("approve", "allow"), ("deny", "deny"))
+            if self.authority.may(
+                who, "approval.resolve", self.authority.approval_scope(record, decision, "once")
+            )
+        ]
+        head = (
+            f"Waiting for approval {record.approval_id}: the agent wants to run "
+            f"{record.tool} ({record.risk} risk)."
+        )
+        if may:
+            return f"{head} Reply {' or '.join(may)}."
+        return f"{head} An operator of this node decides it."
 
     async def _command(
         self,

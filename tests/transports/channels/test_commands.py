@@ -53,8 +53,11 @@ def test_approve_from_chat_needs_a_policy_naming_the_sender(
     try:
         run_id = say(node, WRITE)["run_id"]
         approval_id = approval_of(node, run_id)
-        prompt = receiver.wait_for(f"!reel approve {approval_id}")
+        prompt = receiver.wait_for(f"Waiting for approval {approval_id}")
         assert "fs.write" in prompt.body["text"] and prompt.signed
+        # The sender may not decide it: the prompt does not offer what a policy refuses.
+        assert "!reel" not in prompt.body["text"]
+        assert prompt.body["text"].endswith("An operator of this node decides it.")
         refused = say(node, f"!reel approve {approval_id}")
         assert refused["route"] == "command"
         assert "approval.resolve is not permitted" in refused["detail"]
@@ -64,6 +67,9 @@ def test_approve_from_chat_needs_a_policy_naming_the_sender(
     (data_dir / "policies" / "senders.cedar").write_text(ALICE_APPROVES)
     node = channel_node(data_dir, {"hook": channel(receiver, dm_policy="allow")})
     try:
+        # Prompted again after the restart, now with the commands the policy allows.
+        offered = receiver.wait_for(f"!reel approve {approval_id}")
+        assert f"or `!reel deny {approval_id}`" in offered.body["text"]
         approved = say(node, f"!reel approve {approval_id}")
         assert approved["detail"] == (
             f"Approval {approval_id} approved by channel:hook:@alice:localhost."
