@@ -251,8 +251,10 @@ class TokenBook:
 
 
 def bearer(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header value, else None."""
-    if not header:
+    """The token of an ``Authorization: Bearer <token>`` header value, else None. Every token
+    is ASCII: a value that is not (bytes HTTP/2 or aiohttp could not decode, passed on as
+    surrogates or Latin-1) is no credential, so it is refused like a wrong one."""
+    if not header or not header.isascii():
         return None
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
