@@ -93,7 +93,9 @@ def test_metadata_that_is_not_ascii_is_unauthenticated_on_every_method(
     with Records() as log:
         for method in methods():
             status = h2_call(node.server.port, method.path, [(b"authorization", authorization)])
-            expected = Status.OK if method.path.startswith(OPEN_PREFIXES) else Status.UNAUTHENTICATED
+            expected = (
+                Status.OK if method.path.startswith(OPEN_PREFIXES) else Status.UNAUTHENTICATED
+            )
             assert status == expected.value, method
         other = [(b"authorization", f"Bearer {node.token}".encode()), (b"x-note", b"\xff\xfe")]
         assert h2_call(node.server.port, "/reel.v1.Gateway/ListSessions", other) == 0
