@@ -11,6 +11,7 @@ unnoticed. A version 1 file is refused rather than silently trusted.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -73,6 +74,8 @@ def connect(path: Path, *, writable: bool, busy_timeout_ms: int = 5000) -> apsw.
         raise JournalUnavailable(f"journal {path} is read-only (no write permission)")
     if writable and not exists and not os.access(path.parent, os.W_OK):
         raise JournalUnavailable(f"cannot create journal in {path.parent}: directory is read-only")
+    if writable and not exists:
+        create_private(path)
     flags = (
         apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
         if writable
@@ -111,6 +114,13 @@ def connect(path: Path, *, writable: bool, busy_timeout_ms: int = 5000) -> apsw.
         raise JournalUnavailable(f"cannot open journal {path}") from None
     except apsw.IOError as exc:
         raise JournalUnavailable(f"I/O error on journal {path}: {exc}") from None
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty, mode 0600, unless it exists: SQLite would create it 0644 (readable
+    by every user), and its ``-wal`` and ``-shm`` files take the database file's mode."""
+    with contextlib.suppress(FileExistsError):  # another process made it first: SQLite opens it
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _identity(conn: apsw.Connection) -> tuple[int, int]:

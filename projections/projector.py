@@ -20,6 +20,7 @@ from pathlib import Path
 import apsw
 
 from events import JournalPort, JournalReadPort, StoredEvent, UnknownEventKind
+from events.schema import create_private
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
 from projections.embedders import Embedder
@@ -69,6 +70,7 @@ class Projector:
         self.path = path
         self.projections = list(projections or all_projections())
         self.batch = batch
+        create_private(path)  # 0600, and so its -wal and -shm files
         self.conn = apsw.Connection(str(path))
         self.conn.set_busy_timeout(5000)
         load_vec(self.conn)  # the memory view's vector index is a sqlite-vec table

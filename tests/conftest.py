@@ -10,7 +10,8 @@ import pytest
 
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
-    """An empty reel data dir (``--data``) of its own for one test."""
+    """An empty reel data dir (``--data``) of its own for one test, private as reel makes one
+    (a wider one is tightened with a warning: tests/transports/test_data_dir_modes.py)."""
     path = tmp_path / "data"
-    path.mkdir()
+    path.mkdir(mode=0o700)
     return path

@@ -191,7 +191,8 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
     A way out is a regular file with more than one link, a symlink whose target is absolute
     or contains ``..``, or a device node. Directories are opened with
     O_NOFOLLOW from their parent's descriptor, so the walk itself never leaves the tree.
-    More than ``max_entries`` entries is refused too (a scan must stay bounded).
+    More than ``max_entries`` entries is refused too (a scan must stay bounded), and so is an
+    entry that changes under the walk (gone or replaced between the listing and its look).
     """
     seen = 0
     stack: list[tuple[int, tuple[str, ...]]] = [(os.dup(root_fd), ())]
@@ -210,7 +211,10 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
                             "refusing to preopen it",
                         )
                     rel = "/".join((*where, entry.name))
-                    st = entry.stat(follow_symlinks=False)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError as exc:  # gone or replaced since the listing
+                        raise _changed(f"{shown}/{rel}", exc) from None
                     if stat.S_ISDIR(st.st_mode):
                         try:
                             child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
@@ -218,7 +222,10 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
                             raise Fault("denied", f"{shown}/{rel}: {exc.strerror}") from None
                         stack.append((child, (*where, entry.name)))
                     elif stat.S_ISLNK(st.st_mode):
-                        target = os.readlink(entry.name, dir_fd=fd)
+                        try:
+                            target = os.readlink(entry.name, dir_fd=fd)
+                        except OSError as exc:
+                            raise _changed(f"{shown}/{rel}", exc) from None
                         if _leaves(target):
                             raise Fault(
                                 "denied",
@@ -238,6 +245,14 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
     finally:
         for fd, _ in stack:
             os.close(fd)
+
+
+def _changed(shown: str, exc: OSError) -> Fault:
+    """The refusal when an entry changes under the scan: the tree cannot be vouched for."""
+    return Fault(
+        "denied",
+        f"{shown}: changed while it was being vetted ({exc.strerror}); refusing to preopen it",
+    )
 
 
 def _leaves(target: str) -> bool:

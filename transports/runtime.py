@@ -36,6 +36,7 @@ from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
 from transports.memory import NodeMemory
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
+from transports.private_dir import make_private
 from transports.tokens import load_tokens
 
 
@@ -93,8 +94,9 @@ class Runtime:
 
 
 def prepare_data_dir(data_dir: Path) -> None:
-    """Create the data dir (mode 0700) and its subdirectories."""
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the data dir (mode 0700, or make an existing one private: transports.private_dir)
+    and its subdirectories."""
+    make_private(data_dir)
     for sub in ("workspace", "plugins", "policies"):
         (data_dir / sub).mkdir(exist_ok=True, mode=0o700)
 

@@ -27,7 +27,7 @@ from events import JournalPort, JournalReadPort, new_id
 from events.catalog import Event, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
-from events.redact import looks_secret
+from events.redact import looks_secret, redact_event
 from policies import ROLES
 
 ADMIN_PRINCIPAL = "admin"
@@ -251,8 +251,10 @@ class TokenBook:
 
 
 def bearer(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header value, else None."""
-    if not header:
+    """The token of an ``Authorization: Bearer <token>`` header value, else None. Every token
+    is ASCII: a value that is not (bytes HTTP/2 or aiohttp could not decode, passed on as
+    surrogates or Latin-1) is no credential, so it is refused like a wrong one."""
+    if not header or not header.isascii():
         return None
     scheme, _, value = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
@@ -288,15 +290,16 @@ def create_token(
     expires_at_ms: int | None = None,
     note: str = "",
 ) -> tuple[str, TokenRecord]:
-    """Mint a token, append its ``token.created`` (by ``created_by``), fold it into ``book``;
-    the token is returned once and stored nowhere."""
+    """Mint a token, append its ``token.created`` (by ``created_by``), fold it into ``book``
+    as the journal stores it (a secret in its note redacted, so the answer and a list say what
+    a restart's fold would); the token is returned once and stored nowhere."""
     token, created = mint(
         principal, roles, token_id=new_id(), expires_at_ms=expires_at_ms, note=note
     )
     result = journal.append(
         token_stream(created.token_id), [created], expected_seq=0, principal=created_by
     )
-    book.apply(created, result.recorded_at_ms)
+    book.apply(redact_event(created), result.recorded_at_ms)
     record = book.get(created.token_id)
     assert record is not None
     return token, record

@@ -42,7 +42,7 @@ def build_journal(
     row every ``checkpoint_every`` rows and one at close; with ``witness`` each is also
     appended there. Returns the node key.
     """
-    data.mkdir(parents=True, exist_ok=True)
+    data.mkdir(parents=True, exist_ok=True, mode=0o700)  # as reel makes one: no warning
     key = NodeKey.load_or_create(data / KEY)
     outside = Witness.open(witness, data_dir=data) if witness is not None else None
     with Journal(
@@ -128,7 +128,7 @@ def build_journal(
 
 def copy_journal(source: Path, target: Path) -> Path:
     """Copy a closed journal (and node key) into ``target``; returns the copied journal path."""
-    target.mkdir(parents=True, exist_ok=True)
+    target.mkdir(parents=True, exist_ok=True, mode=0o700)
     for name in (JOURNAL, KEY):
         shutil.copy2(source / name, target / name)
     return target / JOURNAL

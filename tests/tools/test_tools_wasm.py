@@ -475,3 +475,51 @@ def test_a_grant_too_large_to_vet_is_refused(tmp_path: Path, workspace: Path) ->
     catalog = ToolCatalog([load_plugins(root, ToolsConfig(wasm_preopen_max_entries=3))])
     result = _run(catalog, "test.plugin", workspace)
     assert result.error_kind == "denied" and "more than 3 entries" in (result.error or "")
+
+
+class _Listed(list[os.DirEntry[str]]):
+    """A directory listing already read, usable as ``os.scandir``'s context manager."""
+
+    def __enter__(self) -> _Listed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("swap", ["file removed", "directory removed", "symlink removed"])
+def test_an_entry_swapped_during_the_scan_refuses_the_call(
+    tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch, swap: str
+) -> None:
+    """The race, made deterministic: the grant's listing is read, then an entry goes away
+    before the scan looks at it (a concurrent ``shell.run`` or another process). The call is
+    refused as ``denied`` naming the entry, never an unexpected error."""
+    data = workspace / "data"
+    (data / "sub").mkdir(parents=True)
+    (data / "f").write_text("x")
+    (data / "l").symlink_to("f")
+    gone = {"file removed": data / "f", "directory removed": data / "sub", "symlink removed": None}
+    real_scandir, real_readlink = os.scandir, os.readlink
+    raced: list[str] = []
+
+    def scandir_then_swap(path: Any) -> _Listed:
+        with real_scandir(path) as entries:
+            listed = _Listed(entries)
+        victim = gone[swap]
+        if victim is not None and not raced and any(e.name == victim.name for e in listed):
+            victim.rmdir() if victim.is_dir() else victim.unlink()
+            raced.append(victim.name)
+        return listed
+
+    def unlink_then_readlink(path: Any, *, dir_fd: int | None = None) -> str:
+        if swap == "symlink removed" and not raced:
+            (data / "l").unlink()
+            raced.append("l")
+        return real_readlink(path, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "scandir", scandir_then_swap)
+    monkeypatch.setattr(os, "readlink", unlink_then_readlink)
+    result = _run(_grant(tmp_path, _open_wat("f")), "test.plugin", workspace)
+    assert raced, "the swap did not happen"
+    assert (result.ok, result.error_kind) == (False, "denied"), result
+    assert f"data/{raced[0]}: changed while it was being vetted" in (result.error or "")

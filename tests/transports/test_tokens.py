@@ -106,6 +106,8 @@ def test_bearer_parses_only_the_bearer_scheme() -> None:
     assert bearer("Basic abc") is None
     assert bearer("Bearer ") is None
     assert bearer(None) is None
+    assert bearer("Bearer \udcff\udcfe") is None  # bytes aiohttp could not decode
+    assert bearer("Bearer reel_\u00e9") is None  # every token is ASCII
 
 
 def test_a_request_value_cedar_cannot_hold_is_bad_input_on_both_transports() -> None:

@@ -21,12 +21,15 @@ def resolve(data: Path | None) -> Path:
 
 
 def existing(data: Path | None) -> Path:
-    """The data dir, which must already exist (commands that write to it offline)."""
+    """The data dir, which must already exist (commands that write to it offline), made
+    private (:mod:`transports.private_dir`)."""
     from transports.cli.errors import CliError
+    from transports.private_dir import make_private
 
     data_dir = resolve(data)
     if not data_dir.is_dir():
         raise CliError(f"no data dir at {data_dir} (start a node with --data {data_dir} first)")
+    make_private(data_dir)  # as a node does at start
     return data_dir
 
 

@@ -42,8 +42,16 @@ def caller() -> Credentials:
     return who
 
 
+HEADER_ENCODING = "latin-1"
+"""How the server decodes HTTP/2 header values: one character per byte, so any value decodes.
+grpclib decodes them as ASCII, and a request with any other byte in a header dropped the whole
+connection with a traceback; now a credential that is not ASCII reaches :func:`bearer` and is
+refused (UNAUTHENTICATED), and other metadata is the handlers' to judge."""
+
+
 def require_token(server: Server, authority: Authority) -> None:
     """Make ``server`` refuse every call (but health checks) without a valid bearer token."""
+    server._h2_config.header_encoding = HEADER_ENCODING  # grpclib has no parameter for it
 
     async def check(event: RecvRequest) -> None:
         if event.method_name.startswith(OPEN_PREFIXES):

@@ -8,12 +8,18 @@ on exceptions.
   UNKNOWN and log a traceback per call.
 - Anything else a handler lets through unexpectedly is INTERNAL without details (logged with
   its traceback: it is a bug), never grpclib's UNKNOWN.
+- A call the client cancelled (or dropped with its connection) ends by its CancelledError,
+  however its handler ended: grpclib logs "Failed to handle cancellation" with a traceback for
+  a cancelled handler that returns or raises anything else (a ``finally`` that awaits and
+  swallows the cancellation, a status raised while cleaning up), and a client going away is
+  no fault of the server's.
 
 The hook is grpclib's ``RecvRequest`` event, whose ``method_func`` a listener may wrap.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
@@ -87,10 +93,20 @@ def _guarded(method_func: MethodFunc, method_name: str, unary_request: bool) -> 
     async def guarded(stream: Any) -> None:
         try:
             await method_func(CheckedStream(stream, method_name, unary_request))
-        except (GRPCError, StreamTerminatedError, ProtocolError, TimeoutError):
-            raise  # statuses, a client gone, a deadline: grpclib's own handling
         except Exception as exc:
+            _end_if_cancelled()
+            if isinstance(exc, GRPCError | StreamTerminatedError | ProtocolError | TimeoutError):
+                raise  # statuses, a client gone, a deadline: grpclib's own handling
             log.error("internal error in %s", method_name, exc_info=exc)
             raise GRPCError(Status.INTERNAL, "internal error") from None
+        _end_if_cancelled()
 
     return guarded
+
+
+def _end_if_cancelled() -> None:
+    """Raise CancelledError if this call's task was cancelled (the cancellation was swallowed
+    or replaced on the way out): grpclib then ends the call quietly, as cancelled."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError

@@ -12,7 +12,10 @@ encoding of the message:
 - wire types 0 (varint), 1 (8 bytes), 2 (length-delimited, within the message), 5 (4 bytes)
   only; groups (3, 4) and the reserved 6, 7 are refused;
 - a known field has its type's wire type (a repeated scalar may also be packed);
-- ``string`` fields are UTF-8, message fields are checked recursively (depth at most 32).
+- ``string`` fields are UTF-8, message fields are checked recursively (depth at most 32);
+- at most one member of a ``oneof`` is set (protobuf would keep the last, betterproto2 keeps
+  both and a handler cannot tell which was meant); the same member twice merges, as protobuf
+  says.
 
 Unknown fields are skipped when well formed (forward compatibility). So betterproto2 only ever
 decodes bytes whose every known field has the shape it expects.
@@ -77,6 +80,7 @@ def _message(data: memoryview, pos: int, end: int, descriptor: Any, path: str, d
     if depth > MAX_DEPTH:
         raise MalformedMessage(path, f"nested deeper than {MAX_DEPTH} messages")
     fields = descriptor.fields_by_number
+    chosen: dict[str, str] = {}  # oneof name -> the member this message set
     while pos < end:
         key, pos = _varint(data, pos, end, path, "a field tag")
         number, wire = key >> 3, key & 7
@@ -104,6 +108,7 @@ def _message(data: memoryview, pos: int, end: int, descriptor: Any, path: str, d
             raise MalformedMessage(where, f"wire type {wire} does not exist")
         if field is not None:
             _field(data, start, pos, wire, field, where, depth)
+            _one_member(chosen, field, where)
 
 
 def _field(
@@ -125,6 +130,19 @@ def _field(
             raise MalformedMessage(path, "not valid UTF-8") from None
     elif field.type == F.TYPE_MESSAGE:
         _message(data, start, end, field.message_type, path, depth + 1)
+
+
+def _one_member(chosen: dict[str, str], field: Any, path: str) -> None:
+    """Record ``field`` as its oneof's member; a second, different member is refused."""
+    oneof = field.containing_oneof
+    if oneof is None:
+        return
+    earlier = chosen.setdefault(oneof.name, field.name)
+    if earlier != field.name:
+        raise MalformedMessage(
+            path,
+            f"oneof {oneof.name} already has {earlier}: set one of its members, not two",
+        )
 
 
 def _packed(data: memoryview, pos: int, end: int, wire: int, path: str) -> None:

@@ -2,8 +2,10 @@
 
 ``/`` is ``index.html``; other files are served by name at ``/<name>`` (what the page links
 relatively, e.g. ``app.js``) and at ``/static/<path>``. These routes are public: the files hold
-no data (the page asks for the token and calls the API with it). Files are looked up per
-request, confined to the static directory; when the console is not installed, ``/`` says so.
+no data (the page asks for the token and calls the API with it). A name that is no file is a 404
+to a caller with a valid token only, a 401 to anyone else (the guard: unknown paths say
+nothing). Files are looked up per request, confined to the static directory; when the console
+is not installed, ``/`` says so.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@
   ``Authorization: Bearer <token>``: the data dir's ``admin.token`` or a token from
   ``reel tokens create`` / ``POST /v1/tokens``. A missing, unknown, expired or revoked token
   is the same 401 with ``WWW-Authenticate: Bearer`` (no oracle). Unknown paths need it too, so
-  probing reveals nothing. The caller's :class:`~transports.tokens.Credentials` are left on
-  the request (:func:`~transports.http.context.caller`); each handler asks Cedar about its
-  action (:func:`~transports.http.context.permit`).
+  probing reveals nothing: one the console's catch-all (``/{name}``, ``/static/{path}``) finds
+  no file for is a 404 only to a caller with a valid token. The caller's
+  :class:`~transports.tokens.Credentials` are left on the request
+  (:func:`~transports.http.context.caller`); each handler asks Cedar about its action
+  (:func:`~transports.http.context.permit`).
 - A query parameter the operation does not take (per ``/v1/openapi.json``), or one given twice,
   is a 400 naming it: a typo (``?limt=5``) is not silently ignored.
 - A declared ``Content-Length`` over ``http.max_body_bytes`` is refused before reading (413);
@@ -26,7 +28,7 @@ from transports.http import channels, console, health
 from transports.http.context import CALLER, CONTEXT
 from transports.http.failures import ApiError, error_response, to_api_error
 from transports.http.openapi import query_parameters
-from transports.tokens import bearer
+from transports.tokens import Credentials, bearer
 
 log = logging.getLogger("reel.http")
 
@@ -35,13 +37,10 @@ PUBLIC_ROUTES = console.PUBLIC_ROUTES | health.PUBLIC_ROUTES | channels.PUBLIC_R
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    route = request.match_info.route.name
     try:
-        if request.match_info.route.name not in PUBLIC_ROUTES:
-            authority = request.app[CONTEXT].authority
-            who = authority.authenticate(bearer(request.headers.get("Authorization")))
-            if who is None:
-                raise ApiError("unauthenticated", "a valid bearer token is required")
-            request[CALLER] = who
+        if route not in PUBLIC_ROUTES:
+            request[CALLER] = authenticated(request)
         if request.query:
             check_query(request)
         length = request.content_length
@@ -53,9 +52,23 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request)
     except Exception as exc:
         error = to_api_error(exc)
+        if error.code == "not_found" and route in console.PUBLIC_ROUTES:
+            try:
+                authenticated(request)  # a path the console does not serve: strangers get 401
+            except ApiError as refused:
+                error = refused
         if error.code == "internal":
             log.error("internal error on %s %s", request.method, request.path, exc_info=exc)
         return error_response(error)
+
+
+def authenticated(request: web.Request) -> Credentials:
+    """Who the request's bearer token speaks for, else the one 401 for every bad token."""
+    authority = request.app[CONTEXT].authority
+    who = authority.authenticate(bearer(request.headers.get("Authorization")))
+    if who is None:
+        raise ApiError("unauthenticated", "a valid bearer token is required")
+    return who
 
 
 def check_query(request: web.Request) -> None:

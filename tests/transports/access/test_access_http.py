@@ -157,6 +157,25 @@ def test_token_requests_name_the_bad_field(node: Node, tokens: dict[str, str]) -
     assert reply.status == 403
 
 
+def test_a_token_s_note_is_echoed_and_listed_as_stored_redacted(node: Node) -> None:
+    """The journal keeps a note with its secrets redacted; the 201, the list and a restart's
+    fold all say the same, never the secret."""
+    secret = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
+    reply = node.call(
+        "POST",
+        "/v1/tokens",
+        {"principal": "user:ci", "roles": ["viewer"], "note": f"for the deploy job {secret}"},
+    )
+    assert reply.status == 201, reply
+    echoed = reply.json()["note"]
+    assert secret not in echoed and echoed.startswith("for the deploy job ")
+    (stored,) = [e.decode().note for e in node.runtime.journal.events_of_kinds(("token.created",))]
+    assert echoed == stored
+    listed = node.call("GET", "/v1/tokens").json()["items"]
+    assert [t["note"] for t in listed if t["principal"] == "user:ci"] == [stored]
+    assert secret.encode() not in reply.body
+
+
 def test_revocation_takes_effect_on_the_live_node(node: Node) -> None:
     token = make_token(node, "user:temp", "viewer")
     assert node.call("GET", "/v1/sessions", auth=as_(token)).status == 200

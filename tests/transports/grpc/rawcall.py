@@ -148,3 +148,44 @@ def run(coro: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
     if loop is not None:
         return loop.run_until_complete(asyncio.wait_for(coro, 30))
     return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+def h2_call(port: int, path: str, metadata: list[tuple[bytes, bytes]], message: bytes = b"") -> int:
+    """One gRPC call over a raw HTTP/2 connection whose metadata are bytes as given (grpclib's
+    client refuses to send what is not printable ASCII); the ``grpc-status`` answered (0 once a
+    stream answers a message), or -1 when the server ended the connection without one."""
+    import socket
+
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    config = h2.config.H2Configuration(client_side=True, header_encoding=None)
+    conn = h2.connection.H2Connection(config)
+    conn.initiate_connection()
+    headers = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", path.encode()),
+        (b":authority", b"127.0.0.1"),
+        (b"content-type", b"application/grpc"),
+        (b"te", b"trailers"),
+        *metadata,
+    ]
+    conn.send_headers(1, headers)
+    conn.send_data(1, frame(message), end_stream=True)
+    status = -1
+    ends = (h2.events.StreamEnded, h2.events.StreamReset, h2.events.ConnectionTerminated)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(conn.data_to_send())
+        with contextlib.suppress(ConnectionError):
+            while data := sock.recv(65536):
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived | h2.events.TrailersReceived):
+                        status = int(dict(event.headers).get(b"grpc-status", status))
+                    if isinstance(event, h2.events.DataReceived):
+                        status = 0
+                    if status != -1 or isinstance(event, ends):
+                        return status
+                sock.sendall(conn.data_to_send())
+    return status

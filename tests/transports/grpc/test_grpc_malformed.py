@@ -3,6 +3,9 @@ INVALID_ARGUMENT with a message naming the problem, exactly one log line, no tra
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 from grpclib.client import Channel
 from grpclib.const import Status
@@ -21,7 +24,7 @@ from tests.transports.grpc.rawcall import (
     varint,
 )
 from tests.transports.records import Records
-from transports.grpc.wire import VARINT, MalformedMessage, check
+from transports.grpc.wire import I64, LEN, VARINT, WIRE_OF_TYPE, MalformedMessage, check
 
 MALFORMED = {
     "truncated varint": b"\x08\xff",
@@ -224,6 +227,79 @@ def test_identifiers_the_journal_would_refuse_are_invalid_argument(node: GrpcNod
 
     with Records() as log:
         assert run(scenario()) == [Status.INVALID_ARGUMENT] * 5
+    assert not log.faults(), log.text()
+
+
+def empty_value(field: Any) -> bytes:
+    """``field`` with its type's zero value, as a sender that sets it would encode it."""
+    if WIRE_OF_TYPE.get(field.type) == VARINT:
+        return field_bytes(field.number, VARINT, varint(0))
+    if WIRE_OF_TYPE.get(field.type) == LEN:
+        return length_delimited(field.number, b"")
+    width = 8 if WIRE_OF_TYPE[field.type] == I64 else 4
+    return field_bytes(field.number, WIRE_OF_TYPE[field.type], b"\0" * width)
+
+
+def doubled_oneofs(descriptor: Any, depth: int = 0) -> Iterator[tuple[str, bytes]]:
+    """For every oneof of two or more members in ``descriptor`` and the messages it holds:
+    the path of its second member and a message that sets its first two members."""
+    for oneof in descriptor.oneofs:
+        if len(oneof.fields) >= 2:
+            first, second = oneof.fields[:2]
+            yield second.name, empty_value(first) + empty_value(second)
+    if depth < 3:
+        for field in descriptor.fields:
+            if field.type == field.TYPE_MESSAGE:
+                for where, payload in doubled_oneofs(field.message_type, depth + 1):
+                    yield f"{field.name}.{where}", length_delimited(field.number, payload)
+
+
+DOUBLED = [
+    (method, f"{method.request.name}.{where}", payload)
+    for method in methods()
+    for where, payload in doubled_oneofs(method.request)
+]
+
+
+def test_every_request_oneof_is_found() -> None:
+    """The requests whose oneofs the check covers (a new oneof joins on its own)."""
+    found = {(m.path, where) for m, where, _ in DOUBLED}
+    assert ("/reel.v1.Gateway/RunStream", "RunStreamRequest.resume") in found
+    assert ("/reel.v1.Gateway/RunStream", "RunStreamRequest.start.session_key") in found
+    assert ("/reel.v1.Gateway/ResolveSession", "ResolveSessionRequest.session_key") in found
+
+
+@pytest.mark.parametrize(("method", "where", "payload"), DOUBLED, ids=lambda v: str(v)[:60])
+def test_two_members_of_a_oneof_are_invalid_argument_naming_the_field(
+    node: GrpcNode, method: Method, where: str, payload: bytes
+) -> None:
+    with Records() as log:
+        status = run(_call(node, method, message=payload))
+    assert status == Status.INVALID_ARGUMENT, (method, where)
+    line = log.refusals()[0].getMessage()
+    assert f"{where}: " in line and "oneof" in line, line
+    assert len(log.refusals()) == 1 and not log.faults(), log.text()
+
+
+def test_the_issue_s_bytes_are_invalid_argument(node: GrpcNode) -> None:
+    """``12 00 1a 00``: RunStreamRequest with resume and approval, both empty."""
+    run_stream = next(m for m in methods() if m.path == "/reel.v1.Gateway/RunStream")
+    with Records() as log:
+        status = run(_call(node, run_stream, message=bytes.fromhex("12001a00")))
+    assert status == Status.INVALID_ARGUMENT
+    assert "RunStreamRequest.approval: " in log.refusals()[0].getMessage()
+    assert not log.faults(), log.text()
+
+
+def test_the_same_member_twice_is_merged_as_protobuf_says(node: GrpcNode) -> None:
+    resolve = next(m for m in methods() if m.path == "/reel.v1.Gateway/ResolveSession")
+    key = length_delimited(2, b"first") + length_delimited(2, b"second")
+    with Records() as log:
+        assert run(_call(node, resolve, message=key)) not in (
+            Status.INVALID_ARGUMENT,
+            Status.INTERNAL,
+            Status.UNKNOWN,
+        )
     assert not log.faults(), log.text()
 
 

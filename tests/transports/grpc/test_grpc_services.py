@@ -32,6 +32,9 @@ from proto.reel.v1 import (
     WatchApprovalsRequest,
 )
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, converse, run
+from tests.transports.grpc.rawcall import h2_call, methods
+from tests.transports.records import Records
+from transports.grpc.authentication import OPEN_PREFIXES
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -76,6 +79,27 @@ def test_calls_without_the_right_token_are_unauthenticated(
         run(go())
     assert caught.value.status == Status.UNAUTHENTICATED
     assert node.token not in (caught.value.message or "")
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [b"Bearer \xff\xfe", b"Bearer reel_\x80", "Bearer \u00e9".encode(), b"\xc3( x"],
+)
+def test_metadata_that_is_not_ascii_is_unauthenticated_on_every_method(
+    node: GrpcNode, authorization: bytes
+) -> None:
+    """HTTP/2 carries header values as bytes; a credential that is not ASCII is no credential
+    (UNAUTHENTICATED), never a connection dropped with a traceback."""
+    with Records() as log:
+        for method in methods():
+            status = h2_call(node.server.port, method.path, [(b"authorization", authorization)])
+            expected = (
+                Status.OK if method.path.startswith(OPEN_PREFIXES) else Status.UNAUTHENTICATED
+            )
+            assert status == expected.value, method
+        other = [(b"authorization", f"Bearer {node.token}".encode()), (b"x-note", b"\xff\xfe")]
+        assert h2_call(node.server.port, "/reel.v1.Gateway/ListSessions", other) == 0
+    assert not log.faults(), log.text()
 
 
 def test_run_stream_without_a_token_is_unauthenticated(node: GrpcNode) -> None:

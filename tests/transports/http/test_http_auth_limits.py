@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import stat
@@ -9,6 +10,7 @@ import stat
 import pytest
 
 from tests.transports.http.httpkit import MAX_BODY, Node
+from tests.transports.records import Records
 from transports.http.openapi import document
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -50,6 +52,47 @@ def test_the_scheme_is_case_insensitive_and_the_token_exact(node: Node) -> None:
     assert node.call("GET", "/v1/sessions", auth=f"bearer {node.token}").status == 200
     assert node.call("GET", "/v1/sessions", auth=f"Bearer {node.token}x").status == 401
     assert node.call("GET", "/v1/sessions", auth=f"Bearer {node.token[:-1]}").status == 401
+
+
+UNDECODABLE = [b"Bearer \xff\xfe", b"Bearer reel_\x80", b"\xc3( x", b"Bearer \xed\xa0\x80"]
+"""Authorization values that are not UTF-8: aiohttp hands them on as lone surrogates."""
+
+
+def raw_status(node: Node, method: str, path: str, authorization: bytes) -> tuple[int, bytes]:
+    head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n"
+    reply = node.raw(head.encode() + b"Authorization: " + authorization + b"\r\n\r\n")
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+@pytest.mark.parametrize("authorization", UNDECODABLE)
+def test_an_undecodable_authorization_is_a_401_on_every_route(
+    node: Node, authorization: bytes
+) -> None:
+    with Records() as log:
+        for method, path in [*operations(), ("GET", "/v1/no-such-route"), ("GET", "/nothing")]:
+            status, body = raw_status(node, method, path, authorization)
+            if path == "/healthz":
+                assert status == 200
+                continue
+            assert status == 401, (method, path, body)
+            assert json.loads(body)["error"]["code"] == "unauthenticated"
+        assert raw_status(node, "GET", "/app.js", authorization)[0] == 200  # public, as before
+    assert not log.faults(), log.text()
+
+
+def test_unknown_top_level_paths_are_401_without_a_valid_token(node: Node) -> None:
+    """The console's catch-all (``/{name}``, ``/static/{path}``) is public for its files only:
+    any other path tells a caller without a valid token nothing but 401."""
+    for path in ("/nothing", "/v1", "/admin.token", "/.env", "/static/nothing", "/static/a/b"):
+        for auth in (None, "Bearer wrong"):
+            reply = node.call("GET", path, auth=auth)
+            assert (reply.status, reply.error["code"]) == (401, "unauthenticated"), (path, auth)
+            assert reply.headers["www-authenticate"].startswith("Bearer")
+        found = node.call("GET", path)
+        assert (found.status, found.error["code"]) == (404, "not_found"), path
+    for path in ("/", "/app.js", "/static/app.css", "/healthz"):  # as documented: public
+        assert node.call("GET", path, auth=None).status == 200, path
 
 
 def test_healthz_needs_no_token(node: Node) -> None:

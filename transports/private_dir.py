@@ -1,0 +1,68 @@
+"""The data dir is private: it holds every conversation (the journal and the views), the node's
+signing key and the admin token, so no other user of the machine may read it.
+
+:func:`make_private` runs before a node or an offline command opens anything in the data dir.
+A new data dir is created 0700. An existing one (an operator's ``mkdir``, a data dir from an
+older reel) is made so: the dir 0700, and group and other bits dropped from every regular file
+directly in it (the journal and views with their SQLite ``-wal``/``-shm`` files, the admin
+token, ``node.json``, the lock), with one warning naming the path and what was wider. The files
+reel creates later are 0600 from the start (SQLite's side files take their database's mode).
+
+Left as they are: ``node.key``, whose loader refuses a key others could read (it may have been
+copied: the operator replaces it or tightens it knowingly); the operator's own files
+(``config.toml``, what is in ``plugins/`` and ``policies/``: the dirs are created 0700); and the
+workspace and everything below it (the shell sandbox binds it; reel creates it 0700 and its
+mode after that is the operator's choice).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+log = logging.getLogger("reel.node")
+
+DIR_MODE = 0o700
+OPEN_BITS = stat.S_IRWXG | stat.S_IRWXO
+"""What no file or dir of the data dir keeps: any access by group or others."""
+
+LEFT_ALONE = frozenset({"node.key", "config.toml"})
+"""Files never tightened here: the node key refuses itself when others could read it, and the
+config is the operator's file."""
+
+
+def make_private(data_dir: Path) -> None:
+    """Create ``data_dir`` 0700, or make an existing one private (one warning when it was not).
+    A mode that cannot be changed (another user's dir) is warned about, never fatal."""
+    try:
+        data_dir.mkdir(parents=True, mode=DIR_MODE)
+        return
+    except FileExistsError:
+        if not data_dir.is_dir():
+            return  # not a dir: opening the journal in it says so
+    wider: list[str] = []
+    try:
+        _tighten(data_dir, "the dir", wider)
+        with os.scandir(data_dir) as entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False) and entry.name not in LEFT_ALONE:
+                    _tighten(Path(entry.path), entry.name, wider)
+    except OSError as exc:
+        log.warning("data dir %s: could not make it private (%s)", data_dir, exc.strerror)
+        return
+    if wider:
+        log.warning(
+            "data dir %s was open to other users (%s): made private (the dir 0700, its files 0600)",
+            data_dir,
+            ", ".join(wider),
+        )
+
+
+def _tighten(path: Path, shown: str, wider: list[str]) -> None:
+    """Drop group and other bits from ``path``, noting its old mode in ``wider``."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & OPEN_BITS:
+        os.chmod(path, mode & ~OPEN_BITS)
+        wider.append(f"{shown} was {mode:04o}")
