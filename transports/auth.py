@@ -6,7 +6,6 @@ refused, never what it carried.
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
 from pathlib import Path
@@ -47,16 +46,6 @@ def load_or_create_token(data_dir: Path) -> str:
         finally:
             tmp.unlink()
     return path.read_text(encoding="utf-8").strip()
-
-
-def bearer_matches(header: str | None, token: str) -> bool:
-    """Whether an ``Authorization`` header value carries ``Bearer <token>`` (constant time)."""
-    if not header:
-        return False
-    scheme, _, value = header.strip().partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(value.strip().encode(), token.encode())
 
 
 def is_recognisable(admin_token: str) -> bool:
