@@ -258,6 +258,16 @@ class WasmRuntime(ToolRuntime):
     @staticmethod
     def _output(code: int, stdout: _Capture, stderr: _Capture) -> Output:
         text, truncated, lossy = stdout.text()
+        if truncated:
+            # As when the watchdog saw it first: whether a plugin finished before the next poll
+            # must not decide between a result and a failure.
+            raise Fault(
+                "limit",
+                f"output exceeded {stdout.cap} bytes",
+                output=text,
+                truncated=True,
+                lossy=lossy,
+            )
         if code != 0:
             note, _, _ = stderr.text()
             detail = f": {note.strip()}" if note.strip() else ""

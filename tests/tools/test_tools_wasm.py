@@ -232,10 +232,15 @@ def test_endless_output_is_stopped_at_the_cap(tmp_path: Path, workspace: Path) -
     assert result.truncated and len(result.output) == 4096
 
 
-def test_output_cap_truncates(tmp_path: Path, workspace: Path) -> None:
+def test_output_over_the_cap_is_a_limit_even_when_the_plugin_finished(
+    tmp_path: Path, workspace: Path
+) -> None:
+    """CHATTY ends at once: it was a result or a failure by whether the watchdog polled
+    before it ended (an ok result under no load, a limit under load)."""
     result = _run(_single(tmp_path, CHATTY, output_cap_bytes=1000), "test.plugin", workspace)
-    assert result.ok and result.truncated
-    assert len(result.output) == 1000
+    assert (result.ok, result.error_kind) == (False, "limit")
+    assert result.error == "output exceeded 1000 bytes"
+    assert result.truncated and len(result.output) == 1000
 
 
 def test_a_trap_is_reported(tmp_path: Path, workspace: Path) -> None:
