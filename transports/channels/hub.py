@@ -50,6 +50,8 @@ R = TypeVar("R")
 
 FRESH_WAIT_S = 2.0
 """How long a command waits for the views to include what the journal just committed."""
+FINISH_ANSWERS_S = 10.0
+"""At a stop, how long the answers of runs that ended in the drain may take to go out."""
 
 
 @runtime_checkable
@@ -115,6 +117,8 @@ class ChannelHub:
         self.signal: Signal | None = None
         self._unlisten: Callable[[], None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._answering: dict[asyncio.Task[Any], str] = {}
+        """The tasks following a run to answer it, with the run's id (see :meth:`stop`)."""
         self._resumed = asyncio.Event()
         """Set on the loop once every channel actor was told to :class:`Resume`."""
         self._views: Views | None = None
@@ -184,11 +188,15 @@ class ChannelHub:
             ref.tell(Resume())
         io.loop.call_soon_threadsafe(self._resumed.set)
 
-    def stop(self) -> None:
-        """Stop the connectors (no more messages in), the followers, then the actors."""
+    def stop(self, grace_s: float = FINISH_ANSWERS_S) -> None:
+        """Let the answers of runs that have ended go out (at most ``grace_s``), then stop
+        the connectors (no more messages in), the followers, then the actors. Runs still
+        waiting (for an approval, say) are answered after the next start."""
         if self._node is None:
             return
         io = self._node.io
+        with contextlib.suppress(Exception):
+            io.submit(self._finish_answers(grace_s)).result(timeout=grace_s + 5)
         for connector in self.connectors.values():
             with contextlib.suppress(Exception):
                 io.submit(connector.stop()).result(timeout=10)
@@ -284,11 +292,22 @@ class ChannelHub:
 
     # --- called by the actors (any thread) -----------------------------------------------------
 
-    def _spawn(self, coro: Any) -> None:
+    async def _finish_answers(self, grace_s: float) -> None:
+        """Wait for the followers of runs the drain ended: their answers may not have gone out
+        yet (a run leaves the registry just before its end is appended, and the views follow
+        the journal). A run waiting for a human is not waited for."""
+        waiting = self.node.services.registry.runs_awaiting_approval()
+        ending = [task for task, run_id in self._answering.items() if run_id not in waiting]
+        if ending:
+            await asyncio.wait(ending, timeout=grace_s)
+
+    def _spawn(self, coro: Any, run_id: str = "") -> None:
         async def tracked() -> None:
             task = asyncio.current_task()
             if task is not None:
                 self._tasks.add(task)
+                if run_id:
+                    self._answering[task] = run_id
             try:
                 await coro
             except asyncio.CancelledError:
@@ -298,6 +317,7 @@ class ChannelHub:
             finally:
                 if task is not None:
                     self._tasks.discard(task)
+                    self._answering.pop(task, None)
 
         self.node.io.submit(tracked())
 
@@ -345,7 +365,7 @@ class ChannelHub:
     def follow(self, channel: str, started: ChannelRunStarted, ack: InboundMessage | None) -> None:
         """Follow a run an accepted message started and answer in its conversation;
         ``ack``: the message to acknowledge while it runs (None when resuming after a restart)."""
-        self._spawn(self._follow(channel, self.connectors[channel], started, ack))
+        self._spawn(self._follow(channel, self.connectors[channel], started, ack), started.run_id)
 
     def run_command(
         self,
