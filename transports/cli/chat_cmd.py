@@ -92,14 +92,16 @@ def chat(
     overrides = [_posture(p) for p in posture or ()]
     from transports.runtime import open_runtime
 
-    runtime = open_runtime(resolve(data))
+    runtime = open_runtime(resolve(data))  # checked as reel node checks it (JournalTampered)
+    done = False
     try:
         if overrides:
             session = _apply_postures(runtime, session, key, overrides)
             key = None
         code = _converse(runtime, message, session, key, approve, deny)
+        done = True
     finally:
-        runtime.close(grace_s=0)
+        runtime.close(grace_s=0, sign=done)  # a refused command signs nothing
     raise typer.Exit(code)
 
 
