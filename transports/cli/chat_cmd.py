@@ -97,9 +97,12 @@ def chat(
     if sum((session is not None, key is not None, new)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
     overrides = [_posture(p) for p in posture or ()]
+    from transports.cli.data_dir import node_config
     from transports.runtime import open_runtime
 
-    runtime = open_runtime(resolve(data))  # checked as reel node checks it (JournalTampered)
+    data_dir = resolve(data)
+    # The journal is checked as reel node checks it (JournalTampered), with its config's witness.
+    runtime = open_runtime(data_dir, config_path=node_config(data_dir))
     done = False
     try:
         if overrides:

@@ -4,7 +4,7 @@
 command that appends to a data dir no node holds (``reel approvals``, ``memory``, ``sessions
 restore``, ``tasks cancel``, ``tokens``, ``learning``) takes the journal from
 :func:`journal_writer`. Both open it as ``reel node`` does (:func:`transports.runtime.
-open_journal`: its key, its configured witness, the start-up check, then every row), before the
+open_journal`: its key, the witness of its config, the start-up check, then every row), before the
 first append: a journal the node refuses is refused with the node's own line (exit 2) and
 nothing is written to it or to its witness. A command that fails appends nothing either: no
 checkpoint is signed over what it found.
@@ -29,11 +29,12 @@ def journal_writer(data_dir: Path, instead: str) -> Iterator[Journal]:
     final checkpoint signs what it appended; when it raises, the journal is closed without one.
     A node holding the data dir is a :class:`CliError` ending "stop the node, or ``instead``"."""
     from events.errors import JournalLocked
+    from transports.cli.data_dir import node_config
     from transports.config import load_config
     from transports.runtime import open_journal
 
     try:
-        journal = open_journal(data_dir, load_config(data_dir / "config.toml"))
+        journal = open_journal(data_dir, load_config(node_config(data_dir)))
     except JournalLocked as exc:
         raise CliError(f"{exc}: stop the node, or {instead}") from exc
     done = False

@@ -114,7 +114,18 @@ def stopped(pristine: Stopped, tmp_path: Path) -> Stopped:
     return copy
 
 
-def reel(stopped: Stopped, *args: str) -> subprocess.CompletedProcess[str]:
+def reel(
+    stopped: Stopped, *args: str, config: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``reel ARGS --data DATA`` with the witness configured by REEL_JOURNAL_WITNESS, or by
+    the config file ``config`` (REEL_CONFIG, as for a node run with ``--config`` elsewhere)."""
+    env = {**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+    env.pop("REEL_CONFIG", None)
+    if config is None:
+        env["REEL_JOURNAL_WITNESS"] = str(stopped.witness)
+    else:
+        env.pop("REEL_JOURNAL_WITNESS", None)
+        env["REEL_CONFIG"] = str(config)
     return subprocess.run(
         [str(REEL), *args, "--data", str(stopped.data)],
         capture_output=True,
@@ -122,12 +133,7 @@ def reel(stopped: Stopped, *args: str) -> subprocess.CompletedProcess[str]:
         check=False,
         timeout=120,
         stdin=subprocess.DEVNULL,
-        env={
-            **os.environ,
-            "REEL_JOURNAL_WITNESS": str(stopped.witness),
-            "REEL_HTTP_PORT": "0",
-            "REEL_GRPC_PORT": "0",
-        },
+        env=env,
     )
 
 
@@ -221,6 +227,27 @@ def test_a_writer_refuses_a_journal_the_node_refuses(
     assert normalized(said, stopped) == line
     assert rows(stopped) == before, "appended to a journal the node refuses"
     assert stopped.witness.read_bytes() == witnessed, "witnessed a checkpoint over it"
+
+
+@pytest.mark.parametrize("args", [WRITERS["memory-write"], WRITERS["chat-local"]])
+def test_the_witness_of_a_config_elsewhere_is_checked_too(
+    stopped: Stopped, tmp_path: Path, args: list[str]
+) -> None:
+    """The node runs with ``--config /etc/...``; the offline commands find its witness through
+    REEL_CONFIG, so a rewrite only the witness tells is refused there too."""
+    config = tmp_path / "etc" / "reel.toml"
+    config.parent.mkdir()
+    config.write_text(f'[journal]\nwitness = "{stopped.witness}"\n')
+    with tamper(stopped.data / "journal.db") as conn:
+        rewrite_and_sign_again(stopped.data)(conn)
+    before, witnessed = rows(stopped), stopped.witness.read_bytes()
+    done = reel(stopped, *args, config=config)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "position 82 (rewritten_chain" in done.stderr and "Traceback" not in done.stderr
+    assert rows(stopped) == before and stopped.witness.read_bytes() == witnessed
+    missing = reel(stopped, *args, config=tmp_path / "nowhere.toml")
+    assert missing.returncode == 2 and "REEL_CONFIG" in missing.stderr, missing.stderr
+    assert rows(stopped) == before
 
 
 @pytest.mark.parametrize(("args", "code"), list(FAILING.values()), ids=list(FAILING))
