@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from transports.cli.data_dir import resolve
+from transports.cli.data_dir import node_config, resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_PENDING, CliError
 from transports.cli.options import DataOption, TokenFileOption
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
@@ -97,7 +97,6 @@ def chat(
     if sum((session is not None, key is not None, new)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
     overrides = [_posture(p) for p in posture or ()]
-    from transports.cli.data_dir import node_config
     from transports.runtime import open_runtime
 
     data_dir = resolve(data)
