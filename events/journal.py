@@ -289,12 +289,19 @@ class Journal(JournalReader):
         the full verification (``on_tampered``) runs this waits for it; after it found the
         journal tampered this raises :class:`JournalTampered`: nothing is signed over it.
         """
-        self._verified.wait()
-        if self.tampered is not None:
-            raise self.tampered
+        self.wait_verified()
         request = _CheckpointRequest()
         self._enqueue(request)
         return request.future.result()
+
+    def wait_verified(self) -> None:
+        """Return once every row has been verified, or raise :class:`JournalTampered` when
+        that found the journal tampered. Without ``on_tampered`` it returns at once (only the
+        start-up check ran); with it, a writer that must not append to a journal the full walk
+        refuses (an offline command) waits here before its first append."""
+        self._verified.wait()
+        if self.tampered is not None:
+            raise self.tampered
 
     def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
         with self._submit_guard:

@@ -70,9 +70,10 @@ class Runtime:
         """The node's tools (what an approval's grant options are worked out from)."""
         return self.node.services.catalog
 
-    def close(self, grace_s: float = 10.0) -> None:
-        """Drain and stop the node, sign the final checkpoint, let the views catch up with it,
-        then close the journal."""
+    def close(self, grace_s: float = 10.0, *, sign: bool = True) -> None:
+        """Drain and stop the node, sign the final checkpoint (unless ``sign`` is false: a
+        command that failed appends nothing, not even a checkpoint), let the views catch up
+        with it, then close the journal."""
         try:
             self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.drain(grace_s)  # answers of runs ending now still go out...
@@ -82,15 +83,16 @@ class Runtime:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
                 # they end at the head the journal closes with.
-                with contextlib.suppress(JournalError):
-                    self.journal.checkpoint()
+                if sign:
+                    with contextlib.suppress(JournalError):
+                        self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
                 self.memory.close()
                 self.learning.close()
                 self.views.close()
                 self.incidents.close()
             finally:
-                self.journal.close()
+                self.journal.close(checkpoint=sign)
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -131,6 +133,48 @@ def load_embedder(config: NodeConfig) -> Embedder:
         raise ConfigError(f"config key memory.embedder: {exc}") from None
 
 
+def open_journal(
+    data_dir: Path,
+    cfg: NodeConfig,
+    on_tampered: Callable[[JournalTampered], None] | None = None,
+) -> Journal:
+    """The data dir's journal opened for writing the node's way: its key, its witness
+    (``[journal] witness``), the start-up check (``JournalTampered`` before anything is written
+    or signed), then the walk over every row. With ``on_tampered`` (the node) the walk runs on a
+    thread while the node serves, nothing is signed until it passes and ``on_tampered`` hears
+    when it fails; without it (an offline command) the walk ends before this returns and a
+    failure is the same ``JournalTampered``: nothing is appended to a journal the node refuses.
+    """
+    witness = (
+        Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
+    )
+    try:
+        journal = Journal(
+            data_dir / "journal.db",
+            node_key=NodeKey.load_or_create(data_dir / "node.key"),
+            witness=witness,
+            on_tampered=on_tampered or _told_by_wait,
+            synchronous=cfg.journal.synchronous,
+            checkpoint_every_events=cfg.journal.checkpoint_every_events,
+            checkpoint_every_s=cfg.journal.checkpoint_every_s,
+        )
+    except BaseException:
+        if witness is not None:
+            witness.close(timeout=0)
+        raise
+    if on_tampered is None:
+        try:
+            journal.wait_verified()
+        except BaseException:
+            journal.close(checkpoint=False)  # tampered, or interrupted before the walk ended
+            raise
+    return journal
+
+
+def _told_by_wait(_error: JournalTampered) -> None:
+    """``open_journal`` without ``on_tampered``: ``wait_verified`` raises the error itself."""
+
+
 def open_runtime(
     data_dir: Path,
     *,
@@ -142,10 +186,10 @@ def open_runtime(
     """Open everything for ``data_dir`` and start the node (recovering a crash first).
 
     Raises ConfigError, PolicyError, ToolsError or JournalError with one clear line; nothing is
-    left open when it raises. The journal is checked before anything is served (from its last
-    checkpoint, and against the witness: ``JournalTampered``); with ``on_tampered`` every row
-    is then verified on a thread while the node serves, no checkpoint is signed until that
-    passes, and ``on_tampered`` hears when it fails.
+    left open when it raises. The journal is checked as :func:`open_journal` says: with
+    ``on_tampered`` (``reel node``) every row is verified on a thread while the node serves;
+    without it (``reel chat --local``) before the node starts, so a journal that fails is
+    refused (``JournalTampered``) before anything is appended.
     """
     prepare_data_dir(data_dir)
     admin_token = load_or_create_token(data_dir)
@@ -165,25 +209,7 @@ def open_runtime(
         raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
     model = provider or make_provider(cfg)
     channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-    witness = (
-        Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
-    )
-    # Opening checks the journal (from its last checkpoint, and against the witness) and
-    # raises JournalTampered rather than write or sign over a head it cannot vouch for.
-    try:
-        journal = Journal(
-            data_dir / "journal.db",
-            node_key=NodeKey.load_or_create(data_dir / "node.key"),
-            witness=witness,
-            on_tampered=on_tampered,
-            synchronous=cfg.journal.synchronous,
-            checkpoint_every_events=cfg.journal.checkpoint_every_events,
-            checkpoint_every_s=cfg.journal.checkpoint_every_s,
-        )
-    except BaseException:
-        if witness is not None:
-            witness.close(timeout=0)
-        raise
+    journal = open_journal(data_dir, cfg, on_tampered)
     projector: Projector | None = None
     try:
         tokens = load_tokens(journal, admin_token)

@@ -25,6 +25,7 @@ from actors.grants import describe
 from projections.records import ApprovalRecord
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api, call, error_message, online
+from transports.cli.offline import journal_writer
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(
@@ -246,18 +247,14 @@ def _decide_offline(
     from actors import InvalidCommand
     from actors.grants import check_decision
     from actors.tool_fold import approval_stream
-    from events import Journal, NodeKey
     from events.catalog import ApprovalResolved
     from projections.approvals import load_approvals
     from tools import InvalidArguments, UnknownTool
     from tools.subjects import arguments_digest
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
 
     data_dir = existing(data)
-    journal = Journal(
-        journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-    )
-    try:
+    with journal_writer(data_dir, "decide through its API") as journal:
         record = load_approvals(journal).get(approval_id)
         if record is None:
             raise CliError(f"no approval with id {approval_id!r}")
@@ -309,8 +306,6 @@ def _decide_offline(
             correlation_id=record.run_id,
             causation_id=record.run_id,
         )
-    finally:
-        journal.close()
     return msgspec.structs.replace(
         record,
         state="resolved",
@@ -338,14 +333,10 @@ def revoke_cmd(
     """Revoke an always grant (on a data dir no running node holds)."""
     from actors.directory import GRANTS_STREAM
     from actors.recovery import active_always_grants
-    from events import Journal, NodeKey
     from events.catalog import GrantRevoked
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
 
-    data_dir = existing(data)
-    key = NodeKey.load_or_create(node_key_path(data_dir))
-    journal = Journal(journal_path(data_dir), node_key=key)
-    try:
+    with journal_writer(existing(data), "revoke through its API") as journal:
         # Read before deciding: the append states what this command saw.
         next_seq = journal.stream_next_seq(GRANTS_STREAM)
         granted = active_always_grants(journal)
@@ -359,6 +350,4 @@ def revoke_cmd(
             expected_seq=next_seq,
             principal="cli",
         )
-    finally:
-        journal.close()
     print(f"revoked: {principal} must be asked again for {tool}")

@@ -3,19 +3,25 @@ drive one run in-process on a data dir no node holds.
 
 Prints the answer as it streams, each tool call, decision and result on its own line, and the
 run id; asks at the prompt when an approval is requested (``--approve``/``--deny`` for
-scripts). Ctrl-C cancels the run. Exit 0 done, 1 failed or cancelled, 2 usage errors.
+scripts). The end of input at the prompt is no answer, never a deny: the approval is left
+pending (``reel approvals``, or the next node's console, decides it). Ctrl-C cancels the run.
+Exit codes (:mod:`transports.cli.errors`): 0 done, 1 failed or cancelled, 2 usage errors,
+4 an approval left pending.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from transports.cli.data_dir import resolve
-from transports.cli.errors import CliError
+from transports.cli.data_dir import node_config, resolve
+from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_PENDING, CliError
 from transports.cli.options import DataOption, TokenFileOption
+from transports.cli.prompt import NO_ANSWER_HELP, read_line
 
 if TYPE_CHECKING:
     from events.catalog import ApprovalRequested
@@ -62,7 +68,8 @@ def chat(
 ) -> None:
     """Send a message and stream the run: over gRPC to a running node, or --local in-process.
 
-    Exit 0 done, 1 failed or cancelled, 2 usage or connection error."""
+    Exit 0 done, 1 failed or cancelled, 2 usage or connection error, 3 denied by policy, 4 an
+    approval left pending (nobody answered at the prompt)."""
     if not local:
         from transports.cli.grpc_chat import chat_over_grpc
 
@@ -92,14 +99,18 @@ def chat(
     overrides = [_posture(p) for p in posture or ()]
     from transports.runtime import open_runtime
 
-    runtime = open_runtime(resolve(data))
+    data_dir = resolve(data)
+    # The journal is checked as reel node checks it (JournalTampered), with its config's witness.
+    runtime = open_runtime(data_dir, config_path=node_config(data_dir))
+    done = False
     try:
         if overrides:
             session = _apply_postures(runtime, session, key, overrides)
             key = None
         code = _converse(runtime, message, session, key, approve, deny)
+        done = True
     finally:
-        runtime.close(grace_s=0)
+        runtime.close(grace_s=0, sign=done)  # a refused command signs nothing
     raise typer.Exit(code)
 
 
@@ -168,12 +179,24 @@ def _converse(
         raise CliError(str(exc)) from None
     print(f"run {ticket.run_id} (session {ticket.session_id})", flush=True)
     printer = TapePrinter(sys.stdout)
+    answers = _Answers(runtime)
     status = "failed"
     try:
         for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
             if isinstance(event, ApprovalRequested):
-                answer = _decide(runtime, event, approve, deny)
+                try:
+                    answer = _decide(runtime, answers, event, approve, deny)
+                except EOFError:
+                    printer.line(
+                        f"   approval {event.approval_id} left pending: "
+                        + NO_ANSWER_HELP.format(approval_id=event.approval_id)
+                        + " (the run goes on when a node starts)"
+                    )
+                    return EXIT_PENDING
+                if isinstance(answer, _Decided):
+                    printer.line("   (decided elsewhere; no answer needed)")
+                    continue  # its resolution (the time-out) is next on the tape
                 choice, prefix = answer or (None, "")
                 try:
                     node.ask(
@@ -195,15 +218,20 @@ def _converse(
         node.ask(CancelRun(run_id=ticket.run_id, principal="cli"))
         for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
-        return 1
-    return 0 if status == "done" else 1
+        return EXIT_NEGATIVE
+    return EXIT_OK if status == "done" else EXIT_NEGATIVE
+
+
+class _Decided:
+    """The approval was decided while its prompt waited (its time-out): no answer is needed."""
 
 
 def _decide(
-    runtime: Runtime, event: ApprovalRequested, approve: bool, deny: bool
-) -> tuple[GrantOption, str] | None:
+    runtime: Runtime, answers: _Answers, event: ApprovalRequested, approve: bool, deny: bool
+) -> tuple[GrantOption, str] | _Decided | None:
     """The approver's choice and the prefix typed for it ("" unless ``p``) at the terminal
-    (the same menu as the gRPC chat), or None to deny."""
+    (the same menu as the gRPC chat), None to deny, or :class:`_Decided`. EOFError when the
+    input ends: no answer, never a deny."""
     from actors.grants import options
     from projections import GrantOption
     from transports.cli.grant_menu import known, menu, pick
@@ -217,15 +245,61 @@ def _decide(
     offered = known(options(event.tool, spec.args_type if spec else None, SCOPES, "cli"))
     print(menu(event.tool, offered), flush=True)
     while True:
-        try:
-            option = pick(input("   choice: "), offered)
-            if option is False:
-                return None
-            if isinstance(option, GrantOption):
-                if option.match != "prefix":
-                    return option, ""
-                prefix = input("   prefix: ").strip()
-                if prefix:
-                    return option, prefix
-        except EOFError:
+        answer = answers.read("   choice: ", event.approval_id)
+        if answer is None:
+            return _Decided()
+        option = pick(answer, offered)
+        if option is False:
             return None
+        if isinstance(option, GrantOption):
+            if option.match != "prefix":
+                return option, ""
+            prefix = answers.read("   prefix: ", event.approval_id)
+            if prefix is None:
+                return _Decided()
+            if prefix.strip():
+                return option, prefix.strip()
+
+
+class _Answers:
+    """Lines typed at the prompt, read on a daemon thread (:func:`read_line`) while the command
+    waits for either the line or the approval's resolution (its time-out), so a prompt never
+    keeps chat waiting after the run went on. The read a dropped prompt left waiting answers
+    the next prompt: a line is never lost, never read twice."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.reading: Future[str] | None = None
+
+    def read(self, prompt: str, approval_id: str) -> str | None:
+        """The line typed, or None once the approval is no longer pending; EOFError at the end
+        of input (or when the terminal is gone)."""
+        if self.reading is None:
+            self.reading = Future()
+            threading.Thread(
+                target=_read_into, args=(prompt, self.reading), name="reel-chat-input", daemon=True
+            ).start()
+        else:  # the dropped prompt's read still waits: show this prompt
+            print(prompt.rstrip(), flush=True)
+        reading = self.reading
+        woken = threading.Event()
+        reading.add_done_callback(lambda _: woken.set())
+        unsubscribe = self.runtime.projector.listen(lambda _position: woken.set())
+        try:
+            while not reading.done():
+                record = self.runtime.views.approval(approval_id)
+                if record is not None and record.state != "pending":
+                    return None
+                woken.wait()
+                woken.clear()
+        finally:
+            unsubscribe()
+        self.reading = None
+        return reading.result()
+
+
+def _read_into(prompt: str, answer: Future[str]) -> None:
+    try:
+        answer.set_result(read_line(prompt))
+    except BaseException as exc:  # EOFError above all: handed to the prompt
+        answer.set_exception(exc)

@@ -33,6 +33,20 @@ def existing(data: Path | None) -> Path:
     return data_dir
 
 
+def node_config(data_dir: Path) -> Path:
+    """The config file ``reel node`` reads without ``--config``: ``$REEL_CONFIG``, else
+    ``<data>/config.toml``. Offline writers read it for the journal's witness, so a node run
+    with its config elsewhere has it found when ``REEL_CONFIG`` names it."""
+    from transports.cli.errors import CliError
+
+    explicit = os.environ.get("REEL_CONFIG")
+    if not explicit:
+        return data_dir / "config.toml"
+    if not Path(explicit).is_file():
+        raise CliError(f"REEL_CONFIG: no config file at {explicit}")
+    return Path(explicit)
+
+
 def journal_path(data_dir: Path) -> Path:
     """The journal file inside a data dir."""
     return data_dir / "journal.db"

@@ -1,15 +1,40 @@
-"""How the CLI turns failures into exit codes: one line on stderr, never a traceback."""
+"""How the CLI turns outcomes into exit codes: one line on stderr for a failure, never a traceback.
+
+The exit codes of every ``reel`` command (README.md's table says the same, tested)::
+
+    0    done
+    1    a negative outcome: the run failed or was cancelled; nothing changed (already decided,
+         already ended, nothing to condense); ``journal verify`` / ``replay`` found the journal
+         tampered or the views different
+    2    a usage error or a command that cannot proceed: bad input (one line naming the option),
+         no data dir or token, the node unreachable or refusing the token, the journal refused
+         (tampered, held by another process)
+    3    denied by policy: the node's Cedar policy does not let the token's principal do this
+         (HTTP 403, gRPC PERMISSION_DENIED)
+    4    an approval left pending: ``reel chat``'s prompt ended without an answer (end of input,
+         a lost terminal); nothing was decided, the approval waits for the console,
+         ``reel approvals approve|deny`` or its time-out
+    130  interrupted (Ctrl-C)
+"""
 
 from __future__ import annotations
-
-import sys
-from typing import NoReturn
-
-import typer
 
 EXIT_OK = 0
 EXIT_NEGATIVE = 1
 EXIT_UNUSABLE = 2
+EXIT_DENIED = 3
+EXIT_PENDING = 4
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "done",
+    EXIT_NEGATIVE: "a negative outcome",
+    EXIT_UNUSABLE: "a usage error, or the command cannot proceed",
+    EXIT_DENIED: "denied by policy",
+    EXIT_PENDING: "an approval left pending",
+    EXIT_INTERRUPTED: "interrupted",
+}
+"""Every exit code and its name (the docs' table is checked against it)."""
 
 
 class CliError(Exception):
@@ -18,9 +43,3 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_UNUSABLE) -> None:
         super().__init__(message)
         self.code = code
-
-
-def fail(message: str, code: int = EXIT_UNUSABLE) -> NoReturn:
-    """Print one line to stderr and exit with ``code``."""
-    print(f"reel: error: {message}", file=sys.stderr)
-    raise typer.Exit(code)

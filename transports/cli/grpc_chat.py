@@ -7,9 +7,16 @@ scripts. Ctrl-C cancels the run (a second Ctrl-C stops waiting). ``--resume RUN_
 follows an existing run from after tape entry N. Without a message it is an interactive session:
 each line is a message in the same session, until end of input.
 
-Exit codes: 0 the run finished (done), 1 it failed or was cancelled, 2 usage or connection
-error. The token comes from ``--token-file``, else ``REEL_TOKEN``, else the data dir's
-``admin.token`` (as every client command's); it is never printed.
+An approval nobody answers at the prompt (the end of input: ``< /dev/null``, a closed pipe, a
+cron job; a lost terminal) is never a decision: chat says it leaves the approval pending (for
+the console, ``reel approvals`` or its time-out) and exits 4. Answers are read from file
+descriptor 0 (:mod:`transports.cli.prompt`), so a prompt closed by a decision made elsewhere
+never keeps chat from exiting.
+
+Exit codes (:mod:`transports.cli.errors`): 0 the run finished (done), 1 it failed or was
+cancelled, 2 usage or connection error, 3 denied by policy, 4 an approval left pending. The
+token comes from ``--token-file``, else ``REEL_TOKEN``, else the data dir's ``admin.token``
+(as every client command's); it is never printed.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import Any, NamedTuple, TextIO
 
 from grpclib.client import Channel
 from grpclib.const import Status
@@ -41,10 +48,18 @@ from proto.reel.v1 import (
     ToolOutcome,
 )
 from transports.cli.data_dir import resolve
-from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_UNUSABLE, CliError
+from transports.cli.errors import (
+    EXIT_DENIED,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    EXIT_PENDING,
+    EXIT_UNUSABLE,
+    CliError,
+)
 from transports.cli.grant_menu import known, menu, pick
 from transports.cli.node_address import grpc_address
 from transports.cli.node_api import node_token
+from transports.cli.prompt import NO_ANSWER_HELP, read_line
 from transports.cli.render import Terminal, context_line, done_line, shorten
 from transports.grpc.client import (
     RunStreamClient,
@@ -90,6 +105,7 @@ SCOPES = {
     ApprovalScope.ALWAYS: "always",
 }
 Ask = Callable[[str], str]
+"""Shows a prompt and returns the line typed; EOFError when no answer can come."""
 
 
 class ChatUsageError(Exception):
@@ -111,7 +127,7 @@ def chat_over_grpc(
     data: Path | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
-    ask: Ask = input,
+    ask: Ask = read_line,
 ) -> int:
     """Run ``reel chat`` against the node at ``address``; returns the exit code."""
     stdout = out or sys.stdout
@@ -128,7 +144,7 @@ def chat_over_grpc(
         return EXIT_UNUSABLE
     except _Failure as failure:
         print(f"reel: error: {failure}", file=stderr)
-        return EXIT_UNUSABLE
+        return failure.code
 
 
 def _check_usage(
@@ -155,7 +171,12 @@ def _check_usage(
 
 
 class _Failure(Exception):
-    """A connection or protocol failure to report (exit 2)."""
+    """A failure to report: the connection or protocol (exit 2), or the node's policy
+    refusing the token's principal (exit 3)."""
+
+    def __init__(self, message: str, code: int = EXIT_UNUSABLE) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _Chat:
@@ -177,6 +198,11 @@ class _Chat:
         """The approval last answered here (asked again if the node refuses the answer)."""
         self.pending_ids: set[str] | None = None
         """On --resume: the run's approvals still pending (no prompt for decided ones)."""
+        self.position: tuple[str, int] = ("", -1)
+        """The run followed and its last tape entry seen (for a resume hint)."""
+        self.unanswered: asyncio.Future[None] | None = None
+        """Done when a prompt of the run followed ends without an answer: chat stops following
+        it, leaving the approvals it asked about pending."""
 
     async def main(
         self,
@@ -205,7 +231,7 @@ class _Chat:
                 code = await self._run(
                     channel, text=line, session=self.session_id or session, key=key
                 )
-                if code == EXIT_UNUSABLE:
+                if code == EXIT_PENDING:  # the input has ended
                     return code
         finally:
             channel.close()
@@ -220,8 +246,8 @@ class _Chat:
         resume: str | None = None,
         after: int | None = None,
     ) -> int:
-        outcome = EXIT_NEGATIVE
-        run_id, last = resume or "", after if after is not None else -1
+        self.position = (resume or "", after if after is not None else -1)
+        self.unanswered = unanswered = asyncio.get_running_loop().create_future()
         try:
             async with RunStreamClient(channel, self.token) as run:
                 if resume is not None:
@@ -232,26 +258,50 @@ class _Chat:
                 else:
                     await run.start(text or "", session_key=key)
                 with self._interrupts(run):
-                    try:
-                        async for event in run.events():
-                            if event.tape_seq >= 0:
-                                run_id, last = event.run_id, event.tape_seq
-                            outcome = await self._handle(run, event, outcome)
-                    finally:
-                        for prompt in self.prompts.values():
-                            prompt.cancel()
-                        self.prompts.clear()
+                    return await self._follow(run, unanswered)
         except GRPCError as exc:
-            raise _Failure(self._describe(exc, run_id, last)) from None
+            code = EXIT_DENIED if exc.status == Status.PERMISSION_DENIED else EXIT_UNUSABLE
+            raise _Failure(self._describe(exc, *self.position), code) from None
         except BrokenPipeError:
             raise  # our own stdout went away (``| head``), not the node: see transports.cli.main
         except (OSError, StreamTerminatedError) as exc:
+            run_id, last = self.position
             where = f"; resume with --resume {run_id} --after {last}" if run_id else ""
             raise _Failure(
                 f"cannot reach the node at {self.address}: {exc}{where} (is it running? "
                 "give its address with --address HOST:PORT)"
             ) from None
-        return outcome
+
+    async def _follow(self, run: RunStreamClient, unanswered: asyncio.Future[None]) -> int:
+        """Follow the run's tape to its end (its outcome's exit code), or until a prompt ends
+        without an answer: every approval asked about is then left pending, chat says so, and
+        the exit code is :data:`EXIT_PENDING`."""
+
+        async def events() -> int:
+            result = EXIT_NEGATIVE
+            async for event in run.events():
+                if event.tape_seq >= 0:
+                    self.position = (event.run_id, event.tape_seq)
+                result = await self._handle(run, event, result)
+            return result
+
+        follower = asyncio.ensure_future(events())
+        try:
+            either: set[asyncio.Future[Any]] = {follower, unanswered}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if follower.done():
+                return follower.result()
+            for approval_id in self.prompts:
+                self.printer.line(
+                    f"   approval {approval_id} left pending: "
+                    + NO_ANSWER_HELP.format(approval_id=approval_id)
+                )
+            return EXIT_PENDING
+        finally:
+            follower.cancel()
+            for prompt in self.prompts.values():
+                prompt.cancel()
+            self.prompts.clear()
 
     async def _pending_approvals(self, channel: Channel, run: RunStreamClient, run_id: str) -> None:
         """A resumed run may wait on an approval requested before ``--after``: ask now. The
@@ -273,7 +323,12 @@ class _Chat:
             return
 
         async def ask() -> None:
-            choice = await self._decide(approval_id, tool)
+            try:
+                choice = await self._decide(approval_id, tool)
+            except EOFError:  # no answer, never a decision: listed still, it is left pending
+                if self.unanswered is not None and not self.unanswered.done():
+                    self.unanswered.set_result(None)
+                return
             self.prompts.pop(approval_id, None)
             self.answered = (approval_id, tool)
             allowed = choice or ONCE
@@ -356,9 +411,9 @@ class _Chat:
         return outcome
 
     async def _decide(self, approval_id: str, tool: str) -> Choice | None:
-        """The approver's answer: each choice is listed with what it grants (the node's own
-        words: :mod:`actors.grants`); ``p`` then asks for the prefix. Empty input or end of
-        input denies."""
+        """The approver's answer (None denies): each choice is listed with what it grants (the
+        node's own words: :mod:`actors.grants`); ``p`` then asks for the prefix. ``d`` or an
+        empty line denies; the end of input is EOFError, never a deny."""
         if self.approve:
             return ONCE
         if self.deny:
@@ -366,20 +421,14 @@ class _Chat:
         options = await self._options(approval_id, tool)
         self.printer.line(menu(tool, options))
         while True:
-            try:
-                option = pick(await self.lines.read("   choice: "), options)
-            except EOFError:
-                return None
+            option = pick(await self.lines.read("   choice: "), options)
             if option is False:
                 return None
             if not isinstance(option, GrantOptionView):
                 continue
             prefix = ""
             if option.match == "prefix":
-                try:
-                    prefix = (await self.lines.read("   prefix: ")).strip()
-                except EOFError:
-                    return None
+                prefix = (await self.lines.read("   prefix: ")).strip()
                 if not prefix:
                     continue
             return Choice(SCOPE_OF[option.scope], MATCH_OF[option.match], prefix)

@@ -270,30 +270,22 @@ def _review_offline(data: Path | None, candidate_id: str, decision: Decision, re
     """The review as ``cli`` on a data dir no node holds."""
     from actors import Conflict, NotFound
     from actors.learning import LearningDesk
-    from events import Journal, NodeKey
-    from events.errors import JournalLocked
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
+    from transports.cli.offline import journal_writer
     from transports.config import load_config
     from transports.learning import LearnedMemory
 
     data_dir = existing(data)
     settings = load_config(data_dir / "config.toml").learning
-    try:
-        journal = Journal(
-            journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-        )
-    except JournalLocked as exc:
-        raise CliError(f"{exc}: stop the node, or review through its API") from exc
-    try:
+    with journal_writer(data_dir, "review through its API") as journal:
         desk = LearningDesk(journal, settings, LearnedMemory(journal))
         act = {"accept": desk.accept, "reject": desk.reject, "rollback": desk.rollback}[decision]
-        act(candidate_id, by="cli", reason=reason)
-    except NotFound as exc:
-        raise CliError(str(exc)) from exc
-    except Conflict as exc:
-        raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
-    finally:
-        journal.close()
+        try:
+            act(candidate_id, by="cli", reason=reason)
+        except NotFound as exc:
+            raise CliError(str(exc)) from exc
+        except Conflict as exc:
+            raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
 
 
 # --- printing --------------------------------------------------------------------------------

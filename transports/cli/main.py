@@ -24,7 +24,7 @@ from transports.cli import (
     tokens_cmd,
     tools_cmd,
 )
-from transports.cli.errors import EXIT_UNUSABLE, CliError
+from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE, CliError
 from transports.logs import configure as configure_logging
 
 EXPECTED_ERRORS = (
@@ -73,8 +73,9 @@ app.command("replay")(replay_cmd.replay_cmd)
 
 
 def main() -> None:
-    """Run the CLI; expected failures become one line on stderr and exit code 2. Whatever
-    logs while a command runs (the node, libraries) writes JSON lines (transports.logs)."""
+    """Run the CLI; expected failures become one line on stderr and their exit code
+    (:mod:`transports.cli.errors`: 2 unless the error says otherwise). Whatever logs while a
+    command runs (the node, libraries) writes JSON lines (transports.logs)."""
     configure_logging()
     try:
         code = app(standalone_mode=False)
@@ -86,12 +87,12 @@ def main() -> None:
         print(f"reel: error: {exc.format_message()}{hint}", file=sys.stderr)
         sys.exit(EXIT_UNUSABLE)
     except typer.Abort:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except CliError as exc:
         print(f"reel: error: {exc}", file=sys.stderr)
         sys.exit(exc.code)
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
         if expected(exc):
             print(f"reel: error: {exc}", file=sys.stderr)

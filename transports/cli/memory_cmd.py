@@ -114,35 +114,13 @@ class _Offline:
 def _offline(data: Path | None, *, write: bool) -> Iterator[_Offline]:
     """The data dir under the journal's writer lock (so no node starts meanwhile); a read
     finds the views caught up already, a write catches them up itself after appending."""
-    from events import Journal, JournalReader, NodeKey
-    from events.errors import JournalLocked
-    from events.lock import WriterLock
     from projections import MemoryView
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
     from transports.cli.replay_cmd import node_embedder
 
     data_dir = existing(data)
-    path = journal_path(data_dir)
     embedder = node_embedder(data_dir)
-    journal: Any
-    lock: WriterLock | None = None
-    try:
-        if write:
-            journal = Journal(path, node_key=NodeKey.load_or_create(node_key_path(data_dir)))
-        else:
-            if not path.exists():
-                raise CliError(f"no journal at {path}: nothing is remembered here yet")
-            lock = WriterLock(path.with_name(path.name + ".lock"))
-            lock.acquire(str(path))
-    except JournalLocked as exc:
-        raise CliError(f"{exc}: stop the node, or use its API") from exc
-    if lock is not None:
-        try:
-            journal = JournalReader.open(path)
-        except BaseException:
-            lock.release()
-            raise
-    try:
+    with _journal(data_dir, write=write) as journal:
         box = _Offline(journal, data_dir, MemoryView(data_dir / "views.db", embedder))
         try:
             if not write:
@@ -150,10 +128,38 @@ def _offline(data: Path | None, *, write: bool) -> Iterator[_Offline]:
             yield box
         finally:
             box.view.close()
+
+
+@contextmanager
+def _journal(data_dir: Path, *, write: bool) -> Iterator[Any]:
+    """The journal to write (checked first: :mod:`transports.cli.offline`), or to read under
+    its writer lock."""
+    from events import JournalReader
+    from events.errors import JournalLocked
+    from events.lock import WriterLock
+    from transports.cli.data_dir import journal_path
+    from transports.cli.offline import journal_writer
+
+    if write:
+        with journal_writer(data_dir, "use its API") as journal:
+            yield journal
+        return
+    path = journal_path(data_dir)
+    if not path.exists():
+        raise CliError(f"no journal at {path}: nothing is remembered here yet")
+    lock = WriterLock(path.with_name(path.name + ".lock"))
+    try:
+        lock.acquire(str(path))
+    except JournalLocked as exc:
+        raise CliError(f"{exc}: stop the node, or use its API") from exc
+    try:
+        reader = JournalReader.open(path)
+        try:
+            yield reader
+        finally:
+            reader.close()
     finally:
-        journal.close()
-        if lock is not None:
-            lock.release()
+        lock.release()
 
 
 # --- commands --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from transports.cli.errors import CliError
+from transports.cli.errors import EXIT_DENIED, EXIT_UNUSABLE, CliError
 from transports.cli.node_address import http_base
 
 
@@ -42,7 +42,8 @@ def call(
     data_dir: Path, token_file: Path | None, method: str, path: str, body: Any = None
 ) -> tuple[int, Any]:
     """``(status, decoded JSON)`` of one request to the node holding ``data_dir``; a 401 or
-    403 is a :class:`CliError` with the node's message."""
+    403 is a :class:`CliError` with the node's message (a 403, Cedar's denial, exits
+    :data:`EXIT_DENIED`)."""
     base = http_base(data_dir)
     parts = urlsplit(base)
     token = node_token(data_dir, token_file)
@@ -69,7 +70,9 @@ def call(
         decoded = None
     if status in (401, 403):
         message = (decoded or {}).get("error", {}).get("message", f"HTTP {status}")
-        raise CliError(f"the node refused: {message}")
+        raise CliError(
+            f"the node refused: {message}", EXIT_DENIED if status == 403 else EXIT_UNUSABLE
+        )
     return status, decoded
 
 

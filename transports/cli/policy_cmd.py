@@ -101,7 +101,8 @@ def _api_decision(
     resource: str,
     pairs: list[str],
 ) -> Decision:
-    from policies import AccessRequest, PolicyRequestError
+    from policies import ACTIONS, AccessRequest, PolicyRequestError
+    from policies.access import SCOPES
 
     context: dict[str, str] = {}
     for pair in pairs:
@@ -109,6 +110,18 @@ def _api_decision(
         if not sep or not key:
             raise CliError(f"--context: {pair!r} is not KEY=VALUE")
         context[key] = value
+    shape = SCOPES[ACTIONS[action].scope]
+    missing = [name for name in shape if name not in context]
+    extra = sorted(set(context) - set(shape))
+    if missing or extra:  # all at once: one try tells what to add and what to drop
+        problems = [f"missing {', '.join(missing)}"] if missing else []
+        problems += [f"not part of {action}'s context: {', '.join(extra)}"] if extra else []
+        takes = (
+            f"{action}'s context is {', '.join(shape)}: one --context KEY=VALUE each"
+            if shape
+            else f"{action} takes no context"
+        )
+        raise CliError(f"--context: {'; '.join(problems)} ({takes})")
     try:
         return engine.authorize(
             AccessRequest(

@@ -168,14 +168,10 @@ def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> Non
     from actors import InvalidCommand
     from actors.compaction import restore
     from actors.session_state import fold
-    from events import Journal, NodeKey
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
+    from transports.cli.offline import journal_writer
 
-    data_dir = existing(data)
-    journal = Journal(
-        journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-    )
-    try:
+    with journal_writer(existing(data), "restore through its API") as journal:
         stream = f"session/{session_id}"
         state = fold(row.decode() for row in journal.read_stream(stream))
         if state is None:
@@ -185,5 +181,3 @@ def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> Non
         except InvalidCommand as exc:
             raise CliError(str(exc)) from None
         journal.append(stream, [event], expected_seq=state.next_seq, principal="cli")
-    finally:
-        journal.close()

@@ -207,18 +207,10 @@ def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
     from actors.task_decider import TaskNotActive, cancelled
     from actors.task_store import load_task, write
     from actors.tasks import record_of
-    from events import Journal, NodeKey
-    from events.errors import JournalLocked
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
+    from transports.cli.offline import journal_writer
 
-    data_dir = existing(data)
-    try:
-        journal = Journal(
-            journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-        )
-    except JournalLocked as exc:
-        raise CliError(f"{exc}: stop the node, or cancel through its API") from exc
-    try:
+    with journal_writer(existing(data), "cancel through its API") as journal:
         state = load_task(journal, task_id)
         if state is None:
             raise CliError(f"no task with id {task_id!r}")
@@ -226,8 +218,6 @@ def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
             after = write(journal, state, lambda s: cancelled(s, "cli", reason), principal="cli")
         except TaskNotActive as exc:
             raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
-    finally:
-        journal.close()
     return record_of(after)
 
 

@@ -238,19 +238,9 @@ def _view_from_api(token: dict[str, Any]) -> TokenView:
 @contextmanager
 def _offline(data: Path | None) -> Iterator[tuple[Journal, TokenBook]]:
     """The data dir's journal (its writer lock held) and its auth view."""
-    from events import Journal, NodeKey
-    from events.errors import JournalLocked
-    from transports.cli.data_dir import existing, journal_path, node_key_path
+    from transports.cli.data_dir import existing
+    from transports.cli.offline import journal_writer
     from transports.tokens import load_tokens
 
-    data_dir = existing(data)
-    try:
-        journal = Journal(
-            journal_path(data_dir), node_key=NodeKey.load_or_create(node_key_path(data_dir))
-        )
-    except JournalLocked as exc:
-        raise CliError(f"{exc}: stop the node, or manage tokens through its API") from exc
-    try:
+    with journal_writer(existing(data), "manage tokens through its API") as journal:
         yield journal, load_tokens(journal, admin_token="")
-    finally:
-        journal.close()

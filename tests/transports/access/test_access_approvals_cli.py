@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.transports.http.httpkit import SHELL, Node
-from transports.cli.errors import CliError
+from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
 
 
@@ -49,7 +49,7 @@ def test_approvals_from_the_cli_while_the_node_runs(
     refused = runner.invoke(
         app, ["approvals", "approve", approval_id, "--token-file", str(viewer), "--data", data]
     )
-    assert _code(refused) == 2 and "approval.resolve" in str(refused.exception)
+    assert _code(refused) == EXIT_DENIED and "approval.resolve" in str(refused.exception)
     assert node.call("GET", f"/v1/approvals/{approval_id}").json()["state"] == "pending"
 
     monkeypatch.setenv("REEL_TOKEN", _token(node, "user:alice", "approver"))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from transports.cli.errors import EXIT_PENDING
+
 REEL = Path(sys.executable).with_name("reel")
 SHELL = '/tool shell.run {"argv": ["echo", "from-the-shell"]}'
 RUN_LINE = re.compile(r"^run ([0-9A-Z]{26}) \(session ([0-9A-Z]{26})\)$", re.MULTILINE)
@@ -99,10 +101,55 @@ def test_an_answer_at_the_prompt_decides(shell_data: Path) -> None:
     assert "from-the-shell" in done.stdout
 
 
-def test_end_of_input_at_the_prompt_denies(shell_data: Path) -> None:
+def test_end_of_input_at_the_prompt_is_no_decision(shell_data: Path) -> None:
+    """A closed stdin (a cron job) answers nothing: the approval is left pending, exit 4, and
+    it is decided later (here offline, by reel approvals)."""
     done = chat(shell_data, f"go\n{SHELL}", stdin="")
-    assert done.returncode == 0, done
-    assert "approval: deny once by cli" in done.stdout
+    assert done.returncode == EXIT_PENDING, done
+    match = re.search(r"approval ([0-9A-Z]{26}) left pending: nobody answered", done.stdout)
+    assert match, done.stdout
+    assert "approval: deny" not in done.stdout
+    listed = subprocess.run(
+        [str(REEL), "approvals", "list", "--data", str(shell_data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert match.group(1) in listed.stdout and "pending" in listed.stdout, listed
+    approved = subprocess.run(
+        [str(REEL), "approvals", "approve", match.group(1), "--data", str(shell_data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert approved.returncode == 0, approved
+
+
+def test_a_time_out_at_the_prompt_lets_the_run_go_on(shell_data: Path) -> None:
+    """Nobody types, stdin stays open: the approval times out, chat drops its prompt and
+    follows the run to its end (it used to wait on stdin for ever)."""
+    (shell_data / "config.toml").write_text(
+        '[tools]\nshell_allowlist = ["echo"]\n\n[approvals]\ntimeout_s = 1\n'
+    )
+    child = subprocess.Popen(
+        [str(REEL), "chat", "--local", "--data", str(shell_data), f"go\n{SHELL}"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        code = child.wait(60)
+        assert child.stdout is not None and child.stderr is not None
+        out, err = child.stdout.read(), child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+        assert child.stdin is not None
+        child.stdin.close()
+    assert code == 0, out + err
+    assert "(decided elsewhere; no answer needed)" in out
+    assert "approval: deny once by node" in out and "run done" in out
 
 
 def test_a_failed_run_exits_1(data_dir: Path) -> None:

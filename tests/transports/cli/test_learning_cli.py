@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from tests.transports.http.httpkit import close_node
 from tests.transports.test_learning_node import open_learner
-from transports.cli.errors import CliError
+from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
 
 
@@ -50,7 +50,7 @@ def test_learning_from_the_cli_online_then_offline(
         refused = runner.invoke(
             app, ["learning", "accept", cid, "--token-file", str(viewer), "--data", data]
         )
-        assert _code(refused) == 2 and "learning.review" in str(refused.exception)
+        assert _code(refused) == EXIT_DENIED and "learning.review" in str(refused.exception)
 
         monkeypatch.setenv("REEL_TOKEN", learner.token("user:ann", "approver"))
         accepted = runner.invoke(app, ["learning", "accept", cid, "--data", data])

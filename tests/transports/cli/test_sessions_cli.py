@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from actors.messages import GetSessionState
 from events import JournalReader
 from tests.transports.http.httpkit import Node, close_node, open_node
-from transports.cli.errors import CliError
+from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
 from transports.config import ContextSection
 from transports.runtime import open_runtime
@@ -93,11 +93,11 @@ def test_sessions_commands_online_then_offline(
         viewer.write_text(made.json()["token"])
         as_viewer = ["--token-file", str(viewer), "--data", data]
         refused = runner.invoke(app, ["sessions", "compact", sid, *as_viewer])
-        assert _code(refused) == 2 and "session.compact" in str(refused.exception)
+        assert _code(refused) == EXIT_DENIED and "session.compact" in str(refused.exception)
         refused = runner.invoke(
             app, ["sessions", "restore", sid, first["checkpoint_id"], *as_viewer]
         )
-        assert _code(refused) == 2 and "session.restore" in str(refused.exception)
+        assert _code(refused) == EXIT_DENIED and "session.restore" in str(refused.exception)
         assert runner.invoke(app, ["sessions", "checkpoints", sid, *as_viewer]).exit_code == 0
     finally:
         close_node(node)

@@ -16,6 +16,7 @@ import pytest
 from actors.task_store import enqueue
 from events import Journal, JournalReader, NodeKey
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from transports.cli.errors import EXIT_DENIED
 
 REEL = str(Path(sys.executable).with_name("reel"))
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -108,7 +109,7 @@ def test_tasks_through_a_running_node(node: Node) -> None:
     viewer = {**env, "REEL_TOKEN": made.json()["token"]}
     assert reel("tasks", "show", waiting, "--data", d, env=viewer).returncode == 0
     refused = reel("tasks", "cancel", waiting, "--data", d, env=viewer)
-    one_line_error(refused, 2, "the node refused", "task.cancel")
+    one_line_error(refused, EXIT_DENIED, "the node refused", "task.cancel")
 
     cancelled = reel("tasks", "cancel", waiting, "--reason", "ops", "--data", d, env=env)
     assert cancelled.returncode == 0, cancelled.stderr

@@ -55,7 +55,18 @@ def test_policy_check_decides_an_api_action_with_the_inputs_of_a_request(tmp_pat
     assert json.loads(own.stdout)["policy_ids"] == ["self.no_self_shell"]
     missing = check(tmp_path, *args, "--role", "approver", "--context", "tool=shell.run")
     assert missing.returncode == 2 and "--context" in missing.stderr
-    assert "context.approval_id" in missing.stderr
+    (line,) = missing.stderr.strip().splitlines()
+    named = line.split("missing ", 1)[1].split(";")[0].split(" (")[0]
+    # every missing key at once, not one per try
+    keys = [pair.partition("=")[0] for pair in APPROVAL_CONTEXT]
+    assert named.split(", ") == [key for key in keys if key != "tool"], line
+    extra = check(
+        tmp_path, *args, "--role", "approver", *context_args(APPROVAL_CONTEXT[1:]),
+        "--context", "colour=red", "--context", "mood=calm",
+    )  # fmt: skip
+    assert extra.returncode == 2
+    (line,) = extra.stderr.strip().splitlines()
+    assert "missing approval_id" in line and "colour, mood" in line, line
     bad_role = check(tmp_path, *args, "--role", "root", *context_args(APPROVAL_CONTEXT))
     assert bad_role.returncode == 2 and "--role" in bad_role.stderr
     neither = check(tmp_path, "--principal", "user:alice")
