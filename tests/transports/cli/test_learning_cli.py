@@ -26,7 +26,7 @@ def _code(result: object) -> int:
 def test_learning_from_the_cli_online_then_offline(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    learner = open_learner(data_dir, apply_fact_bps=10_001)
+    learner = open_learner(data_dir, apply_fact_bps=10_001, apply_preference_bps=8_000)
     data = str(data_dir)
     runner = CliRunner()
     try:
