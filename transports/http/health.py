@@ -14,7 +14,7 @@ routes = web.RouteTableDef()
 
 
 @routes.get("/healthz", name="healthz")
-async def healthz(request: web.Request) -> web.Response:
+async def get_health(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     if ctx.runtime.node.services.draining or ctx.closing.is_set():
         return json_reply(Health(status="draining"), status=503)

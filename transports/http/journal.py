@@ -68,7 +68,7 @@ class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @routes.get("/v1/journal/head")
-async def head(request: web.Request) -> web.Response:
+async def get_journal_head(request: web.Request) -> web.Response:
     await permit(request, "journal.read")
     runtime = request.app[CONTEXT].runtime
     views_position = runtime.projector.position
@@ -79,7 +79,7 @@ async def head(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/journal/checkpoints")
-async def checkpoints(request: web.Request) -> web.Response:
+async def list_journal_checkpoints(request: web.Request) -> web.Response:
     """The signed checkpoints with ``position > after``, oldest first."""
     await permit(request, "journal.read")
     journal = request.app[CONTEXT].runtime.journal

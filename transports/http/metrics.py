@@ -182,7 +182,7 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
 
 
 @routes.get("/metrics")
-async def metrics(request: web.Request) -> web.Response:
+async def get_metrics(request: web.Request) -> web.Response:
     await permit(request, "node.read")
     body = render(request.app[CONTEXT], request.app[tasks.VIEW].counts()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
