@@ -26,6 +26,7 @@ from projections import (
     SessionRecord,
     TaskRecord,
 )
+from transports.build import version
 from transports.channels import MintedCode, RouteResult
 from transports.channels.message import MessageBody
 from transports.http.bodies import (
@@ -859,7 +860,7 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "reel",
-            "version": "1",
+            "version": version(),
             "description": "The reel node's HTTP API. Every route but /healthz needs "
             "`Authorization: Bearer <token>` (the data dir's admin.token or a token from "
             "POST /v1/tokens), and each is a Cedar decision on its action "

@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema_rs
 
 from tests.transports.http.httpkit import MAX_BODY, SHELL, Node, Reply
+from transports.build import version
 from transports.http.openapi import document, operation_id
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -47,6 +48,7 @@ def test_every_served_route_is_documented(node: Node) -> None:
             served.add(path)
     assert served == set(doc["paths"])
     assert doc["openapi"].startswith("3.1")
+    assert doc["info"]["version"] == version()
 
 
 def test_the_served_document_is_the_generated_one(node: Node) -> None:
