@@ -1,9 +1,12 @@
 """``GET /v1/openapi.json``: the API described as OpenAPI 3.1, schemas generated from the Structs.
 
-Component schemas come from ``msgspec.json.schema_components`` over the request and response
-types (the same types the handlers decode and encode, so the document cannot drift from the
-code); the paths are written here. A test validates real responses of every route against this
-document, and schemathesis fuzzes a live node with it.
+The paths are written here; the rest is derived, so a route added to them needs nothing more:
+the component schemas are ``msgspec.json.schema_components`` of exactly the types the paths
+reference (the same types the handlers decode and encode, so the document cannot drift from the
+code), each titled with its name and its ``Literal`` fields named; each operation's
+``operationId`` is its handler's name and its tag its path's first segment. A test validates
+real responses of every route against this document, schemathesis fuzzes a live node with it,
+and the generators people use must accept it (``tests/transports/http/test_http_generators.py``).
 """
 
 from __future__ import annotations
