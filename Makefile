@@ -29,6 +29,23 @@ $(SYNAPSE_STAMP):
 	$(SYNAPSE_VENV)/bin/pip install --quiet matrix-synapse==1.163.2
 	touch $(SYNAPSE_STAMP)
 
+# The OpenAPI generator tests (tests/transports/http/test_http_generators.py) run the tools people
+# generate clients with on /v1/openapi.json: swagger-parser, openapi-typescript and tsc (npm, on
+# Debian's node) and openapi-python-client and datamodel-codegen (PyPI, in a venv of their own: their
+# pins clash with reel's). Pinned in tests/transports/http/generators/; installed once, never committed.
+GENERATORS := tests/transports/http/generators
+OPENAPI_TOOLS := .cache/openapi-tools
+OPENAPI_STAMP := $(OPENAPI_TOOLS)/.installed
+$(OPENAPI_STAMP): $(GENERATORS)/package.json $(GENERATORS)/package-lock.json $(GENERATORS)/requirements.txt
+	rm -rf $(OPENAPI_TOOLS)
+	mkdir -p $(OPENAPI_TOOLS)
+	cp $(GENERATORS)/package.json $(GENERATORS)/package-lock.json $(OPENAPI_TOOLS)/
+	cd $(OPENAPI_TOOLS) && npm ci --no-audit --no-fund --silent
+	$(PYTHON) -m venv $(OPENAPI_TOOLS)/venv
+	$(OPENAPI_TOOLS)/venv/bin/pip install --quiet --upgrade pip
+	$(OPENAPI_TOOLS)/venv/bin/pip install --quiet -r $(GENERATORS)/requirements.txt
+	touch $@
+
 # The console's browser test drives Debian's chromium (never a downloaded browser).
 $(CHROMIUM):
 	$(SUDO) apt-get update -qq
@@ -50,7 +67,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP)
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest

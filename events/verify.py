@@ -33,11 +33,15 @@ Fault kinds (``Fault.kind``):
 ``unreadable``
     a row could not be read at all.
 
-What anchors a verification (``VerifyReport.anchored``): a pinned public key (checkpoints signed
-by any other key fail) and/or a witness kept outside the data dir (every checkpoint it recorded
-must be in the journal, at its position, with its hash and signature). Without either, verify
-still checks everything, but someone who can write the data dir can rewrite the chain and sign
-it again with a key of their own: the report says ``anchored: false``.
+What anchors a verification (``VerifyReport.anchored``): a public key the caller pinned
+(checkpoints signed by any other key fail) and/or a witness kept outside the data dir (every
+checkpoint it recorded must be in the journal, at its position, with its hash and signature).
+Without either, verify still checks everything, but someone who can write the data dir can
+rewrite the chain and sign it again with a key of their own: the report says
+``anchored: false``. A node verifying itself
+(``POST /v1/journal/verify``, gRPC ``Journal.Verify``) checks every signature against its own
+key (``key_source: "node"``), which lives in the data dir: that anchors nothing, and is never
+called pinned.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -58,6 +62,8 @@ from events.note import CheckpointNote
 from events.reader import JournalReader
 
 Progress = Callable[[int, int], None]
+KeySource = Literal["pinned", "node"]
+"""Whose key ``trusted_public_key`` is: one the caller pinned, or the node's own."""
 
 
 class Fault(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,16 +92,22 @@ class VerifyReport(msgspec.Struct, frozen=True, kw_only=True):
     last_checkpoint_position: int
     """The last position the last checkpoint covers (0 when none)."""
     key_trusted: bool
-    """True when every signature was checked against a pinned public key."""
+    """True when every signature was checked against the key given (``key_source``), not the
+    one the journal's first checkpoint carries."""
     elapsed_s: float
     fault: Fault | None = None
     anchored: bool = False
     """True when a pinned key verified at least one checkpoint, or a witness's checkpoints were
     all found: the journal is tied to something outside its data dir. False: unanchored."""
     anchor: str = "unanchored"
-    """``"pinned key"``, ``"witness"``, ``"pinned key + witness"`` or ``"unanchored"``."""
+    """``"pinned key"``, ``"witness"``, ``"pinned key + witness"`` or ``"unanchored"``: a
+    pinned key is one the caller supplied, never the node's own."""
+    key_source: str = "embedded"
+    """The key signatures were checked against: ``"pinned"`` (the caller's), ``"node"`` (the
+    node's own, from its data dir: no anchor) or ``"embedded"`` (the journal's first
+    checkpoint's)."""
     public_key: str = ""
-    """Hex of the key the checkpoints are signed with (the pinned one when pinned)."""
+    """Hex of the key the checkpoints are signed with (the given one when given)."""
     witness_checkpoints: int | None = None
     """Checkpoints the witness recorded (all found when ``ok``); ``None`` without a witness."""
     unsigned_rows: int = 0
@@ -114,18 +126,20 @@ def verify(
     reader: JournalReader,
     *,
     trusted_public_key: bytes | None = None,
+    key_source: KeySource = "pinned",
     witness: Sequence[CheckpointNote] | None = None,
     progress: Progress | None = None,
     progress_every: int = 50_000,
 ) -> VerifyReport:
     """Verify every row of the journal behind ``reader``, every checkpoint in it, and (given
     ``witness``, the notes a witness recorded) that each witnessed checkpoint is in it.
+    ``key_source`` says whose ``trusted_public_key`` is: only a pinned one anchors.
 
     Never raises for tampering: the report carries the fault. (I/O errors opening the file
     raise before this is called.)"""
     started = time.perf_counter()
     total = reader.count()
-    walker = _Walker(reader, trusted_public_key, witness)
+    walker = _Walker(reader, trusted_public_key, witness, key_source)
     fault: Fault | None = None
     try:
         for row in _readable(reader.scan()):
@@ -219,9 +233,11 @@ class _Walker:
         reader: JournalReader,
         trusted: bytes | None,
         witness: Sequence[CheckpointNote] | None,
+        key_source: KeySource = "pinned",
     ) -> None:
         self.reader = reader
         self.trusted = trusted
+        self.key_source: str = key_source if trusted is not None else "embedded"
         self.signer = trusted
         self.witnessed: dict[int, CheckpointNote] = {}
         self.witness_given = witness is not None
@@ -517,7 +533,7 @@ class _Walker:
 
     def report(self, fault: Fault | None, started: float) -> VerifyReport:
         witnessed = len(self.witnessed) if self.witness_given else None
-        by_key = self.trusted is not None and self.checkpoints > 0
+        by_key = self.key_source == "pinned" and self.checkpoints > 0
         by_witness = bool(witnessed)
         anchors = [name for name, on in (("pinned key", by_key), ("witness", by_witness)) if on]
         anchored = fault is None and bool(anchors)
@@ -536,6 +552,7 @@ class _Walker:
             fault=fault,
             anchored=anchored,
             anchor=" + ".join(anchors) if anchored else "unanchored",
+            key_source=self.key_source,
             public_key=(self.signer or b"").hex(),
             witness_checkpoints=witnessed,
             unsigned_rows=max(0, self.head_position - self.last_row) if fault is None else 0,

@@ -31,6 +31,7 @@ import msgspec
 
 from events import JournalTampered
 from transports.auth import is_recognisable, load_or_create_token, token_path
+from transports.build import version
 from transports.config import NodeConfig, env_overrides, load_config
 from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
@@ -179,6 +180,7 @@ def _serve(
     log.info(
         "reel node ready",
         extra=fields(
+            version=version(),
             pid=os.getpid(),
             data_dir=str(data_dir),
             console=http.url + "/",
@@ -196,7 +198,8 @@ def _serve(
         ),
     )
     print(
-        f"reel node ready: console {http.url}/  token file {token_path(data_dir)}  "
+        f"reel node ready: version {version()}  console {http.url}/  "
+        f"token file {token_path(data_dir)}  "
         f"gRPC {grpc.address}  config {config_file or 'embedded defaults'}  provider {provider}"
         + "".join(f"  ({name} disabled: {why})" for name, why in unavailable.items())
         + "  (Ctrl-C drains and stops)",

@@ -19,6 +19,7 @@ import pytest
 from actors.messages import ResolveApproval, StartRun
 from events import Journal, NodeKey, new_id
 from events.catalog import RunAccepted, SessionCreated
+from transports.build import version
 from transports.config import NodeConfig, ToolsSection
 from transports.runlog import RunStateLogger
 from transports.runtime import open_runtime
@@ -119,9 +120,13 @@ def test_node_starts_and_stops_cleanly_on_a_signal(
     assert ready["data_dir"] == str(data_dir)
     assert ready["provider"] == "deterministic"
     assert ready["config"]["max_turns"] == 16
+    assert ready["version"] == version()
     assert (data_dir / "journal.db").exists() and (data_dir / "node.key").exists()
     daemon.process.send_signal(signum)
     assert daemon.finish() == 0
+    assert daemon.process.stdout is not None
+    printed = daemon.process.stdout.read()
+    assert printed.startswith(f"reel node ready: version {version()}  console "), printed
     assert daemon.wait_for("draining")["signal"] == signum.name
     stopped = daemon.wait_for("reel node stopped")
     assert stopped["head"] >= 0

@@ -19,6 +19,7 @@ from grpclib.const import Status
 
 from tests.transports.grpc.rawcall import RawCodec, call, frame, methods
 from tests.transports.test_daemon import Daemon
+from transports.build import version
 
 PORTS = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
 
@@ -98,4 +99,4 @@ def test_malformed_requests_cost_one_log_line_each(daemon: Daemon, data_dir: Pat
     assert all("refused a" in line for line in new), new
     assert not any("Traceback" in line or token in line for line in new)
     health = urllib.request.urlopen(f"http://{console}/healthz", timeout=10)
-    assert json.loads(health.read()) == {"status": "ok"}
+    assert json.loads(health.read()) == {"status": "ok", "version": version()}

@@ -30,6 +30,7 @@ from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from tests.transports.grpc.rawcall import RawCodec, call, methods
 from tests.transports.test_daemon import REEL, Daemon, assert_one_error_line, reel
+from transports.build import version
 from transports.config import env_names
 
 PORTS = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
@@ -150,7 +151,7 @@ def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
     nodes: list[Node], data_dir: Path
 ) -> None:
     node = start(nodes, data_dir)
-    assert node.http("GET", "/healthz") == (200, {"status": "ok"})
+    assert node.http("GET", "/healthz") == (200, {"status": "ok", "version": version()})
     assert node.grpc_health() == HealthCheckResponse.SERVING
     run_id = node.start_run("/sleep 3000\nslow")
     node.wait_until(lambda: "in_progress" in run_states(node, run_id))
@@ -160,7 +161,7 @@ def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
     assert draining["signal"] == "SIGTERM"
     assert draining["runs_in_flight"] == 1 and draining["awaiting_approval"] == 0
     # still listening, and saying so
-    assert node.http("GET", "/healthz") == (503, {"status": "draining"})
+    assert node.http("GET", "/healthz") == (503, {"status": "draining", "version": version()})
     assert node.grpc_health() == HealthCheckResponse.NOT_SERVING
     status, refused = node.http("POST", "/v1/sessions", {})
     assert status == 503 and refused["error"]["code"] == "unavailable"

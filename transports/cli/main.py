@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
+from transports.build import version
 from transports.cli import (
     approvals_cmd,
     channels_cmd,
@@ -56,6 +58,29 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"reel {version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print reel's version (and commit, from a checkout) and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
 app.add_typer(journal_cmd.app, name="journal")
 app.command("node", epilog=node_cmd.environment_help())(node_cmd.node)
 app.command("chat")(chat_cmd.chat)

@@ -55,7 +55,9 @@ class JournalService(JournalBase):
         key = journal.node_key.public_key if journal.node_key is not None else None
         notes = journal.witness.notes() if journal.witness is not None else None
         try:
-            report = await asyncio.to_thread(verify, journal, trusted_public_key=key, witness=notes)
+            report = await asyncio.to_thread(
+                verify, journal, trusted_public_key=key, key_source="node", witness=notes
+            )
         except Exception as exc:
             raise to_grpc_error(exc) from None
         return verify_message(report)

@@ -33,6 +33,7 @@ from transports.grpc.gateway import GatewayService
 from transports.grpc.guard import guard_calls
 from transports.grpc.journal import JournalService
 from transports.grpc.reflection import reflection_pool
+from transports.grpc.version import announce_version
 from transports.listen import listening_socket
 from transports.runtime import Runtime
 
@@ -103,6 +104,7 @@ class GrpcServer:
         servable = ServerReflection.extend([*services, health], pool=reflection_pool())
         server = Server(servable, codec=CappedProtoCodec(self.max_message_bytes))
         require_token(server, self._authority)
+        announce_version(server)
         guard_calls(
             server,
             {

@@ -31,6 +31,26 @@ from transports.http.context import CONTEXT, ApiContext
 from transports.http.guard import guard
 from transports.runtime import Runtime
 
+ROUTES = (
+    sessions.routes,
+    runs.routes,
+    stream.routes,
+    approvals.routes,
+    incidents.routes,
+    journal.routes,
+    tokens.routes,
+    memory.routes,
+    tasks.routes,
+    learning.routes,
+    whoami.routes,
+    channels.routes,
+    openapi.routes,
+    metrics.routes,
+    health.routes,
+    console.routes,  # last: its /{name} catches single-segment paths
+)
+"""Every route table the app serves, in matching order."""
+
 
 def build_app(
     runtime: Runtime, token: str | None = None, *, keepalive_s: float = 15.0
@@ -47,24 +67,7 @@ def build_app(
     app = web.Application(middlewares=[guard], client_max_size=runtime.config.http.max_body_bytes)
     app[CONTEXT] = ctx
     tasks.install(app, runtime.views.path)
-    for table in (
-        sessions.routes,
-        runs.routes,
-        stream.routes,
-        approvals.routes,
-        incidents.routes,
-        journal.routes,
-        tokens.routes,
-        memory.routes,
-        tasks.routes,
-        learning.routes,
-        whoami.routes,
-        channels.routes,
-        openapi.routes,
-        metrics.routes,
-        health.routes,
-        console.routes,  # last: its /{name} catches single-segment paths
-    ):
+    for table in ROUTES:
         app.add_routes(table)
 
     unsubscribe: list[Callable[[], None]] = []

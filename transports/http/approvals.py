@@ -57,7 +57,7 @@ async def get_approval(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/approvals/{approval_id}")
-async def decide(request: web.Request) -> web.Response:
+async def decide_approval(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     approval_id = path_id(request, "approval_id", "approval")
     body = await read_body(request, DecisionRequest)

@@ -189,6 +189,8 @@ class JournalHead(msgspec.Struct, frozen=True, kw_only=True):
 
 class Health(msgspec.Struct, frozen=True, kw_only=True):
     status: Literal["ok", "draining"]
+    version: str
+    """The build serving (:func:`transports.build.version`): ``0.1.0`` or ``0.1.0+g<commit>``."""
 
 
 # --- tokens ------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ async def mint_pair_code(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/channels/{channel}/webhook", name=WEBHOOK_ROUTE)
-async def webhook(request: web.Request) -> web.Response:
+async def receive_webhook(request: web.Request) -> web.Response:
     name = channel_name(request)
     hub = hub_of(request)
     connector = hub.connector(name)

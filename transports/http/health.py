@@ -1,9 +1,10 @@
-"""``GET /healthz``: liveness, without authentication (it reveals nothing but the status)."""
+"""``GET /healthz``: liveness, without authentication (it reveals the status and the version)."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from transports.build import version
 from transports.http.bodies import Health
 from transports.http.context import CONTEXT
 from transports.http.replies import json_reply
@@ -14,8 +15,8 @@ routes = web.RouteTableDef()
 
 
 @routes.get("/healthz", name="healthz")
-async def healthz(request: web.Request) -> web.Response:
+async def get_health(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     if ctx.runtime.node.services.draining or ctx.closing.is_set():
-        return json_reply(Health(status="draining"), status=503)
-    return json_reply(Health(status="ok"))
+        return json_reply(Health(status="draining", version=version()), status=503)
+    return json_reply(Health(status="ok", version=version()))

@@ -68,7 +68,7 @@ class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 @routes.get("/v1/journal/head")
-async def head(request: web.Request) -> web.Response:
+async def get_journal_head(request: web.Request) -> web.Response:
     await permit(request, "journal.read")
     runtime = request.app[CONTEXT].runtime
     views_position = runtime.projector.position
@@ -79,7 +79,7 @@ async def head(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/journal/checkpoints")
-async def checkpoints(request: web.Request) -> web.Response:
+async def list_journal_checkpoints(request: web.Request) -> web.Response:
     """The signed checkpoints with ``position > after``, oldest first."""
     await permit(request, "journal.read")
     journal = request.app[CONTEXT].runtime.journal
@@ -106,7 +106,8 @@ async def verify_journal(request: web.Request) -> web.Response:
 
     It reads every row, so it runs on a worker thread, one at a time; the report carries any
     fault (a broken journal is a 200 with ``ok: false``, not an HTTP error). The key is the
-    node's own: an auditor who does not trust the node pins its key and runs
+    node's own (``key_source: "node"``), never called pinned: it lives in the data dir, so only
+    a witness anchors this report. An auditor who does not trust the node pins its key and runs
     ``reel journal verify --public-key`` on a copy instead."""
     ctx = request.app[CONTEXT]
     await read_body(request, VerifyRequest, optional=True)
@@ -115,5 +116,7 @@ async def verify_journal(request: web.Request) -> web.Response:
     key = journal.node_key.public_key if journal.node_key is not None else None
     notes = journal.witness.notes() if journal.witness is not None else None
     async with ctx.verify_lock:
-        report = await asyncio.to_thread(verify, journal, trusted_public_key=key, witness=notes)
+        report = await asyncio.to_thread(
+            verify, journal, trusted_public_key=key, key_source="node", witness=notes
+        )
     return json_reply(report)

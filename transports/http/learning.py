@@ -138,17 +138,17 @@ async def get_candidate(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/learning/candidates/{candidate_id}/accept")
-async def accept(request: web.Request) -> web.Response:
+async def accept_candidate(request: web.Request) -> web.Response:
     return await _review(request, "accept")
 
 
 @routes.post("/v1/learning/candidates/{candidate_id}/reject")
-async def reject(request: web.Request) -> web.Response:
+async def reject_candidate(request: web.Request) -> web.Response:
     return await _review(request, "reject")
 
 
 @routes.post("/v1/learning/candidates/{candidate_id}/rollback")
-async def rollback(request: web.Request) -> web.Response:
+async def rollback_candidate(request: web.Request) -> web.Response:
     return await _review(request, "rollback")
 
 

@@ -156,7 +156,7 @@ def _may_read(ctx: ApiContext, who: Credentials, item: MemoryItem) -> bool:
 
 
 @routes.post("/v1/memory")
-async def write(request: web.Request) -> web.Response:
+async def write_memory(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     body = await read_body(request, MemoryWriteRequest)
     who = caller(request)
@@ -244,7 +244,7 @@ async def _session(ctx: ApiContext, who: Credentials, request: web.Request) -> s
 
 
 @routes.get("/v1/memory")
-async def search_or_list(request: web.Request) -> web.Response:
+async def search_memory(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     query = _query(request)
     k = _k(request)
@@ -289,7 +289,7 @@ async def search_or_list(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/memory/{item_id}")
-async def get_item(request: web.Request) -> web.Response:
+async def get_memory_item(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     item_id = path_id(request, "item_id", "memory item")
     who = caller(request)
@@ -302,7 +302,7 @@ async def get_item(request: web.Request) -> web.Response:
 
 
 @routes.delete("/v1/memory/{item_id}")
-async def delete(request: web.Request) -> web.Response:
+async def delete_memory_item(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     item_id = path_id(request, "item_id", "memory item")
     reason = request.query.get("reason", "")

@@ -2,6 +2,8 @@
 
 Families:
 
+- ``reel_build_info{version}`` (gauge, always 1): the build serving
+  (:func:`transports.build.version`);
 - ``reel_runs{state}`` (gauge): runs by state, from the runs view; every state is listed;
 - ``reel_events_appended_total`` (counter): events committed to the journal (its head position,
   so it survives restarts and never goes down);
@@ -32,6 +34,7 @@ from aiohttp import web
 
 from events.lifecycle import RunStatus
 from events.task_lifecycle import TaskStatus
+from transports.build import version
 from transports.http import tasks
 from transports.http.context import CONTEXT, ApiContext, permit
 
@@ -91,6 +94,12 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
     states = ctx.views.run_states()
     names = [*RUN_STATES, *sorted(set(states) - set(RUN_STATES))]
     lines = _family(
+        "reel_build_info",
+        "gauge",
+        "The build serving: its version label (release, and +g<commit> from a checkout).",
+        [f'reel_build_info{{version="{version()}"}} 1'],
+    )
+    lines += _family(
         "reel_runs",
         "gauge",
         "Runs by state (runs view).",
@@ -182,7 +191,7 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
 
 
 @routes.get("/metrics")
-async def metrics(request: web.Request) -> web.Response:
+async def get_metrics(request: web.Request) -> web.Response:
     await permit(request, "node.read")
     body = render(request.app[CONTEXT], request.app[tasks.VIEW].counts()).encode()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

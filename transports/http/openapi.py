@@ -1,13 +1,17 @@
 """``GET /v1/openapi.json``: the API described as OpenAPI 3.1, schemas generated from the Structs.
 
-Component schemas come from ``msgspec.json.schema_components`` over the request and response
-types (the same types the handlers decode and encode, so the document cannot drift from the
-code); the paths are written here. A test validates real responses of every route against this
-document, and schemathesis fuzzes a live node with it.
+The paths are written here; the rest is derived, so a route added to them needs nothing more:
+the component schemas are ``msgspec.json.schema_components`` of exactly the types the paths
+reference (the same types the handlers decode and encode, so the document cannot drift from the
+code), each titled with its name and its ``Literal`` fields named; each operation's
+``operationId`` is its handler's name and its tag its path's first segment. A test validates
+real responses of every route against this document, schemathesis fuzzes a live node with it,
+and the generators people use must accept it (``tests/transports/http/test_http_generators.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import cache
 from typing import Any
 
@@ -25,6 +29,7 @@ from projections import (
     SessionRecord,
     TaskRecord,
 )
+from transports.build import version
 from transports.channels import MintedCode, RouteResult
 from transports.channels.message import MessageBody
 from transports.http.bodies import (
@@ -80,56 +85,6 @@ from transports.http.whoami import Whoami
 
 REF = "#/components/schemas/{name}"
 
-TYPES: tuple[type[Any], ...] = (
-    CreateSessionRequest,
-    SendMessageRequest,
-    ResetSessionRequest,
-    BranchSessionRequest,
-    CancelRunRequest,
-    DecisionRequest,
-    VerifyRequest,
-    ErrorBody,
-    SessionRecord,
-    SessionPage,
-    RunRecord,
-    RunPage,
-    TapePage,
-    TapeEntry,
-    ApprovalRecord,
-    ApprovalPage,
-    IncidentPage,
-    RunStarted,
-    JournalHead,
-    CheckpointPage,
-    VerifyReport,
-    Health,
-    CreateTokenRequest,
-    TokenInfo,
-    CreatedToken,
-    TokenList,
-    Whoami,
-    MessageBody,
-    RouteResult,
-    PairCodeRequest,
-    MintedCode,
-    ChannelList,
-    CompactSessionRequest,
-    RestoreSessionRequest,
-    CompactionOutcome,
-    Checkpoints,
-    MemoryWriteRequest,
-    MemoryWritten,
-    MemoryDeleted,
-    MemorySearch,
-    MemoryPage,
-    TaskRecord,
-    TaskPage,
-    CancelTaskRequest,
-    CandidateRecord,
-    CandidatePage,
-    ReviewRequest,
-)
-
 ERRORS = {
     400: "Bad input: malformed JSON, a wrong type, an unknown field or a bad parameter "
     "(``field`` names it).",
@@ -138,7 +93,8 @@ ERRORS = {
     "the deciding policies).",
     404: "No such session, run or approval.",
     409: "The current state refuses the command (already resolved, run ended, key taken).",
-    413: "The request body is over ``http.max_body_bytes``.",
+    413: "The request body is over ``http.max_body_bytes`` (refused on any route before it "
+    "is read).",
     503: "The node is shutting down.",
 }
 
@@ -152,7 +108,7 @@ SSE_EVENT = {
         "data": {
             "type": "string",
             "contentMediaType": "application/json",
-            "contentSchema": {"$ref": REF.format(name="TapeEntry")},
+            "contentSchema": {"$ref": TapeEntry},
         },
         "retry": {"type": "integer"},
     },
@@ -161,8 +117,11 @@ SSE_EVENT = {
 routes = web.RouteTableDef()
 
 
-def _ref(kind: type[Any]) -> dict[str, str]:
-    return {"$ref": REF.format(name=kind.__name__)}
+def _ref(kind: type[Any]) -> dict[str, Any]:
+    """A reference to ``kind``'s component schema: the type itself stands in the ``$ref`` until
+    :func:`_with_components` names it, so only types a path uses become components, and every
+    path's reference has one."""
+    return {"$ref": kind}
 
 
 def _json(kind: type[Any], description: str) -> dict[str, Any]:
@@ -238,8 +197,9 @@ def _op(
     public: bool = False,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {str(status): spec for status, spec in ok.items()}
-    # every authenticated operation may refuse a query parameter it does not take (400)
-    codes = set(errors) if public else {400, 401, 403, *errors}
+    # any request may declare a body over the limit (413); an authenticated operation may
+    # also refuse a query parameter it does not take (400), the token (401) or the action (403)
+    codes = {413, *errors} if public else {400, 401, 403, 413, *errors}
     for status in sorted(codes):
         responses[str(status)] = _json(ErrorBody, ERRORS[status])
     op: dict[str, Any] = {"summary": summary, "responses": responses}
@@ -781,40 +741,138 @@ def _paths() -> dict[str, Any]:
     }
 
 
-def _components() -> dict[str, Any]:
-    """The component schemas. Event kinds whose class name an API body also uses
-    (``RunStarted``) are qualified by msgspec; they are named ``<Name>Event`` here, and the API's
-    own bodies keep their plain names."""
-    _, components = msgspec.json.schema_components(TYPES, ref_template=REF)
-    names = {
-        key: f"{key.rsplit('.', 1)[1]}Event" if key.startswith("events.") else key.rsplit(".", 1)[1]
-        for key in components
-        if "." in key
+def _with_components(paths: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``paths`` with each type reference (:func:`_ref`) made a ``$ref``, and the component
+    schemas of those types (msgspec's, of the very types the handlers decode and encode).
+
+    Generators need more than valid JSON Schema: each component's ``title`` is its name (two
+    equal titles made openapi-python-client drop a response), and a ``Literal`` is a component
+    named for where it stands (``<Component><Field>``), or a ``const`` when it has one value
+    (an inline enum is a numbered class to datamodel-codegen: ``Kind1`` ... ``Kind54``)."""
+    kinds = {node["$ref"]: None for node in _objects(paths) if isinstance(node.get("$ref"), type)}
+    refs, components = msgspec.json.schema_components(tuple(kinds), ref_template=REF)
+    names = {key: _component_name(key) for key in components}
+    taken = [name for name in names.values() if list(names.values()).count(name) > 1]
+    if taken:
+        raise ValueError(f"two component schemas would be named {taken[0]}")
+    full = {REF.format(name=key): REF.format(name=name) for key, name in names.items()}
+    schemas = {
+        names[key]: {**_resolved(schema, full.__getitem__), "title": names[key]}
+        for key, schema in components.items()
     }
-    text = msgspec.json.encode(components).decode()
-    for old, new in names.items():
-        text = text.replace(f'"{REF.format(name=old)}"', f'"{REF.format(name=new)}"')
-    renamed: dict[str, Any] = msgspec.json.decode(text)
-    return {names.get(key, key): schema for key, schema in renamed.items()}
+    ref_of = {kind: full[ref["$ref"]] for kind, ref in zip(kinds, refs, strict=True)}
+    for owner in list(schemas):
+        properties = schemas[owner].get("properties", {})
+        for field, schema in properties.items():
+            properties[field] = _named_enums(schema, owner + _pascal(field), schemas)
+    return _resolved(paths, ref_of.__getitem__), dict(sorted(schemas.items()))
+
+
+def _component_name(key: str) -> str:
+    """msgspec qualifies a class name that two modules use (``events.catalog.RunStarted``,
+    ``transports.http.bodies.RunStarted``): the event is ``<Name>Event``, the API's own body
+    keeps the plain name."""
+    module, _, name = key.rpartition(".")
+    return f"{name}Event" if module.startswith("events.") else name
+
+
+def _named_enums(schema: Any, name: str, schemas: dict[str, Any]) -> Any:
+    """``schema`` with each enum it holds made a ``const`` (one value) or a reference to the
+    component ``name`` (added to ``schemas``)."""
+    if isinstance(schema, list):
+        return [_named_enums(item, name, schemas) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "enum" not in schema:
+        return {key: _named_enums(value, name, schemas) for key, value in schema.items()}
+    values = schema["enum"]
+    rest = {key: value for key, value in schema.items() if key not in ("enum", "type")}
+    if len(values) == 1:
+        return {**rest, "const": values[0]}
+    enum: dict[str, Any] = {"title": name, "enum": values}
+    if all(isinstance(value, str) for value in values):
+        enum = {"title": name, "type": "string", "enum": values}
+    if schemas.setdefault(name, enum) != enum:
+        raise ValueError(f"the enum of {name} would replace the component schema {name}")
+    return {"$ref": REF.format(name=name), **rest}
+
+
+def _pascal(field: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in field.split("_"))
+
+
+def _objects(value: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in ``value``, ``value`` included."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _objects(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _objects(item)
+
+
+def _resolved(value: Any, ref: Callable[[Any], str]) -> Any:
+    """``value`` rebuilt with ``ref`` applied to every reference in it: each ``$ref`` and each
+    target of a discriminator's ``mapping``."""
+    if isinstance(value, list):
+        return [_resolved(item, ref) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out = {key: ref(item) if key == "$ref" else _resolved(item, ref) for key, item in value.items()}
+    if "propertyName" in value and isinstance(value.get("mapping"), dict):
+        out["mapping"] = {key: ref(target) for key, target in value["mapping"].items()}
+    return out
+
+
+def operation_id(handler: Callable[..., Any]) -> str:
+    """An operation's ``operationId``: its handler's name in camelCase (``list_sessions`` ->
+    ``listSessions``). Handlers' names are unique across the app (a test holds every served
+    route to it), so renaming a handler renames its method in every generated client."""
+    first, *rest = handler.__name__.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def _with_operation_ids(paths: dict[str, Any]) -> dict[str, Any]:
+    """Each operation of ``paths`` with the ``operationId`` of the handler that serves it, and
+    its path's first segment as its tag (generated clients group their calls by it)."""
+    from transports.http.app import ROUTES  # the app serves this module's route too
+
+    handlers = {
+        (route.method.lower(), route.path): route.handler
+        for table in ROUTES
+        for route in table
+        if isinstance(route, web.RouteDef)
+    }
+    out: dict[str, Any] = {}
+    for path, item in paths.items():
+        tag = path.removeprefix("/v1").split("/")[1].split(".")[0]
+        out[path] = {}
+        for method, op in item.items():
+            handler = handlers.get((method, path))
+            named = {"operationId": operation_id(handler)} if handler is not None else {}
+            out[path][method] = {**named, "tags": [tag], **op}
+    return out
 
 
 @cache
 def document() -> dict[str, Any]:
     """The OpenAPI document (built once)."""
+    paths, schemas = _with_components(_paths())
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "reel",
-            "version": "1",
+            "version": version(),
             "description": "The reel node's HTTP API. Every route but /healthz needs "
             "`Authorization: Bearer <token>` (the data dir's admin.token or a token from "
             "POST /v1/tokens), and each is a Cedar decision on its action "
             "(docs/policy.md). Errors are "
             '`{"error": {"code", "message", "field"}}`.',
         },
-        "paths": _paths(),
+        "paths": _with_operation_ids(paths),
         "components": {
-            "schemas": _components(),
+            "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
@@ -840,6 +898,6 @@ def document_bytes() -> bytes:
 
 
 @routes.get("/v1/openapi.json")
-async def openapi(request: web.Request) -> web.Response:
+async def get_openapi(request: web.Request) -> web.Response:
     await permit(request, "node.read")
     return web.Response(body=document_bytes(), content_type="application/json")

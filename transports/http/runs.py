@@ -74,7 +74,7 @@ async def get_run(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/runs/{run_id}/tape")
-async def get_tape(request: web.Request) -> web.Response:
+async def get_run_tape(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     run_id = path_id(request, "run_id", "run")
     limit = page_limit(request, TAPE_CAP)

@@ -78,7 +78,7 @@ async def get_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/sessions/{session_id}/runs")
-async def list_runs(request: web.Request) -> web.Response:
+async def list_session_runs(request: web.Request) -> web.Response:
     """A session's runs in acceptance order: session.read of the session, then each run shown
     only when the caller may run.read it."""
     ctx = request.app[CONTEXT]
@@ -185,7 +185,7 @@ async def branch_session(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/sessions/{session_id}/postures")
-async def set_posture(request: web.Request) -> web.Response:
+async def set_session_posture(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     body = await read_body(request, PostureRequest)
@@ -221,7 +221,7 @@ async def compact_session(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/sessions/{session_id}/checkpoints")
-async def list_checkpoints(request: web.Request) -> web.Response:
+async def list_session_checkpoints(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     session_id = path_id(request, "session_id", "session")
     record = await session_record(ctx, session_id)

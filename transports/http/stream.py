@@ -50,7 +50,7 @@ def start_after(request: web.Request) -> int:
 
 
 @routes.get("/v1/runs/{run_id}/events")
-async def run_events(request: web.Request) -> web.StreamResponse:
+async def stream_run_events(request: web.Request) -> web.StreamResponse:
     ctx = request.app[CONTEXT]
     run_id = path_id(request, "run_id", "run")
     cursor = start_after(request)

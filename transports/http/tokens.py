@@ -13,12 +13,13 @@ from typing import Literal
 
 from aiohttp import web
 
+from transports import tokens as store
 from transports.http.bodies import CreatedToken, CreateTokenRequest, TokenInfo, TokenList
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import read_body
 from transports.http.replies import json_reply
-from transports.tokens import TokenRecord, create_token, revoke_token
+from transports.tokens import TokenRecord
 
 routes = web.RouteTableDef()
 
@@ -45,14 +46,14 @@ def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:
 
 
 @routes.post("/v1/tokens")
-async def create(request: web.Request) -> web.Response:
+async def create_token(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     body = await read_body(request, CreateTokenRequest)
     who = await permit(request, "token.manage")
     now_ms = int(time.time() * 1000)
     expires = None if body.expires_in_s is None else now_ms + body.expires_in_s * 1000
     token, record = await asyncio.to_thread(
-        create_token,
+        store.create_token,
         ctx.runtime.journal,
         ctx.authority.tokens,
         principal=body.principal,
@@ -79,7 +80,7 @@ async def list_tokens(request: web.Request) -> web.Response:
 
 
 @routes.delete("/v1/tokens/{token_id}")
-async def revoke(request: web.Request) -> web.Response:
+async def revoke_token(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     token_id = request.match_info["token_id"]
     if ctx.authority.tokens.get(token_id) is None:
@@ -87,7 +88,7 @@ async def revoke(request: web.Request) -> web.Response:
         raise ApiError("not_found", f"no token with id {token_id[:40]!r}")
     who = await permit(request, "token.manage")
     record = await asyncio.to_thread(
-        revoke_token,
+        store.revoke_token,
         ctx.runtime.journal,
         ctx.authority.tokens,
         token_id,

@@ -213,6 +213,17 @@ def test_verify_json(data: Path) -> None:
         "unanchored",
     )
     assert report["public_key"] == NodeKey.load(data / "node.key").public_key.hex()
+    assert report["key_source"] == "embedded"
+
+
+def test_verify_json_calls_pinned_only_the_key_the_caller_gave(data: Path, tmp_path: Path) -> None:
+    pinned = reel(
+        "journal", "verify", "--data", str(data), "--json", "--public-key", str(pin(data, tmp_path))
+    )
+    assert pinned.returncode == 0, pinned.stderr
+    report = json.loads(pinned.stdout)
+    assert (report["key_source"], report["key_trusted"]) == ("pinned", True)
+    assert (report["anchored"], report["anchor"]) == (True, "pinned key")
 
 
 def test_head(data: Path) -> None:

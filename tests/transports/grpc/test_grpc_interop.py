@@ -21,6 +21,7 @@ from grpclib.reflection.v1 import reflection_pb2
 
 from proto.generate import PROTO_ROOT, sources
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode
+from transports.build import version
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +167,42 @@ def test_grpcio_without_reel_modules_in_path(official: dict[str, ModuleType]) ->
     """The stubs come from grpcio-tools, not from this repository's generated package."""
     module_file = Path(official["gateway"].__file__ or "")
     assert "_generated" not in module_file.parts and module_file.name == "gateway_pb2.py"
+
+
+def test_every_response_names_the_build(node: GrpcNode, official: dict[str, ModuleType]) -> None:
+    """Server reflection has no field for the server's version: every response's metadata
+    carries it (reel-version), reflection's, health's and reel.v1's alike: in its headers, and
+    in its trailers, which a call refused before any header (no token, no such run) still has."""
+    metadata = (("authorization", f"Bearer {node.token}"),)
+    gateway = official["gateway"]
+    with grpc.insecure_channel(node.address) as channel:
+        info = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+            response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
+        )
+        listing = info(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+            metadata=metadata,
+            timeout=10,
+        )
+        assert list(listing)
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        _, health = check.with_call(health_pb2.HealthCheckRequest(), timeout=10)  # no token
+        for call in (listing, health):
+            assert dict(call.initial_metadata())["reel-version"] == version()
+            assert dict(call.trailing_metadata())["reel-version"] == version()
+        stub = official["gateway_grpc"].GatewayStub(channel)
+        unknown = gateway.GetRunRequest(run_id="01ARZ3NDEKTSV4RRFFQ69G5FAV")
+        for sent, code in (
+            (metadata, grpc.StatusCode.NOT_FOUND),
+            ((), grpc.StatusCode.UNAUTHENTICATED),
+        ):
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.GetRun(unknown, metadata=sent, timeout=10)
+            assert refused.value.code() == code
+            assert dict(refused.value.trailing_metadata())["reel-version"] == version()

@@ -11,6 +11,7 @@ import pytest
 
 from tests.transports.http.httpkit import MAX_BODY, Node
 from tests.transports.records import Records
+from transports.build import version
 from transports.http.openapi import document
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -97,7 +98,7 @@ def test_unknown_top_level_paths_are_401_without_a_valid_token(node: Node) -> No
 
 def test_healthz_needs_no_token(node: Node) -> None:
     reply = node.call("GET", "/healthz", auth=None)
-    assert (reply.status, reply.json()) == (200, {"status": "ok"})
+    assert (reply.status, reply.json()) == (200, {"status": "ok", "version": version()})
 
 
 def test_an_oversize_body_is_413(node: Node) -> None:

@@ -8,6 +8,7 @@ import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.transports.http.httpkit import SHELL, Node
+from transports.build import version
 from transports.http.metrics import histogram_lines
 
 
@@ -57,6 +58,12 @@ def test_metrics_read_back_with_prometheus_client(node: Node) -> None:
     lag = value(metrics["reel_projection_lag_events"], "reel_projection_lag_events")
     assert 0 <= lag <= node.runtime.journal.committed_position
     assert value(metrics["reel_http_sse_streams"], "reel_http_sse_streams") in (0, 1)
+
+
+def test_build_info_names_the_version(node: Node) -> None:
+    info = families(node)["reel_build_info"]
+    assert info.type == "gauge"
+    assert [(s.labels, s.value) for s in info.samples] == [({"version": version()}, 1)]
 
 
 class Snapshot(msgspec.Struct, frozen=True):

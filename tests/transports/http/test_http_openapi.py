@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema_rs
 
-from tests.transports.http.httpkit import SHELL, Node, Reply
-from transports.http.openapi import SSE_EVENT, document
+from tests.transports.http.httpkit import MAX_BODY, SHELL, Node, Reply
+from transports.build import version
+from transports.http.openapi import document, operation_id
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -46,6 +48,7 @@ def test_every_served_route_is_documented(node: Node) -> None:
             served.add(path)
     assert served == set(doc["paths"])
     assert doc["openapi"].startswith("3.1")
+    assert doc["info"]["version"] == version()
 
 
 def test_the_served_document_is_the_generated_one(node: Node) -> None:
@@ -104,7 +107,10 @@ def test_real_responses_match_the_document(node: Node) -> None:
     assert statuses >= {200, 201, 202, 400, 404, 409, 413}
 
     # the event stream: each event matches the documented event, its data the TapeEntry
-    event_schema = jsonschema_rs.Draft202012Validator(SSE_EVENT)
+    events_op = doc["paths"]["/v1/runs/{run_id}/events"]["get"]
+    event_schema = jsonschema_rs.Draft202012Validator(
+        events_op["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    )
     entry_schema = jsonschema_rs.Draft202012Validator(
         {"$ref": "#/components/schemas/TapeEntry", "components": doc["components"]}
     )
@@ -113,3 +119,94 @@ def test_real_responses_match_the_document(node: Node) -> None:
     for event in events:
         event_schema.validate({"id": event.id, "event": event.event, "data": event.data})
         entry_schema.validate(json.loads(event.data))
+
+
+# --- what generators need: refs that resolve, unique titles, operation ids, named enums --------
+
+
+def _walk(value: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object inside ``value``, ``value`` included."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+
+
+def test_every_ref_resolves() -> None:
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    refs = {node["$ref"] for node in _walk(doc) if "$ref" in node}
+    refs |= {
+        ref
+        for node in _walk(doc)
+        if isinstance(node.get("mapping"), dict)
+        for ref in node["mapping"].values()
+    }
+    assert refs, "the document references no schema"
+    for ref in sorted(refs):
+        assert ref.startswith("#/components/schemas/"), ref
+        assert ref.removeprefix("#/components/schemas/") in schemas, f"{ref} does not resolve"
+
+
+def test_each_schema_title_is_unique_and_names_its_component() -> None:
+    schemas = document()["components"]["schemas"]
+    for name, schema in schemas.items():
+        assert schema.get("title") == name, (name, schema.get("title"))
+
+
+def test_every_served_operation_has_a_stable_unique_operation_id(node: Node) -> None:
+    """Every route the app serves (HEAD aside, the console's files aside) is an operation of
+    the document whose operationId is its handler's, and no two operations share one."""
+    doc = document()
+    served = 0
+    for route in node.server.runner.app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("path") or info.get("formatter")
+        if route.method == "HEAD" or path not in doc["paths"]:
+            continue
+        operation = doc["paths"][path][route.method.lower()]
+        assert operation["operationId"] == operation_id(route.handler), (route.method, path)
+        served += 1
+    ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
+    assert served == len(ids)
+    assert len(set(ids)) == len(ids), sorted(i for i in ids if ids.count(i) > 1)
+    for name in ids:
+        assert re.fullmatch(r"[a-z][A-Za-z]+", name), name
+
+
+def test_literals_are_named_enums_or_constants() -> None:
+    """No inline enum of several values inside a component (generators number those: Kind1,
+    Kind2, ...): each is a component named for where it stands; one value is a ``const``."""
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    for name, schema in schemas.items():
+        for node in _walk(schema):
+            if "enum" in node:
+                assert node is schema, f"{name} holds an inline enum {node['enum']}"
+    for name, schema in schemas.items():
+        if "enum" in schema:
+            assert len(schema["enum"]) > 1 and schema["title"] == name
+    assert schemas["RunStartedEvent"]["properties"]["kind"] == {"const": "run.started"}
+    assert sorted(schemas["HealthStatus"]["enum"]) == ["draining", "ok"]
+    decision = schemas["DecisionRequest"]["properties"]
+    assert decision["decision"] == {"$ref": "#/components/schemas/DecisionRequestDecision"}
+
+
+def test_each_operation_documents_the_errors_it_answers(node: Node) -> None:
+    """Each refusal every route can give (no token, an unknown query parameter, a body over the
+    limit) is a status the operation documents, with the JSON error body."""
+    doc = document()
+    for path, item in doc["paths"].items():
+        concrete = re.sub(r"\{channel\}", "web", re.sub(r"\{[a-z_]+_id\}", UNKNOWN, path))
+        for method, operation in item.items():
+            upper = method.upper()
+            probes = [node.call(upper, concrete, raw=b"x" * (MAX_BODY + 1))]
+            if operation.get("security") != []:
+                probes.append(node.call(upper, concrete, auth=None))
+                probes.append(node.call(upper, f"{concrete}?zz=1"))
+            for reply in probes:
+                assert reply.status in (400, 401, 413), (upper, concrete, reply)
+                check(doc, upper, concrete, reply)
