@@ -205,11 +205,16 @@ def eventually(check: Any, timeout: float = 10.0) -> Any:
 
 
 def open_node(
-    data_dir: Path, keepalive_s: float = 15.0, shell: tuple[str, ...] = ("echo",), **config: Any
+    data_dir: Path,
+    keepalive_s: float = 15.0,
+    shell: tuple[str, ...] = ("echo",),
+    fetch: tuple[str, ...] = (),
+    **config: Any,
 ) -> Node:
+    """A node (shell allowlist ``shell``, http.fetch allowlist ``fetch``) serving HTTP."""
     cfg = NodeConfig(
         http=HttpConfig(port=0, max_body_bytes=MAX_BODY),
-        tools=ToolsSection(shell_allowlist=shell),
+        tools=ToolsSection(shell_allowlist=shell, http_allowlist=fetch),
         **config,
     )
     runtime = open_runtime(data_dir, config=cfg)

@@ -7,10 +7,11 @@ import json
 import logging
 import zlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.transports.http.httpkit import MAX_BODY, Node, Reply
+from tests.transports.http.httpkit import MAX_BODY, Node, Reply, close_node, open_node
 from transports.http.inputs import not_utf8
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -324,20 +325,23 @@ def test_a_last_event_id_that_is_not_utf8_is_400(node: Node, log: pytest.LogCapt
 
 
 def test_a_fetch_header_with_crlf_is_a_tool_error_naming_it_not_an_internal_error(
-    node: Node, log: pytest.LogCaptureFixture
+    data_dir: Path, log: pytest.LogCaptureFixture
 ) -> None:
-    arguments = json.dumps(
-        {"url": "http://127.0.0.1:9/", "headers": {"X-Note": "a\r\nX-Injected: b\u0000"}}
-    )
-    run_id = node.start(f"/tool http.fetch {arguments}")
-    approval_id = node.pending_approval(run_id)
-    assert node.call("POST", f"/v1/approvals/{approval_id}", {"decision": "allow"}).status == 200
-    events = node.finish(run_id)
-    completed = next(e.entry["event"] for e in events if e.event == "tool.completed")
-    assert (completed["ok"], completed["error_kind"]) == (False, "invalid")
-    assert completed["error"].startswith("headers.X-Note: the value has a carriage return (CR)")
-    assert events[-1].event == "run.completed"
-    quiet(log, node)
+    node = open_node(data_dir, keepalive_s=0.3, fetch=("127.0.0.1",))  # the host is allowed
+    try:
+        arguments = json.dumps(
+            {"url": "http://127.0.0.1:9/", "headers": {"X-Note": "a\r\nX-Injected: b\u0000"}}
+        )
+        run_id = node.start(f"/tool http.fetch {arguments}")
+        events = node.finish(run_id)  # refused before a human is asked (the precheck)
+        assert "tool.approval_requested" not in [e.event for e in events]
+        completed = next(e.entry["event"] for e in events if e.event == "tool.completed")
+        assert (completed["ok"], completed["error_kind"]) == (False, "denied")
+        assert "headers.X-Note: the value has a carriage return (CR)" in completed["error"]
+        assert events[-1].event == "run.completed"
+        quiet(log, node)
+    finally:
+        close_node(node)
 
 
 # --- identifiers the journal stores in clear ----------------------------------------------------

@@ -82,7 +82,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
     data = tmp_path_factory.mktemp("filters") / "data"
     (data / "policies").mkdir(parents=True)
     (data / "policies" / "eve.cedar").write_text(NO_EVE_ON_OPS_RUNS)
-    node = open_node(data, keepalive_s=0.3)
+    node = open_node(data, keepalive_s=0.3, fetch=("127.0.0.1",))  # asked, not refused
     try:
         tokens = {
             "admin": node.token,
