@@ -12,6 +12,7 @@ from actors.provider import ChatMessage, ProviderEvent, ProviderRequest
 from events.catalog import RunCompleted
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
+from tools import ToolsConfig
 from transports.models import DeterministicProvider
 
 
@@ -88,7 +89,9 @@ def test_a_reference_outside_the_workspace_is_a_visible_note_and_the_run_goes_on
 
 
 def test_a_url_reference_asks_like_http_fetch_and_a_denial_is_noted(make_node: MakeNode) -> None:
-    kit, provider = _node(make_node)
+    provider = RecordingProvider()
+    allowed = ToolsConfig(shell_allowlist=("echo",), http_allowlist=("example.invalid",))
+    kit = make_node(provider=provider, tools=allowed)  # a host off the list is never asked
     ticket = kit.start_run("summarize @url:https://example.invalid/page")
     request = kit.wait_for_approval(ticket.run_id)
     assert request.tool == "http.fetch" and request.arguments == {
@@ -100,6 +103,15 @@ def test_a_url_reference_asks_like_http_fetch_and_a_denial_is_noted(make_node: M
     (ref,) = _context(kit, ticket.run_id).references
     assert ref["outcome"] == "denied" and "no" in ref["note"]
     assert "[not included: " in provider.requests[0][-1].content
+
+
+def test_a_url_off_the_allowlist_is_refused_without_asking(make_node: MakeNode) -> None:
+    kit, _ = _node(make_node)
+    ticket, end = kit.run("see @url:https://example.invalid/")
+    assert isinstance(end, RunCompleted)
+    assert "tool.approval_requested" not in kit.kinds(ticket.run_id)
+    (ref,) = _context(kit, ticket.run_id).references
+    assert ref["outcome"] == "denied" and "allowlist" in ref["note"]
 
 
 def test_a_reference_the_policy_disables_is_refused_without_asking(make_node: MakeNode) -> None:
