@@ -28,11 +28,14 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from events import vendor_rules
 from events.catalog import Event, kind_of
-from events.detectors import DETECTORS, MARKER, Detector
+from events.detectors import DETECTORS, LOCAL_PASSWORD_WORDS, MARKER, Detector
+from events.escapes import unescaped
 from events.fields import Check, InvalidField, OneOf, Text, plan_of
 
 __all__ = [
+    "ALL",
     "MARKER",
     "Guard",
     "apply_spans",
@@ -50,6 +53,7 @@ _SECRET_KEY_PARTS = (
     "password",
     "passwd",
     "passphrase",
+    "passcode",
     "api_key",
     "apikey",
     "authorization",
@@ -63,28 +67,46 @@ _SECRET_KEY_PARTS = (
     "id_token",
     "bearer",
     "access_key",
+    "client_key_data",
 )
-_SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd"})
+_SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd", "pass"})
 # A part counts only as whole words of the key (``x_api_key``, ``credentials``), so counts such
-# as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``.
-_SECRET_KEY_RE = re.compile(r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)")
+# as ``valid_tokens`` or ``paid_tokens`` are not taken for an ``id_token``; a name glued in front
+# of a password or a secret counts (``dbpassword``, ``clientsecret``).
+_SECRET_KEY_RE = re.compile(
+    r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)"
+    r"|(?:password|passwd|passphrase|secret|apikey)s?$"
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_LOCAL_KEY = re.compile("|".join(re.escape(w) for w in LOCAL_PASSWORD_WORDS), re.IGNORECASE)
+_JWK_PRIVATE = ("d", "p", "q", "dp", "dq", "qi", "k", "oth")
+"""The private members of a JSON Web Key (RFC 7518): a dict with ``kty`` has them replaced."""
+MAX_DEPTH = 64
+"""Nesting past which a value is replaced whole (a document built to exhaust the stack)."""
 
 T = TypeVar("T", bound=Event)
 Span = tuple[int, int]
 
 
 def is_secret_key(key: str) -> bool:
-    """Whether a mapping key names a secret (case, ``-`` and spaces ignored)."""
-    norm = key.strip().lower().replace("-", "_").replace(" ", "_")
+    """Whether a mapping key names a secret (case, camelCase, ``-``, ``.`` and spaces
+    ignored; the word for password in other languages counts)."""
+    norm = _CAMEL.sub("_", key.strip()).lower()
+    norm = norm.replace("-", "_").replace(" ", "_").replace(".", "_")
     if norm in _SECRET_KEYS_EXACT:
         return True
-    return _SECRET_KEY_RE.search(norm) is not None
+    return _SECRET_KEY_RE.search(norm) is not None or _LOCAL_KEY.search(key) is not None
+
+
+ALL: tuple[Detector, ...] = DETECTORS + tuple(r.detector for r in vendor_rules.load())
+"""Every detector: reel's own (:data:`events.detectors.DETECTORS`), then the vendor rules
+(:mod:`events.vendor_rules`). A guard's ``detector`` is an index into this tuple."""
 
 
 def _hint_index() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, list[int]], list[int]]:
-    """Every hint once, and which detectors each one enables: a text is searched for each
-    distinct hint once (a substring test, C speed), not once per detector; most text has none,
-    and then only the detectors without hints run."""
+    """Every hint of reel's detectors once, and which detectors each one enables: a text is
+    searched for each distinct hint once (a substring test, C speed), not once per detector;
+    most text has none, and then only the detectors without hints run."""
     by_hint: dict[str, list[int]] = {}
     always: list[int] = []
     for index, detector in enumerate(DETECTORS):
@@ -97,7 +119,20 @@ def _hint_index() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, list[int]
     return folded, exact, by_hint, always
 
 
+def _keyword_index() -> tuple[re.Pattern[str], dict[str, list[int]]]:
+    """The vendor rules' keywords as one expression, and the rules each one enables. A keyword
+    is looked for at the start of a word (``ADAFRUIT_KEY``, ``xoxb-...``, ``myApp.adafruit``),
+    as one pass over the text: hundreds of substring tests would cost more than the rules."""
+    by_keyword: dict[str, list[int]] = {}
+    for index in range(len(DETECTORS), len(ALL)):
+        for keyword in ALL[index].hints:
+            by_keyword.setdefault(keyword, []).append(index)
+    words = sorted(by_keyword, key=len, reverse=True)
+    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, words)) + ")"), by_keyword
+
+
 _HINTS, _CASE_HINTS, _BY_HINT, _ALWAYS = _hint_index()
+_KEYWORDS, _BY_KEYWORD = _keyword_index()
 _SHORTEST = 5
 """No detector matches fewer characters (``pwd=x``)."""
 
@@ -105,9 +140,11 @@ _SHORTEST = 5
 def _detectors_for(text: str, lowered: str, start: int) -> list[int]:
     """Indices of the detectors that can match in ``text`` (hints are looked for in the whole
     text: context included), in priority order."""
-    chosen = {i for i in _ALWAYS if len(text) - start >= DETECTORS[i].min_length}
+    chosen = {i for i in _ALWAYS if len(text) - start >= ALL[i].min_length}
     for hint in [h for h in _HINTS if h in lowered] + [h for h in _CASE_HINTS if h in text]:
         chosen.update(_BY_HINT[hint])
+    for keyword in set(_KEYWORDS.findall(lowered)):
+        chosen.update(_BY_KEYWORD[keyword])
     return sorted(chosen)
 
 
@@ -143,14 +180,15 @@ def _anchored_starts(detector: Detector, text: str, lowered: str, start: int) ->
 
 def _span(match: re.Match[str], detector: Detector) -> Span:
     for group in detector.groups:
-        if match.start(group) >= 0:
-            return match.span(group)
+        s, e = match.span(group)
+        if e > s:
+            return s, e
     return match.span()
 
 
 class Guard(NamedTuple):
     """Where a match lies (from its first character, key included, to its end), so streaming
-    never cuts inside one; ``detector`` is its index in ``DETECTORS``."""
+    never cuts inside one; ``detector`` is its index in :data:`ALL`."""
 
     start: int
     end: int
@@ -163,7 +201,29 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
     reported); and the guards: every accepted match, and every rejected one that reaches the end
     of ``text`` (more text could change the verdict). A match a check rejects does not hide a
     match that starts inside it, so the result at a position depends only on the text near it.
+
+    Text with escape sequences is also read as a reader sees it (:mod:`events.escapes`): what is
+    found there is mapped back and replaced with the escapes that spell it, so
+    ``host=db\\npassword=x`` and ``\\u0022password\\u0022: \\u0022x\\u0022`` lose their values.
     """
+    found, guards = _scan(text, start)
+    view = unescaped(text)
+    if view is None:
+        return found, guards
+    more, seen = _scan(view.text, view.find(start))
+    if not more and not seen:
+        return found, guards
+    size, shown = len(text), len(view.text)
+    found += [(view.start(s), view.end(e)) for s, e in more]
+    guards += [
+        Guard(view.start(g.start), size if g.end >= shown else view.end(g.end), g.detector)
+        for g in seen
+        if g.start < shown
+    ]
+    return _merged(found), guards
+
+
+def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
@@ -171,7 +231,7 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
         return found, guards
     lowered = text.lower()
     for index in _detectors_for(text, lowered, start):
-        detector = DETECTORS[index]
+        detector = ALL[index]
         search = detector.pattern.search
         candidates = (
             iter(_anchored_starts(detector, text, lowered, start))
@@ -251,38 +311,111 @@ def looks_secret(text: str) -> bool:
     return bool(find_spans(text))
 
 
-def redact_value(value: Any) -> tuple[Any, int]:
+def redact_value(value: Any, depth: int = 0) -> tuple[Any, int]:
     """Redact a JSON-like value (str, list, dict, scalars); returns the new value and the count.
-    Keys are redacted as text too; a key that names a secret has its whole value replaced."""
+
+    Every string is redacted as a value, never as part of an encoding: a string that is a JSON
+    document (a tool's result, a model's arguments, an HTTP body) is decoded, its values
+    redacted, and encoded again, so escaping cannot hide a secret; other strings are redacted
+    as text (:func:`redact_text`). Keys are redacted as text too; a key that names a secret has
+    its whole value replaced, as have a JSON Web Key's private members. A list of strings (an
+    argument vector) is also read as one command line, so ``["mysql", "-pX"]`` and
+    ``["--password", "X"]`` lose X. Nesting deeper than :data:`MAX_DEPTH` is replaced whole."""
+    if depth > MAX_DEPTH:
+        return MARKER, 1
     if isinstance(value, str):
-        return redact_text(value)
+        return _redact_string(value, depth)
     if isinstance(value, dict):
-        out: dict[Any, Any] = {}
-        total = 0
-        for key, item in value.items():
-            if isinstance(key, str):
-                clean_key, n = redact_text(key)
-                if n:
-                    total += n
-                    while clean_key in out or clean_key in value:
-                        clean_key += "'"  # two keys redacted alike stay two keys
-                    key = clean_key
-                if is_secret_key(key) and item not in (None, "", MARKER):
-                    out[key] = MARKER
-                    total += 1
-                    continue
-            out[key], n = redact_value(item)
-            total += n
-        return out, total
+        return _redact_mapping(value, depth)
     if isinstance(value, list | tuple):
         items = []
         total = 0
         for item in value:
-            new, n = redact_value(item)
+            new, n = redact_value(item, depth + 1)
             items.append(new)
+            total += n
+        if len(items) > 1 and all(isinstance(item, str) for item in items):
+            items, n = _redact_command_line(items)
             total += n
         return (type(value)(items) if isinstance(value, tuple) else items), total
     return value, 0
+
+
+def _redact_string(text: str, depth: int) -> tuple[str, int]:
+    body = text.strip()
+    if len(body) >= 2 and body[0] + body[-1] in ("{}", "[]"):
+        try:
+            document = msgspec.json.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            pass  # not JSON (or built to exhaust the stack): redacted as text
+        else:
+            clean, count = redact_value(document, depth + 1)
+            if not count:
+                return text, 0
+            head = text[: len(text) - len(text.lstrip())]
+            tail = text[len(text.rstrip()) :]
+            return head + _encode_like(clean, body) + tail, count
+    return redact_text(text)
+
+
+_INDENT = re.compile(r"\n([ \t]+)\S")
+
+
+def _encode_like(value: Any, original: str) -> str:
+    """``value`` as JSON, laid out as ``original`` was: compact, or indented as its first
+    indented line."""
+    out = msgspec.json.encode(value)
+    indent = _INDENT.search(original)
+    if indent is not None:
+        out = msgspec.json.format(out, indent=len(indent.group(1).expandtabs(4)))
+    return out.decode()
+
+
+def _redact_mapping(value: dict[Any, Any], depth: int) -> tuple[dict[Any, Any], int]:
+    out: dict[Any, Any] = {}
+    total = 0
+    jwk = "kty" in value
+    for key, item in value.items():
+        if isinstance(key, str):
+            clean_key, n = redact_text(key)
+            if n:
+                total += n
+                while clean_key in out or clean_key in value:
+                    clean_key += "'"  # two keys redacted alike stay two keys
+                key = clean_key
+            if (is_secret_key(key) or (jwk and key in _JWK_PRIVATE)) and item not in (
+                None,
+                "",
+                MARKER,
+            ):
+                out[key] = MARKER
+                total += 1
+                continue
+        out[key], n = redact_value(item, depth + 1)
+        total += n
+    return out, total
+
+
+def _redact_command_line(items: list[str]) -> tuple[list[str], int]:
+    """Redact an argument vector read as one command line (a value quoted when it holds a
+    space), mapping what is found back onto the items."""
+    parts: list[str] = []
+    ranges: list[Span] = []
+    at = 0
+    for item in items:
+        quoted = any(c.isspace() for c in item) and '"' not in item
+        text = f'"{item}"' if quoted else item
+        ranges.append((at + quoted, at + quoted + len(item)))
+        parts.append(text)
+        at += len(text) + 1
+    spans = find_spans(" ".join(parts))
+    if not spans:
+        return items, 0
+    out = []
+    for item, (lo, hi) in zip(items, ranges, strict=True):
+        inside = [(max(s, lo) - lo, min(e, hi) - lo) for s, e in spans if s < hi and e > lo]
+        out.append(apply_spans(item, inside) if inside else item)
+    return out, len(spans)
 
 
 def redact_event(event: T) -> T:

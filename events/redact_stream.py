@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import re
 
-from events.detectors import DETECTORS, MARKER, PRIVATE_BLOCK_END, REACH
-from events.redact import Guard, apply_spans, scan
+from events.detectors import MARKER, REACH
+from events.redact import ALL, Guard, apply_spans, scan
 
 MAX_HOLD_CHARS = 64 * 1024
 """Held text past which the redactor stops waiting (see the module docstring)."""
 CONTEXT_CHARS = 8
 """Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
-_END_OVERLAP = 64
+_END_OVERLAP = 128
 """Characters kept while waiting for a key block's END line split across deltas."""
 _SPACES = " \n\t\r\x0b\x0c"
 """Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
@@ -50,12 +50,18 @@ what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms fl
 the end of the turn. So a model streaming a word per delta costs a scan every few words."""
 
 
-_TRIGGER_WORDS = re.compile(
-    r"passw|passphrase|pwd|secret|token|credential|key|bearer|basic|authorization|cookie"
-    r"|-----begin"
-)
-"""A superset of :data:`events.detectors.TRIGGER` that is cheap to find (plain words in the
-lower-cased text): every trigger holds one. Holding at a few more places costs latency only."""
+def _trigger_words() -> re.Pattern[str]:
+    """Every detector's trigger words (:attr:`events.detectors.Detector.trigger`), plain words
+    in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read through
+    them). Holding at a few more places than needed costs latency only."""
+    words = {w for d in ALL for w in d.trigger}
+    alternation = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(alternation + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
+
+
+_TRIGGER_WORDS = _trigger_words()
+"""Where a match that may span whitespace can start (or the first whitespace-free run it lies
+in): every detector's trigger words."""
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -93,6 +99,8 @@ class StreamRedactor:
         self._block_at: int | None = None
         """Set while the held text ends in an open key block that starts here: only its END
         line can change anything, so input is only searched for that."""
+        self._block_end: re.Pattern[str] | None = None
+        """The END line of that block (or of the block being swallowed)."""
         self._block_searched = 0
         self._swallow: str | None = None
         """After giving up on an open match: what ends it (``block``, ``line``, ``space``)."""
@@ -117,7 +125,8 @@ class StreamRedactor:
         self._buf += delta
         if self._block_at is not None:
             # An open key block: nothing changes until its END line arrives.
-            found = PRIVATE_BLOCK_END.search(self._buf, max(self._block_searched, self._block_at))
+            assert self._block_end is not None
+            found = self._block_end.search(self._buf, max(self._block_searched, self._block_at))
             self._block_searched = max(self._block_at, len(self._buf) - _END_OVERLAP)
             if found is None:
                 if self.held > self.max_hold:
@@ -149,6 +158,7 @@ class StreamRedactor:
         self._buf = ""
         self._pos = 0
         self._block_at = None
+        self._block_end = None
         self._block_searched = 0
         self._swallow = None
         self._tail = ""
@@ -203,8 +213,9 @@ class StreamRedactor:
         """Remember an open key block at the end of the held text (see ``_block_at``);
         ``shift``: how far ``_buf`` moved since ``guards`` were found."""
         for guard in guards:
-            if guard.end >= size and DETECTORS[guard.detector].multiline:
+            if guard.end >= size and ALL[guard.detector].multiline:
                 self._block_at = guard.start - shift
+                self._block_end = ALL[guard.detector].end
                 self._block_searched = self._block_at
                 return
 
@@ -214,8 +225,9 @@ class StreamRedactor:
         open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
         if open_guards:
             first = open_guards[0]
-            detector = DETECTORS[first.detector]
+            detector = ALL[first.detector]
             if detector.multiline:
+                self._block_end = detector.end
                 ends = "block"
             elif detector.ends_at_line_end:
                 ends = "line"
@@ -258,7 +270,8 @@ class StreamRedactor:
         follows it (redacted as usual from there), or "" while the match goes on."""
         if self._swallow == "block":
             text = self._tail + delta
-            found = PRIVATE_BLOCK_END.search(text)
+            assert self._block_end is not None
+            found = self._block_end.search(text)
             if found is None:
                 self._tail = text[-_END_OVERLAP:]
                 return ""
