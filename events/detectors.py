@@ -72,6 +72,9 @@ class Detector(NamedTuple):
     trigger: tuple[str, ...] = ()
     """Lower-case words one of which starts every match that can hold whitespace (or lies
     inside its first whitespace-free run): streaming holds text after them (see REACH)."""
+    run: int = 0
+    """Every match holds a run of at least this many characters of ``[A-Za-z0-9_.~+/=-]``
+    (0: not known): text without such a run skips the detector (the vendor rules)."""
     end: re.Pattern[str] | None = None
     """For a ``multiline`` block: what ends it (its END line); streaming waits for it."""
 
@@ -169,8 +172,10 @@ def _placeholder_or_code(value: str, key: str) -> bool:
         return True
     if _PLACEHOLDER.fullmatch(value) or _CODE.fullmatch(value):
         return True
-    # ``password = password``, ``token=api_token``: a variable, not a value
-    return value.isidentifier() and value.lower().strip("_") in key.lower()
+    # ``password = password``, ``token=api_token``, ``ERRORTOKEN = token.ERRORTOKEN``: a
+    # variable, not a value
+    names = value.split(".")
+    return all(n.isidentifier() for n in names) and names[-1].lower().strip("_") in key.lower()
 
 
 def _accept_bearer(match: re.Match[str], value: str) -> bool:
@@ -265,17 +270,28 @@ _STRONG_WORDS = (
     r"password|passwd|passphrase|pwd|api[_-]?key|apikey|"
     r"(?:access|refresh|auth|session|id|bearer|private)[_-]?token|"
     r"(?:access|private|secret|encryption|signing|master)[_-]?key|client[_-]key[_-]data|"
-    r"client[_-]?secret|" + _LOCAL
+    r"client[_-]?secret"
 )
-_WEAK_WORDS = r"secret|token|credentials?|auth|pass|parola"
-_GLUED = r"(?:[A-Za-z0-9]{1,24}?(?=password|passwd|passphrase|secret|token|api_?key))?"
+_WEAK_WORDS = r"secret|token|credentials?"
+_VAGUE_WORDS = r"auth|pass|parola"
+"""Words that name a secret only sometimes (``SERVER_AUTH``, ``boarding pass``, Italian
+``parola``): their value must look like a credential, quoted or not."""
+_GLUED = r"(?P<glue>[A-Za-z0-9]{1,24}?(?=password|passwd|passphrase|secret|token|api_?key|pass))?"
 """A name glued in front (``DBPASSWORD``, ``githubtoken``): for these words only, so ``bypass``
 or ``oauth`` are not read as keys."""
-_KEY = (
-    r"(?<![A-Za-z0-9])(?P<key>(?:[A-Za-z0-9]{1,32}[_.-]){0,6}" + _GLUED + r""
-    r"(?:(?P<strong>" + _STRONG_WORDS + r")|(?P<weak>" + _WEAK_WORDS + r"))"
-    r"(?:[_-](?:access[_-])?key|[_-]value)?)(?![A-Za-z0-9])"
-)
+
+
+def _key(strong: str, weak: str = _WEAK_WORDS, vague: str = _VAGUE_WORDS) -> str:
+    return (
+        r"(?<![A-Za-z0-9])(?P<key>(?:[A-Za-z0-9]{1,32}[_.-]){0,6}" + _GLUED + r""
+        r"(?:(?P<strong>" + strong + r")|(?P<weak>" + weak + r")"
+        r"|(?P<vague>" + vague + r"))"
+        r"(?:[_-](?:access[_-])?key|[_-]value)?)(?![A-Za-z0-9])"
+    )
+
+
+_KEY = _key(_STRONG_WORDS + "|" + _LOCAL)
+"""A key that names a secret, in any language."""
 _NOT_CJK = "\u3000-\u30ff\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
 _QUOTED_VALUE = (
     # "value" / 'value' (JSON escapes inside), \"value\" (JSON inside a JSON string), and a
@@ -290,27 +306,60 @@ _PROSE_VERB = (
     r"(?:[ \t]{1,4}(?:is|was|es|era|est|ist|war|é|är|jest|adalah|là)[ \t]{1,4}"
     r"|[ \t]{0,2}(?:是|为|為|は|が)[ \t]{0,2})"
 )
-_PAIR = re.compile(
-    _KEY + r"(?P<sep>\\*[\"']?[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])[ \t]{0,4})"
-    r"(?:" + _QUOTED_VALUE + "|" + _BARE_VALUE + r")"
-    r"|"
-    + _KEY.replace("?P<key>", "?P<key2>")
-    .replace("?P<strong>", "?P<strong2>")
-    # prose: "my password is hunter2", "la contraseña es hunter2", "密码是hunter2"
-    .replace("?P<weak>", "?P<weak2>")
-    + _PROSE_VERB
-    + r"(?P<said>[^\s\"'`"
-    + _NOT_CJK
-    + r"]*[^\s\"'`.,;:!?)"
-    + _NOT_CJK
-    + r"])",
-    re.IGNORECASE,
-)
+
+
+def _pair(key: str) -> re.Pattern[str]:
+    """``key = value`` (every separator and quoting) or, in prose, ``key is value``."""
+    return re.compile(
+        key + r"(?P<sep>\\*[\"']?[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])[ \t]{0,4})"
+        r"(?:" + _QUOTED_VALUE + "|" + _BARE_VALUE + r")"
+        r"|"
+        + key.replace("?P<key>", "?P<key2>")
+        .replace("?P<strong>", "?P<strong2>")
+        # prose: "my password is hunter2", "la contraseña es hunter2", "密码是hunter2"
+        .replace("?P<weak>", "?P<weak2>")
+        .replace("?P<vague>", "?P<vague2>")
+        .replace("?P<glue>", "?P<glue2>")
+        + _PROSE_VERB
+        + r"(?P<said>[^\s\"'`"
+        + _NOT_CJK
+        + r"]*[^\s\"'`.,;:!?)"
+        + _NOT_CJK
+        + r"])",
+        re.IGNORECASE,
+    )
+
+
+_PAIR = _pair(_key(_STRONG_WORDS))
+_PAIR_LOCAL = _pair(_key(_LOCAL, weak="(?!)", vague="parola"))
+"""The same in other languages: a detector of its own, so text without those words does not
+pay for them."""
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
 _KEY_WITH_SEP = re.compile(_KEY + r"(?::=|=>|[:=])", re.IGNORECASE)
 """A bare "value" that is itself a secret's key and its separator (``password: DB_PASSWORD:
 x``): not the value, so the match is refused and the scan finds the pair that starts there."""
-_PATH = re.compile(r"~?/[\w./-]*")
+_PATH = re.compile(r"(?:~|\.{1,2})?/[\w./-]*")
+_NUMBERING = re.compile(r"[\d.]+")
+"""Digits and dots: a version or an OID (``SERVER_AUTH = '1.3.6.1.5.5.7.3.1'``)."""
+_KEY_ALONE = re.compile(_KEY, re.IGNORECASE)
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` stands for a secret rather than being one (``${{ secrets.X }}``,
+    ``<your token>``, ``****``)."""
+    return _PLACEHOLDER.fullmatch(value.strip()) is not None
+
+
+def secret_pair(key: str, value: str) -> bool:
+    """Whether ``key`` names a secret and ``value`` is one, as a quoted value after that key
+    would be judged in text (for a mapping's entries, which are read apart from their keys)."""
+    match = _KEY_ALONE.fullmatch(key.strip())
+    if match is None or not value.strip() or _placeholder_or_code(value.strip(), key):
+        return False
+    if match.group("vague") is not None or (match.group("weak") and match.group("glue")):
+        # SERVER_AUTH = '1.3.6.1', "nextPageToken": "CAUQAA": only a credential's look counts
+        return credential_like(value) and not _NUMBERING.fullmatch(value)
+    return True
 
 
 def _accept_pair(match: re.Match[str], value: str) -> bool:
@@ -322,8 +371,11 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     sep = match.group("sep")
     if match.group("bare") is not None and _KEY_WITH_SEP.fullmatch(value):
         return False
-    if key.lower().endswith("pwd") and _PATH.fullmatch(value):
-        return False  # PWD=/home/app: the shell's working directory
+    if _PATH.fullmatch(value):
+        return False  # PWD=/home/app, --from-file=password=./pw.txt: a file, not its content
+    if match.group("vague") is not None or (match.group("weak") and match.group("glue")):
+        # SERVER_AUTH = '1.3.6.1', "nextPageToken": "CAUQAA": only a credential's look counts
+        return credential_like(value) and not _NUMBERING.fullmatch(value)
     if match.group("bare") is not None:
         if match.group("weak") is not None:  # token: the smallest unit
             return credential_like(value)
@@ -332,21 +384,14 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     return True
 
 
-PAIR_WORDS = (
-    "passw",
-    "passphrase",
-    "pwd",
-    "pass",
-    "auth",
-    "secret",
-    "token",
-    "credential",
-    "key",
-    "parola",
-    *(w.lower() for w in LOCAL_PASSWORD_WORDS),
-)
-"""Literals one of which every key of a pair contains (lower-cased)."""
-_PAIR_ANCHOR = "|".join(re.escape(w) for w in sorted(set(PAIR_WORDS), key=len, reverse=True))
+PAIR_WORDS = ("passw", "passphrase", "pwd", "pass", "auth", "secret", "token", "credential", "key")
+"""Literals one of which every key of an English pair contains (lower-cased)."""
+LOCAL_WORDS = ("parola", *(w.lower() for w in LOCAL_PASSWORD_WORDS))
+"""The same for the other languages."""
+
+
+def _anchor(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
 def _accept_secret_word(weak: bool) -> Callable[[re.Match[str], str], bool]:
@@ -567,22 +612,9 @@ DETECTORS: tuple[Detector, ...] = (
         "openai_anthropic", r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*", "sk-"
     ),
     _token("stripe", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{10,}", "k_live_", "k_test_"),
-    _token("github", r"\bgh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _token("github", r"\bgh[pousr]_[A-Za-z0-9]{20,}", "gh"),
     _token("github_fine_grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
-    _token(
-        "gitlab",
-        r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}",
-        "glpat-",
-        "gldt-",
-        "glft-",
-        "glsoat-",
-        "glrt-",
-        "glcbt-",
-        "glimt-",
-        "glptt-",
-        "glagent-",
-        "gloas-",
-    ),
+    _token("gitlab", r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}", "gl"),
     _token("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "xox"),
     _token("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", "hooks.slack"),
     _token("google", r"\bAIza[0-9A-Za-z_-]{35}", "aiza"),
@@ -678,26 +710,36 @@ DETECTORS: tuple[Detector, ...] = (
         PAIR_WORDS,
         groups=_PAIR_VALUES,
         accept=_accept_pair,
-        anchor=re.compile(_PAIR_ANCHOR),
+        anchor=_anchor(PAIR_WORDS),
         ends_at_line_end=True,
         trigger=PAIR_WORDS,
     ),
     Detector(
+        "pair_local",
+        _PAIR_LOCAL,
+        LOCAL_WORDS,
+        groups=_PAIR_VALUES,
+        accept=_accept_pair,
+        anchor=_anchor(LOCAL_WORDS),
+        ends_at_line_end=True,
+        trigger=LOCAL_WORDS,
+    ),
+    Detector(
         "yaml_block",
         _YAML_BLOCK,
-        PAIR_WORDS,
+        ("|", ">"),
         groups=("v",),
         accept=_accept_yaml_block,
-        anchor=re.compile(_PAIR_ANCHOR),
-        trigger=PAIR_WORDS,
+        anchor=_anchor(PAIR_WORDS + LOCAL_WORDS),
+        trigger=PAIR_WORDS + LOCAL_WORDS,
     ),
     Detector(
         "xml",
         _XML,
-        PAIR_WORDS,
+        ("</", "value=", "value =", '">'),
         groups=("q1", "q2", "v"),
         accept=_accept_xml,
-        trigger=PAIR_WORDS,
+        trigger=PAIR_WORDS + LOCAL_WORDS,
     ),
     Detector(
         "cli_flag",
@@ -705,12 +747,13 @@ DETECTORS: tuple[Detector, ...] = (
         ("pass", "pwd", "key", "token", "secret"),
         groups=("q1", "q2", "v"),
         accept=_accept_flag,
+        anchor=_anchor(("pass", "pwd", "key", "token", "secret")),
         trigger=("pass", "pwd", "key", "token", "secret"),
     ),
     Detector(
         "cli_password_flag",
         _CLI_SHORT,
-        CLI_COMMANDS,
+        ("-p", "-a", "-w", "-u", "/p:", "-b"),
         groups=tuple("abcdefghijklm"),
         accept=lambda m, v: not _placeholder_or_code(v, ""),
         trigger=CLI_COMMANDS,

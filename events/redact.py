@@ -30,7 +30,14 @@ import msgspec
 
 from events import vendor_rules
 from events.catalog import Event, kind_of
-from events.detectors import DETECTORS, LOCAL_PASSWORD_WORDS, MARKER, Detector
+from events.detectors import (
+    DETECTORS,
+    LOCAL_PASSWORD_WORDS,
+    MARKER,
+    Detector,
+    is_placeholder,
+    secret_pair,
+)
 from events.escapes import unescaped
 from events.fields import Check, InvalidField, OneOf, Text, plan_of
 
@@ -75,7 +82,7 @@ _SECRET_KEYS_EXACT = frozenset({"token", "pin", "otp", "pwd", "pass"})
 # of a password or a secret counts (``dbpassword``, ``clientsecret``).
 _SECRET_KEY_RE = re.compile(
     r"(?:^|_)(?:" + "|".join(_SECRET_KEY_PARTS) + r")s?(?:$|_)"
-    r"|(?:password|passwd|passphrase|secret|apikey)s?$"
+    r"|(?:password|passwd|passphrase|secret|apikey)s?$|_pass$"
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _LOCAL_KEY = re.compile("|".join(re.escape(w) for w in LOCAL_PASSWORD_WORDS), re.IGNORECASE)
@@ -103,61 +110,106 @@ ALL: tuple[Detector, ...] = DETECTORS + tuple(r.detector for r in vendor_rules.l
 (:mod:`events.vendor_rules`). A guard's ``detector`` is an index into this tuple."""
 
 
-def _hint_index() -> tuple[tuple[str, ...], tuple[str, ...], dict[str, list[int]], list[int]]:
-    """Every hint of reel's detectors once, and which detectors each one enables: a text is
-    searched for each distinct hint once (a substring test, C speed), not once per detector;
-    most text has none, and then only the detectors without hints run."""
-    by_hint: dict[str, list[int]] = {}
+class _Hints(NamedTuple):
+    """Which detectors each literal enables, grouped by how the literal is looked for."""
+
+    folded: tuple[str, ...]
+    """Lower-case literals looked for in the lower-cased text (the ones that contain no other
+    literal: the others are looked for only when those they contain are there)."""
+    within: dict[str, tuple[str, ...]]
+    """For a literal, the longer ones that contain it."""
+    foreign: tuple[str, ...]
+    """Lower-case literals with non-ASCII characters (looked for only in non-ASCII text)."""
+    exact: tuple[str, ...]
+    """Literals looked for as they are (AWS key id prefixes)."""
+    gated: tuple[str, ...]
+    """Keywords of rules that need a token run: looked for only near such a run."""
+    by_literal: dict[str, list[int]]
+    always: list[int]
+
+
+def _hint_index() -> _Hints:
+    """Every literal once, and which detectors each one enables: a text is searched for each
+    distinct literal once (a substring test, C speed), not once per detector; most text has
+    none, and then only the detectors without literals run."""
+    by_literal: dict[str, list[int]] = {}
     always: list[int] = []
-    for index, detector in enumerate(DETECTORS):
+    folded: set[str] = set()
+    gated: set[str] = set()
+    for index, detector in enumerate(ALL):
         if not detector.hints and not detector.case_hints:
             always.append(index)
         for hint in (*detector.hints, *detector.case_hints):
-            by_hint.setdefault(hint, []).append(index)
-    folded = tuple(sorted({h for d in DETECTORS for h in d.hints}))
-    exact = tuple(sorted({h for d in DETECTORS for h in d.case_hints}))
-    return folded, exact, by_hint, always
+            by_literal.setdefault(hint, []).append(index)
+        (gated if detector.run else folded).update(detector.hints)
+    gated -= folded
+    exact = {h for d in ALL for h in d.case_hints}
+    within = {h: tuple(o for o in folded | gated if o != h and h in o) for h in folded | gated}
+    roots = {h for h in folded if not any(o != h and o in h for o in folded)}
+    return _Hints(
+        folded=tuple(sorted(h for h in roots if h.isascii())),
+        within={h: w for h, w in within.items() if w},
+        foreign=tuple(sorted(h for h in folded if not h.isascii())),
+        exact=tuple(sorted(exact)),
+        gated=tuple(sorted(gated)),
+        by_literal=by_literal,
+        always=always,
+    )
 
 
-def _keyword_index() -> tuple[re.Pattern[str], dict[str, list[int]]]:
-    """The vendor rules' keywords as one expression, and the rules each one enables. A keyword
-    is looked for at the start of a word (``ADAFRUIT_KEY``, ``xoxb-...``, ``myApp.adafruit``),
-    as one pass over the text: hundreds of substring tests would cost more than the rules."""
-    by_keyword: dict[str, list[int]] = {}
-    for index in range(len(DETECTORS), len(ALL)):
-        for keyword in ALL[index].hints:
-            by_keyword.setdefault(keyword, []).append(index)
-    words = sorted(by_keyword, key=len, reverse=True)
-    return re.compile(r"(?<![a-z0-9])(?:" + "|".join(map(re.escape, words)) + ")"), by_keyword
-
-
-_HINTS, _CASE_HINTS, _BY_HINT, _ALWAYS = _hint_index()
-_KEYWORDS, _BY_KEYWORD = _keyword_index()
+_INDEX = _hint_index()
+_RUN = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{vendor_rules.RUN},}}")
+_REACH_BACK = 100
+"""How far before a token run a vendor rule's keyword can be (``adafruit_io_key = ``)."""
 _SHORTEST = 5
 """No detector matches fewer characters (``pwd=x``)."""
 
 
 def _detectors_for(text: str, lowered: str, start: int) -> list[int]:
-    """Indices of the detectors that can match in ``text`` (hints are looked for in the whole
-    text: context included), in priority order."""
-    chosen = {i for i in _ALWAYS if len(text) - start >= ALL[i].min_length}
-    for hint in [h for h in _HINTS if h in lowered] + [h for h in _CASE_HINTS if h in text]:
-        chosen.update(_BY_HINT[hint])
-    for keyword in set(_KEYWORDS.findall(lowered)):
-        chosen.update(_BY_KEYWORD[keyword])
+    """Indices of the detectors that can match in ``text`` (literals are looked for in the
+    whole text: context included), in priority order."""
+    chosen = {i for i in _INDEX.always if len(text) - start >= ALL[i].min_length}
+    found = [h for h in _INDEX.folded if h in lowered]
+    found += [h for root in found for h in _INDEX.within.get(root, ()) if h in lowered]
+    found += [h for h in _INDEX.exact if h in text]
+    if not lowered.isascii():
+        found += [h for h in _INDEX.foreign if h in lowered]
+    long_word = any(len(word) >= vendor_rules.RUN for word in text.split())
+    runs = [m.span() for m in _RUN.finditer(text)] if long_word else []
+    if runs:  # the vendor rules' keywords, near a token run
+        near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
+        found += [h for h in _INDEX.gated if h in near]
+    for hint in found:
+        chosen.update(_INDEX.by_literal[hint])
     return sorted(chosen)
 
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
-def _anchored_starts(detector: Detector, text: str, lowered: str, start: int) -> list[int]:
+def _ascii_anchor(detector: Detector) -> re.Pattern[str] | None:
+    """The detector's anchor without its non-ASCII words (for ASCII text: fewer to try)."""
+    if detector.anchor is None:
+        return None
+    words = [w for w in detector.anchor.pattern.split("|") if w.isascii()]
+    return re.compile("|".join(words))
+
+
+_ASCII_ANCHORS = {i: _ascii_anchor(d) for i, d in enumerate(ALL) if d.anchor is not None}
+
+
+def _anchored_starts(index: int, text: str, lowered: str, start: int) -> list[int]:
     """Where an anchored detector can match: every segment start (the run's start, and after
     each ``_``, ``.``, ``-``) of the key-character run around each anchor, from ``start`` on.
     A match always starts at one of these (its key holds the anchor word), so trying only
     these finds the same leftmost matches as a search from every position."""
+    detector = ALL[index]
     assert detector.anchor is not None
-    if len(lowered) == len(text):
+    if lowered.isascii():
+        ascii_anchor = _ASCII_ANCHORS[index]
+        assert ascii_anchor is not None
+        anchors = ascii_anchor.finditer(lowered, start)
+    elif len(lowered) == len(text):
         anchors = detector.anchor.finditer(lowered, start)
     else:  # lower-casing changed the length (rare Unicode): search the text itself
         anchors = re.compile(detector.anchor.pattern, re.IGNORECASE).finditer(text, start)
@@ -234,7 +286,7 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
         detector = ALL[index]
         search = detector.pattern.search
         candidates = (
-            iter(_anchored_starts(detector, text, lowered, start))
+            iter(_anchored_starts(index, text, lowered, start))
             if detector.anchor is not None
             else None
         )
@@ -383,10 +435,13 @@ def _redact_mapping(value: dict[Any, Any], depth: int) -> tuple[dict[Any, Any], 
                 while clean_key in out or clean_key in value:
                     clean_key += "'"  # two keys redacted alike stay two keys
                 key = clean_key
-            if (is_secret_key(key) or (jwk and key in _JWK_PRIVATE)) and item not in (
-                None,
-                "",
-                MARKER,
+            secret = is_secret_key(key) or (jwk and key in _JWK_PRIVATE)
+            if isinstance(item, str) and not secret:
+                secret = secret_pair(key, item)  # {"slack_token": "..."} as 'slack_token="..."'
+            if (
+                secret
+                and item not in (None, "", MARKER)
+                and not (isinstance(item, str) and is_placeholder(item))
             ):
                 out[key] = MARKER
                 total += 1

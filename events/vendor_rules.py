@@ -270,6 +270,81 @@ def _class_takes_space(items: Any) -> bool:
     return found != negate
 
 
+RUN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.~+/=-")
+"""The characters of a token (see :attr:`events.detectors.Detector.run`)."""
+RUN = 16
+"""A rule whose secret is at least this long and made of :data:`RUN_CHARS` only is skipped on
+text without such a run (most prose)."""
+
+
+_CATEGORIES = {
+    "CATEGORY_DIGIT": "0123456789",
+    "CATEGORY_WORD": "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_",
+}
+
+
+def _chars(items: Any, found: set[str]) -> bool:
+    """Add the characters a parsed expression can match to ``found``; False if it can match
+    characters outside :data:`RUN_CHARS` (or any character)."""
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            found.add(chr(arg))
+        elif name == "IN":
+            for kind, value in arg:
+                kind_name = str(kind)
+                if kind_name == "LITERAL":
+                    found.add(chr(value))
+                elif kind_name == "RANGE":
+                    found.update(map(chr, range(value[0], value[1] + 1)))
+                elif kind_name == "CATEGORY" and str(value) in _CATEGORIES:
+                    found.update(_CATEGORIES[str(value)])
+                else:
+                    return False
+        elif name == "SUBPATTERN":
+            if not _chars(arg[-1], found):
+                return False
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            if not _chars(arg[2], found):
+                return False
+        elif name == "BRANCH":
+            if not all(_chars(branch, found) for branch in arg[1]):
+                return False
+        elif name != "AT":
+            return False
+    return found <= RUN_CHARS
+
+
+def _group(items: Any, number: int) -> Any:
+    for op, arg in items:
+        name = str(op)
+        inner: list[Any] = []
+        if name == "SUBPATTERN":
+            if arg[0] == number:
+                return arg[-1]
+            inner = [arg[-1]]
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            inner = [arg[2]]
+        elif name == "BRANCH":
+            inner = list(arg[1])
+        for sub in inner:
+            found = _group(sub, number)
+            if found is not None:
+                return found
+    return None
+
+
+def min_run(pattern: re.Pattern[str], group: int) -> int:
+    """:data:`RUN` if every match's secret (``group``) is a run of at least :data:`RUN`
+    characters of :data:`RUN_CHARS`, else 0."""
+    tree = sre_parse.parse(pattern.pattern, pattern.flags)
+    part = _group(list(tree), group) if group else list(tree)
+    if part is None or not _chars(part, set()):
+        return 0
+    width = sre_parse.SubPattern(tree.state, part).getwidth()[0]
+    return RUN if width >= RUN else 0
+
+
 def spans_words(source: str) -> bool:
     """Whether a rule's match can hold whitespace before its last character (streaming must
     then hold text after the rule's keywords)."""
@@ -309,6 +384,7 @@ def load(text: str | None = None) -> tuple[Rule, ...]:
             groups=groups,
             accept=_acceptor(float(spec.get("entropy", 0.0)), shared + own),
             trigger=keywords if spans_words(spec["regex"]) else (),
+            run=min(min_run(pattern, g) for g in groups) if groups else min_run(pattern, 0),
         )
         rules.append(Rule(rule_id, detector))
     return tuple(rules)
