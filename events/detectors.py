@@ -339,6 +339,7 @@ _KEY_WITH_SEP = re.compile(_KEY + r"(?::=|=>|[:=])", re.IGNORECASE)
 """A bare "value" that is itself a secret's key and its separator (``password: DB_PASSWORD:
 x``): not the value, so the match is refused and the scan finds the pair that starts there."""
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w./-]*")
+_BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
 _NUMBERING = re.compile(r"[\d.]+")
 """Digits and dots: a version or an OID (``SERVER_AUTH = '1.3.6.1.5.5.7.3.1'``)."""
 _KEY_ALONE = re.compile(_KEY, re.IGNORECASE)
@@ -371,6 +372,8 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     sep = match.group("sep")
     if match.group("bare") is not None and _KEY_WITH_SEP.fullmatch(value):
         return False
+    if _BLOCK_INDICATOR.fullmatch(value):
+        return False  # "password: |": a YAML block follows (yaml_block judges it)
     if _PATH.fullmatch(value):
         return False  # PWD=/home/app, --from-file=password=./pw.txt: a file, not its content
     if match.group("vague") is not None or (match.group("weak") and match.group("glue")):

@@ -345,24 +345,75 @@ def min_run(pattern: re.Pattern[str], group: int) -> int:
     return RUN if width >= RUN else 0
 
 
+def _leading(items: Any) -> set[str] | None:
+    """The lower-case literals one of which starts every match's first whitespace-free run
+    (after optional ``[\\w.-]{0,50}?`` and anchors), or None if they cannot be told."""
+    prefix = ""
+    for op, arg in items:
+        name = str(op)
+        optional = name in ("MIN_REPEAT", "MAX_REPEAT") and not arg[0]
+        if not prefix and (name == "AT" or (optional and not _takes_space([(op, arg)]))):
+            continue  # an anchor, or an optional prefix that holds no space
+        if name == "LITERAL":
+            prefix += chr(arg).lower()
+            continue
+        inner: list[Any] = []
+        if name == "SUBPATTERN":
+            inner = [arg[-1]]
+        elif name == "BRANCH":
+            inner = list(arg[1])
+        rests = [_leading(list(sub)) for sub in inner]
+        if not inner or any(rest is None for rest in rests):
+            return {prefix} if prefix else None
+        return {prefix + word for rest in rests if rest is not None for word in rest}
+    return {prefix} if prefix else None
+
+
+def stream_triggers(pattern: re.Pattern[str], keywords: tuple[str, ...]) -> tuple[str, ...]:
+    """What streaming holds text after for a rule whose match can hold whitespace: the
+    literals it starts with (``typeform`` in ``typeform_key = tfp_...``), else its keywords."""
+    if not spans_words(pattern.pattern):
+        return ()
+    found = _leading(list(sre_parse.parse(pattern.pattern, pattern.flags)))
+    if found and all(len(word) >= 3 for word in found):
+        return tuple(sorted(found))
+    return keywords
+
+
+def _quantified_group(items: Any, inside: bool = False) -> bool:
+    """Whether a capture group sits inside a repetition (``([a-z0-9]{4}-){3}``): then it is
+    a piece of the token, not the secret, and the whole match is replaced."""
+    for op, arg in items:
+        name = str(op)
+        if name == "SUBPATTERN":
+            if (inside and arg[0] is not None) or _quantified_group(arg[-1], inside):
+                return True
+        elif name in ("MAX_REPEAT", "MIN_REPEAT"):
+            if _quantified_group(arg[2], inside or arg[1] > 1):
+                return True
+        elif name == "BRANCH" and any(_quantified_group(b, inside) for b in arg[1]):
+            return True
+    return False
+
+
 def spans_words(source: str) -> bool:
-    """Whether a rule's match can hold whitespace before its last character (streaming must
-    then hold text after the rule's keywords)."""
+    """Whether a rule's match (Python syntax) can hold whitespace before its last character."""
     body = _TAIL.sub("", source)
-    return _takes_space(sre_parse.parse(translate(body), re.ASCII))
+    return _takes_space(sre_parse.parse(body, re.ASCII))
 
 
-def load(text: str | None = None) -> tuple[Rule, ...]:
-    """The rules of the vendored file (or of ``text``), minus :data:`EXCLUDED`, in file order.
+def load() -> tuple[Rule, ...]:
+    """The rules of the vendored file, minus :data:`EXCLUDED`, in file order."""
+    return load_file(resources.files("events").joinpath("rules", RULES_FILE).read_bytes())
 
-    Raises :class:`RulesError` when the vendored file is not the pinned one or a rule does not
-    compile."""
-    if text is None:
-        raw = resources.files("events").joinpath("rules", RULES_FILE).read_bytes()
-        if hashlib.sha256(raw).hexdigest() != PIN.sha256:
-            raise RulesError(f"events/rules/{RULES_FILE} is not gitleaks {PIN.release}'s file")
-        text = raw.decode()
-    config = tomllib.loads(text)
+
+def load_file(raw: bytes) -> tuple[Rule, ...]:
+    """The rules of ``raw``, which must be the pinned file.
+
+    Raises :class:`RulesError` when it is not the pinned one or a rule does not compile."""
+    if hashlib.sha256(raw).hexdigest() != PIN.sha256:
+        raise RulesError(f"events/rules/{RULES_FILE} is not gitleaks {PIN.release}'s file")
+    config = tomllib.loads(raw.decode())
     shared = tuple(a for a in [_allowlist(config.get("allowlist", {}))] if a is not None)
     rules: list[Rule] = []
     for spec in config.get("rules", ()):
@@ -376,6 +427,8 @@ def load(text: str | None = None) -> tuple[Rule, ...]:
             raise RulesError(f"gitleaks rule {rule_id}: {exc}") from exc
         group = spec.get("secretGroup", 0)
         groups: tuple[int, ...] = (group,) if group else tuple(range(1, pattern.groups + 1))
+        if not group and _quantified_group(list(sre_parse.parse(pattern.pattern, re.ASCII))):
+            groups = ()
         keywords = tuple(k.lower() for k in spec.get("keywords", ()))
         detector = Detector(
             f"gitleaks:{rule_id}",
@@ -383,7 +436,7 @@ def load(text: str | None = None) -> tuple[Rule, ...]:
             keywords,
             groups=groups,
             accept=_acceptor(float(spec.get("entropy", 0.0)), shared + own),
-            trigger=keywords if spans_words(spec["regex"]) else (),
+            trigger=stream_triggers(pattern, keywords),
             run=min(min_run(pattern, g) for g in groups) if groups else min_run(pattern, 0),
         )
         rules.append(Rule(rule_id, detector))
