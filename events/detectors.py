@@ -756,9 +756,10 @@ DETECTORS: tuple[Detector, ...] = (
     Detector(
         "cli_password_flag",
         _CLI_SHORT,
-        ("-p", "-a", "-w", "-u", "/p:", "-b"),
+        CLI_COMMANDS,
         groups=tuple("abcdefghijklm"),
         accept=lambda m, v: not _placeholder_or_code(v, ""),
+        anchor=_anchor(CLI_COMMANDS),
         trigger=CLI_COMMANDS,
     ),
     Detector(
@@ -775,6 +776,7 @@ DETECTORS: tuple[Detector, ...] = (
         ("identified", "password"),
         groups=("a", "b", "c", "d"),
         accept=lambda m, v: not _placeholder_or_code(v, ""),
+        anchor=_anchor(("identified", "password")),
         trigger=("identified", "password"),
     ),
     Detector(

@@ -159,15 +159,18 @@ def _hint_index() -> _Hints:
 
 _INDEX = _hint_index()
 _RUN = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{vendor_rules.RUN},}}")
-_REACH_BACK = 100
-"""How far before a token run a vendor rule's keyword can be (``adafruit_io_key = ``)."""
+_REACH_BACK = 128
+"""How far before a token run a vendor rule's match can start (``adafruit_io_key = ``): its
+keyword is looked for there, and its expression tried from there to the next whitespace after
+the run (the rule's own expression decides; the window only bounds where it is tried)."""
 _SHORTEST = 5
 """No detector matches fewer characters (``pwd=x``)."""
 
 
-def _detectors_for(text: str, lowered: str, start: int) -> list[int]:
+def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list[Span]]:
     """Indices of the detectors that can match in ``text`` (literals are looked for in the
-    whole text: context included), in priority order."""
+    whole text: context included), in priority order; and the windows around token runs, the
+    only places a vendor rule is looked for."""
     chosen = {i for i in _INDEX.always if len(text) - start >= ALL[i].min_length}
     found = [h for h in _INDEX.folded if h in lowered]
     found += [h for root in found for h in _INDEX.within.get(root, ()) if h in lowered]
@@ -176,12 +179,23 @@ def _detectors_for(text: str, lowered: str, start: int) -> list[int]:
         found += [h for h in _INDEX.foreign if h in lowered]
     long_word = any(len(word) >= vendor_rules.RUN for word in text.split())
     runs = [m.span() for m in _RUN.finditer(text)] if long_word else []
+    windows: list[Span] = []
     if runs:  # the vendor rules' keywords, near a token run
         near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
         found += [h for h in _INDEX.gated if h in near]
+        for s, e in runs:
+            space = _SPACE.search(text, e)
+            window = (max(0, s - _REACH_BACK), len(text) if space is None else space.end())
+            if windows and window[0] <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], max(windows[-1][1], window[1]))
+            else:
+                windows.append(window)
     for hint in found:
         chosen.update(_INDEX.by_literal[hint])
-    return sorted(chosen)
+    return sorted(chosen), windows
+
+
+_SPACE = re.compile(r"\s")
 
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -282,41 +296,67 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
     if size - start < _SHORTEST:
         return found, guards
     lowered = text.lower()
-    for index in _detectors_for(text, lowered, start):
+    chosen, windows = _detectors_for(text, lowered, start)
+    for index in chosen:
         detector = ALL[index]
-        search = detector.pattern.search
-        candidates = (
-            iter(_anchored_starts(index, text, lowered, start))
-            if detector.anchor is not None
-            else None
-        )
-        pos = start
-        while pos <= size:
-            if candidates is None:
-                match = search(text, pos)
-            else:  # the same leftmost match, tried only where one can start
-                match = None
-                for at in candidates:
-                    if at >= pos:
-                        match = detector.pattern.match(text, at)
-                        if match is not None:
-                            break
-            if match is None:
-                break
-            s, e = _span(match, detector)
-            if (
-                e <= s
-                or text.startswith(MARKER, s)
-                or (detector.accept is not None and not detector.accept(match, text[s:e]))
-            ):
-                if match.end() >= size:
-                    guards.append(Guard(match.start(), match.end(), index))
-                pos = match.start() + 1
-                continue
-            found.append((s, e))
-            guards.append(Guard(match.start(), match.end(), index))
-            pos = max(match.end(), match.start() + 1)
+        if detector.anchor is not None:
+            starts = _anchored_starts(index, text, lowered, start)
+            _match_at(text, index, starts, found, guards)
+        elif detector.run:
+            for lo, hi in windows:
+                if hi > start:
+                    _search(text, index, max(lo, start), hi, found, guards)
+        else:
+            _search(text, index, start, size, found, guards)
     return _merged(found), guards
+
+
+def _match_at(
+    text: str, index: int, starts: list[int], found: list[Span], guards: list[Guard]
+) -> None:
+    """An anchored detector's matches: the same leftmost matches as a search from every
+    position, tried only where one can start."""
+    detector = ALL[index]
+    pos = 0
+    for at in starts:
+        if at < pos:
+            continue
+        match = detector.pattern.match(text, at)
+        if match is not None:
+            pos = _judge(text, index, match, found, guards)
+
+
+def _search(
+    text: str, index: int, pos: int, end: int, found: list[Span], guards: list[Guard]
+) -> None:
+    """A detector's matches in ``text[pos:end]`` (the text, or a window around a token run)."""
+    search = ALL[index].pattern.search
+    while pos <= end:
+        match = search(text, pos, end)
+        if match is None:
+            return
+        pos = _judge(text, index, match, found, guards)
+
+
+def _judge(
+    text: str, index: int, match: re.Match[str], found: list[Span], guards: list[Guard]
+) -> int:
+    """Record ``match`` (a span and a guard) if its check accepts it; where to look next. A
+    rejected match does not hide one that starts inside it; a rejected one that reaches the
+    end of the text is still a guard (more text could change the verdict)."""
+    detector = ALL[index]
+    s, e = _span(match, detector)
+    if e <= s or text.startswith(MARKER, s) or not _accepted(detector, match, text[s:e]):
+        if match.end() >= len(text):
+            guards.append(Guard(match.start(), match.end(), index))
+        return match.start() + 1
+    found.append((s, e))
+    guards.append(Guard(match.start(), match.end(), index))
+    return max(match.end(), match.start() + 1)
+
+
+def _accepted(detector: Detector, match: re.Match[str], value: str) -> bool:
+    return detector.accept is None or detector.accept(match, value)
 
 
 def find_spans(text: str, start: int = 0) -> list[Span]:
