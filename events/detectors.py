@@ -175,7 +175,10 @@ def _placeholder_or_code(value: str, key: str) -> bool:
     # ``password = password``, ``token=api_token``, ``ERRORTOKEN = token.ERRORTOKEN``: a
     # variable, not a value
     names = value.split(".")
-    return all(n.isidentifier() for n in names) and names[-1].lower().strip("_") in key.lower()
+    if not all(n.isidentifier() for n in names):
+        return False
+    last, key = names[-1].lower().strip("_"), key.lower().strip("_")
+    return last in key or (bool(key) and key in last.split("_"))  # getpass = unix_getpass
 
 
 def _accept_bearer(match: re.Match[str], value: str) -> bool:
@@ -335,9 +338,10 @@ _PAIR_LOCAL = _pair(_key(_LOCAL, weak="(?!)", vague="parola"))
 """The same in other languages: a detector of its own, so text without those words does not
 pay for them."""
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
-_KEY_WITH_SEP = re.compile(_KEY + r"(?::=|=>|[:=])", re.IGNORECASE)
-"""A bare "value" that is itself a secret's key and its separator (``password: DB_PASSWORD:
-x``): not the value, so the match is refused and the scan finds the pair that starts there."""
+_KEY_WITH_SEP = re.compile(_KEY + r"[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])", re.IGNORECASE)
+"""A bare "value" that starts a secret's key and its separator (``password: DB_PASSWORD: x``,
+``пароль: كلمة المرور: x``): not the value, so the match is refused and the scan finds the pair
+that starts there."""
 _PATH = re.compile(r"(?:~|\.{1,2})?/[\w./-]*")
 _BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
 _NUMBERING = re.compile(r"[\d.]+")
@@ -370,7 +374,7 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     if match.group("said") is not None:  # prose
         return credential_like(value)
     sep = match.group("sep")
-    if match.group("bare") is not None and _KEY_WITH_SEP.fullmatch(value):
+    if match.group("bare") is not None and _KEY_WITH_SEP.match(match.string, match.start("bare")):
         return False
     if _BLOCK_INDICATOR.fullmatch(value):
         return False  # "password: |": a YAML block follows (yaml_block judges it)
