@@ -3,33 +3,36 @@
 Every detector is a regular expression, the literals one of which any match contains (so text
 without them skips the expression: most text costs a few substring checks), which part of a
 match is replaced, and an optional check that rejects look-alikes ("a basic understanding" is
-not ``Basic`` credentials: those are base64 of ``user:password``). The shapes, in three kinds:
+not ``Basic`` credentials: those are base64 of ``user:password``). The families:
 
 * **tokens with a known prefix**, one whitespace-free run each: OpenAI/Anthropic ``sk-``,
-  Stripe ``sk_live_``/``rk_live_``/``sk_test_``, GitHub, GitLab, Slack (and its webhooks),
-  Google, SendGrid, npm, PyPI, Hugging Face, Twilio, reel's own API and admin tokens
-  (``reel_<id>_...``, ``reel_admin_...``), AWS access key ids, JWTs, URL userinfo
-  passwords (``scheme://user:PASSWORD@host``), and bare AWS secret access keys (40 base64
-  characters that look random: mixed case, digits, many distinct characters, few word-like
-  runs, so identifiers and paths of that length stay);
-* **private key blocks**: PEM (RSA, EC, DSA, OpenSSH, PKCS#8, encrypted) and PGP private key
-  blocks, from the BEGIN line to the END line, or to the end of the text when it has none;
-* **key and value**: a key that names a secret (``password``, ``DB_PASSWORD``, ``SECRET_KEY``,
-  ``aws_secret_access_key``, ``api-key``, ``client_secret``, ``token``...) followed by ``=``,
-  ``:``, ``:=`` or ``=>`` and a value, quoted, JSON-escaped (``\\"password\\": \\"x\\"``) or bare;
-  prose forms (``my password is hunter2``) when the value looks like a credential; the
-  ``Authorization``, ``Bearer`` and ``Basic`` forms when the credential looks like one; and
-  ``Cookie:`` headers that carry ``name=value`` pairs. The key is kept, the value replaced.
+  Stripe, GitHub, GitLab, Slack (and its webhooks), Google, SendGrid, npm, PyPI, Hugging Face,
+  Twilio, reel's own API and admin tokens, AWS access key ids, JWTs, URL userinfo passwords,
+  and bare AWS secret access keys (40 base64 characters that look random); hundreds more come
+  from gitleaks' rules (:mod:`events.vendor_rules`);
+* **key blocks**: PEM (any ``... PRIVATE KEY``, encrypted or not), PGP, SSH2, OpenVPN static
+  keys and PuTTY ``.ppk`` files, from the BEGIN line to their END line, or to the end of the
+  text when it has none; minisign/signify secret keys;
+* **key and value**: a key that names a secret, in English (``password``, ``DB_PASSWORD``,
+  ``DBPASSWORD``, ``SECRET_KEY``, ``api-key``, ``client_secret``, ``token``...) or in another
+  language (:data:`LOCAL_PASSWORD_WORDS`), followed by a separator and a value, quoted,
+  JSON-escaped or bare; prose forms (``my password is hunter2``, ``密码是hunter2``) when the
+  value looks like a credential; YAML block scalars, XML elements and attributes, SQL
+  ``IDENTIFIED BY``, ``.netrc``; the ``Authorization``, ``Bearer`` and ``Basic`` forms when the
+  credential looks like one; ``Cookie:`` headers that carry ``name=value`` pairs;
+* **command lines**: ``--password X`` and kin, ``-u user:pw``, and the short flags that take a
+  password after the programs that use them so (``mysql -pX``, ``sshpass -p X``...).
 
-Placeholders and code are not secrets: ``${DB_PASSWORD}``, ``{{ vault_password }}``,
-``<your token>``, ``********``, ``getpass()``, ``os.environ["TOKEN"]`` stay as they are; so
-do generic keys (``token``, ``secret``) with a value that reads as prose (``token: the
-smallest unit``). docs/redaction.md lists what is not detected and why.
+The key is kept, the value replaced. Placeholders and code are not secrets:
+``${DB_PASSWORD}``, ``${{ secrets.X }}``, ``{{ vault_password }}``, ``<your token>``,
+``********``, ``getpass()``, ``os.environ["TOKEN"]`` stay as they are; so do generic keys
+(``token``, ``secret``) with a value that reads as prose (``token: the smallest unit``).
+docs/redaction.md lists what is not detected and why.
 
-:data:`TRIGGER` and :data:`REACH` serve streaming redaction (:mod:`events.redact_stream`): a
-construct that spans whitespace (a key and its value, a header and its credential) starts with
-one of the trigger words and ends within ``REACH`` characters of it, except a private key
-block, which ends at its END line.
+:attr:`Detector.trigger` and :data:`REACH` serve streaming redaction
+(:mod:`events.redact_stream`): a match that spans whitespace starts in the whitespace-free run
+of one of its detector's trigger words and ends within ``REACH`` characters of it, except a key
+block, which ends at its END line (:attr:`Detector.end`).
 """
 
 from __future__ import annotations
@@ -401,19 +404,20 @@ def _anchor(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
-def _accept_secret_word(weak: bool) -> Callable[[re.Match[str], str], bool]:
-    """A value after a key or flag: not a placeholder nor code; after a weak word (``token``,
-    ``secret``), it must also look like a credential."""
+_KEY_ANCHOR = _anchor((*PAIR_WORDS, "identified"))
+"""One anchor for the English pair, flag and SQL detectors (a superset of each one's words), so
+a scan finds the key runs once for all three."""
 
-    def accept(match: re.Match[str], value: str) -> bool:
-        value = value.strip()
-        if not value or _placeholder_or_code(value, ""):
-            return False
-        if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2")):
-            return credential_like(value)
-        return value.lower() not in _STOPWORDS
 
-    return accept
+def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
+    """A value after a flag or in markup: not a placeholder nor code; unquoted, or after a weak
+    word (``token``, ``secret``), it must also look like a credential."""
+    value = value.strip()
+    if not value or _placeholder_or_code(value, ""):
+        return False
+    if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2")):
+        return credential_like(value)
+    return value.lower() not in _STOPWORDS
 
 
 # --- command lines --------------------------------------------------------------------------
@@ -431,8 +435,7 @@ _FLAG = re.compile(
 def _accept_flag(match: re.Match[str], value: str) -> bool:
     """``--password X``: X quoted, or it looks like a credential (``--password to set it``
     is prose); ``--token X`` and ``--secret X`` always need the look."""
-    weak = match.group("weak") is not None
-    return _accept_secret_word(weak)(match, value)
+    return _secret_value(match, value, weak=match.group("weak") is not None)
 
 
 _CMD_GAP = r"[^\n;|&]{0,160}?"
@@ -517,10 +520,13 @@ _XML = re.compile(
 key="db.password">x</entry>``."""
 
 
+_XML_STRONG = re.compile(r"passw|passphrase|pwd|key|" + _LOCAL, re.IGNORECASE)
+
+
 def _accept_xml(match: re.Match[str], value: str) -> bool:
     text = match.group()
-    weak = re.search(r"passw|passphrase|pwd|key|" + _LOCAL, text, re.IGNORECASE) is None
-    return _accept_secret_word(weak)(match, value)
+    weak = _XML_STRONG.search(text) is None
+    return _secret_value(match, value, weak=weak)
 
 
 _SQL = re.compile(
@@ -557,8 +563,6 @@ def _token(name: str, pattern: str, *hints: str, flags: int = 0) -> Detector:
 
 
 _PRIVATE_BLOCK_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-PRIVATE_BLOCK_END = re.compile(_PRIVATE_BLOCK_END)
-"""The END line of a private key block (streaming waits for it)."""
 _SSH2_END = r"---- END SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"
 _OPENVPN_END = r"-----END OpenVPN Static key V1-----"
 _PUTTY_END = r"\n[ \t]*Private-(?:MAC|Hash):[ \t]*[0-9A-Fa-f]+(?=\r?\n)"
@@ -717,7 +721,7 @@ DETECTORS: tuple[Detector, ...] = (
         PAIR_WORDS,
         groups=_PAIR_VALUES,
         accept=_accept_pair,
-        anchor=_anchor(PAIR_WORDS),
+        anchor=_KEY_ANCHOR,
         ends_at_line_end=True,
         trigger=PAIR_WORDS,
     ),
@@ -754,7 +758,7 @@ DETECTORS: tuple[Detector, ...] = (
         ("pass", "pwd", "key", "token", "secret"),
         groups=("q1", "q2", "v"),
         accept=_accept_flag,
-        anchor=_anchor(("pass", "pwd", "key", "token", "secret")),
+        anchor=_KEY_ANCHOR,
         trigger=("pass", "pwd", "key", "token", "secret"),
     ),
     Detector(
@@ -780,7 +784,7 @@ DETECTORS: tuple[Detector, ...] = (
         ("identified", "password"),
         groups=("a", "b", "c", "d"),
         accept=lambda m, v: not _placeholder_or_code(v, ""),
-        anchor=_anchor(("identified", "password")),
+        anchor=_KEY_ANCHOR,
         trigger=("identified", "password"),
     ),
     Detector(

@@ -6,13 +6,17 @@ it covers every string the event carries (:mod:`events.fields`): free text is re
 identifiers are checked against strict patterns and refused when they do not fit or look like
 a secret (:class:`events.fields.InvalidField`).
 
-Two rules for free text:
+Free text is redacted as values, never as an encoding of them (issue 21: a tool result's
+``host=db\npassword=x`` read as text has a key ``npassword``):
 
+* a string that is a JSON document (a tool's result, a model's arguments, an HTTP body) is
+  decoded, its values redacted by these rules, and encoded again;
 * a mapping key that names a secret (``password``, ``api_key``, ``authorization``, ``cookie``,
   ``credential``, ``private_key``, ``access_token`` ...) has its whole value replaced, and keys
-  themselves are redacted like any text;
-* inside strings, the shapes of :mod:`events.detectors` are replaced in place by ``[REDACTED]``
-  (the key of a ``key=value`` pair is kept, the value replaced).
+  themselves are redacted like any text; a list of strings is also read as a command line;
+* inside strings, the shapes of :mod:`events.detectors` and :mod:`events.vendor_rules` are
+  replaced in place by ``[REDACTED]`` (the key of a ``key=value`` pair is kept, the value
+  replaced), in the text as written and as read through its escapes (:mod:`events.escapes`).
 
 Each replacement counts once (overlapping matches are one); the event records the total in
 ``redacted``. Redaction is idempotent: a marker is never redacted again, so an event redacted
@@ -173,10 +177,10 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
     only places a vendor rule is looked for."""
     chosen = {i for i in _INDEX.always if len(text) - start >= ALL[i].min_length}
     found = [h for h in _INDEX.folded if h in lowered]
-    found += [h for root in found for h in _INDEX.within.get(root, ()) if h in lowered]
-    found += [h for h in _INDEX.exact if h in text]
     if not lowered.isascii():
         found += [h for h in _INDEX.foreign if h in lowered]
+    found += [h for root in found for h in _INDEX.within.get(root, ()) if h in lowered]
+    found += [h for h in _INDEX.exact if h in text]
     long_word = any(len(word) >= vendor_rules.RUN for word in text.split())
     runs = [m.span() for m in _RUN.finditer(text)] if long_word else []
     windows: list[Span] = []
@@ -196,8 +200,6 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
 
 
 _SPACE = re.compile(r"\s")
-
-
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -206,7 +208,7 @@ def _ascii_anchor(detector: Detector) -> re.Pattern[str] | None:
     if detector.anchor is None:
         return None
     words = [w for w in detector.anchor.pattern.split("|") if w.isascii()]
-    return re.compile("|".join(words))
+    return re.compile("|".join(words) or "(?!)")
 
 
 _ASCII_ANCHORS = {i: _ascii_anchor(d) for i, d in enumerate(ALL) if d.anchor is not None}
@@ -297,11 +299,14 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
         return found, guards
     lowered = text.lower()
     chosen, windows = _detectors_for(text, lowered, start)
+    anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
     for index in chosen:
         detector = ALL[index]
         if detector.anchor is not None:
-            starts = _anchored_starts(index, text, lowered, start)
-            _match_at(text, index, starts, found, guards)
+            key = detector.anchor.pattern
+            if key not in anchored:
+                anchored[key] = _anchored_starts(index, text, lowered, start)
+            _match_at(text, index, anchored[key], found, guards)
         elif detector.run:
             for lo, hi in windows:
                 if hi > start:

@@ -334,10 +334,9 @@ def _group(items: Any, number: int) -> Any:
     return None
 
 
-def min_run(pattern: re.Pattern[str], group: int) -> int:
-    """:data:`RUN` if every match's secret (``group``) is a run of at least :data:`RUN`
-    characters of :data:`RUN_CHARS`, else 0."""
-    tree = sre_parse.parse(pattern.pattern, pattern.flags)
+def min_run(tree: Any, group: int) -> int:
+    """:data:`RUN` if every match's secret (``group`` of the parsed expression ``tree``) is a
+    run of at least :data:`RUN` characters of :data:`RUN_CHARS`, else 0."""
     part = _group(list(tree), group) if group else list(tree)
     if part is None or not _chars(part, set()):
         return 0
@@ -369,12 +368,12 @@ def _leading(items: Any) -> set[str] | None:
     return {prefix} if prefix else None
 
 
-def stream_triggers(pattern: re.Pattern[str], keywords: tuple[str, ...]) -> tuple[str, ...]:
+def stream_triggers(tree: Any, source: str, keywords: tuple[str, ...]) -> tuple[str, ...]:
     """What streaming holds text after for a rule whose match can hold whitespace: the
     literals it starts with (``typeform`` in ``typeform_key = tfp_...``), else its keywords."""
-    if not spans_words(pattern.pattern):
+    if not spans_words(tree, source):
         return ()
-    found = _leading(list(sre_parse.parse(pattern.pattern, pattern.flags)))
+    found = _leading(list(tree))
     if found and all(len(word) >= 3 for word in found):
         return tuple(sorted(found))
     return keywords
@@ -396,10 +395,13 @@ def _quantified_group(items: Any, inside: bool = False) -> bool:
     return False
 
 
-def spans_words(source: str) -> bool:
-    """Whether a rule's match (Python syntax) can hold whitespace before its last character."""
-    body = _TAIL.sub("", source)
-    return _takes_space(sre_parse.parse(body, re.ASCII))
+def spans_words(tree: Any, source: str) -> bool:
+    """Whether a rule's match can hold whitespace before its last character (the shared
+    one-character end, :data:`_TAIL`, is not counted)."""
+    items = list(tree)
+    if _TAIL.search(source):
+        items = items[:-1]
+    return _takes_space(items)
 
 
 def load() -> tuple[Rule, ...]:
@@ -425,9 +427,10 @@ def load_file(raw: bytes) -> tuple[Rule, ...]:
             own = tuple(a for a in map(_allowlist, spec.get("allowlists", ())) if a is not None)
         except re.error as exc:
             raise RulesError(f"gitleaks rule {rule_id}: {exc}") from exc
+        tree = sre_parse.parse(pattern.pattern, pattern.flags)
         group = spec.get("secretGroup", 0)
         groups: tuple[int, ...] = (group,) if group else tuple(range(1, pattern.groups + 1))
-        if not group and _quantified_group(list(sre_parse.parse(pattern.pattern, re.ASCII))):
+        if not group and _quantified_group(list(tree)):
             groups = ()
         keywords = tuple(k.lower() for k in spec.get("keywords", ()))
         detector = Detector(
@@ -436,8 +439,8 @@ def load_file(raw: bytes) -> tuple[Rule, ...]:
             keywords,
             groups=groups,
             accept=_acceptor(float(spec.get("entropy", 0.0)), shared + own),
-            trigger=stream_triggers(pattern, keywords),
-            run=min(min_run(pattern, g) for g in groups) if groups else min_run(pattern, 0),
+            trigger=stream_triggers(tree, pattern.pattern, keywords),
+            run=min(min_run(tree, g) for g in groups) if groups else min_run(tree, 0),
         )
         rules.append(Rule(rule_id, detector))
     return tuple(rules)
