@@ -415,8 +415,8 @@ def redact_value(value: Any, depth: int = 0) -> tuple[Any, int]:
     document (a tool's result, a model's arguments, an HTTP body) is decoded, its values
     redacted, and encoded again, so escaping cannot hide a secret; other strings are redacted
     as text (:func:`redact_text`). Keys are redacted as text too; a key that names a secret has
-    its whole value replaced, as have a JSON Web Key's private members. A list of strings (an
-    argument vector) is also read as one command line, so ``["mysql", "-pX"]`` and
+    its whole value replaced, as have a JSON Web Key's private members. A list of one-line strings
+    (an argument vector) is also read as one command line, so ``["mysql", "-pX"]`` and
     ``["--password", "X"]`` lose X. Nesting deeper than :data:`MAX_DEPTH` is replaced whole."""
     if depth > MAX_DEPTH:
         return MARKER, 1
@@ -431,7 +431,7 @@ def redact_value(value: Any, depth: int = 0) -> tuple[Any, int]:
             new, n = redact_value(item, depth + 1)
             items.append(new)
             total += n
-        if len(items) > 1 and all(isinstance(item, str) for item in items):
+        if len(items) > 1 and all(isinstance(i, str) and "\n" not in i for i in items):
             items, n = _redact_command_line(items)
             total += n
         return (type(value)(items) if isinstance(value, tuple) else items), total

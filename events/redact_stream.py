@@ -12,9 +12,11 @@ releases only text whose verdict can no longer change; the rest is held back:
   match still open at the end of the held text (a token still growing, a quoted value not yet
   closed, a private key block without its END line yet: a block is held until its END line or
   the end of the turn);
-* never after a trigger word (a superset of :data:`events.detectors.TRIGGER`: a key that
-  names a secret, ``Bearer``, ``Basic``, ``Authorization``, ``Cookie``, ``-----BEGIN``) until
-  :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end.
+* never after a trigger word (every detector's :attr:`~events.detectors.Detector.trigger`: a
+  key that names a secret in any language, ``Bearer``, ``Basic``, ``Authorization``,
+  ``Cookie``, the programs whose flags take a password, a vendor's name, ``-----BEGIN``) until
+  :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end;
+  a key block waits for its own END line (:attr:`~events.detectors.Detector.end`).
 
 So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
 the run's 50 ms flush tick), and text near a trigger waits up to REACH (320) characters.
