@@ -203,17 +203,6 @@ _SPACE = re.compile(r"\s")
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
-def _ascii_anchor(detector: Detector) -> re.Pattern[str] | None:
-    """The detector's anchor without its non-ASCII words (for ASCII text: fewer to try)."""
-    if detector.anchor is None:
-        return None
-    words = [w for w in detector.anchor.pattern.split("|") if w.isascii()]
-    return re.compile("|".join(words) or "(?!)")
-
-
-_ASCII_ANCHORS = {i: _ascii_anchor(d) for i, d in enumerate(ALL) if d.anchor is not None}
-
-
 def _anchored_starts(index: int, text: str, lowered: str, start: int) -> list[int]:
     """Where an anchored detector can match: every segment start (the run's start, and after
     each ``_``, ``.``, ``-``) of the key-character run around each anchor, from ``start`` on.
@@ -221,11 +210,7 @@ def _anchored_starts(index: int, text: str, lowered: str, start: int) -> list[in
     these finds the same leftmost matches as a search from every position."""
     detector = ALL[index]
     assert detector.anchor is not None
-    if lowered.isascii():
-        ascii_anchor = _ASCII_ANCHORS[index]
-        assert ascii_anchor is not None
-        anchors = ascii_anchor.finditer(lowered, start)
-    elif len(lowered) == len(text):
+    if len(lowered) == len(text):
         anchors = detector.anchor.finditer(lowered, start)
     else:  # lower-casing changed the length (rare Unicode): search the text itself
         anchors = re.compile(detector.anchor.pattern, re.IGNORECASE).finditer(text, start)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from events.detectors import MARKER, REACH
+from events.detectors import MARKER, REACH, trie
 from events.redact import ALL, Guard, apply_spans, scan
 
 MAX_HOLD_CHARS = 64 * 1024
@@ -52,36 +52,12 @@ what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms fl
 the end of the turn. So a model streaming a word per delta costs a scan every few words."""
 
 
-_Trie = dict[str, "_Trie"]
-
-
-def _trie(words: set[str]) -> str:
-    """An expression matching any of ``words``, shaped as a trie (``p(?:ass(?:w|phrase)|wd)``):
-    Python's engine tries a flat alternation of two hundred words one by one at every position,
-    a trie one character at a time."""
-    tree: _Trie = {}
-    for word in words:
-        node = tree
-        for char in word:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def emit(node: _Trie) -> str:
-        branches = [re.escape(c) + emit(sub) for c, sub in sorted(node.items()) if c]
-        if not branches:
-            return ""
-        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
-        return "(?:" + body + ")?" if "" in node else body
-
-    return emit(tree)
-
-
 def _trigger_words() -> re.Pattern[str]:
     """Every detector's trigger words (:attr:`events.detectors.Detector.trigger`), plain words
     in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read through
     them). Holding at a few more places than needed costs latency only."""
     words = {w for d in ALL for w in d.trigger}
-    return re.compile(_trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
+    return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
 
 
 _TRIGGER_WORDS = _trigger_words()
