@@ -361,6 +361,9 @@ def is_placeholder(value: str) -> bool:
 def secret_pair(key: str, value: str) -> bool:
     """Whether ``key`` names a secret and ``value`` is one, as a quoted value after that key
     would be judged in text (for a mapping's entries, which are read apart from their keys)."""
+    lowered = key.lower()
+    if lowered.isascii() and not any(w in lowered for w in PAIR_WORDS):
+        return False  # most keys: no word of a secret's key in them
     match = _KEY_ALONE.fullmatch(key.strip())
     if match is None or not value.strip() or _placeholder_or_code(value.strip(), key):
         return False

@@ -41,6 +41,7 @@ from events.detectors import (
     Detector,
     is_placeholder,
     secret_pair,
+    trie,
 )
 from events.escapes import unescaped
 from events.fields import Check, InvalidField, OneOf, Text, plan_of
@@ -126,8 +127,11 @@ class _Hints(NamedTuple):
     """Lower-case literals with non-ASCII characters (looked for only in non-ASCII text)."""
     exact: tuple[str, ...]
     """Literals looked for as they are (AWS key id prefixes)."""
-    gated: tuple[str, ...]
-    """Keywords of rules that need a token run: looked for only near such a run."""
+    gated: re.Pattern[str]
+    """Keywords of rules that need a token run, as one trie-shaped expression (each match the
+    longest keyword at its position): looked for only near such a run."""
+    inside: dict[str, tuple[str, ...]]
+    """For a gated keyword, the gated keywords it contains (found with it)."""
     by_literal: dict[str, list[int]]
     always: list[int]
 
@@ -155,7 +159,8 @@ def _hint_index() -> _Hints:
         within={h: w for h, w in within.items() if w},
         foreign=tuple(sorted(h for h in folded if not h.isascii())),
         exact=tuple(sorted(exact)),
-        gated=tuple(sorted(gated)),
+        gated=re.compile("(?=(" + trie(gated) + "))"),
+        inside={k: tuple(g for g in gated if g != k and g in k) for k in gated},
         by_literal=by_literal,
         always=always,
     )
@@ -186,7 +191,9 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
     windows: list[Span] = []
     if runs:  # the vendor rules' keywords, near a token run
         near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
-        found += [h for h in _INDEX.gated if h in near]
+        found += [
+            k for word in set(_INDEX.gated.findall(near)) for k in (word, *_INDEX.inside[word])
+        ]
         for s, e in runs:
             space = _SPACE.search(text, e)
             window = (max(0, s - _REACH_BACK), len(text) if space is None else space.end())
@@ -280,8 +287,8 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
-    if size - start < _SHORTEST:
-        return found, guards
+    if size - start < _SHORTEST or (size < vendor_rules.RUN and text.isalnum()):
+        return found, guards  # a short word (a mapping's key): no shape fits in it
     lowered = text.lower()
     chosen, windows = _detectors_for(text, lowered, start)
     anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
