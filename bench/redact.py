@@ -17,7 +17,7 @@ Every figure is measured next to its ceiling, on the same events, in the same ru
   installed): its recall and false positives on reel's corpus and its cost per line.
 
 Each case runs ``--rounds`` times; the best round is reported. Targets print PASS/MISS, never
-asserted. Run: ``.venv/bin/python bench/redact.py`` (about a minute on 2 cores).
+asserted. Run: ``.venv/bin/python bench/redact.py`` (a few minutes on 2 cores).
 """
 
 from __future__ import annotations
