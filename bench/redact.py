@@ -1,45 +1,45 @@
-"""Redaction cost: reel's redaction against today's (the version before issue 11), in the same run.
+"""Redaction cost: reel's redaction against the version before issue 21, in the same run.
 
-Every figure is measured next to its ceiling, on the same events:
+Every figure is measured next to its ceiling, on the same events, in the same run:
 
-- ``ceiling``: today's redaction, loaded from git (``--baseline``, default the commit issue 11
-  started from): its ``redact_event`` over the fields its catalog listed in ``redact_fields``;
-- ``redact``: reel's :func:`events.redact.redact_event` (every string field redacted, every
-  identifier checked), per event kind and for a mix, clean text and text with secrets;
-- ``append``: :meth:`events.Journal.append` of one event per call from one writer, with today's
-  redaction patched into the journal and with reel's, ``synchronous=FULL`` (the default, one
-  fsync per append) and ``synchronous=OFF`` (no fsync: the CPU cost shows);
-- ``stream``: a 16-word ``run.output`` chunk streamed one word per delta, today (coalesce, then
-  redact the chunk) and now (:class:`events.redact_stream.StreamRedactor`, then coalesce);
+- ``ceiling``: the redaction of ``--baseline`` (default: main before issue 21), extracted from
+  git into a temporary directory and measured by this same script in a child process
+  (``--measure``) whose ``events`` package is that tree's; rounds alternate between the two;
+- ``redact``: :func:`events.redact.redact_event` per event kind and for a mix, clean text and
+  text with secrets. ``tool.completed`` holds an fs.read result (JSON text, 4.5 KB of output
+  in its ``content``), as tools make them;
+- ``append``: :meth:`events.Journal.append` of one ``run.output`` per call from one writer,
+  ``synchronous=FULL`` (the default, one fsync per append) and ``synchronous=OFF`` (no fsync:
+  the CPU cost shows);
+- ``stream``: a 16-word ``run.output`` chunk streamed one word per delta through
+  :class:`events.redact_stream.StreamRedactor`;
 - ``detect-secrets`` (with ``--detect-secrets-python``, a Python that has detect-secrets
   installed): its recall and false positives on reel's corpus and its cost per line.
 
 Each case runs ``--rounds`` times; the best round is reported. Targets print PASS/MISS, never
-asserted. Run: ``.venv/bin/python bench/redact.py`` (about 30 s on 2 cores).
+asserted. Run: ``.venv/bin/python bench/redact.py`` (a few minutes on 2 cores).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import platform
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import msgspec
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+TREE = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--tree=")), str(REPO))
+sys.path.insert(0, TREE)  # --measure runs the baseline's events package
 
 from events import Journal, NodeKey  # noqa: E402
-from events import journal as journal_module  # noqa: E402
 from events.catalog import (  # noqa: E402
     Event,
     RunAccepted,
@@ -48,14 +48,13 @@ from events.catalog import (  # noqa: E402
     ToolCompleted,
     ToolDecided,
     ToolProposed,
-    kind_of,
 )
 from events.ids import UlidGenerator  # noqa: E402
 from events.redact import redact_event  # noqa: E402
 from events.redact_stream import StreamRedactor  # noqa: E402
 
-BASELINE = "0ecb8df"
-"""The commit issue 11 started from: today's redaction."""
+BASELINE = "b0cf6f5"
+"""main before issue 21: today's redaction."""
 TARGET_APPEND_RATIO = 1.2
 CHUNK = (
     "The journal stores each coalesced chunk of model output as one event, "
@@ -77,54 +76,15 @@ SECRETS = (
 )
 
 
-def load_today(rev: str) -> tuple[types.ModuleType, dict[str, tuple[str, ...]]]:
-    """Today's redaction module and, per kind, the fields its catalog had it scan."""
-    source = git_show(rev, "events/redact.py")
-    module = types.ModuleType("redact_today")
-    exec(compile(source, f"{rev}:events/redact.py", "exec"), module.__dict__)
-    catalog = git_show(rev, "events/catalog.py")
-    fields: dict[str, tuple[str, ...]] = {}
-    for block in re.split(r"\nclass ", catalog)[1:]:
-        tag = re.search(r'tag="([^"]+)"', block)
-        listed = re.search(
-            r"redact_fields: ClassVar\[frozenset\[str\]\] = frozenset\(\{([^}]*)\}", block
-        )
-        if tag:
-            fields[tag.group(1)] = (
-                tuple(re.findall(r'"([^"]+)"', listed.group(1))) if listed else ()
-            )
-    return module, fields
-
-
-def git_show(rev: str, path: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{rev}:{path}"],
-        check=True,
-        capture_output=True,
-        text=True,
+def extract(rev: str) -> Path:
+    """The ``events`` package of ``rev``, in a temporary directory."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "events"], check=True, capture_output=True
     ).stdout
-
-
-def today_redactor(
-    module: types.ModuleType, fields: dict[str, tuple[str, ...]]
-) -> Callable[[Event], Event]:
-    """Today's ``redact_event``: its ``redact_value`` over the fields today's catalog listed."""
-    redact_value = module.redact_value
-
-    def redact(event: Event) -> Event:
-        changes: dict[str, Any] = {}
-        total = 0
-        for name in fields.get(kind_of(event), ()):
-            new, n = redact_value(getattr(event, name))
-            if n:
-                changes[name] = new
-                total += n
-        if not total:
-            return event
-        changes["redacted"] = event.redacted + total
-        return msgspec.structs.replace(event, **changes)
-
-    return redact
+    root = Path(tempfile.mkdtemp(prefix="reel-bench-baseline-"))
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(root, filter="data")
+    return root
 
 
 def events(ids: UlidGenerator, secret: bool) -> dict[str, Event]:
@@ -152,7 +112,13 @@ def events(ids: UlidGenerator, secret: bool) -> dict[str, Event]:
             },
         ),
         "tool.completed": ToolCompleted(
-            invocation_id=inv, run_id=run, tool="shell.run", ok=True, output=OUTPUT + extra
+            invocation_id=inv,
+            run_id=run,
+            tool="fs.read",
+            ok=True,
+            output=json.dumps(
+                {"path": "logs/app.log", "size": 4500, "content": OUTPUT + extra, "lossy": False}
+            ),
         ),
         "tool.decided": ToolDecided(
             invocation_id=inv,
@@ -197,39 +163,49 @@ def mix_us(costs: dict[str, float]) -> float:
     return sum(costs[k] * w for k, w in MIX.items()) / sum(MIX.values())
 
 
-def append_rate(
-    work: Path, key: NodeKey, redact: Callable[[Event], Event], sync: str, n: int, tag: str
-) -> float:
-    """Events/s of one writer appending one ``run.output`` per call with ``redact``."""
-    saved = journal_module.redact_event
-    journal_module.redact_event = redact  # type: ignore[assignment]
-    try:
-        ids = UlidGenerator()
-        run = ids.new()
-        event = RunOutput(run_id=run, turn=1, text=CHUNK)
-        with Journal(work / f"append-{tag}.db", node_key=key, synchronous=sync) as journal:
-            started = time.perf_counter()
-            for seq in range(n):
-                journal.append(f"run/{run}", [event], expected_seq=seq, correlation_id=run)
-            return n / (time.perf_counter() - started)
-    finally:
-        journal_module.redact_event = saved
+def append_rate(work: Path, key: NodeKey, sync: str, n: int, tag: str) -> float:
+    """Events/s of one writer appending one ``run.output`` per call (the journal's own
+    redaction)."""
+    ids = UlidGenerator()
+    run = ids.new()
+    event = RunOutput(run_id=run, turn=1, text=CHUNK)
+    with Journal(work / f"append-{tag}.db", node_key=key, synchronous=sync) as journal:
+        started = time.perf_counter()
+        for seq in range(n):
+            journal.append(f"run/{run}", [event], expected_seq=seq, correlation_id=run)
+        return n / (time.perf_counter() - started)
 
 
-def stream_us(redact_text: Callable[[str], tuple[str, int]], new: bool, n: int) -> float:
+def stream_us(n: int) -> float:
     """Per 16-word chunk streamed one word per delta: redaction work only."""
     words = re.findall(r"\S+\s*", CHUNK + " ")
     started = time.perf_counter()
     for _ in range(n):
-        if new:
-            redactor = StreamRedactor()
-            for word in words:
-                redactor.feed(word)
-            redactor.release()  # the run's flush tick
-            redactor.finish()
-        else:
-            redact_text("".join(words))
+        redactor = StreamRedactor()
+        for word in words:
+            redactor.feed(word)
+        redactor.release()  # the run's flush tick
+        redactor.finish()
     return (time.perf_counter() - started) / n * 1e6
+
+
+def measure(args: argparse.Namespace) -> dict[str, float]:
+    """One round of every figure, for the ``events`` package this process imported."""
+    out: dict[str, float] = {}
+    ids = UlidGenerator()
+    for secret in (False, True):
+        which = "secrets" if secret else "clean"
+        sample = events(ids, secret)
+        for kind, event in sample.items():
+            count = args.events // (20 if kind == "tool.completed" else 1)
+            out[f"{kind} ({which})"] = per_event_us(redact_event, event, count)
+        out[f"mix ({which})"] = mix_us({k: out[f"{k} ({which})"] for k in sample})
+    out["stream"] = stream_us(args.events // 4)
+    work = Path(tempfile.mkdtemp(prefix="reel-bench-redact-"))
+    key = NodeKey.load_or_create(work / "node.key")
+    for sync, n in (("OFF", args.appends), ("FULL", args.full_appends)):
+        out[f"append {sync}"] = 1e6 / append_rate(work, key, sync, n, sync)
+    return out
 
 
 DETECT_SECRETS = r"""
@@ -289,102 +265,90 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=3_000, help="appends per case (OFF)")
     parser.add_argument("--full-appends", type=int, default=300, help="appends per case (FULL)")
     parser.add_argument("--detect-secrets-python", help="a python with detect-secrets installed")
+    parser.add_argument("--measure", action="store_true", help="(internal) one round, as JSON")
+    parser.add_argument("--tree", help="(internal) where --measure imports events from")
     args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args)))
+        return
 
-    module, fields = load_today(args.baseline)
-    today = today_redactor(module, fields)
+    tree = extract(args.baseline)
+    child = [sys.executable, __file__, "--measure", f"--tree={tree}"]
+    child += [f"--events={args.events}", f"--appends={args.appends}"]
+    child += [f"--full-appends={args.full_appends}"]
     print(
-        f"machine  python {platform.python_version()}; baseline {args.baseline} (today's "
-        f"redaction, loaded from git); best of {args.rounds} round(s)"
+        f"machine  python {platform.python_version()}; ceiling: {args.baseline}'s redaction "
+        f"(extracted from git, measured in a child process); best of {args.rounds} "
+        "alternating round(s)"
     )
-
-    ids = UlidGenerator()
-    for secret in (False, True):
-        sample = events(ids, secret)
-        old: dict[str, float] = dict.fromkeys(sample, float("inf"))
-        new: dict[str, float] = dict.fromkeys(sample, float("inf"))
-        for _ in range(args.rounds):
-            for kind, event in sample.items():
-                count = args.events // (20 if kind == "tool.completed" else 1)
-                old[kind] = min(old[kind], per_event_us(today, event, count))
-                new[kind] = min(new[kind], per_event_us(redact_event, event, count))
-        which = "with secrets" if secret else "clean"
-        for kind in sample:
-            show(
-                "redact",
-                f"{kind} ({which})",
-                f"{new[kind]:.1f} us",
-                f"ceiling {old[kind]:.1f} us   ratio {new[kind] / old[kind]:.2f}",
-            )
-        m_old, m_new = mix_us(old), mix_us(new)
-        show(
-            "redact",
-            f"mix per event ({which})",
-            f"{m_new:.1f} us",
-            f"ceiling {m_old:.1f} us   ratio {m_new / m_old:.2f}",
-        )
-
-    s_old = min(stream_us(module.redact_text, False, args.events // 4) for _ in range(args.rounds))
-    s_new = min(stream_us(module.redact_text, True, args.events // 4) for _ in range(args.rounds))
+    old: dict[str, float] = {}
+    new: dict[str, float] = {}
+    for _ in range(args.rounds):
+        run = subprocess.run(child, check=True, capture_output=True, text=True)
+        for name, value in json.loads(run.stdout.strip().splitlines()[-1]).items():
+            old[name] = min(old.get(name, float("inf")), value)
+        for name, value in measure(args).items():
+            new[name] = min(new.get(name, float("inf")), value)
+    for name in new:
+        if name.startswith(("append", "stream")):
+            continue
+        show("redact", name, f"{new[name]:.1f} us", ratio(new[name], old[name]))
     show(
         "stream",
         "16-word chunk, one word per delta",
-        f"{s_new:.1f} us",
-        f"ceiling {s_old:.1f} us (redact the chunk)   ratio {s_new / s_old:.2f}",
+        f"{new['stream']:.1f} us",
+        ratio(new["stream"], old["stream"]),
     )
-
-    key_dir = Path(tempfile.mkdtemp(prefix="reel-bench-redact-"))
-    key = NodeKey.load_or_create(key_dir / "node.key")
-    for sync, n in (("OFF", args.appends), ("FULL", args.full_appends)):
-        rate_old = rate_new = 0.0
-        for r in range(args.rounds):
-            rate_old = max(rate_old, append_rate(key_dir, key, today, sync, n, f"{sync}-old-{r}"))
-            rate_new = max(
-                rate_new, append_rate(key_dir, key, redact_event, sync, n, f"{sync}-new-{r}")
-            )
-        cost_old, cost_new = 1e6 / rate_old, 1e6 / rate_new
-        ratio = cost_new / cost_old
+    for sync in ("FULL", "OFF"):
+        cost_new, cost_old = new[f"append {sync}"], old[f"append {sync}"]
+        total_new, total_old = cost_new + new["stream"], cost_old + old["stream"]
         show(
             "append",
             f"run.output, 1 writer, synchronous={sync}",
             f"{cost_new:.0f} us/ev",
-            f"ceiling {cost_old:.0f} us/ev   ratio {ratio:.2f} (target <= {TARGET_APPEND_RATIO})"
-            f"   {verdict(ratio <= TARGET_APPEND_RATIO)}",
+            ratio(cost_new, cost_old, target=True),
         )
-        # A chunk also went through the stream redactor before it was appended (today: not).
-        total = cost_new + s_new
-        whole = total / cost_old
         show(
             "append",
             f"  + streaming redaction of the chunk ({sync})",
-            f"{total:.0f} us/ev",
-            f"ceiling {cost_old:.0f} us/ev   ratio {whole:.2f} (target <= {TARGET_APPEND_RATIO})"
-            f"   {verdict(whole <= TARGET_APPEND_RATIO)}",
+            f"{total_new:.0f} us/ev",
+            ratio(total_new, total_old, target=True),
         )
-
     if args.detect_secrets_python:
-        corpus = REPO / "tests" / "events" / "redaction_corpus"
-        out = subprocess.run(
-            [args.detect_secrets_python, "-c", DETECT_SECRETS, str(corpus), CHUNK],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        ds = json.loads(out.strip().splitlines()[-1])
-        show(
-            "d-s",
-            f"detect-secrets: {ds['plugins']} plugins, corpus recall",
-            f"{ds['located']}/{ds['secrets']}",
-            f"(values located; lines flagged {ds['flagged']}/{ds['secrets']})",
-        )
-        show("d-s", "detect-secrets: harmless texts flagged", f"{ds['false']}/{ds['harmless']}")
-        show(
-            "d-s",
-            "detect-secrets: cost per 16-word line",
-            f"{ds['line_us']:.0f} us",
-            f"plugins only; {ds['scan_us']:.0f} us with its file scan and filters;"
-            f"   ratio to reel {ds['line_us'] / min(new['run.output'], 1e9):.0f}x",
-        )
+        detect_secrets(args.detect_secrets_python, new["run.output (clean)"])
+
+
+def ratio(new: float, old: float, *, target: bool = False) -> str:
+    text = f"ceiling {old:.1f} us   ratio {new / old:.2f}"
+    if target:
+        met = new / old <= TARGET_APPEND_RATIO
+        text += f" (target <= {TARGET_APPEND_RATIO})   {verdict(met)}"
+    return text
+
+
+def detect_secrets(python: str, reel_us: float) -> None:
+    corpus = REPO / "tests" / "events" / "redaction_corpus"
+    out = subprocess.run(
+        [python, "-c", DETECT_SECRETS, str(corpus), CHUNK],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    ds = json.loads(out.strip().splitlines()[-1])
+    show(
+        "d-s",
+        f"detect-secrets: {ds['plugins']} plugins, corpus recall",
+        f"{ds['located']}/{ds['secrets']}",
+        f"(values located; lines flagged {ds['flagged']}/{ds['secrets']})",
+    )
+    show("d-s", "detect-secrets: harmless texts flagged", f"{ds['false']}/{ds['harmless']}")
+    show(
+        "d-s",
+        "detect-secrets: cost per 16-word line",
+        f"{ds['line_us']:.0f} us",
+        f"plugins only; {ds['scan_us']:.0f} us with its file scan and filters;"
+        f"   ratio to reel {ds['line_us'] / reel_us:.0f}x",
+    )
 
 
 if __name__ == "__main__":

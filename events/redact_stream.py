@@ -12,9 +12,11 @@ releases only text whose verdict can no longer change; the rest is held back:
   match still open at the end of the held text (a token still growing, a quoted value not yet
   closed, a private key block without its END line yet: a block is held until its END line or
   the end of the turn);
-* never after a trigger word (a superset of :data:`events.detectors.TRIGGER`: a key that
-  names a secret, ``Bearer``, ``Basic``, ``Authorization``, ``Cookie``, ``-----BEGIN``) until
-  :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end.
+* never after a trigger word (every detector's :attr:`~events.detectors.Detector.trigger`: a
+  key that names a secret in any language, ``Bearer``, ``Basic``, ``Authorization``,
+  ``Cookie``, the programs whose flags take a password, a vendor's name, ``-----BEGIN``) until
+  :data:`~events.detectors.REACH` characters have followed it, the farthest its value can end;
+  a key block waits for its own END line (:attr:`~events.detectors.Detector.end`).
 
 So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
 the run's 50 ms flush tick), and text near a trigger waits up to REACH (320) characters.
@@ -33,14 +35,14 @@ from __future__ import annotations
 
 import re
 
-from events.detectors import DETECTORS, MARKER, PRIVATE_BLOCK_END, REACH
-from events.redact import Guard, apply_spans, scan
+from events.detectors import MARKER, REACH, trie
+from events.redact import ALL, Guard, apply_spans, scan
 
 MAX_HOLD_CHARS = 64 * 1024
 """Held text past which the redactor stops waiting (see the module docstring)."""
 CONTEXT_CHARS = 8
 """Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
-_END_OVERLAP = 64
+_END_OVERLAP = 128
 """Characters kept while waiting for a key block's END line split across deltas."""
 _SPACES = " \n\t\r\x0b\x0c"
 """Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
@@ -50,12 +52,17 @@ what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms fl
 the end of the turn. So a model streaming a word per delta costs a scan every few words."""
 
 
-_TRIGGER_WORDS = re.compile(
-    r"passw|passphrase|pwd|secret|token|credential|key|bearer|basic|authorization|cookie"
-    r"|-----begin"
-)
-"""A superset of :data:`events.detectors.TRIGGER` that is cheap to find (plain words in the
-lower-cased text): every trigger holds one. Holding at a few more places costs latency only."""
+def _trigger_words() -> re.Pattern[str]:
+    """Every detector's trigger words (:attr:`events.detectors.Detector.trigger`), plain words
+    in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read through
+    them). Holding at a few more places than needed costs latency only."""
+    words = {w for d in ALL for w in d.trigger}
+    return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
+
+
+_TRIGGER_WORDS = _trigger_words()
+"""Where a match that may span whitespace can start (or the first whitespace-free run it lies
+in): every detector's trigger words."""
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -93,6 +100,8 @@ class StreamRedactor:
         self._block_at: int | None = None
         """Set while the held text ends in an open key block that starts here: only its END
         line can change anything, so input is only searched for that."""
+        self._block_end: re.Pattern[str] | None = None
+        """The END line of that block (or of the block being swallowed)."""
         self._block_searched = 0
         self._swallow: str | None = None
         """After giving up on an open match: what ends it (``block``, ``line``, ``space``)."""
@@ -117,7 +126,8 @@ class StreamRedactor:
         self._buf += delta
         if self._block_at is not None:
             # An open key block: nothing changes until its END line arrives.
-            found = PRIVATE_BLOCK_END.search(self._buf, max(self._block_searched, self._block_at))
+            assert self._block_end is not None
+            found = self._block_end.search(self._buf, max(self._block_searched, self._block_at))
             self._block_searched = max(self._block_at, len(self._buf) - _END_OVERLAP)
             if found is None:
                 if self.held > self.max_hold:
@@ -149,6 +159,7 @@ class StreamRedactor:
         self._buf = ""
         self._pos = 0
         self._block_at = None
+        self._block_end = None
         self._block_searched = 0
         self._swallow = None
         self._tail = ""
@@ -203,8 +214,9 @@ class StreamRedactor:
         """Remember an open key block at the end of the held text (see ``_block_at``);
         ``shift``: how far ``_buf`` moved since ``guards`` were found."""
         for guard in guards:
-            if guard.end >= size and DETECTORS[guard.detector].multiline:
+            if guard.end >= size and ALL[guard.detector].multiline:
                 self._block_at = guard.start - shift
+                self._block_end = ALL[guard.detector].end
                 self._block_searched = self._block_at
                 return
 
@@ -214,8 +226,9 @@ class StreamRedactor:
         open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
         if open_guards:
             first = open_guards[0]
-            detector = DETECTORS[first.detector]
+            detector = ALL[first.detector]
             if detector.multiline:
+                self._block_end = detector.end
                 ends = "block"
             elif detector.ends_at_line_end:
                 ends = "line"
@@ -258,7 +271,8 @@ class StreamRedactor:
         follows it (redacted as usual from there), or "" while the match goes on."""
         if self._swallow == "block":
             text = self._tail + delta
-            found = PRIVATE_BLOCK_END.search(text)
+            assert self._block_end is not None
+            found = self._block_end.search(text)
             if found is None:
                 self._tail = text[-_END_OVERLAP:]
                 return ""

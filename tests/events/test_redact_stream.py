@@ -142,3 +142,23 @@ def test_reset_forgets_what_was_held() -> None:
     redactor.reset()
     assert redactor.held == 0
     assert redactor.finish() == ("", 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "config: \\u0070assword: Esc4ped-canary and more",  # a key spelt with an escape
+        # a vendor rule whose match spans spaces
+        "our adafruit io key = a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6 done",
+        "run: docker login -u ci -p Dkr-canary-9 registry.example.test then push",
+        "ssh key:\nPuTTY-User-Key-File-3: ssh-ed25519\nPrivate-Lines: 1\nSecretBody9\n"
+        "Private-MAC: 0a1b2c\nafter",
+        "db:\n  password: |\n    Yaml-canary-9\n    second line\n  host: x\n",
+        "密码是Zh9canary\uff0c然后 mot de passe : Fr-canary-9 fin",
+    ],
+)
+def test_issue_21_shapes_stream_exactly_like_the_whole_text(text: str) -> None:
+    whole = redact_text(text)
+    assert whole[1] >= 1
+    assert redact_chunks(list(text)) == whole
+    assert redact_chunks([text[i : i + 5] for i in range(0, len(text), 5)]) == whole

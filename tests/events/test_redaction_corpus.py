@@ -14,8 +14,9 @@ from tests.events.redaction_corpus import HARMLESS, REQUIRED_SHAPES, SECRETS, Se
 
 def test_the_corpus_covers_every_required_shape() -> None:
     assert {s.shape for s in SECRETS} >= REQUIRED_SHAPES
-    assert len(HARMLESS) >= 40
+    assert len(SECRETS) >= 51 + 50 and len(HARMLESS) >= 50 + 30  # issue 21 added 50 and 30
     assert "Students need a basic understanding of algebra before this course." in HARMLESS
+    assert "password: ${{ secrets.DB_PASSWORD }}" in HARMLESS  # issue 21's over-redaction
 
 
 def test_recall_and_false_positive_rate(capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,6 +55,29 @@ REQUIRED_SHAPES = frozenset(
         "password_pair",
         # issue 12: reel's own API and admin tokens
         "reel_token",
+        # issue 21, finding 2: values inside an encoding
+        "json_escaped_newline",
+        "unicode_escaped_json",
+        # issue 21, finding 5: one of each family outside the corpus before
+        "vendor_doppler",
+        "cli_mysql_attached",
+        "cli_curl_user",
+        "cli_password_flag",
+        "xml_element",
+        "yaml_block_scalar",
+        "env_glued_name",
+        "private_key_putty",
+        "private_key_ssh2",
+        "password_mandarin",
+        "password_spanish",
+        "password_hindi",
+        "password_arabic",
+        "password_french",
+        "password_bengali",
+        "password_portuguese",
+        "password_russian",
+        "password_japanese",
+        "password_german",
     }
 )
 """Every shape the corpus must hold at least one entry of, each caught in full."""
