@@ -127,8 +127,8 @@ def make_provider(config: NodeConfig) -> ModelProvider:
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
     """``[provider] tool_choice`` naming a tool must name one the model is offered: in the
-    catalog and not ``disabled`` by its posture (a session's posture can still take it away;
-    then the run fails ``provider_error`` saying so)."""
+    catalog and not ``disabled`` by ``[tools] postures`` (what runs are offered is fixed when the
+    node starts; a session's posture only changes what the gate allows)."""
     choice = config.provider.tool_choice
     if choice is None or choice in TOOL_CHOICES:
         return

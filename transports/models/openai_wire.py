@@ -138,10 +138,7 @@ def _tool_choice(
     if choice == "required":
         return choice
     if choice not in {tool.name for tool in request.tools}:
-        raise ProviderError(
-            f"tool_choice names {choice!r}, a tool the model is not offered "
-            "(not in the catalog, or disabled by posture)"
-        )
+        raise ProviderError(f"tool_choice names {choice!r}, a tool this request does not offer")
     return {"type": "function", "function": {"name": names.to_wire(choice)}}
 
 
