@@ -16,6 +16,7 @@ import msgspec
 from actors.provider import ToolCall, Usage
 from actors.run_fold import RunState
 from actors.tool_decider import interrupt as interrupt_invocation
+from actors.tool_decider import recorded_name
 from actors.tool_fold import InvocationState
 from events.catalog import (
     Event,
@@ -205,10 +206,11 @@ def unusable_calls(calls: tuple[ToolCall, ...], finish_reason: str) -> str | Non
     A turn cut off at its token limit (``length``) may have cut a call anywhere, and arguments
     that are not JSON are not what the model meant to send: neither is proposed, and neither is
     sent back to the model (servers that parse the conversation refuse it). Empty arguments
-    read as ``{}``; JSON that does not fit the tool's schema is the tool's to refuse."""
+    read as ``{}``; JSON that does not fit the tool's schema is the tool's to refuse. Names are
+    given as :func:`~actors.tool_decider.recorded_name` records them."""
     if not calls:
         return None
-    names = ", ".join(f"{c.name} ({c.id})" for c in calls)
+    names = ", ".join(f"{recorded_name(c.name)} ({c.id})" for c in calls)
     if finish_reason == "length":
         return (
             f"the model's turn was cut off at its token limit (finish_reason length) in tool "
@@ -220,8 +222,8 @@ def unusable_calls(calls: tuple[ToolCall, ...], finish_reason: str) -> str | Non
                 msgspec.json.decode(call.arguments)
             except msgspec.DecodeError as exc:
                 return (
-                    f"the model's arguments for {call.name} ({call.id}) are not valid JSON "
-                    f"({exc}); no call of the turn was made"
+                    f"the model's arguments for {recorded_name(call.name)} ({call.id}) are not "
+                    f"valid JSON ({exc}); no call of the turn was made"
                 )
     return None
 

@@ -23,6 +23,7 @@ import pytest
 
 from tests.llm.conftest import Server
 from tests.transports.http.httpkit import MAX_BODY, Node, close_node
+from tests.transports.models.test_openai_runs import run
 from tools import build_catalog
 from transports.config import HttpConfig, NodeConfig, ProviderConfig, RunsConfig, ToolsSection
 from transports.http import start_http
@@ -86,16 +87,6 @@ def node_for(data_dir: Path) -> Iterator[Any]:
     finally:
         for node in nodes:
             close_node(node)
-
-
-def run(node: Node, text: str) -> dict[str, list[dict[str, Any]]]:
-    """Start a run and follow it to its end: its events (run's and tools') by kind."""
-    run_id = node.start(text)
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for event in node.finish(run_id):
-        if event.event and event.data:
-            by_kind.setdefault(event.event, []).append(event.entry["event"])
-    return by_kind
 
 
 def test_a_forced_echo_call_is_made_fed_back_and_the_run_ends_done(

@@ -9,9 +9,9 @@ headers and JSON body are recorded.
 Servers other than OpenAI differ in what they send and what they refuse (docs/providers.md,
 "Known server differences"): the ``*_tool_stream`` helpers write a tool call the way each one
 streams it, and :attr:`FakeOpenAI.refuses` makes the fake answer a request the way a stricter
-server does (``null_content``: llama-cpp-python's 500 for an assistant message whose content is
-null; ``bad_arguments``: llama-server's 500 for tool-call arguments in the conversation that are
-not JSON).
+server does (``string_content``: llama-cpp-python's 500 for an assistant message with tool calls
+whose content is null or absent; ``bad_arguments``: llama-server's 500 for tool-call arguments
+in the conversation that are not JSON).
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ class FakeOpenAI:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
         self.refuses: set[str] = set()
-        """What the fake answers with a server's error: ``null_content``, ``bad_arguments``."""
+        """What the fake answers with a server's error: ``string_content``, ``bad_arguments``."""
         self.disconnected = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -265,18 +265,18 @@ class FakeOpenAI:
         """The error a stricter server answers ``body`` with, if it would."""
         for message in body.get("messages", []):
             calls = message.get("tool_calls") or []
-            if "null_content" in self.refuses and calls and message.get("content", "") is None:
+            content = message.get("content")
+            if "string_content" in self.refuses and calls and not isinstance(content, str):
                 error = "[{'type': 'string_type', 'loc': ('body', 'messages', 1, 'content'), "
-                error += "'msg': 'Input should be a valid string', 'input': None}]"
+                error += f"'msg': 'Input should be a valid string', 'input': {content!r}}}]"
                 return Reply(status=500, body=json.dumps({"error": {"message": error}}).encode())
-            for call in calls:
+            for call in calls if "bad_arguments" in self.refuses else ():
                 try:
                     json.loads(call["function"]["arguments"] or "{}")
                 except ValueError as exc:
-                    if "bad_arguments" in self.refuses:
-                        error = f"Failed to parse tool call arguments as JSON: {exc}"
-                        payload = {"error": {"code": 500, "message": error, "type": "server_error"}}
-                        return Reply(status=500, body=json.dumps(payload).encode())
+                    error = f"Failed to parse tool call arguments as JSON: {exc}"
+                    payload = {"error": {"code": 500, "message": error, "type": "server_error"}}
+                    return Reply(status=500, body=json.dumps(payload).encode())
         return None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:

@@ -27,7 +27,7 @@ from transports.runtime import open_runtime
 @pytest.fixture
 def strict_model(fake_openai: FakeOpenAI) -> FakeOpenAI:
     """The fake, refusing what llama-cpp-python and llama-server refuse."""
-    fake_openai.refuses |= {"null_content", "bad_arguments"}
+    fake_openai.refuses |= {"string_content", "bad_arguments"}
     return fake_openai
 
 

@@ -96,10 +96,8 @@ def test_llama_cpp_python_cut_arguments_finish_as_tool_calls_and_come_out_as_sen
     ]
 
 
-def test_an_assistant_turn_with_calls_sends_string_content_where_null_is_refused(
-    fake_openai: Any,
-) -> None:
-    fake_openai.refuses.add("null_content")  # llama-cpp-python: 500, "a valid string"
+def test_llama_cpp_python_gets_string_content_beside_tool_calls(fake_openai: Any) -> None:
+    fake_openai.refuses.add("string_content")  # null or absent: 500
 
     events = stream_all(config(fake_openai), AFTER_A_CALL)
 
@@ -113,13 +111,15 @@ def test_an_assistant_turn_with_calls_sends_string_content_where_null_is_refused
     }
 
 
-def test_the_fake_refuses_null_content_as_llama_cpp_python_does(fake_openai: Any) -> None:
-    # The check above can fail: a request with null content beside tool_calls is refused.
-    fake_openai.refuses.add("null_content")
+@pytest.mark.parametrize("content", [{"content": None}, {}], ids=["null", "absent"])
+def test_the_fake_refuses_what_llama_cpp_python_refuses(
+    fake_openai: Any, content: dict[str, Any]
+) -> None:
+    # The check above can fail: null or absent content beside tool_calls is refused.
+    fake_openai.refuses.add("string_content")
     fake_openai.queue(fake_openai.reply())
     call = {"id": "x", "type": "function", "function": {"name": "echo", "arguments": "{}"}}
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    body = {"model": "m", "messages": [message]}
+    body = {"model": "m", "messages": [{"role": "assistant", **content, "tool_calls": [call]}]}
     request = urllib.request.Request(
         f"{fake_openai.base_url}/chat/completions",
         data=json.dumps(body).encode(),
