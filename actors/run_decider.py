@@ -16,6 +16,7 @@ import msgspec
 from actors.provider import ToolCall, Usage
 from actors.run_fold import RunState
 from actors.tool_decider import interrupt as interrupt_invocation
+from actors.tool_decider import recorded_name
 from actors.tool_fold import InvocationState
 from events.catalog import (
     Event,
@@ -199,21 +200,54 @@ def resumed(state: RunState, step: Resume) -> RunResumed:
     return RunResumed(run_id=state.run_id, approval_id=step.approval_id)
 
 
+def unusable_calls(calls: tuple[ToolCall, ...], finish_reason: str) -> str | None:
+    """Why the calls of a turn cannot be made, or None when they can.
+
+    A turn cut off at its token limit (``length``) may have cut a call anywhere, and arguments
+    that are not JSON are not what the model meant to send: neither is proposed, and neither is
+    sent back to the model (servers that parse the conversation refuse it). Empty arguments
+    read as ``{}``; JSON that does not fit the tool's schema is the tool's to refuse. Names are
+    given as :func:`~actors.tool_decider.recorded_name` records them."""
+    if not calls:
+        return None
+    names = ", ".join(f"{recorded_name(c.name)} ({c.id})" for c in calls)
+    if finish_reason == "length":
+        return (
+            f"the model's turn was cut off at its token limit (finish_reason length) in tool "
+            f"calls {names}; none was made (a larger [provider] max_tokens may help)"
+        )
+    for call in calls:
+        if call.arguments.strip():
+            try:
+                msgspec.json.decode(call.arguments)
+            except msgspec.DecodeError as exc:
+                return (
+                    f"the model's arguments for {recorded_name(call.name)} ({call.id}) are not "
+                    f"valid JSON ({exc}); no call of the turn was made"
+                )
+    return None
+
+
 def finish_turn(
     state: RunState, turn: int, usage: Usage, calls: tuple[ToolCall, ...], finish_reason: str
 ) -> tuple[Event, ...]:
     """The events that close a turn, once all its output is on the tape: ``run.turn_completed``,
-    then the run's end when the model gave a final answer or proposed more calls than the
-    budget has left."""
+    then the run's end when the model gave a final answer, proposed more calls than the budget
+    has left, or calls that cannot be made (:func:`unusable_calls`: the run fails
+    ``provider_error`` with the reason, the turn is recorded with no calls)."""
+    unusable = unusable_calls(calls, finish_reason)
+    kept = () if unusable else calls
     completed = RunTurnCompleted(
         run_id=state.run_id,
         turn=turn,
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
-        tool_calls=len(calls),
+        tool_calls=len(kept),
         finish_reason=finish_reason,
-        calls=tuple({"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls),
+        calls=tuple({"id": c.id, "name": c.name, "arguments": c.arguments} for c in kept),
     )
+    if unusable:
+        return completed, end(state, "failed", "provider_error", unusable, closing=usage)
     if not calls:
         answer = "".join(state.output)
         return completed, end(state, "completed", "final_answer", answer, closing=usage)

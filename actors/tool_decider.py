@@ -30,19 +30,24 @@ from tools import ToolResult
 MAX_ARGUMENT_TEXT = 64 * 1024
 
 
+def recorded_name(name: str) -> str:
+    """A tool name a model proposed, as it may be recorded: itself when it is a valid tool name,
+    else ``invalid_tool_name`` (a model can say anything, a secret included)."""
+    return name if TOOL_NAME.problem(name, looks_secret) is None else INVALID_TOOL_NAME
+
+
 def propose(
     state: InvocationState, call: ToolCall, *, run_id: str, session_id: str
 ) -> ToolProposed:
     """``tool.proposed``: the call as the model made it (arguments decoded when they parse).
-    A name that is not a valid tool name (a model can say anything, a secret included) is
-    recorded as ``invalid_tool_name``: the journal stores tool names in clear, and the call is
-    refused as an unknown tool either way."""
+    The name is :func:`recorded_name`: the journal stores tool names in clear, and a call whose
+    name is not valid is refused as an unknown tool either way."""
     return ToolProposed(
         invocation_id=state.invocation_id,
         run_id=run_id,
         session_id=session_id,
         call_id=call.id,
-        tool=call.name if TOOL_NAME.problem(call.name, looks_secret) is None else INVALID_TOOL_NAME,
+        tool=recorded_name(call.name),
         arguments=parse_arguments(call.arguments),
     )
 

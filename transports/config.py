@@ -23,6 +23,7 @@ from actors.learning import LearningSettings
 from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from tools import ToolsConfig
+from transports.models.openai_wire import check_options
 
 
 class ConfigError(Exception):
@@ -55,6 +56,26 @@ class ProviderConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=T
     """Name of the environment variable holding the API key (the key itself is never in config)."""
     timeout_s: float = 60.0
     max_retries: int = 2
+    max_tokens: int | None = None
+    """Completion tokens a run's model turn may use; unset: the server's default (on llama.cpp
+    the whole context, docs/providers.md)."""
+    temperature: float | None = None
+    """0 to 2; unset: the server's default."""
+    tool_choice: str | None = None
+    """``auto``, ``required``, ``none`` or the tool the model must call on a turn answering the
+    person; unset: not sent (docs/providers.md)."""
+    stream: bool = True
+    """``false``: whole completions (usage from servers that report it only then)."""
+    extra_body: dict[str, Any] = {}
+    """Server-specific request fields (``{ top_k = 40 }``); never one of reel's own."""
+
+    def __post_init__(self) -> None:
+        check_options(
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            tool_choice=self.tool_choice,
+            extra_body=self.extra_body,
+        )
 
 
 class RunsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -450,4 +471,8 @@ def _describe(exc: msgspec.ValidationError) -> tuple[str, str]:
     if unknown:
         key = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
         return key, "unknown key"
+    # A table's own check (``__post_init__``) says ``<key>: <problem>``.
+    own = re.fullmatch(r"([a-z][a-z0-9_]*): (.+)", message, re.DOTALL)
+    if own and path:
+        return f"{path}.{own.group(1)}", own.group(2)
     return path or "(top level)", message

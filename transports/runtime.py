@@ -36,6 +36,7 @@ from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
 from transports.memory import NodeMemory
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
+from transports.models.openai_wire import TOOL_CHOICES
 from transports.private_dir import make_private
 from transports.tokens import load_tokens
 
@@ -117,10 +118,34 @@ def make_provider(config: NodeConfig) -> ModelProvider:
                 api_key=api_key,
                 timeout_s=p.timeout_s,
                 max_retries=p.max_retries,
+                stream=p.stream,
+                max_tokens=p.max_tokens,
+                temperature=p.temperature,
+                tool_choice=p.tool_choice,
+                extra_body=p.extra_body,
             )
         )
     except ValueError as exc:
         raise ConfigError(f"config key provider.{exc}") from None
+
+
+def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
+    """``[provider] tool_choice`` naming a tool must name one the model is offered: in the
+    catalog and not ``disabled`` by ``[tools] postures`` (what runs are offered is fixed when the
+    node starts; a session's posture only changes what the gate allows)."""
+    choice = config.provider.tool_choice
+    if choice is None or choice in TOOL_CHOICES:
+        return
+    specs = {spec.name: spec for spec in catalog.specs()}
+    spec = specs.get(choice)
+    if spec is None:
+        names = ", ".join(sorted(specs))
+        raise ConfigError(f"config key provider.tool_choice: no tool {choice!r} (tools: {names})")
+    if gate.posture(spec) == "disabled":
+        raise ConfigError(
+            f"config key provider.tool_choice: {choice!r} is disabled (tools.postures), so the "
+            "model is never offered it"
+        )
 
 
 def load_embedder(config: NodeConfig) -> Embedder:
@@ -207,6 +232,7 @@ def open_runtime(
     unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
     if unknown:
         raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
+    check_tool_choice(cfg, catalog, gate)
     model = provider or make_provider(cfg)
     channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
     journal = open_journal(data_dir, cfg, on_tampered)

@@ -104,16 +104,23 @@ def test_an_unknown_tool_is_denied_and_reported_to_the_model(kit: NodeKit) -> No
 
 
 def test_arguments_failing_the_schema_are_invalid_and_name_the_field(kit: NodeKit) -> None:
-    ticket, end = kit.run('x\n/tool echo {"text": 5}\n/tool echo {"txt": "y"}\n/tool echo {oops')
+    ticket, end = kit.run('x\n/tool echo {"text": 5}\n/tool echo {"txt": "y"}')
     completed = kit.events(ticket.run_id, "tool.completed")
-    assert [c.error_kind for c in completed] == ["invalid", "invalid", "invalid"]
+    assert [c.error_kind for c in completed] == ["invalid", "invalid"]
     assert "$.text" in (completed[0].error or "")
     assert "txt" in (completed[1].error or "")
-    assert "malformed JSON" in (completed[2].error or "")
     assert kit.events(ticket.run_id, "tool.decided") == []  # nothing invalid reaches policy
-    proposed = kit.events(ticket.run_id, "tool.proposed")
-    assert proposed[2].arguments == "{oops"  # unparsable arguments are recorded verbatim
     assert isinstance(end, RunCompleted)
+
+
+def test_arguments_that_are_not_json_make_no_call_and_fail_the_run(kit: NodeKit) -> None:
+    ticket, end = kit.run('x\n/tool echo {"text": "fine"}\n/tool echo {"text": "cut')
+    assert kit.events(ticket.run_id, "tool.proposed") == []  # not even the valid one
+    (turn,) = kit.events(ticket.run_id, "run.turn_completed")
+    assert (turn.tool_calls, turn.calls, turn.finish_reason) == (0, (), "tool_calls")
+    assert isinstance(end, RunFailed) and end.reason == "provider_error"
+    assert "arguments for echo (call_2) are not valid JSON" in end.message
+    assert (end.turns, end.tool_calls) == (1, 0)
 
 
 def test_max_turns_stops_a_tool_loop(make_node: MakeNode) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from actors import InvalidCommand
 from actors.messages import ResolveApproval
-from events.catalog import ApprovalResolved, RunCompleted, ToolCompleted, ToolProposed
+from events.catalog import ApprovalResolved, RunCompleted, RunFailed, ToolCompleted, ToolProposed
 from events.fields import INVALID_TOOL_NAME
 from tests.actors.conftest import MakeNode
 
@@ -34,7 +34,7 @@ def test_an_approval_reason_is_stored_redacted(make_node: MakeNode) -> None:
     assert SECRET.encode() not in journal_bytes(kit.root)
 
 
-@pytest.mark.parametrize("name", [SECRET, "Bad Name!", "fs.read/../../x", "a" * 200])
+@pytest.mark.parametrize("name", [SECRET, "Bad-Name!", "fs.read/../../x", "a" * 200])
 def test_a_tool_name_the_model_invents_is_never_stored_as_is(
     make_node: MakeNode, name: str
 ) -> None:
@@ -45,6 +45,17 @@ def test_a_tool_name_the_model_invents_is_never_stored_as_is(
     assert isinstance(proposed, ToolProposed) and proposed.tool == INVALID_TOOL_NAME
     (completed,) = kit.events(ticket.run_id, "tool.completed")
     assert isinstance(completed, ToolCompleted) and completed.error_kind == "unknown_tool"
+    kit.close()
+    assert SECRET.encode() not in journal_bytes(kit.root)
+
+
+def test_an_invented_name_in_a_call_that_cannot_be_made_is_not_stored_as_is(
+    make_node: MakeNode,
+) -> None:
+    kit = make_node()
+    _, end = kit.run(f'call it\n/tool {SECRET} {{"text": "cut')
+    assert isinstance(end, RunFailed) and end.reason == "provider_error"
+    assert end.message.startswith(f"the model's arguments for {INVALID_TOOL_NAME} (call_1) ")
     kit.close()
     assert SECRET.encode() not in journal_bytes(kit.root)
 

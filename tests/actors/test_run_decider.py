@@ -619,7 +619,7 @@ def test_finish_turn_with_too_many_calls_fails_the_run() -> None:
 
 def test_finish_turn_with_calls_within_budget_only_completes_the_turn() -> None:
     state = _after_one_tool_turn(max_tool_calls=3)
-    calls = (call(2), ToolCall(id="c3", name="fs.read", arguments="not json"))
+    calls = (call(2), ToolCall(id="c3", name="fs.read", arguments='"not an object"'))
     events = finish_turn(state, 2, Usage(prompt_tokens=1, completion_tokens=1), calls, "tool_calls")
     assert events == (
         RunTurnCompleted(
@@ -631,7 +631,7 @@ def test_finish_turn_with_calls_within_budget_only_completes_the_turn() -> None:
             finish_reason="tool_calls",
             calls=(
                 {"id": "c2", "name": "shell", "arguments": '{"n": 2}'},
-                {"id": "c3", "name": "fs.read", "arguments": "not json"},
+                {"id": "c3", "name": "fs.read", "arguments": '"not an object"'},
             ),
         ),
     )
@@ -639,6 +639,53 @@ def test_finish_turn_with_calls_within_budget_only_completes_the_turn() -> None:
     assert state.turns[-1].calls == calls
     assert state.turns[-1].text == "The answer is 42."
     assert next_step(state) == StartTool(call(2))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "finish_reason", "why"),
+    [
+        ('{"path": "a', "tool_calls", "arguments for fs.read (c3) are not valid JSON (Input"),
+        ("{'path': 'a'}", "tool_calls", "arguments for fs.read (c3) are not valid JSON"),
+        ('{"path": "a"}', "length", "cut off at its token limit (finish_reason length) in tool"),
+    ],
+)
+def test_finish_turn_with_calls_that_cannot_be_made_fails_the_run(
+    arguments: str, finish_reason: str, why: str
+) -> None:
+    state = _after_one_tool_turn()
+    calls = (call(2), ToolCall(id="c3", name="fs.read", arguments=arguments))
+    usage = Usage(prompt_tokens=1, completion_tokens=40)
+
+    turn, failed = finish_turn(state, 2, usage, calls, finish_reason)
+
+    assert turn == RunTurnCompleted(
+        run_id=RUN,
+        turn=2,
+        prompt_tokens=1,
+        completion_tokens=40,
+        tool_calls=0,
+        finish_reason=finish_reason,
+        calls=(),
+    )
+    assert isinstance(failed, RunFailed) and failed.reason == "provider_error"
+    assert why in failed.message and "made" in failed.message
+    assert (failed.turns, failed.tool_calls, failed.completion_tokens) == (2, 1, 42)
+    for event in (turn, failed):
+        state = apply(state, Recorded(event, RUN_STREAM, 0))
+    assert state.status is RunStatus.FAILED and state.turns[-1].calls == ()
+    assert next_step(state) == Ended()
+
+
+@pytest.mark.parametrize("arguments", ["", "  ", "{}", "[1]", '{"path": 5}'])
+def test_empty_or_any_json_arguments_are_for_the_tool_to_judge(arguments: str) -> None:
+    calls = (ToolCall(id="c3", name="fs.read", arguments=arguments),)
+    (turn,) = finish_turn(_after_one_tool_turn(), 2, Usage(1, 1), calls, "tool_calls")
+    assert isinstance(turn, RunTurnCompleted) and turn.tool_calls == 1
+
+
+def test_a_text_answer_cut_off_at_length_still_completes_the_run() -> None:
+    _, completed = finish_turn(_after_one_tool_turn(), 2, Usage(1, 1), (), "length")
+    assert isinstance(completed, RunCompleted) and completed.answer == "The answer is 42."
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ Directives, one per line, read from the latest ``user`` message (other lines are
 
     /tool NAME JSON       propose a call of NAME with JSON as its arguments (JSON defaults to {});
                           several lines propose several calls in one turn. Invalid JSON is passed
-                          through verbatim, so the loop's argument validation can be exercised.
+                          through verbatim, so the run's refusal of it can be exercised.
     /tool-loop NAME JSON  propose this call on every turn, forever (exercises max_turns and
                           max_tool_calls budgets).
     /sleep MS             wait MS milliseconds before answering, on every turn (cancellable;

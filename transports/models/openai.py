@@ -1,7 +1,8 @@
 """OpenAI-compatible chat completions over aiohttp: streaming, tool calls, usage, retries.
 
-Works with any server that speaks ``POST {base_url}/chat/completions`` with ``stream: true``
-(OpenAI, llama.cpp's server, vLLM, Ollama's OpenAI endpoint, ...).
+Works with any server that speaks ``POST {base_url}/chat/completions``, streamed or whole
+(OpenAI, llama.cpp's server, llama-cpp-python's, vLLM, Ollama's OpenAI endpoint, ...; how each
+differs is the "Known server differences" table of docs/providers.md).
 
 Failure handling, in one place:
 
@@ -33,6 +34,7 @@ import random
 import re
 import time
 from collections.abc import AsyncGenerator, Mapping
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -41,6 +43,7 @@ from actors.provider import ProviderError, ProviderEvent, ProviderRequest, Provi
 from transports.logs import fields
 from transports.models.openai_wire import (
     StreamAssembler,
+    check_options,
     decode_completion,
     encode_request,
     error_message,
@@ -83,6 +86,18 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True):
     stream: bool = True
     """Stream the answer (SSE). ``False`` asks for the whole completion at once: one text delta,
     but usage from servers that do not report it when streaming (llama-cpp-python)."""
+    max_tokens: int | None = None
+    """Completion limit of a request that sets none itself (a run's turns); None: the server's
+    default, which on llama.cpp is the whole context."""
+    temperature: float | None = None
+    """Sampling temperature, 0 to 2; None: the server's default."""
+    tool_choice: str | None = None
+    """``auto``, ``required``, ``none`` or the catalog name of the tool the model must call;
+    None: sent not at all. ``required`` and a name force a call only on a turn answering the
+    person, not after tool results (:func:`~transports.models.openai_wire.encode_request`)."""
+    extra_body: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Server-specific fields merged into every request body (``top_k``, ``cache_prompt``,
+    ...); none of reel's own (:data:`~transports.models.openai_wire.OWN_FIELDS`)."""
     extra_headers: dict[str, str] = msgspec.field(default_factory=dict)
     """Sent on every request (e.g. ``OpenAI-Organization``); cannot override Authorization."""
 
@@ -102,6 +117,12 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True):
                 raise ValueError(f"{field}: must be greater than 0, got {value}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries: must be 0 or more, got {self.max_retries}")
+        check_options(
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            tool_choice=self.tool_choice,
+            extra_body=self.extra_body,
+        )
         for field, value in (
             ("backoff_base_s", self.backoff_base_s),
             ("backoff_max_s", self.backoff_max_s),
@@ -123,6 +144,8 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True):
             f"timeout_s={self.timeout_s!r}, stream_timeout_s={self.stream_timeout_s!r}, "
             f"max_retries={self.max_retries!r}, backoff_base_s={self.backoff_base_s!r}, "
             f"backoff_max_s={self.backoff_max_s!r}, stream={self.stream!r}, "
+            f"max_tokens={self.max_tokens!r}, temperature={self.temperature!r}, "
+            f"tool_choice={self.tool_choice!r}, extra_body={sorted(self.extra_body)!r}, "
             f"extra_headers={sorted(self.extra_headers)!r})"
         )
 
@@ -211,7 +234,17 @@ class OpenAIProvider:
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
         """Stream one chat completion; see :class:`~actors.provider.ModelProvider`."""
         names = ToolNameMap(tool.name for tool in request.tools)
-        payload = encode_request(request, self._config.model, names, stream=self._config.stream)
+        config = self._config
+        payload = encode_request(
+            request,
+            config.model,
+            names,
+            stream=config.stream,
+            max_tokens=config.max_tokens,
+            temperature=config.temperature,
+            tool_choice=config.tool_choice,
+            extra_body=config.extra_body,
+        )
         body = msgspec.json.encode(payload)
         session = self._client()
         attempts = self._config.max_retries + 1

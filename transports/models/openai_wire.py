@@ -1,12 +1,16 @@
 """The OpenAI chat-completions wire format: request bodies out, stream chunks in.
 
 Pure translation, no I/O: :func:`encode_request` builds the JSON body of
-``POST /chat/completions``; :class:`StreamAssembler` turns the ``data`` payloads of the SSE
-stream into provider events (text deltas as they come, tool calls once complete, one usage, one
-turn end); :func:`decode_completion` does the same for a whole, non-streamed completion (for
-servers that report usage only there, such as llama-cpp-python's); :func:`error_message` pulls
-the server's explanation out of an error body. Tool
-names are mapped through a :class:`~transports.models.tool_names.ToolNameMap` both ways.
+``POST /chat/completions`` (:func:`check_options` validates what an operator may add to it);
+:class:`StreamAssembler` turns the ``data`` payloads of the SSE stream into provider events (text
+deltas as they come, tool calls once complete, one usage, one turn end); :func:`decode_completion`
+does the same for a whole, non-streamed completion (for servers that report usage only there,
+such as llama-cpp-python's); :func:`error_message` pulls the server's explanation out of an error
+body. Tool names are mapped through a :class:`~transports.models.tool_names.ToolNameMap` both
+ways.
+
+What the servers people run send differently, and what is done about it here, is the table
+"Known server differences" in docs/providers.md; each row has a wire-level test.
 """
 
 from __future__ import annotations
@@ -29,9 +33,66 @@ from actors.provider import (
 )
 from transports.models.tool_names import ToolNameMap
 
-__all__ = ["StreamAssembler", "decode_completion", "encode_request", "error_message"]
+__all__ = [
+    "OWN_FIELDS",
+    "TOOL_CHOICES",
+    "StreamAssembler",
+    "check_options",
+    "decode_completion",
+    "encode_request",
+    "error_message",
+]
 
 _MAX_ERROR_TEXT = 300
+
+TOOL_CHOICES = ("auto", "required", "none")
+"""The ``tool_choice`` keywords; any other value names the one tool the model must call."""
+OWN_FIELDS = frozenset(
+    [
+        "model",
+        "messages",
+        "stream",
+        "stream_options",
+        "tools",
+        "tool_choice",
+        "max_tokens",
+        "temperature",
+    ]
+)
+"""Request fields reel writes itself: ``extra_body`` may not set them."""
+_TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def check_options(
+    *,
+    max_tokens: int | None,
+    temperature: float | None,
+    tool_choice: str | None,
+    extra_body: dict[str, Any],
+) -> None:
+    """Raise ``ValueError("<field>: <problem>")`` for a value no request may carry.
+
+    ``tool_choice``: ``auto``, ``required``, ``none`` or a tool's catalog name (``fs.read``).
+    ``extra_body`` may not name a field of :data:`OWN_FIELDS`: reel's conversation, tools and
+    model are never overridden from configuration.
+    """
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens: must be 1 or more, got {max_tokens}")
+    if temperature is not None and not 0 <= temperature <= 2:
+        raise ValueError(f"temperature: must be between 0 and 2, got {temperature}")
+    if tool_choice is not None and not (
+        tool_choice in TOOL_CHOICES or _TOOL_NAME.fullmatch(tool_choice)
+    ):
+        raise ValueError(
+            f"tool_choice: must be {', '.join(TOOL_CHOICES)} or a tool name, got {tool_choice!r}"
+        )
+    taken = sorted(OWN_FIELDS.intersection(extra_body))
+    if taken:
+        raise ValueError(
+            f"extra_body: may not set {', '.join(taken)}: reel writes "
+            f"{', '.join(sorted(OWN_FIELDS))} itself (model, stream, max_tokens, temperature and "
+            "tool_choice have [provider] keys of their own)"
+        )
 
 
 def _encode_message(message: ChatMessage, names: ToolNameMap) -> dict[str, Any]:
@@ -44,7 +105,9 @@ def _encode_message(message: ChatMessage, names: ToolNameMap) -> dict[str, Any]:
     if message.role == "assistant" and message.tool_calls:
         return {
             "role": "assistant",
-            "content": message.content or None,
+            # A string, never null: llama-cpp-python refuses null beside tool_calls (500), and
+            # its templates fail on an absent one; "" reads as no text everywhere.
+            "content": message.content,
             "tool_calls": [
                 {
                     "id": call.id,
@@ -57,15 +120,49 @@ def _encode_message(message: ChatMessage, names: ToolNameMap) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
+def _tool_choice(
+    choice: str | None, request: ProviderRequest, names: ToolNameMap
+) -> str | dict[str, Any] | None:
+    """The wire ``tool_choice`` for ``request``, or None to send none.
+
+    Only with tools. A choice that forces a call (``required``, a tool's name) applies to a turn
+    that answers the person; a turn that follows tool results sends none (the server's default,
+    ``auto`` on OpenAI), or the run could never give its answer.
+    """
+    if choice is None or not request.tools:
+        return None
+    if choice in ("auto", "none"):
+        return choice
+    if request.messages and request.messages[-1].role == "tool":
+        return None
+    if choice == "required":
+        return choice
+    if choice not in {tool.name for tool in request.tools}:
+        raise ProviderError(f"tool_choice names {choice!r}, a tool this request does not offer")
+    return {"type": "function", "function": {"name": names.to_wire(choice)}}
+
+
 def encode_request(
-    request: ProviderRequest, model: str, names: ToolNameMap, *, stream: bool = True
+    request: ProviderRequest,
+    model: str,
+    names: ToolNameMap,
+    *,
+    stream: bool = True,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    tool_choice: str | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON body for a chat completion of ``request`` (streamed unless ``stream=False``).
 
-    ``model`` is used when the request names none. Tool names are written through ``names``,
-    which must be the table the response will be decoded with.
+    ``model`` is used when the request names none, ``max_tokens`` when it sets no limit of its
+    own. ``tool_choice`` is applied as :func:`_tool_choice` says. ``extra_body`` (checked by
+    :func:`check_options`) is merged in under reel's own fields, which win. Tool names are
+    written through ``names``, which must be the table the response will be decoded with.
     """
+    extra = {k: v for k, v in (extra_body or {}).items() if k not in OWN_FIELDS}
     body: dict[str, Any] = {
+        **extra,
         "model": request.model or model,
         "messages": [_encode_message(m, names) for m in request.messages],
         "stream": stream,
@@ -84,8 +181,14 @@ def encode_request(
             }
             for tool in request.tools
         ]
-    if request.max_tokens is not None:
-        body["max_tokens"] = request.max_tokens
+    choice = _tool_choice(tool_choice, request, names)
+    if choice is not None:
+        body["tool_choice"] = choice
+    limit = request.max_tokens if request.max_tokens is not None else max_tokens
+    if limit is not None:
+        body["max_tokens"] = limit
+    if temperature is not None:
+        body["temperature"] = temperature
     return body
 
 
@@ -250,11 +353,20 @@ class StreamAssembler:
     and complete tool calls when the choice finishes. :attr:`done` turns true at ``[DONE]``.
     :meth:`finish` returns the closing usage and turn end, or raises when the stream ended
     before the server said why it finished.
+
+    Tool-call fragments are assembled by ``index``, as OpenAI sends them: the first fragment of
+    a call carries its id and name, the others pieces of its arguments. Two departures are
+    read as the servers mean them: a fragment repeating the call's complete name (and id) is a
+    repeat, not more of the name (llama-cpp-python sends both in every fragment); a fragment
+    with another id at an index already in use starts a new call (Ollama sends every call
+    whole, at index 0 or with no index).
     """
 
     def __init__(self, names: ToolNameMap) -> None:
         self._names = names
-        self._calls: dict[int, _PartialCall] = {}
+        self._calls: list[_PartialCall] = []
+        self._at: dict[int, _PartialCall] = {}
+        """The call each wire index currently continues."""
         self._usage: Usage | None = None
         self._finish_reason: str | None = None
         self.done = False
@@ -304,25 +416,28 @@ class StreamAssembler:
         return events
 
     def _absorb(self, fragment: _ToolCallDelta) -> None:
-        call = self._calls.setdefault(fragment.index, _PartialCall())
-        if fragment.id:
+        call = self._at.get(fragment.index)
+        if call is None or (fragment.id and call.id and fragment.id != call.id):
+            call = self._at[fragment.index] = _PartialCall()
+            self._calls.append(call)
+        if fragment.id and not call.id:
             call.id = fragment.id
-        if fragment.function is not None:
-            if fragment.function.name:
-                call.name += fragment.function.name
-            if fragment.function.arguments:
-                call.arguments += fragment.function.arguments
+        function = fragment.function
+        if function is not None:
+            if function.name and function.name != call.name:
+                call.name += function.name
+            if function.arguments:
+                call.arguments += function.arguments
 
     def _complete_calls(self) -> list[ProviderEvent]:
-        events: list[ProviderEvent] = []
-        for index in sorted(self._calls):
-            call = self._calls[index]
-            events.append(
-                ToolCall(
-                    id=call.id or f"call_{uuid.uuid4().hex[:24]}",
-                    name=self._names.from_wire(call.name),
-                    arguments=call.arguments,
-                )
+        events: list[ProviderEvent] = [
+            ToolCall(
+                id=call.id or f"call_{uuid.uuid4().hex[:24]}",
+                name=self._names.from_wire(call.name),
+                arguments=call.arguments,
             )
+            for call in self._calls
+        ]
         self._calls.clear()
+        self._at.clear()
         return events

@@ -5,6 +5,13 @@ the client with ``asyncio.run`` on the main thread. Replies are scripted with :c
 (status, headers, body, or the exact SSE byte pieces to stream); with no reply queued it
 streams an echo of the last user message, word by word, as OpenAI does. Every request's
 headers and JSON body are recorded.
+
+Servers other than OpenAI differ in what they send and what they refuse (docs/providers.md,
+"Known server differences"): the ``*_tool_stream`` helpers write a tool call the way each one
+streams it, and :attr:`FakeOpenAI.refuses` makes the fake answer a request the way a stricter
+server does (``string_content``: llama-cpp-python's 500 for an assistant message with tool calls
+whose content is null or absent; ``bad_arguments``: llama-server's 500 for tool-call arguments
+in the conversation that are not JSON).
 """
 
 from __future__ import annotations
@@ -111,6 +118,57 @@ def tool_stream(calls: list[tuple[str, str, str]], fragment: int = 4) -> list[by
     return chunks
 
 
+def llama_cpp_python_tool_stream(name: str, call_id: str, pieces: list[str]) -> list[bytes]:
+    """How llama-cpp-python 0.3 (``--chat_format chatml-function-calling``, a tool forced by
+    ``tool_choice``) streams one call: every fragment repeats the complete name and id (and a
+    legacy ``function_call``), the finish reason is ``tool_calls`` even when ``max_tokens`` cut
+    the arguments, and there is no usage chunk."""
+
+    def fragment(arguments: str) -> dict[str, Any]:
+        return {
+            "role": None,
+            "content": None,
+            "function_call": {"name": name, "arguments": arguments},
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            ],
+        }
+
+    blank = {"role": "assistant", "content": None, "function_call": None, "tool_calls": None}
+    closing = {"role": None, "content": None, "function_call": None, "tool_calls": None}
+    return [
+        _chunk(blank),
+        *(_chunk(fragment(piece)) for piece in pieces),
+        _chunk(closing, "tool_calls"),
+        DONE,
+    ]
+
+
+def ollama_tool_stream(
+    calls: list[tuple[str, str, str]], *, index: bool = True, finish: str = "tool_calls"
+) -> list[bytes]:
+    """How Ollama's ``/v1/chat/completions`` streams tool calls: each call whole, in a chunk of
+    its own, every one at index 0 (0.20; ``index=False``: no index at all, up to 0.4.6); the
+    streamed finish reason was ``stop`` before Ollama's PR #7963 (``finish``)."""
+    chunks = []
+    for call_id, name, arguments in calls:
+        call: dict[str, Any] = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+        if index:
+            call["index"] = 0
+        chunks.append(_chunk({"role": "assistant", "content": "", "tool_calls": [call]}))
+    closing = _chunk({"role": "assistant", "content": ""}, finish)
+    return [*chunks, closing, _usage_chunk(30, 9), DONE]
+
+
 def completion_reply(
     message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
 ) -> Reply:
@@ -135,13 +193,18 @@ class FakeOpenAI:
 
     text_stream = staticmethod(text_stream)
     tool_stream = staticmethod(tool_stream)
+    llama_cpp_python_tool_stream = staticmethod(llama_cpp_python_tool_stream)
+    ollama_tool_stream = staticmethod(ollama_tool_stream)
     completion_reply = staticmethod(completion_reply)
     chunk = staticmethod(_chunk)
+    usage_chunk = staticmethod(_usage_chunk)
     DONE = DONE
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[Recorded] = []
+        self.refuses: set[str] = set()
+        """What the fake answers with a server's error: ``string_content``, ``bad_arguments``."""
         self.disconnected = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -198,10 +261,30 @@ class FakeOpenAI:
             return completion_reply(message, "stop", prompt, len(pieces))
         return Reply(pieces=text_stream(pieces, prompt_tokens=prompt))
 
+    def _refusal(self, body: dict[str, Any]) -> Reply | None:
+        """The error a stricter server answers ``body`` with, if it would."""
+        for message in body.get("messages", []):
+            calls = message.get("tool_calls") or []
+            content = message.get("content")
+            if "string_content" in self.refuses and calls and not isinstance(content, str):
+                error = "[{'type': 'string_type', 'loc': ('body', 'messages', 1, 'content'), "
+                error += f"'msg': 'Input should be a valid string', 'input': {content!r}}}]"
+                return Reply(status=500, body=json.dumps({"error": {"message": error}}).encode())
+            for call in calls if "bad_arguments" in self.refuses else ():
+                try:
+                    json.loads(call["function"]["arguments"] or "{}")
+                except ValueError as exc:
+                    error = f"Failed to parse tool call arguments as JSON: {exc}"
+                    payload = {"error": {"code": 500, "message": error, "type": "server_error"}}
+                    return Reply(status=500, body=json.dumps(payload).encode())
+        return None
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(Recorded(headers=dict(request.headers), body=body))
-        reply = self.replies.popleft() if self.replies else self._echo(body)
+        reply = self._refusal(body)
+        if reply is None:
+            reply = self.replies.popleft() if self.replies else self._echo(body)
         if reply.delay_before_headers_s:
             await asyncio.sleep(reply.delay_before_headers_s)
         if reply.status != 200 or reply.content_type == "application/json":

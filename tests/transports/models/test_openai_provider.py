@@ -174,7 +174,7 @@ def test_request_carries_tools_history_and_api_key(fake_openai: Any) -> None:
         {"role": "user", "content": "read a.txt"},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call_1",
