@@ -83,6 +83,7 @@ from transports.http.memory import (
     MemoryWriteRequest,
     MemoryWritten,
 )
+from transports.http.postures import SessionPostures
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
 
@@ -303,6 +304,14 @@ def _paths() -> dict[str, Any]:
             )
         },
         "/v1/sessions/{session_id}/postures": {
+            "get": _op(
+                "Every tool of the node with its posture in this session: the node's, the "
+                "session's override (who set it, when) and the one in force. session.read, "
+                "then tool.list.",
+                {200: _json(SessionPostures, "The tools by name.")},
+                (404,),
+                parameters=(session,),
+            ),
             "post": _op(
                 "Override one tool's posture for this session only (null removes it).",
                 {200: _json(SessionRecord, "The session.")},

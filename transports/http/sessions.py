@@ -1,5 +1,5 @@
 """``/v1/sessions``: list, read, create, send a message (start a run), reset, branch, compact,
-list checkpoints and restore one."""
+list checkpoints and restore one (postures: :mod:`transports.http.postures`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from actors.messages import (
     RestoreSession,
     RunTicket,
     SessionInfo,
-    SetSessionPosture,
     StartRun,
 )
 from projections import SessionFilter, SessionRecord
@@ -26,7 +25,6 @@ from transports.http.bodies import (
     BranchSessionRequest,
     CompactSessionRequest,
     CreateSessionRequest,
-    PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
     RunPage,
@@ -209,25 +207,6 @@ async def branch_session(request: web.Request) -> web.Response:
         )
     )
     return json_reply(await created_session(ctx, info.session_id), status=201)
-
-
-@routes.post("/v1/sessions/{session_id}/postures")
-async def set_session_posture(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
-    session_id = path_id(request, "session_id", "session")
-    body = await read_body(request, PostureRequest)
-    await session_record(ctx, session_id)
-    who = await permit(
-        request,
-        "posture.set",
-        ctx.authority.posture_scope(session_id, body.tool, body.posture or ""),
-    )
-    info: SessionInfo = await ctx.command(
-        SetSessionPosture(
-            session_id=session_id, tool=body.tool, posture=body.posture, principal=who.principal
-        )
-    )
-    return json_reply(await session_record(ctx, info.session_id, wait=True))
 
 
 @routes.post("/v1/sessions/{session_id}/compact")
