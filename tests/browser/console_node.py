@@ -7,10 +7,13 @@ test directory uses.)
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from transports.auth import load_or_create_token
 from transports.config import LearningSection, NodeConfig, ToolsSection
@@ -63,3 +66,22 @@ def running_console(data_dir: Path) -> Iterator[Console]:
                 server.close()
         finally:
             runtime.close(grace_s=5.0)
+
+
+def call(
+    console: Console, method: str, path: str, body: Any = None, token: str | None = None
+) -> Any:
+    """``method path`` on the console's node as ``token`` (the admin's by default): the JSON
+    answer (an HTTPError for a 4xx or 5xx)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        console.url + path,
+        data=data,
+        method=method,
+        headers={
+            "Authorization": f"Bearer {token or console.token}",
+            "Content-Type": "application/json",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.load(reply)

@@ -7,6 +7,7 @@
 // the page through textContent: no markup is ever built from data.
 
 const TOKEN_KEY = "reel.token";
+const NOTICE_KEY = "reel.notice";
 const APPROVALS_EVERY_MS = 1000;
 const SESSIONS_EVERY_MS = 3000;
 const RUNS_EVERY_MS = 2000;
@@ -471,11 +472,8 @@ function showLogin(message = "") {
 }
 
 function expire() {
-  if (!api.token) return;
-  forget();
-  showLogin(
-    "The token was not accepted (expired, revoked, or the node's token changed). Log in again.",
-  );
+  if (!state.me) return; // logging in: login() says it
+  forget("The token was not accepted (expired, revoked, or the node's token changed). Log in again.");
 }
 
 /** Log in with any token of the node: GET /v1/whoami says who it speaks for. */
@@ -485,7 +483,8 @@ async function login(token) {
   try {
     me = await api.get("/v1/whoami");
   } catch (exc) {
-    forget();
+    api.token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
     showLogin(
       exc.status === 401 ? "That token was not accepted." : `Cannot log in: ${exc.message}`,
     );
@@ -496,28 +495,19 @@ async function login(token) {
   start();
 }
 
-/** Drop the token and everything shown with it (the next login may be someone else). */
-function forget() {
-  api.token = "";
-  sessionStorage.removeItem(TOKEN_KEY);
-  state.me = null;
-  state.sessionId = null;
-  state.runId = null;
-  state.runSessionId = null;
-  state.sessionOwners.clear();
-  state.approvals.clear();
-  state.resolved.clear();
-  for (const id of ["sessions-list", "runs-list", "tape", "approvals-list", "history-list"])
-    clear($(id));
-  clear($("receipts"));
-  $("receipts-head").hidden = true;
-}
-
-function logout() {
+/**
+ * Drop the token and everything shown with it: the page is loaded again, so no control, list,
+ * decision or open run of this principal is left for whoever logs in next in this tab (the
+ * lists keep rendered items whose data did not change, with the controls of who drew them).
+ * `notice` is said on the login form of the new page.
+ */
+function forget(notice = "") {
   stopAll();
-  forget();
-  history.replaceState(null, "", location.pathname);
-  showLogin("");
+  api.token = "";
+  state.me = null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (notice) sessionStorage.setItem(NOTICE_KEY, notice);
+  location.replace(location.pathname);
 }
 
 // --- polling --------------------------------------------------------------------------------
@@ -1865,7 +1855,7 @@ function wire() {
     $("login-error").textContent = "";
     login(token);
   });
-  $("logout").addEventListener("click", logout);
+  $("logout").addEventListener("click", () => forget());
   $("new-session").addEventListener("click", () => createSession().catch(reportError));
   $("composer").addEventListener("submit", sendMessage);
   $("message-input").addEventListener("keydown", (ev) => {
@@ -1886,5 +1876,7 @@ function wire() {
 }
 
 wire();
+const notice = sessionStorage.getItem(NOTICE_KEY) ?? "";
+sessionStorage.removeItem(NOTICE_KEY);
 if (api.token) login(api.token);
-else showLogin("");
+else showLogin(notice);
