@@ -62,7 +62,7 @@ def test_a_viewer_after_an_admin_in_the_same_tab_sees_none_of_the_admins_control
     expect(page.get_by_test_id("learning-readonly")).to_be_visible()
     for testid in ADMIN_ONLY:
         expect(page.get_by_test_id(testid)).to_have_count(0)
-    page.get_by_test_id("tab-pending").click()
+    page.get_by_test_id("nav-work").click()
     expect(queue).to_have_count(1)
     for testid in ADMIN_ONLY:
         expect(page.get_by_test_id(testid)).to_have_count(0)
