@@ -11,6 +11,7 @@ export const state = {
   runId: null, // ...and the run whose tape is open
   runSessionId: null, // the session of the open run (its owner decides run.cancel)
   runState: null,
+  runStateFromTape: false, // whether the open run's tape has said its state yet
   tapeAbort: null,
   sessions: new Map(), // session_id -> SessionRecord (those read so far)
   approvals: new Map(), // approval_id -> queue <li>

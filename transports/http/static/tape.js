@@ -49,6 +49,7 @@ export function openRun(runId) {
   state.tapeAbort?.abort();
   state.runId = runId;
   state.runState = null;
+  state.runStateFromTape = false;
   state.runSessionId = null;
   writeRoute();
   markSelected();
@@ -102,8 +103,9 @@ function setRunState(s) {
 export function renderRunSummary(run) {
   if (run.run_id !== state.runId) return;
   state.runSessionId = run.session_id;
-  if (FINISHED_STATES.has(run.state) || !FINISHED_STATES.has(state.runState))
-    setRunState(run.state);
+  // The tape is newer than any record read beside it: once it has said where the run is, a
+  // record read a moment earlier (still "accepted") changes nothing unless the run has ended.
+  if (FINISHED_STATES.has(run.state) || !state.runStateFromTape) setRunState(run.state);
   const dl = $("run-summary");
   const rows = pairs([
     ["principal", run.principal],
@@ -168,7 +170,10 @@ function renderEntry(ctx, entry) {
   const ev = entry.event ?? {};
   const kind = entry.kind ?? ev.kind;
   const next = RUN_STATE_OF[kind];
-  if (next) setRunState(next);
+  if (next) {
+    state.runStateFromTape = true;
+    setRunState(next);
+  }
 
   // Streamed output: consecutive chunks of one turn grow one block.
   if (kind === "run.output") {
