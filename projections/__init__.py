@@ -42,7 +42,7 @@ from projections.learning import (
 )
 from projections.memory_search import MemoryHit, MemoryItem, MemoryView, SearchWeights
 from projections.projector import Projector, all_projections
-from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, Views
+from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter, Views
 from projections.records import (
     ApprovalRecord,
     GrantOption,
@@ -95,6 +95,7 @@ __all__ = [
     "RunFilter",
     "RunRecord",
     "SearchWeights",
+    "SessionFilter",
     "SessionRecord",
     "TapeEntry",
     "TaskFilter",

@@ -59,22 +59,45 @@ class RunFilter(msgspec.Struct, frozen=True, kw_only=True):
     state: str | None = None
     """One of :class:`events.lifecycle.RunStatus` (what ``runs.state`` holds)."""
     session_id: str | None = None
+    principal: str | None = None
+    """Who the run acts for (the principal recorded on ``run.accepted``)."""
 
 
-def _page_sql(
-    table: str, key: str, where: msgspec.Struct, after: str | None, limit: int
+class SessionFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which sessions a list keeps (as :class:`ApprovalFilter`)."""
+
+    principal: str | None = None
+    """Who created the session (its owner)."""
+
+
+def page_sql(
+    table: str,
+    key: str,
+    where: msgspec.Struct,
+    after: str | None,
+    limit: int,
+    newest_first: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
-    """``SELECT *`` of ``table`` in ``key`` order after ``after``, narrowed by the set fields of
-    ``where`` (field names are column names: ours, never the caller's), and its arguments."""
-    clauses = [f"{key} > ?"]
-    args: list[Any] = [after or ""]
+    """``SELECT *`` of ``table`` in ``key`` order after ``after`` (the keys are ULIDs: creation
+    order; ``newest_first``: descending, ``after`` then means "older than"), narrowed by the
+    set fields of ``where`` (field names are column names: ours, never the caller's), and its
+    arguments."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if not newest_first:
+        clauses.append(f"{key} > ?")
+        args.append(after or "")
+    elif after is not None:
+        clauses.append(f"{key} < ?")
+        args.append(after)
     for column, value in msgspec.structs.asdict(where).items():
         if value is not None:
             clauses.append(f"{column} = ?")
             args.append(value)
     args.append(limit)
-    sql = f"SELECT * FROM {table} WHERE {' AND '.join(clauses)} ORDER BY {key} LIMIT ?"
-    return sql, tuple(args)
+    where_sql = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    order = " DESC" if newest_first else ""
+    return f"SELECT * FROM {table}{where_sql} ORDER BY {key}{order} LIMIT ?", tuple(args)
 
 
 class Views(PooledReader):
@@ -103,13 +126,19 @@ class Views(PooledReader):
             out.append(cls(**values))  # the rows are ours: no validation pass needed
         return out
 
-    def sessions(self, after: str | None = None, limit: int = 100) -> list[SessionRecord]:
-        """Sessions ordered by id (creation order), after the given id."""
-        return self._rows(
-            SessionRecord,
-            "SELECT * FROM sessions WHERE session_id > ? ORDER BY session_id LIMIT ?",
-            (after or "", limit),
+    def sessions(
+        self,
+        after: str | None = None,
+        limit: int = 100,
+        where: SessionFilter | None = None,
+        *,
+        newest_first: bool = False,
+    ) -> list[SessionRecord]:
+        """Sessions ordered by id (creation order), after the given id, narrowed by ``where``."""
+        sql = page_sql(
+            "sessions", "session_id", where or SessionFilter(), after, limit, newest_first
         )
+        return self._rows(SessionRecord, *sql)
 
     def session(self, session_id: str) -> SessionRecord | None:
         rows = self._rows(
@@ -118,12 +147,16 @@ class Views(PooledReader):
         return rows[0] if rows else None
 
     def runs(
-        self, where: RunFilter | None = None, after: str | None = None, limit: int = 100
+        self,
+        where: RunFilter | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = False,
     ) -> list[RunRecord]:
         """Runs by id (acceptance order) after the given run id, narrowed by ``where``."""
-        return self._rows(
-            RunRecord, *_page_sql("runs", "run_id", where or RunFilter(), after, limit)
-        )
+        sql = page_sql("runs", "run_id", where or RunFilter(), after, limit, newest_first)
+        return self._rows(RunRecord, *sql)
 
     def runs_of_session(
         self, session_id: str, after: str | None = None, limit: int = 100
@@ -200,7 +233,7 @@ class Views(PooledReader):
     ) -> list[ApprovalRecord]:
         """Approvals by id (request order) after the given id, narrowed by ``where``."""
         return self._rows(
-            ApprovalRecord, *_page_sql("approvals", "approval_id", where, after, limit)
+            ApprovalRecord, *page_sql("approvals", "approval_id", where, after, limit)
         )
 
     def approval(self, approval_id: str) -> ApprovalRecord | None:

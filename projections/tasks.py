@@ -27,6 +27,7 @@ from events.catalog import (
 )
 from events.task_lifecycle import TASK_KINDS, TaskStatus, status_after
 from projections.pool import PooledReader
+from projections.queries import page_sql
 
 TASK_STATES: tuple[str, ...] = tuple(TaskStatus)
 """The states the view records (``tasks.state``), in life order."""
@@ -207,16 +208,17 @@ class TasksView(PooledReader):
         return out
 
     def tasks(
-        self, where: TaskFilter | None = None, after: str | None = None, limit: int = 100
+        self,
+        where: TaskFilter | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        *,
+        newest_first: bool = False,
     ) -> list[TaskRecord]:
         """Tasks by id (enqueue order) after the given id, narrowed by ``where``."""
-        clauses, args = ["task_id > ?"], [after or ""]
-        for column, value in msgspec.structs.asdict(where or TaskFilter()).items():
-            if value is not None:
-                clauses.append(f"{column} = ?")  # our field names, never the caller's
-                args.append(value)
-        sql = f"SELECT * FROM tasks WHERE {' AND '.join(clauses)} ORDER BY task_id LIMIT ?"
-        return self._records(sql, (*args, limit))
+        return self._records(
+            *page_sql("tasks", "task_id", where or TaskFilter(), after, limit, newest_first)
+        )
 
     def task(self, task_id: str) -> TaskRecord | None:
         rows = self._records("SELECT * FROM tasks WHERE task_id = ?", (task_id,))

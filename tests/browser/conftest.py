@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
-from tests.browser.console_node import CHROMIUM, CHROMIUM_ARGS, Console, running_console
+from tests.browser.console_node import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    HOOK_SECRET_ENV,
+    Console,
+    Stocked,
+    running_console,
+    stocked_console,
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +61,15 @@ def console(data_dir: Path) -> Iterator[Console]:
     """A node with the HTTP API on a free loopback port (see console_node.running_console)."""
     with running_console(data_dir) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def stocked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stocked]:
+    """A node with something on every page of the console (console_node.stocked_console), one
+    per test module."""
+    data = tmp_path_factory.mktemp("stocked") / "data"
+    data.mkdir(mode=0o700)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HOOK_SECRET_ENV, "s" * 40)
+        with stocked_console(data) as running:
+            yield running

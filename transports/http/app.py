@@ -20,6 +20,7 @@ from transports.http import (
     memory,
     metrics,
     openapi,
+    postures,
     runs,
     sessions,
     stream,
@@ -33,6 +34,7 @@ from transports.runtime import Runtime
 
 ROUTES = (
     sessions.routes,
+    postures.routes,
     runs.routes,
     stream.routes,
     approvals.routes,

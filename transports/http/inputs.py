@@ -32,7 +32,7 @@ from aiohttp import web
 from events.fields import PRINCIPAL, SESSION_KEY, TOOL_NAME, Identifier
 from events.lifecycle import RunStatus
 from events.redact import looks_secret
-from projections import APPROVAL_STATES, ApprovalFilter, RunFilter
+from projections import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter
 from transports.http.bodies import ULID_PATTERN
 from transports.http.failures import ApiError
 
@@ -309,11 +309,63 @@ RUN_FILTERS: tuple[QueryFilter, ...] = (
     QueryFilter(
         "session_id", "Only this session's runs.", _an_id("session_id", "session"), _ULID_SCHEMA
     ),
+    QueryFilter(
+        "principal",
+        "Only runs acting for this principal (``user:alice``).",
+        _an_identifier(PRINCIPAL),
+        _PRINCIPAL_SCHEMA,
+    ),
 )
 """``GET /v1/runs``' filters (:class:`projections.RunFilter`)."""
 
+SESSION_FILTERS: tuple[QueryFilter, ...] = (
+    QueryFilter(
+        "principal",
+        "Only sessions this principal created (``user:alice``).",
+        _an_identifier(PRINCIPAL),
+        _PRINCIPAL_SCHEMA,
+    ),
+)
+"""``GET /v1/sessions``' filters (:class:`projections.SessionFilter`)."""
+
 assert {f.name for f in APPROVAL_FILTERS} == set(ApprovalFilter.__struct_fields__)
 assert {f.name for f in RUN_FILTERS} == set(RunFilter.__struct_fields__)
+assert {f.name for f in SESSION_FILTERS} == set(SessionFilter.__struct_fields__)
+
+ORDERS = ("oldest", "newest")
+"""``?order=``: ``oldest`` first (the default) or ``newest`` first."""
+SEARCH_MAX_CHARS = 200
+"""The longest ``?q=`` a list takes."""
+
+
+def newest_first(request: web.Request) -> bool:
+    """``?order=newest``: the list runs from the newest id down (``after`` then pages to older
+    ones); ``oldest`` or absent: creation order."""
+    raw = request.query.get("order")
+    if raw is None:
+        return False
+    if raw not in ORDERS:
+        raise ApiError(
+            "invalid_argument", f"order must be one of {', '.join(ORDERS)}", "query.order"
+        )
+    return raw == ORDERS[1]
+
+
+def search_text(request: web.Request) -> str | None:
+    """``?q=``: the text a list's items must contain (:mod:`transports.http.listing`), casefolded;
+    blank or over :data:`SEARCH_MAX_CHARS` characters is a 400 naming ``query.q``."""
+    raw = request.query.get("q")
+    if raw is None:
+        return None
+    if len(raw) > SEARCH_MAX_CHARS:
+        raise ApiError(
+            "invalid_argument", f"q must be at most {SEARCH_MAX_CHARS} characters", "query.q"
+        )
+    text = raw.strip()
+    if not text:
+        raise ApiError("invalid_argument", "q must not be blank", "query.q")
+    return text.casefold()
+
 
 F = TypeVar("F", bound=msgspec.Struct)
 

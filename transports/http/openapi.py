@@ -65,7 +65,10 @@ from transports.http.inputs import (
     APPROVAL_FILTERS,
     LIST_CAP,
     MAX_SEQ,
+    ORDERS,
     RUN_FILTERS,
+    SEARCH_MAX_CHARS,
+    SESSION_FILTERS,
     TAPE_CAP,
     QueryFilter,
 )
@@ -80,6 +83,7 @@ from transports.http.memory import (
     MemoryWriteRequest,
     MemoryWritten,
 )
+from transports.http.postures import SessionPostures
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
 
@@ -177,6 +181,22 @@ AFTER_ID = {
     "description": "The ``next_after`` of the previous page.",
     "schema": {"type": "string", "pattern": ULID_PATTERN},
 }
+ORDER = {
+    "name": "order",
+    "in": "query",
+    "required": False,
+    "description": "``oldest`` first (the default) or ``newest`` first; with ``newest``, "
+    "``after`` pages on to older items.",
+    "schema": {"enum": list(ORDERS)},
+}
+SEARCH = {
+    "name": "q",
+    "in": "query",
+    "required": False,
+    "description": "Only items whose text contains this (case-insensitive): see docs/http-api.md "
+    "for the fields searched and how a searched page is read.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": SEARCH_MAX_CHARS, "pattern": "\\S"},
+}
 AFTER_SEQ = {
     "name": "after",
     "in": "query",
@@ -223,10 +243,11 @@ def _paths() -> dict[str, Any]:
     return {
         "/v1/sessions": {
             "get": _op(
-                "Sessions in creation order.",
+                "Sessions in creation order (or newest first), narrowed by the filters and q; "
+                "only those the caller may read (session.read).",
                 {200: _json(SessionPage, "A page of sessions.")},
                 (400,),
-                parameters=(AFTER_ID, _limit(LIST_CAP)),
+                parameters=(*_filters(SESSION_FILTERS), SEARCH, ORDER, AFTER_ID, _limit(LIST_CAP)),
             ),
             "post": _op(
                 "Create a session (or return the one with this session_key).",
@@ -283,6 +304,14 @@ def _paths() -> dict[str, Any]:
             )
         },
         "/v1/sessions/{session_id}/postures": {
+            "get": _op(
+                "Every tool of the node with its posture in this session: the node's, the "
+                "session's override (who set it, when) and the one in force. session.read, "
+                "then tool.list.",
+                {200: _json(SessionPostures, "The tools by name.")},
+                (404,),
+                parameters=(session,),
+            ),
             "post": _op(
                 "Override one tool's posture for this session only (null removes it).",
                 {200: _json(SessionRecord, "The session.")},
@@ -290,7 +319,7 @@ def _paths() -> dict[str, Any]:
                 parameters=(session,),
                 body=PostureRequest,
                 body_required=True,
-            )
+            ),
         },
         "/v1/sessions/{session_id}/compact": {
             "post": _op(
@@ -333,11 +362,11 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/runs": {
             "get": _op(
-                "Runs in acceptance order, narrowed by the filters; only those the caller may "
-                "read (run.read).",
+                "Runs in acceptance order (or newest first), narrowed by the filters and q; only "
+                "those the caller may read (run.read).",
                 {200: _json(RunPage, "A page of runs.")},
                 (400,),
-                parameters=(*_filters(RUN_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+                parameters=(*_filters(RUN_FILTERS), SEARCH, ORDER, AFTER_ID, _limit(LIST_CAP)),
             )
         },
         "/v1/runs/{run_id}": {
@@ -571,7 +600,7 @@ def _paths() -> dict[str, Any]:
                 "match; together: all must match); only those the caller may read (task.read).",
                 {200: _json(TaskPage, "A page of tasks.")},
                 (400,),
-                parameters=(*_filters(TASK_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+                parameters=(*_filters(TASK_FILTERS), ORDER, AFTER_ID, _limit(LIST_CAP)),
             )
         },
         "/v1/tasks/{task_id}": {

@@ -20,11 +20,14 @@ from transports.http.inputs import (
     TAPE_CAP,
     after_id,
     after_seq,
+    newest_first,
     page_limit,
     path_id,
     query_filter,
     read_body,
+    search_text,
 )
+from transports.http.listing import plain_page, searched_page
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
@@ -44,24 +47,50 @@ assert _TapePageWire.__struct_fields__ == TapePage.__struct_fields__
 
 @routes.get("/v1/runs")
 async def list_runs(request: web.Request) -> web.Response:
-    """Every run by id (acceptance order), narrowed by the filters; run.list, then each run is
-    shown only when the caller may read it (run.read: an agent sees the runs of its sessions)."""
+    """Every run by id (acceptance order, or newest first), narrowed by the filters and ``q``;
+    run.list, then each run is shown only when the caller may read it (run.read: an agent sees
+    the runs of its sessions)."""
     ctx = request.app[CONTEXT]
     where = query_filter(request, RunFilter, RUN_FILTERS)
+    text = search_text(request)
+    newest = newest_first(request)
     after = after_id(request)
     limit = page_limit(request, LIST_CAP)
     who = await permit(request, "run.list")
-    rows = ctx.views.runs(where, after, limit.value + 1)
-    more = len(rows) > limit.value
-    items = rows[: limit.value]
-    # Filtered after paging: a page may hold fewer items than the limit and still go on.
+
+    def fetch(cursor: str | None, n: int) -> list[RunRecord]:
+        return ctx.views.runs(where, cursor, n, newest_first=newest)
+
+    def readable(items: list[RunRecord]) -> list[RunRecord]:
+        return ctx.readable(who, "run.read", items, ctx.authority.run_scope)
+
+    def key(run: RunRecord) -> str:
+        return run.run_id
+
+    listed = (
+        plain_page(fetch, key, readable, after, limit.value)
+        if text is None
+        else searched_page(fetch, key, readable, text, run_text, after, limit.value)
+    )
     return json_reply(
         RunPage(
-            items=ctx.readable(who, "run.read", items, ctx.authority.run_scope),
+            items=listed.items,
             limit=limit.value,
             limit_clamped=limit.clamped,
-            next_after=items[-1].run_id if more else None,
+            next_after=listed.next_after,
         )
+    )
+
+
+def run_text(run: RunRecord) -> tuple[str | None, ...]:
+    """What ``?q=`` looks in: the ids, who the run acts for, how it ended and its answer."""
+    return (
+        run.run_id,
+        run.session_id,
+        run.principal,
+        run.termination_reason,
+        run.message,
+        run.answer,
     )
 
 

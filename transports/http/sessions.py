@@ -1,5 +1,5 @@
 """``/v1/sessions``: list, read, create, send a message (start a run), reset, branch, compact,
-list checkpoints and restore one."""
+list checkpoints and restore one (postures: :mod:`transports.http.postures`)."""
 
 from __future__ import annotations
 
@@ -18,15 +18,13 @@ from actors.messages import (
     RestoreSession,
     RunTicket,
     SessionInfo,
-    SetSessionPosture,
     StartRun,
 )
-from projections import SessionRecord
+from projections import SessionFilter, SessionRecord
 from transports.http.bodies import (
     BranchSessionRequest,
     CompactSessionRequest,
     CreateSessionRequest,
-    PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
     RunPage,
@@ -38,12 +36,17 @@ from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (
     LIST_CAP,
+    SESSION_FILTERS,
     after_id,
     identifier,
+    newest_first,
     page_limit,
     path_id,
+    query_filter,
     read_body,
+    search_text,
 )
+from transports.http.listing import plain_page, searched_page
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
@@ -51,21 +54,43 @@ routes = web.RouteTableDef()
 
 @routes.get("/v1/sessions")
 async def list_sessions(request: web.Request) -> web.Response:
+    """Sessions by id (creation order, or newest first), narrowed by the filters and ``q``;
+    session.list, then each session is shown only when the caller may read it."""
     ctx = request.app[CONTEXT]
-    who = await permit(request, "session.list")
+    where = query_filter(request, SessionFilter, SESSION_FILTERS)
+    text = search_text(request)
+    newest = newest_first(request)
+    after = after_id(request)
     limit = page_limit(request, LIST_CAP)
-    rows = ctx.views.sessions(after=after_id(request), limit=limit.value + 1)
-    more = len(rows) > limit.value
-    items = rows[: limit.value]
-    # Filtered after paging: a page may hold fewer items than the limit and still go on.
+    who = await permit(request, "session.list")
+
+    def fetch(cursor: str | None, n: int) -> list[SessionRecord]:
+        return ctx.views.sessions(cursor, n, where, newest_first=newest)
+
+    def readable(items: list[SessionRecord]) -> list[SessionRecord]:
+        return ctx.readable(who, "session.read", items, ctx.authority.session_scope)
+
+    def key(session: SessionRecord) -> str:
+        return session.session_id
+
+    listed = (
+        plain_page(fetch, key, readable, after, limit.value)
+        if text is None
+        else searched_page(fetch, key, readable, text, session_text, after, limit.value)
+    )
     return json_reply(
         SessionPage(
-            items=ctx.readable(who, "session.read", items, ctx.authority.session_scope),
+            items=listed.items,
             limit=limit.value,
             limit_clamped=limit.clamped,
-            next_after=items[-1].session_id if more else None,
+            next_after=listed.next_after,
         )
     )
+
+
+def session_text(session: SessionRecord) -> tuple[str | None, ...]:
+    """What ``?q=`` looks in: the id, the key, the label and the owner."""
+    return (session.session_id, session.session_key, session.label, session.principal)
 
 
 @routes.get("/v1/sessions/{session_id}")
@@ -182,25 +207,6 @@ async def branch_session(request: web.Request) -> web.Response:
         )
     )
     return json_reply(await created_session(ctx, info.session_id), status=201)
-
-
-@routes.post("/v1/sessions/{session_id}/postures")
-async def set_session_posture(request: web.Request) -> web.Response:
-    ctx = request.app[CONTEXT]
-    session_id = path_id(request, "session_id", "session")
-    body = await read_body(request, PostureRequest)
-    await session_record(ctx, session_id)
-    who = await permit(
-        request,
-        "posture.set",
-        ctx.authority.posture_scope(session_id, body.tool, body.posture or ""),
-    )
-    info: SessionInfo = await ctx.command(
-        SetSessionPosture(
-            session_id=session_id, tool=body.tool, posture=body.posture, principal=who.principal
-        )
-    )
-    return json_reply(await session_record(ctx, info.session_id, wait=True))
 
 
 @routes.post("/v1/sessions/{session_id}/compact")

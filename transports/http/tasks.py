@@ -24,6 +24,7 @@ from transports.http.inputs import (
     LIST_CAP,
     QueryFilter,
     after_id,
+    newest_first,
     page_limit,
     path_id,
     query_filter,
@@ -91,14 +92,16 @@ def task_scope(record: TaskRecord) -> Scope:
 
 @routes.get("/v1/tasks")
 async def list_tasks(request: web.Request) -> web.Response:
-    """Tasks by id (enqueue order), narrowed by the filters; only those the caller may read."""
+    """Tasks by id (enqueue order, or newest first), narrowed by the filters; only those the
+    caller may read."""
     ctx = request.app[CONTEXT]
     where = query_filter(request, TaskFilter, TASK_FILTERS)
+    newest = newest_first(request)
     after = after_id(request)
     limit = page_limit(request, LIST_CAP)
     who = await permit(request, "task.list")
     await ctx.caught_up()
-    rows = request.app[VIEW].tasks(where, after, limit.value + 1)
+    rows = request.app[VIEW].tasks(where, after, limit.value + 1, newest_first=newest)
     more = len(rows) > limit.value
     items = rows[: limit.value]
     # Filtered after paging: a page may hold fewer items than the limit and still go on.

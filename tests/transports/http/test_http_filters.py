@@ -301,7 +301,11 @@ def test_a_forbid_on_run_read_holds_under_the_session_too(history: History) -> N
         ("/v1/runs?state=running", "query.state", "awaiting_approval"),
         ("/v1/runs?state=DONE", "query.state", "accepted, in_progress"),
         ("/v1/runs?session_id=01arz", "query.session_id", "session id"),
-        ("/v1/runs?run_id=" + UNKNOWN, "query.run_id", "after, limit, session_id, state"),
+        (
+            "/v1/runs?run_id=" + UNKNOWN,
+            "query.run_id",
+            "after, limit, order, principal, q, session_id, state",
+        ),
         ("/v1/runs?limit=0", "query.limit", "at least 1"),
         ("/v1/runs?after=x", "query.after", "previous page"),
         ("/v1/runs?state=done&state=failed", "query.state", "more than once"),
@@ -378,7 +382,8 @@ def test_the_documented_filters_are_the_ones_taken(history: History) -> None:
     document = history.node.call("GET", "/v1/openapi.json").json()
     for path, expected in (
         ("/v1/approvals", {"state", "run_id", "session_id", "tool", "principal", "decided_by"}),
-        ("/v1/runs", {"state", "session_id"}),
+        ("/v1/runs", {"state", "session_id", "principal", "q", "order"}),
+        ("/v1/sessions", {"principal", "q", "order"}),
     ):
         params = document["paths"][path]["get"]["parameters"]
         query = {p["name"] for p in params if p["in"] == "query"}
@@ -403,6 +408,7 @@ def valid_value(schema: dict[str, Any], name: str) -> str | None:
         "tool": "shell.run",
         "principal": "user:alice",
         "decided_by": "admin",
+        "q": "echo",
         "after": UNKNOWN,
         "limit": "3",
     }.get(name)
