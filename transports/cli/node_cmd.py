@@ -29,6 +29,14 @@ ProviderOption = Annotated[
 ]
 
 
+def chosen_config(data_dir: Path, config: Path | None) -> Path:
+    """The config file ``reel node`` reads: ``--config`` (or ``$REEL_CONFIG``), which must
+    exist, else ``<data>/config.toml`` (which may not: the embedded defaults)."""
+    if config is not None and not config.is_file():
+        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
+    return config or data_dir / "config.toml"
+
+
 def environment_help() -> str:
     """The epilog of ``reel node --help``: every ``REEL_*`` variable the node reads. ``\\b``
     keeps click from re-flowing the lists."""
@@ -61,9 +69,7 @@ def node(
     from transports.daemon import serve
 
     data_dir = resolve(data)
-    if config is not None and not config.is_file():
-        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
-    config_file = config or data_dir / "config.toml"
+    config_file = chosen_config(data_dir, config)
     cfg = load_config(config_file)
     if provider is not None:
         if provider not in ("deterministic", "openai"):

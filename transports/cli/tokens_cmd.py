@@ -123,7 +123,7 @@ def list_cmd(
     data: DataOption = None, json: JsonOption = False, token_file: TokenFileOption = None
 ) -> None:
     """Every token: id, principal, roles, created, expires, last used (to the hour), state
-    (never the token). ``--json``: a list of what ``GET /v1/tokens`` lists (its ``items``)."""
+    (never the token). With --json: the items of GET /v1/tokens, in its shape."""
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
     from transports.tokens import load_tokens, token_info
@@ -163,8 +163,8 @@ def revoke_cmd(
     json: JsonOption = False,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Revoke a token: it stops working at once. ``--json``: the token as
-    ``DELETE /v1/tokens/{id}`` answers it."""
+    """Revoke a token: it stops working at once. With --json: the token as
+    DELETE /v1/tokens/{id} answers it."""
     from transports.tokens import TokenAlreadyRevoked, UnknownToken, revoke_token, token_info
 
     online = _online(data)

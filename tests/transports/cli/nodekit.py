@@ -18,11 +18,14 @@ from typing import Any
 REEL = Path(sys.executable).with_name("reel")
 
 
+def bare_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without any ``REEL_*`` of the caller's, plus ``extra``."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("REEL_")}, **extra}
+
+
 def environment(**extra: str) -> dict[str, str]:
-    """This process's environment without any ``REEL_*`` of the caller's, loopback ports of
-    the kernel's choosing, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REEL_")}
-    return {**env, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0", **extra}
+    """:func:`bare_environment` with loopback ports of the kernel's choosing, plus ``extra``."""
+    return bare_environment(REEL_HTTP_PORT="0", REEL_GRPC_PORT="0", **extra)
 
 
 @contextmanager
