@@ -24,8 +24,6 @@ from transports.config import Setting, effective_settings
 app = typer.Typer(help="The node's configuration.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
 
-RESTART_DOC = "docs/operations.md, 'What a running node reads'"
-
 
 class Shown(msgspec.Struct, frozen=True, kw_only=True):
     """``reel config show --json``."""
@@ -57,7 +55,7 @@ def show_cmd(
     print(f"# config file: {found}" if found else f"# no {path}: embedded defaults")
     print(
         "# (restart): a running node reads this key only when it starts, so a change takes "
-        f"effect at its next start ({RESTART_DOC})"
+        "effect at its next start (docs/operations.md, 'What a running node reads')"
     )
     for s in settings:
         where = "default" if s.origin is None else s.origin

@@ -56,7 +56,8 @@ def environment_help() -> str:
         f"Also: REEL_DATA (--data), REEL_CONFIG (--config), the provider's API key from the "
         f"variable provider.api_key_env names (default {api_key}), REEL_DEBUG=1 (tracebacks of "
         "internal errors). Logs are JSON lines on stderr; the first Ctrl-C or SIGTERM drains, "
-        "a second stops at once. See docs/operations.md.",
+        "a second stops at once. The config is read only at start: reel config show prints "
+        "what the next start reads, and where each value comes from. See docs/operations.md.",
     ]
     return "\n".join(lines)
 
