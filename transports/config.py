@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,6 +22,7 @@ from actors.config import ActorsConfig, RunBudgets
 from actors.learning import LearningSettings
 from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
+from events.redact import redact_text
 from tools import ToolsConfig
 from transports.models.openai_wire import check_options
 
@@ -401,10 +402,100 @@ def _overrides(environ: Mapping[str, str] | None) -> list[tuple[str, str, str]]:
     return found
 
 
+RELOADED_LIVE: frozenset[str] = frozenset()
+"""The config keys a running node takes up without a restart: none. ``reel node`` reads its
+config file and the ``REEL_*`` variables once, when it starts (:func:`transports.runtime.
+open_runtime` hands each part its settings then), and never again, so a change to any key takes
+effect at its next start. ``reel config show`` marks every key not listed here as needing a
+restart; docs/operations.md ("What a running node reads") says the same."""
+
+
+Source = Literal["default", "file", "env"]
+
+
+class Setting(msgspec.Struct, frozen=True, kw_only=True):
+    """One key of the effective configuration and where its value came from."""
+
+    key: str
+    """Dotted: ``runs.max_turns``, ``channels.<name>.dm_policy``."""
+    value: Any
+    source: Source
+    origin: str | None
+    """The config file's path (``file``) or the variable's name (``env``); None: the default."""
+    restart: bool
+    """A running node takes a change of it up only when it restarts (:data:`RELOADED_LIVE`)."""
+
+
 def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> NodeConfig:
     """Read ``path`` (if it exists) and apply ``REEL_*`` overrides from ``environ``."""
+    return _load(path, environ)[0]
+
+
+def effective_settings(
+    path: Path | None, environ: Mapping[str, str] | None = None
+) -> list[Setting]:
+    """Every key :func:`load_config` would give, in declaration order, each with where its
+    value came from: ``environ``'s ``REEL_*`` variable, else the file at ``path``, else the
+    default. A channel's keys are ``channels.<name>.<key>`` (no channel: one key ``channels``).
+    Values are as configured: nothing is redacted here. Raises ConfigError as load_config does."""
+    config, origins = _load(path, environ)
+    return [
+        Setting(
+            key=key,
+            value=value,
+            source=origins[key][0] if key in origins else "default",
+            origin=origins[key][1] if key in origins else None,
+            restart=key not in RELOADED_LIVE,
+        )
+        for key, value in _leaves("", config)
+    ]
+
+
+def _leaves(prefix: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """``(dotted key, value)`` of every key under ``value``: a table's keys, and each table of a
+    map of tables (the channels) by name; other values (lists, maps such as ``tools.postures``)
+    are one key."""
+    tables = (
+        isinstance(value, dict)
+        and value
+        and all(isinstance(v, msgspec.Struct) for v in value.values())
+    )
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            yield from _leaves(_dotted(prefix, name), getattr(value, name))
+    elif tables:
+        for name, table in value.items():
+            yield from _leaves(_dotted(prefix, name), table)
+    else:
+        yield prefix, msgspec.to_builtins(value)
+
+
+def _dotted(prefix: str, name: str) -> str:
+    """``prefix.name``, the name quoted as TOML quotes a key when it holds a dot."""
+    part = f'"{name}"' if "." in name else name
+    return f"{prefix}.{part}" if prefix else part
+
+
+def _file_keys(table: dict[str, Any]) -> Iterator[str]:
+    """The dotted keys a config file sets (as :func:`_leaves` names them)."""
+    for section, keys in table.items():
+        if not isinstance(keys, dict):
+            yield section
+            continue
+        for key, value in keys.items():
+            if section == "channels" and isinstance(value, dict):
+                yield from (_dotted(_dotted(section, key), name) for name in value)
+            else:
+                yield _dotted(section, key)
+
+
+def _load(
+    path: Path | None, environ: Mapping[str, str] | None
+) -> tuple[NodeConfig, dict[str, tuple[Source, str]]]:
+    """The config and, for each key set by the file or the environment, where from:
+    ``("file", path)`` or ``("env", variable)`` (the variable wins)."""
     table: dict[str, Any] = {}
-    origins: dict[str, str] = {}
+    origins: dict[str, tuple[Source, str]] = {}
     if path is not None and path.exists():
         try:
             table = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -412,21 +503,27 @@ def load_config(path: Path | None, environ: Mapping[str, str] | None = None) -> 
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
         except OSError as exc:
             raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        origins = dict.fromkeys(_file_keys(table), ("file", str(path)))
     values = environ if environ is not None else os.environ
+    from_env: dict[str, str] = {}
     for name, section, key in _overrides(values):
         if not key:
             raise ConfigError(f"{name}: names no key of [{section}]")
         table.setdefault(section, {})[key] = _env_value(values[name])
-        origins[f"{section}.{key}"] = name
+        from_env[f"{section}.{key}"] = name
     try:
         _check_channels(table.get("channels"))
-        return msgspec.convert(table, NodeConfig)
+        config = msgspec.convert(table, NodeConfig)
+        return config, origins | {key: ("env", name) for key, name in from_env.items()}
     except msgspec.ValidationError as exc:
         key, problem = _describe(exc)
-        if key in origins:
-            raise ConfigError(f"{origins[key]} (config key {key}): {problem}") from None
-        where = f"{path}: " if path is not None and path.exists() else ""
-        raise ConfigError(f"{where}config key {key}: {problem}") from None
+        if key in from_env:
+            message = f"{from_env[key]} (config key {key}): {problem}"
+        else:
+            where = f"{path}: " if path is not None and path.exists() else ""
+            message = f"{where}config key {key}: {problem}"
+        # msgspec quotes a bad value, which may be a secret pasted into the wrong key.
+        raise ConfigError(redact_text(message)[0]) from None
 
 
 CHANNEL_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,31}")

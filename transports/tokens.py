@@ -20,6 +20,7 @@ import re
 import secrets
 import threading
 from collections.abc import Iterable
+from typing import Literal
 
 import msgspec
 
@@ -90,6 +91,58 @@ class TokenRecord(msgspec.Struct, frozen=True, kw_only=True):
         return self.revoked_at_ms is None and (
             self.expires_at_ms is None or now_ms < self.expires_at_ms
         )
+
+
+class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One token as every surface shows it (``GET /v1/tokens``, ``reel tokens list --json``,
+    ``DELETE /v1/tokens/{id}``): never the token itself. One shape, so a script reads the CLI's
+    JSON and the API's alike."""
+
+    id: str
+    principal: str
+    roles: tuple[str, ...]
+    created_at_ms: int
+    expires_at_ms: int | None
+    revoked_at_ms: int | None
+    last_used_at_ms: int | None
+    """When the token last authenticated a request, to the hour (None: never)."""
+    note: str
+    state: Literal["active", "expired", "revoked"]
+
+
+class CreatedToken(TokenInfo, frozen=True, kw_only=True):
+    """A token just created (``POST /v1/tokens``, ``reel tokens create --json``): its
+    :class:`TokenInfo` and, this once, the token."""
+
+    token: str
+
+
+def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:
+    """``record`` as :class:`TokenInfo`, its state at ``now_ms``."""
+    state: Literal["active", "expired", "revoked"] = (
+        "revoked"
+        if record.revoked_at_ms is not None
+        else "active"
+        if record.active(now_ms)
+        else "expired"
+    )
+    return TokenInfo(
+        id=record.token_id,
+        principal=record.principal,
+        roles=record.roles,
+        created_at_ms=record.created_at_ms,
+        expires_at_ms=record.expires_at_ms,
+        revoked_at_ms=record.revoked_at_ms,
+        last_used_at_ms=record.last_used_ms,
+        note=record.note,
+        state=state,
+    )
+
+
+def created_token(token: str, record: TokenRecord, now_ms: int) -> CreatedToken:
+    """What creating ``record`` answers: its :class:`TokenInfo` and ``token``."""
+    info = token_info(record, now_ms)
+    return CreatedToken(**msgspec.structs.asdict(info), token=token)
 
 
 def digest(token: str) -> bytes:

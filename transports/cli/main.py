@@ -14,6 +14,7 @@ from transports.cli import (
     approvals_cmd,
     channels_cmd,
     chat_cmd,
+    config_cmd,
     incidents_cmd,
     journal_cmd,
     learning_cmd,
@@ -93,6 +94,7 @@ app.add_typer(memory_cmd.app, name="memory")
 app.add_typer(learning_cmd.app, name="learning")
 app.add_typer(sessions_cmd.app, name="sessions")
 app.add_typer(channels_cmd.app, name="channels")
+app.add_typer(config_cmd.app, name="config")
 app.command("tools")(tools_cmd.tools)
 app.command("replay")(replay_cmd.replay_cmd)
 

@@ -29,6 +29,14 @@ ProviderOption = Annotated[
 ]
 
 
+def chosen_config(data_dir: Path, config: Path | None) -> Path:
+    """The config file ``reel node`` reads: ``--config`` (or ``$REEL_CONFIG``), which must
+    exist, else ``<data>/config.toml`` (which may not: the embedded defaults)."""
+    if config is not None and not config.is_file():
+        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
+    return config or data_dir / "config.toml"
+
+
 def environment_help() -> str:
     """The epilog of ``reel node --help``: every ``REEL_*`` variable the node reads. ``\\b``
     keeps click from re-flowing the lists."""
@@ -48,7 +56,8 @@ def environment_help() -> str:
         f"Also: REEL_DATA (--data), REEL_CONFIG (--config), the provider's API key from the "
         f"variable provider.api_key_env names (default {api_key}), REEL_DEBUG=1 (tracebacks of "
         "internal errors). Logs are JSON lines on stderr; the first Ctrl-C or SIGTERM drains, "
-        "a second stops at once. See docs/operations.md.",
+        "a second stops at once. The config is read only at start: reel config show prints "
+        "what the next start reads, and where each value comes from. See docs/operations.md.",
     ]
     return "\n".join(lines)
 
@@ -61,9 +70,7 @@ def node(
     from transports.daemon import serve
 
     data_dir = resolve(data)
-    if config is not None and not config.is_file():
-        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
-    config_file = config or data_dir / "config.toml"
+    config_file = chosen_config(data_dir, config)
     cfg = load_config(config_file)
     if provider is not None:
         if provider not in ("deterministic", "openai"):

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import msgspec
 import typer
@@ -22,7 +22,7 @@ from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api as _api
 from transports.cli.node_api import online as _online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
-from transports.tokens import TokenBook, TokenRecord
+from transports.tokens import CreatedToken, TokenBook, TokenInfo
 
 if TYPE_CHECKING:
     from events import Journal
@@ -44,45 +44,10 @@ def parse_duration(text: str) -> int:
     return int(match.group(1)) * _UNIT_S[match.group(2)]
 
 
-class TokenView(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``list --json`` prints per token (never the token)."""
-
-    id: str
-    principal: str
-    roles: tuple[str, ...]
-    created: str
-    expires: str | None
-    revoked: str | None
-    last_used: str | None
-    """When it last authenticated a request, to the hour (None: never)."""
-    note: str
-    state: str
-
-
 def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
-
-
-def view_of(record: TokenRecord, now_ms: int) -> TokenView:
-    if record.revoked_at_ms is not None:
-        state = "revoked"
-    elif not record.active(now_ms):
-        state = "expired"
-    else:
-        state = "active"
-    return TokenView(
-        id=record.token_id,
-        principal=record.principal,
-        roles=record.roles,
-        created=_iso(record.created_at_ms) or "",
-        expires=_iso(record.expires_at_ms),
-        revoked=_iso(record.revoked_at_ms),
-        last_used=_iso(record.last_used_ms),
-        note=record.note,
-        state=state,
-    )
 
 
 @app.command("create")
@@ -107,7 +72,7 @@ def create_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Create a token and print it once (only its SHA-256 is kept)."""
-    from transports.tokens import TokenError, create_token, validate_roles
+    from transports.tokens import TokenError, create_token, created_token, validate_roles
 
     try:
         validate_roles(role)
@@ -123,7 +88,7 @@ def create_cmd(
         if expires_in_s is not None:
             body["expires_in_s"] = expires_in_s
         made = _api(online, token_file, "POST", "/v1/tokens", body, 201)
-        _print_created(_view_from_api(made), made["token"], json)
+        _print_created(msgspec.convert(made, CreatedToken), json)
         return
     with _offline(data) as (journal, book):
         try:
@@ -138,19 +103,19 @@ def create_cmd(
             )
         except TokenError as exc:
             raise CliError(str(exc)) from exc
-    _print_created(view_of(record, int(time.time() * 1000)), token, json)
+    _print_created(created_token(token, record, int(time.time() * 1000)), json)
 
 
-def _print_created(view: TokenView, token: str, json: bool) -> None:
+def _print_created(made: CreatedToken, json: bool) -> None:
+    """``--json``: the shape ``POST /v1/tokens`` answers (:class:`CreatedToken`)."""
     if json:
-        out = msgspec.structs.asdict(view) | {"token": token}
-        print(_json.encode(out).decode())
+        print(_json.encode(made).decode())
         return
-    print(f"token {view.id} for {view.principal} ({', '.join(view.roles)})")
-    if view.expires:
-        print(f"expires {view.expires}")
+    print(f"token {made.id} for {made.principal} ({', '.join(made.roles)})")
+    if made.expires_at_ms is not None:
+        print(f"expires {_iso(made.expires_at_ms)}")
     print("store it now, it is not shown again:")
-    print(token)
+    print(made.token)
 
 
 @app.command("list")
@@ -158,15 +123,15 @@ def list_cmd(
     data: DataOption = None, json: JsonOption = False, token_file: TokenFileOption = None
 ) -> None:
     """Every token: id, principal, roles, created, expires, last used (to the hour), state
-    (never the token)."""
+    (never the token). With --json: the items of GET /v1/tokens, in its shape."""
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
-    from transports.tokens import load_tokens
+    from transports.tokens import load_tokens, token_info
 
     online = _online(data)
     if online is not None:
         listed = _api(online, token_file, "GET", "/v1/tokens", None, 200)["items"]
-        views = [_view_from_api(t) for t in listed]
+        infos = msgspec.convert(listed, list[TokenInfo])
     else:
         reader = JournalReader.open(journal_path(resolve(data)))
         try:
@@ -174,18 +139,19 @@ def list_cmd(
         finally:
             reader.close()
         now_ms = int(time.time() * 1000)
-        views = [view_of(r, now_ms) for r in book.records()]
+        infos = [token_info(r, now_ms) for r in book.records()]
     if json:
-        print(_json.encode(views).decode())
+        print(_json.encode(infos).decode())
         return
-    if not views:
+    if not infos:
         print("no tokens (the data dir's admin.token is the principal admin)")
         return
-    for v in views:
+    for t in infos:
         print(
-            f"{v.id}  {v.state:<8} {v.principal:<24} {','.join(v.roles):<18} "
-            f"created={v.created}  expires={v.expires or 'never'}  "
-            f"last_used={v.last_used or 'never'}" + (f"  note={v.note}" if v.note else "")
+            f"{t.id}  {t.state:<8} {t.principal:<24} {','.join(t.roles):<18} "
+            f"created={_iso(t.created_at_ms)}  expires={_iso(t.expires_at_ms) or 'never'}  "
+            f"last_used={_iso(t.last_used_at_ms) or 'never'}"
+            + (f"  note={t.note}" if t.note else "")
         )
 
 
@@ -194,10 +160,12 @@ def revoke_cmd(
     token_id: Annotated[str, typer.Argument(help="The token's id (from reel tokens list).")],
     reason: Annotated[str, typer.Option("--reason", help="Recorded with the revocation.")] = "",
     data: DataOption = None,
+    json: JsonOption = False,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Revoke a token: it stops working at once."""
-    from transports.tokens import TokenAlreadyRevoked, UnknownToken, revoke_token
+    """Revoke a token: it stops working at once. With --json: the token as
+    DELETE /v1/tokens/{id} answers it."""
+    from transports.tokens import TokenAlreadyRevoked, UnknownToken, revoke_token, token_info
 
     online = _online(data)
     if online is not None:
@@ -208,31 +176,17 @@ def revoke_cmd(
             raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
         if status != 200:
             raise CliError(error_message(body, status))
-        print(f"revoked token {token_id}")
-        return
-    with _offline(data) as (journal, book):
-        try:
-            revoke_token(journal, book, token_id, revoked_by="cli", reason=reason)
-        except UnknownToken as exc:
-            raise CliError(str(exc)) from exc
-        except TokenAlreadyRevoked as exc:
-            raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
-    print(f"revoked token {token_id}")
-
-
-def _view_from_api(token: dict[str, Any]) -> TokenView:
-    """A token as ``/v1/tokens`` describes it, for printing like an offline one."""
-    return TokenView(
-        id=token["id"],
-        principal=token["principal"],
-        roles=tuple(token["roles"]),
-        created=_iso(token["created_at_ms"]) or "",
-        expires=_iso(token["expires_at_ms"]),
-        revoked=_iso(token.get("revoked_at_ms")),
-        last_used=_iso(token.get("last_used_at_ms")),
-        note=token["note"],
-        state=token["state"],
-    )
+        revoked = msgspec.convert(body, TokenInfo)
+    else:
+        with _offline(data) as (journal, book):
+            try:
+                record = revoke_token(journal, book, token_id, revoked_by="cli", reason=reason)
+            except UnknownToken as exc:
+                raise CliError(str(exc)) from exc
+            except TokenAlreadyRevoked as exc:
+                raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
+        revoked = token_info(record, int(time.time() * 1000))
+    print(_json.encode(revoked).decode() if json else f"revoked token {revoked.id}")
 
 
 @contextmanager

@@ -13,6 +13,8 @@ import msgspec
 
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
+from transports.tokens import CreatedToken as CreatedToken  # the CLI prints them too
+from transports.tokens import TokenInfo as TokenInfo
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
 """What every id looks like (Crockford base32, 26 characters)."""
@@ -205,27 +207,6 @@ class CreateTokenRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fie
     """Built-in roles: admin, operator, approver, viewer, agent."""
     expires_in_s: Annotated[int, msgspec.Meta(ge=1, le=10 * 365 * 86400)] | None = None
     note: Annotated[str, msgspec.Meta(max_length=200)] = ""
-
-
-class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One token as the API shows it: never the token itself."""
-
-    id: str
-    principal: str
-    roles: tuple[str, ...]
-    created_at_ms: int
-    expires_at_ms: int | None
-    revoked_at_ms: int | None
-    last_used_at_ms: int | None
-    """When the token last authenticated a request, to the hour (None: never)."""
-    note: str
-    state: Literal["active", "expired", "revoked"]
-
-
-class CreatedToken(TokenInfo, frozen=True, kw_only=True):
-    """``POST /v1/tokens``' answer: the token's record and, this once, the token."""
-
-    token: str
 
 
 class TokenList(msgspec.Struct, frozen=True, kw_only=True):

@@ -9,40 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Literal
 
 from aiohttp import web
 
 from transports import tokens as store
-from transports.http.bodies import CreatedToken, CreateTokenRequest, TokenInfo, TokenList
+from transports.http.bodies import CreateTokenRequest, TokenList
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import read_body
 from transports.http.replies import json_reply
-from transports.tokens import TokenRecord
+from transports.tokens import created_token, token_info
 
 routes = web.RouteTableDef()
-
-
-def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:
-    state: Literal["active", "expired", "revoked"] = (
-        "revoked"
-        if record.revoked_at_ms is not None
-        else "active"
-        if record.active(now_ms)
-        else "expired"
-    )
-    return TokenInfo(
-        id=record.token_id,
-        principal=record.principal,
-        roles=record.roles,
-        created_at_ms=record.created_at_ms,
-        expires_at_ms=record.expires_at_ms,
-        revoked_at_ms=record.revoked_at_ms,
-        last_used_at_ms=record.last_used_ms,
-        note=record.note,
-        state=state,
-    )
 
 
 @routes.post("/v1/tokens")
@@ -62,11 +40,7 @@ async def create_token(request: web.Request) -> web.Response:
         expires_at_ms=expires,
         note=body.note,
     )
-    info = token_info(record, now_ms)
-    return json_reply(
-        CreatedToken(**{f: getattr(info, f) for f in info.__struct_fields__}, token=token),
-        status=201,
-    )
+    return json_reply(created_token(token, record, now_ms), status=201)
 
 
 @routes.get("/v1/tokens")

@@ -32,7 +32,7 @@ def test_a_tokens_last_use_is_recorded_once_an_hour_and_listed(tmp_path: Path) -
         close_node(node)
     offline = reel("tokens", "list", "--json", "--data", str(tmp_path))
     (entry,) = json.loads(offline.stdout)
-    assert entry["last_used"] is not None and entry["id"] == token_id
+    assert entry["last_used_at_ms"] is not None and entry["id"] == token_id
     text = reel("tokens", "list", "--data", str(tmp_path)).stdout
-    assert f"last_used={entry['last_used']}" in text
+    assert "last_used=never" not in text and f"{token_id}  active" in text
     assert reel("journal", "verify", "--data", str(tmp_path)).returncode == 0
