@@ -1,8 +1,9 @@
 """``reel node``: the daemon in the foreground.
 
 Starts the node over a data dir (recovering whatever a crash left in flight) and logs JSON lines
-on stderr (transports.logs): the ready line, one per run state change, the drain. On SIGTERM or
-SIGINT it drains:
+on stderr (transports.logs): the ready line, one per run state change, the drain. On SIGTERM,
+SIGINT or SIGHUP (its terminal went away; there is no reload: the config is read only at start)
+it drains:
 
 1. both listeners stay up; HTTP ``/healthz`` answers 503 ``{"status": "draining"}`` and gRPC
    health NOT_SERVING; new sessions and runs are refused (``NodeDraining``: HTTP 503
@@ -12,7 +13,7 @@ SIGINT it drains:
    and resume on the next start;
 3. the listeners close, the final checkpoint is signed, exit 0.
 
-A second SIGTERM or SIGINT stops the process at once (exit 128 + the signal's number): no final
+A second such signal stops the process at once (exit 128 + the signal's number): no final
 checkpoint, and the journal still verifies (every append is one SQLite transaction); the next
 start resolves what was in flight, as after a crash.
 """
@@ -46,10 +47,14 @@ log = logging.getLogger("reel.node")
 DRAIN_PROGRESS_S = 1.0
 """How often a drain logs how many runs are still in flight."""
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Signals that drain the node (SIGHUP: a hung-up terminal; SIGHUP's default would kill the
+process on the spot, leaving node.json behind and signing no final checkpoint)."""
+
 
 class Stopper:
-    """SIGTERM and SIGINT: the first asks for a drain (``requested``), the second ends the
-    process at once. Installed before anything opens, so a signal during start-up drains as soon
+    """SIGTERM, SIGINT and SIGHUP: the first asks for a drain (``requested``), the second ends
+    the process at once. Installed before anything opens, so a signal during start-up drains as soon
     as the node is up."""
 
     def __init__(self, give_back_terminal: Callable[[], None]) -> None:
@@ -60,8 +65,8 @@ class Stopper:
         self._give_back_terminal = give_back_terminal
 
     def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         name = signal.Signals(signum).name

@@ -11,9 +11,13 @@ grpclib, asyncio, pykka, ``warnings``, an exception that escapes a thread) becom
 the same object; a traceback is one string under ``exc``, never raw lines. A log line parser
 (or ``jq``) never meets anything else on stderr, apart from the CLI's own ``reel: error: ...``.
 
-Secrets: the ``hpack`` header codec (used by grpclib through h2) logs every header, the
-``authorization`` metadata included, at DEBUG. Its loggers are pinned at WARNING whatever the
-root level, so a bearer token cannot reach the log.
+Secrets: every line goes through the journal's redaction (``events.redact``) before it is
+written: the message, every structured value but the identifiers of `IDENTIFIERS` (ids,
+states, counts and addresses reel itself made), and a traceback. A secret that reaches a log
+call through a config value (a key pasted into ``runs.system_prompt``), an error or an
+exception's text is written ``[REDACTED]``, as the journal would store it. The ``hpack``
+header codec (used by grpclib through h2) logs every header, the ``authorization`` metadata
+included, at DEBUG: its loggers are pinned at WARNING whatever the root level.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from events.redact import redact_text, redact_value
+
 FIELDS = "reel_fields"
 """The ``LogRecord`` attribute ``fields()`` stores a line's structured values under."""
 
@@ -35,6 +41,33 @@ QUIET_LOGGERS = ("hpack", "h2")
 """Loggers that write request headers (tokens) at DEBUG: never below WARNING."""
 
 _HANDLER_NAME = "reel.json"
+
+IDENTIFIERS = frozenset(
+    {
+        "ts",
+        "run_id",
+        "session_id",
+        "event_id",
+        "approval_id",
+        "task_id",
+        "invocation_id",
+        "state",
+        "kind",
+        "position",
+        "pid",
+        "version",
+        "exit_code",
+        "signal",
+        "journal_head",
+        "http_host",
+        "http_port",
+        "grpc_host",
+        "grpc_port",
+        "console",
+        "grpc",
+    }
+)
+"""Fields written as they are: values reel made itself (redaction would only cost time)."""
 
 
 def fields(**values: object) -> dict[str, object]:
@@ -59,16 +92,18 @@ class JsonFormatter(logging.Formatter):
             "ts": timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact_text(record.getMessage())[0],
         }
         values: dict[str, Any] = getattr(record, FIELDS, None) or {}
         for key, value in values.items():
-            if key not in CORE[1:]:
-                line[key] = value
+            if key in CORE[1:]:
+                continue
+            plain = key in IDENTIFIERS or value is None or isinstance(value, (bool, int, float))
+            line[key] = value if plain else redact_value(value)[0]
         if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
+            line["exc"] = redact_text(self.formatException(record.exc_info))[0]
         elif record.exc_text:
-            line["exc"] = record.exc_text
+            line["exc"] = redact_text(record.exc_text)[0]
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
         return json.dumps(line, default=str)

@@ -110,7 +110,9 @@ def assert_one_error_line(done: subprocess.CompletedProcess[str], *words: str) -
         assert word in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"]
+)
 def test_node_starts_and_stops_cleanly_on_a_signal(
     daemons: list[Daemon], data_dir: Path, signum: signal.Signals
 ) -> None:
@@ -134,6 +136,22 @@ def test_node_starts_and_stops_cleanly_on_a_signal(
     # the data dir is free again and the journal verifies (the final checkpoint is signed)
     done = reel("journal", "verify", "--data", str(data_dir))
     assert done.returncode == 0, done
+
+
+def test_a_secret_in_the_config_never_reaches_the_log(
+    daemons: list[Daemon], data_dir: Path
+) -> None:
+    """The ready line logs the runs settings: a key pasted into the system prompt was written
+    in clear. Every log line goes through redaction (transports/logs.py)."""
+    secret = "sk-proj-" + "Zq3vT9wLm2Xc8RbN5yHk" * 2
+    env = {"REEL_RUNS_SYSTEM_PROMPT": f"You help. Our OpenAI key is {secret}"}
+    daemon = start(daemons, data_dir, env)
+    ready = daemon.wait_for("reel node ready")
+    assert ready["config"]["system_prompt"] == "You help. Our OpenAI key is [REDACTED]"
+    assert ready["pid"] == daemon.process.pid  # identifiers are written as they are
+    daemon.process.send_signal(signal.SIGTERM)
+    assert daemon.finish() == 0
+    assert not any(secret in line for line in daemon.lines)
 
 
 def test_an_unknown_config_key_is_named(data_dir: Path) -> None:
