@@ -61,6 +61,7 @@ from actors.provider import ModelProvider
 from actors.task_handlers import PermanentFailure, TaskInterrupted
 from events import ConcurrencyConflict, Event, JournalPort, is_ulid
 from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
+from events.fields import REASON_MAX_CHARS
 from events.ids import encode_ulid
 from projections.learning import KnownProcedure, PeerRun
 
@@ -71,7 +72,6 @@ TASK_KIND = "post_run_reflection"
 RULES_PROVIDERS = frozenset({"deterministic"})
 """Providers whose runs are reflected on by the rules (the deterministic provider echoes: it
 has nothing to say about a run)."""
-REASON_MAX_CHARS = 1000
 BATCH_MAX_RUNS = 100
 """The most runs one reflection task covers."""
 _RACES = 8

@@ -24,6 +24,10 @@ from typing import Annotated, Any, Literal, NamedTuple, Union
 
 from events.errors import AppendRejected
 
+REASON_MAX_CHARS = 1000
+"""The longest reason a person may give for a decision reel records (a memory item's deletion,
+a token's revocation, a learning review): checked at the edge, naming the field."""
+
 
 class Identifier(NamedTuple):
     """A kind of identifier: what it is, and the pattern a value must match in full."""

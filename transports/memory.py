@@ -41,13 +41,12 @@ from events.catalog import (
     MemorySource,
 )
 from events.errors import ConcurrencyConflict
+from events.fields import REASON_MAX_CHARS
 from projections import MemoryView
 from tools import FoundItem
 
 TAG_MAX_CHARS = 64
 """The longest tag, in characters."""
-REASON_MAX_CHARS = 1000
-"""The longest reason a delete records."""
 SCOPES: tuple[str, ...] = get_args(MemoryScope)
 
 

@@ -67,7 +67,7 @@ def _check_id(value: str) -> str:
 
 
 def _check_reason(value: str) -> str:
-    from actors.learning import REASON_MAX_CHARS
+    from events.fields import REASON_MAX_CHARS
 
     if len(value) > REASON_MAX_CHARS:
         raise typer.BadParameter(

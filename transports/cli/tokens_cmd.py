@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -171,7 +172,8 @@ def revoke_cmd(
     if online is not None:
         from transports.cli.node_api import call, error_message
 
-        status, body = call(online, token_file, "DELETE", f"/v1/tokens/{token_id}")
+        query = f"?{urllib.parse.urlencode({'reason': reason})}" if reason else ""
+        status, body = call(online, token_file, "DELETE", f"/v1/tokens/{token_id}{query}")
         if status == 409:
             raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
         if status != 200:

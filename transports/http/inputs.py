@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 from aiohttp import web
 
-from events.fields import PRINCIPAL, SESSION_KEY, TOOL_NAME, Identifier
+from events.fields import PRINCIPAL, REASON_MAX_CHARS, SESSION_KEY, TOOL_NAME, Identifier
 from events.lifecycle import RunStatus
 from events.redact import looks_secret
 from projections import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter
@@ -336,6 +336,21 @@ ORDERS = ("oldest", "newest")
 """``?order=``: ``oldest`` first (the default) or ``newest`` first."""
 SEARCH_MAX_CHARS = 200
 """The longest ``?q=`` a list takes."""
+
+
+def query_reason(request: web.Request) -> str:
+    """The optional ``reason`` query parameter of a delete: absent is "", present must say
+    something, and at most `REASON_MAX_CHARS` characters (400 naming ``query.reason``)."""
+    reason = request.query.get("reason", "")
+    if "reason" in request.query and not reason.strip():
+        raise ApiError("invalid_argument", "reason: empty (leave it out for none)", "query.reason")
+    if len(reason) > REASON_MAX_CHARS:
+        raise ApiError(
+            "invalid_argument",
+            f"reason: {len(reason):,} characters; the cap is {REASON_MAX_CHARS:,}",
+            "query.reason",
+        )
+    return reason
 
 
 def newest_first(request: web.Request) -> bool:

@@ -20,9 +20,9 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from actors.learning import REASON_MAX_CHARS, LearningDesk
+from actors.learning import LearningDesk
 from actors.learning_state import CandidateState
-from events.fields import PRINCIPAL
+from events.fields import PRINCIPAL, REASON_MAX_CHARS
 from projections import CandidateFilter, CandidateRecord, LearningView
 from projections.learning import CANDIDATE_STATUSES, LEARNING_KINDS
 from transports.access import Scope

@@ -32,7 +32,15 @@ from transports.access import AccessError, Scope
 from transports.http.bodies import ULID_PATTERN
 from transports.http.context import CONTEXT, ApiContext, caller, permit
 from transports.http.failures import ApiError
-from transports.http.inputs import LIST_CAP, after_id, is_ulid, page_limit, path_id, read_body
+from transports.http.inputs import (
+    LIST_CAP,
+    after_id,
+    is_ulid,
+    page_limit,
+    path_id,
+    query_reason,
+    read_body,
+)
 from transports.http.replies import json_reply
 from transports.memory import (
     TAG_MAX_CHARS,
@@ -305,9 +313,7 @@ async def get_memory_item(request: web.Request) -> web.Response:
 async def delete_memory_item(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     item_id = path_id(request, "item_id", "memory item")
-    reason = request.query.get("reason", "")
-    if "reason" in request.query and not reason.strip():  # present: it must say something
-        raise ApiError("invalid_argument", "reason: empty (leave it out for none)", "query.reason")
+    reason = query_reason(request)
     who = caller(request)
     journal = ctx.runtime.journal
     state = await asyncio.to_thread(item_state, journal, item_id)

@@ -507,6 +507,14 @@ def _paths() -> dict[str, Any]:
                         "description": "The token's id (a ULID).",
                         "schema": {"type": "string"},
                     },
+                    {
+                        "name": "reason",
+                        "in": "query",
+                        "required": False,
+                        "description": "Why (recorded with the revocation; at most 1,000 "
+                        "characters).",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    },
                 ),
             )
         },

@@ -16,7 +16,7 @@ from transports import tokens as store
 from transports.http.bodies import CreateTokenRequest, TokenList
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
-from transports.http.inputs import read_body
+from transports.http.inputs import query_reason, read_body
 from transports.http.replies import json_reply
 from transports.tokens import created_token, token_info
 
@@ -57,6 +57,7 @@ async def list_tokens(request: web.Request) -> web.Response:
 async def revoke_token(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     token_id = request.match_info["token_id"]
+    reason = query_reason(request)
     if ctx.authority.tokens.get(token_id) is None:
         await permit(request, "token.manage")
         raise ApiError("not_found", f"no token with id {token_id[:40]!r}")
@@ -67,5 +68,6 @@ async def revoke_token(request: web.Request) -> web.Response:
         ctx.authority.tokens,
         token_id,
         revoked_by=who.principal,
+        reason=reason,
     )
     return json_reply(token_info(record, int(time.time() * 1000)))

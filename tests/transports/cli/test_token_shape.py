@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from events.catalog import TokenRevoked
+from events.reader import JournalReader
 from tests.transports.cli.nodekit import REEL, api, reel, running_node
 from transports.http.bodies import CreatedToken, TokenInfo
 
@@ -61,3 +63,18 @@ def test_the_cli_and_the_api_show_a_token_with_the_same_keys_and_values(data_dir
     text = reel("tokens", "list", "--data", str(data_dir)).stdout
     for made in (offline_made, api_made, cli_made):  # the token only where it was made
         assert made["token"] not in text and made["id"] in text
+
+
+def test_a_revocation_s_reason_is_recorded_through_a_running_node_too(data_dir: Path) -> None:
+    """``reel tokens revoke --reason`` dropped the reason when a node ran (the API took none)."""
+    with running_node([str(REEL), "node", "--data", str(data_dir)]):
+        made = cli(data_dir, "create", "--principal", "user:dee", "--role", "viewer")
+        cli(data_dir, "revoke", made["id"], "--reason", "left the team")
+        status, body = api(data_dir, "DELETE", f"/v1/tokens/{made['id']}?reason=")
+        assert status == 400 and body["error"]["field"] == "query.reason"
+    reader = JournalReader.open(data_dir / "journal.db")
+    try:
+        (revoked,) = [s.decode() for s in reader.read(0, 10_000) if s.kind == "token.revoked"]
+    finally:
+        reader.close()
+    assert isinstance(revoked, TokenRevoked) and revoked.reason == "left the team"
