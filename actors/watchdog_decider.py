@@ -2,8 +2,9 @@
 
 :func:`apply` folds ``incident.opened`` / ``incident.resolved`` into the open incidents (the
 watchdog folds its own appends, and the journal's incident events at start, through the same
-function). :func:`decide` takes the open incidents and the findings of a look
-(:func:`actors.watchdog.check`) and says which events to append and what to do:
+function: an :class:`actors.aggregate.Aggregate` over every ``incident/<id>`` stream).
+:func:`decide` takes the open incidents and the findings of a look (:func:`actors.watchdog.check`)
+and says which events to append and what to do:
 
 - a finding with no open incident for its (domain, subject) opens one (at most one is open per
   pair), naming in ``auto`` mode the action taken;
@@ -15,7 +16,7 @@ function). :func:`decide` takes the open incidents and the findings of a look
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Literal
 
 import msgspec
@@ -57,6 +58,11 @@ class Incidents(msgspec.Struct, frozen=True):
     open: dict[tuple[str, str], OpenIncident] = {}
 
 
+def initial(first: Recorded) -> Incidents:
+    """The open incidents after ``first`` (every record starts the set, empty or not)."""
+    return apply(Incidents(), first)
+
+
 def apply(state: Incidents, rec: Recorded) -> Incidents:
     """Fold one incident event."""
     event = rec.event
@@ -72,13 +78,6 @@ def apply(state: Incidents, rec: Recorded) -> Incidents:
     if isinstance(event, IncidentResolved):
         gone = event.incident_id
         return Incidents({k: v for k, v in state.open.items() if v.incident_id != gone})
-    return state
-
-
-def fold(records: Iterable[Recorded]) -> Incidents:
-    state = Incidents()
-    for rec in records:
-        state = apply(state, rec)
     return state
 
 

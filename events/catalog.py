@@ -91,6 +91,9 @@ class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_s
 CompactionMethod = Literal["extractive", "model"]
 """How a compaction's summary was written: from the covered runs' own words (each message and
 the start of its answer), or by the session's model (docs/context.md, "Compaction")."""
+CompactionTrigger = Literal["auto", "request"]
+"""What made a compaction: the history passed ``[context] compact_at`` after a run, or a
+request."""
 
 
 class SessionCompacted(Event, frozen=True, kw_only=True, tag="session.compacted"):
@@ -110,7 +113,7 @@ class SessionCompacted(Event, frozen=True, kw_only=True, tag="session.compacted"
     method: CompactionMethod = "extractive"
     tokens_before: int = 0
     tokens_after: int = 0
-    trigger: Literal["auto", "request"] = "request"
+    trigger: CompactionTrigger = "request"
     """``auto``: the history passed ``[context] compact_at`` after a run; ``request``: asked
     for (``reel sessions compact``, ``POST /v1/sessions/{id}/compact``)."""
 
