@@ -180,7 +180,7 @@ class ChannelHub:
             self.actors[name] = ChannelActor.start(name, config, node, journal, self)
         for name, connector in self.connectors.items():
             if isinstance(connector, Resumable):
-                cursor = self.actors[name].proxy().cursor.get(timeout=30)
+                cursor = self.actors[name].proxy().state.get(timeout=30).cursor
                 connector.resume(cursor, self._cursor_saver(name))
             io.submit(connector.start(self._inbound)).result(timeout=30)
             log.info("channel %s (%s) started", name, connector.kind)
