@@ -160,9 +160,10 @@ def resolve(
 
 
 def denial(state: InvocationState) -> ToolCompleted | None:
-    """After a decision: the refusal to append when it was a denial, None to execute."""
+    """After a decision: the refusal to append when it was a denial, None to execute (and
+    None once the call completed: nothing follows a completion)."""
     resolution = state.resolution
-    if resolution is None or resolution.decision == "allow":
+    if resolution is None or resolution.decision == "allow" or state.completed is not None:
         return None
     return _refusal(state, resolution)
 
