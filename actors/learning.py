@@ -61,7 +61,7 @@ from actors.provider import ModelProvider
 from actors.stream import Recorded, recorded
 from actors.task_handlers import PermanentFailure, TaskInterrupted
 from events import ConcurrencyConflict, Event, JournalPort, is_ulid, redact_event
-from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
+from events.catalog import Extractor, LearningCandidateApplied, LearningCandidateRolledBack
 from events.fields import REASON_MAX_CHARS
 from events.ids import encode_ulid
 from projections.learning import KnownProcedure, PeerRun
@@ -358,7 +358,7 @@ class Reflector:
         self.io = io
 
     @property
-    def extractor(self) -> Literal["rules", "model"]:
+    def extractor(self) -> Extractor:
         choice = self.desk.settings.extractor
         if choice == "auto":
             return "rules" if self.provider.name in RULES_PROVIDERS else "model"

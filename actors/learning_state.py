@@ -15,8 +15,6 @@ Every refusal is a :class:`CandidateConflict` (HTTP 409) saying what to do inste
 
 from __future__ import annotations
 
-from typing import Literal
-
 import msgspec
 
 from actors.errors import Conflict, NotFound
@@ -24,6 +22,7 @@ from actors.learning_rules import Proposal, merged_confidence
 from actors.stream import Recorded
 from events import Event
 from events.catalog import (
+    CandidateStatus,
     LearningCandidateApplied,
     LearningCandidateProposed,
     LearningCandidateRejected,
@@ -31,7 +30,6 @@ from events.catalog import (
     LearningEvidenceAdded,
 )
 
-Status = Literal["pending", "applied", "rejected", "rolled_back"]
 REFLECTION = "reflection"
 """The principal of what reflection does on its own: proposals, merges, automatic applies."""
 MAX_EVIDENCE_RUNS = 20
@@ -57,7 +55,7 @@ class CandidateState(msgspec.Struct, frozen=True, kw_only=True):
     principal: str
     confidence_bps: int
     runs: tuple[str, ...]
-    status: Status = "pending"
+    status: CandidateStatus = "pending"
     memory_item_id: str | None = None
     """The memory item the last apply of a fact produced."""
     applies: int = 0

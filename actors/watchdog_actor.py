@@ -35,9 +35,9 @@ from actors.messages import ResolveApproval, StallRun
 from actors.services import Services
 from actors.stream import Recorded, recorded
 from actors.watchdog import Memory, Snapshot, WatchdogConfig, check
-from actors.watchdog_decider import INCIDENT_KINDS, Act, Incidents, apply, decide
+from actors.watchdog_decider import Act, Incidents, apply, decide
 from events import new_id
-from events.catalog import kind_of
+from events.catalog import INCIDENT_KINDS, kind_of
 from projections.watch import JournalVerdict, Lag, PendingApproval, RunActivity, TaskLease
 
 log = logging.getLogger("reel.watchdog")

@@ -17,7 +17,6 @@ and says which events to append and what to do:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 import msgspec
 
@@ -27,11 +26,10 @@ from events.catalog import (
     Event,
     IncidentAction,
     IncidentDomain,
+    IncidentHow,
     IncidentOpened,
     IncidentResolved,
 )
-
-INCIDENT_KINDS = ("incident.opened", "incident.resolved")
 
 
 def stream_of(incident_id: str) -> str:
@@ -133,7 +131,7 @@ def decide(
             acts.append(Act(incident_id=incident_id, action=action, finding=finding))
     for incident in state.open.values():
         if incident.domain in checked.checked and incident.key not in found:
-            how: Literal["cleared", "acted"] = (
+            how: IncidentHow = (
                 "acted" if incident.action or incident.incident_id in acted else "cleared"
             )
             resolved = IncidentResolved(incident_id=incident.incident_id, how=how)

@@ -10,6 +10,7 @@ import msgspec
 
 from events import JournalReadPort, StoredEvent
 from events.catalog import (
+    APPROVAL_KINDS,
     ApprovalRequested,
     ApprovalResolved,
     ChannelPairingRequested,
@@ -17,13 +18,6 @@ from events.catalog import (
 )
 from projections.approvals_view import PAIRING_RISK, pairing_arguments, pairing_reason
 from projections.records import ApprovalRecord
-
-APPROVAL_KINDS = (
-    "tool.approval_requested",
-    "tool.approval_resolved",
-    "channel.pairing_requested",
-    "channel.pairing_resolved",
-)
 
 
 def fold_approvals(events: Iterable[StoredEvent]) -> dict[str, ApprovalRecord]:

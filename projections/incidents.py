@@ -16,10 +16,9 @@ import apsw
 import msgspec
 
 from events import Event, JournalReadPort, StoredEvent
-from events.catalog import INCIDENT_DOMAINS, IncidentOpened, IncidentResolved
+from events.catalog import INCIDENT_DOMAINS, INCIDENT_KINDS, IncidentOpened, IncidentResolved
 from projections.pool import PooledReader
 
-INCIDENT_KINDS = ("incident.opened", "incident.resolved")
 INCIDENT_STATES: tuple[str, ...] = ("open", "resolved")
 """The states the incidents view records (``incidents.state``)."""
 

@@ -24,6 +24,7 @@ from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from events.redact import redact_text
 from tools import ToolsConfig
+from tools.spec import Posture
 from transports.models.openai_wire import check_options
 
 
@@ -308,7 +309,7 @@ class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
 
-    postures: dict[str, Literal["always_allow", "ask_each_time", "disabled"]] = {}
+    postures: dict[str, Posture] = {}
 
 
 class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 import unicodedata
-from typing import cast, get_args
+from typing import cast
 
 import msgspec
 
@@ -37,6 +37,7 @@ from actors.aggregate import fold
 from actors.stream import Recorded, recorded
 from events import JournalPort, JournalReadPort, is_ulid, new_id, redact_event
 from events.catalog import (
+    MEMORY_SCOPES,
     MEMORY_TAGS_MAX,
     MEMORY_TEXT_MAX_CHARS,
     MemoryItemDeleted,
@@ -51,7 +52,6 @@ from tools import FoundItem
 
 TAG_MAX_CHARS = 64
 """The longest tag, in characters."""
-SCOPES: tuple[str, ...] = get_args(MemoryScope)
 
 
 class MemoryInputError(ValueError):
@@ -171,8 +171,10 @@ def check_scope(
 ) -> tuple[MemoryScope, str | None]:
     """``scope`` and ``session_id`` if they go together (a session item names a session the
     journal holds; no other item names one)."""
-    if scope not in SCOPES:
-        raise MemoryInputError("scope", f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if scope not in MEMORY_SCOPES:
+        raise MemoryInputError(
+            "scope", f"scope must be one of {', '.join(MEMORY_SCOPES)}, not {scope!r}"
+        )
     if scope != "session":
         if session_id is not None:
             raise MemoryInputError(

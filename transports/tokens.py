@@ -28,7 +28,7 @@ import msgspec
 from actors.aggregate import fold
 from actors.stream import Recorded, recorded
 from events import JournalPort, JournalReadPort, new_id
-from events.catalog import TokenCreated, TokenRevoked, TokenUsed
+from events.catalog import TOKEN_KINDS, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
 from events.redact import looks_secret, redact_event
@@ -44,8 +44,6 @@ reserved for the admin token and chat connectors."""
 
 _TOKEN = re.compile(r"reel_([0-9A-Z]{26})_([A-Za-z0-9_-]{43})")
 
-
-TOKEN_KINDS = ("token.created", "token.revoked", "token.used")
 
 USE_RECORDED_EVERY_MS = 3_600_000
 """A token's use is recorded (``token.used``) at most once an hour: "last used" to the hour."""

@@ -39,8 +39,10 @@ from actors.task_state import TaskState
 from actors.tool_decider import denial, resolve, withdrawn
 from actors.tool_decider import interrupt as interrupt_invocation
 from actors.tool_fold import InvocationState
-from actors.watchdog_decider import INCIDENT_KINDS, Incidents
+from actors.watchdog_decider import Incidents
 from events.catalog import (
+    INCIDENT_KINDS,
+    TOKEN_KINDS,
     ApprovalRequested,
     ApprovalResolved,
     ChannelMessageRefused,
@@ -88,7 +90,7 @@ from transports.channels import router
 from transports.channels.pairing import undecidable
 from transports.channels.router import ChannelState
 from transports.memory import ItemState, MemoryItemAlreadyDeleted, deletion
-from transports.tokens import TOKEN_KINDS, TokenAlreadyRevoked, Tokens, revocation
+from transports.tokens import TokenAlreadyRevoked, Tokens, revocation
 
 Decisions = Sequence[Callable[[], Any]]
 

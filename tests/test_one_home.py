@@ -1,0 +1,143 @@
+"""One home per fact: each guard fails when someone writes a fact a second time.
+
+- a dotted event kind is written only in ``events/catalog.py`` (everything else asks it:
+  ``kind_of(RunAccepted)``, ``kinds_of(...)``, or a constant it exports);
+- a closed set the catalog stores (approval scopes, grant matches, verdicts, postures, memory
+  scopes, learning statuses, ...) is a named type of the catalog, never a second ``Literal`` or
+  tuple of the same words;
+- the gRPC scope and match tables are written once (``transports/grpc/tape.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from events.catalog import BY_KIND
+from policies.access import ACTIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("actors", "events", "policies", "projections", "tools", "transports")
+CATALOG = ROOT / "events" / "catalog.py"
+
+
+def sources(*packages: str) -> Iterator[Path]:
+    for package in packages or PACKAGES:
+        yield from sorted((ROOT / package).rglob("*.py"))
+
+
+def where(path: Path, line: int) -> str:
+    return f"{path.relative_to(ROOT)}:{line}"
+
+
+# --- event kinds ------------------------------------------------------------------------------
+
+QUOTED = re.compile(r"""["']([a-z_]+\.[a-z_]+)["']""")
+ACTION_NAMES = frozenset(ACTIONS) & frozenset(BY_KIND)
+"""Cedar action names that are spelled like a kind: another vocabulary (the policy schema's
+actions), written in policies/access.py and the transports that ask for them."""
+
+
+def test_a_cedar_action_is_named_like_a_kind_only_where_known() -> None:
+    assert {"session.reset"} == ACTION_NAMES
+
+
+def test_event_kinds_are_written_only_in_the_catalog() -> None:
+    kinds = frozenset(BY_KIND) - ACTION_NAMES
+    found = [
+        f"{where(path, n)}: {m.group(1)}"
+        for path in sources()
+        if path != CATALOG
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        for m in QUOTED.finditer(line)
+        if m.group(1) in kinds
+    ]
+    assert not found, "kinds written outside events/catalog.py:\n" + "\n".join(found)
+
+
+def test_the_guard_sees_a_kind_written_twice() -> None:
+    assert [m.group(1) for m in QUOTED.finditer('if kind == "run.accepted":')] == ["run.accepted"]
+
+
+# --- closed sets ------------------------------------------------------------------------------
+
+LAYERED = {
+    ("tools/spec.py", frozenset({"always_allow", "ask_each_time", "disabled"})),
+    ("tools/memory_tools.py", frozenset({"principal", "session", "global"})),
+    ("policies/request.py", frozenset({"always_allow", "ask_each_time", "disabled"})),
+    ("policies/decision.py", frozenset({"allow", "deny", "approval_required"})),
+}
+"""Copies the layering forces: ``tools`` and ``policies`` may not import ``events`` (nor each
+other), so a tool's posture, a memory tool's scope and Cedar's outcome are written there too."""
+
+
+def word_sets(
+    tree: ast.AST, *, literals_only: bool = False
+) -> Iterator[tuple[int, frozenset[str]]]:
+    """Each ``Literal[...]`` of two or more words, and (unless ``literals_only``) each tuple,
+    list or set display of two or more words, with its line."""
+    in_literal: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and (
+            getattr(node.value, "id", None) == "Literal"
+            or getattr(node.value, "attr", None) == "Literal"
+        ):
+            elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            in_literal.add(id(node.slice))
+            words = [e.value for e in elements if isinstance(e, ast.Constant)]
+            if len(words) >= 2 and all(isinstance(w, str) for w in words):
+                yield node.lineno, frozenset(words)
+    if literals_only:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Tuple | ast.List | ast.Set) and id(node) not in in_literal:
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            if len(words) == len(node.elts) >= 2 and all(isinstance(w, str) for w in words):
+                yield node.lineno, frozenset(words)
+
+
+def catalog_sets() -> set[frozenset[str]]:
+    return {words for _, words in word_sets(ast.parse(CATALOG.read_text()), literals_only=True)}
+
+
+def test_closed_sets_of_the_catalog_are_written_only_there() -> None:
+    sets = catalog_sets()
+    assert frozenset({"once", "session", "always"}) in sets  # the guard reads the catalog
+    found: set[tuple[str, frozenset[str]]] = set()
+    lines: list[str] = []
+    for path in sources():
+        if path == CATALOG:
+            continue
+        for line, words in word_sets(ast.parse(path.read_text())):
+            if words in sets:
+                found.add((str(path.relative_to(ROOT)), words))
+                lines.append(f"{where(path, line)}: {sorted(words)}")
+    second = sorted(f for f in lines if not any(f.startswith(p + ":") for p, _ in LAYERED))
+    assert not second, "closed sets of the catalog written again:\n" + "\n".join(second)
+    assert found == LAYERED, f"the layered copies changed: {found ^ LAYERED}"
+
+
+def test_a_word_set_display_is_seen() -> None:
+    tree = ast.parse('if scope not in ("once", "session", "always"): pass')
+    assert [w for _, w in word_sets(tree)] == [frozenset({"once", "session", "always"})]
+
+
+# --- gRPC tables ------------------------------------------------------------------------------
+
+WIRE_ENTRY = re.compile(r"(ApprovalScope|GrantMatch)\.[A-Z]+\s*:|:\s*(ApprovalScope|GrantMatch)\.")
+
+
+def test_the_grpc_scope_and_match_tables_are_written_once() -> None:
+    home = ROOT / "transports" / "grpc" / "tape.py"
+    found = [
+        f"{where(path, n)}: {line.strip()}"
+        for path in sources("transports")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if WIRE_ENTRY.search(line)
+    ]
+    elsewhere = [f for f in found if not f.startswith("transports/grpc/tape.py:")]
+    assert not elsewhere, "gRPC scope or match tables written again:\n" + "\n".join(elsewhere)
+    assert len(found) == 2, found  # the home: unspecified means once, and means any
+    assert "SCOPES" in home.read_text()
