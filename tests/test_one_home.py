@@ -5,6 +5,8 @@
 - a closed set the catalog stores (approval scopes, grant matches, verdicts, postures, memory
   scopes, learning statuses, ...) is a named type of the catalog, never a second ``Literal`` or
   tuple of the same words;
+- a default the actors run with is written only in the actors' config Structs
+  (``transports/config.py`` embeds them or names their values);
 - the gRPC scope and match tables are written once (``transports/grpc/tape.py``).
 """
 
@@ -122,6 +124,69 @@ def test_closed_sets_of_the_catalog_are_written_only_there() -> None:
 def test_a_word_set_display_is_seen() -> None:
     tree = ast.parse('if scope not in ("once", "session", "always"): pass')
     assert [w for _, w in word_sets(tree)] == [frozenset({"once", "session", "always"})]
+
+
+# --- config defaults --------------------------------------------------------------------------
+
+
+def fed_to_the_actors() -> set[tuple[str, str]]:
+    """Every (section, key) that ``NodeConfig.actors()`` passes to the actors' config."""
+    tree = ast.parse((ROOT / "transports" / "config.py").read_text())
+    (actors,) = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "actors"
+    ]
+    fed = set()
+    for node in ast.walk(actors):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and getattr(node.value.value, "id", None) == "self"
+        ):
+            fed.add((node.value.attr, node.attr))
+    return fed
+
+
+def section_classes() -> dict[str, ast.ClassDef]:
+    """``NodeConfig``'s sections, by name, as the classes that declare them."""
+    tree = ast.parse((ROOT / "transports" / "config.py").read_text())
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    out = {}
+    for stmt in classes["NodeConfig"].body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            annotation = ast.unparse(stmt.annotation)
+            if annotation in classes:
+                out[stmt.target.id] = classes[annotation]
+    return out
+
+
+def test_the_actors_defaults_are_written_only_in_the_actors_config() -> None:
+    fed = fed_to_the_actors()
+    assert ("approvals", "timeout_s") in fed and ("runs", "max_turns") in fed
+    sections = section_classes()
+    written = []
+    for section, key in sorted(fed):
+        for stmt in sections[section].body:
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and getattr(stmt.target, "id", None) == key
+                and stmt.value is not None
+                and any(
+                    (isinstance(n, ast.Constant) and not isinstance(n.value, str | type(None)))
+                    or (isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value)
+                    for n in ast.walk(stmt.value)
+                )
+            ):
+                written.append(f"{section}.{key} = {ast.unparse(stmt.value)}")
+    assert not written, "defaults written again in transports/config.py: " + ", ".join(written)
+
+
+def test_the_sections_have_the_actors_defaults() -> None:
+    from actors import ActorsConfig
+    from transports.config import NodeConfig
+
+    assert NodeConfig().actors() == ActorsConfig()
 
 
 # --- gRPC tables ------------------------------------------------------------------------------
