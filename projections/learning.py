@@ -45,6 +45,7 @@ from events.catalog import (
     kinds_of,
 )
 from events.lifecycle import STATUS_OF
+from projections.base import folded
 from projections.pool import PooledReader
 
 SIMILARITY = 0.5
@@ -524,18 +525,7 @@ def load_candidates(reader: JournalReadPort) -> list[CandidateRecord]:
     """Every candidate folded from the journal itself, in the order proposed: what the CLI
     shows on a data dir no node holds (the same fold as the view, into memory)."""
     projection = LearningProjection()
-    conn = apsw.Connection(":memory:")
-    try:
-        conn.execute(projection.ddl)
-        kinds = tuple(sorted(k for k in projection.kinds or () if k.startswith("learning.")))
-        with conn:
-            for stored in reader.events_of_kinds(kinds):
-                projection.apply(conn, stored, stored.decode())
-        return [
-            _record(row)
-            for row in conn.execute(
-                f"SELECT {_COLUMNS} FROM learning_candidates ORDER BY proposed_position"
-            )
-        ]
-    finally:
-        conn.close()
+    kinds = tuple(sorted(k for k in projection.kinds or () if k.startswith("learning.")))
+    with folded(projection, reader.events_of_kinds(kinds)) as conn:
+        sql = f"SELECT {_COLUMNS} FROM learning_candidates ORDER BY proposed_position"
+        return [_record(row) for row in conn.execute(sql)]

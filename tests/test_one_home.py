@@ -7,7 +7,9 @@
   tuple of the same words;
 - a default the actors run with is written only in the actors' config Structs
   (``transports/config.py`` embeds them or names their values);
-- the gRPC scope and match tables are written once (``transports/grpc/tape.py``).
+- the gRPC scope and match tables are written once (``transports/grpc/tape.py``);
+- a view is folded only by its own ``apply``: an offline read runs it in memory
+  (``projections.base.folded``), never a second fold beside it.
 """
 
 from __future__ import annotations
@@ -206,3 +208,42 @@ def test_the_grpc_scope_and_match_tables_are_written_once() -> None:
     assert not elsewhere, "gRPC scope or match tables written again:\n" + "\n".join(elsewhere)
     assert len(found) == 2, found  # the home: unspecified means once, and means any
     assert "SCOPES" in home.read_text()
+
+
+# --- one fold per view ------------------------------------------------------------------------
+
+OVERLAYS = {("projections/watch.py", "WatchReads")}
+"""Reads that look at the latest events the views may not have applied yet (a task's last
+heartbeat): an overlay on a view's row, not a fold of the view."""
+
+
+def test_a_view_is_folded_only_by_its_own_apply() -> None:
+    """In projections/, an event class is matched only inside a projection (a class with its
+    ``kinds`` and ``apply``): a function folding the journal into a view's records beside it is
+    a second fold."""
+    names = {cls.__name__ for cls in BY_KIND.values()}
+    found = []
+    for path in sources("projections"):
+        tree = ast.parse(path.read_text())
+        for cls in [None, *(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))]:
+            scope: ast.AST = tree if cls is None else cls
+            is_view = cls is not None and {"kinds", "apply"} <= {
+                getattr(s, "name", None) or getattr(getattr(s, "target", None), "id", None)
+                for s in cls.body
+            }
+            inner = {
+                id(n)
+                for c in ast.walk(scope)
+                if c is not scope and isinstance(c, ast.ClassDef)
+                for n in ast.walk(c)
+            }
+            for node in ast.walk(scope):
+                if id(node) in inner or not isinstance(node, ast.Call):
+                    continue
+                if getattr(node.func, "id", None) != "isinstance" or len(node.args) != 2:
+                    continue
+                matched = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                owner = (str(path.relative_to(ROOT)), cls.name if cls else "")
+                if matched & names and not is_view and owner not in OVERLAYS:
+                    found.append(f"{where(path, node.lineno)}: {sorted(matched & names)}")
+    assert not found, "events folded outside a view's apply:\n" + "\n".join(found)
