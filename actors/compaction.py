@@ -4,7 +4,7 @@ The session actor (:mod:`actors.session`) is the shell: it asks :func:`choose` a
 (``trigger="auto"``) or when asked (:class:`~actors.messages.CompactSession`), writes the
 summary (:func:`extractive_summary` at once, or a model call on the node's I/O loop with
 :func:`model_request` / :func:`write_summary`), and appends :func:`compacted`. The fold
-(:mod:`actors.session_state`) makes every compaction a checkpoint that :func:`restore` returns
+(:mod:`actors.session_state`) makes every compaction a checkpoint that a restore returns
 to. docs/context.md, "Compaction", is the prose version of this module.
 
 **What is condensed.** The session's history as the next run would see it: the summary in
@@ -28,10 +28,11 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Iterable
-from typing import Literal
 
 import msgspec
 
+from actors import session_state
+from actors.aggregate import fold
 from actors.config import ActorsConfig
 from actors.context import (
     CHARS_PER_TOKEN,
@@ -43,13 +44,11 @@ from actors.context import (
     fence,
     prior_budget,
 )
-from actors.errors import InvalidCommand
 from actors.provider import ChatMessage, ModelProvider, ProviderRequest, TextDelta
-from actors.session_state import SessionState, apply, checkpoint_of
+from actors.session_state import SessionState
+from actors.stream import recorded
 from events import StoredEvent
-from events.catalog import CompactionMethod, SessionCompacted, SessionRestored
-
-Trigger = Literal["auto", "request"]
+from events.catalog import CompactionMethod, CompactionTrigger, SessionCompacted
 
 DEFAULT_FRACTION = ActorsConfig().compact_at
 """The fraction a requested compaction sizes itself by when automatic compaction is off."""
@@ -159,7 +158,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     """The turns that stay uncovered after the compaction."""
     summary_cap: int
     """Tokens the summary may use."""
-    trigger: Trigger
+    trigger: CompactionTrigger
     principal: str
 
 
@@ -169,7 +168,7 @@ def plan(
     limits: Limits,
     *,
     compaction_id: str,
-    trigger: Trigger,
+    trigger: CompactionTrigger,
     principal: str,
 ) -> Plan | None:
     """The compaction of ``state`` to make now, or None when there is nothing to condense.
@@ -324,28 +323,6 @@ def model_summary(text: str, cap_tokens: int) -> str:
     return text if len(text) <= cap else text[:cap] + CUT_NOTE
 
 
-# --- restore ----------------------------------------------------------------------------------
-
-
-def restore(state: SessionState, checkpoint_id: str) -> SessionRestored:
-    """The event returning ``state`` to checkpoint ``checkpoint_id``; an unknown one is refused
-    naming the field ``checkpoint``."""
-    if checkpoint_of(state, checkpoint_id) is None:
-        known = len(state.checkpoints)
-        raise InvalidCommand(
-            "checkpoint",
-            f"session {state.session_id} has no checkpoint {checkpoint_id[:64]!r} "
-            f"({known} checkpoint{'' if known == 1 else 's'})",
-        )
-    return SessionRestored(session_id=state.session_id, checkpoint_id=checkpoint_id)
-
-
-def cooled(last_ms: int | None, now_ms: int, cooldown_s: float) -> bool:
-    """Whether an automatic compaction may happen ``now_ms``, the last one having been
-    recorded at ``last_ms`` (None: never)."""
-    return last_ms is None or now_ms - last_ms >= cooldown_s * 1000
-
-
 # --- listing ----------------------------------------------------------------------------------
 
 
@@ -385,35 +362,26 @@ class Checkpoints(msgspec.Struct, frozen=True, kw_only=True):
 
 def checkpoints_of(session_id: str, stored: Iterable[StoredEvent]) -> Checkpoints:
     """The checkpoints of the session whose stream ``stored`` is, folded with the session's own
-    :func:`~actors.session_state.apply` (the same fold the session actor runs), each with the
-    time and principal of its ``session.compacted`` row."""
-    state: SessionState | None = None
-    made: dict[str, tuple[StoredEvent, SessionCompacted]] = {}
-    for row in stored:
-        event = row.decode()
-        state = apply(state, event)
-        if isinstance(event, SessionCompacted):
-            made[event.compaction_id] = (row, event)
+    fold (:mod:`actors.session_state`, as the session actor folds it): each with the time and
+    principal of its ``session.compacted`` row, which the fold keeps."""
+    state = fold(session_state, recorded(stored))
     if state is None:
         return Checkpoints(session_id=session_id, in_force=None, items=[])
     in_force = state.compaction.compaction_id if state.compaction else None
-    items = []
-    for checkpoint in state.checkpoints:
-        compaction = checkpoint.compaction
-        row, event = made[checkpoint.checkpoint_id]
-        items.append(
-            CheckpointInfo(
-                checkpoint_id=checkpoint.checkpoint_id,
-                created_at_ms=row.recorded_at_ms,
-                principal=row.principal,
-                trigger=event.trigger,
-                method=compaction.method,
-                covers=compaction.covers,
-                history_runs=len(checkpoint.history),
-                tokens_before=compaction.tokens_before,
-                tokens_after=compaction.tokens_after,
-                summary=compaction.summary,
-                in_force=checkpoint.checkpoint_id == in_force,
-            )
+    items = [
+        CheckpointInfo(
+            checkpoint_id=checkpoint.checkpoint_id,
+            created_at_ms=checkpoint.at_ms,
+            principal=checkpoint.principal,
+            trigger=checkpoint.trigger,
+            method=checkpoint.compaction.method,
+            covers=checkpoint.compaction.covers,
+            history_runs=len(checkpoint.history),
+            tokens_before=checkpoint.compaction.tokens_before,
+            tokens_after=checkpoint.compaction.tokens_after,
+            summary=checkpoint.compaction.summary,
+            in_force=checkpoint.checkpoint_id == in_force,
         )
+        for checkpoint in state.checkpoints
+    ]
     return Checkpoints(session_id=session_id, in_force=in_force, items=items)

@@ -34,9 +34,11 @@ from actors.references import MAX_REFERENCES, unescape
 from actors.run_fold import RunState
 from actors.session_state import Compaction
 from events import JournalReadPort
-from events.catalog import RunAccepted, RunCompleted, RunContextAssembled, ToolCompleted
+from events.catalog import RunAccepted, RunCompleted, RunContextAssembled, ToolCompleted, kind_of
 from events.lifecycle import is_terminal
 
+ACCEPTED = kind_of(RunAccepted)
+"""A run's ``run.accepted``, found by kind before any decoding."""
 MAX_PRIOR_RUNS = 200
 """At most this many prior runs are considered (newest first) before the token budget cuts."""
 CHARS_PER_TOKEN = 4
@@ -281,7 +283,7 @@ def _load(reader: JournalReadPort, run_id: str) -> _Turn:
     answer: str | None = None
     ended = False
     for stored in reader.read_correlated(run_id):
-        if stored.kind == "run.accepted":
+        if stored.kind == ACCEPTED:
             event = stored.decode()
             assert isinstance(event, RunAccepted)
             text = event.text
@@ -432,7 +434,7 @@ def read_run(reader: JournalReadPort, run_id: str) -> RunRead | None:
     answer: str | None = None
     state = "in progress"
     for stored in reader.read_correlated(run_id):
-        if stored.kind == "run.accepted":
+        if stored.kind == ACCEPTED:
             event = stored.decode()
             assert isinstance(event, RunAccepted)
             accepted, principal = event, stored.principal

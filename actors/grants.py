@@ -18,11 +18,9 @@ from collections.abc import Sequence
 import msgspec
 
 from actors.errors import InvalidCommand
-from events.catalog import ApprovalResolved, GrantMatch, SessionGrantAdded
+from events.catalog import GRANT_MATCHES, ApprovalResolved, GrantMatch, SessionGrantAdded
 from projections.records import GrantOption
 from tools.subjects import arguments_digest, covered, parse_prefix, prefix_kind
-
-MATCHES: tuple[GrantMatch, ...] = ("any", "exact", "prefix")
 
 
 class Grant(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,8 +59,8 @@ def check_decision(
     """Refuse a decision whose binding makes no sense, naming the field: ``match`` other than
     ``any`` outside an allow with scope ``session``; ``prefix`` without ``match=prefix``; a
     prefix the tool cannot bind (no subject, unparsable)."""
-    if match not in MATCHES:
-        raise InvalidCommand("match", f"must be one of {', '.join(MATCHES)}")
+    if match not in GRANT_MATCHES:
+        raise InvalidCommand("match", f"must be one of {', '.join(GRANT_MATCHES)}")
     if match != "any" and (decision != "allow" or scope != "session"):
         raise InvalidCommand("match", "binds only an allow with scope session")
     if match != "prefix":

@@ -26,6 +26,8 @@ from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 
+from actors import learning_state
+from actors.aggregate import fold
 from actors.compaction import write_summary
 from actors.io_loop import IoLoop
 from actors.learning_rules import (
@@ -48,9 +50,7 @@ from actors.learning_state import (
     CandidateConflict,
     CandidateState,
     UnknownCandidate,
-    apply,
-    due,
-    fold,
+    due_with,
     may_accept,
     may_roll_back,
     observe,
@@ -58,9 +58,10 @@ from actors.learning_state import (
     stream_of,
 )
 from actors.provider import ModelProvider
+from actors.stream import Recorded, recorded
 from actors.task_handlers import PermanentFailure, TaskInterrupted
-from events import ConcurrencyConflict, Event, JournalPort, is_ulid
-from events.catalog import LearningCandidateApplied, LearningCandidateRolledBack
+from events import ConcurrencyConflict, Event, JournalPort, is_ulid, redact_event
+from events.catalog import Extractor, LearningCandidateApplied, LearningCandidateRolledBack
 from events.fields import REASON_MAX_CHARS
 from events.ids import encode_ulid
 from projections.learning import KnownProcedure, PeerRun
@@ -181,7 +182,7 @@ class LearningDesk:
         """The candidate as its stream says it is now (never lags, unlike the view)."""
         if not is_ulid(candidate_id):
             return None
-        return fold(self.journal.read_stream(stream_of(candidate_id)))
+        return fold(learning_state, recorded(self.journal.read_stream(stream_of(candidate_id))))
 
     def _known(self, candidate_id: str) -> CandidateState:
         state = self.state(candidate_id)
@@ -200,18 +201,19 @@ class LearningDesk:
     ) -> CandidateState:
         """Append ``events`` (one atomic append) at the seq ``state`` expects; the state after
         them. Raises ``ConcurrencyConflict`` when another writer appended first."""
-        seq = 0 if state is None else state.next_seq
-        self.journal.append(
-            stream_of(candidate_id),
-            events,
-            expected_seq=seq,
+        stream = stream_of(candidate_id)
+        clean = [redact_event(event) for event in events]
+        result = self.journal.append(
+            stream,
+            clean,
+            expected_seq=0 if state is None else state.next_seq,
             principal=principal,
             causation_id=causation_id,
         )
-        for offset, event in enumerate(events):
-            state = apply(state, event, seq + offset)
-        assert state is not None
-        return state
+        records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in clean]
+        after = fold(learning_state, records, state)
+        assert after is not None
+        return after
 
     # --- findings ------------------------------------------------------------------------
 
@@ -221,22 +223,23 @@ class LearningDesk:
         candidate_id = proposal.candidate_id
         for _ in range(_RACES):
             state = self.state(candidate_id)
-            event = observe(state, proposal)
-            events: list[Event] = [] if event is None else [event]
-            after = state
-            if event is not None:
-                after = apply(state, event, 0 if state is None else state.next_seq)
-            assert after is not None
-            threshold = self.settings.threshold(after.kind)
-            applies = due(after, threshold)
+            finding = observe(state, proposal)
+            events: list[Event] = [] if finding is None else [finding]
+            kind = state.kind if state is not None else proposal.kind
+            threshold = self.settings.threshold(kind)
+            applies = due_with(state, finding, threshold)
             applied: LearningCandidateApplied | None = None
             try:
                 if applies:  # the finding and its apply in one append
-                    reason = f"confidence {after.confidence_bps} >= threshold {threshold}"
-                    applied = self._applied(after, REFLECTION, reason)
+                    confidence = getattr(finding, "confidence_bps", None)
+                    if confidence is None and state is not None:
+                        confidence = state.confidence_bps
+                    reason = f"confidence {confidence} >= threshold {threshold}"
+                    applied = self._applied(state or proposal, REFLECTION, reason)
                     events.append(applied)
                 if not events:
-                    return after, False
+                    assert state is not None  # nothing new: the candidate exists
+                    return state, False
                 return self._append(
                     state, candidate_id, events, principal=REFLECTION, causation_id=run_id
                 ), applies
@@ -286,20 +289,27 @@ class LearningDesk:
                 f"candidate {state.candidate_id} changed meanwhile; look at it again"
             ) from None
 
-    def _applied(self, state: CandidateState, by: str, reason: str) -> LearningCandidateApplied:
+    def _applied(
+        self, candidate: CandidateState | Proposal, by: str, reason: str
+    ) -> LearningCandidateApplied:
         """Make the candidate take effect (a fact: its memory item is written now) and return
-        the event that records it. If that event then loses a race, :meth:`_settle` decides
-        what becomes of the item."""
+        the event that records it (``candidate``: its state, or the proposal of one not yet
+        recorded). If that event then loses a race, :meth:`_settle` decides what becomes of
+        the item."""
         item = None
-        if state.kind == "fact":
+        if candidate.kind == "fact":
             if self.memory is None:
                 raise CandidateConflict("this node has no memory to write an applied fact to")
-            item = memory_item_id(state.candidate_id, state.applies)
+            applies = candidate.applies if isinstance(candidate, CandidateState) else 0
+            item = memory_item_id(candidate.candidate_id, applies)
             self.memory.remember(
-                state.text, owner=state.principal, item_id=item, candidate_id=state.candidate_id
+                candidate.text,
+                owner=candidate.principal,
+                item_id=item,
+                candidate_id=candidate.candidate_id,
             )
         return LearningCandidateApplied(
-            candidate_id=state.candidate_id, by=by, memory_item_id=item, reason=reason
+            candidate_id=candidate.candidate_id, by=by, memory_item_id=item, reason=reason
         )
 
     def _settle(self, candidate_id: str, lost: LearningCandidateApplied | None, by: str) -> None:
@@ -348,7 +358,7 @@ class Reflector:
         self.io = io
 
     @property
-    def extractor(self) -> Literal["rules", "model"]:
+    def extractor(self) -> Extractor:
         choice = self.desk.settings.extractor
         if choice == "auto":
             return "rules" if self.provider.name in RULES_PROVIDERS else "model"

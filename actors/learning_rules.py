@@ -33,14 +33,16 @@ from actors.provider import ChatMessage, ProviderRequest
 from events import StoredEvent
 from events.catalog import (
     LEARNING_TEXT_MAX_CHARS,
+    Extractor,
     LearningKind,
     RunAccepted,
     RunCompleted,
     ToolCompleted,
     ToolProposed,
+    kind_of,
 )
 from events.ids import encode_ulid
-from events.lifecycle import STATUS_OF, TERMINAL_EVENTS
+from events.lifecycle import STATUS_OF, TERMINAL_EVENTS, TERMINAL_KINDS
 from events.redact import redact_text
 from projections.learning import (
     REFERENCE_CALL,
@@ -55,6 +57,8 @@ from projections.learning import (
     words_of,
 )
 
+ACCEPTED, PROPOSED, COMPLETED = kind_of(RunAccepted), kind_of(ToolProposed), kind_of(ToolCompleted)
+"""The kinds a run's digest reads (compared on the stored row, before any decoding)."""
 STATEMENT_BPS = 9_000
 """Confidence of a statement the rules found (the person said it in so many words)."""
 EVIDENCE_STEP_BPS = 250
@@ -142,7 +146,7 @@ class Proposal(msgspec.Struct, frozen=True, kw_only=True):
     positions: tuple[tuple[int, ...], ...]
     trigger: str = ""
     tools: tuple[str, ...] = ()
-    extractor: Literal["rules", "model"] = "rules"
+    extractor: Extractor = "rules"
 
     @property
     def candidate_id(self) -> str:
@@ -183,21 +187,21 @@ def digest(events: Iterable[StoredEvent]) -> RunDigest | None:
     end = 0
     for stored in events:
         kind = stored.kind
-        if kind == "run.accepted":
+        if kind == ACCEPTED:
             event = stored.decode()
             assert isinstance(event, RunAccepted)
             accepted, principal, position = event, stored.principal, stored.position
-        elif kind == "tool.proposed":
+        elif kind == PROPOSED:
             proposed = stored.decode()
             assert isinstance(proposed, ToolProposed)
             if not proposed.call_id.startswith(REFERENCE_CALL):
                 tools.append(proposed.tool)
                 positions.append(stored.position)
-        elif kind == "tool.completed":
+        elif kind == COMPLETED:
             completed = stored.decode()
             assert isinstance(completed, ToolCompleted)
             ok = ok and completed.ok
-        elif kind in ("run.completed", "run.failed", "run.cancelled"):
+        elif kind in TERMINAL_KINDS:
             done = stored.decode()
             assert isinstance(done, TERMINAL_EVENTS)
             state = STATUS_OF[type(done)].value

@@ -1,4 +1,5 @@
-"""One learning candidate: its state folded from ``learning/<candidate_id>``, and the pure
+"""One learning candidate: its state folded from ``learning/<candidate_id>`` (an
+:class:`actors.aggregate.Aggregate`: ``learning.candidate_proposed`` starts it), and the pure
 decisions on it (a finding merged, applied, rejected, rolled back).
 
 ::
@@ -14,15 +15,14 @@ Every refusal is a :class:`CandidateConflict` (HTTP 409) saying what to do inste
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
-
 import msgspec
 
 from actors.errors import Conflict, NotFound
 from actors.learning_rules import Proposal, merged_confidence
-from events import Event, StoredEvent
+from actors.stream import Recorded
+from events import Event
 from events.catalog import (
+    CandidateStatus,
     LearningCandidateApplied,
     LearningCandidateProposed,
     LearningCandidateRejected,
@@ -30,7 +30,6 @@ from events.catalog import (
     LearningEvidenceAdded,
 )
 
-Status = Literal["pending", "applied", "rejected", "rolled_back"]
 REFLECTION = "reflection"
 """The principal of what reflection does on its own: proposals, merges, automatic applies."""
 MAX_EVIDENCE_RUNS = 20
@@ -56,7 +55,7 @@ class CandidateState(msgspec.Struct, frozen=True, kw_only=True):
     principal: str
     confidence_bps: int
     runs: tuple[str, ...]
-    status: Status = "pending"
+    status: CandidateStatus = "pending"
     memory_item_id: str | None = None
     """The memory item the last apply of a fact produced."""
     applies: int = 0
@@ -72,44 +71,47 @@ def stream_of(candidate_id: str) -> str:
     return f"learning/{candidate_id}"
 
 
-def apply(state: CandidateState | None, event: Event, seq: int) -> CandidateState | None:
-    """Fold one event (at ``stream_seq`` ``seq``) of the candidate's stream."""
-    if isinstance(event, LearningCandidateProposed):
-        return CandidateState(
-            candidate_id=event.candidate_id,
-            kind=event.learning_kind,
-            text=event.text,
-            principal=event.principal,
-            confidence_bps=event.confidence_bps,
-            runs=event.runs,
-            next_seq=seq + 1,
-        )
-    if state is None:
+def initial(first: Recorded) -> CandidateState | None:
+    """The candidate its ``learning.candidate_proposed`` starts (None for another record)."""
+    event = first.event
+    if not isinstance(event, LearningCandidateProposed):
         return None
+    if first.stream != stream_of(event.candidate_id):
+        return None
+    return CandidateState(
+        candidate_id=event.candidate_id,
+        kind=event.learning_kind,
+        text=event.text,
+        principal=event.principal,
+        confidence_bps=event.confidence_bps,
+        runs=event.runs,
+        next_seq=1,
+    )
+
+
+def apply(state: CandidateState, rec: Recorded) -> CandidateState:
+    """Fold one record of the candidate's stream (one of another stream changes nothing)."""
+    if rec.stream != state.stream:
+        return state
+    event = rec.event
     replace = msgspec.structs.replace
+    nxt = state.next_seq + 1
     if isinstance(event, LearningEvidenceAdded):
         runs = state.runs + tuple(r for r in event.runs if r not in state.runs)
-        return replace(state, runs=runs, confidence_bps=event.confidence_bps, next_seq=seq + 1)
+        return replace(state, runs=runs, confidence_bps=event.confidence_bps, next_seq=nxt)
     if isinstance(event, LearningCandidateApplied):
         return replace(
             state,
             status="applied",
             memory_item_id=event.memory_item_id or state.memory_item_id,
             applies=state.applies + 1,
-            next_seq=seq + 1,
+            next_seq=nxt,
         )
     if isinstance(event, LearningCandidateRejected):
-        return replace(state, status="rejected", next_seq=seq + 1)
+        return replace(state, status="rejected", next_seq=nxt)
     if isinstance(event, LearningCandidateRolledBack):
-        return replace(state, status="rolled_back", next_seq=seq + 1)
-    return replace(state, next_seq=seq + 1)
-
-
-def fold(events: Iterable[StoredEvent]) -> CandidateState | None:
-    state: CandidateState | None = None
-    for stored in events:
-        state = apply(state, stored.decode(), stored.stream_seq)
-    return state
+        return replace(state, status="rolled_back", next_seq=nxt)
+    return replace(state, next_seq=nxt)
 
 
 # --- decisions --------------------------------------------------------------------------------
@@ -152,6 +154,16 @@ def observe(state: CandidateState | None, proposal: Proposal) -> Event | None:
 def due(state: CandidateState, threshold_bps: int) -> bool:
     """Whether reflection applies it now: pending, and as confident as its kind requires."""
     return state.status == "pending" and state.confidence_bps >= threshold_bps
+
+
+def due_with(state: CandidateState | None, finding: Event | None, threshold_bps: int) -> bool:
+    """Whether reflection applies the candidate in the same append as ``finding`` (what
+    :func:`observe` made of a proposal): :func:`due` once the finding is recorded."""
+    status = state.status if state is not None else "pending"
+    confidence = state.confidence_bps if state is not None else 0
+    if isinstance(finding, LearningCandidateProposed | LearningEvidenceAdded):
+        confidence = finding.confidence_bps
+    return status == "pending" and confidence >= threshold_bps
 
 
 def may_accept(state: CandidateState) -> None:

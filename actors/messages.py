@@ -19,10 +19,9 @@ from actors.grants import Grant
 from actors.provider import ProviderEvent
 from actors.session_state import SessionState
 from actors.stream import Recorded
-from events.catalog import GrantMatch
+from events.catalog import CompactionMethod, GrantMatch, GrantScope, Posture, Verdict
 
 Reply = Future[Any] | None
-Scope = Literal["once", "session", "always"]
 
 
 def resolve(reply: Reply, value: Any) -> None:
@@ -70,7 +69,7 @@ class CompactionOutcome(msgspec.Struct, frozen=True, kw_only=True):
     compaction_id: str
     """Also the id of the checkpoint it makes."""
     status: Literal["compacted", "writing"]
-    method: Literal["extractive", "model"]
+    method: CompactionMethod
     covers: tuple[str, ...]
     """Every run the new summary stands for, oldest first (the previous summary's too)."""
     condensed: int
@@ -179,8 +178,8 @@ class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     """A human decision on a pending approval."""
 
     approval_id: str
-    decision: Literal["allow", "deny"]
-    scope: Scope = "once"
+    decision: Verdict
+    scope: GrantScope = "once"
     match: GrantMatch = "any"
     """For scope ``session``: which later calls the grant covers (:mod:`actors.grants`)."""
     prefix: str = ""
@@ -196,7 +195,7 @@ class SetSessionPosture(msgspec.Struct, frozen=True, kw_only=True):
 
     session_id: str
     tool: str
-    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+    posture: Posture | None
     principal: str = "operator"
     reply: Reply = None
 

@@ -18,17 +18,18 @@ from __future__ import annotations
 
 import msgspec
 
+from actors import run_fold, session_state
+from actors.aggregate import fold
 from actors.config import ActorsConfig
 from actors.context import Prior, TurnCache, prior_budget, prior_of
 from actors.gate import ToolGate
 from actors.grants import Grant
 from actors.run_decider import interrupt, next_step, resumable
-from actors.run_fold import RunState, fold
-from actors.session_state import fold as fold_session
+from actors.run_fold import RunState
 from actors.stream import recorded
 from actors.tool_fold import InvocationState, fold_invocations
 from events import JournalPort, JournalReadPort
-from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted
+from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted, kind_of
 from events.lifecycle import TERMINAL_KINDS
 
 
@@ -60,14 +61,13 @@ def recover(
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
-    for accepted in journal.events_of_kinds(("run.accepted",)):
+    for accepted in journal.events_of_kinds((kind_of(RunAccepted),)):
         run_id = accepted.correlation_id
         if run_id is None or run_id in ended:
             continue
-        start = accepted.decode()
-        assert isinstance(start, RunAccepted)
         tape = recorded(journal.read_correlated(run_id))
-        state = fold(start, accepted.principal, tape)
+        state = fold(run_fold, tape)
+        assert state is not None, "a run's tape starts with its run.accepted"
         invocations = fold_invocations(tape)
         if resumable(next_step(state)):
             resumed.append(_resume(journal, turns, state, invocations, config))
@@ -99,7 +99,8 @@ def _resume(
     call = state.open_call()
     invocation_id = state.invocation_of(call.id) if call is not None else None
     assert invocation_id is not None, "a resumable run waits on a started call"
-    session = fold_session(e.decode() for e in journal.read_stream(f"session/{state.session_id}"))
+    stream = session_state.stream_of(state.session_id)
+    session = fold(session_state, recorded(journal.read_stream(stream)))
     history = session.history if session is not None else ()
     prior = turns.prior(
         journal,
@@ -112,14 +113,14 @@ def _resume(
         invocation=invocations[invocation_id],
         prior=prior,
         grants=session.grants if session is not None else (),
-        postures=session.postures if session is not None else (),
+        postures=tuple(session.overrides.items()) if session is not None else (),
     )
 
 
 def active_always_grants(reader: JournalReadPort) -> set[tuple[str, str]]:
     """(principal, tool) pairs granted ``always`` and not revoked since, folded in order."""
     grants: set[tuple[str, str]] = set()
-    for stored in reader.events_of_kinds(("tool.approval_resolved", "grant.revoked")):
+    for stored in reader.events_of_kinds((kind_of(ApprovalResolved), kind_of(GrantRevoked))):
         event = stored.decode()
         if isinstance(event, GrantRevoked):
             grants.discard((event.principal, event.tool))

@@ -33,7 +33,7 @@ from actors.io_loop import IoLoop, Timer
 from actors.learning import BATCH_MAX_RUNS, TASK_KIND
 from actors.tasks import TaskQueue
 from events import JournalPort
-from events.catalog import TaskEnqueued
+from events.catalog import RunCompleted, TaskEnqueued, kinds_of
 
 log = logging.getLogger("reel.learning")
 
@@ -150,7 +150,8 @@ class ReflectionFeed(pykka.ThreadingActor):
         head = self.journal.committed_position
         start = max(head - CATCH_UP_EVENTS, 0)
         done: set[str] = set()
-        for stored in self.journal.events_of_kinds(("task.enqueued",), after_position=start):
+        enqueued = kinds_of(TaskEnqueued)
+        for stored in self.journal.events_of_kinds(enqueued, after_position=start):
             event = stored.decode()
             if isinstance(event, TaskEnqueued) and event.task_kind == TASK_KIND:
                 done.update(runs_of(event.payload))
@@ -160,7 +161,8 @@ class ReflectionFeed(pykka.ThreadingActor):
 
     def _scan(self, skip: set[str] | None = None) -> None:
         head = self.journal.committed_position
-        for stored in self.journal.events_of_kinds(("run.completed",), after_position=self.seen):
+        completed = kinds_of(RunCompleted)
+        for stored in self.journal.events_of_kinds(completed, after_position=self.seen):
             run_id = stored.correlation_id
             if run_id is not None and (skip is None or run_id not in skip):
                 self.gathered.append(run_id)

@@ -85,7 +85,7 @@ from actors.run_decider import (
     resumed,
     started,
 )
-from actors.run_fold import RunState, apply
+from actors.run_fold import RunState, apply, check
 from actors.services import Services
 from actors.stream import OwnedStream
 from actors.tool_fold import InvocationState
@@ -233,6 +233,7 @@ class RunActor(pykka.ThreadingActor):
     def _append(self, *events: Event, principal: str | None = None) -> None:
         """Append, fold, and when the batch ends the run, finish the actor. ``principal``: who
         caused the events when it is not the run's principal (a canceller)."""
+        check(self.state, events)
         ending = isinstance(events[-1], TERMINAL_EVENTS)
         if ending:
             self._cancel_io()

@@ -286,8 +286,10 @@ def interrupt(
     """What closes a run that a restart cannot continue: each unfinished invocation is
     completed ``interrupted`` (its pending approval denied ``interrupted`` first), then the run
     fails ``interrupted``, so the terminal event stays last in the tape. Returns
-    (stream, expected seq, events) per append, in order."""
+    (stream, expected seq, events) per append, in order: none for a run that already ended."""
     appends: list[tuple[str, int, tuple[Event, ...]]] = []
+    if state.status.terminal:
+        return appends
     for invocation in invocations.values():
         closing = interrupt_invocation(invocation, INTERRUPTED)
         if closing:

@@ -1,12 +1,16 @@
-"""A run's state: a pure fold of its tape (its own events and its tool invocations').
+"""A run's state: a pure fold of its tape (its ``run.accepted`` on the session's stream, its
+own events and its tool invocations'), an :class:`actors.aggregate.Aggregate`.
 
 The live :class:`actors.run.RunActor` folds every event as it is appended (its own, and the ones
-its tool actors report), and start-up recovery folds the same events read back from the journal
-(:func:`fold`), through the same :func:`apply`. Nothing else sets a run's state, so a run after a
-restart is exactly the run before it.
+its tool actors report), and start-up recovery folds the same records read back from the
+journal (``fold(actors.run_fold, tape)``), through the same :func:`apply`. Nothing else sets a
+run's state, so a run after a restart is exactly the run before it.
 
-Inputs are :class:`actors.stream.Recorded` events: the redacted event as stored, its stream and
-its commit time. Times (the wall-clock budget) come from commit times, never from a local clock.
+Inputs are :class:`actors.stream.Recorded` events: the redacted event as stored, its stream,
+its commit time and its principal. Times (the wall-clock budget) come from commit times, never
+from a local clock. The fold is total: a status change the run's machine forbids
+(:mod:`actors.run_state`) is refused before it is appended (:func:`check`), so the fold of a
+journal never meets one, and ignores it if it does.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable
 import msgspec
 from msgspec.structs import replace
 
+from actors.errors import IllegalTransition
 from actors.grants import Grant, grant_of
 from actors.provider import ToolCall
 from actors.references import MAX_REFERENCES, Reference
@@ -25,6 +30,7 @@ from actors.stream import Recorded
 from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
+    Event,
     RunAccepted,
     RunAwaitingApproval,
     RunCancelRequested,
@@ -144,12 +150,23 @@ def start(accepted: RunAccepted, principal: str) -> RunState:
     )
 
 
+def initial(first: Recorded) -> RunState | None:
+    """The run its ``run.accepted`` (on the session's stream) starts; None for another record."""
+    event = first.event
+    if not isinstance(event, RunAccepted) or first.stream != f"session/{event.session_id}":
+        return None
+    return start(event, first.principal)
+
+
 def apply(state: RunState, rec: Recorded) -> RunState:
-    """Fold one event of the run's tape."""
+    """Fold one record of the run's tape (total: see the module docstring)."""
     event, at = rec.event, rec.at_ms
     if rec.stream == state.stream:
         state = replace(state, next_seq=state.next_seq + 1)
-    status = apply_status(state.status, event)
+    try:
+        status = apply_status(state.status, event)
+    except IllegalTransition:
+        return state
     if status is not None and status is not state.status:
         state = replace(state, status=status, **_clock(state, status, at))
     if isinstance(event, RunStarted):
@@ -214,10 +231,9 @@ def _clock(state: RunState, status: RunStatus, at_ms: int) -> dict[str, int | No
     return {}
 
 
-def fold(accepted: RunAccepted, principal: str, tape: Iterable[Recorded]) -> RunState:
-    """The state after ``tape`` (the run's events after ``run.accepted``, in journal order)."""
-    state = start(accepted, principal)
-    for rec in tape:
-        if not isinstance(rec.event, RunAccepted):
-            state = apply(state, rec)
-    return state
+def check(state: RunState, events: Iterable[Event]) -> None:
+    """Raise :class:`IllegalTransition` unless the run's machine allows ``events`` after
+    ``state`` (the run actor asks before it appends: a bug is never recorded)."""
+    status: RunStatus | None = state.status
+    for event in events:
+        status = apply_status(status, event)

@@ -1,7 +1,8 @@
 """SessionActor: one session's runs, one live at a time, owning the stream ``session/<id>``.
 
-Its state is the fold of its stream (:mod:`actors.session_state`), rebuilt identically when the
-directory wakes it after passivation or a failure. A message arriving while a run is live is
+A thin shell around :mod:`actors.session_state` (the state: a fold of its stream, rebuilt
+identically when the directory wakes it after passivation or a failure) and
+:mod:`actors.session_decider` (what to append). A message arriving while a run is live is
 accepted at once (``run.accepted`` is durable before the caller hears back) and waits its turn.
 """
 
@@ -17,17 +18,17 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors import run_fold, session_state
+from actors.aggregate import fold
 from actors.compaction import (
     Limits,
     Plan,
     compacted,
-    cooled,
     extractive_summary,
     history_tokens,
     model_request,
     model_summary,
     plan,
-    restore,
     still_applies,
     write_summary,
 )
@@ -58,20 +59,12 @@ from actors.messages import (
     resolve,
 )
 from actors.run import RunActor
-from actors.run_fold import start as run_state
 from actors.services import Services
-from actors.session_state import SessionState, apply, checkpoint_of, fold, history_until
+from actors.session_decider import branch_history, compaction_due, created, decide
+from actors.session_state import SessionState, checkpoint_of
+from actors.stream import Recorded, recorded
 from events import new_id, redact_event
-from events.catalog import (
-    CompactionMethod,
-    Event,
-    RunAccepted,
-    SessionCompacted,
-    SessionCreated,
-    SessionGrantAdded,
-    SessionPostureSet,
-    SessionReset,
-)
+from events.catalog import CompactionMethod, Event, RunAccepted, SessionCompacted
 
 log = logging.getLogger("reel.sessions")
 
@@ -89,13 +82,13 @@ class PassivationRefused(msgspec.Struct, frozen=True):
 
 
 class _Queued(msgspec.Struct, frozen=True):
-    accepted: RunAccepted
-    """As stored (redacted)."""
-    principal: str
+    accepted: Recorded
+    """Its ``run.accepted`` as stored (redacted), with who sent the message."""
 
     @property
     def run_id(self) -> str:
-        return self.accepted.run_id
+        assert isinstance(self.accepted.event, RunAccepted)
+        return self.accepted.event.run_id
 
 
 class SessionActor(pykka.ThreadingActor):
@@ -127,23 +120,13 @@ class SessionActor(pykka.ThreadingActor):
     def on_start(self) -> None:
         if self.create is not None:
             c = self.create
-            self._append(
-                SessionCreated(
-                    session_id=self.session_id,
-                    session_key=c.session_key,
-                    label=c.label,
-                    parent_session_id=c.parent_session_id,
-                    branched_from_run_id=c.branched_from_run_id,
-                    history=c.history,
-                ),
-                principal=c.principal,
-            )
+            self._append(created(self.session_id, c), principal=c.principal)
             if c.then is None:
                 resolve(c.reply, msgspec.structs.replace(self._info(), created=True))
                 self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
         elif self.state is None:
             stored = self.s.journal.read_stream(self.stream)
-            self.state = fold(event.decode() for event in stored)
+            self.state = fold(session_state, recorded(stored))
             if self.state is None:
                 raise LookupError(f"session {self.session_id} has no events")
         live = self.s.registry.live_runs_of(self.session_id)
@@ -194,42 +177,22 @@ class SessionActor(pykka.ThreadingActor):
             self._summary_written(message)
         elif isinstance(message, CancelRun):
             self._cancel_queued(message)
-        elif isinstance(message, ResetSession):
-            self._append(SessionReset(session_id=self.session_id), principal=message.principal)
-            resolve(message.reply, self._info(reset_applied=True))
-        elif isinstance(message, ResolveSession):
-            if message.reset:
-                self._append(SessionReset(session_id=self.session_id), principal=message.principal)
-            resolve(message.reply, self._info(reset_applied=message.reset))
+        elif isinstance(message, ResetSession | ResolveSession):
+            self._append(*self._decide(message), principal=message.principal)
+            reset = isinstance(message, ResetSession) or message.reset
+            resolve(message.reply, self._info(reset_applied=reset))
         elif isinstance(message, BranchSession):
             self._branch(message)
         elif isinstance(message, GrantAdded):
-            assert self.state is not None
-            grant = message.grant
-            if any(g.key == grant.key for g in self.state.grants):
-                return
-            self._append(
-                SessionGrantAdded(
-                    session_id=self.session_id,
-                    tool=grant.tool,
-                    approval_id=grant.approval_id,
-                    match=grant.match,
-                    prefix=grant.prefix,
-                    arguments_digest=grant.digest,
-                ),
-                principal=grant.decided_by or "system",
-            )
+            self._append(*self._decide(message), principal=message.grant.decided_by or "system")
         elif isinstance(message, SetSessionPosture):
-            if message.tool not in self.s.catalog:
-                reject(message.reply, InvalidCommand("tool", f"unknown tool {message.tool!r}"))
-            else:
-                self._append(
-                    SessionPostureSet(
-                        session_id=self.session_id, tool=message.tool, posture=message.posture
-                    ),
-                    principal=message.principal,
-                )
-                resolve(message.reply, self._info())
+            try:
+                events = self._decide(message)
+            except InvalidCommand as exc:
+                reject(message.reply, exc)
+                return
+            self._append(*events, principal=message.principal)
+            resolve(message.reply, self._info())
         elif isinstance(message, GetSessionState):
             resolve(message.reply, self.state)
         elif isinstance(message, Passivate):
@@ -240,25 +203,32 @@ class SessionActor(pykka.ThreadingActor):
 
     # --- commands --------------------------------------------------------------------------
 
-    def _append(self, event: Event, principal: str = "system") -> Event:
-        """Append (stating the seq the folded state expects) and fold; returns the event as
-        stored (redacted)."""
-        event = redact_event(event)
-        expected = 0 if self.state is None else self.state.next_seq
-        self.s.journal.append(
+    def _decide(self, command: Any, run_id: str = "") -> tuple[Event, ...]:
+        assert self.state is not None
+        return decide(self.state, command, run_id=run_id, tools=self.s.catalog)
+
+    def _append(self, *events: Event, principal: str = "system") -> list[Recorded]:
+        """Append ``events`` (stating the seq the folded state expects) and fold them; returns
+        them as stored (redacted). Appending nothing is a no-op."""
+        if not events:
+            return []
+        clean = [redact_event(event) for event in events]
+        first = clean[0]
+        result = self.s.journal.append(
             self.stream,
-            [event],
-            expected_seq=expected,
+            clean,
+            expected_seq=0 if self.state is None else self.state.next_seq,
             principal=principal,
-            correlation_id=event.run_id if isinstance(event, RunAccepted) else None,
+            correlation_id=first.run_id if isinstance(first, RunAccepted) else None,
             causation_id=None,
         )
-        self.state = apply(self.state, event)
-        return event
+        records = [Recorded(e, self.stream, result.recorded_at_ms, principal) for e in clean]
+        self.state = fold(session_state, records, self.state)
+        return records
 
     def _start_run(self, message: StartRun) -> None:
         assert self.state is not None
-        if message.run_id is not None and message.run_id in self.state.runs:
+        if message.run_id is not None and not self._decide(message):
             resolve(  # asked again (after a crash): the run exists, nothing starts twice
                 message.reply,
                 RunTicket(
@@ -272,19 +242,13 @@ class SessionActor(pykka.ThreadingActor):
             # The previous run's RunFinished may still be on the way: the compaction due after
             # it is made before this run is accepted, so this run sees its summary.
             self._auto_compact()
-        run_id = message.run_id or new_id()
-        accepted = self._append(
-            RunAccepted(
-                run_id=run_id,
-                session_id=self.session_id,
-                text=message.text,
-                channel=message.channel,
-            ),
-            principal=message.principal,
+        (accepted,) = self._append(
+            *self._decide(message, run_id=new_id()), principal=message.principal
         )
-        assert isinstance(accepted, RunAccepted)
-        self.s.turns.accepted(run_id, accepted.text)
-        queued = _Queued(accepted, message.principal)
+        assert isinstance(accepted.event, RunAccepted)
+        run_id = accepted.event.run_id
+        self.s.turns.accepted(run_id, accepted.event.text)
+        queued = _Queued(accepted)
         # The active run may have ended with its RunFinished still on the way: the registry
         # knows first.
         busy = bool(self.queue) or self._live_active() is not None
@@ -319,18 +283,20 @@ class SessionActor(pykka.ThreadingActor):
         if cancelled_by is None:
             self.active = q.run_id
         cfg = self.s.config
+        run = run_fold.initial(q.accepted)
+        assert run is not None
         prior = self.s.turns.prior(
             self.s.journal,
             prior_of(self.state.history, q.run_id),
             self.state.compaction,
-            prior_budget(cfg.context_budget_tokens, cfg.system_prompt, q.accepted.text),
+            prior_budget(cfg.context_budget_tokens, cfg.system_prompt, run.text),
         )
         ref = RunActor.start(
             self.s,
-            state=run_state(q.accepted, q.principal),
+            state=run,
             prior=prior,
             grants=self.state.grants,
-            postures=dict(self.state.postures),
+            postures=self.state.overrides,
             cancelled_by=cancelled_by,
         )
         self.s.registry.run_started(q.run_id, self.session_id, ref)
@@ -353,21 +319,12 @@ class SessionActor(pykka.ThreadingActor):
 
     def _branch(self, message: BranchSession) -> None:
         assert self.state is not None
-        unfinished = {self._live_active(), *(q.run_id for q in self.queue)} - {None}
-        visible = tuple(r for r in self.state.history if r not in unfinished)
+        live = self._live_active()
+        unfinished = {*([live] if live else []), *(q.run_id for q in self.queue)}
         try:
-            base = history_until(
-                msgspec.structs.replace(self.state, history=visible), message.run_id
-            )
-        except ValueError:
-            reject(
-                message.reply,
-                InvalidCommand(
-                    "run_id",
-                    f"run {message.run_id} is not a finished run in "
-                    f"session {self.session_id}'s history",
-                ),
-            )
+            base = branch_history(self.state, message.run_id, unfinished)
+        except InvalidCommand as exc:
+            reject(message.reply, exc)
             return
         self._tell_directory(
             CreateSession(
@@ -405,12 +362,15 @@ class SessionActor(pykka.ThreadingActor):
         try:
             prior = self._history()
             limits = Limits.of(cfg)
-            if history_tokens(prior) <= limits.threshold:
+            due = compaction_due(
+                state,
+                history_tokens(prior),
+                limits,
+                now_ms=time.time_ns() // 1_000_000,
+                cooldown_s=cfg.compact_cooldown_s,
+            )
+            if not due:
                 return
-            if state.checkpoints:
-                last = self._recorded_ms(state.checkpoints[-1].seq)
-                if not cooled(last, time.time_ns() // 1_000_000, cfg.compact_cooldown_s):
-                    return
             planned = plan(
                 state,
                 prior,
@@ -423,10 +383,6 @@ class SessionActor(pykka.ThreadingActor):
                 self._write(planned, None)
         except Exception:
             log.warning("automatic compaction of session %s failed", self.session_id, exc_info=True)
-
-    def _recorded_ms(self, seq: int) -> int | None:
-        rows = self.s.journal.read_stream(self.stream, after_seq=seq - 1, limit=1)
-        return rows[0].recorded_at_ms if rows else None
 
     def _compact(self, message: CompactSession) -> None:
         assert self.state is not None
@@ -503,7 +459,8 @@ class SessionActor(pykka.ThreadingActor):
             )
 
     def _record(self, planned: Plan, summary: str, method: CompactionMethod, reply: Any) -> None:
-        event = self._append(compacted(planned, summary, method), principal=planned.principal)
+        (rec,) = self._append(compacted(planned, summary, method), principal=planned.principal)
+        event = rec.event
         assert isinstance(event, SessionCompacted)
         resolve(
             reply,
@@ -526,11 +483,11 @@ class SessionActor(pykka.ThreadingActor):
             )
             return
         try:
-            event = restore(self.state, message.checkpoint_id)
+            events = self._decide(message)
         except InvalidCommand as exc:
             reject(message.reply, exc)
             return
-        self._append(event, principal=message.principal)
+        self._append(*events, principal=message.principal)
         resolve(message.reply, checkpoint_of(self.state, message.checkpoint_id))
 
     def _info(self, *, reset_applied: bool = False) -> SessionInfo:

@@ -1,4 +1,6 @@
-"""A session's state: a pure fold of the events on its stream ``session/<id>``.
+"""A session's state: a pure fold of the records on its stream ``session/<id>`` (an
+:class:`actors.aggregate.Aggregate`: ``fold(actors.session_state, records)``). What a session
+decides on it is in :mod:`actors.session_decider`.
 
 Compaction and checkpoints (docs/context.md, "Compaction"): ``session.compacted`` puts a
 summary in force and records a checkpoint (the compaction and the history at that point);
@@ -9,13 +11,12 @@ before the reset (the reset's dropped grants stay dropped: a checkpoint holds no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import msgspec
 
 from actors.grants import Grant, grant_of
+from actors.stream import Recorded
 from events.catalog import (
-    Event,
+    CompactionTrigger,
     RunAccepted,
     SessionCompacted,
     SessionCreated,
@@ -50,11 +51,26 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
     history: tuple[str, ...]
     """The session's visible history when the compaction was made."""
     seq: int
-    """The ``stream_seq`` of its ``session.compacted`` (its time is that row's)."""
+    """The ``stream_seq`` of its ``session.compacted``."""
+    at_ms: int = 0
+    """The commit time of its ``session.compacted`` (the cool-down between automatic
+    compactions counts from it)."""
+    principal: str = ""
+    """Who caused it (``node`` for an automatic compaction)."""
+    trigger: CompactionTrigger = "request"
 
     @property
     def checkpoint_id(self) -> str:
         return self.compaction.compaction_id
+
+
+class PostureOverride(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool's posture in one session, and who set it when (its ``session.posture_set``)."""
+
+    tool: str
+    posture: str
+    set_by: str
+    set_at_ms: int
 
 
 class SessionState(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,37 +92,55 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     """The summary in force (set by compaction or a restore, cleared by a reset)."""
     checkpoints: tuple[Checkpoint, ...] = ()
     """Every compaction of the session, oldest first (a reset keeps them)."""
-    postures: tuple[tuple[str, str], ...] = ()
-    """Per-session posture overrides, (tool, posture), sorted."""
+    postures: tuple[PostureOverride, ...] = ()
+    """Per-session posture overrides, sorted by tool."""
     resets: int = 0
     next_seq: int = 0
     """The ``stream_seq`` the session's next event gets."""
 
+    @property
+    def stream(self) -> str:
+        return stream_of(self.session_id)
 
-def apply(state: SessionState | None, event: Event) -> SessionState:
-    """Fold one event of the session's stream."""
-    if isinstance(event, SessionCreated):
-        return SessionState(
-            session_id=event.session_id,
-            session_key=event.session_key,
-            label=event.label,
-            parent_session_id=event.parent_session_id,
-            branched_from_run_id=event.branched_from_run_id,
-            history=event.history,
-            next_seq=1,
-        )
-    if state is None:
-        raise ValueError(f"{type(event).__name__} before session.created")
+    @property
+    def overrides(self) -> dict[str, str]:
+        """The posture overrides, tool -> posture (what the gate takes)."""
+        return {o.tool: o.posture for o in self.postures}
+
+
+def initial(first: Recorded) -> SessionState | None:
+    """The session ``session.created`` starts (None for any other record)."""
+    event = first.event
+    if not isinstance(event, SessionCreated) or first.stream != stream_of(event.session_id):
+        return None
+    return SessionState(
+        session_id=event.session_id,
+        session_key=event.session_key,
+        label=event.label,
+        parent_session_id=event.parent_session_id,
+        branched_from_run_id=event.branched_from_run_id,
+        history=event.history,
+        next_seq=1,
+    )
+
+
+def apply(state: SessionState, rec: Recorded) -> SessionState:
+    """Fold one record of the session's stream (total: a record of another stream changes
+    nothing, one the session ignores only moves ``next_seq``)."""
+    if rec.stream != state.stream:
+        return state
+    event = rec.event
+    replace = msgspec.structs.replace
     nxt = state.next_seq + 1
     if isinstance(event, RunAccepted):
-        return msgspec.structs.replace(
+        return replace(
             state,
             runs=(*state.runs, event.run_id),
             history=(*state.history, event.run_id),
             next_seq=nxt,
         )
     if isinstance(event, SessionReset):
-        return msgspec.structs.replace(
+        return replace(
             state, history=(), grants=(), compaction=None, resets=state.resets + 1, next_seq=nxt
         )
     if isinstance(event, SessionCompacted):
@@ -118,8 +152,15 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
             tokens_before=event.tokens_before,
             tokens_after=event.tokens_after,
         )
-        checkpoint = Checkpoint(compaction=compaction, history=state.history, seq=state.next_seq)
-        return msgspec.structs.replace(
+        checkpoint = Checkpoint(
+            compaction=compaction,
+            history=state.history,
+            seq=state.next_seq,
+            at_ms=rec.at_ms,
+            principal=rec.principal,
+            trigger=event.trigger,
+        )
+        return replace(
             state,
             compaction=compaction,
             checkpoints=(*state.checkpoints, checkpoint),
@@ -127,32 +168,33 @@ def apply(state: SessionState | None, event: Event) -> SessionState:
         )
     if isinstance(event, SessionRestored):
         restored = checkpoint_of(state, event.checkpoint_id)
-        if restored is None:
-            raise ValueError(f"session.restored names unknown checkpoint {event.checkpoint_id}")
-        return msgspec.structs.replace(
+        if restored is None:  # never appended: the decider refuses an unknown checkpoint
+            return replace(state, next_seq=nxt)
+        return replace(
             state, compaction=restored.compaction, history=restored.history, next_seq=nxt
         )
     if isinstance(event, SessionPostureSet):
-        postures = {tool: p for tool, p in state.postures if tool != event.tool}
+        postures = [o for o in state.postures if o.tool != event.tool]
         if event.posture is not None:
-            postures[event.tool] = event.posture
-        return msgspec.structs.replace(
-            state, postures=tuple(sorted(postures.items())), next_seq=nxt
-        )
+            postures.append(
+                PostureOverride(
+                    tool=event.tool,
+                    posture=event.posture,
+                    set_by=rec.principal,
+                    set_at_ms=rec.at_ms,
+                )
+            )
+        return replace(state, postures=tuple(sorted(postures, key=lambda o: o.tool)), next_seq=nxt)
     if isinstance(event, SessionGrantAdded):
         grant = grant_of(event)
         if any(g.key == grant.key for g in state.grants):
-            return msgspec.structs.replace(state, next_seq=nxt)
-        return msgspec.structs.replace(state, grants=(*state.grants, grant), next_seq=nxt)
-    return msgspec.structs.replace(state, next_seq=nxt)
+            return replace(state, next_seq=nxt)
+        return replace(state, grants=(*state.grants, grant), next_seq=nxt)
+    return replace(state, next_seq=nxt)
 
 
-def fold(events: Iterable[Event]) -> SessionState | None:
-    """The state after all ``events`` (None for an empty stream)."""
-    state: SessionState | None = None
-    for event in events:
-        state = apply(state, event)
-    return state
+def stream_of(session_id: str) -> str:
+    return f"session/{session_id}"
 
 
 def checkpoint_of(state: SessionState, checkpoint_id: str) -> Checkpoint | None:
@@ -161,15 +203,3 @@ def checkpoint_of(state: SessionState, checkpoint_id: str) -> Checkpoint | None:
         if checkpoint.checkpoint_id == checkpoint_id:
             return checkpoint
     return None
-
-
-def history_until(state: SessionState, run_id: str | None) -> tuple[str, ...]:
-    """The visible history up to and including ``run_id`` (all of it when None).
-
-    Raises ValueError when the run is not in the visible history (reset away, or another
-    session's run)."""
-    if run_id is None:
-        return state.history
-    if run_id not in state.history:
-        raise ValueError(f"run {run_id} is not in session {state.session_id}'s history")
-    return state.history[: state.history.index(run_id) + 1]

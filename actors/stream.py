@@ -19,16 +19,22 @@ from events import Event, JournalPort, StoredEvent, redact_event
 
 
 class Recorded(msgspec.Struct, frozen=True):
-    """One event as stored: the redacted event, its stream and its commit time."""
+    """One event as stored: the redacted event, its stream, its commit time and who caused it.
+
+    The one input of every aggregate's fold (:mod:`actors.aggregate`): a live writer builds it
+    from its own append, recovery from the journal's row, so both fold the same values."""
 
     event: Event
     stream: str
     at_ms: int
+    principal: str = ""
+    """The principal the envelope names (what a fold reads as "who did this"); a writer that
+    builds a record of its own append always sets it."""
 
     @classmethod
     def of(cls, stored: StoredEvent) -> Recorded:
         """A journal row, decoded."""
-        return cls(stored.decode(), stored.stream, stored.recorded_at_ms)
+        return cls(stored.decode(), stored.stream, stored.recorded_at_ms, stored.principal)
 
 
 def recorded(rows: Iterable[StoredEvent]) -> list[Recorded]:
@@ -61,12 +67,13 @@ class OwnedStream:
         ``principal`` overrides the stream's for this append: whoever caused these events (a
         canceller, an approver) rather than whom the stream acts for."""
         clean = [redact_event(event) for event in events]
+        who = principal or self.principal
         result = self.journal.append(
             self.name,
             clean,
             expected_seq=expected_seq,
-            principal=principal or self.principal,
+            principal=who,
             correlation_id=self.correlation_id,
             causation_id=self.causation_id,
         )
-        return [Recorded(event, self.name, result.recorded_at_ms) for event in clean]
+        return [Recorded(event, self.name, result.recorded_at_ms, who) for event in clean]

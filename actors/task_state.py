@@ -1,9 +1,11 @@
-"""A task's state: a pure fold of the events on its stream ``task/<id>``.
+"""A task's state: a pure fold of the events on its stream ``task/<id>`` (an
+:class:`actors.aggregate.Aggregate`: ``task.enqueued`` starts it).
 
 Every writer of a task's stream (the enqueuer, the worker that claims it, its heartbeats, a
 canceller, the dispatcher that expires it) folds the stream with :func:`apply`, decides with
-:mod:`actors.task_decider`, and appends at ``state.next_seq``. Start-up folds the same events
-read back from the journal (:func:`fold_rows`), so a task after a restart is the task before it.
+:mod:`actors.task_decider`, and appends at ``state.next_seq``. Start-up folds the same records
+read back from the journal (``fold(actors.task_state, records)``), so a task after a restart is
+the task before it.
 
 Inputs are :class:`actors.stream.Recorded` events: as stored (redacted), with their commit
 times. The tasks view folds the same events into the same values (``tests/actors`` checks
@@ -12,14 +14,12 @@ that a view row equals :func:`actors.tasks.record_of` of the fold).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 from msgspec.structs import replace
 
 from actors.stream import Recorded
-from events import StoredEvent
 from events.catalog import (
     TaskCancelled,
     TaskClaimed,
@@ -96,11 +96,22 @@ def start(event: TaskEnqueued, principal: str, at_ms: int) -> TaskState:
     )
 
 
+def initial(first: Recorded) -> TaskState | None:
+    """The task its ``task.enqueued`` starts (None for any other record)."""
+    event = first.event
+    if not isinstance(event, TaskEnqueued) or first.stream != task_stream(event.task_id):
+        return None
+    return start(event, first.principal, first.at_ms)
+
+
 def apply(state: TaskState, rec: Recorded) -> TaskState:
-    """Fold one event of the task's stream (after ``task.enqueued``).
+    """Fold one event of the task's stream (after ``task.enqueued``; a record of another
+    stream changes nothing).
 
     The writers never append after a terminal event (each appends at the seq its fold
     expects, so it has seen every event before its own); the fold takes the stream as it is."""
+    if rec.stream != state.stream:
+        return state
     event, at = rec.event, rec.at_ms
     before = state.status
     state = replace(state, next_seq=state.next_seq + 1)
@@ -140,23 +151,3 @@ def apply(state: TaskState, rec: Recorded) -> TaskState:
             lease_until_ms=None,
         )
     return replace(state, lease_until_ms=None) if status is not None else state
-
-
-def fold(enqueued: TaskEnqueued, principal: str, at_ms: int, rest: Iterable[Recorded]) -> TaskState:
-    """The state after ``rest`` (the stream's events after ``task.enqueued``, in order)."""
-    state = start(enqueued, principal, at_ms)
-    for rec in rest:
-        state = apply(state, rec)
-    return state
-
-
-def fold_rows(rows: list[StoredEvent]) -> TaskState | None:
-    """A task's stream as read from the journal, folded (``None``: no such task)."""
-    if not rows:
-        return None
-    first = rows[0].decode()
-    if not isinstance(first, TaskEnqueued):
-        return None
-    return fold(
-        first, rows[0].principal, rows[0].recorded_at_ms, (Recorded.of(r) for r in rows[1:])
-    )

@@ -21,9 +21,11 @@ from typing import Any
 
 import msgspec
 
+from actors import task_state
+from actors.aggregate import fold
 from actors.errors import InvalidCommand
-from actors.stream import Recorded
-from actors.task_state import TaskState, apply, fold_rows, start
+from actors.stream import Recorded, recorded
+from actors.task_state import TaskState, apply
 from events import (
     ConcurrencyConflict,
     Event,
@@ -64,7 +66,7 @@ def now_ms() -> int:
 
 def load_task(reader: JournalReadPort, task_id: str) -> TaskState | None:
     """A task folded from its stream (``None``: no such task)."""
-    return fold_rows(reader.read_stream(task_stream(task_id)))
+    return fold(task_state, recorded(reader.read_stream(task_stream(task_id))))
 
 
 def load_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
@@ -75,7 +77,7 @@ def load_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
             streams.setdefault(row.stream, []).append(row)
     out: dict[str, TaskState] = {}
     for rows in streams.values():
-        state = fold_rows(rows)
+        state = fold(task_state, recorded(rows))
         if state is not None:
             out[state.task_id] = state
     return out
@@ -102,7 +104,7 @@ def write(journal: JournalPort, state: TaskState, decide: Decide, *, principal: 
                 raise
             state = fresh
             continue
-        return apply(state, Recorded(clean, state.stream, result.recorded_at_ms))
+        return apply(state, Recorded(clean, state.stream, result.recorded_at_ms, principal))
     raise ConcurrencyConflict(state.stream, state.next_seq, journal.stream_next_seq(state.stream))
 
 
@@ -182,7 +184,9 @@ def enqueue(
     if result.duplicate:
         first = result.stream.removeprefix(TASK_STREAM_PREFIX)
         return TaskTicket(task_id=first, duplicate=True), None
-    return TaskTicket(task_id=event.task_id), start(clean, principal, result.recorded_at_ms)
+    return TaskTicket(task_id=event.task_id), task_state.initial(
+        Recorded(clean, stream, result.recorded_at_ms, principal)
+    )
 
 
 def _seconds(field: str, value: object) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 
 from actors.errors import ApprovalAlreadyResolved
 from actors.gate import GateDecision
-from actors.messages import Scope
 from actors.provider import ToolCall
 from actors.tool_fold import InvocationState
 from events.catalog import (
@@ -19,6 +18,7 @@ from events.catalog import (
     ApprovalResolved,
     Event,
     GrantMatch,
+    GrantScope,
     ToolCompleted,
     ToolDecided,
     ToolProposed,
@@ -125,7 +125,7 @@ def resolve(
     *,
     approval_id: str,
     decision: str,
-    scope: Scope,
+    scope: GrantScope,
     decided_by: str,
     reason: str,
     grant_principal: str,
@@ -160,9 +160,10 @@ def resolve(
 
 
 def denial(state: InvocationState) -> ToolCompleted | None:
-    """After a decision: the refusal to append when it was a denial, None to execute."""
+    """After a decision: the refusal to append when it was a denial, None to execute (and
+    None once the call completed: nothing follows a completion)."""
     resolution = state.resolution
-    if resolution is None or resolution.decision == "allow":
+    if resolution is None or resolution.decision == "allow" or state.completed is not None:
         return None
     return _refusal(state, resolution)
 

@@ -1,4 +1,5 @@
-"""A tool invocation's state: a pure fold of its events.
+"""A tool invocation's state: a pure fold of its events (an :class:`actors.aggregate.Aggregate`:
+``tool.proposed`` starts it).
 
 Its events are on ``tool/<invocation_id>``, the stream its actor owns, except an operator's
 decision made while the node was stopped: ``reel approvals approve|deny`` writes that to
@@ -13,6 +14,7 @@ from collections.abc import Iterable
 import msgspec
 from msgspec.structs import replace
 
+from actors.aggregate import fold
 from actors.stream import Recorded
 from events.catalog import (
     ApprovalRequested,
@@ -53,9 +55,21 @@ class InvocationState(msgspec.Struct, frozen=True, kw_only=True):
         return None
 
 
+def initial(first: Recorded) -> InvocationState | None:
+    """The invocation its ``tool.proposed`` starts (None for any other record)."""
+    event = first.event
+    if not isinstance(event, ToolProposed) or first.stream != f"tool/{event.invocation_id}":
+        return None
+    return apply(InvocationState(invocation_id=event.invocation_id), first)
+
+
 def apply(state: InvocationState, rec: Recorded) -> InvocationState:
-    """Fold one event of the invocation."""
+    """Fold one event of the invocation: on its own stream, or an offline decision on
+    ``approval/<id>`` (a record about another invocation changes nothing)."""
     event = rec.event
+    mine = rec.stream == state.stream or rec.stream.startswith("approval/")
+    if not mine or getattr(event, "invocation_id", None) != state.invocation_id:
+        return state
     if rec.stream == state.stream:
         state = replace(state, next_seq=state.next_seq + 1)
     if isinstance(event, ToolProposed):
@@ -73,12 +87,12 @@ def apply(state: InvocationState, rec: Recorded) -> InvocationState:
 
 def fold_invocations(tape: Iterable[Recorded]) -> dict[str, InvocationState]:
     """Every invocation of a run's tape, by invocation id, in the order they started."""
-    states: dict[str, InvocationState] = {}
+    from actors import tool_fold  # this module: the aggregate the fold takes
+
+    tapes: dict[str, list[Recorded]] = {}
     for rec in tape:
-        event = rec.event
-        invocation_id = getattr(event, "invocation_id", None)
-        if not isinstance(invocation_id, str) or not rec.stream.startswith(("tool/", "approval/")):
-            continue
-        state = states.get(invocation_id) or InvocationState(invocation_id=invocation_id)
-        states[invocation_id] = apply(state, rec)
-    return states
+        invocation_id = getattr(rec.event, "invocation_id", None)
+        if isinstance(invocation_id, str) and rec.stream.startswith(("tool/", "approval/")):
+            tapes.setdefault(invocation_id, []).append(rec)
+    states = {invocation_id: fold(tool_fold, own) for invocation_id, own in tapes.items()}
+    return {invocation_id: s for invocation_id, s in states.items() if s is not None}

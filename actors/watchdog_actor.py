@@ -28,14 +28,16 @@ from typing import Any, Protocol
 import msgspec
 import pykka
 
+from actors import watchdog_decider
+from actors.aggregate import fold
 from actors.io_loop import Timer
 from actors.messages import ResolveApproval, StallRun
 from actors.services import Services
 from actors.stream import Recorded, recorded
 from actors.watchdog import Memory, Snapshot, WatchdogConfig, check
-from actors.watchdog_decider import INCIDENT_KINDS, Act, Incidents, apply, decide, fold
+from actors.watchdog_decider import Act, Incidents, apply, decide
 from events import new_id
-from events.catalog import kind_of
+from events.catalog import INCIDENT_KINDS, kind_of
 from projections.watch import JournalVerdict, Lag, PendingApproval, RunActivity, TaskLease
 
 log = logging.getLogger("reel.watchdog")
@@ -103,7 +105,8 @@ class WatchdogActor(pykka.ThreadingActor):
     # --- pykka hooks -----------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.state = fold(recorded(self.s.journal.events_of_kinds(INCIDENT_KINDS)))
+        records = recorded(self.s.journal.events_of_kinds(INCIDENT_KINDS))
+        self.state = fold(watchdog_decider, records) or Incidents()
         # The node verified the journal before it started: the first check is one period on.
         self.next_journal_check_ms = self.clock() + int(self.config.journal_check_s * 1000)
         self._schedule()
@@ -147,7 +150,8 @@ class WatchdogActor(pykka.ThreadingActor):
                 principal=PRINCIPAL,
             )
             self.state = apply(
-                self.state, Recorded(append.event, append.stream, result.recorded_at_ms)
+                self.state,
+                Recorded(append.event, append.stream, result.recorded_at_ms, PRINCIPAL),
             )
             log.warning(
                 kind_of(append.event),

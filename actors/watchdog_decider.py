@@ -2,8 +2,9 @@
 
 :func:`apply` folds ``incident.opened`` / ``incident.resolved`` into the open incidents (the
 watchdog folds its own appends, and the journal's incident events at start, through the same
-function). :func:`decide` takes the open incidents and the findings of a look
-(:func:`actors.watchdog.check`) and says which events to append and what to do:
+function: an :class:`actors.aggregate.Aggregate` over every ``incident/<id>`` stream).
+:func:`decide` takes the open incidents and the findings of a look (:func:`actors.watchdog.check`)
+and says which events to append and what to do:
 
 - a finding with no open incident for its (domain, subject) opens one (at most one is open per
   pair), naming in ``auto`` mode the action taken;
@@ -15,8 +16,7 @@ function). :func:`decide` takes the open incidents and the findings of a look
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Literal
+from collections.abc import Callable
 
 import msgspec
 
@@ -26,11 +26,10 @@ from events.catalog import (
     Event,
     IncidentAction,
     IncidentDomain,
+    IncidentHow,
     IncidentOpened,
     IncidentResolved,
 )
-
-INCIDENT_KINDS = ("incident.opened", "incident.resolved")
 
 
 def stream_of(incident_id: str) -> str:
@@ -57,6 +56,11 @@ class Incidents(msgspec.Struct, frozen=True):
     open: dict[tuple[str, str], OpenIncident] = {}
 
 
+def initial(first: Recorded) -> Incidents:
+    """The open incidents after ``first`` (every record starts the set, empty or not)."""
+    return apply(Incidents(), first)
+
+
 def apply(state: Incidents, rec: Recorded) -> Incidents:
     """Fold one incident event."""
     event = rec.event
@@ -72,13 +76,6 @@ def apply(state: Incidents, rec: Recorded) -> Incidents:
     if isinstance(event, IncidentResolved):
         gone = event.incident_id
         return Incidents({k: v for k, v in state.open.items() if v.incident_id != gone})
-    return state
-
-
-def fold(records: Iterable[Recorded]) -> Incidents:
-    state = Incidents()
-    for rec in records:
-        state = apply(state, rec)
     return state
 
 
@@ -134,7 +131,7 @@ def decide(
             acts.append(Act(incident_id=incident_id, action=action, finding=finding))
     for incident in state.open.values():
         if incident.domain in checked.checked and incident.key not in found:
-            how: Literal["cleared", "acted"] = (
+            how: IncidentHow = (
                 "acted" if incident.action or incident.incident_id in acted else "cleared"
             )
             resolved = IncidentResolved(incident_id=incident.incident_id, how=how)

@@ -15,7 +15,7 @@ names. ``redacted`` records how many values redaction replaced.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 
@@ -66,6 +66,16 @@ GrantMatch = Literal["any", "exact", "prefix"]
 arguments (``arguments_digest``), or arguments whose subject starts with ``prefix`` (an argv
 prefix for ``shell.run``, a path prefix for ``fs.*``, a method and URL prefix for
 ``http.fetch``): :mod:`actors.grants`."""
+GRANT_MATCHES: tuple[GrantMatch, ...] = get_args(GrantMatch)
+GrantScope = Literal["once", "session", "always"]
+"""How long an approval's allow stands: this call only, the session (until it is reset), or
+``always`` (the principal and the tool, until revoked)."""
+GRANT_SCOPES: tuple[GrantScope, ...] = get_args(GrantScope)
+Verdict = Literal["allow", "deny"]
+"""A decision: a human's (or the node's) on an approval or a pairing request, Cedar's on an
+API request."""
+Posture = Literal["always_allow", "ask_each_time", "disabled"]
+"""A tool's posture (``tools.spec.Posture``: the tools package cannot import this one)."""
 
 
 class SessionGrantAdded(Event, frozen=True, kw_only=True, tag="session.grant_added"):
@@ -85,12 +95,15 @@ class SessionPostureSet(Event, frozen=True, kw_only=True, tag="session.posture_s
 
     session_id: Id
     tool: ToolName
-    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+    posture: Posture | None
 
 
 CompactionMethod = Literal["extractive", "model"]
 """How a compaction's summary was written: from the covered runs' own words (each message and
 the start of its answer), or by the session's model (docs/context.md, "Compaction")."""
+CompactionTrigger = Literal["auto", "request"]
+"""What made a compaction: the history passed ``[context] compact_at`` after a run, or a
+request."""
 
 
 class SessionCompacted(Event, frozen=True, kw_only=True, tag="session.compacted"):
@@ -110,7 +123,7 @@ class SessionCompacted(Event, frozen=True, kw_only=True, tag="session.compacted"
     method: CompactionMethod = "extractive"
     tokens_before: int = 0
     tokens_after: int = 0
-    trigger: Literal["auto", "request"] = "request"
+    trigger: CompactionTrigger = "request"
     """``auto``: the history passed ``[context] compact_at`` after a run; ``request``: asked
     for (``reel sessions compact``, ``POST /v1/sessions/{id}/compact``)."""
 
@@ -282,13 +295,18 @@ class ToolProposed(Event, frozen=True, kw_only=True, tag="tool.proposed"):
     arguments: Any
 
 
+ToolOutcome = Literal["allow", "deny", "approval_required"]
+"""What posture and policy decided for a call (``policies.decision.Outcome``: the policies
+package cannot import this one)."""
+
+
 class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
     """The outcome of posture and policy for one call, naming the policies that decided."""
 
     invocation_id: Id
     run_id: Id
     tool: ToolName
-    outcome: Literal["allow", "deny", "approval_required"]
+    outcome: ToolOutcome
     reason: str
     policy_ids: tuple[str, ...] = ()
     posture: str = ""
@@ -317,8 +335,8 @@ class ApprovalResolved(Event, frozen=True, kw_only=True, tag="tool.approval_reso
     approval_id: Id
     invocation_id: Id
     run_id: Id
-    decision: Literal["allow", "deny"]
-    scope: Literal["once", "session", "always"] = "once"
+    decision: Verdict
+    scope: GrantScope = "once"
     decided_by: Principal = ""
     reason: str = ""
     tool: ToolName = ""
@@ -361,6 +379,7 @@ MemorySource = Literal["user_message", "tool_result", "summary", "manual", "lear
 """Where a memory item came from."""
 MemoryScope = Literal["principal", "session", "global"]
 """Who sees a memory item: runs acting for ``principal``, runs of ``session_id``, or every run."""
+MEMORY_SCOPES: tuple[MemoryScope, ...] = get_args(MemoryScope)
 
 
 class MemoryItemWritten(Event, frozen=True, kw_only=True, tag="memory.item_written"):
@@ -419,12 +438,16 @@ class IncidentOpened(Event, frozen=True, kw_only=True, tag="incident.opened"):
     action: IncidentAction | None = None
 
 
+IncidentHow = Literal["cleared", "acted"]
+"""How an incident ended: its condition went away by itself, or after the watchdog acted."""
+
+
 class IncidentResolved(Event, frozen=True, kw_only=True, tag="incident.resolved"):
     """The incident is over: its condition ``cleared`` by itself, or the watchdog ``acted``
     on it and the condition is gone."""
 
     incident_id: Id
-    how: Literal["cleared", "acted"]
+    how: IncidentHow
 
 
 # --- tasks (stream ``task/<task_id>``; docs/tasks.md) ------------------------------------------
@@ -534,6 +557,13 @@ LearningKind = Literal["fact", "preference", "procedure"]
 ``procedure`` (a tool sequence offered as a hint when a similar request arrives)."""
 LEARNING_TEXT_MAX_CHARS = 500
 """The cap on a candidate's ``text``, in characters (extractors cut longer text)."""
+LEARNING_KINDS: tuple[LearningKind, ...] = get_args(LearningKind)
+CandidateStatus = Literal["pending", "applied", "rejected", "rolled_back"]
+"""A candidate's status as its stream says (its fold, :mod:`actors.learning_state`, and the
+learning view hold the same word)."""
+CANDIDATE_STATUSES: tuple[CandidateStatus, ...] = get_args(CandidateStatus)
+Extractor = Literal["rules", "model"]
+"""What found a candidate: reflection's rules, or the node's model."""
 
 
 class LearningCandidateProposed(
@@ -562,7 +592,7 @@ class LearningCandidateProposed(
     request is compared with (docs/learning.md, "similar")."""
     tools: tuple[ToolName, ...] = ()
     """For a procedure: the tool sequence, in order."""
-    extractor: Literal["rules", "model"] = "rules"
+    extractor: Extractor = "rules"
 
 
 class LearningEvidenceAdded(Event, frozen=True, kw_only=True, tag="learning.evidence_added"):
@@ -713,11 +743,16 @@ class ChannelPairingResolved(Event, frozen=True, kw_only=True, tag="channel.pair
     channel: Channel
     approval_id: Id
     principal: Principal
-    decision: Literal["allow", "deny"]
+    decision: Verdict
     decided_by: Principal
     reason: str = ""
     allowed_until_ms: int = 0
     waited_ms: int = 0
+
+
+ChannelCommandName = Literal["status", "stop", "reset", "approve", "deny", "help"]
+"""The ``!reel`` commands a channel's senders may send (docs/channels.md)."""
+CommandOutcome = Literal["done", "denied", "failed"]
 
 
 class ChannelCommandHandled(Event, frozen=True, kw_only=True, tag="channel.command_handled"):
@@ -726,10 +761,10 @@ class ChannelCommandHandled(Event, frozen=True, kw_only=True, tag="channel.comma
 
     channel: Channel
     principal: Principal
-    command: Literal["status", "stop", "reset", "approve", "deny", "help"]
+    command: ChannelCommandName
     target: Id = ""
     """The run, session or approval the command acted on (empty when none)."""
-    outcome: Literal["done", "denied", "failed"]
+    outcome: CommandOutcome
     detail: str = ""
 
 
@@ -865,7 +900,7 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
     action: str
     resource: str
     """``Type::"id"`` of the resource the action is on."""
-    outcome: Literal["allow", "deny"]
+    outcome: Verdict
     policy_ids: tuple[str, ...]
     token_id: Id
     """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
@@ -940,4 +975,19 @@ def kind_of(cls: type[Event] | Event) -> str:
     return tag
 
 
+def kinds_of(*classes: type[Event]) -> tuple[str, ...]:
+    """The dotted kinds of ``classes``, in order: how code outside this module names kinds (a
+    kind is written only here, as its class's tag; a test holds every other module to that)."""
+    return tuple(kind_of(c) for c in classes)
+
+
 BY_KIND: dict[str, type[Event]] = {kind_of(c): c for c in CATALOG}
+
+INCIDENT_KINDS = kinds_of(IncidentOpened, IncidentResolved)
+"""The kinds of ``incident/<id>`` streams (the watchdog's fold and the incidents view)."""
+TOKEN_KINDS = kinds_of(TokenCreated, TokenRevoked, TokenUsed)
+"""The kinds the auth view folds."""
+APPROVAL_KINDS = kinds_of(
+    ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
+)
+"""The kinds the approvals view folds: tool calls' approvals and channels' pairing requests."""

@@ -20,13 +20,13 @@ import msgspec
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from events.catalog import JournalCheckpoint
+from events.catalog import JournalCheckpoint, kind_of
 from events.errors import CheckpointKeyError
 from events.note import checkpoint_body, format_note, key_id, origin_for, verify_signature
 
 CHECKPOINT_STREAM = "journal"
 """The stream of checkpoint rows; only the journal writer appends to it."""
-CHECKPOINT_KIND = "journal.checkpoint"
+CHECKPOINT_KIND = kind_of(JournalCheckpoint)
 
 
 class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from events.catalog import SessionCreated, kind_of
+
 Payload = dict[str, Any]
 Upcaster = Callable[[Payload], Payload]
 
@@ -23,5 +25,5 @@ def upcast_session_created_v1_v2(payload: Payload) -> Payload:
 
 
 UPCASTERS: dict[tuple[str, int], Upcaster] = {
-    ("session.created", 1): upcast_session_created_v1_v2,
+    (kind_of(SessionCreated), 1): upcast_session_created_v1_v2,
 }

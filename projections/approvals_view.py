@@ -11,6 +11,7 @@ import msgspec
 
 from events import Event, StoredEvent
 from events.catalog import (
+    APPROVAL_KINDS,
     ApprovalRequested,
     ApprovalResolved,
     ChannelPairingRequested,
@@ -24,14 +25,7 @@ class ApprovalsProjection:
     name: str = "approvals"
     version: int = 3
     tables: tuple[str, ...] = ("approvals",)
-    kinds: frozenset[str] | None = frozenset(
-        {
-            "tool.approval_requested",
-            "tool.approval_resolved",
-            "channel.pairing_requested",
-            "channel.pairing_resolved",
-        }
-    )
+    kinds: frozenset[str] | None = frozenset(APPROVAL_KINDS)
     ddl: str = """
     CREATE TABLE IF NOT EXISTS approvals(
         approval_id TEXT PRIMARY KEY,

@@ -7,6 +7,8 @@ drop and rebuild that projection's tables from position 0.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Protocol
 
 import apsw
@@ -32,3 +34,22 @@ class Projection(Protocol):
         its transaction, to write buffered rows) and ``reset()`` (called when a batch rolls
         back, to forget what it buffered or cached)."""
         ...
+
+
+@contextmanager
+def folded(projection: Projection, rows: Iterable[StoredEvent]) -> Iterator[apsw.Connection]:
+    """``projection``'s tables folded from ``rows`` by its own ``apply``, in a database in
+    memory: what a command reads of a journal no node serves (``reel approvals`` on a stopped
+    node). One fold per view: an offline read never has a second one written beside it."""
+    conn = apsw.Connection(":memory:")
+    try:
+        conn.execute(projection.ddl)
+        with conn:
+            for stored in rows:
+                projection.apply(conn, stored, stored.decode())
+            flush = getattr(projection, "flush", None)
+            if flush is not None:
+                flush(conn)
+        yield conn
+    finally:
+        conn.close()

@@ -8,7 +8,6 @@ the journal for ``reel incidents list`` on a stopped node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +15,10 @@ import apsw
 import msgspec
 
 from events import Event, JournalReadPort, StoredEvent
-from events.catalog import INCIDENT_DOMAINS, IncidentOpened, IncidentResolved
+from events.catalog import INCIDENT_DOMAINS, INCIDENT_KINDS, IncidentOpened, IncidentResolved
+from projections.base import folded
 from projections.pool import PooledReader
 
-INCIDENT_KINDS = ("incident.opened", "incident.resolved")
 INCIDENT_STATES: tuple[str, ...] = ("open", "resolved")
 """The states the incidents view records (``incidents.state``)."""
 
@@ -160,33 +159,9 @@ class IncidentsView(PooledReader):
         return counts
 
 
-def fold_incidents(events: Iterable[StoredEvent]) -> dict[str, IncidentRecord]:
-    """Incidents by id, in opening order (the view's rows, folded in memory)."""
-    records: dict[str, IncidentRecord] = {}
-    for stored in events:
-        event = stored.decode()
-        if isinstance(event, IncidentOpened):
-            records[event.incident_id] = IncidentRecord(
-                incident_id=event.incident_id,
-                domain=event.domain,
-                subject=event.subject,
-                state="open",
-                opened_at_ms=stored.recorded_at_ms,
-                evidence=event.evidence,
-                action=event.action,
-                resolved_at_ms=None,
-                how=None,
-            )
-        elif isinstance(event, IncidentResolved) and event.incident_id in records:
-            records[event.incident_id] = msgspec.structs.replace(
-                records[event.incident_id],
-                state="resolved",
-                resolved_at_ms=stored.recorded_at_ms,
-                how=event.how,
-            )
-    return records
-
-
 def load_incidents(reader: JournalReadPort) -> dict[str, IncidentRecord]:
-    """Every incident the journal holds (for commands that read a stopped node's journal)."""
-    return fold_incidents(reader.events_of_kinds(INCIDENT_KINDS))
+    """Every incident the journal holds, by id, in opening order (for commands that read a
+    stopped node's journal): the view's own fold, run in memory."""
+    with folded(IncidentsProjection(), reader.events_of_kinds(INCIDENT_KINDS)) as conn:
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM incidents ORDER BY rowid").fetchall()
+    return {record.incident_id: record for record in map(_record, rows)}

@@ -30,6 +30,7 @@ import msgspec
 
 from events import Event, JournalReadPort, StoredEvent
 from events.catalog import (
+    CANDIDATE_STATUSES,
     LearningCandidateApplied,
     LearningCandidateProposed,
     LearningCandidateRejected,
@@ -41,8 +42,10 @@ from events.catalog import (
     RunFailed,
     ToolCompleted,
     ToolProposed,
+    kinds_of,
 )
 from events.lifecycle import STATUS_OF
+from projections.base import folded
 from projections.pool import PooledReader
 
 SIMILARITY = 0.5
@@ -58,8 +61,6 @@ PEERS = 50
 REFERENCE_CALL = "ref-"
 """Call ids of the reads a run's ``@file`` / ``@url`` references make: not the model's choice,
 so not part of a procedure."""
-CANDIDATE_STATUSES: tuple[str, ...] = ("pending", "applied", "rejected", "rolled_back")
-LEARNING_KINDS: tuple[str, ...] = ("fact", "preference", "procedure")
 
 _STOP = """a about above after again all also am an and any are as at be been before being below
 between both but by can could did do does doing done down during each few for from further had
@@ -192,19 +193,19 @@ class LearningProjection:
     version: int = 1
     tables: tuple[str, ...] = ("learning_candidates", "learning_runs")
     kinds: frozenset[str] | None = frozenset(
-        {
-            "learning.candidate_proposed",
-            "learning.evidence_added",
-            "learning.candidate_applied",
-            "learning.candidate_rejected",
-            "learning.candidate_rolled_back",
-            "run.accepted",
-            "tool.proposed",
-            "tool.completed",
-            "run.completed",
-            "run.failed",
-            "run.cancelled",
-        }
+        kinds_of(
+            LearningCandidateProposed,
+            LearningEvidenceAdded,
+            LearningCandidateApplied,
+            LearningCandidateRejected,
+            LearningCandidateRolledBack,
+            RunAccepted,
+            ToolProposed,
+            ToolCompleted,
+            RunCompleted,
+            RunFailed,
+            RunCancelled,
+        )
     )
     ddl: str = """
     CREATE TABLE IF NOT EXISTS learning_candidates(
@@ -425,7 +426,7 @@ class LearningView(PooledReader):
 
     def counts(self) -> dict[str, int]:
         """Candidates per status (every status present, 0 when none)."""
-        counts = dict.fromkeys(CANDIDATE_STATUSES, 0)
+        counts: dict[str, int] = dict.fromkeys(CANDIDATE_STATUSES, 0)
         for status, n in self._query(
             "SELECT status, COUNT(*) FROM learning_candidates GROUP BY status", ()
         ):
@@ -524,18 +525,7 @@ def load_candidates(reader: JournalReadPort) -> list[CandidateRecord]:
     """Every candidate folded from the journal itself, in the order proposed: what the CLI
     shows on a data dir no node holds (the same fold as the view, into memory)."""
     projection = LearningProjection()
-    conn = apsw.Connection(":memory:")
-    try:
-        conn.execute(projection.ddl)
-        kinds = tuple(sorted(k for k in projection.kinds or () if k.startswith("learning.")))
-        with conn:
-            for stored in reader.events_of_kinds(kinds):
-                projection.apply(conn, stored, stored.decode())
-        return [
-            _record(row)
-            for row in conn.execute(
-                f"SELECT {_COLUMNS} FROM learning_candidates ORDER BY proposed_position"
-            )
-        ]
-    finally:
-        conn.close()
+    kinds = tuple(sorted(k for k in projection.kinds or () if k.startswith("learning.")))
+    with folded(projection, reader.events_of_kinds(kinds)) as conn:
+        sql = f"SELECT {_COLUMNS} FROM learning_candidates ORDER BY proposed_position"
+        return [_record(row) for row in conn.execute(sql)]

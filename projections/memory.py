@@ -42,7 +42,7 @@ import msgspec
 import sqlite_vec  # type: ignore[import-untyped]
 
 from events import Event, StoredEvent
-from events.catalog import MemoryItemDeleted, MemoryItemWritten
+from events.catalog import MemoryItemDeleted, MemoryItemWritten, kinds_of
 from projections.embedders import Embedder, HashingEmbedder
 from projections.memory_bm25 import tokenize_spec
 
@@ -110,7 +110,7 @@ class MemoryProjection:
 
     name: str = "memory"
     tables: tuple[str, ...] = ("memory_items", "memory_fts", "memory_vec", "memory_index")
-    kinds: frozenset[str] | None = frozenset({"memory.item_written", "memory.item_deleted"})
+    kinds: frozenset[str] | None = frozenset(kinds_of(MemoryItemWritten, MemoryItemDeleted))
 
     def __init__(self, embedder: Embedder | None = None) -> None:
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()

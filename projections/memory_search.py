@@ -38,7 +38,7 @@ from typing import Any
 import apsw
 import msgspec
 
-from events.catalog import MemoryScope
+from events.catalog import MEMORY_SCOPES, MemoryScope
 from projections import memory_bm25
 from projections.embedders import Embedder, HashingEmbedder, content_words
 from projections.memory import NO_EXPIRY, audience_key, audience_of, load_vec, pack_vector
@@ -46,7 +46,7 @@ from projections.memory_bm25 import phrase
 from projections.memory_stats import StatisticsCache
 from projections.pool import PooledReader
 
-ALL_SCOPES: frozenset[MemoryScope] = frozenset({"principal", "session", "global"})
+ALL_SCOPES: frozenset[MemoryScope] = frozenset(MEMORY_SCOPES)
 MAX_QUERY_TERMS = 16
 """At most this many distinct words of a query go to FTS5 (the rest still shape its vector)."""
 MMAP_BYTES = 1 << 30

@@ -100,6 +100,37 @@ def page_sql(
     return f"SELECT * FROM {table}{where_sql} ORDER BY {key}{order} LIMIT ?", tuple(args)
 
 
+def typed_rows(
+    conn: apsw.Connection, cls: type[R], sql: str, args: tuple[Any, ...] = ()
+) -> list[R]:
+    """The rows ``sql`` selects (every column of a view's table) as ``cls``: how the views
+    and an offline fold of one (:func:`projections.base.folded`) read their rows."""
+    return _typed(cls, *_fetch(conn, sql, args))
+
+
+def _fetch(
+    conn: apsw.Connection, sql: str, args: tuple[Any, ...]
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    cur = conn.execute(sql, args)
+    try:
+        names = [d[0] for d in cur.getdescription()]
+    except apsw.ExecutionCompleteError:  # no rows: apsw has nothing to describe
+        return [], []
+    return names, cur.fetchall()
+
+
+def _typed(cls: type[R], names: list[str], raw: list[tuple[Any, ...]]) -> list[R]:
+    out = []
+    for row in raw:
+        values: dict[str, Any] = dict(zip(names, row, strict=True))
+        if cls is TapeEntry:
+            values["event"] = _event_json.decode(values.pop("entry"))
+        elif cls is ApprovalRecord:
+            values["arguments"] = _json.decode(values["arguments"])
+        out.append(cls(**values))  # the rows are ours: no validation pass needed
+    return out
+
+
 class Views(PooledReader):
     """Typed queries over views.db."""
 
@@ -110,21 +141,8 @@ class Views(PooledReader):
 
     def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
         with self._borrow() as conn:
-            cur = conn.execute(sql, args)
-            try:
-                names = [d[0] for d in cur.getdescription()]
-            except apsw.ExecutionCompleteError:  # no rows: apsw has nothing to describe
-                return []
-            raw = cur.fetchall()
-        out = []
-        for row in raw:
-            values: dict[str, Any] = dict(zip(names, row, strict=True))
-            if cls is TapeEntry:
-                values["event"] = _event_json.decode(values.pop("entry"))
-            elif cls is ApprovalRecord:
-                values["arguments"] = _json.decode(values["arguments"])
-            out.append(cls(**values))  # the rows are ours: no validation pass needed
-        return out
+            names, raw = _fetch(conn, sql, args)
+        return _typed(cls, names, raw)  # decoded once the connection is back in the pool
 
     def sessions(
         self,

@@ -15,6 +15,7 @@ from events.catalog import (
     RunStarted,
     RunTurnCompleted,
     ToolProposed,
+    kinds_of,
 )
 from events.lifecycle import (
     REFERENCE_CALL_PREFIX,
@@ -31,7 +32,7 @@ class RunsProjection:
     """2: ``tool_calls`` no longer counts the reads of a message's references (``ref-N``)."""
     tables: tuple[str, ...] = ("runs",)
     kinds: frozenset[str] | None = frozenset(
-        {*STATUS_OF_KIND, "run.turn_completed", "tool.proposed"}
+        {*STATUS_OF_KIND, *kinds_of(RunTurnCompleted, ToolProposed)}
     )
     ddl: str = """
     CREATE TABLE IF NOT EXISTS runs(

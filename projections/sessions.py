@@ -5,14 +5,14 @@ from __future__ import annotations
 import apsw
 
 from events import Event, StoredEvent
-from events.catalog import RunAccepted, SessionCreated, SessionReset
+from events.catalog import RunAccepted, SessionCreated, SessionReset, kinds_of
 
 
 class SessionsProjection:
     name: str = "sessions"
     version: int = 1
     tables: tuple[str, ...] = ("sessions",)
-    kinds: frozenset[str] | None = frozenset({"session.created", "session.reset", "run.accepted"})
+    kinds: frozenset[str] | None = frozenset(kinds_of(SessionCreated, SessionReset, RunAccepted))
     ddl: str = """
     CREATE TABLE IF NOT EXISTS sessions(
         session_id TEXT PRIMARY KEY,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import apsw
 
 from events import Event, StoredEvent
-from events.catalog import ToolCompleted, ToolDecided, ToolProposed
+from events.catalog import ToolCompleted, ToolDecided, ToolProposed, kinds_of
 
 COUNTERS = frozenset({"proposed", "allowed", "denied", "approval_required", "succeeded", "failed"})
 
@@ -15,7 +15,7 @@ class ToolUsageProjection:
     name: str = "tool_usage"
     version: int = 1
     tables: tuple[str, ...] = ("tool_usage",)
-    kinds: frozenset[str] | None = frozenset({"tool.proposed", "tool.decided", "tool.completed"})
+    kinds: frozenset[str] | None = frozenset(kinds_of(ToolProposed, ToolDecided, ToolCompleted))
     ddl: str = """
     CREATE TABLE IF NOT EXISTS tool_usage(
         tool TEXT PRIMARY KEY,

@@ -22,7 +22,7 @@ import apsw
 import msgspec
 
 from events import Journal, JournalReadPort, StoredEvent
-from events.catalog import TaskClaimed, TaskHeartbeat
+from events.catalog import ApprovalResolved, TaskClaimed, TaskHeartbeat, kind_of
 from events.lifecycle import STATUS_OF_KIND, RunStatus
 from events.note import CheckpointNote
 from events.reader import JournalReader
@@ -114,6 +114,7 @@ _PENDING = (
     "SELECT approval_id, run_id, expires_at_ms FROM approvals WHERE state = 'pending'"
     " ORDER BY approval_id"
 )
+RESOLVED = kind_of(ApprovalResolved)
 
 
 class WatchReads:
@@ -173,7 +174,7 @@ class WatchReads:
         out = []
         for approval_id, run_id, expires_at_ms in self._query(_PENDING):
             decided = any(
-                stored.kind == "tool.approval_resolved"
+                stored.kind == RESOLVED
                 and getattr(stored.decode(), "approval_id", None) == approval_id
                 for stored in self._unapplied(run_id, applied)
             )

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from typing import TypeVar
 
+from actors.stream import Recorded
 from events import AppendResult, JournalError, JournalPort, new_id
 from events.catalog import AccessDecided
 from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
@@ -97,16 +98,16 @@ class Authority:
         now_ms = int(time.time() * 1000)
         who = self.tokens.authenticate(token, now_ms)
         if who is not None and (used := self.tokens.use_to_record(who, now_ms)) is not None:
-            book = self.tokens
+            book, stream, principal = self.tokens, use_stream(used.token_id), who.principal
 
             def fold(done: Future[AppendResult]) -> None:
                 if done.exception() is None:
-                    book.apply(used, done.result().recorded_at_ms)
+                    book.fold(Recorded(used, stream, done.result().recorded_at_ms, principal))
 
             # Closing: a last use goes unrecorded, and the request goes on.
             with contextlib.suppress(JournalError):
                 self.journal.submit(
-                    use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
+                    stream, [used], expected_seq=None, principal=principal
                 ).add_done_callback(fold)
         return who
 

@@ -24,6 +24,7 @@ from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from events.redact import redact_text
 from tools import ToolsConfig
+from tools.spec import Posture
 from transports.models.openai_wire import check_options
 
 
@@ -79,23 +80,28 @@ class ProviderConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=T
         )
 
 
-class RunsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    max_turns: int = 16
-    max_tool_calls: int = 8
-    wall_clock_s: float = 900.0
-    system_prompt: str = ActorsConfig().system_prompt
+_ACTORS = ActorsConfig()
+"""The actors' defaults: the one home of every default the actors run with (the sections below
+embed the actors' Structs or name these values, never write them again)."""
+
+
+class RunsConfig(RunBudgets, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[runs]``: the budgets every run stops at (actors.config.RunBudgets), its system
+    prompt, and how long a draining node lets live runs finish."""
+
+    system_prompt: str = _ACTORS.system_prompt
     drain_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 10.0
     """On SIGTERM/SIGINT, how long live runs get to finish before the rest are cancelled
     (``REEL_RUNS_DRAIN_GRACE_S``; 0: cancel at once)."""
 
 
 class SessionsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    idle_passivate_s: float = 2.0
-    max_message_bytes: int = 64 * 1024
+    idle_passivate_s: float = _ACTORS.idle_passivate_s
+    max_message_bytes: int = _ACTORS.max_message_bytes
 
 
 class ApprovalsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    timeout_s: float = 600.0
+    timeout_s: float = _ACTORS.approval_timeout_s
 
 
 class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -112,15 +118,15 @@ class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=T
     """``[context]``: how much a run's model input may hold, and when a session's older runs
     are condensed into a summary (docs/context.md)."""
 
-    budget_tokens: Annotated[int, msgspec.Meta(ge=256)] = ActorsConfig().context_budget_tokens
+    budget_tokens: Annotated[int, msgspec.Meta(ge=256)] = _ACTORS.context_budget_tokens
     """Estimated input tokens of a run's first model call (``REEL_CONTEXT_BUDGET_TOKENS``)."""
     model_budgets: dict[str, Annotated[int, msgspec.Meta(ge=256)]] = {}
     """Per model (``provider.model``), e.g. ``{ "llama-3.2-3b" = 6000 }``: wins over
     ``budget_tokens`` for that model."""
-    compact_at: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = ActorsConfig().compact_at
+    compact_at: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = _ACTORS.compact_at
     """Compact a session after a run once its history passes this fraction of what earlier
     turns may use; 0: only on request."""
-    cooldown_s: Annotated[float, msgspec.Meta(ge=0.0)] = ActorsConfig().compact_cooldown_s
+    cooldown_s: Annotated[float, msgspec.Meta(ge=0.0)] = _ACTORS.compact_cooldown_s
     """At least this long between a session's compaction and its next automatic one."""
 
     def budget_for(self, model: str) -> int:
@@ -135,13 +141,11 @@ class MemoryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     """The embedder of the memory view's vectors (``REEL_MEMORY_EMBEDDER``): ``hashing`` (built
     in) or ``e5-small`` (the ``embeddings`` extra). A name that does not load stops the node
     with the extra to install. Switching rebuilds the memory view from the journal."""
-    inject_k: Annotated[int, msgspec.Meta(ge=0, le=20)] = ActorsConfig().memory_inject_k
+    inject_k: Annotated[int, msgspec.Meta(ge=0, le=20)] = _ACTORS.memory_inject_k
     """At most this many memory items are injected into a run's context (0: none)."""
-    min_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = ActorsConfig().memory_min_score
+    min_score: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = _ACTORS.memory_min_score
     """A memory hit is injected at or above this final score..."""
-    min_evidence: Annotated[float, msgspec.Meta(ge=0.0, le=100.0)] = (
-        ActorsConfig().memory_min_evidence
-    )
+    min_evidence: Annotated[float, msgspec.Meta(ge=0.0, le=100.0)] = _ACTORS.memory_min_evidence
     """...or when two or more of the message's words found in it weigh this much (0: off;
     docs/context.md, "Memory auto-injection")."""
 
@@ -308,7 +312,7 @@ class ToolsSection(ToolsConfig, frozen=True, kw_only=True, forbid_unknown_fields
     """``[tools]``: every limit and allowlist of the tool runtimes (tools.ToolsConfig), plus the
     posture of each tool. ``workspace_dir`` and ``plugin_dir`` default to the data dir's."""
 
-    postures: dict[str, Literal["always_allow", "ask_each_time", "disabled"]] = {}
+    postures: dict[str, Posture] = {}
 
 
 class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):

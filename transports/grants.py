@@ -10,10 +10,9 @@ from __future__ import annotations
 import msgspec
 
 from actors.grants import describe, options
+from events.catalog import GRANT_SCOPES
 from projections import ApprovalRecord, GrantOption
 from tools import ToolCatalog, UnknownTool
-
-SCOPES = ("once", "session", "always")
 
 
 def presented(record: ApprovalRecord, catalog: ToolCatalog) -> ApprovalRecord:
@@ -26,7 +25,7 @@ def presented(record: ApprovalRecord, catalog: ToolCatalog) -> ApprovalRecord:
         except UnknownTool:
             args_type = None
         return msgspec.structs.replace(
-            record, options=options(record.tool, args_type, SCOPES, record.principal)
+            record, options=options(record.tool, args_type, GRANT_SCOPES, record.principal)
         )
     if record.decision != "allow":
         covers = "nothing: the call was denied"

@@ -13,11 +13,13 @@ naming the field (the surfaces translate the name: ``$.text`` over HTTP, ``--tag
 - ``expires_at``: in the future.
 
 The item gets a new id (:func:`events.new_id`) and its own stream ``memory/<item_id>``; the
-event is appended as the principal who asked (the journal redacts secrets in ``text`` and
-``tags`` before anything is stored, so a secret is never stored, indexed or returned). An item's
-state for a delete or an authorization is folded from its stream, not read from the views, so
-it never lags: a delete of an unknown id is :class:`UnknownMemoryItem`, of a deleted one
-:class:`MemoryItemAlreadyDeleted`, and nothing is appended either way.
+event is appended as the principal who asked (secrets in ``text`` and ``tags`` are redacted
+before anything is stored, so a secret is never stored, indexed or returned). An item's state
+(:class:`ItemState`, an :class:`actors.aggregate.Aggregate`: ``memory.item_written`` starts it)
+for a delete or an authorization is folded from its stream, not read from the views, so it
+never lags: a delete of an unknown id is :class:`UnknownMemoryItem`, of a deleted one
+:class:`MemoryItemAlreadyDeleted` (:func:`deletion` decides), and nothing is appended either
+way.
 
 :class:`NodeMemory` is a node's memory as its surfaces use it: the view to read and the journal
 to write, and the :class:`tools.MemoryStore` the memory tools are built with.
@@ -27,12 +29,15 @@ from __future__ import annotations
 
 import time
 import unicodedata
-from typing import cast, get_args
+from typing import cast
 
 import msgspec
 
-from events import AppendResult, JournalPort, JournalReadPort, is_ulid, new_id
+from actors.aggregate import fold
+from actors.stream import Recorded, recorded
+from events import JournalPort, JournalReadPort, is_ulid, new_id, redact_event
 from events.catalog import (
+    MEMORY_SCOPES,
     MEMORY_TAGS_MAX,
     MEMORY_TEXT_MAX_CHARS,
     MemoryItemDeleted,
@@ -47,7 +52,6 @@ from tools import FoundItem
 
 TAG_MAX_CHARS = 64
 """The longest tag, in characters."""
-SCOPES: tuple[str, ...] = get_args(MemoryScope)
 
 
 class MemoryInputError(ValueError):
@@ -87,6 +91,41 @@ class ItemState(msgspec.Struct, frozen=True, kw_only=True):
 
 def memory_stream(item_id: str) -> str:
     return f"memory/{item_id}"
+
+
+def initial(first: Recorded) -> ItemState | None:
+    """The item its ``memory.item_written`` starts (None for any other record)."""
+    event = first.event
+    if not isinstance(event, MemoryItemWritten) or first.stream != memory_stream(event.item_id):
+        return None
+    return ItemState(
+        item_id=event.item_id,
+        scope=event.scope,
+        owner=(event.principal or first.principal) if event.scope == "principal" else None,
+        session_id=event.session_id if event.scope == "session" else None,
+        written_by=first.principal,
+        expires_at_ms=event.expires_at_ms,
+        deleted=False,
+        next_seq=1,
+    )
+
+
+def apply(state: ItemState, rec: Recorded) -> ItemState:
+    """Fold one record of the item's stream (one of another stream changes nothing)."""
+    if rec.stream != memory_stream(state.item_id):
+        return state
+    deleted = state.deleted or isinstance(rec.event, MemoryItemDeleted)
+    return msgspec.structs.replace(state, deleted=deleted, next_seq=state.next_seq + 1)
+
+
+def deletion(state: ItemState | None, item_id: str, reason: str) -> MemoryItemDeleted:
+    """``memory.item_deleted``; raises :class:`UnknownMemoryItem` (``state`` None) or
+    :class:`MemoryItemAlreadyDeleted` (nothing is appended then)."""
+    if state is None:
+        raise UnknownMemoryItem(f"no memory item {item_id[:40]!r}")
+    if state.deleted:
+        raise MemoryItemAlreadyDeleted(f"memory item {item_id} is already deleted")
+    return MemoryItemDeleted(item_id=item_id, reason=reason)
 
 
 def _now_ms() -> int:
@@ -132,8 +171,10 @@ def check_scope(
 ) -> tuple[MemoryScope, str | None]:
     """``scope`` and ``session_id`` if they go together (a session item names a session the
     journal holds; no other item names one)."""
-    if scope not in SCOPES:
-        raise MemoryInputError("scope", f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+    if scope not in MEMORY_SCOPES:
+        raise MemoryInputError(
+            "scope", f"scope must be one of {', '.join(MEMORY_SCOPES)}, not {scope!r}"
+        )
     if scope != "session":
         if session_id is not None:
             raise MemoryInputError(
@@ -202,9 +243,10 @@ def write_item(
     causation_id: str | None = None,
     now_ms: int | None = None,
     item_id: str | None = None,
-) -> tuple[str, AppendResult]:
+) -> tuple[str, ItemState]:
     """Check a new item, append its ``memory.item_written`` as ``principal``, and return its
-    id and where it landed. Raises :class:`MemoryInputError` naming the field.
+    id and its state (folded from the append). Raises :class:`MemoryInputError` naming the
+    field.
 
     ``item_id``: the new item's id when the caller needs it before the write (an authorization
     that names the resource); a fresh :func:`events.new_id` by default. The item's stream must
@@ -219,46 +261,33 @@ def write_item(
         now_ms=now_ms,
     )
     new = item_id or new_id()
-    event = MemoryItemWritten(
-        item_id=new,
-        text=checked.text,
-        source=source,
-        tags=checked.tags,
-        scope=checked.scope,
-        session_id=checked.session_id,
-        expires_at_ms=checked.expires_at_ms,
+    event = redact_event(
+        MemoryItemWritten(
+            item_id=new,
+            text=checked.text,
+            source=source,
+            tags=checked.tags,
+            scope=checked.scope,
+            session_id=checked.session_id,
+            expires_at_ms=checked.expires_at_ms,
+        )
     )
+    stream = memory_stream(new)
     result = journal.append(
-        memory_stream(new),
-        [event],
-        expected_seq=0,
-        principal=principal,
-        causation_id=causation_id,
+        stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
     )
-    return new, result
+    state = initial(Recorded(event, stream, result.recorded_at_ms, principal))
+    assert state is not None
+    return new, state
 
 
 def item_state(reader: JournalReadPort, item_id: str) -> ItemState | None:
     """The item as its stream says it is now; None when no item has this id."""
     if not is_ulid(item_id):
         return None
-    state: ItemState | None = None
-    for stored in reader.read_stream(memory_stream(item_id)):
-        event = stored.decode()
-        if isinstance(event, MemoryItemWritten):
-            state = ItemState(
-                item_id=item_id,
-                scope=event.scope,
-                owner=(event.principal or stored.principal) if event.scope == "principal" else None,
-                session_id=event.session_id if event.scope == "session" else None,
-                written_by=stored.principal,
-                expires_at_ms=event.expires_at_ms,
-                deleted=False,
-                next_seq=stored.stream_seq + 1,
-            )
-        elif isinstance(event, MemoryItemDeleted) and state is not None:
-            state = msgspec.structs.replace(state, deleted=True, next_seq=stored.stream_seq + 1)
-    return state
+    from transports import memory  # this module: the aggregate the fold takes
+
+    return fold(memory, recorded(reader.read_stream(memory_stream(item_id))))
 
 
 def delete_item(
@@ -268,28 +297,29 @@ def delete_item(
     principal: str,
     reason: str = "",
     causation_id: str | None = None,
-) -> AppendResult:
-    """Append ``memory.item_deleted`` as ``principal``. Raises :class:`UnknownMemoryItem`,
-    :class:`MemoryItemAlreadyDeleted` or :class:`MemoryInputError` (``reason``)."""
+) -> ItemState:
+    """Append ``memory.item_deleted`` as ``principal``; the item's state after it. Raises
+    :class:`UnknownMemoryItem`, :class:`MemoryItemAlreadyDeleted` or :class:`MemoryInputError`
+    (``reason``)."""
     if len(reason) > REASON_MAX_CHARS:
         raise MemoryInputError(
             "reason", f"reason is {len(reason):,} characters; the cap is {REASON_MAX_CHARS:,}"
         )
     state = item_state(journal, item_id)
-    if state is None:
-        raise UnknownMemoryItem(f"no memory item {item_id[:40]!r}")
-    if state.deleted:
-        raise MemoryItemAlreadyDeleted(f"memory item {item_id} is already deleted")
+    event = redact_event(deletion(state, item_id, reason))
+    assert state is not None
+    stream = memory_stream(item_id)
     try:
-        return journal.append(
-            memory_stream(item_id),
-            [MemoryItemDeleted(item_id=item_id, reason=reason)],
+        result = journal.append(
+            stream,
+            [event],
             expected_seq=state.next_seq,
             principal=principal,
             causation_id=causation_id,
         )
     except ConcurrencyConflict as exc:  # another writer got there first: it deleted it
         raise MemoryItemAlreadyDeleted(f"memory item {item_id} is already deleted") from exc
+    return apply(state, Recorded(event, stream, result.recorded_at_ms, principal))
 
 
 class NodeMemory:

@@ -11,10 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from events import Journal, JournalClosed
+from events.catalog import RunAccepted, kind_of
 from events.lifecycle import STATUS_OF_KIND, is_terminal
 from transports.logs import fields, timestamp
 
 log = logging.getLogger("reel.runs")
+
+ACCEPTED = kind_of(RunAccepted)
+"""The one state line that names the session."""
 
 
 def log_run_state(line: dict[str, Any]) -> None:
@@ -73,7 +77,7 @@ class RunStateLogger:
             "run_id": event.run_id,
             "state": state,
         }
-        if kind == "run.accepted":
+        if kind == ACCEPTED:
             line["session_id"] = event.session_id
         reason = getattr(event, "reason", None)
         if is_terminal(kind) and reason:

@@ -1,4 +1,5 @@
-"""API tokens: who a bearer token speaks for, folded from ``token.*`` events.
+"""API tokens: who a bearer token speaks for, folded from ``token.*`` events (:class:`Tokens`,
+an :class:`actors.aggregate.Aggregate` over every token's streams, held by a :class:`TokenBook`).
 
 A token is ``reel_<token_id>_<secret>``: the id finds its record, the secret (256 random bits)
 proves possession. The journal keeps the token's id, principal, roles, expiry and SHA-256
@@ -19,13 +20,15 @@ import hmac
 import re
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import msgspec
 
+from actors.aggregate import fold
+from actors.stream import Recorded, recorded
 from events import JournalPort, JournalReadPort, new_id
-from events.catalog import Event, TokenCreated, TokenRevoked, TokenUsed
+from events.catalog import TOKEN_KINDS, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
 from events.redact import looks_secret, redact_event
@@ -41,8 +44,6 @@ reserved for the admin token and chat connectors."""
 
 _TOKEN = re.compile(r"reel_([0-9A-Z]{26})_([A-Za-z0-9_-]{43})")
 
-
-TOKEN_KINDS = ("token.created", "token.revoked", "token.used")
 
 USE_RECORDED_EVERY_MS = 3_600_000
 """A token's use is recorded (``token.used``) at most once an hour: "last used" to the hour."""
@@ -206,18 +207,61 @@ def mint(
     return token, created
 
 
+class Tokens(msgspec.Struct, frozen=True):
+    """Every token the journal describes, by id: the state of the auth view."""
+
+    records: Mapping[str, TokenRecord] = msgspec.field(default_factory=dict)
+
+
+def initial(first: Recorded) -> Tokens:
+    """The tokens after ``first`` (every record starts the book, empty or not)."""
+    return apply(Tokens(), first)
+
+
+def apply(state: Tokens, rec: Recorded) -> Tokens:
+    """``state`` after ``rec`` (records of other kinds change nothing; a new mapping is made
+    for what changes, the state is never mutated)."""
+    event, at_ms = rec.event, rec.at_ms
+    record = state.records.get(getattr(event, "token_id", ""))
+    if isinstance(event, TokenCreated):
+        record = TokenRecord(
+            token_id=event.token_id,
+            principal=event.principal,
+            roles=event.roles,
+            digest=event.digest,
+            created_at_ms=at_ms,
+            expires_at_ms=event.expires_at_ms,
+            note=event.note,
+        )
+    elif isinstance(event, TokenUsed) and record and (record.last_used_ms or 0) < at_ms:
+        record = msgspec.structs.replace(record, last_used_ms=at_ms)
+    elif isinstance(event, TokenRevoked) and record and record.revoked_at_ms is None:
+        record = msgspec.structs.replace(record, revoked_at_ms=at_ms)
+    else:
+        return state
+    return Tokens({**state.records, record.token_id: record})
+
+
+class _Folded:
+    """What books that share their records hold: the folded :class:`Tokens`, the uses asked
+    for and not yet folded, and the lock over both."""
+
+    def __init__(self, tokens: Tokens) -> None:
+        self.tokens = tokens
+        self.asked: dict[str, int] = {}
+        """Token id -> when a ``token.used`` was last asked for (before it is folded)."""
+        self.lock = threading.Lock()
+
+
 class TokenBook:
-    """The auth view: every token folded from ``token.*`` events, plus the admin token.
+    """The auth view: the folded :class:`Tokens`, plus the admin token.
 
     Thread-safe: the transports authenticate from many threads while the node folds new
-    events in as they are appended."""
+    records in as they are appended (:meth:`fold`)."""
 
-    def __init__(self, admin_token: str) -> None:
+    def __init__(self, admin_token: str, tokens: Tokens | None = None) -> None:
         self._admin = admin_token
-        self._tokens: dict[str, TokenRecord] = {}
-        self._asked: dict[str, int] = {}
-        """Token id -> when a ``token.used`` was last asked for (before it is folded)."""
-        self._lock = threading.Lock()
+        self._folded = _Folded(tokens or Tokens())
 
     def sharing(self, admin_token: str) -> TokenBook:
         """This book with another admin token: the same records (a token created or revoked
@@ -225,67 +269,50 @@ class TokenBook:
         if hmac.compare_digest(admin_token.encode(), self._admin.encode()):
             return self
         other = TokenBook(admin_token)
-        other._tokens, other._asked, other._lock = self._tokens, self._asked, self._lock
+        other._folded = self._folded
         return other
 
-    def apply(self, event: Event, recorded_at_ms: int) -> None:
-        """Fold one event (others are ignored)."""
-        with self._lock:
-            if isinstance(event, TokenCreated):
-                self._tokens[event.token_id] = TokenRecord(
-                    token_id=event.token_id,
-                    principal=event.principal,
-                    roles=event.roles,
-                    digest=event.digest,
-                    created_at_ms=recorded_at_ms,
-                    expires_at_ms=event.expires_at_ms,
-                    note=event.note,
-                )
-            elif isinstance(event, TokenUsed):
-                record = self._tokens.get(event.token_id)
-                if record is not None and (record.last_used_ms or 0) < recorded_at_ms:
-                    self._tokens[event.token_id] = msgspec.structs.replace(
-                        record, last_used_ms=recorded_at_ms
-                    )
-            elif isinstance(event, TokenRevoked):
-                record = self._tokens.get(event.token_id)
-                if record is not None and record.revoked_at_ms is None:
-                    self._tokens[event.token_id] = msgspec.structs.replace(
-                        record, revoked_at_ms=recorded_at_ms
-                    )
+    @property
+    def tokens(self) -> Tokens:
+        """The folded state now."""
+        return self._folded.tokens
+
+    def fold(self, rec: Recorded) -> None:
+        """Fold one record into the book (:func:`apply`)."""
+        with self._folded.lock:
+            self._folded.tokens = apply(self._folded.tokens, rec)
 
     def records(self) -> list[TokenRecord]:
         """Every token ever created, oldest first."""
-        with self._lock:
-            return sorted(self._tokens.values(), key=lambda r: (r.created_at_ms, r.token_id))
+        records = self.tokens.records.values()
+        return sorted(records, key=lambda r: (r.created_at_ms, r.token_id))
 
     def get(self, token_id: str) -> TokenRecord | None:
-        with self._lock:
-            return self._tokens.get(token_id)
+        return self.tokens.records.get(token_id)
 
     def roles_of(self, principal: str, now_ms: int) -> tuple[str, ...]:
         """The roles ``principal`` holds now: those of its active tokens (``admin`` for the
         admin token's principal). Tool calls a run makes are decided with them, so a tool
         policy can say ``principal in Role::"operator"``."""
         roles: set[str] = {"admin"} if principal == ADMIN_PRINCIPAL and self._admin else set()
-        with self._lock:
-            for record in self._tokens.values():
-                if record.principal == principal and record.active(now_ms):
-                    roles.update(record.roles)
+        for record in self.tokens.records.values():
+            if record.principal == principal and record.active(now_ms):
+                roles.update(record.roles)
         return tuple(sorted(roles))
 
     def use_to_record(self, credentials: Credentials, now_ms: int) -> TokenUsed | None:
         """The ``token.used`` to record for a request ``credentials`` authenticated at
         ``now_ms``: one when the token's last recorded use (or the last one this book asked
         for) is an hour old or more, else None (the admin token's uses are not recorded)."""
-        with self._lock:
-            record = self._tokens.get(credentials.token_id)
+        folded = self._folded
+        with folded.lock:
+            record = folded.tokens.records.get(credentials.token_id)
             if record is None:
                 return None
-            last = max(record.last_used_ms or 0, self._asked.get(record.token_id, 0))
+            last = max(record.last_used_ms or 0, folded.asked.get(record.token_id, 0))
             if last and now_ms - last < USE_RECORDED_EVERY_MS:
                 return None
-            self._asked[record.token_id] = now_ms
+            folded.asked[record.token_id] = now_ms
         return TokenUsed(token_id=record.token_id)
 
     def authenticate(self, token: str, now_ms: int) -> Credentials | None:
@@ -327,10 +354,9 @@ def use_stream(token_id: str) -> str:
 
 def load_tokens(reader: JournalReadPort, admin_token: str) -> TokenBook:
     """The auth view folded from every ``token.*`` event of the journal."""
-    book = TokenBook(admin_token)
-    for stored in reader.events_of_kinds(TOKEN_KINDS):
-        book.apply(stored.decode(), stored.recorded_at_ms)
-    return book
+    from transports import tokens  # this module: the aggregate the fold takes
+
+    return TokenBook(admin_token, fold(tokens, recorded(reader.events_of_kinds(TOKEN_KINDS))))
 
 
 def create_token(
@@ -349,13 +375,23 @@ def create_token(
     token, created = mint(
         principal, roles, token_id=new_id(), expires_at_ms=expires_at_ms, note=note
     )
-    result = journal.append(
-        token_stream(created.token_id), [created], expected_seq=0, principal=created_by
-    )
-    book.apply(redact_event(created), result.recorded_at_ms)
+    stream, clean = token_stream(created.token_id), redact_event(created)
+    result = journal.append(stream, [clean], expected_seq=0, principal=created_by)
+    book.fold(Recorded(clean, stream, result.recorded_at_ms, created_by))
     record = book.get(created.token_id)
     assert record is not None
     return token, record
+
+
+def revocation(state: Tokens, token_id: str, reason: str) -> TokenRevoked:
+    """``token.revoked`` for ``token_id``; raises :class:`UnknownToken` or
+    :class:`TokenAlreadyRevoked` (nothing is appended then)."""
+    record = state.records.get(token_id)
+    if record is None:
+        raise UnknownToken(f"no token with id {token_id!r}")
+    if record.revoked_at_ms is not None:
+        raise TokenAlreadyRevoked(f"token {token_id} is already revoked")
+    return TokenRevoked(token_id=token_id, reason=reason)
 
 
 def revoke_token(
@@ -364,19 +400,13 @@ def revoke_token(
     """Append ``token.revoked`` (by ``revoked_by``) and fold it into ``book``.
 
     Raises :class:`UnknownToken` or :class:`TokenAlreadyRevoked`."""
-    record = book.get(token_id)
-    if record is None:
-        raise UnknownToken(f"no token with id {token_id!r}")
-    if record.revoked_at_ms is not None:
-        raise TokenAlreadyRevoked(f"token {token_id} is already revoked")
-    revoked = TokenRevoked(token_id=token_id, reason=reason)
+    revoked = redact_event(revocation(book.tokens, token_id, reason))
+    stream = token_stream(token_id)
     try:
-        result = journal.append(
-            token_stream(token_id), [revoked], expected_seq=1, principal=revoked_by
-        )
+        result = journal.append(stream, [revoked], expected_seq=1, principal=revoked_by)
     except ConcurrencyConflict as exc:
         raise TokenAlreadyRevoked(f"token {token_id} is already revoked") from exc
-    book.apply(revoked, result.recorded_at_ms)
+    book.fold(Recorded(revoked, stream, result.recorded_at_ms, revoked_by))
     updated = book.get(token_id)
     assert updated is not None
     return updated

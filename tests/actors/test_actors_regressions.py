@@ -7,8 +7,9 @@ import time
 import pytest
 
 import actors.session as session_module
+from actors import run_fold
+from actors.aggregate import fold
 from actors.messages import BranchSession, CancelRun, ResolveApproval, StartRun
-from actors.run_fold import fold
 from actors.stream import recorded
 from events import JournalReader
 from events.catalog import RunAccepted
@@ -67,8 +68,8 @@ def test_wall_clock_spent_before_a_restart_is_counted(kit: NodeKit) -> None:
         tape = reader.read_correlated(ticket.run_id)
     finally:
         reader.close()
-    accepted = tape[0].decode()
-    assert isinstance(accepted, RunAccepted)
-    state = fold(accepted, tape[0].principal, recorded(tape[1:]))
+    assert isinstance(tape[0].decode(), RunAccepted)
+    state = fold(run_fold, recorded(tape))
+    assert state is not None
     assert state.since_ms is None  # awaiting approval: the clock is paused
     assert state.spent_s() >= 0.25  # the provider slept 300 ms while the run was in progress

@@ -9,7 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from actors import ActorsConfig, InvalidCommand
+from actors import ActorsConfig, InvalidCommand, session_state
+from actors.aggregate import fold
 from actors.compaction import (
     EXTRACTIVE_NOTE,
     MODEL_INSTRUCTIONS,
@@ -20,14 +21,12 @@ from actors.compaction import (
     checkpoints_of,
     choose,
     compacted,
-    cooled,
     extractive_line,
     extractive_summary,
     history_tokens,
     model_request,
     model_summary,
     plan,
-    restore,
     still_applies,
     turn_tokens,
 )
@@ -39,7 +38,10 @@ from actors.context import (
     prior_budget,
 )
 from actors.provider import ChatMessage
-from actors.session_state import Compaction, SessionState, apply, fold
+from actors.session_decider import compaction_due
+from actors.session_decider import restored as restore
+from actors.session_state import Compaction, SessionState, apply
+from actors.stream import Recorded
 from events import Journal, NodeKey
 from events.catalog import (
     Event,
@@ -68,8 +70,12 @@ def compacted_event(cid: str, covers: tuple[str, ...], summary: str = "sum") -> 
     )
 
 
+def rec(event: Event, at_ms: int = 0) -> Recorded:
+    return Recorded(event, f"session/{S}", at_ms, "alice")
+
+
 def session(*events: Event) -> SessionState:
-    state = fold([SessionCreated(session_id=S), *events])
+    state = fold(session_state, [rec(e) for e in (SessionCreated(session_id=S), *events)])
     assert state is not None
     return state
 
@@ -100,7 +106,7 @@ def turn(n: int, words: int = 10) -> Turn:
 
 def test_compacted_puts_the_summary_in_force_and_records_a_checkpoint() -> None:
     state = session(accepted(1), accepted(2), accepted(3))
-    after = apply(state, compacted_event("C1", (run_id(1), run_id(2))))
+    after = apply(state, rec(compacted_event("C1", (run_id(1), run_id(2)))))
     assert after.compaction is not None
     assert (after.compaction.compaction_id, after.compaction.covers) == (
         "C1",
@@ -118,10 +124,10 @@ def test_compacted_puts_the_summary_in_force_and_records_a_checkpoint() -> None:
 
 def test_restored_returns_summary_and_history_to_the_checkpoint_later_runs_stay_runs() -> None:
     state = session(accepted(1), accepted(2), compacted_event("C1", (run_id(1),)))
-    state = apply(state, accepted(3))
-    state = apply(state, compacted_event("C2", (run_id(1), run_id(2)), "second"))
-    state = apply(state, accepted(4))
-    restored = apply(state, SessionRestored(session_id=S, checkpoint_id="C1"))
+    state = apply(state, rec(accepted(3)))
+    state = apply(state, rec(compacted_event("C2", (run_id(1), run_id(2)), "second")))
+    state = apply(state, rec(accepted(4)))
+    restored = apply(state, rec(SessionRestored(session_id=S, checkpoint_id="C1")))
     assert restored.compaction == state.checkpoints[0].compaction
     assert restored.history == (run_id(1), run_id(2))
     assert restored.runs == state.runs  # an event, never a deletion
@@ -131,17 +137,26 @@ def test_restored_returns_summary_and_history_to_the_checkpoint_later_runs_stay_
 
 def test_reset_clears_the_summary_and_keeps_the_checkpoints() -> None:
     state = session(accepted(1), compacted_event("C1", (run_id(1),)), accepted(2))
-    reset = apply(state, SessionReset(session_id=S))
+    reset = apply(state, rec(SessionReset(session_id=S)))
     assert reset.compaction is None and reset.history == () and reset.resets == 1
     assert [c.checkpoint_id for c in reset.checkpoints] == ["C1"]
-    back = apply(reset, SessionRestored(session_id=S, checkpoint_id="C1"))
+    back = apply(reset, rec(SessionRestored(session_id=S, checkpoint_id="C1")))
     assert back.compaction is not None and back.compaction.compaction_id == "C1"
     assert back.history == (run_id(1),) and back.grants == ()
 
 
-def test_a_stored_restore_of_an_unknown_checkpoint_is_a_broken_stream() -> None:
-    with pytest.raises(ValueError, match="unknown checkpoint"):
-        session(SessionRestored(session_id=S, checkpoint_id="C9"))
+def test_a_stored_restore_of_an_unknown_checkpoint_changes_nothing_but_the_seq() -> None:
+    """The decider never appends one (next test); the fold is total all the same."""
+    state = session(accepted(1))
+    after = apply(state, rec(SessionRestored(session_id=S, checkpoint_id="C9")))
+    assert after == msgspec.structs.replace(state, next_seq=state.next_seq + 1)
+
+
+def test_a_checkpoint_keeps_the_commit_time_principal_and_trigger_of_its_row() -> None:
+    state = session(accepted(1))
+    auto = msgspec.structs.replace(compacted_event("C1", (run_id(1),)), trigger="auto")
+    (checkpoint,) = apply(state, Recorded(auto, f"session/{S}", 4_321, "node")).checkpoints
+    assert (checkpoint.at_ms, checkpoint.principal, checkpoint.trigger) == (4_321, "node", "auto")
 
 
 # --- restore and the cooldown --------------------------------------------------------------------
@@ -166,7 +181,13 @@ def test_restore_to_an_unknown_checkpoint_is_refused_naming_the_field() -> None:
     ],
 )
 def test_cooldown(last: int | None, now: int, cooldown: float, ok: bool) -> None:
-    assert cooled(last, now, cooldown) is ok
+    """Counted from the last checkpoint's commit time, as the fold keeps it."""
+    state = session(accepted(1))
+    if last is not None:
+        state = apply(state, rec(compacted_event("C1", (run_id(1),)), at_ms=last))
+    over = LIMITS.threshold + 1
+    assert compaction_due(state, over, LIMITS, now_ms=now, cooldown_s=cooldown) is ok
+    assert not compaction_due(state, LIMITS.threshold, LIMITS, now_ms=now, cooldown_s=cooldown)
 
 
 # --- what is condensed ---------------------------------------------------------------------------
@@ -238,8 +259,8 @@ def test_a_second_compaction_covers_the_first_ones_runs_and_replaces_its_summary
     assert event.tokens_after == 4 + estimate_tokens("the second") + planned.kept_tokens
     # Void once another compaction is in force, or a covered run left the history.
     assert still_applies(state, planned)
-    assert not still_applies(apply(state, compacted_event("C3", (run_id(0),))), planned)
-    assert not still_applies(apply(state, SessionReset(session_id=S)), planned)
+    assert not still_applies(apply(state, rec(compacted_event("C3", (run_id(0),)))), planned)
+    assert not still_applies(apply(state, rec(SessionReset(session_id=S))), planned)
 
 
 def test_nothing_to_plan_is_none() -> None:

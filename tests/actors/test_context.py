@@ -7,6 +7,8 @@ from typing import cast
 
 import pytest
 
+from actors import run_fold
+from actors.aggregate import fold
 from actors.context import (
     CUT_NOTE,
     EVIDENCE_TERMS,
@@ -19,7 +21,7 @@ from actors.context import (
     tool_content,
 )
 from actors.provider import ChatMessage, ToolCall
-from actors.run_fold import RunState, fold
+from actors.run_fold import RunState, start
 from actors.stream import Recorded
 from events import JournalReadPort
 from events.catalog import (
@@ -102,7 +104,10 @@ def result(c: ToolCall, output: str = "", **fields: object) -> list[Recorded]:
 
 def state_of(*parts: list[Recorded]) -> RunState:
     started = on_run(RunStarted(run_id=RUN, max_turns=5, max_tool_calls=5, wall_clock_s=60))
-    return fold(ACCEPTED, "alice", [started, *(rec for part in parts for rec in part)])
+    tape = [started, *(rec for part in parts for rec in part)]
+    state = fold(run_fold, tape, start(ACCEPTED, "alice"))
+    assert state is not None
+    return state
 
 
 def tool_message(c: ToolCall, content: str) -> ChatMessage:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from actors import learning_state
+from actors.aggregate import fold as aggregate_fold
 from actors.learning import memory_item_id
 from actors.learning_rules import (
     STATEMENT_BPS,
@@ -29,8 +31,11 @@ from actors.learning_state import (
     may_roll_back,
     observe,
     reject,
+    stream_of,
 )
+from actors.stream import Recorded
 from events.catalog import (
+    Event,
     LearningCandidateApplied,
     LearningCandidateProposed,
     LearningCandidateRolledBack,
@@ -262,11 +267,11 @@ def proposal(runs: tuple[str, ...] = ("r1",), confidence: int = 9000) -> Proposa
     )
 
 
-def fold(*events: object) -> CandidateState | None:
-    state = None
-    for seq, event in enumerate(events):
-        state = apply(state, event, seq)  # type: ignore[arg-type]
-    return state
+def fold(*events: Event | None) -> CandidateState | None:
+    """The candidate the first event proposes, after the others (on its stream)."""
+    stream = stream_of(getattr(events[0], "candidate_id", ""))
+    records = [Recorded(e, stream, 0, "reflection") for e in events if e is not None]
+    return aggregate_fold(learning_state, records)
 
 
 def test_a_finding_is_proposed_then_merged_then_nothing_new() -> None:
@@ -331,7 +336,8 @@ def test_reviews_refused_by_the_status_say_what_to_do() -> None:
     with pytest.raises(CandidateConflict, match="roll it back instead"):
         reject(applied, "user:rita", "")
     may_roll_back(applied)
-    rolled = apply(applied, LearningCandidateRolledBack(candidate_id="c", by="x"), 2)
+    rolled_back = LearningCandidateRolledBack(candidate_id="c", by="x")
+    rolled = apply(applied, Recorded(rolled_back, applied.stream, 0, "x"))
     assert rolled is not None and rolled.status == "rolled_back" and rolled.memory_item_id == "m1"
     may_accept(rolled)
 

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actors import run_fold
+from actors.aggregate import fold
 from actors.provider import ToolCall, Usage
 from actors.run_decider import (
     INTERRUPTED,
@@ -34,7 +36,7 @@ from actors.run_decider import (
     resumed,
     started,
 )
-from actors.run_fold import RunState, apply, fold, start
+from actors.run_fold import RunState, apply, start
 from actors.stream import Recorded
 from actors.tool_decider import refused, unknown_tool
 from actors.tool_fold import fold_invocations
@@ -244,7 +246,9 @@ class Tape:
         return self.resume(c).complete(c, ok=decision == "allow")
 
     def state(self, upto: int | None = None) -> RunState:
-        return fold(ACCEPTED, "alice", self.records[:upto])
+        state = fold(run_fold, self.records[:upto], start(ACCEPTED, "alice"))
+        assert state is not None
+        return state
 
 
 OUTCOMES = ("allow", "deny", "ask_allow", "ask_deny", "timeout", "offline", "race")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from actors import IllegalTransition
+from actors import IllegalTransition, run_fold
+from actors.aggregate import fold
 from actors.provider import ToolCall
-from actors.run_fold import RunState, Turn, apply, fold, start
+from actors.run_fold import RunState, Turn, apply, check, initial, start
 from actors.stream import Recorded
 from events.catalog import (
     ApprovalRequested,
@@ -110,7 +111,9 @@ def resolved(
 
 
 def folded(*tape: Recorded) -> RunState:
-    return fold(ACCEPTED, "alice", tape)
+    state = fold(run_fold, tape, start(ACCEPTED, "alice"))
+    assert state is not None
+    return state
 
 
 # --- start ------------------------------------------------------------------------------------
@@ -129,17 +132,26 @@ def test_fold_of_an_empty_tape_is_start() -> None:
     assert folded() == start(ACCEPTED, "alice")
 
 
-def test_fold_skips_run_accepted_on_the_session_stream() -> None:
-    state = fold(
-        ACCEPTED, "alice", [Recorded(ACCEPTED, f"session/{SESSION}", 5), on_run(run_started())]
-    )
+def test_the_run_accepted_on_the_session_stream_starts_the_fold() -> None:
+    accepted = Recorded(ACCEPTED, f"session/{SESSION}", 5, "alice")
+    state = fold(run_fold, [accepted, on_run(run_started())])
+    assert state is not None
     assert state.status is RunStatus.IN_PROGRESS
     assert state.next_seq == 1
+    assert initial(accepted) == start(ACCEPTED, "alice")
 
 
-def test_apply_refuses_a_second_run_accepted() -> None:
+def test_nothing_but_a_run_accepted_on_its_session_stream_starts_a_run() -> None:
+    assert initial(on_run(run_started())) is None
+    assert initial(Recorded(ACCEPTED, RUN_STREAM, 0, "alice")) is None
+    assert fold(run_fold, [on_run(run_started())]) is None
+
+
+def test_a_second_run_accepted_is_refused_before_it_is_appended_and_folds_to_nothing() -> None:
+    state = start(ACCEPTED, "alice")
     with pytest.raises(IllegalTransition):
-        apply(start(ACCEPTED, "alice"), Recorded(ACCEPTED, f"session/{SESSION}", 0))
+        check(state, [ACCEPTED])
+    assert apply(state, Recorded(ACCEPTED, f"session/{SESSION}", 0)) == state
 
 
 # --- next_seq ---------------------------------------------------------------------------------
@@ -470,9 +482,17 @@ ILLEGAL: dict[str, list[Recorded]] = {
 
 
 @pytest.mark.parametrize("tape", ILLEGAL.values(), ids=ILLEGAL.keys())
-def test_illegal_histories_raise(tape: list[Recorded]) -> None:
+def test_illegal_histories_are_refused_before_the_append_and_ignored_by_the_fold(
+    tape: list[Recorded],
+) -> None:
+    """The run actor checks every batch before it appends it (``check``): the illegal last
+    record is never written. The fold is total: given one anyway, it keeps the status."""
+    before = folded(*tape[:-1])
     with pytest.raises(IllegalTransition):
-        folded(*tape)
+        check(before, [tape[-1].event])
+    after = folded(*tape)
+    assert after.status is before.status
+    assert after.next_seq == before.next_seq + 1
 
 
 def test_the_fold_is_deterministic() -> None:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
+from actors import watchdog_decider
+from actors.aggregate import fold
 from actors.stream import Recorded
 from actors.watchdog import (
     Checked,
@@ -18,7 +20,7 @@ from actors.watchdog import (
     WatchdogConfig,
     check,
 )
-from actors.watchdog_decider import Incidents, apply, decide, fold
+from actors.watchdog_decider import Incidents, apply, decide
 from events.catalog import IncidentOpened, IncidentResolved
 from projections import JournalVerdict, Lag, PendingApproval, RunActivity, TaskLease
 
@@ -298,7 +300,8 @@ def test_the_fold_of_recorded_events_is_the_live_fold() -> None:
         ),
         Recorded(IncidentResolved(incident_id="I1", how="acted"), "incident/I1", NOW + 2),
     ]
-    state = fold(records)
+    state = fold(watchdog_decider, records)
+    assert state is not None
     (incident,) = state.open.values()
     assert (incident.incident_id, incident.key, incident.opened_at_ms) == (
         "I2",

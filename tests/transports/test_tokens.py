@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from actors.stream import Recorded
 from events import new_id
 from events.catalog import TokenRevoked, TokenUsed
 from transports.tokens import (
@@ -29,7 +30,7 @@ def book_with(*, expires_at_ms: int | None = None) -> tuple[TokenBook, str, str]
         token_id=token_id,
         expires_at_ms=expires_at_ms,
     )
-    book.apply(created, 1_000)
+    book.fold(Recorded(created, "token/x", 1_000, "admin"))
     return book, token, token_id
 
 
@@ -58,7 +59,7 @@ def test_unknown_tampered_expired_and_revoked_tokens_are_refused_alike() -> None
     assert book.authenticate(token, 4_999) is not None
     assert book.authenticate(token, 5_000) is None  # expired
     book, token, token_id = book_with()
-    book.apply(TokenRevoked(token_id=token_id, reason="left"), 3_000)
+    book.fold(Recorded(TokenRevoked(token_id=token_id, reason="left"), "token/x", 3_000, "admin"))
     assert book.authenticate(token, 3_001) is None
     (record,) = book.records()
     assert record.revoked_at_ms == 3_000
@@ -70,11 +71,13 @@ def test_a_tokens_use_is_recorded_at_most_hourly_and_folded_as_last_used() -> No
     assert who is not None
     assert book.use_to_record(who, 2_000) == TokenUsed(token_id=token_id)
     assert book.use_to_record(who, 2_001) is None  # asked for, not folded yet: not again
-    book.apply(TokenUsed(token_id=token_id), 2_005)
+    book.fold(Recorded(TokenUsed(token_id=token_id), "token/x", 2_005, "admin"))
     assert book.records()[0].last_used_ms == 2_005
     assert book.use_to_record(who, 2_005 + USE_RECORDED_EVERY_MS - 1) is None
     assert book.use_to_record(who, 2_005 + USE_RECORDED_EVERY_MS) == TokenUsed(token_id=token_id)
-    book.apply(TokenUsed(token_id=token_id), 1_500)  # an older use never moves it back
+    book.fold(
+        Recorded(TokenUsed(token_id=token_id), "token/x", 1_500, "admin")
+    )  # an older use never moves it back
     assert book.records()[0].last_used_ms == 2_005
     admin = book.authenticate(ADMIN, 2_000)
     assert admin is not None and book.use_to_record(admin, 2_000) is None

@@ -39,18 +39,23 @@ import msgspec
 import pykka
 
 from actors import Node
+from actors.aggregate import fold
 from actors.errors import NodeDraining
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
-from events import Event, JournalPort, new_id
+from actors.stream import Recorded, recorded
+from events import Event, JournalPort, new_id, redact_event
 from events.catalog import (
     ChannelCursorSaved,
     ChannelMessageRefused,
     ChannelMessageRouted,
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
     ChannelPairingResolved,
     ChannelRunNotStarted,
     ChannelRunStarted,
+    kind_of,
 )
-from transports.channels import pairing, results
+from transports.channels import pairing, results, router
 from transports.channels.actor_messages import (
     Deliver,
     Dispatched,
@@ -79,7 +84,6 @@ from transports.channels.router import (
     Command,
     Pair,
     Refuse,
-    apply,
     route,
 )
 from transports.config import ChannelConfig, duration_ms
@@ -91,9 +95,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("reel.channels")
 
 STATE_KINDS = frozenset(
-    {"channel.pair_code_minted", "channel.pairing_requested", "channel.pairing_resolved"}
+    kind_of(c)
+    for c in (
+        ChannelPairCodeMinted,
+        ChannelPairingRequested,
+        ChannelPairingResolved,
+        ChannelCursorSaved,
+    )
 )
-"""The kinds of ``channel/<name>`` that the router's state folds (the others are records)."""
+"""The kinds of ``channel/<name>`` that the channel's state folds (the others are records, left
+undecoded at start: the fold would ignore them)."""
 
 
 def now_ms() -> int:
@@ -115,31 +126,19 @@ class ChannelActor(pykka.ThreadingActor):
         self.node = node
         self.journal = journal
         self.hub = hub
-        self.state = ChannelState()
+        self.state = ChannelState(channel=name)
         self.senders = Senders()
         self.windows: dict[tuple[str, str, str], Batch] = {}
         self.timers: dict[str, Any] = {}
         self.backlog = Backlog(unrequested=[], unstarted=[], unanswered=[])
         """What the stream shows a stopped node left undone; carried out on ``Resume``."""
-        self.resolved: set[str] = set()
-        """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
-        self.cursor: str | None = None
-        """The connector's last saved position (``channel.cursor_saved``): where it resumes."""
 
     # --- life --------------------------------------------------------------------------------
 
     def on_start(self) -> None:
         stream = self.journal.read_stream(stream_of(self.name))
-        for stored in stream:
-            if stored.kind in STATE_KINDS:
-                event = stored.decode()
-                self.state = apply(self.state, event, stored.recorded_at_ms)
-                if isinstance(event, ChannelPairingResolved):
-                    self.resolved.add(event.approval_id)
-            elif stored.kind == "channel.cursor_saved":
-                saved = stored.decode()
-                assert isinstance(saved, ChannelCursorSaved)
-                self.cursor = saved.cursor
+        own = recorded(row for row in stream if row.kind in STATE_KINDS)
+        self.state = fold(router, own, self.state) or self.state
         self.backlog = backlog(stream)
         registry = self.node.services.registry
         for pending in self.state.pending.values():
@@ -184,8 +183,6 @@ class ChannelActor(pykka.ThreadingActor):
                 self._resume()
             elif isinstance(message, Record):
                 self._append(message.event, message.principal)
-                if isinstance(message.event, ChannelCursorSaved):
-                    self.cursor = message.event.cursor
         except Exception as exc:  # contained: the caller hears it, the channel goes on
             log.exception("channel %s failed on %s", self.name, type(message).__name__)
             for reply in replies_of(message):
@@ -204,15 +201,18 @@ class ChannelActor(pykka.ThreadingActor):
     ) -> tuple[bool, int]:
         """Append ``event`` (and ``also``, in the same commit) and fold it;
         ``(duplicate, recorded_at_ms)``."""
+        stream = stream_of(self.name)
+        events = [redact_event(e) for e in (event, *also)]
         result = self.journal.append(
-            stream_of(self.name),
-            [event, *also],
+            stream,
+            events,
             expected_seq=None,
             principal=principal,
             idempotency_key=idempotency_key,
         )
         if not result.duplicate:
-            self.state = apply(self.state, event, result.recorded_at_ms)
+            records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in events]
+            self.state = fold(router, records, self.state) or self.state
         return result.duplicate, result.recorded_at_ms
 
     # --- messages ----------------------------------------------------------------------------
@@ -509,7 +509,7 @@ class ChannelActor(pykka.ThreadingActor):
         resolve(command.reply, shown)
 
     def _resolve(self, command: ResolveApproval) -> None:
-        problem = pairing.undecidable(self.state, self.resolved, command)
+        problem = pairing.undecidable(self.state, command)
         if problem is not None:
             reject(command.reply, problem)
             return
@@ -527,7 +527,6 @@ class ChannelActor(pykka.ThreadingActor):
             self.name, pending, decision, decided_by, reason, now_ms=now_ms(), grant_ms=grant_ms
         )
         self._append(event, decided_by)
-        self.resolved.add(approval_id)
         self.node.services.registry.approval_closed(approval_id)
         timer = self.timers.pop(approval_id, None)
         if timer is not None:

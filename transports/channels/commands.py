@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from actors.errors import ActorsError, UnknownSession
 from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
 from events import is_ulid
+from events.catalog import GRANT_SCOPES, ChannelCommandName, GrantScope, Verdict
 from events.lifecycle import TERMINAL_STATUSES
 from transports.access import AccessError, PermissionDenied
 from transports.channels.message import InboundMessage
@@ -33,7 +34,7 @@ from transports.tokens import Credentials
 if TYPE_CHECKING:
     from transports.channels.hub import ChannelHub
 
-CommandName = Literal["status", "stop", "reset", "approve", "deny", "help"]
+CommandName = ChannelCommandName
 
 HELP: Final = (
     "Commands: `!reel status`, `!reel stop`, `!reel reset`, "
@@ -45,7 +46,7 @@ class ParsedCommand(msgspec.Struct, frozen=True, kw_only=True):
     name: CommandName
     target: str = ""
     """The approval id (approve, deny)."""
-    scope: Literal["once", "session", "always"] = "once"
+    scope: GrantScope = "once"
     reason: str = ""
 
 
@@ -70,9 +71,9 @@ def parse(text: str) -> ParsedCommand:
         if len(rest) not in (1, 2):
             raise CommandSyntaxError("usage: `!reel approve ID [once|session|always]`")
         scope = rest[1].lower() if len(rest) == 2 else "once"
-        if scope not in ("once", "session", "always"):
+        if scope not in GRANT_SCOPES:
             raise CommandSyntaxError("the scope is once, session or always")
-        return ParsedCommand(name="approve", target=rest[0], scope=scope)  # type: ignore[arg-type]
+        return ParsedCommand(name="approve", target=rest[0], scope=scope)
     if name == "deny":
         if not rest:
             raise CommandSyntaxError("usage: `!reel deny ID [reason]`")
@@ -163,7 +164,7 @@ async def _decide(
     record = await hub.fresh(lambda: hub.views.approval(approval_id))
     if record is None:
         return parsed.name, approval_id, "failed", f"No approval with id {approval_id}."
-    decision: Literal["allow", "deny"] = "allow" if parsed.name == "approve" else "deny"
+    decision: Verdict = "allow" if parsed.name == "approve" else "deny"
     scope = "once" if record.subject == "pairing" or decision == "deny" else parsed.scope
     try:
         await hub.authority.permit(

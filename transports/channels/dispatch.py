@@ -34,6 +34,7 @@ from events.catalog import (
     ChannelRunNotStarted,
     ChannelRunRequested,
     ChannelRunStarted,
+    kinds_of,
 )
 from transports.channels.message import InboundMessage, sender_of
 from transports.channels.results import RouteResult
@@ -41,13 +42,13 @@ from transports.channels.results import RouteResult
 RUN_ROUTES = frozenset({"run", "coalesced"})
 """The routes whose messages become run input (and so are recovered)."""
 KINDS = frozenset(
-    {
-        "channel.message_routed",
-        "channel.run_requested",
-        "channel.run_started",
-        "channel.run_not_started",
-        "channel.reply_sent",
-    }
+    kinds_of(
+        ChannelMessageRouted,
+        ChannelRunRequested,
+        ChannelRunStarted,
+        ChannelRunNotStarted,
+        ChannelReplySent,
+    )
 )
 """The kinds :func:`backlog` folds."""
 

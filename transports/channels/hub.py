@@ -29,7 +29,7 @@ import pykka
 
 from actors import Node
 from events import JournalPort
-from events.catalog import ChannelCursorSaved, ChannelRunStarted
+from events.catalog import ApprovalRequested, ChannelCursorSaved, ChannelRunStarted, kind_of
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from projections.records import ApprovalRecord
@@ -48,6 +48,8 @@ from transports.tokens import Credentials
 log = logging.getLogger("reel.channels")
 R = TypeVar("R")
 
+REQUESTED = kind_of(ApprovalRequested)
+"""A tape entry that asks the channel's people for an approval."""
 FRESH_WAIT_S = 2.0
 """How long a command waits for the views to include what the journal just committed."""
 FINISH_ANSWERS_S = 10.0
@@ -180,7 +182,7 @@ class ChannelHub:
             self.actors[name] = ChannelActor.start(name, config, node, journal, self)
         for name, connector in self.connectors.items():
             if isinstance(connector, Resumable):
-                cursor = self.actors[name].proxy().cursor.get(timeout=30)
+                cursor = self.actors[name].proxy().state.get(timeout=30).cursor
                 connector.resume(cursor, self._cursor_saver(name))
             io.submit(connector.start(self._inbound)).result(timeout=30)
             log.info("channel %s (%s) started", name, connector.kind)
@@ -447,7 +449,7 @@ class ChannelHub:
         views = self.views
         async for entries in follow_tape(views, run_id, -1, self.signal, views.tape):
             for entry in entries:
-                if entry.kind != "tool.approval_requested" or not config.approval_prompts:
+                if entry.kind != REQUESTED or not config.approval_prompts:
                     continue
                 event: Any = entry.event
                 record = await self.fresh(functools.partial(views.approval, event.approval_id))

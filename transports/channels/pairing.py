@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Set
 from typing import Final
 
 from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
@@ -141,14 +140,12 @@ def requested(
     )
 
 
-def undecidable(
-    state: ChannelState, resolved: Set[str], command: ResolveApproval
-) -> Exception | None:
+def undecidable(state: ChannelState, command: ResolveApproval) -> Exception | None:
     """Why ``command`` cannot decide a pairing request (None: it can): no request waits under
-    its id (already decided, ``resolved``, is a conflict, not unknown), or it asks for more than
-    one decision (a pairing approval is decided once)."""
+    its id (already decided, ``state.resolved``, is a conflict, not unknown), or it asks for
+    more than one decision (a pairing approval is decided once)."""
     if command.approval_id not in state.pending:
-        if command.approval_id in resolved:
+        if command.approval_id in state.resolved:
             return ApprovalAlreadyResolved(f"approval {command.approval_id} is already resolved")
         return UnknownApproval(f"no approval with id {command.approval_id!r}")
     if command.scope != "once" or command.match != "any" or command.prefix:

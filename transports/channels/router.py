@@ -1,5 +1,6 @@
 """The channel router: a pure decision per inbound message, and the pure fold of a channel's
-own events that the decision reads.
+own stream that the decision reads (an :class:`actors.aggregate.Aggregate`: every record of
+``channel/<name>`` starts or continues it).
 
 :func:`route` takes the channel's policy (its ``[channels.<name>]`` config), the folded
 :class:`ChannelState`, the sender's rate bucket and the message, and returns what to do. It
@@ -35,13 +36,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 import msgspec
 
-from events import Event
+from actors.stream import Recorded
 from events.catalog import (
+    ChannelCursorSaved,
     ChannelPairCodeMinted,
     ChannelPairingRequested,
     ChannelPairingResolved,
@@ -50,6 +52,7 @@ from events.catalog import (
 from events.fields import SESSION_KEY
 from events.redact import looks_secret
 from transports.channels.message import InboundMessage
+from transports.channels.records import stream_of
 from transports.config import ChannelConfig
 
 ROUTER_ORDER: Final = (
@@ -107,13 +110,19 @@ class PendingPairing(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ChannelState(msgspec.Struct, frozen=True, kw_only=True):
-    """What the router needs to remember, folded from ``channel/<name>``: pairing codes,
-    pending pairing requests, and senders paired until when."""
+    """What the channel needs to remember, folded from ``channel/<name>``: pairing codes,
+    pending pairing requests, senders paired until when, the pairing requests decided, and
+    where its connector resumes."""
 
+    channel: str = ""
     codes: Mapping[str, PairCode] = msgspec.field(default_factory=dict)
     pending: Mapping[str, PendingPairing] = msgspec.field(default_factory=dict)
     paired: Mapping[str, int] = msgspec.field(default_factory=dict)
     """Sender principal -> paired until (ms since the epoch)."""
+    resolved: frozenset[str] = frozenset()
+    """Pairing approvals already decided (a second decision is a conflict, not unknown)."""
+    cursor: str | None = None
+    """The connector's last saved position (``channel.cursor_saved``): where it resumes."""
 
     def is_paired(self, principal: str, now_ms: int) -> bool:
         return self.paired.get(principal, 0) > now_ms
@@ -122,9 +131,19 @@ class ChannelState(msgspec.Struct, frozen=True, kw_only=True):
         return [c for c in self.codes.values() if not c.used and c.expires_at_ms > now_ms]
 
 
-def apply(state: ChannelState, event: Event, recorded_at_ms: int) -> ChannelState:
-    """``state`` after ``event`` (events of other kinds change nothing). A new mapping is made
-    for what changes: the state itself is never mutated."""
+def initial(first: Recorded) -> ChannelState | None:
+    """The channel whose stream ``first`` is on, after it (None for a record of no channel)."""
+    if not first.stream.startswith(stream_of("")):
+        return None
+    return apply(ChannelState(channel=first.stream.removeprefix(stream_of(""))), first)
+
+
+def apply(state: ChannelState, rec: Recorded) -> ChannelState:
+    """``state`` after ``rec`` (records of other kinds or streams change nothing). A new mapping
+    is made for what changes: the state itself is never mutated."""
+    if rec.stream != stream_of(state.channel):
+        return state
+    event, recorded_at_ms = rec.event, rec.at_ms
     if isinstance(event, ChannelPairCodeMinted):
         code = PairCode(
             code_id=event.code_id,
@@ -154,15 +173,10 @@ def apply(state: ChannelState, event: Event, recorded_at_ms: int) -> ChannelStat
         paired = dict(state.paired)
         if event.decision == "allow":
             paired[event.principal] = max(paired.get(event.principal, 0), event.allowed_until_ms)
-        return msgspec.structs.replace(state, pending=pending, paired=paired)
-    return state
-
-
-def fold(events: Iterable[tuple[Event, int]]) -> ChannelState:
-    """The state after ``(event, recorded_at_ms)`` pairs, in stream order."""
-    state = ChannelState()
-    for event, at_ms in events:
-        state = apply(state, event, at_ms)
+        resolved = state.resolved | {event.approval_id}
+        return msgspec.structs.replace(state, pending=pending, paired=paired, resolved=resolved)
+    if isinstance(event, ChannelCursorSaved):
+        return msgspec.structs.replace(state, cursor=event.cursor)
     return state
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json as jsonlib
 import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 import msgspec
 import typer
 
 from actors.grants import describe
+from events.catalog import GRANT_MATCHES, GRANT_SCOPES, Verdict
 from projections.records import ApprovalRecord
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api, call, error_message, online
@@ -166,9 +167,9 @@ def approve_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Allow a pending approval."""
-    if scope not in ("once", "session", "always"):
+    if scope not in GRANT_SCOPES:
         raise typer.BadParameter("must be once, session or always", param_hint="--scope")
-    if match not in ("any", "exact", "prefix"):
+    if match not in GRANT_MATCHES:
         raise typer.BadParameter("must be any, exact or prefix", param_hint="--match")
     _decide(data, token_file, approval_id, "allow", scope, match, prefix, "")
 
@@ -188,7 +189,7 @@ def _decide(
     data: Path | None,
     token_file: Path | None,
     approval_id: str,
-    decision: Literal["allow", "deny"],
+    decision: Verdict,
     scope: str,
     match: str,
     prefix: str,
@@ -238,7 +239,7 @@ def _decide_online(
 def _decide_offline(
     data: Path | None,
     approval_id: str,
-    decision: Literal["allow", "deny"],
+    decision: Verdict,
     scope: str,
     match: str,
     prefix: str,

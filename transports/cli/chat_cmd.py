@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 
@@ -115,8 +115,10 @@ def chat(
 
 
 def _posture(text: str) -> tuple[str, str]:
+    from tools.spec import Posture
+
     tool, sep, value = text.partition("=")
-    if not sep or value not in ("always_allow", "ask_each_time", "disabled"):
+    if not sep or value not in get_args(Posture):
         raise typer.BadParameter(
             f"{text!r}: expected TOOL=always_allow|ask_each_time|disabled", param_hint="--posture"
         )
@@ -233,16 +235,16 @@ def _decide(
     (the same menu as the gRPC chat), None to deny, or :class:`_Decided`. EOFError when the
     input ends: no answer, never a deny."""
     from actors.grants import options
+    from events.catalog import GRANT_SCOPES
     from projections import GrantOption
     from transports.cli.grant_menu import known, menu, pick
-    from transports.grants import SCOPES
 
     if approve:
         return GrantOption(scope="once", match="any", covers=""), ""
     if deny:
         return None
     spec = runtime.catalog.spec(event.tool) if event.tool in runtime.catalog else None
-    offered = known(options(event.tool, spec.args_type if spec else None, SCOPES, "cli"))
+    offered = known(options(event.tool, spec.args_type if spec else None, GRANT_SCOPES, "cli"))
     print(menu(event.tool, offered), flush=True)
     while True:
         answer = answers.read("   choice: ", event.approval_id)

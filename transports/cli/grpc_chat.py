@@ -36,6 +36,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from actors.grants import describe
+from events.catalog import RunContextAssembled, kind_of
 from proto.reel.v1 import (
     ApprovalScope,
     ApprovalsStub,
@@ -67,14 +68,7 @@ from transports.grpc.client import (
     open_channel,
 )
 from transports.grpc.errors import GrpcClientError
-from transports.grpc.tape import MATCH_NAMES
-
-SCOPE_OF = {
-    "once": ApprovalScope.ONCE,
-    "session": ApprovalScope.SESSION,
-    "always": ApprovalScope.ALWAYS,
-}
-MATCH_OF = {"any": GrantMatch.ANY, "exact": GrantMatch.EXACT, "prefix": GrantMatch.PREFIX}
+from transports.grpc.tape import MATCH_NAMES, MATCHES, SCOPE_NAMES, SCOPES
 
 
 class GrantOptionView(NamedTuple):
@@ -98,11 +92,6 @@ OUTCOMES = {
     ToolOutcome.ALLOW: "allow",
     ToolOutcome.DENY: "deny",
     ToolOutcome.APPROVAL_REQUIRED: "approval_required",
-}
-SCOPES = {
-    ApprovalScope.ONCE: "once",
-    ApprovalScope.SESSION: "session",
-    ApprovalScope.ALWAYS: "always",
 }
 Ask = Callable[[str], str]
 """Shows a prompt and returns the line typed; EOFError when no answer can come."""
@@ -431,7 +420,7 @@ class _Chat:
                 prefix = (await self.lines.read("   prefix: ")).strip()
                 if not prefix:
                     continue
-            return Choice(SCOPE_OF[option.scope], MATCH_OF[option.match], prefix)
+            return Choice(SCOPES[option.scope], MATCHES[option.match], prefix)
 
     async def _options(self, approval_id: str, tool: str) -> list[GrantOptionView]:
         """The pending approval's choices as the node describes them; the basic three (with
@@ -443,7 +432,9 @@ class _Chat:
                 for approval in listed.approvals:
                     if approval.approval_id == approval_id and approval.options:
                         offered = [
-                            GrantOptionView(SCOPES.get(o.scope, ""), MATCH_NAMES[o.match], o.covers)
+                            GrantOptionView(
+                                SCOPE_NAMES.get(o.scope, ""), MATCH_NAMES[o.match], o.covers
+                            )
                             for o in approval.options
                         ]
                         return known(offered)
@@ -522,14 +513,14 @@ class _Printer(Terminal):
             r = event.approval_resolution
             decision = "allow" if r.decision == Decision.ALLOW else "deny"
             by = f" by {r.decided_by}" if r.decided_by else ""
-            self.line(f"   approval: {decision} {SCOPES.get(r.scope, 'once')}{by}")
+            self.line(f"   approval: {decision} {SCOPE_NAMES.get(r.scope, 'once')}{by}")
         elif event.tool_result is not None:
             t = event.tool_result
             if t.ok:
                 self.line(f"<- {t.tool}: {shorten(t.output)}")
             else:
                 self.line(f"<- {t.tool} failed ({t.error_kind}): {t.error}")
-        elif event.raw is not None and event.kind == "run.context_assembled":
+        elif event.raw is not None and event.kind == kind_of(RunContextAssembled):
             line = context_line(json.loads(event.raw.event_json))
             if line is not None:
                 self.line(line)

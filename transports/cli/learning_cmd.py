@@ -25,7 +25,8 @@ from urllib.parse import quote, urlencode
 import msgspec
 import typer
 
-from projections.learning import CANDIDATE_STATUSES, LEARNING_KINDS, CandidateRecord
+from events.catalog import CANDIDATE_STATUSES, LEARNING_KINDS
+from projections.learning import CandidateRecord
 from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api, call, error_message, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption

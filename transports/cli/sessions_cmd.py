@@ -164,20 +164,23 @@ def restore_cmd(
 
 def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> None:
     """Append ``session.restored`` to the session's stream (no node holds the data dir, so
-    nothing else writes it), after the same check the session actor makes."""
-    from actors import InvalidCommand
-    from actors.compaction import restore
-    from actors.session_state import fold
+    nothing else writes it), folded and decided as the session actor does."""
+    from actors import InvalidCommand, session_state
+    from actors.aggregate import fold
+    from actors.messages import RestoreSession
+    from actors.session_decider import decide
+    from actors.stream import recorded
     from transports.cli.data_dir import existing
     from transports.cli.offline import journal_writer
 
     with journal_writer(existing(data), "restore through its API") as journal:
-        stream = f"session/{session_id}"
-        state = fold(row.decode() for row in journal.read_stream(stream))
+        stream = session_state.stream_of(session_id)
+        state = fold(session_state, recorded(journal.read_stream(stream)))
         if state is None:
             raise CliError(f"no session with id {session_id!r}")
+        command = RestoreSession(session_id=session_id, checkpoint_id=checkpoint, principal="cli")
         try:
-            event = restore(state, checkpoint)
+            events = decide(state, command)
         except InvalidCommand as exc:
             raise CliError(str(exc)) from None
-        journal.append(stream, [event], expected_seq=state.next_seq, principal="cli")
+        journal.append(stream, list(events), expected_seq=state.next_seq, principal="cli")

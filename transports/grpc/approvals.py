@@ -9,10 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Literal
 
 from actors.messages import ResolveApproval
 from events import StoredEvent
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    Verdict,
+    kinds_of,
+)
 from events.fields import TOOL_NAME
 from projections import ApprovalFilter, ApprovalRecord
 from projections.follow import pages
@@ -36,8 +43,9 @@ from transports.grpc.context import (
     require_identifier,
 )
 from transports.grpc.records import approval_message
-from transports.grpc.run_stream import SCOPE_NAMES, match_name
+from transports.grpc.run_stream import match_name
 from transports.grpc.status import beyond_head, invalid, to_grpc_error
+from transports.grpc.tape import SCOPE_NAMES
 
 STATE_FILTER = {
     ApprovalState.UNSPECIFIED: None,
@@ -45,10 +53,12 @@ STATE_FILTER = {
     ApprovalState.RESOLVED: "resolved",
 }
 CHANGES = {
-    "tool.approval_requested": ApprovalChangeKind.REQUESTED,
-    "tool.approval_resolved": ApprovalChangeKind.RESOLVED,
-    "channel.pairing_requested": ApprovalChangeKind.REQUESTED,
-    "channel.pairing_resolved": ApprovalChangeKind.RESOLVED,
+    **dict.fromkeys(
+        kinds_of(ApprovalRequested, ChannelPairingRequested), ApprovalChangeKind.REQUESTED
+    ),
+    **dict.fromkeys(
+        kinds_of(ApprovalResolved, ChannelPairingResolved), ApprovalChangeKind.RESOLVED
+    ),
 }
 """The journal kinds that change an approval (tool calls and device pairings alike)."""
 SCAN = 500
@@ -103,9 +113,7 @@ class ApprovalsService(ApprovalsBase):
         if message.scope not in SCOPE_NAMES:
             raise invalid("scope", "must be ONCE, SESSION or ALWAYS (unspecified means ONCE)")
         ctx = self.ctx
-        decision: Literal["allow", "deny"] = (
-            "allow" if message.decision == Decision.ALLOW else "deny"
-        )
+        decision: Verdict = "allow" if message.decision == Decision.ALLOW else "deny"
         scope = SCOPE_NAMES[message.scope]
         match = match_name(message.match)
         who = await ctx.permit(

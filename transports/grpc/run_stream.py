@@ -21,19 +21,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Literal
 
 import betterproto2
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from actors.messages import CancelRun, ResolveApproval, Scope, StartRun
+from actors.messages import CancelRun, ResolveApproval, StartRun
 from events.catalog import GrantMatch as GrantMatchName
+from events.catalog import Verdict
 from events.fields import CHANNEL
 from projections.follow import follow_tape
 from proto.reel.v1 import (
     ApprovalDecision,
-    ApprovalScope,
     Decision,
     GrantMatch,
     ResumeRun,
@@ -43,7 +42,7 @@ from proto.reel.v1 import (
 from proto.reel.v1 import StartRun as StartMessage
 from transports.grpc.context import ServiceContext, require_id, require_identifier
 from transports.grpc.status import invalid, not_found, to_grpc_error
-from transports.grpc.tape import MATCH_NAMES, stream_error, tape_event
+from transports.grpc.tape import MATCH_NAMES, SCOPE_NAMES, stream_error, tape_event
 from transports.tokens import Credentials
 
 
@@ -52,14 +51,6 @@ def match_name(match: GrantMatch) -> GrantMatchName:
     if match not in MATCH_NAMES:
         raise invalid("match", "must be ANY, EXACT or PREFIX (unspecified means ANY)")
     return MATCH_NAMES[match]
-
-
-SCOPE_NAMES: dict[ApprovalScope, Scope] = {
-    ApprovalScope.UNSPECIFIED: "once",
-    ApprovalScope.ONCE: "once",
-    ApprovalScope.SESSION: "session",
-    ApprovalScope.ALWAYS: "always",
-}
 
 
 async def first_message(messages: AsyncIterator[RunStreamRequest]) -> RunStreamRequest:
@@ -256,9 +247,7 @@ class RunConversation:
                     f"approval {approval_id!r} belongs to run {record.run_id}, not to this "
                     f"stream's run {self.run_id}",
                 )
-            decision: Literal["allow", "deny"] = (
-                "allow" if body.decision == Decision.ALLOW else "deny"
-            )
+            decision: Verdict = "allow" if body.decision == Decision.ALLOW else "deny"
             field = "approval"
             match = match_name(body.match)
             who = await self.ctx.permit(

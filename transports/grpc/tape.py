@@ -12,9 +12,12 @@ from typing import Any
 import msgspec
 
 from events.catalog import (
+    GRANT_MATCHES,
+    GRANT_SCOPES,
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    GrantScope,
     RunAccepted,
     RunAwaitingApproval,
     RunCompleted,
@@ -53,23 +56,21 @@ from proto.reel.v1 import (
     RunStatus as RunStatusMessage,
 )
 
-SCOPES: dict[str, ApprovalScope] = {
-    "once": ApprovalScope.ONCE,
-    "session": ApprovalScope.SESSION,
-    "always": ApprovalScope.ALWAYS,
+SCOPES: dict[str, ApprovalScope] = {name: ApprovalScope[name.upper()] for name in GRANT_SCOPES}
+"""An approval scope on the wire (the one table of it; :data:`SCOPE_NAMES` reads it back)."""
+SCOPE_NAMES: dict[ApprovalScope, GrantScope] = {
+    ApprovalScope.UNSPECIFIED: "once",
+    **{SCOPES[name]: name for name in GRANT_SCOPES},
 }
-DECISIONS: dict[str, Decision] = {"allow": Decision.ALLOW, "deny": Decision.DENY}
-MATCHES: dict[str, GrantMatch] = {
-    "any": GrantMatch.ANY,
-    "exact": GrantMatch.EXACT,
-    "prefix": GrantMatch.PREFIX,
-}
+"""A scope the wire names, as reel's (unspecified means once)."""
+MATCHES: dict[str, GrantMatch] = {name: GrantMatch[name.upper()] for name in GRANT_MATCHES}
+"""A grant's match on the wire (the one table of it; :data:`MATCH_NAMES` reads it back)."""
 MATCH_NAMES: dict[GrantMatch, GrantMatchName] = {
     GrantMatch.UNSPECIFIED: "any",
-    GrantMatch.ANY: "any",
-    GrantMatch.EXACT: "exact",
-    GrantMatch.PREFIX: "prefix",
+    **{MATCHES[name]: name for name in GRANT_MATCHES},
 }
+"""A match the wire names, as reel's (unspecified means any)."""
+DECISIONS: dict[str, Decision] = {"allow": Decision.ALLOW, "deny": Decision.DENY}
 OUTCOMES: dict[str, ToolOutcome] = {
     "allow": ToolOutcome.ALLOW,
     "deny": ToolOutcome.DENY,

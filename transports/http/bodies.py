@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
 from transports.tokens import CreatedToken as CreatedToken  # the CLI prints them too
@@ -59,7 +60,7 @@ class PostureRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=
     (``posture: null`` removes the override)."""
 
     tool: str
-    posture: Literal["always_allow", "ask_each_time", "disabled"] | None
+    posture: Posture | None
 
 
 class CompactSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -80,10 +81,10 @@ class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_field
 class DecisionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/approvals/{id}``: a human decision on a pending approval."""
 
-    decision: Literal["allow", "deny"]
-    scope: Literal["once", "session", "always"] = "once"
+    decision: Verdict
+    scope: GrantScope = "once"
     reason: str = ""
-    match: Literal["any", "exact", "prefix"] = "any"
+    match: GrantMatch = "any"
     """With scope ``session``: any arguments, these exact arguments, or a subject prefix."""
     prefix: str = ""
     """With ``match="prefix"``: the argv, path, or method and URL prefix the grant covers."""

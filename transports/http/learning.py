@@ -22,9 +22,9 @@ from aiohttp import web
 
 from actors.learning import LearningDesk
 from actors.learning_state import CandidateState
+from events.catalog import CANDIDATE_STATUSES, LEARNING_KINDS
 from events.fields import PRINCIPAL, REASON_MAX_CHARS
 from projections import CandidateFilter, CandidateRecord, LearningView
-from projections.learning import CANDIDATE_STATUSES, LEARNING_KINDS
 from transports.access import Scope
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError

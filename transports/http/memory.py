@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 from aiohttp import web
 
 from events import new_id
-from events.catalog import MEMORY_TAGS_MAX, MEMORY_TEXT_MAX_CHARS
+from events.catalog import MEMORY_TAGS_MAX, MEMORY_TEXT_MAX_CHARS, MemoryScope
 from projections import MemoryHit, MemoryItem
 from transports.access import AccessError, Scope
 from transports.http.bodies import ULID_PATTERN
@@ -79,7 +79,7 @@ class MemoryWriteRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
         list[Annotated[str, msgspec.Meta(extra_json_schema=_TAG)]],
         msgspec.Meta(extra_json_schema={"maxItems": MEMORY_TAGS_MAX}),
     ] = []
-    scope: Literal["principal", "session", "global"] = "principal"
+    scope: MemoryScope = "principal"
     """Who is shown it: runs for the writer (``principal``), runs of ``session_id``
     (``session``), or every run (``global``)."""
     session_id: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)] | None = None

@@ -11,11 +11,12 @@ from typing import cast
 import msgspec
 from aiohttp import web
 
+from actors import session_state
+from actors.aggregate import fold
 from actors.gate import ToolGate
 from actors.messages import SessionInfo, SetSessionPosture
-from actors.session_state import SessionState, apply
+from actors.stream import recorded
 from events import StoredEvent
-from events.catalog import SessionPostureSet
 from tools.catalog import ToolCatalog
 from tools.spec import Posture, Risk
 from transports.http.bodies import PostureRequest
@@ -92,27 +93,21 @@ def postures_of(
 ) -> SessionPostures:
     """Each tool of ``catalog`` as the gate decides its posture in the session whose stream
     ``stored`` is; an override's author and time are its ``session.posture_set`` row's."""
-    state: SessionState | None = None
-    last_set: dict[str, StoredEvent] = {}
-    for row in stored:
-        event = row.decode()
-        state = apply(state, event)
-        if isinstance(event, SessionPostureSet):
-            last_set[event.tool] = row
-    overrides = dict(state.postures) if state is not None else {}
+    state = fold(session_state, recorded(stored))
+    set_by = {o.tool: o for o in state.postures} if state is not None else {}
+    overrides = state.overrides if state is not None else {}
     items = []
     for spec in sorted(catalog.specs(), key=lambda s: s.name):
-        override = overrides.get(spec.name)
-        set_row = last_set.get(spec.name) if override is not None else None
+        override = set_by.get(spec.name)
         items.append(
             ToolPosture(
                 tool=spec.name,
                 risk=spec.risk,
                 posture=gate.posture(spec, overrides),
                 node_posture=gate.posture(spec),
-                override=cast(Posture | None, override),
-                set_by=set_row.principal if set_row is not None else None,
-                set_at_ms=set_row.recorded_at_ms if set_row is not None else None,
+                override=cast(Posture, override.posture) if override is not None else None,
+                set_by=override.set_by if override is not None else None,
+                set_at_ms=override.set_at_ms if override is not None else None,
                 unavailable=spec.unavailable,
             )
         )

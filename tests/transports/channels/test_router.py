@@ -8,10 +8,17 @@ from typing import Any
 
 import pytest
 
-from events.catalog import ChannelPairCodeMinted, ChannelPairingRequested, ChannelPairingResolved
+from actors.aggregate import fold as aggregate_fold
+from actors.stream import Recorded
+from events.catalog import (
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    Event,
+)
 from events.fields import SESSION_KEY
 from events.redact import looks_secret
-from transports.channels import pairing, split_text
+from transports.channels import pairing, router, split_text
 from transports.channels.message import InboundMessage, InvalidMessage, check_inbound
 from transports.channels.router import (
     PAIRING_INVALID_REPLY,
@@ -22,7 +29,6 @@ from transports.channels.router import (
     Pair,
     Refuse,
     apply,
-    fold,
     route,
     session_key,
     take,
@@ -48,6 +54,13 @@ def msg(text: str = "hello", **overrides: Any) -> InboundMessage:
     }
     fields.update(overrides)
     return InboundMessage(**fields)
+
+
+def fold(events: list[tuple[Event, int]]) -> ChannelState:
+    """The channel ``hook``'s state after ``(event, commit time)`` pairs on its stream."""
+    state = aggregate_fold(router, [Recorded(e, "channel/hook", at, "node") for e, at in events])
+    assert state is not None
+    return state
 
 
 def paired_state(until_ms: int) -> ChannelState:
@@ -417,7 +430,7 @@ def test_a_code_matches_until_it_expires_or_is_used() -> None:
         conversation="dm",
         expires_at_ms=NOW + 1,
     )
-    after = apply(state, request, NOW)
+    after = apply(state, Recorded(request, "channel/hook", NOW, "node"))
     assert pairing.match(after, code, NOW) is None  # single use
     assert PAIRING_INVALID_REPLY == pairing.INVALID_REPLY
 

@@ -1,0 +1,349 @@
+"""The aggregate conformance suite (tests/conformance/aggregate.py), once per aggregate: sessions,
+runs, tool invocations, tasks, learning candidates, the watchdog's incidents, channels, memory
+items and tokens, all on the one tape recorded from a real node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+from actors import (
+    IllegalTransition,
+    learning_state,
+    run_fold,
+    session_state,
+    task_state,
+    tool_fold,
+    watchdog_decider,
+)
+from actors.errors import ApprovalAlreadyResolved
+from actors.learning_state import CandidateState
+from actors.messages import ResolveApproval
+from actors.run_decider import Ended, interrupt, next_step
+from actors.run_fold import RunState
+from actors.session_state import SessionState
+from actors.stream import Recorded
+from actors.task_decider import (
+    Done,
+    TaskNotActive,
+    cancelled,
+    claimed,
+    failed,
+    heartbeat,
+    next_action,
+    settled,
+    succeeded,
+)
+from actors.task_state import TaskState
+from actors.tool_decider import denial, resolve, withdrawn
+from actors.tool_decider import interrupt as interrupt_invocation
+from actors.tool_fold import InvocationState
+from actors.watchdog_decider import Incidents
+from events.catalog import (
+    INCIDENT_KINDS,
+    TOKEN_KINDS,
+    ApprovalRequested,
+    ApprovalResolved,
+    ChannelMessageRefused,
+    ChannelMessageRouted,
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    ChannelRunStarted,
+    Event,
+    IncidentOpened,
+    IncidentResolved,
+    LearningCandidateApplied,
+    LearningCandidateProposed,
+    LearningCandidateRejected,
+    LearningCandidateRolledBack,
+    MemoryItemDeleted,
+    MemoryItemWritten,
+    RunAccepted,
+    RunAwaitingApproval,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunResumed,
+    RunStarted,
+    SessionCompacted,
+    SessionCreated,
+    SessionGrantAdded,
+    SessionPostureSet,
+    SessionReset,
+    SessionRestored,
+    TaskClaimed,
+    TaskEnqueued,
+    TaskSucceeded,
+    TokenCreated,
+    TokenRevoked,
+    TokenUsed,
+    ToolCompleted,
+    ToolDecided,
+    ToolProposed,
+    kind_of,
+)
+from tests.conformance.aggregate import AggregateConformance, Tape, example
+from transports import memory, tokens
+from transports.channels import router
+from transports.channels.pairing import undecidable
+from transports.channels.router import ChannelState
+from transports.memory import ItemState, MemoryItemAlreadyDeleted, deletion
+from transports.tokens import TokenAlreadyRevoked, Tokens, revocation
+
+Decisions = Sequence[Callable[[], Any]]
+
+
+def kinds(*classes: type[Event]) -> frozenset[str]:
+    return frozenset(kind_of(c) for c in classes)
+
+
+def by_stream(tape: Tape, prefix: str) -> dict[str, list[Recorded]]:
+    """The records of every stream named ``<prefix><id>``, by id."""
+    out: dict[str, list[Recorded]] = {}
+    for rec in tape.records:
+        if rec.stream.startswith(prefix):
+            out.setdefault(rec.stream.removeprefix(prefix), []).append(rec)
+    return out
+
+
+def of_kinds(tape: Tape, names: Sequence[str]) -> list[Recorded]:
+    return [rec for rec in tape.records if kind_of(rec.event) in names]
+
+
+class TestSessionAggregate(AggregateConformance[SessionState]):
+    aggregate = session_state
+    kinds_on_tape = kinds(
+        SessionCreated,
+        RunAccepted,
+        SessionGrantAdded,
+        SessionPostureSet,
+        SessionCompacted,
+        SessionRestored,
+        SessionReset,
+    )
+
+    def key(self, state: SessionState) -> str:
+        return state.session_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return by_stream(tape, "session/")
+
+
+class TestRunAggregate(AggregateConformance[RunState]):
+    aggregate = run_fold
+    kinds_on_tape = kinds(
+        RunAccepted,
+        RunStarted,
+        RunAwaitingApproval,
+        RunResumed,
+        RunCompleted,
+        RunFailed,
+        RunCancelled,
+        ToolProposed,
+        ApprovalResolved,
+    )
+    refusals = (IllegalTransition,)
+
+    def key(self, state: RunState) -> str:
+        return state.run_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        """A run's tape as recovery reads it: every row correlated to it, from its
+        ``run.accepted`` on, on the run's, the session's and its tools' streams."""
+        out: dict[str, list[Recorded]] = {}
+        for row, rec in zip(tape.rows, tape.records, strict=True):
+            run_id = row.correlation_id
+            if run_id is None or not row.stream.startswith(("session/", "run/", "tool/")):
+                continue
+            if isinstance(rec.event, RunAccepted) or run_id in out:
+                out.setdefault(run_id, []).append(rec)
+        return out
+
+    def finished(self, state: RunState) -> Decisions:
+        if not state.status.terminal:
+            return ()
+        steps: list[Callable[[], Any]] = [
+            partial(stepped, state),
+            partial(interrupt, state, {}),
+        ]
+        for cls in (RunStarted, RunAwaitingApproval, RunResumed, RunCompleted, RunFailed):
+            steps.append(partial(appended, state, example(cls, {"run_id": state.run_id})))
+        return steps
+
+
+def stepped(state: RunState) -> tuple[object, ...]:
+    """What the run's decider asks for next: nothing once it says ``Ended``."""
+    step = next_step(state)
+    return () if isinstance(step, Ended) else (step,)
+
+
+def appended(state: RunState, event: Event) -> tuple[Event, ...]:
+    """``event``, if the run actor would append it after ``state`` (it checks first)."""
+    run_fold.check(state, [event])
+    return (event,)
+
+
+class TestInvocationAggregate(AggregateConformance[InvocationState]):
+    aggregate = tool_fold
+    kinds_on_tape = kinds(
+        ToolProposed, ToolDecided, ApprovalRequested, ApprovalResolved, ToolCompleted
+    )
+    refusals = (ApprovalAlreadyResolved,)
+
+    def key(self, state: InvocationState) -> str:
+        return state.invocation_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        out: dict[str, list[Recorded]] = {}
+        for rec in tape.records:
+            invocation_id = getattr(rec.event, "invocation_id", None)
+            if isinstance(invocation_id, str) and rec.stream.startswith(("tool/", "approval/")):
+                out.setdefault(invocation_id, []).append(rec)
+        return out
+
+    def finished(self, state: InvocationState) -> Decisions:
+        if state.completed is None:
+            return ()
+        approval = state.request.approval_id if state.request is not None else "none"
+        return (
+            partial(interrupt_invocation, state, "interrupted"),
+            partial(denial, state),
+            partial(
+                resolve,
+                state,
+                approval_id=approval,
+                decision="allow",
+                scope="once",
+                decided_by="someone",
+                reason="",
+                grant_principal="someone",
+                now_ms=state.requested_at_ms + 1,
+            ),
+            partial(withdrawn, state, "cancelled", grant_principal="someone", now_ms=0),
+        )
+
+
+class TestTaskAggregate(AggregateConformance[TaskState]):
+    aggregate = task_state
+    kinds_on_tape = kinds(TaskEnqueued, TaskClaimed, TaskSucceeded)
+    refusals = (TaskNotActive,)
+
+    def key(self, state: TaskState) -> str:
+        return state.task_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return by_stream(tape, "task/")
+
+    def finished(self, state: TaskState) -> Decisions:
+        if not state.status.terminal:
+            return ()
+        worker, attempt = state.worker or "w", state.attempt
+        steps: list[Callable[[], Any]] = [
+            partial(cancelled, state, "someone", ""),
+            partial(succeeded, state, worker, attempt, None, 0),
+        ]
+        for now in (state.enqueued_at_ms, (state.ended_at_ms or 0) + 10**9):
+            steps += [
+                partial(due, state, now),
+                partial(claimed, state, now, worker, 1_000),
+                partial(heartbeat, state, worker, attempt, now, 1_000),
+                partial(failed, state, worker, attempt, "x", now),
+                partial(settled, state, now),
+            ]
+        return steps
+
+
+def due(state: TaskState, now_ms: int) -> tuple[object, ...]:
+    """What the task's decider finds due: nothing once it says ``Done``."""
+    action = next_action(state, now_ms)
+    return () if isinstance(action, Done) else (action,)
+
+
+class TestLearningAggregate(AggregateConformance[CandidateState]):
+    aggregate = learning_state
+    kinds_on_tape = kinds(
+        LearningCandidateProposed,
+        LearningCandidateApplied,
+        LearningCandidateRolledBack,
+        LearningCandidateRejected,
+    )
+
+    def key(self, state: CandidateState) -> str:
+        return state.candidate_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return by_stream(tape, "learning/")
+
+
+class TestIncidentsAggregate(AggregateConformance[Incidents]):
+    aggregate = watchdog_decider
+    kinds_on_tape = kinds(IncidentOpened, IncidentResolved)
+
+    def key(self, state: Incidents) -> str:
+        return "incidents"
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return {"incidents": of_kinds(tape, INCIDENT_KINDS)}
+
+
+class TestChannelAggregate(AggregateConformance[ChannelState]):
+    aggregate = router
+    kinds_on_tape = kinds(
+        ChannelMessageRefused,
+        ChannelPairCodeMinted,
+        ChannelPairingRequested,
+        ChannelPairingResolved,
+        ChannelMessageRouted,
+    )
+    unfolded_kinds = kinds(ChannelRunStarted)
+
+    def key(self, state: ChannelState) -> str:
+        return state.channel
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return by_stream(tape, "channel/")
+
+    def finished(self, state: ChannelState) -> Decisions:
+        return [partial(decided_again, state, approval_id) for approval_id in state.resolved]
+
+
+def decided_again(state: ChannelState, approval_id: str) -> tuple[object, ...]:
+    """A decision on a pairing request already decided: refused (nothing appended)."""
+    command = ResolveApproval(approval_id=approval_id, decision="allow")
+    return () if undecidable(state, command) is not None else (command,)
+
+
+class TestMemoryItemAggregate(AggregateConformance[ItemState]):
+    aggregate = memory
+    kinds_on_tape = kinds(MemoryItemWritten, MemoryItemDeleted)
+    refusals = (MemoryItemAlreadyDeleted,)
+
+    def key(self, state: ItemState) -> str:
+        return state.item_id
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return by_stream(tape, "memory/")
+
+    def finished(self, state: ItemState) -> Decisions:
+        return (partial(deletion, state, state.item_id, ""),) if state.deleted else ()
+
+
+class TestTokenAggregate(AggregateConformance[Tokens]):
+    aggregate = tokens
+    kinds_on_tape = kinds(TokenCreated, TokenUsed, TokenRevoked)
+    refusals = (TokenAlreadyRevoked,)
+
+    def key(self, state: Tokens) -> str:
+        return "tokens"
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return {"tokens": of_kinds(tape, TOKEN_KINDS)}
+
+    def finished(self, state: Tokens) -> Decisions:
+        return [
+            partial(revocation, state, token_id, "")
+            for token_id, record in state.records.items()
+            if record.revoked_at_ms is not None
+        ]
