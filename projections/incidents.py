@@ -17,7 +17,7 @@ import msgspec
 from events import Event, JournalReadPort, StoredEvent
 from events.catalog import INCIDENT_DOMAINS, INCIDENT_KINDS, IncidentOpened, IncidentResolved
 from projections.base import folded
-from projections.pool import PooledReader
+from projections.pool import PooledReader, ReaderLimits
 
 INCIDENT_STATES: tuple[str, ...] = ("open", "resolved")
 """The states the incidents view records (``incidents.state``)."""
@@ -123,8 +123,8 @@ class IncidentsView(PooledReader):
     """Typed queries over the incidents table of views.db (read-only, pooled connections, safe
     from many threads)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
+        super().__init__(path, limits)
 
     def _select(self, where: str, args: tuple[Any, ...]) -> list[IncidentRecord]:
         with self._borrow() as conn:

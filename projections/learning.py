@@ -46,7 +46,7 @@ from events.catalog import (
 )
 from events.lifecycle import STATUS_OF
 from projections.base import folded
-from projections.pool import PooledReader
+from projections.pool import PooledReader, ReaderLimits
 
 SIMILARITY = 0.5
 """Two requests are similar at or above this Jaccard index of their content words."""
@@ -379,8 +379,13 @@ class LearningView(PooledReader):
     ``wait_for(position, timeout)``: waits until the views include a journal position (the
     projector's); reflection asks for peers only once the run it reflects on is folded."""
 
-    def __init__(self, path: Path, wait_for: Callable[[int, float], object] | None = None) -> None:
-        super().__init__(path)
+    def __init__(
+        self,
+        path: Path,
+        wait_for: Callable[[int, float], object] | None = None,
+        limits: ReaderLimits | None = None,
+    ) -> None:
+        super().__init__(path, limits)
         self._wait_for = wait_for
 
     def _query(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:

@@ -44,7 +44,7 @@ from projections.embedders import Embedder, HashingEmbedder, content_words
 from projections.memory import NO_EXPIRY, audience_key, audience_of, load_vec, pack_vector
 from projections.memory_bm25 import phrase
 from projections.memory_stats import StatisticsCache
-from projections.pool import PooledReader
+from projections.pool import PooledReader, ReaderLimits
 
 ALL_SCOPES: frozenset[MemoryScope] = frozenset(MEMORY_SCOPES)
 MAX_QUERY_TERMS = 16
@@ -206,8 +206,9 @@ class MemoryView(PooledReader):
         weights: SearchWeights | None = None,
         pool: int = 50,
         clock: Callable[[], int] = _now_ms,
+        limits: ReaderLimits | None = None,
     ) -> None:
-        super().__init__(path)
+        super().__init__(path, limits)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.weights = weights if weights is not None else weights_for(self.embedder)
         self.pool = pool

@@ -3,6 +3,7 @@ writes (the projector owns views.db for writing)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -12,7 +13,7 @@ import msgspec
 from events import Event
 from events.codec import AnyEvent
 from events.lifecycle import TERMINAL_STATUSES, is_terminal
-from projections.pool import PooledReader
+from projections.pool import PooledReader, ReaderLimits
 from projections.records import (
     ApprovalRecord,
     RawTapeEntry,
@@ -134,8 +135,10 @@ def _typed(cls: type[R], names: list[str], raw: list[tuple[Any, ...]]) -> list[R
 class Views(PooledReader):
     """Typed queries over views.db."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
+        super().__init__(path, limits)
+        self._guard = threading.Lock()
+        """Held while the caches of ended runs change."""
         self._ended: dict[str, RunRecord] = {}
         self._final_pages: dict[tuple[str, int, int], list[RawTapeEntry]] = {}
 

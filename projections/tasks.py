@@ -26,7 +26,7 @@ from events.catalog import (
     TaskSucceeded,
 )
 from events.task_lifecycle import TASK_KINDS, TaskStatus, status_after
-from projections.pool import PooledReader
+from projections.pool import PooledReader, ReaderLimits
 from projections.queries import page_sql
 
 TASK_STATES: tuple[str, ...] = tuple(TaskStatus)
@@ -188,8 +188,8 @@ class TasksView(PooledReader):
     """Typed queries over the tasks view (read-only connections of its own; safe from many
     threads)."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
+        super().__init__(path, limits)
 
     def _records(self, sql: str, args: tuple[Any, ...]) -> list[TaskRecord]:
         with self._borrow() as conn:

@@ -23,6 +23,7 @@ from actors.learning import LearningSettings
 from actors.tasks import TasksConfig
 from actors.watchdog import WatchdogConfig
 from events.redact import redact_text
+from projections.pool import ReaderLimits
 from tools import ToolsConfig
 from tools.spec import Posture
 from transports.models.openai_wire import check_options
@@ -148,6 +149,11 @@ class MemoryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tru
     min_evidence: Annotated[float, msgspec.Meta(ge=0.0, le=100.0)] = _ACTORS.memory_min_evidence
     """...or when two or more of the message's words found in it weigh this much (0: off;
     docs/context.md, "Memory auto-injection")."""
+
+
+class ViewsSection(ReaderLimits, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[views]``: how many read connections to views.db each reader keeps, and how long an
+    unused one stays open (projections.pool.ReaderLimits; docs/operations.md, "Views")."""
 
 
 class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -335,6 +341,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     watchdog: WatchdogSection = WatchdogSection()
     learning: LearningSection = LearningSection()
     tasks: TasksSection = TasksSection()
+    views: ViewsSection = ViewsSection()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

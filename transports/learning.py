@@ -26,6 +26,7 @@ from actors.learning import TASK_KIND, LearningDesk, LearningSettings, Reflector
 from actors.reflection import ReflectionFeed
 from events import ConcurrencyConflict, JournalPort
 from projections import LearningView, Projector
+from projections.pool import ReaderLimits
 from transports.memory import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
 
 HANDLER_SLACK_S = 30.0
@@ -72,9 +73,10 @@ class NodeLearning:
         journal: JournalPort,
         projector: Projector,
         settings: LearningSettings,
+        limits: ReaderLimits | None = None,
     ) -> None:
         self.settings = settings
-        self.view = LearningView(views_path, wait_for=projector.wait_for)
+        self.view = LearningView(views_path, wait_for=projector.wait_for, limits=limits)
         self.desk = LearningDesk(journal, settings, LearnedMemory(journal))
         self.journal = journal
         self.feed: pykka.ActorRef[Any] | None = None

@@ -222,7 +222,7 @@ def open_runtime(
     engine = PolicyEngine.load(data_dir / "policies")
     embedder = load_embedder(cfg)
     # The view's connections open on first use: views.db exists by then (the projector makes it).
-    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder))
+    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder, limits=cfg.views))
     tools_config = cfg.tools_config(data_dir)
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
@@ -252,7 +252,7 @@ def open_runtime(
             memory=memory.view,
             tasks=cfg.tasks,
         )
-        learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning)
+        learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()
         projector.follow(journal)
@@ -263,7 +263,7 @@ def open_runtime(
         memory.close()
         journal.close()
         raise
-    views = Views(data_dir / "views.db")
+    views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)
     # The watchdog reads the views and the journal; it stops first when the node drains.
     node.watch(WatchReads(data_dir / "views.db", journal, journal, projector), cfg.watchdog)
@@ -277,7 +277,7 @@ def open_runtime(
         authority=authority,
         channels=channels,
         memory=memory,
-        incidents=IncidentsView(data_dir / "views.db"),
+        incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
     )
     try:
@@ -287,6 +287,7 @@ def open_runtime(
             projector=projector,
             views_path=data_dir / "views.db",
             authority=authority,
+            views_limits=cfg.views,
         )
     except BaseException:
         runtime.close(0)

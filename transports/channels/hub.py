@@ -32,6 +32,7 @@ from events import JournalPort
 from events.catalog import ApprovalRequested, ChannelCursorSaved, ChannelRunStarted, kind_of
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
+from projections.pool import ReaderLimits
 from projections.records import ApprovalRecord
 from transports.access import Authority
 from transports.channels import commands
@@ -170,11 +171,12 @@ class ChannelHub:
         projector: Projector,
         views_path: Path,
         authority: Authority,
+        views_limits: ReaderLimits | None = None,
     ) -> None:
         """Start each channel's actor (it folds its stream) and connector, on ``node``."""
         self._node, self._journal, self._projector = node, journal, projector
         self._authority = authority
-        self._views = Views(views_path)
+        self._views = Views(views_path, views_limits)
         io = node.io
         self.signal = Signal(io.loop)
         self._unlisten = projector.listen(self.signal.notify)

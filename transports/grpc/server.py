@@ -94,7 +94,7 @@ class GrpcServer:
         ctx = ServiceContext(
             runtime=runtime,
             authority=self._authority,
-            views=Views(runtime.views.path),
+            views=Views(runtime.views.path, runtime.views.limits),
             applied=Signal(loop),
             committed=Signal(loop),
             shutdown=loop.create_future(),

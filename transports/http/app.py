@@ -63,12 +63,12 @@ def build_app(
     ctx = ApiContext(
         runtime=runtime,
         authority=authority,
-        views=Views(runtime.views.path),
+        views=Views(runtime.views.path, runtime.views.limits),
         keepalive_s=keepalive_s,
     )
     app = web.Application(middlewares=[guard], client_max_size=runtime.config.http.max_body_bytes)
     app[CONTEXT] = ctx
-    tasks.install(app, runtime.views.path)
+    tasks.install(app, runtime.views.path, runtime.views.limits)
     for table in ROUTES:
         app.add_routes(table)
 

@@ -27,6 +27,8 @@ Families:
 from __future__ import annotations
 
 import math
+import os
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -166,6 +168,34 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
         "started (dropped: at most one run per message).",
         [f"reel_channel_duplicates_total {channels.duplicates}"],
     )
+    lines += _family(
+        "reel_process_threads",
+        "gauge",
+        "Threads of the node's process.",
+        [f"reel_process_threads {threading.active_count()}"],
+    )
+    lines += _family(
+        "reel_process_open_fds",
+        "gauge",
+        "File descriptors the node's process holds open.",
+        [f"reel_process_open_fds {open_fds()}"],
+    )
+    readers = {
+        "views": runtime.views,
+        "memory": runtime.memory.view,
+        "incidents": runtime.incidents,
+        "learning": runtime.learning.view,
+        "http": ctx.views,
+    }
+    lines += _family(
+        "reel_views_connections",
+        "gauge",
+        "Read connections to views.db open now, by reader ([views] readers bounds each).",
+        (
+            f'reel_views_connections{{reader="{name}"}} {r.connections}'
+            for name, r in readers.items()
+        ),
+    )
     witness = getattr(runtime.journal, "witness", None)
     if witness is not None:
         status = witness.status
@@ -188,6 +218,14 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
             [f"reel_witness_pending {status.pending}"],
         )
     return "\n".join(lines) + "\n"
+
+
+def open_fds() -> int:
+    """How many descriptors this process holds (-1 where ``/proc/self/fd`` is not there)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return -1
 
 
 @routes.get("/metrics")

@@ -17,6 +17,7 @@ from aiohttp import web
 from events.catalog import TASK_KIND
 from events.redact import looks_secret
 from projections import TASK_STATES, TaskFilter, TaskRecord, TasksView
+from projections.pool import ReaderLimits
 from transports.access import Scope
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
@@ -146,9 +147,9 @@ async def task_record(request: web.Request, task_id: str) -> TaskRecord:
     return record
 
 
-def install(app: web.Application, views_path: Path) -> None:
+def install(app: web.Application, views_path: Path, limits: ReaderLimits | None = None) -> None:
     """Give ``app`` its tasks view (closed with the app)."""
-    app[VIEW] = TasksView(views_path)
+    app[VIEW] = TasksView(views_path, limits)
 
     async def close_view(_app: web.Application) -> None:
         app[VIEW].close()

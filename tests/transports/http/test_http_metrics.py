@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.transports.http.httpkit import SHELL, Node
+from tests.transports.http.httpkit import SHELL, Node, close_node, open_node
 from transports.build import version
+from transports.config import ViewsSection
 from transports.http.metrics import histogram_lines
 
 
@@ -58,6 +61,30 @@ def test_metrics_read_back_with_prometheus_client(node: Node) -> None:
     lag = value(metrics["reel_projection_lag_events"], "reel_projection_lag_events")
     assert 0 <= lag <= node.runtime.journal.committed_position
     assert value(metrics["reel_http_sse_streams"], "reel_http_sse_streams") in (0, 1)
+
+
+def test_a_burst_of_reads_holds_at_most_the_configured_view_connections(data_dir: Path) -> None:
+    node = open_node(data_dir, views=ViewsSection(readers=2))
+    try:
+        node.finish(node.start("one"))
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(lambda _: node.call("GET", "/v1/runs").status, range(64)))
+        assert statuses == [200] * 64
+        metrics = families(node)
+        connections = metrics["reel_views_connections"]
+        for reader in ("views", "memory", "incidents", "learning", "http"):
+            assert 0 <= value(connections, "reel_views_connections", reader=reader) <= 2
+        assert value(connections, "reel_views_connections", reader="http") >= 1
+        threads = value(metrics["reel_process_threads"], "reel_process_threads")
+        assert threads >= 2  # the event loop thread and the actors at least
+        fds = value(metrics["reel_process_open_fds"], "reel_process_open_fds")
+        assert fds >= 3 + connections_open(metrics)
+    finally:
+        close_node(node)
+
+
+def connections_open(metrics: dict[str, Any]) -> int:
+    return int(sum(s.value for s in metrics["reel_views_connections"].samples))
 
 
 def test_build_info_names_the_version(node: Node) -> None:
