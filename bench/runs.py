@@ -287,8 +287,10 @@ class Driver:
             while len(self.ended) < total and not self.errors:
                 now = time.perf_counter()
                 if now > deadline:
-                    print(f"timed out: {len(self.ended)} of {total} runs ended", file=sys.stderr)
-                    break
+                    raise RuntimeError(
+                        f"timed out after {RUN_TIMEOUT_S:.0f} s: {len(self.ended)} of {total} "
+                        "runs ended (no partial figure is printed)"
+                    )
                 while self.due and self.due[0][0] <= now:
                     self._send(heapq.heappop(self.due)[1])
                 wait = min(0.5, self.due[0][0] - now) if self.due else 0.5
