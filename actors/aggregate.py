@@ -7,7 +7,7 @@ state from the record that starts it (a session's ``session.created``, a run's
 that defines both functions is an aggregate (``fold(actors.session_state, records)``), as are
 :mod:`actors.run_fold`, :mod:`actors.tool_fold`, :mod:`actors.task_state`,
 :mod:`actors.learning_state`, :mod:`actors.watchdog_decider`,
-:mod:`transports.channels.router`, :mod:`transports.tokens` and :mod:`transports.memory`.
+:mod:`actors.channels.router`, :mod:`transports.tokens` and :mod:`transports.memory`.
 
 The contract every one of them keeps (``tests/conformance/aggregate.py`` proves it for each):
 

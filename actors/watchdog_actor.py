@@ -31,6 +31,7 @@ import pykka
 from actors import watchdog_decider
 from actors.aggregate import fold
 from actors.io_loop import Timer
+from actors.log_fields import fields
 from actors.messages import ResolveApproval, StallRun
 from actors.services import Services
 from actors.stream import Recorded, recorded
@@ -155,8 +156,7 @@ class WatchdogActor(pykka.ThreadingActor):
             )
             log.warning(
                 kind_of(append.event),
-                # transports.logs.fields(): each value a key of the JSON line
-                extra={"reel_fields": msgspec.to_builtins(append.event)},
+                extra=fields(**msgspec.to_builtins(append.event)),
             )
         for act in decision.acts:
             self._act(act)

@@ -43,8 +43,9 @@ import time  # noqa: E402
 import aiohttp  # noqa: E402
 from grpclib.client import Channel  # noqa: E402
 
+from actors.channels.config import ChannelConfig  # noqa: E402
 from proto.reel.v1 import GatewayStub, RouteMessageRequest  # noqa: E402
-from transports.config import ChannelConfig, HttpConfig, NodeConfig  # noqa: E402
+from transports.config import HttpConfig, NodeConfig  # noqa: E402
 from transports.grpc import start_grpc  # noqa: E402
 from transports.grpc.client import auth_metadata  # noqa: E402
 from transports.http import start_http  # noqa: E402

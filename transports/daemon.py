@@ -30,13 +30,13 @@ from pathlib import Path
 
 import msgspec
 
+from actors.log_fields import fields
 from events import JournalTampered
 from transports.auth import is_recognisable, load_or_create_token, token_path
 from transports.build import version
 from transports.config import NodeConfig, env_overrides, load_config
 from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
-from transports.logs import fields
 from transports.node_file import NodeAddresses, remove_addresses, write_addresses
 from transports.runlog import RunStateLogger
 from transports.runtime import Runtime, open_runtime

@@ -29,10 +29,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from actors.log_fields import FIELDS
 from events.redact import redact_text, redact_value
-
-FIELDS = "reel_fields"
-"""The ``LogRecord`` attribute ``fields()`` stores a line's structured values under."""
 
 CORE = ("ts", "level", "logger", "msg")
 """Keys every line has, in this order."""
@@ -68,15 +66,6 @@ IDENTIFIERS = frozenset(
     }
 )
 """Fields written as they are: values reel made itself (redaction would only cost time)."""
-
-
-def fields(**values: object) -> dict[str, object]:
-    """``extra=`` for a log call: each value becomes a top-level key of the JSON line.
-
-    ``log.info("drain progress", extra=fields(runs_in_flight=2))``. A ``ts`` value (an ISO 8601
-    string) replaces the record's time: a line about a journaled fact carries when it was
-    recorded. The other core keys (level, logger, msg) cannot be replaced."""
-    return {FIELDS: values}
 
 
 def timestamp(seconds: float) -> str:

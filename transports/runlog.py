@@ -10,10 +10,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from actors.log_fields import fields
 from events import Journal, JournalClosed
 from events.catalog import RunAccepted, kind_of
 from events.lifecycle import STATUS_OF_KIND, is_terminal
-from transports.logs import fields, timestamp
+from transports.logs import timestamp
 
 log = logging.getLogger("reel.runs")
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actors.channels.config import ChannelConfig
 from actors.messages import StartRun
 from transports.auth import load_or_create_token
 from transports.config import (
-    ChannelConfig,
     ContextSection,
     LearningSection,
     NodeConfig,

@@ -21,12 +21,12 @@ from actors import (
     tool_fold,
     watchdog_decider,
 )
+from actors.channels import router
 from events import JournalReader
 from tests.conformance.aggregate import Tape, recording
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver, channel, message, route
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
 from transports import memory, tokens
-from transports.channels import router
 from transports.config import (
     ContextSection,
     LearningSection,

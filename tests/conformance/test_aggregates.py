@@ -17,6 +17,9 @@ from actors import (
     tool_fold,
     watchdog_decider,
 )
+from actors.channels import router
+from actors.channels.pairing import undecidable
+from actors.channels.router import ChannelState
 from actors.errors import ApprovalAlreadyResolved
 from actors.learning_state import CandidateState
 from actors.messages import ResolveApproval
@@ -86,9 +89,6 @@ from events.catalog import (
 )
 from tests.conformance.aggregate import AggregateConformance, Tape, example
 from transports import memory, tokens
-from transports.channels import router
-from transports.channels.pairing import undecidable
-from transports.channels.router import ChannelState
 from transports.memory import ItemState, MemoryItemAlreadyDeleted, deletion
 from transports.tokens import TokenAlreadyRevoked, Tokens, revocation
 

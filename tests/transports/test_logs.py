@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from transports.logs import JsonFormatter, fields
+from actors.log_fields import fields
+from transports.logs import JsonFormatter
 
 SECRET = "ghp_" + "A1b2C3d4" * 4 + "Ef"
 

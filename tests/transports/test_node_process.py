@@ -441,7 +441,8 @@ def test_library_loggers_tracebacks_and_hpack_under_the_cli_configuration() -> N
     even at DEBUG."""
     script = """
 import logging, threading, warnings
-from transports.logs import configure, fields
+from actors.log_fields import fields
+from transports.logs import configure
 configure(logging.DEBUG, library_level=logging.DEBUG)
 logging.getLogger("pykka").debug("a library at DEBUG")
 logging.getLogger("aiohttp.server").warning("from a library")

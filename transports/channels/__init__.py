@@ -11,7 +11,7 @@ Public surface::
   ``webhook`` and ``matrix`` (imported only when a channel uses it: matrix-nio is an extra).
 - :class:`ChannelHub` holds the node's channels; :meth:`ChannelHub.receive` /
   :meth:`ChannelHub.route` is the one inbound entry point, and answers a :class:`RouteResult`.
-- :mod:`transports.channels.router` is the pure decision (its order is documented there).
+- :mod:`actors.channels.router` is the pure decision (its order is documented there).
 
 Errors (each transport maps them in its one place)::
 
@@ -23,6 +23,17 @@ Errors (each transport maps them in its one place)::
 
 from collections.abc import Mapping
 
+from actors.channels.config import ChannelConfig
+from actors.channels.message import (
+    Attachment,
+    InboundMessage,
+    InvalidMessage,
+    OutboundMessage,
+    principal_of,
+    split_text,
+)
+from actors.channels.results import MintedCode, RouteResult
+from actors.channels.router import session_key
 from transports.channels.connector import (
     CONNECTORS,
     Connector,
@@ -31,17 +42,6 @@ from transports.channels.connector import (
     register,
 )
 from transports.channels.hub import ChannelHub, ChannelInfo, UnknownChannel
-from transports.channels.message import (
-    Attachment,
-    InboundMessage,
-    InvalidMessage,
-    OutboundMessage,
-    principal_of,
-    split_text,
-)
-from transports.channels.results import MintedCode, RouteResult
-from transports.channels.router import session_key
-from transports.config import ChannelConfig
 
 
 def _matrix(name: str, config: ChannelConfig, environ: Mapping[str, str] | None) -> Connector:

@@ -17,22 +17,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import Final, Protocol, TypeVar
 
 import msgspec
 
+from actors import Node
+from actors.channels.message import InboundMessage
+from actors.channels.router import Command
 from actors.errors import ActorsError, UnknownSession
 from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
 from events import is_ulid
 from events.catalog import GRANT_SCOPES, ChannelCommandName, GrantScope, Verdict
 from events.lifecycle import TERMINAL_STATUSES
-from transports.access import AccessError, PermissionDenied
-from transports.channels.message import InboundMessage
-from transports.channels.router import Command
+from projections import Views
+from transports.access import AccessError, Authority, PermissionDenied
 from transports.tokens import Credentials
 
-if TYPE_CHECKING:
-    from transports.channels.hub import ChannelHub
+R = TypeVar("R")
+
+
+class ChannelHub(Protocol):
+    """What a command needs of the hub that runs it (:class:`transports.channels.hub.ChannelHub`
+    is one): the node, who may, and the views read fresh."""
+
+    @property
+    def node(self) -> Node: ...
+
+    @property
+    def authority(self) -> Authority: ...
+
+    @property
+    def views(self) -> Views: ...
+
+    async def fresh(self, read: Callable[[], R | None]) -> R | None: ...
+
 
 CommandName = ChannelCommandName
 

@@ -2,7 +2,7 @@
 in.
 
 A connector translates between one platform and reel, nothing more: it turns each platform
-message into an :class:`~transports.channels.message.InboundMessage` and calls its
+message into an :class:`~actors.channels.message.InboundMessage` and calls its
 :class:`Inbound` sink (the hub's one entry point, which records the router's decision and
 starts the run); the hub calls :meth:`Connector.send` with each reply part (already split to
 :attr:`Connector.max_text_chars`) and :meth:`Connector.acknowledge` while a run is in
@@ -21,11 +21,11 @@ import abc
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from transports.channels.message import InboundMessage, OutboundMessage
+from actors.channels.message import InboundMessage, OutboundMessage
 
 if TYPE_CHECKING:
-    from transports.channels.results import RouteResult
-    from transports.config import ChannelConfig
+    from actors.channels.config import ChannelConfig
+    from actors.channels.results import RouteResult
 
 Inbound = Callable[[InboundMessage], Awaitable["RouteResult"]]
 """The hub's entry point as a connector sees it: hand a message in, get the decision once it

@@ -3,7 +3,7 @@
 - :meth:`ChannelHub.receive` (and its awaitable form :meth:`ChannelHub.route`) is where every
   inbound message enters, whatever brought it: a connector's sync loop, the webhook route,
   ``POST /v1/channels/{channel}/messages`` or gRPC ``RouteMessage``. It checks the message
-  (:func:`~transports.channels.message.check_inbound`: bad input is an error naming the
+  (:func:`~actors.channels.message.check_inbound`: bad input is an error naming the
   field, never a decision) and hands it to the channel's :class:`ChannelActor`, which decides
   and records.
 - Outbound work runs on the node's asyncio loop: following an accepted run's tape (an
@@ -28,6 +28,13 @@ import msgspec
 import pykka
 
 from actors import Node
+from actors.channels.actor import ChannelActor
+from actors.channels.config import ChannelConfig
+from actors.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
+from actors.channels.messages import Deliver, MintCode, Record, Resume
+from actors.channels.records import record_command, record_reply
+from actors.channels.results import MintedCode, RouteResult
+from actors.channels.router import Command
 from events import JournalPort
 from events.catalog import ApprovalRequested, ChannelCursorSaved, ChannelRunStarted, kind_of
 from projections import Projector, Views
@@ -36,14 +43,8 @@ from projections.pool import ReaderLimits
 from projections.records import ApprovalRecord
 from transports.access import Authority
 from transports.channels import commands
-from transports.channels.actor import ChannelActor
-from transports.channels.actor_messages import Deliver, MintCode, Record, Resume
 from transports.channels.connector import CONNECTORS, Connector, ConnectorError
-from transports.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
-from transports.channels.records import record_command, record_reply
-from transports.channels.results import MintedCode, RouteResult
-from transports.channels.router import Command
-from transports.config import ChannelConfig, ConfigError
+from transports.config import ConfigError
 from transports.tokens import Credentials
 
 log = logging.getLogger("reel.channels")
@@ -237,7 +238,7 @@ class ChannelHub:
     def receive(self, message: InboundMessage, until_run: bool = True) -> Future[RouteResult]:
         """Hand ``message`` to its channel's router; the future holds the decision, with the
         run it started (``until_run``) or as soon as it is recorded. Raises
-        :class:`UnknownChannel` or :class:`~transports.channels.message.InvalidMessage`
+        :class:`UnknownChannel` or :class:`~actors.channels.message.InvalidMessage`
         (naming the field) at once for input no decision should see."""
         config = self.config(message.channel)
         principal = check_inbound(message, config.max_message_bytes)
@@ -336,6 +337,10 @@ class ChannelHub:
             self._record(channel, ChannelCursorSaved(channel=channel, cursor=cursor), "node")
 
         return save
+
+    def count_duplicate(self) -> None:
+        """A delivery repeated a message id already routed."""
+        self.duplicates += 1
 
     def notify(self, channel: str, message: InboundMessage, text: str) -> None:
         """Answer ``message`` in its conversation with ``text`` (a notice, not a run's answer)."""

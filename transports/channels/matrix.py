@@ -64,6 +64,9 @@ from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type in
     WhoamiResponse,
 )
 
+from actors.channels.config import ChannelConfig
+from actors.channels.message import InboundMessage, InvalidMessage, OutboundMessage
+from actors.log_fields import fields
 from transports.channels.connector import Connector, ConnectorError, Inbound
 from transports.channels.matrix_answers import (
     BACKOFF_MAX_S,
@@ -83,9 +86,7 @@ from transports.channels.matrix_backfill import backfill
 from transports.channels.matrix_config import login_of
 from transports.channels.matrix_events import inbound_of, new_since, outbound_content
 from transports.channels.matrix_rooms import Rooms
-from transports.channels.message import InboundMessage, InvalidMessage, OutboundMessage
-from transports.config import ChannelConfig, ConfigError
-from transports.logs import fields
+from transports.config import ConfigError
 
 log = logging.getLogger("reel.channels.matrix")
 

@@ -20,8 +20,8 @@ from typing import Any, Final, TypeVar
 import aiohttp
 from nio import ErrorResponse  # type: ignore[import-untyped]  # matrix-nio ships no types
 
+from actors.log_fields import fields
 from transports.channels.connector import ConnectorError
-from transports.logs import fields
 
 log = logging.getLogger("reel.channels.matrix")  # the connector's one logger (matrix.py)
 R = TypeVar("R")

@@ -17,9 +17,9 @@ from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type in
     RoomMessagesResponse,
 )
 
+from actors.log_fields import fields
 from transports.channels.connector import ConnectorError
 from transports.channels.matrix_answers import Retrying, describe, source_of
-from transports.logs import fields
 
 log = logging.getLogger("reel.channels.matrix")  # the connector's one logger (matrix.py)
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
+from actors.channels.config import ChannelConfig
 from transports.channels.connector import ConnectorError
 from transports.channels.matrix_events import ANY_INVITER, ROOM_ID, USER_ID
-from transports.config import ChannelConfig, foreign_keys
+from transports.config import foreign_keys
 
 
 class Login(NamedTuple):

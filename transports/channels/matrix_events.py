@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import quote
 
-from transports.channels.message import (
+from actors.channels.message import (
     ID_MAX_CHARS,
     NAME_MAX_CHARS,
     Attachment,

@@ -28,10 +28,10 @@ from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type in
     SyncResponse,
 )
 
+from actors.log_fields import fields
 from transports.channels.connector import ConnectorError
 from transports.channels.matrix_answers import LOST, Retrying, Unavailable, describe, source_of
 from transports.channels.matrix_events import allowed_invite
-from transports.logs import fields
 
 log = logging.getLogger("reel.channels.matrix")  # the connector's one logger (matrix.py)
 

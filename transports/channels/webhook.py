@@ -30,9 +30,10 @@ from typing import Any, Final
 import aiohttp
 import msgspec
 
+from actors.channels.config import ChannelConfig
+from actors.channels.message import InboundMessage, MessageBody, OutboundMessage
 from transports.channels.connector import Connector, ConnectorError, Inbound, register
-from transports.channels.message import InboundMessage, MessageBody, OutboundMessage
-from transports.config import ChannelConfig, foreign_keys
+from transports.config import foreign_keys
 
 SIGNATURE_HEADER: Final = "X-Reel-Signature"
 SCHEME: Final = "sha256="

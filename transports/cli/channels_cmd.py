@@ -102,7 +102,7 @@ def pair_code_cmd(
     the agent in a direct message; the request then waits for an approval
     (reel approvals list). The code is printed as the last word and never stored."""
     if ttl is not None:
-        from transports.config import PAIRING_TTL_RANGE_MS, duration_ms
+        from actors.channels.config import PAIRING_TTL_RANGE_MS, duration_ms
 
         try:
             ttl_ms = duration_ms(ttl)

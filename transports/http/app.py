@@ -9,48 +9,12 @@ from aiohttp import web
 
 from projections import Views
 from projections.follow import Signal
-from transports.http import (
-    approvals,
-    channels,
-    console,
-    health,
-    incidents,
-    journal,
-    learning,
-    memory,
-    metrics,
-    openapi,
-    postures,
-    runs,
-    sessions,
-    stream,
-    tasks,
-    tokens,
-    whoami,
-)
+from transports.http import openapi, routes, tasks
 from transports.http.context import CONTEXT, ApiContext
 from transports.http.guard import guard
 from transports.runtime import Runtime
 
-ROUTES = (
-    sessions.routes,
-    postures.routes,
-    runs.routes,
-    stream.routes,
-    approvals.routes,
-    incidents.routes,
-    journal.routes,
-    tokens.routes,
-    memory.routes,
-    tasks.routes,
-    learning.routes,
-    whoami.routes,
-    channels.routes,
-    openapi.routes,
-    metrics.routes,
-    health.routes,
-    console.routes,  # last: its /{name} catches single-segment paths
-)
+ROUTES = (openapi.routes, *routes.ROUTES)
 """Every route table the app serves, in matching order."""
 
 

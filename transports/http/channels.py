@@ -18,6 +18,8 @@ import asyncio
 import msgspec
 from aiohttp import web
 
+from actors.channels.config import PAIRING_TTL_RANGE_MS, duration_ms
+from actors.channels.message import InboundMessage, MessageBody
 from transports.channels import (
     ChannelHub,
     ChannelInfo,
@@ -26,9 +28,7 @@ from transports.channels import (
     RouteResult,
     UnknownChannel,
 )
-from transports.channels.message import InboundMessage, MessageBody
 from transports.channels.webhook import SIGNATURE_HEADER, WebhookConnector
-from transports.config import PAIRING_TTL_RANGE_MS, duration_ms
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import json_content_type, not_utf8, read_body

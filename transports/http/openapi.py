@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from actors.channels.message import MessageBody
 from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
 from events import VerifyReport
@@ -31,7 +32,6 @@ from projections import (
 )
 from transports.build import version
 from transports.channels import MintedCode, RouteResult
-from transports.channels.message import MessageBody
 from transports.http.bodies import (
     ULID_PATTERN,
     ApprovalPage,
@@ -84,6 +84,7 @@ from transports.http.memory import (
     MemoryWritten,
 )
 from transports.http.postures import SessionPostures
+from transports.http.routes import ROUTES
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
 
@@ -873,11 +874,9 @@ def operation_id(handler: Callable[..., Any]) -> str:
 def _with_operation_ids(paths: dict[str, Any]) -> dict[str, Any]:
     """Each operation of ``paths`` with the ``operationId`` of the handler that serves it, and
     its path's first segment as its tag (generated clients group their calls by it)."""
-    from transports.http.app import ROUTES  # the app serves this module's route too
-
     handlers = {
         (route.method.lower(), route.path): route.handler
-        for table in ROUTES
+        for table in (routes, *ROUTES)
         for route in table
         if isinstance(route, web.RouteDef)
     }

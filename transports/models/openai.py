@@ -39,8 +39,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from actors.log_fields import fields
 from actors.provider import ProviderError, ProviderEvent, ProviderRequest, ProviderTimeout
-from transports.logs import fields
 from transports.models.openai_wire import (
     StreamAssembler,
     check_options,

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
+from actors.channels.config import ChannelConfig
 from events.catalog import Event, kind_of
 from tests.transports.http.httpkit import Node, Reply, close_node, eventually, open_node
-from transports.config import ChannelConfig
 
 SECRET = "test-webhook-secret-0123456789"
 SECRET_ENV = "REEL_TEST_HOOK_SECRET"

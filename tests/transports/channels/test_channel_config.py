@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from actors.channels.config import ChannelConfig
 from tests.transports.channels.kit import SECRET_ENV
-from transports.config import ChannelConfig, ConfigError, NodeConfig, load_config
+from transports.config import ConfigError, NodeConfig, load_config
 from transports.runtime import open_runtime
 
 

@@ -15,6 +15,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from actors.channels.actor import ChannelActor
+from actors.channels.dispatch import regroup
+from actors.channels.message import InboundMessage
+from actors.channels.results import RouteResult
 from events import JournalUnavailable
 from events.catalog import (
     ChannelMessageRefused,
@@ -35,10 +39,6 @@ from tests.transports.channels.kit import (
     run_of,
 )
 from tests.transports.http.httpkit import eventually
-from transports.channels.actor import ChannelActor
-from transports.channels.dispatch import regroup
-from transports.channels.message import InboundMessage
-from transports.channels.results import RouteResult
 from transports.channels.webhook import WebhookConnector
 from transports.config import ProviderConfig, SessionsConfig
 

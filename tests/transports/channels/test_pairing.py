@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from actors.channels import pairing
 from events import Journal, NodeKey, new_id
 from events.catalog import ChannelPairCodeMinted
 from tests.transports.channels.kit import (
@@ -21,7 +22,6 @@ from tests.transports.channels.kit import (
     message,
 )
 from tests.transports.http.httpkit import eventually
-from transports.channels import pairing
 
 BOB = "@bob:localhost"
 

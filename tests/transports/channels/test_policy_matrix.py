@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from actors.channels.router import PAIRING_REQUIRED_REPLY
 from events.catalog import ChannelMessageRefused
 from tests.transports.channels.kit import (
     SECRET,
@@ -32,7 +33,6 @@ from tests.transports.channels.kit import (
 )
 from tests.transports.http.httpkit import eventually
 from tests.transports.records import Records
-from transports.channels.router import PAIRING_REQUIRED_REPLY
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "channels.md"
 SENDERS = {

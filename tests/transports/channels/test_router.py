@@ -9,18 +9,10 @@ from typing import Any
 import pytest
 
 from actors.aggregate import fold as aggregate_fold
-from actors.stream import Recorded
-from events.catalog import (
-    ChannelPairCodeMinted,
-    ChannelPairingRequested,
-    ChannelPairingResolved,
-    Event,
-)
-from events.fields import SESSION_KEY
-from events.redact import looks_secret
-from transports.channels import pairing, router, split_text
-from transports.channels.message import InboundMessage, InvalidMessage, check_inbound
-from transports.channels.router import (
+from actors.channels import pairing, router
+from actors.channels.config import ChannelConfig
+from actors.channels.message import InboundMessage, InvalidMessage, check_inbound
+from actors.channels.router import (
     PAIRING_INVALID_REPLY,
     Accept,
     Bucket,
@@ -33,7 +25,16 @@ from transports.channels.router import (
     session_key,
     take,
 )
-from transports.config import ChannelConfig
+from actors.stream import Recorded
+from events.catalog import (
+    ChannelPairCodeMinted,
+    ChannelPairingRequested,
+    ChannelPairingResolved,
+    Event,
+)
+from events.fields import SESSION_KEY
+from events.redact import looks_secret
+from transports.channels import split_text
 
 NOW = 1_800_000_000_000
 ALICE = "@alice:localhost"

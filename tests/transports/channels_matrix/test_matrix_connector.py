@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from nio import AsyncClient
 
+from actors.channels.config import ChannelConfig
 from events.catalog import ChannelMessageRefused, ChannelMessageRouted, ChannelReplySent
 from tests.transports.channels.kit import events_of
 from tests.transports.channels_matrix.kit import WAIT_S, Person, run, settled, unique
@@ -20,7 +21,7 @@ from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
 from transports.channels import ChannelHub
 from transports.channels.matrix import MatrixConnector
-from transports.config import ChannelConfig, ConfigError
+from transports.config import ConfigError
 
 PASSWORD_ENV = "REEL_TEST_MATRIX_BOT_PASSWORD"
 STREAM = "channel/mx"

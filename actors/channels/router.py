@@ -11,7 +11,7 @@ checks, in this order (``ROUTER_ORDER``; docs/channels.md explains each):
 3. flood control: one token bucket per sender (``rate_limited``);
 4. pairing: ``pair CODE`` in a direct message, when ``dm_policy`` or ``group_policy`` is
    ``pairing``, is a pairing request (the code is checked by the caller:
-   :func:`transports.channels.pairing.match`);
+   :func:`actors.channels.pairing.match`);
 5. ``allow_from``: when the list is not empty, a sender neither listed nor paired is refused
    (``not_allowed``, or ``pairing_required`` in a direct message when pairing is on);
 6. ``dm_policy`` for direct messages: ``deny`` refuses (``dm_denied``), ``pairing`` needs a
@@ -41,6 +41,9 @@ from typing import Final, NamedTuple
 
 import msgspec
 
+from actors.channels.config import ChannelConfig
+from actors.channels.message import InboundMessage
+from actors.channels.records import stream_of
 from actors.stream import Recorded
 from events.catalog import (
     ChannelCursorSaved,
@@ -51,9 +54,6 @@ from events.catalog import (
 )
 from events.fields import SESSION_KEY
 from events.redact import looks_secret
-from transports.channels.message import InboundMessage
-from transports.channels.records import stream_of
-from transports.config import ChannelConfig
 
 ROUTER_ORDER: Final = (
     "enabled",

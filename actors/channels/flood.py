@@ -1,5 +1,5 @@
 """What a channel remembers of its senders for flood control: each sender's rate bucket (the
-router's :func:`~transports.channels.router.take` decides with it), and when a flooding
+router's :func:`~actors.channels.router.take` decides with it), and when a flooding
 sender's last ``rate_limited`` refusal was recorded, with the refusals counted since: such
 refusals are recorded at most once per :data:`FLOOD_RECORD_EVERY_MS` (the next recorded one
 says how many it stands for), so a flood does not flood the journal. At most
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from transports.channels.router import Bucket
+from actors.channels.router import Bucket
 
 FLOOD_RECORD_EVERY_MS: Final = 1000
 """A flooding sender's refusals are recorded at most once a second (the rest are counted)."""

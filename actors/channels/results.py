@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.channels.router import Refuse
 from actors.messages import RunTicket
-from transports.channels.router import Refuse
 
 
 class RouteResult(msgspec.Struct, frozen=True, kw_only=True):

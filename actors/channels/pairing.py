@@ -12,7 +12,7 @@ comparison in constant time. A wrong, expired and used code get the same answer.
 
 A code that matches makes a pairing request, an approval like a tool's: the events here are
 pure functions of the channel's folded state and plain inputs (ids, clock readings), and the
-channel's actor (:mod:`transports.channels.actor`) performs the effects: it appends them,
+channel's actor (:mod:`actors.channels.actor`) performs the effects: it appends them,
 registers a waiting request with the node's approval registry (so every approval surface
 decides it), denies it when it expires, and tells the sender.
 """
@@ -24,17 +24,17 @@ import hmac
 import secrets
 from typing import Final
 
-from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
-from actors.messages import ResolveApproval
-from events.catalog import ChannelPairCodeMinted, ChannelPairingRequested, ChannelPairingResolved
-from transports.channels.message import InboundMessage
-from transports.channels.router import (
+from actors.channels.message import InboundMessage
+from actors.channels.router import (
     PAIRING_INVALID_REPLY,
     ChannelState,
     PairCode,
     PendingPairing,
     Refuse,
 )
+from actors.errors import ApprovalAlreadyResolved, InvalidCommand, UnknownApproval
+from actors.messages import ResolveApproval
+from events.catalog import ChannelPairCodeMinted, ChannelPairingRequested, ChannelPairingResolved
 
 ALPHABET: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 """Crockford's base32."""

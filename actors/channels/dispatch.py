@@ -27,6 +27,8 @@ from concurrent.futures import Future
 
 import msgspec
 
+from actors.channels.message import InboundMessage, sender_of
+from actors.channels.results import RouteResult
 from events import StoredEvent
 from events.catalog import (
     ChannelMessageRouted,
@@ -36,8 +38,6 @@ from events.catalog import (
     ChannelRunStarted,
     kinds_of,
 )
-from transports.channels.message import InboundMessage, sender_of
-from transports.channels.results import RouteResult
 
 RUN_ROUTES = frozenset({"run", "coalesced"})
 """The routes whose messages become run input (and so are recovered)."""

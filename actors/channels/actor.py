@@ -1,12 +1,13 @@
 """ChannelActor: the one writer of ``channel/<name>``.
 
 One pykka actor per configured channel. It folds its stream at start (pairing codes, pending
-pairing requests, paired senders: :mod:`transports.channels.router`), then for each inbound
+pairing requests, paired senders: :mod:`actors.channels.router`), then for each inbound
 message asks the pure router, appends the decision, and acts on it: starts the run (or holds
 the message for coalescing), records a pairing request, or hands a ``!reel`` command to the
-hub. Pairing approvals are routed to it like tool approvals are routed to their invocation
-(the node's registry), so ``POST /v1/approvals/{id}``, gRPC ``Approvals.Resolve``,
-``reel approvals approve`` and ``!reel approve`` all decide them.
+hub (through :class:`actors.channels.ports.ChannelEdge`). Pairing approvals are routed to it like
+tool approvals are routed to their invocation (the node's registry), so ``POST
+/v1/approvals/{id}``, gRPC ``Approvals.Resolve``, ``reel approvals approve`` and ``!reel approve``
+all decide them.
 
 Idempotency: an accepted message is appended with the idempotency key of its platform message
 id (``channel/<name>/message/<sha256>``); the journal returns ``duplicate`` for a key it has
@@ -17,13 +18,13 @@ journal's writer lock keeps other processes out.
 
 From accepted message to run, every step is recorded before the next is taken, and what a
 stopped node left undone is folded from the stream at start and carried out on ``Resume`` with
-the same handlers (:mod:`transports.channels.dispatch`).
+the same handlers (:mod:`actors.channels.dispatch`).
 
 The actor never waits on another actor: run tickets and command outcomes come back as messages
-(:mod:`transports.channels.actor_messages`). Made elsewhere, appended or answered here: a
-pairing's events (:mod:`transports.channels.pairing`), the callers' results
-(:mod:`transports.channels.results`); what flood control remembers of senders is
-:mod:`transports.channels.flood`.
+(:mod:`actors.channels.messages`). Made elsewhere, appended or answered here: a
+pairing's events (:mod:`actors.channels.pairing`), the callers' results
+(:mod:`actors.channels.results`); what flood control remembers of senders is
+:mod:`actors.channels.flood`.
 """
 
 from __future__ import annotations
@@ -33,14 +34,48 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 import pykka
 
 from actors import Node
 from actors.aggregate import fold
+from actors.channels import pairing, results, router
+from actors.channels.config import ChannelConfig, duration_ms
+from actors.channels.dispatch import (
+    Backlog,
+    Batch,
+    Waiting,
+    backlog,
+    regroup,
+    session_label,
+)
+from actors.channels.flood import Senders
+from actors.channels.message import run_input
+from actors.channels.messages import (
+    Deliver,
+    Dispatched,
+    Flush,
+    MintCode,
+    PairingExpired,
+    Record,
+    Resume,
+    replies_of,
+)
+from actors.channels.ports import ChannelEdge
+from actors.channels.records import message_key, stream_of
+from actors.channels.results import MintedCode, RouteResult
+from actors.channels.router import (
+    Accept,
+    ChannelState,
+    Command,
+    Pair,
+    Refuse,
+    route,
+)
 from actors.errors import NodeDraining
+from actors.log_fields import fields
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
 from actors.stream import Recorded, recorded
 from events import Event, JournalPort, new_id, redact_event
@@ -55,42 +90,6 @@ from events.catalog import (
     ChannelRunStarted,
     kind_of,
 )
-from transports.channels import pairing, results, router
-from transports.channels.actor_messages import (
-    Deliver,
-    Dispatched,
-    Flush,
-    MintCode,
-    PairingExpired,
-    Record,
-    Resume,
-    replies_of,
-)
-from transports.channels.dispatch import (
-    Backlog,
-    Batch,
-    Waiting,
-    backlog,
-    regroup,
-    session_label,
-)
-from transports.channels.flood import Senders
-from transports.channels.message import run_input
-from transports.channels.records import message_key, stream_of
-from transports.channels.results import MintedCode, RouteResult
-from transports.channels.router import (
-    Accept,
-    ChannelState,
-    Command,
-    Pair,
-    Refuse,
-    route,
-)
-from transports.config import ChannelConfig, duration_ms
-from transports.logs import fields
-
-if TYPE_CHECKING:
-    from transports.channels.hub import ChannelHub
 
 log = logging.getLogger("reel.channels")
 
@@ -118,7 +117,7 @@ class ChannelActor(pykka.ThreadingActor):
     use_daemon_thread = True
 
     def __init__(
-        self, name: str, config: ChannelConfig, node: Node, journal: JournalPort, hub: ChannelHub
+        self, name: str, config: ChannelConfig, node: Node, journal: JournalPort, hub: ChannelEdge
     ) -> None:
         super().__init__()
         self.name = name
@@ -262,7 +261,7 @@ class ChannelActor(pykka.ThreadingActor):
         )
         resolve(command.reply, results.refused(base, decision))
         if duplicate:
-            self.hub.duplicates += 1
+            self.hub.count_duplicate()
         elif tell is not None and message.is_direct:
             self.hub.notify(self.name, message, tell)
 
@@ -300,7 +299,7 @@ class ChannelActor(pykka.ThreadingActor):
             also=() if batch is None else (batch.requested(self.name),),
         )
         if duplicate:
-            self.hub.duplicates += 1
+            self.hub.count_duplicate()
             base = results.received(self.name, message.message_id, command.principal)
             detail = "this message id was routed before; nothing was started again"
             resolve(command.reply, results.duplicate(base, detail, session_key))
@@ -324,7 +323,7 @@ class ChannelActor(pykka.ThreadingActor):
             event, principal, idempotency_key=message_key(self.name, message.message_id)
         )
         if duplicate:
-            self.hub.duplicates += 1
+            self.hub.count_duplicate()
             resolve(command.reply, results.duplicate(base))
             return
         self.node.services.registry.approval_pending(event.approval_id, "", self.actor_ref)

@@ -1,4 +1,4 @@
-"""What a channel's actor (:mod:`transports.channels.actor`) is told, besides the node's
+"""What a channel's actor (:mod:`actors.channels.actor`) is told, besides the node's
 :class:`~actors.messages.ResolveApproval` for its pairing requests: by the hub (:class:`Deliver`,
 :class:`MintCode`, :class:`Resume`, :class:`Record`) and by itself, through timers and
 callbacks (:class:`Flush`, :class:`Dispatched`, :class:`PairingExpired`), so that it never
@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
+from actors.channels.dispatch import Batch
+from actors.channels.message import InboundMessage
+from actors.channels.results import MintedCode, RouteResult
 from events import Event
-from transports.channels.dispatch import Batch
-from transports.channels.message import InboundMessage
-from transports.channels.results import MintedCode, RouteResult
 
 
 class Deliver(msgspec.Struct, frozen=True, kw_only=True):

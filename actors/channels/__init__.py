@@ -1,0 +1,1 @@
+"""A chat channel: its stream, router, pairing, dispatch and flood control."""

@@ -1,0 +1,46 @@
+"""Every route table of the API but the OpenAPI document's own, in matching order.
+
+The app (:mod:`transports.http.app`) serves these after ``openapi.routes``; the OpenAPI document
+(:mod:`transports.http.openapi`) names each operation after the handler that serves it, which it
+finds here, so neither has to import the other.
+"""
+
+from __future__ import annotations
+
+from transports.http import (
+    approvals,
+    channels,
+    console,
+    health,
+    incidents,
+    journal,
+    learning,
+    memory,
+    metrics,
+    postures,
+    runs,
+    sessions,
+    stream,
+    tasks,
+    tokens,
+    whoami,
+)
+
+ROUTES = (
+    sessions.routes,
+    postures.routes,
+    runs.routes,
+    stream.routes,
+    approvals.routes,
+    incidents.routes,
+    journal.routes,
+    tokens.routes,
+    memory.routes,
+    tasks.routes,
+    learning.routes,
+    whoami.routes,
+    channels.routes,
+    metrics.routes,
+    health.routes,
+    console.routes,  # last: its /{name} catches single-segment paths
+)
