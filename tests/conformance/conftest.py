@@ -1,7 +1,9 @@
 """The conformance suites' fixtures: the aggregate tape, recorded once per session from a real
-node (tests/conformance/aggregate_tape.py)."""
+node (tests/conformance/aggregate_tape.py), and the data dir whose journal holds it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +12,12 @@ from tests.conformance.aggregate_tape import record_tape
 
 
 @pytest.fixture(scope="session")
-def tape(tmp_path_factory: pytest.TempPathFactory) -> Tape:
+def tape_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("aggregate-tape") / "data"
     data_dir.mkdir(mode=0o700)
-    return record_tape(data_dir)
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def tape(tape_data_dir: Path) -> Tape:
+    return record_tape(tape_data_dir)

@@ -1,0 +1,94 @@
+"""Every projection of views.db against the projection conformance suite
+(tests/conformance/projection.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from events import Event, StoredEvent
+from projections.approvals_view import ApprovalsProjection
+from projections.incidents import IncidentsProjection
+from projections.learning import LearningProjection
+from projections.memory import MemoryProjection
+from projections.projector import all_projections
+from projections.runs import RunsProjection
+from projections.sessions import SessionsProjection
+from projections.tape import TapeProjection
+from projections.tasks import TasksProjection
+from projections.tool_usage import ToolUsageProjection
+from tests.conformance.projection import ProjectionConformance
+
+
+class TestSessionsProjection(ProjectionConformance):
+    make = SessionsProjection
+
+
+class TestRunsProjection(ProjectionConformance):
+    make = RunsProjection
+
+
+class TestTapeProjection(ProjectionConformance):
+    make = TapeProjection
+
+
+class TestApprovalsProjection(ProjectionConformance):
+    make = ApprovalsProjection
+
+
+class TestToolUsageProjection(ProjectionConformance):
+    make = ToolUsageProjection
+
+
+class TestMemoryProjection(ProjectionConformance):
+    make = MemoryProjection
+
+
+class TestTasksProjection(ProjectionConformance):
+    make = TasksProjection
+
+
+class TestLearningProjection(ProjectionConformance):
+    make = LearningProjection
+
+
+class TestIncidentsProjection(ProjectionConformance):
+    make = IncidentsProjection
+
+
+def test_every_projection_has_a_conformance_class() -> None:
+    tested = {
+        cls.make().name
+        for cls in ProjectionConformance.__subclasses__()
+        if cls.__module__ == __name__ and cls is not TestTheSuiteCatchesABrokenProjection
+    }
+    assert tested == {p.name for p in all_projections()}
+
+
+class Clocked:
+    """A projection that breaks the contract: its rows carry the time they were built."""
+
+    name = "clocked"
+    version = 1
+    tables = ("clocked",)
+    ddl = "CREATE TABLE IF NOT EXISTS clocked(position INTEGER PRIMARY KEY, built_ns INTEGER)"
+    kinds = None
+
+    def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+        conn.execute("INSERT INTO clocked VALUES (?, ?)", (stored.position, time.perf_counter_ns()))
+
+
+class TestTheSuiteCatchesABrokenProjection(ProjectionConformance):
+    make = Clocked
+
+    def test_a_version_bump_rebuilds_identical_rows(self, journal: Any, tmp_path: Path) -> None:
+        with pytest.raises(AssertionError):
+            super().test_a_version_bump_rebuilds_identical_rows(journal, tmp_path)
+
+    def test_one_event_at_a_time_equals_one_batch(self, journal: Any, tmp_path: Path) -> None:
+        with pytest.raises(AssertionError):
+            super().test_one_event_at_a_time_equals_one_batch(journal, tmp_path)
