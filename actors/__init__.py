@@ -25,7 +25,13 @@ Exceptions (delivered through command reply futures)::
     ├── NodeDraining              the node is shutting down
     └── IllegalTransition         a forbidden run state change (a bug)
 
-The provider seam (``actors.provider``) has its own: ProviderError → ProviderTimeout.
+Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`` (NotFound),
+``TaskNotActive`` and ``CandidateConflict`` (Conflict). The provider seam (``actors.provider``)
+has its own: ProviderError → ProviderTimeout. Inside a task, a handler raises
+``PermanentFailure`` (fail now, no retry), is stopped by ``TaskInterrupted``, and reflection
+refuses a model's answer with ``InvalidReflection`` and a run the journal lacks with
+``UnknownRunToReflect`` (a ``LookupError``); none leaves the task. Every class's failure kind
+is in :mod:`transports.failures`.
 """
 
 from actors.config import ActorsConfig, RunBudgets

@@ -12,22 +12,27 @@ checkpoint is signed over what it found.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transports.cli.errors import CliError
+from transports.cli.errors import NO_OPTIONS, CliError, failed
 
 if TYPE_CHECKING:
     from events import Journal
 
 
 @contextmanager
-def journal_writer(data_dir: Path, instead: str) -> Iterator[Journal]:
+def journal_writer(
+    data_dir: Path, instead: str, options: Mapping[str, str] = NO_OPTIONS
+) -> Iterator[Journal]:
     """The data dir's journal, checked, under its writer lock. When the block returns, the
-    final checkpoint signs what it appended; when it raises, the journal is closed without one.
-    A node holding the data dir is a :class:`CliError` ending "stop the node, or ``instead``"."""
+    final checkpoint signs what it appended; when it raises, the journal is closed without one,
+    and one of reel's own exceptions is the :class:`CliError` of its kind
+    (:func:`transports.cli.errors.failed`; ``options`` names a bad field as the command line
+    does). A node holding the data dir is a :class:`CliError` ending "stop the node, or
+    ``instead``"."""
     from events.errors import JournalLocked
     from transports.cli.data_dir import node_config
     from transports.config import load_config
@@ -41,5 +46,10 @@ def journal_writer(data_dir: Path, instead: str) -> Iterator[Journal]:
     try:
         yield journal
         done = True
+    except Exception as exc:
+        error = failed(exc, options)
+        if error is None:
+            raise
+        raise error from exc
     finally:
         journal.close(checkpoint=done)

@@ -37,7 +37,7 @@ from transports.grpc.context import (
 )
 from transports.grpc.records import approval_message
 from transports.grpc.run_stream import SCOPE_NAMES, match_name
-from transports.grpc.status import beyond_head, invalid, to_grpc_error
+from transports.grpc.status import beyond_head, invalid
 
 STATE_FILTER = {
     ApprovalState.UNSPECIFIED: None,
@@ -123,10 +123,7 @@ class ApprovalsService(ApprovalsBase):
             principal=who.principal,
             reason=message.reason,
         )
-        try:
-            await asyncio.wrap_future(self.ctx.runtime.node.send(command))
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         return ResolveApprovalResponse(approval_id=approval_id, resolved=True)
 
     async def watch(self, message: WatchApprovalsRequest) -> AsyncIterator[ApprovalChange]:
