@@ -21,7 +21,8 @@ Exceptions (delivered through command reply futures)::
     ├── Conflict
     │   ├── SessionKeyTaken
     │   ├── ApprovalAlreadyResolved
-    │   └── RunNotActive
+    │   ├── RunNotActive
+    │   └── GrantNotActive        no ``always`` grant of that tool to that principal
     ├── NodeDraining              the node is shutting down
     └── IllegalTransition         a forbidden run state change (a bug)
 
@@ -39,6 +40,7 @@ from actors.errors import (
     ActorsError,
     ApprovalAlreadyResolved,
     Conflict,
+    GrantNotActive,
     IllegalTransition,
     InvalidCommand,
     NodeDraining,
@@ -59,6 +61,7 @@ __all__ = [
     "ApprovalAlreadyResolved",
     "Conflict",
     "GateDecision",
+    "GrantNotActive",
     "IllegalTransition",
     "InvalidCommand",
     "Node",

@@ -21,14 +21,14 @@ import msgspec
 from actors.config import ActorsConfig
 from actors.context import Prior, TurnCache, prior_budget, prior_of
 from actors.gate import ToolGate
-from actors.grants import Grant
+from actors.grants import Grant, always_grants
 from actors.run_decider import interrupt, next_step, resumable
 from actors.run_fold import RunState, fold
 from actors.session_state import fold as fold_session
 from actors.stream import recorded
 from actors.tool_fold import InvocationState, fold_invocations
 from events import JournalPort, JournalReadPort
-from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted
+from events.catalog import ApprovalResolved, RunAccepted
 from events.lifecycle import TERMINAL_KINDS
 
 
@@ -83,7 +83,7 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = active_always_grants(journal)
+    grants = always_grants(journal).active
     for principal, tool in grants:
         gate.grant_always(principal, tool)
     return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
@@ -114,21 +114,3 @@ def _resume(
         grants=session.grants if session is not None else (),
         postures=session.postures if session is not None else (),
     )
-
-
-def active_always_grants(reader: JournalReadPort) -> set[tuple[str, str]]:
-    """(principal, tool) pairs granted ``always`` and not revoked since, folded in order."""
-    grants: set[tuple[str, str]] = set()
-    for stored in reader.events_of_kinds(("tool.approval_resolved", "grant.revoked")):
-        event = stored.decode()
-        if isinstance(event, GrantRevoked):
-            grants.discard((event.principal, event.tool))
-        elif (
-            isinstance(event, ApprovalResolved)
-            and event.decision == "allow"
-            and event.scope == "always"
-            and event.tool
-            and event.grant_principal
-        ):
-            grants.add((event.grant_principal, event.tool))
-    return grants

@@ -324,6 +324,9 @@ def _catalog(data_dir: Path) -> Any:
     return build_catalog(load_config(data_dir / "config.toml").tools_config(data_dir))
 
 
+_GRANT_OPTIONS = {"principal": "--principal", "tool": "--tool"}
+
+
 @app.command("revoke")
 def revoke_cmd(
     principal: Annotated[str, typer.Option("--principal", help="Whose grant.")],
@@ -331,23 +334,11 @@ def revoke_cmd(
     data: DataOption = None,
 ) -> None:
     """Revoke an always grant (on a data dir no running node holds)."""
-    from actors.directory import GRANTS_STREAM
-    from actors.recovery import active_always_grants
-    from events.catalog import GrantRevoked
+    from actors.grants import GRANTS_STREAM, always_grants, revoke
     from transports.cli.data_dir import existing
+    from transports.cli.offline import commit
 
-    with journal_writer(existing(data), "revoke through its API") as journal:
-        # Read before deciding: the append states what this command saw.
-        next_seq = journal.stream_next_seq(GRANTS_STREAM)
-        granted = active_always_grants(journal)
-        if (principal, tool) not in granted:
-            raise CliError(
-                f"{principal} has no always grant for {tool}; nothing changed", EXIT_NEGATIVE
-            )
-        journal.append(
-            GRANTS_STREAM,
-            [GrantRevoked(principal=principal, tool=tool)],
-            expected_seq=next_seq,
-            principal="cli",
-        )
+    with journal_writer(existing(data), "revoke through its API", _GRANT_OPTIONS) as journal:
+        grants = always_grants(journal)
+        commit(journal, GRANTS_STREAM, grants.next_seq, [revoke(grants.active, principal, tool)])
     print(f"revoked: {principal} must be asked again for {tool}")
