@@ -1,4 +1,5 @@
-"""``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals).
+"""``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals),
+RevokeGrant (end an ``always`` grant).
 
 Watch follows the journal for the events that request or resolve an approval (:data:`CHANGES`)
 (reading only what was committed since it last looked) and sends each approval's view record once
@@ -11,8 +12,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from actors.messages import ResolveApproval
+from actors.grants import check_grant
+from actors.messages import ResolveApproval, RevokeGrant
 from events import StoredEvent
+from events.catalog import GrantRevoked
 from events.fields import TOOL_NAME
 from projections import ApprovalFilter, ApprovalRecord
 from projections.follow import pages
@@ -26,6 +29,8 @@ from proto.reel.v1 import (
     ListApprovalsResponse,
     ResolveApprovalRequest,
     ResolveApprovalResponse,
+    RevokeGrantRequest,
+    RevokeGrantResponse,
     WatchApprovalsRequest,
 )
 from transports.grpc.context import (
@@ -125,6 +130,22 @@ class ApprovalsService(ApprovalsBase):
         )
         await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         return ResolveApprovalResponse(approval_id=approval_id, resolved=True)
+
+    async def revoke_grant(self, message: RevokeGrantRequest) -> RevokeGrantResponse:
+        """``grant.revoke``: answered once ``grant.revoked`` is journaled and the node no
+        longer honours the grant."""
+        check_grant(message.principal, message.tool)
+        ctx = self.ctx
+        who = await ctx.permit(
+            "grant.revoke", ctx.authority.grant_scope(message.principal, message.tool)
+        )
+        command = RevokeGrant(
+            principal=message.principal, tool=message.tool, revoked_by=who.principal
+        )
+        revoked: GrantRevoked = await asyncio.wrap_future(ctx.runtime.node.send(command))
+        return RevokeGrantResponse(
+            principal=revoked.principal, tool=revoked.tool, revoked_by=who.principal
+        )
 
     async def watch(self, message: WatchApprovalsRequest) -> AsyncIterator[ApprovalChange]:
         ctx = self.ctx
