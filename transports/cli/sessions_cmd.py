@@ -156,16 +156,15 @@ def restore_cmd(
 
 def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> None:
     """Append ``session.restored`` to the session's stream (no node holds the data dir, so
-    nothing else writes it), after the same check the session actor makes."""
+    nothing else writes it), as the session actor decides it on the session's own fold."""
     from actors.compaction import restore
     from actors.session_state import fold
     from transports.cli.data_dir import existing
-    from transports.cli.offline import journal_writer
+    from transports.cli.offline import commit, journal_writer
 
     with journal_writer(existing(data), "restore through its API") as journal:
         stream = f"session/{session_id}"
         state = fold(row.decode() for row in journal.read_stream(stream))
         if state is None:
             raise CliError(f"no session with id {session_id!r}")
-        event = restore(state, checkpoint)
-        journal.append(stream, [event], expected_seq=state.next_seq, principal="cli")
+        commit(journal, stream, state.next_seq, [restore(state, checkpoint)])

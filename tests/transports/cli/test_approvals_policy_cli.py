@@ -172,6 +172,8 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
     try:
         assert not rt.node.services.gate.has_always("ops", "shell.run")
         assert rt.node.recovery.always_grants == 0
+        (row,) = rt.journal.read_stream("grants")
+        assert (row.kind, row.principal) == ("grant.revoked", "cli")
     finally:
         rt.close(grace_s=0)
 
