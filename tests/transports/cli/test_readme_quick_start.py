@@ -27,6 +27,7 @@ def same(line: str) -> str:
     """A ready line with its ports and version left out (the README shows one build's)."""
     return VERSION.sub("version V", PORT.sub("PORT", line))
 
+
 def quick_start() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     return text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
