@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.always_grants import GRANTS_STREAM, revoke
 from actors.errors import (
     ApprovalAlreadyResolved,
     InvalidCommand,
@@ -30,7 +31,6 @@ from actors.errors import (
     UnknownRun,
     UnknownSession,
 )
-from actors.grants import GRANTS_STREAM, revoke
 from actors.identifiers import check_identifiers
 from actors.messages import (
     BranchSession,

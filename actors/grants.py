@@ -10,25 +10,17 @@ One home for three things every surface needs: checking a decision before it is 
 (:func:`check_decision`), deciding whether a later call is covered (:func:`covers`), and the
 sentence that tells the human what a choice grants (:func:`describe`, :func:`options`).
 
-The ``always`` grants in force are an aggregate of their own (:class:`AlwaysGrants`): an allow
-with scope ``always`` (on the invocation's stream, or ``approval/<id>``) adds one, a
-``grant.revoked`` on :data:`GRANTS_STREAM` ends it. :func:`apply_always` folds them (recovery
-reloads the gate with it, ``reel approvals revoke`` on a stopped node reads them with it) and
-:func:`revoke` decides a revocation, for the session directory and the offline CLI alike.
+The ``always`` grants in force are an aggregate of their own: :mod:`actors.always_grants`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Sequence
 
 import msgspec
 
-from actors.errors import GrantNotActive, InvalidCommand
-from actors.stream import Recorded
-from events import JournalReadPort
-from events.catalog import ApprovalResolved, GrantMatch, GrantRevoked, SessionGrantAdded, kind_of
-from events.fields import PRINCIPAL, TOOL_NAME
-from events.redact import looks_secret
+from actors.errors import InvalidCommand
+from events.catalog import ApprovalResolved, GrantMatch, SessionGrantAdded
 from projections.records import GrantOption
 from tools.subjects import arguments_digest, covered, parse_prefix, prefix_kind
 
@@ -140,68 +132,3 @@ def options(
             )
         out.append(GrantOption(scope=scope, match="any", covers=describe(tool, scope, "any")))
     return tuple(out)
-
-
-# --- always grants -----------------------------------------------------------------------------
-
-GRANTS_STREAM = "grants"
-"""Revocations of ``always`` grants: the session directory writes it, or ``reel approvals
-revoke`` on a data dir no node holds."""
-ALWAYS_KINDS = (kind_of(ApprovalResolved), kind_of(GrantRevoked))
-"""The events that make and end an ``always`` grant."""
-
-
-class AlwaysGrants(msgspec.Struct, frozen=True, kw_only=True):
-    """The ``always`` grants in force: (principal, tool) pairs an allow with scope ``always``
-    made and no revocation ended since."""
-
-    active: frozenset[tuple[str, str]] = frozenset()
-    next_seq: int = 0
-    """The ``stream_seq`` the next revocation on :data:`GRANTS_STREAM` gets."""
-
-
-def apply_always(state: AlwaysGrants, rec: Recorded) -> AlwaysGrants:
-    """Fold one event (any other than a decision or a revocation changes nothing)."""
-    event = rec.event
-    if isinstance(event, GrantRevoked):
-        return AlwaysGrants(
-            active=state.active - {(event.principal, event.tool)},
-            next_seq=state.next_seq + (rec.stream == GRANTS_STREAM),
-        )
-    if (
-        isinstance(event, ApprovalResolved)
-        and event.decision == "allow"
-        and event.scope == "always"
-        and event.tool
-        and event.grant_principal
-    ):
-        grant = (event.grant_principal, event.tool)
-        return msgspec.structs.replace(state, active=state.active | {grant})
-    return state
-
-
-def always_grants(reader: JournalReadPort) -> AlwaysGrants:
-    """Every decision and revocation of the journal, folded in order."""
-    state = AlwaysGrants()
-    for row in reader.events_of_kinds(ALWAYS_KINDS):
-        state = apply_always(state, Recorded.of(row))
-    return state
-
-
-def check_grant(principal: str, tool: str) -> None:
-    """Refuse, naming the field, a principal or tool name the journal would refuse (so no
-    grant can have it): before a revocation is authorized or decided."""
-    for field, value, kind in (("principal", principal, PRINCIPAL), ("tool", tool, TOOL_NAME)):
-        problem = kind.problem(value, looks_secret)
-        if problem is not None:
-            raise InvalidCommand(field, problem)
-
-
-def revoke(active: Container[tuple[str, str]], principal: str, tool: str) -> GrantRevoked:
-    """``grant.revoked`` for the ``always`` grant of ``tool`` to ``principal``;
-    :class:`InvalidCommand` for a field :func:`check_grant` refuses, :class:`GrantNotActive`
-    when no such grant is in force (nothing to append)."""
-    check_grant(principal, tool)
-    if (principal, tool) not in active:
-        raise GrantNotActive(f"{principal} has no always grant for {tool}")
-    return GrantRevoked(principal=principal, tool=tool)

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.always_grants import load as load_always_grants
 from actors.config import ActorsConfig
 from actors.context import Prior, TurnCache, prior_budget, prior_of
 from actors.gate import ToolGate
-from actors.grants import Grant, always_grants
+from actors.grants import Grant
 from actors.run_decider import interrupt, next_step, resumable
 from actors.run_fold import RunState, fold
 from actors.session_state import fold as fold_session
@@ -83,7 +84,7 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = always_grants(journal).active
+    grants = load_always_grants(journal).active
     for principal, tool in grants:
         gate.grant_always(principal, tool)
     return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))

@@ -1,13 +1,14 @@
 """Revoking an ``always`` grant on a running node (``RevokeGrant``, the session directory):
-decided on the gate's grants by the grants aggregate (actors/grants.py), appended to ``grants``,
-and only then taken off the gate, so a revocation the journal refuses changes nothing."""
+decided on the gate's grants by their aggregate (actors/always_grants.py), appended to
+``grants``, and only then taken off the gate, so a revocation the journal refuses changes
+nothing; what the live gate holds is what the journal folds to."""
 
 from __future__ import annotations
 
 import pytest
 
 from actors import GrantNotActive, InvalidCommand
-from actors.grants import GRANTS_STREAM, always_grants
+from actors.always_grants import GRANTS_STREAM, load
 from actors.messages import ResolveApproval, RevokeGrant
 from events import ConcurrencyConflict
 from events.catalog import ApprovalRequested, GrantRevoked, RunCompleted
@@ -32,7 +33,7 @@ def test_a_revoked_grant_is_recorded_then_asked_for_again(kit: NodeKit) -> None:
     (row,) = kit.journal.read_stream(GRANTS_STREAM)
     assert (row.decode(), row.principal) == (revoked, "user:ops")
     assert not kit.gate.has_always("carol", "shell.run")
-    assert always_grants(kit.journal).active == frozenset()
+    assert load(kit.journal).active == frozenset()
 
     again = kit.start_run(f"again\n{SHELL}", principal="carol")
     assert isinstance(kit.wait_for_approval(again.run_id), ApprovalRequested)

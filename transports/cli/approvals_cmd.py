@@ -10,7 +10,7 @@ principal ``cli`` (the person at the machine's console), through
 (:func:`actors.tool_decider.resolve`), then write the decision to ``approval/<approval_id>``, a
 stream only this command writes (the invocation's own stream belongs to its tool actor); the
 next ``reel node`` folds it into the invocation and resumes the run. ``revoke`` folds the
-``always`` grants and asks their own decider (:func:`actors.grants.revoke`).
+``always`` grants and asks their own decider (:func:`actors.always_grants.revoke`).
 """
 
 from __future__ import annotations
@@ -348,10 +348,10 @@ def revoke_cmd(
 
 
 def _revoke_offline(data: Path | None, principal: str, tool: str) -> None:
-    from actors.grants import GRANTS_STREAM, always_grants, revoke
+    from actors.always_grants import GRANTS_STREAM, load, revoke
     from transports.cli.data_dir import existing
     from transports.cli.offline import commit
 
     with journal_writer(existing(data), "revoke through its API", _GRANT_OPTIONS) as journal:
-        grants = always_grants(journal)
+        grants = load(journal)
         commit(journal, GRANTS_STREAM, grants.next_seq, [revoke(grants.active, principal, tool)])

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from actors.grants import check_grant
+from actors.always_grants import check_grant
 from actors.messages import ResolveApproval, RevokeGrant
 from events import StoredEvent
 from events.catalog import GrantRevoked

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from actors.grants import check_grant
+from actors.always_grants import check_grant
 from actors.messages import ResolveApproval, RevokeGrant
 from events.catalog import GrantRevoked
 from projections import ApprovalFilter, ApprovalRecord

@@ -11,7 +11,7 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from actors.grants import GRANTS_STREAM
+from actors.always_grants import GRANTS_STREAM
 from proto.reel.v1 import ApprovalScope, ApprovalsStub, RevokeGrantRequest, RevokeGrantResponse
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, run, start_node
 from transports.grpc.client import auth_metadata

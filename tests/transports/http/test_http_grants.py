@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.grants import GRANTS_STREAM
+from actors.always_grants import GRANTS_STREAM
 from tests.transports.http.httpkit import SHELL, Node, Reply
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
