@@ -28,6 +28,7 @@ import typer
 from projections.learning import CANDIDATE_STATUSES, LEARNING_KINDS, CandidateRecord
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(
@@ -198,7 +199,7 @@ def _review(
         by = record.decided_by
     else:
         _review_offline(data, candidate_id, decision, reason)
-        by = "cli"
+        by = CLI_PRINCIPAL
     print(f"learning candidate {candidate_id}: {_DONE[decision]} by {by}")
 
 
@@ -267,7 +268,7 @@ def _review_offline(data: Path | None, candidate_id: str, decision: Decision, re
     with journal_writer(data_dir, "review through its API") as journal:
         desk = LearningDesk(journal, settings, LearnedMemory(journal))
         act = {"accept": desk.accept, "reject": desk.reject, "rollback": desk.rollback}[decision]
-        act(candidate_id, by="cli", reason=reason)
+        act(candidate_id, by=CLI_PRINCIPAL, reason=reason)
 
 
 # --- printing --------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import typer
 from transports.cli.errors import CliError
 from transports.cli.node_api import api
 from transports.cli.node_api import online as _online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 from transports.cli.tokens_cmd import parse_duration
 
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Write, search, list and delete memory items.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
-
-OFFLINE_PRINCIPAL = "cli"
-"""Who an offline write or delete is recorded as (like ``reel tokens``)."""
 
 OPTION_OF = {
     "text": "TEXT",
@@ -194,7 +192,7 @@ def write_cmd(
             item_id, _ = write_item(
                 box.journal,
                 text,
-                principal=OFFLINE_PRINCIPAL,
+                principal=CLI_PRINCIPAL,
                 tags=tags,
                 scope=scope,
                 session_id=session,
@@ -246,7 +244,7 @@ def search_cmd(
     else:
         with _offline(data, write=False) as box:
             found_hits = box.view.search(
-                query, k, principal=principal or OFFLINE_PRINCIPAL, session_id=session
+                query, k, principal=principal or CLI_PRINCIPAL, session_id=session
             )
         hits = [msgspec.to_builtins(h) for h in found_hits]
     if json:
@@ -316,7 +314,7 @@ def delete_cmd(
         item = _api(node, token_file, "DELETE", path, None, 200).get("item")
     else:
         with _offline(data, write=True) as box:
-            delete_item(box.journal, item_id, principal=OFFLINE_PRINCIPAL, reason=reason)
+            delete_item(box.journal, item_id, principal=CLI_PRINCIPAL, reason=reason)
             box.catch_up()
             item = _builtins(box.view.get(item_id, include_deleted=True, include_expired=True))
     if json:

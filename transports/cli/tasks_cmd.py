@@ -23,6 +23,7 @@ from events.task_lifecycle import TaskStatus
 from projections.tasks import TASK_STATES, TaskRecord
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(help="List, show and cancel background tasks.", no_args_is_help=True)
@@ -207,7 +208,9 @@ def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
         state = load_task(journal, task_id)
         if state is None:
             raise CliError(f"no task with id {task_id!r}")
-        after = write(journal, state, lambda s: cancelled(s, "cli", reason), principal="cli")
+        after = write(
+            journal, state, lambda s: cancelled(s, CLI_PRINCIPAL, reason), principal=CLI_PRINCIPAL
+        )
     return record_of(after)
 
 

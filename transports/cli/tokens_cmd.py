@@ -21,6 +21,7 @@ import typer
 
 from transports.cli.node_api import api as _api
 from transports.cli.node_api import online as _online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 from transports.tokens import CreatedToken, TokenBook, TokenInfo
 
@@ -96,7 +97,7 @@ def create_cmd(
             book,
             principal=principal,
             roles=role,
-            created_by="cli",
+            created_by=CLI_PRINCIPAL,
             expires_at_ms=expires_at_ms,
             note=note,
         )
@@ -171,7 +172,7 @@ def revoke_cmd(
         revoked = msgspec.convert(_api(online, token_file, "DELETE", path, None, 200), TokenInfo)
     else:
         with _offline(data) as (journal, book):
-            record = revoke_token(journal, book, token_id, revoked_by="cli", reason=reason)
+            record = revoke_token(journal, book, token_id, revoked_by=CLI_PRINCIPAL, reason=reason)
         revoked = token_info(record, int(time.time() * 1000))
     print(_json.encode(revoked).decode() if json else f"revoked token {revoked.id}")
 
