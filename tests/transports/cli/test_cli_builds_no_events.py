@@ -1,4 +1,5 @@
-"""The CLI never builds events: no module under transports/cli constructs an event class.
+"""The CLI never builds events: no module under transports/cli constructs an event class, and
+none but transports/cli/offline.py appends to a journal.
 
 An offline command folds the aggregate with its own ``apply``, asks the aggregate's own decider
 for the events and commits them (:mod:`transports.cli.offline`); an online one asks the API.
@@ -77,6 +78,40 @@ def test_no_cli_module_constructs_an_event(path: Path) -> None:
 )
 def test_the_guard_sees_every_way_of_building_one(source: str) -> None:
     assert constructed_events(source)
+
+
+def appends(source: str) -> list[str]:
+    """The journal appends ``source`` makes itself, as ``line: call``: a call of ``append``
+    with ``expected_seq`` (a journal's, by keyword or as a stream owner's first argument) or an
+    :class:`~actors.stream.OwnedStream` of its own."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        keywords = {k.arg for k in node.keywords}
+        if (name == "append" and ("expected_seq" in keywords or "principal" in keywords)) or (
+            name == "OwnedStream"
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)[:60]}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in CLI.glob("*.py") if p.name != "offline.py"), ids=lambda p: p.name
+)
+def test_only_the_offline_helper_appends(path: Path) -> None:
+    assert appends(path.read_text(encoding="utf-8")) == [], (
+        f"{path.name} appends to the journal: commit through transports.cli.offline"
+    )
+
+
+def test_the_append_guard_sees_an_append() -> None:
+    assert appends("journal.append(s, [e], expected_seq=0, principal='cli')\n")
+    assert appends("from actors.stream import OwnedStream\nOwnedStream(j, 's', principal='x')\n")
+    assert appends((CLI / "offline.py").read_text(encoding="utf-8"))
+    assert appends("parts.append(x)\nlines.append('[d] deny')\n") == []
 
 
 def test_reading_an_event_class_is_not_building_one() -> None:

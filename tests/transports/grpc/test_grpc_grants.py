@@ -83,6 +83,9 @@ def test_revoke_an_always_grant_over_grpc(node: GrpcNode) -> None:
     empty = refused(node, node.token, "", "shell.run")
     assert empty.status == Status.INVALID_ARGUMENT
     assert (empty.message or "").startswith("principal: ")
+    no_tool = refused(node, node.token, "admin", "")
+    assert no_tool.status == Status.INVALID_ARGUMENT
+    assert (no_tool.message or "").startswith("tool: ")
     assert node.runtime.journal.read_stream(GRANTS_STREAM) == []
 
     operator = token_for(node, "user:olga", "operator")

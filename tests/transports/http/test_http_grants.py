@@ -3,26 +3,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 from actors.always_grants import GRANTS_STREAM
-from tests.transports.http.httpkit import SHELL, Node, Reply
+from tests.transports.http.httpkit import SHELL, Node, Reply, close_node, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
 
 REVOKE = "/v1/grants/revoke"
 
 
-def grant_always(node: Node) -> None:
-    """The admin's run asks for shell.run; the admin allows it ``always``."""
-    run_id = node.start(SHELL)
-    approval_id = node.pending_approval(run_id)
+def grant_always(node: Node, runner: Node | None = None, principal: str = "admin") -> None:
+    """``runner``'s run (the admin's by default) asks for shell.run; the admin allows it
+    ``always``."""
+    runner = runner or node
+    run_id = runner.start(SHELL)
+    approval_id = runner.pending_approval(run_id)
     decided = node.call(
         "POST", f"/v1/approvals/{approval_id}", {"decision": "allow", "scope": "always"}
     )
     assert decided.status == 200, decided
-    node.finish(run_id)
-    assert node.runtime.node.services.gate.has_always("admin", "shell.run")
+    runner.finish(run_id)
+    assert node.runtime.node.services.gate.has_always(principal, "shell.run")
 
 
 def token(node: Node, principal: str, role: str) -> str:
@@ -74,6 +78,7 @@ def test_bad_input_names_its_field_and_records_nothing(node: Node) -> None:
         ({"principal": "", "tool": "shell.run"}, "$.principal"),
         ({"principal": "admin bob", "tool": "shell.run"}, "$.principal"),
         ({"principal": "admin"}, "$.tool"),
+        ({"principal": "admin", "tool": ""}, "$.tool"),
         ({"principal": "admin", "tool": "shell.run", "scope": "all"}, "$.scope"),
         ({"principal": 7, "tool": "shell.run"}, "$.principal"),
     ]
@@ -85,3 +90,33 @@ def test_bad_input_names_its_field_and_records_nothing(node: Node) -> None:
             field,
         ), (body, reply)
     assert revocations(node) == []
+
+
+NO_SELF_REVOKE = """
+@id("ops.no-self-revoke")
+forbid (principal, action == Action::"grant.revoke", resource)
+when { context.grant_principal == principal };
+"""
+
+
+def test_the_context_names_whose_grant_it_is(data_dir: Path) -> None:
+    """The example of policies/approvals.cedar and docs/policy.md holds: an operator policy on
+    ``context.grant_principal`` keeps an operator from revoking their own grant, and no one
+    else."""
+    (data_dir / "policies").mkdir(exist_ok=True)
+    (data_dir / "policies" / "ops.cedar").write_text(NO_SELF_REVOKE)
+    node = open_node(data_dir)
+    try:
+        olga = token(node, "user:olga", "operator")
+        grant_always(
+            node, dataclasses.replace(node, token=olga.removeprefix("Bearer ")), "user:olga"
+        )
+        own = revoke(node, {"principal": "user:olga", "tool": "shell.run"}, auth=olga)
+        assert own.status == 403 and "grant.revoke" in own.error["message"], own
+        assert revocations(node) == []
+        alice = token(node, "user:alice", "approver")
+        done = revoke(node, {"principal": "user:olga", "tool": "shell.run"}, auth=alice)
+        assert done.status == 200, done
+        assert not node.runtime.node.services.gate.has_always("user:olga", "shell.run")
+    finally:
+        close_node(node)
