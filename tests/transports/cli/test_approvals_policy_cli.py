@@ -164,6 +164,11 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
         "approvals", "revoke", "--principal", "bob", "--tool", "shell.run", "--data", str(tmp_path)
     )
     assert nothing.returncode == 1 and "no always grant" in nothing.stderr
+    bad = reel(
+        "approvals", "revoke", "--principal", "ops", "--tool", "Shell Run", "--data", str(tmp_path)
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "--tool: " in bad.stderr
     out = reel(
         "approvals", "revoke", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
     )
