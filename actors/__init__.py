@@ -21,11 +21,18 @@ Exceptions (delivered through command reply futures)::
     ├── Conflict
     │   ├── SessionKeyTaken
     │   ├── ApprovalAlreadyResolved
-    │   └── RunNotActive
+    │   ├── RunNotActive
+    │   └── GrantNotActive        no ``always`` grant of that tool to that principal
     ├── NodeDraining              the node is shutting down
     └── IllegalTransition         a forbidden run state change (a bug)
 
-The provider seam (``actors.provider``) has its own: ProviderError → ProviderTimeout.
+Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`` (NotFound),
+``TaskNotActive`` and ``CandidateConflict`` (Conflict). The provider seam (``actors.provider``)
+has its own: ProviderError → ProviderTimeout. Inside a task, a handler raises
+``PermanentFailure`` (fail now, no retry), is stopped by ``TaskInterrupted``, and reflection
+refuses a model's answer with ``InvalidReflection`` and a run the journal lacks with
+``UnknownRunToReflect`` (a ``LookupError``); none leaves the task. Every class's failure kind
+is in :mod:`transports.failures`.
 """
 
 from actors.config import ActorsConfig, RunBudgets
@@ -33,6 +40,7 @@ from actors.errors import (
     ActorsError,
     ApprovalAlreadyResolved,
     Conflict,
+    GrantNotActive,
     IllegalTransition,
     InvalidCommand,
     NodeDraining,
@@ -53,6 +61,7 @@ __all__ = [
     "ApprovalAlreadyResolved",
     "Conflict",
     "GateDecision",
+    "GrantNotActive",
     "IllegalTransition",
     "InvalidCommand",
     "Node",

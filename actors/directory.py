@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.always_grants import GRANTS_STREAM, revoke
 from actors.errors import (
     ApprovalAlreadyResolved,
     InvalidCommand,
@@ -56,15 +57,12 @@ from actors.services import Services
 from actors.session import PassivationRefused, SessionActor
 from actors.session_state import SessionState
 from events import is_ulid, new_id
-from events.catalog import GrantRevoked, SessionCreated
+from events.catalog import SessionCreated
 from projections.approvals import load_approvals
 
 PENDING_RETRIES = 100
 """How many times (50 ms apart) a decision for a pending but not yet routable approval is
 redelivered before it is refused."""
-GRANTS_STREAM = "grants"
-"""Revocations of ``always`` grants; the directory is the stream's only writer."""
-
 
 STATE_CACHE = 10_000
 """How many passivated sessions' folded states the directory keeps (least recently used
@@ -103,7 +101,8 @@ class SessionDirectory(pykka.ThreadingActor):
         self.states: OrderedDict[str, SessionState] = OrderedDict()
         """Folded states of passivated sessions, least recently stopped first."""
         self.grants_next_seq = 0
-        """The next seq of the ``grants`` stream, which this actor alone writes."""
+        """The next seq of the ``grants`` stream, which this actor alone writes while the
+        node runs."""
 
     def on_start(self) -> None:
         self.grants_next_seq = self.s.journal.stream_next_seq(GRANTS_STREAM)
@@ -312,16 +311,23 @@ class SessionDirectory(pykka.ThreadingActor):
         self.s.io.call_later(self.s.config.passivate_check_s, tick)
 
     def _revoke(self, message: RevokeGrant) -> None:
-        existed = self.s.gate.revoke_always(message.principal, message.tool)
-        if existed:
+        """Decide on the gate's grants, append, then change the gate: a revocation the journal
+        did not take changes nothing (the caller hears why)."""
+        gate = self.s.gate
+        try:
+            event = revoke(gate.always(), message.principal, message.tool)
             result = self.s.journal.append(
                 GRANTS_STREAM,
-                [GrantRevoked(principal=message.principal, tool=message.tool)],
+                [event],
                 expected_seq=self.grants_next_seq,
                 principal=message.revoked_by,
             )
-            self.grants_next_seq = result.next_seq
-        resolve(message.reply, existed)
+        except Exception as exc:
+            reject(message.reply, exc)
+            return
+        self.grants_next_seq = result.next_seq
+        gate.revoke_always(message.principal, message.tool)
+        resolve(message.reply, event)
 
     # --- runs and approvals ----------------------------------------------------------------
 

@@ -48,6 +48,10 @@ class RunNotActive(Conflict):
     """The run already ended; it cannot be cancelled or resumed."""
 
 
+class GrantNotActive(Conflict):
+    """The principal holds no ``always`` grant for that tool (never granted, or revoked)."""
+
+
 class NodeDraining(ActorsError):
     """The node is shutting down and accepts no new work."""
 

@@ -70,6 +70,11 @@ class ToolGate:
         with self._lock:
             return (principal, tool) in self._always
 
+    def always(self) -> frozenset[tuple[str, str]]:
+        """The ``always`` grants in force now: (principal, tool) pairs."""
+        with self._lock:
+            return frozenset(self._always)
+
     def decide(
         self,
         spec: ToolSpec,

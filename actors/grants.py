@@ -9,6 +9,8 @@ a prefix of the call's subject (``prefix``: argv, path, or method and URL; see
 One home for three things every surface needs: checking a decision before it is recorded
 (:func:`check_decision`), deciding whether a later call is covered (:func:`covers`), and the
 sentence that tells the human what a choice grants (:func:`describe`, :func:`options`).
+
+The ``always`` grants in force are an aggregate of their own: :mod:`actors.always_grants`.
 """
 
 from __future__ import annotations

@@ -201,7 +201,9 @@ class SetSessionPosture(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RevokeGrant(msgspec.Struct, frozen=True, kw_only=True):
-    """Revoke an ``always`` grant of ``tool`` to ``principal``. Answers whether one existed."""
+    """Revoke an ``always`` grant of ``tool`` to ``principal``. Answers the ``grant.revoked``
+    it recorded; :class:`~actors.errors.GrantNotActive` when no such grant is in force,
+    :class:`~actors.errors.InvalidCommand` naming a field no grant can have."""
 
     principal: str
     tool: str

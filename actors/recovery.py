@@ -20,6 +20,7 @@ import msgspec
 
 from actors import run_fold, session_state
 from actors.aggregate import fold
+from actors.always_grants import load as load_always_grants
 from actors.config import ActorsConfig
 from actors.context import Prior, TurnCache, prior_budget, prior_of
 from actors.gate import ToolGate
@@ -29,7 +30,7 @@ from actors.run_fold import RunState
 from actors.stream import recorded
 from actors.tool_fold import InvocationState, fold_invocations
 from events import JournalPort, JournalReadPort
-from events.catalog import ApprovalResolved, GrantRevoked, RunAccepted, kind_of
+from events.catalog import ApprovalResolved, RunAccepted, kind_of
 from events.lifecycle import TERMINAL_KINDS
 
 
@@ -83,7 +84,7 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = active_always_grants(journal)
+    grants = load_always_grants(journal).active
     for principal, tool in grants:
         gate.grant_always(principal, tool)
     return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
@@ -115,21 +116,3 @@ def _resume(
         grants=session.grants if session is not None else (),
         postures=tuple(session.overrides.items()) if session is not None else (),
     )
-
-
-def active_always_grants(reader: JournalReadPort) -> set[tuple[str, str]]:
-    """(principal, tool) pairs granted ``always`` and not revoked since, folded in order."""
-    grants: set[tuple[str, str]] = set()
-    for stored in reader.events_of_kinds((kind_of(ApprovalResolved), kind_of(GrantRevoked))):
-        event = stored.decode()
-        if isinstance(event, GrantRevoked):
-            grants.discard((event.principal, event.tool))
-        elif (
-            isinstance(event, ApprovalResolved)
-            and event.decision == "allow"
-            and event.scope == "always"
-            and event.tool
-            and event.grant_principal
-        ):
-            grants.add((event.grant_principal, event.tool))
-    return grants

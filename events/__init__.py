@@ -25,6 +25,10 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
     └── WitnessError              the checkpoint witness cannot be read, written or trusted
+
+Two ``ValueError`` subclasses name a file that cannot be used: ``NoteError`` (a signed
+checkpoint note that is not well formed) and ``RulesError`` (the vendored redaction rules are
+not the pinned ones). Every class's failure kind is in :mod:`transports.failures`.
 """
 
 from typing import TYPE_CHECKING

@@ -27,9 +27,10 @@ from policies.errors import PolicyRequestError
 ROLES: Final[dict[str, str]] = {
     "admin": "everything: every API action, tokens and postures included",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
-    "review learning candidates, "
+    "revoke always grants, review learning candidates, "
     "write and delete memory, cancel background tasks",
-    "approver": "read everything, decide approvals, review learning candidates",
+    "approver": "read everything, decide approvals, revoke always grants, review learning "
+    "candidates",
     "viewer": "read everything",
     "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
     "global memory and its own, write and delete only its own",
@@ -56,6 +57,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "match": _TEXT,
     },
     "posture": {"session_id": _TEXT, "owner": _PRINCIPAL, "tool": _TEXT, "posture": _TEXT},
+    "grant": {"grant_principal": _PRINCIPAL, "tool": _TEXT},
     "channel_command": {
         "command": _TEXT,
         "conversation": _TEXT,
@@ -107,7 +109,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "run.cancel": ActionSpec(resource_type="Run", scope="run", changes_state=True),
     "approval.resolve": ActionSpec(resource_type="Approval", scope="approval", changes_state=True),
     "posture.set": ActionSpec(resource_type="Session", scope="posture", changes_state=True),
-    "grant.revoke": ActionSpec(resource_type="Session", scope="posture", changes_state=True),
+    "grant.revoke": ActionSpec(resource_type="Tool", scope="grant", changes_state=True),
     "token.manage": ActionSpec(resource_type="Token", scope="none", changes_state=True),
     "memory.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "memory.read": ActionSpec(resource_type="Memory", scope="memory", changes_state=False),

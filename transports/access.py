@@ -216,6 +216,10 @@ class Authority:
             "match": match,
         }
 
+    def grant_scope(self, principal: str, tool: str) -> Scope:
+        """An ``always`` grant's: the tool it covers (the resource) and whose it is."""
+        return tool, {"grant_principal": principal, "tool": tool}
+
     def memory_scope(
         self, item_id: str, scope: str, owner: str | None, session_id: str | None, writer: str
     ) -> Scope:

@@ -21,12 +21,13 @@ ALLOWED: dict[str, set[str]] = {
     "admin": set(ACTIONS),
     "operator": READS
     | {"session.create", "session.reset", "run.start", "run.cancel", "approval.resolve"}
+    | {"grant.revoke"}
     | {"session.compact", "session.restore"}
     | {"memory.write", "memory.delete"}
     | {"task.cancel"}
     | {"learning.review"}
     | {"channel.route", "channel.pair"},
-    "approver": READS | {"approval.resolve", "learning.review"},
+    "approver": READS | {"approval.resolve", "grant.revoke", "learning.review"},
     "viewer": set(READS),
     "agent": {
         "session.create",
@@ -79,6 +80,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "scope": "once",
         "match": "any",
         "posture": "always_allow",
+        "grant_principal": owner,
         "item_id": "m1",
         "task_id": "t1",
         "kind": "noop",

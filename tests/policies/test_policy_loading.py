@@ -30,6 +30,7 @@ def write_policies(directory: Path, files: dict[str, str]) -> None:
 BASELINE_IDS = {
     "baseline.read_only",
     "baseline.approval.resolve",
+    "baseline.grant.revoke",
     "baseline.posture_disabled",
     "baseline.posture_ask_each_time",
     "baseline.tool.stranger",

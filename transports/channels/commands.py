@@ -28,10 +28,11 @@ from actors.channels.router import Command
 from actors.errors import ActorsError, UnknownSession
 from actors.messages import CancelRun, ResetSession, ResolveApproval, ResolveSession, SessionInfo
 from events import is_ulid
-from events.catalog import GRANT_SCOPES, ChannelCommandName, GrantScope, Verdict
+from events.catalog import GRANT_SCOPES, ChannelCommandName, CommandOutcome, GrantScope, Verdict
 from events.lifecycle import TERMINAL_STATUSES
 from projections import Views
 from transports.access import AccessError, Authority, PermissionDenied
+from transports.failures import ALL_KINDS, Kind, kind_of
 from transports.tokens import Credentials
 
 R = TypeVar("R")
@@ -54,6 +55,12 @@ class ChannelHub(Protocol):
 
 
 CommandName = ChannelCommandName
+
+OUTCOME: Final[dict[Kind, CommandOutcome]] = {
+    **dict.fromkeys(ALL_KINDS, "failed"),
+    "permission_denied": "denied",
+}
+"""Each kind of failure (:mod:`transports.failures`) as the outcome a command records."""
 
 HELP: Final = (
     "Commands: `!reel status`, `!reel stop`, `!reel reset`, "
@@ -140,7 +147,7 @@ async def execute(
     try:
         await hub.authority.permit(who, "channel.command", scope)
     except PermissionDenied as exc:
-        return parsed.name, session_id, "denied", str(exc)
+        return parsed.name, session_id, *_refused(exc)
     node = hub.node
     if parsed.name == "status":
         if last is None:
@@ -162,14 +169,14 @@ async def execute(
         try:
             await asyncio.wrap_future(node.send(CancelRun(run_id=last.run_id, principal=principal)))
         except ActorsError as exc:
-            return "stop", last.run_id, "failed", str(exc)
+            return "stop", last.run_id, *_refused(exc)
         return "stop", last.run_id, "done", f"Run {last.run_id} is being cancelled."
     try:
         await asyncio.wrap_future(
             node.send(ResetSession(session_id=session_id, principal=principal))
         )
     except ActorsError as exc:
-        return "reset", session_id, "failed", str(exc)
+        return "reset", session_id, *_refused(exc)
     return "reset", session_id, "done", "Session reset: later messages start fresh."
 
 
@@ -191,10 +198,8 @@ async def _decide(
             "approval.resolve",
             hub.authority.approval_scope(record, decision, scope, "any"),
         )
-    except PermissionDenied as exc:
-        return parsed.name, approval_id, "denied", str(exc)
     except AccessError as exc:
-        return parsed.name, approval_id, "failed", str(exc)
+        return parsed.name, approval_id, *_refused(exc)
     command = ResolveApproval(
         approval_id=approval_id,
         decision=decision,
@@ -205,7 +210,7 @@ async def _decide(
     try:
         await asyncio.wrap_future(hub.node.send(command))
     except ActorsError as exc:
-        return parsed.name, approval_id, "failed", str(exc)
+        return parsed.name, approval_id, *_refused(exc)
     verb = "approved" if decision == "allow" else "denied"
     return (
         parsed.name,
@@ -213,6 +218,11 @@ async def _decide(
         "done",
         f"Approval {approval_id} {verb} by {who.principal}.",
     )
+
+
+def _refused(exc: Exception) -> tuple[CommandOutcome, str]:
+    """What a command that failed records and answers: its kind's outcome, and why."""
+    return OUTCOME[kind_of(exc) or "internal"], str(exc)
 
 
 async def _session_of(hub: ChannelHub, session_key: str) -> str | None:

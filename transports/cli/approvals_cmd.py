@@ -1,13 +1,16 @@
 """``reel approvals list | approve ID | deny ID | revoke``.
 
 While a node holds the data dir these ask its HTTP API with a token (``--token-file``, else
-``REEL_TOKEN``, else the data dir's admin.token): the decision is the token principal's, Cedar
-decides whether it may make it, and the waiting run continues at once.
+``REEL_TOKEN``, else the data dir's admin.token): the decision (or revocation) is the token
+principal's, Cedar decides whether it may make it, and it takes effect at once.
 
-When no node holds the data dir (stopped or crashed), ``approve``/``deny`` write the decision to
-``approval/<approval_id>`` themselves, as principal ``cli`` (the person at the machine's
-console), a stream only this command writes (the invocation's own stream belongs to its tool
-actor); the next ``reel node`` folds the decision into the invocation and resumes the run.
+When no node holds the data dir (stopped or crashed), they decide as the node would, as
+principal ``cli`` (the person at the machine's console), through
+:mod:`transports.cli.offline`: ``approve``/``deny`` fold the invocation and ask its own decider
+(:func:`actors.tool_decider.resolve`), then write the decision to ``approval/<approval_id>``, a
+stream only this command writes (the invocation's own stream belongs to its tool actor); the
+next ``reel node`` folds it into the invocation and resumes the run. ``revoke`` folds the
+``always`` grants and asks their own decider (:func:`actors.always_grants.revoke`).
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ import msgspec
 import typer
 
 from actors.grants import describe
-from events.catalog import GRANT_MATCHES, GRANT_SCOPES, Verdict
+from events.catalog import GRANT_MATCHES, GRANT_SCOPES, GrantMatch, GrantScope, Verdict
 from projections.records import ApprovalRecord
-from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.node_api import api, call, error_message, online
+from transports.cli.errors import CliError
+from transports.cli.node_api import api, online
 from transports.cli.offline import journal_writer
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
@@ -190,8 +193,8 @@ def _decide(
     token_file: Path | None,
     approval_id: str,
     decision: Verdict,
-    scope: str,
-    match: str,
+    scope: GrantScope,
+    match: GrantMatch,
     prefix: str,
     reason: str,
 ) -> None:
@@ -209,7 +212,7 @@ def _decide(
     print("the run continues when the node starts (reel node)")
 
 
-_OPTION_OF = {"$.scope": "--scope", "$.match": "--match", "$.prefix": "--prefix"}
+_DECISION_OPTIONS = {"scope": "--scope", "match": "--match", "prefix": "--prefix"}
 
 
 def _decide_online(
@@ -225,97 +228,93 @@ def _decide_online(
     body: dict[str, Any] = {"decision": decision, "scope": scope, "reason": reason}
     if match != "any" or prefix:
         body |= {"match": match, "prefix": prefix}
-    status, reply = call(data_dir, token_file, "POST", f"/v1/approvals/{approval_id}", body)
-    if status == 200:
-        return msgspec.convert(reply, ApprovalRecord)
-    message = error_message(reply, status)
-    if status == 409:
-        raise CliError(f"{message}; nothing changed", EXIT_NEGATIVE)
-    field = reply.get("error", {}).get("field") if isinstance(reply, dict) else None
-    option = _OPTION_OF.get(field or "")
-    raise CliError(f"{option}: {message}" if option else message)
+    path = f"/v1/approvals/{approval_id}"
+    reply = api(data_dir, token_file, "POST", path, body, 200, _DECISION_OPTIONS)
+    return msgspec.convert(reply, ApprovalRecord)
 
 
 def _decide_offline(
     data: Path | None,
     approval_id: str,
     decision: Verdict,
-    scope: str,
-    match: str,
+    scope: GrantScope,
+    match: GrantMatch,
     prefix: str,
     reason: str,
 ) -> ApprovalRecord:
-    from actors import InvalidCommand
+    """Decide as the invocation's actor would: its stream and ``approval/<id>`` folded with its
+    own ``apply``, the decision checked and made by its own rules, then recorded as ``cli``."""
+    from actors import UnknownApproval
     from actors.grants import check_decision
-    from actors.tool_fold import approval_stream
-    from events.catalog import ApprovalResolved
+    from actors.tool_decider import resolve
+    from actors.tool_fold import InvocationState, apply, approval_stream
     from projections.approvals import load_approvals
-    from tools import InvalidArguments, UnknownTool
-    from tools.subjects import arguments_digest
     from transports.cli.data_dir import existing
+    from transports.cli.offline import CLI_PRINCIPAL, commit, recorded
 
     data_dir = existing(data)
-    with journal_writer(data_dir, "decide through its API") as journal:
+    with journal_writer(data_dir, "decide through its API", _DECISION_OPTIONS) as journal:
         record = load_approvals(journal).get(approval_id)
         if record is None:
-            raise CliError(f"no approval with id {approval_id!r}")
+            raise UnknownApproval(f"no approval with id {approval_id!r}")
         if record.subject == "pairing":
             raise CliError(
                 f"approval {approval_id} is a pairing request: it is decided on a running node "
                 "(start reel node, then reel approvals approve|deny)"
             )
-        if record.state != "pending":
-            raise CliError(
-                f"approval {approval_id} is already resolved ({record.decision} by "
-                f"{record.decided_by}); nothing changed",
-                EXIT_NEGATIVE,
-            )
-        digest = b""
-        args_type = None
-        if match != "any":
-            catalog = _catalog(data_dir)
-            try:
-                args_type = catalog.spec(record.tool).args_type
-                args = catalog.validate(record.tool, record.arguments)
-                digest = arguments_digest(args)
-            except (UnknownTool, InvalidArguments):
-                args_type = None  # check_decision names the problem
-        try:
-            check_decision(args_type, decision, scope, match, prefix)
-        except InvalidCommand as exc:
-            raise CliError(f"--{exc.field}: {exc.problem}") from None
-        event = ApprovalResolved(
+        state = InvocationState(invocation_id=record.invocation_id)
+        for rec in recorded(journal, state.stream, approval_stream(approval_id)):
+            state = apply(state, rec)
+        args_type, digest = _bound(data_dir, record, match)
+        check_decision(args_type, decision, scope, match, prefix)
+        event = resolve(
+            state,
             approval_id=approval_id,
-            invocation_id=record.invocation_id,
-            run_id=record.run_id,
             decision=decision,
-            scope=scope if decision == "allow" else "once",  # type: ignore[arg-type]
-            match=match,  # type: ignore[arg-type]
-            prefix=prefix,
-            arguments_digest=digest if match == "exact" else b"",
-            decided_by="cli",
+            scope=scope,
+            decided_by=CLI_PRINCIPAL,
             reason=reason,
-            tool=record.tool,
             grant_principal=record.principal,
-            waited_ms=int(time.time() * 1000) - record.requested_at_ms,
+            now_ms=time.time_ns() // 1_000_000,
+            match=match,
+            prefix=prefix,
+            digest=digest,
         )
-        journal.append(
+        # approval/<id> is new: a second decision is refused, never appended
+        commit(
+            journal,
             approval_stream(approval_id),
+            0,
             [event],
-            expected_seq=0,  # a new stream: a second decision is refused, never appended
-            principal="cli",
             correlation_id=record.run_id,
             causation_id=record.run_id,
         )
     return msgspec.structs.replace(
         record,
         state="resolved",
-        decision=decision,
+        decision=event.decision,
         scope=event.scope,
-        match=match if decision == "allow" and scope == "session" else None,
-        prefix=prefix or None,
-        decided_by="cli",
+        match=event.match,
+        prefix=event.prefix or None,
+        decided_by=CLI_PRINCIPAL,
     )
+
+
+def _bound(data_dir: Path, record: ApprovalRecord, match: str) -> tuple[Any, bytes]:
+    """The tool's arguments type and the call's arguments digest, for a binding to check and
+    an ``exact`` grant to record (none for ``any``; a tool this node lacks: check_decision
+    names it)."""
+    from tools import InvalidArguments, UnknownTool
+    from tools.subjects import arguments_digest
+
+    if match == "any":
+        return None, b""
+    catalog = _catalog(data_dir)
+    try:
+        args_type = catalog.spec(record.tool).args_type
+        return args_type, arguments_digest(catalog.validate(record.tool, record.arguments))
+    except (UnknownTool, InvalidArguments):
+        return None, b""
 
 
 def _catalog(data_dir: Path) -> Any:
@@ -325,30 +324,32 @@ def _catalog(data_dir: Path) -> Any:
     return build_catalog(load_config(data_dir / "config.toml").tools_config(data_dir))
 
 
+_GRANT_OPTIONS = {"principal": "--principal", "tool": "--tool"}
+
+
 @app.command("revoke")
 def revoke_cmd(
     principal: Annotated[str, typer.Option("--principal", help="Whose grant.")],
     tool: Annotated[str, typer.Option("--tool", help="Which tool.")],
     data: DataOption = None,
+    token_file: TokenFileOption = None,
 ) -> None:
-    """Revoke an always grant (on a data dir no running node holds)."""
-    from actors.directory import GRANTS_STREAM
-    from actors.recovery import active_always_grants
-    from events.catalog import GrantRevoked
-    from transports.cli.data_dir import existing
-
-    with journal_writer(existing(data), "revoke through its API") as journal:
-        # Read before deciding: the append states what this command saw.
-        next_seq = journal.stream_next_seq(GRANTS_STREAM)
-        granted = active_always_grants(journal)
-        if (principal, tool) not in granted:
-            raise CliError(
-                f"{principal} has no always grant for {tool}; nothing changed", EXIT_NEGATIVE
-            )
-        journal.append(
-            GRANTS_STREAM,
-            [GrantRevoked(principal=principal, tool=tool)],
-            expected_seq=next_seq,
-            principal="cli",
-        )
+    """Revoke an always grant: the principal's next call of the tool asks again. Exit 1 when
+    the principal holds no such grant."""
+    node = online(data)
+    if node is not None:
+        body = {"principal": principal, "tool": tool}
+        api(node, token_file, "POST", "/v1/grants/revoke", body, 200, _GRANT_OPTIONS)
+    else:
+        _revoke_offline(data, principal, tool)
     print(f"revoked: {principal} must be asked again for {tool}")
+
+
+def _revoke_offline(data: Path | None, principal: str, tool: str) -> None:
+    from actors.always_grants import GRANTS_STREAM, load, revoke
+    from transports.cli.data_dir import existing
+    from transports.cli.offline import commit
+
+    with journal_writer(existing(data), "revoke through its API", _GRANT_OPTIONS) as journal:
+        grants = load(journal)
+        commit(journal, GRANTS_STREAM, grants.next_seq, [revoke(grants.active, principal, tool)])

@@ -16,7 +16,7 @@ import msgspec
 import typer
 
 from transports.cli.errors import CliError
-from transports.cli.node_api import api, call, error_message, online
+from transports.cli.node_api import api, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(help="Chat channels: list them, mint pairing codes.", no_args_is_help=True)
@@ -115,9 +115,7 @@ def pair_code_cmd(
     if node is None:
         raise CliError("no node holds the data dir: pairing codes are minted by a running node")
     body = {} if ttl is None else {"ttl": ttl}
-    status, reply = call(node, token_file, "POST", f"/v1/channels/{channel}/pair-codes", body)
-    if status != 201:
-        raise CliError(error_message(reply, status))
+    reply = api(node, token_file, "POST", f"/v1/channels/{channel}/pair-codes", body, 201)
     if json:
         print(_json.encode(reply).decode())
         return

@@ -20,6 +20,7 @@ import typer
 
 from transports.cli.data_dir import node_config, resolve
 from transports.cli.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_PENDING, CliError
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, TokenFileOption
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
 
@@ -135,7 +136,7 @@ def _apply_postures(
     try:
         info = runtime.node.ask(
             ResolveSession(
-                session_id=session, session_key=key, create=session is None, principal="cli"
+                session_id=session, session_key=key, create=session is None, principal=CLI_PRINCIPAL
             )
         )
         for tool, value in overrides:
@@ -144,7 +145,7 @@ def _apply_postures(
                     session_id=info.session_id,
                     tool=tool,
                     posture=value,  # type: ignore[arg-type]  # checked by _posture
-                    principal="cli",
+                    principal=CLI_PRINCIPAL,
                 )
             )
     except ActorsError as exc:
@@ -174,7 +175,7 @@ def _converse(
                 session_id=session,
                 session_key=key,
                 create=session is None,
-                principal="cli",
+                principal=CLI_PRINCIPAL,
             )
         )
     except ActorsError as exc:
@@ -208,7 +209,7 @@ def _converse(
                             scope=choice.scope if choice else "once",  # type: ignore[arg-type]
                             match=choice.match if choice else "any",  # type: ignore[arg-type]
                             prefix=prefix,
-                            principal="cli",
+                            principal=CLI_PRINCIPAL,
                         )
                     )
                 except ActorsError as exc:
@@ -217,7 +218,7 @@ def _converse(
                 status = "done"
     except KeyboardInterrupt:
         printer.line("cancelling...")
-        node.ask(CancelRun(run_id=ticket.run_id, principal="cli"))
+        node.ask(CancelRun(run_id=ticket.run_id, principal=CLI_PRINCIPAL))
         for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
         return EXIT_NEGATIVE
@@ -244,7 +245,9 @@ def _decide(
     if deny:
         return None
     spec = runtime.catalog.spec(event.tool) if event.tool in runtime.catalog else None
-    offered = known(options(event.tool, spec.args_type if spec else None, GRANT_SCOPES, "cli"))
+    offered = known(
+        options(event.tool, spec.args_type if spec else None, GRANT_SCOPES, CLI_PRINCIPAL)
+    )
     print(menu(event.tool, offered), flush=True)
     while True:
         answer = answers.read("   choice: ", event.approval_id)

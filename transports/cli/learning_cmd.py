@@ -27,8 +27,9 @@ import typer
 
 from events.catalog import CANDIDATE_STATUSES, LEARNING_KINDS
 from projections.learning import CandidateRecord
-from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.node_api import api, call, error_message, online
+from transports.cli.errors import CliError
+from transports.cli.node_api import api, online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(
@@ -193,22 +194,13 @@ def _review(
     _check_reason(reason)
     node = online(data)
     if node is not None:
-        status, body = call(
-            node,
-            token_file,
-            "POST",
-            f"/v1/learning/candidates/{quote(candidate_id)}/{decision}",
-            {"reason": reason},
-        )
-        if status == 409:
-            raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
-        if status != 200:
-            raise CliError(error_message(body, status))
+        path = f"/v1/learning/candidates/{quote(candidate_id)}/{decision}"
+        body = api(node, token_file, "POST", path, {"reason": reason}, 200)
         record = msgspec.convert(body, CandidateRecord)
         by = record.decided_by
     else:
         _review_offline(data, candidate_id, decision, reason)
-        by = "cli"
+        by = CLI_PRINCIPAL
     print(f"learning candidate {candidate_id}: {_DONE[decision]} by {by}")
 
 
@@ -239,11 +231,8 @@ def _listed(
 def _one(data: Path | None, token_file: Path | None, candidate_id: str) -> CandidateRecord:
     node = online(data)
     if node is not None:
-        status, body = call(
-            node, token_file, "GET", f"/v1/learning/candidates/{quote(candidate_id)}"
-        )
-        if status != 200:
-            raise CliError(error_message(body, status))
+        path = f"/v1/learning/candidates/{quote(candidate_id)}"
+        body = api(node, token_file, "GET", path, None, 200)
         return msgspec.convert(body, CandidateRecord)
     for record in _folded(data):
         if record.candidate_id == candidate_id:
@@ -269,7 +258,6 @@ def _folded(data: Path | None) -> list[CandidateRecord]:
 
 def _review_offline(data: Path | None, candidate_id: str, decision: Decision, reason: str) -> None:
     """The review as ``cli`` on a data dir no node holds."""
-    from actors import Conflict, NotFound
     from actors.learning import LearningDesk
     from transports.cli.data_dir import existing
     from transports.cli.offline import journal_writer
@@ -281,12 +269,7 @@ def _review_offline(data: Path | None, candidate_id: str, decision: Decision, re
     with journal_writer(data_dir, "review through its API") as journal:
         desk = LearningDesk(journal, settings, LearnedMemory(journal))
         act = {"accept": desk.accept, "reject": desk.reject, "rollback": desk.rollback}[decision]
-        try:
-            act(candidate_id, by="cli", reason=reason)
-        except NotFound as exc:
-            raise CliError(str(exc)) from exc
-        except Conflict as exc:
-            raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
+        act(candidate_id, by=CLI_PRINCIPAL, reason=reason)
 
 
 # --- printing --------------------------------------------------------------------------------

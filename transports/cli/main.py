@@ -27,29 +27,8 @@ from transports.cli import (
     tokens_cmd,
     tools_cmd,
 )
-from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE, CliError
+from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE, CliError, failed
 from transports.logs import configure as configure_logging
-
-EXPECTED_ERRORS = (
-    ("events.errors", "JournalError"),
-    ("policies.errors", "PolicyError"),
-    ("tools.errors", "ToolsError"),
-    ("transports.config", "ConfigError"),
-    ("transports.grpc.errors", "GrpcTransportError"),
-    ("transports.http.server", "HttpStartError"),
-)
-"""Each package's error tree root: such an error is a one-line message, exit 2. Looked up in
-``sys.modules`` so that a command does not import packages it does not use."""
-
-
-def expected(exc: BaseException) -> bool:
-    """Whether ``exc`` belongs to one of reel's documented error trees."""
-    for module, name in EXPECTED_ERRORS:
-        loaded = sys.modules.get(module)
-        if loaded is not None and isinstance(exc, getattr(loaded, name)):
-            return True
-    return False
-
 
 app = typer.Typer(
     name="reel",
@@ -101,8 +80,8 @@ app.command("replay")(replay_cmd.replay_cmd)
 
 def main() -> None:
     """Run the CLI; expected failures become one line on stderr and their exit code
-    (:mod:`transports.cli.errors`: 2 unless the error says otherwise). Whatever logs while a
-    command runs (the node, libraries) writes JSON lines (transports.logs)."""
+    (:mod:`transports.cli.errors`: a :class:`CliError`'s own, else its kind's). Whatever logs
+    while a command runs (the node, libraries) writes JSON lines (transports.logs)."""
     configure_logging()
     try:
         code = app(standalone_mode=False)
@@ -121,9 +100,10 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:
-        if expected(exc):
-            print(f"reel: error: {exc}", file=sys.stderr)
-            sys.exit(EXIT_UNUSABLE)
+        error = failed(exc)
+        if error is not None:
+            print(f"reel: error: {error}", file=sys.stderr)
+            sys.exit(error.code)
         # A bug: one line, the traceback only when asked for.
         if os.environ.get("REEL_DEBUG"):
             raise

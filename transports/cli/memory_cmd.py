@@ -27,9 +27,10 @@ from urllib.parse import quote, urlencode
 import msgspec
 import typer
 
-from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.node_api import call, error_message
+from transports.cli.errors import CliError
+from transports.cli.node_api import api
 from transports.cli.node_api import online as _online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 from transports.cli.tokens_cmd import parse_duration
 
@@ -38,9 +39,6 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Write, search, list and delete memory items.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
-
-OFFLINE_PRINCIPAL = "cli"
-"""Who an offline write or delete is recorded as (like ``reel tokens``)."""
 
 OPTION_OF = {
     "text": "TEXT",
@@ -62,26 +60,11 @@ SessionOption = Annotated[
 ]
 
 
-def _refused(field: str, message: str) -> CliError:
-    name = field.rsplit(".", 1)[-1]
-    return CliError(f"{OPTION_OF.get(name, name)}: {message}")
-
-
 def _api(
     data_dir: Path, token_file: Path | None, method: str, path: str, body: Any, ok: int
 ) -> Any:
     """The node's answer, or a :class:`CliError` naming the option the node refused."""
-    status, decoded = call(data_dir, token_file, method, path, body)
-    if status == ok:
-        return decoded
-    error = decoded.get("error", {}) if isinstance(decoded, dict) else {}
-    field = error.get("field")
-    message = error_message(decoded, status)
-    if status == 409:
-        raise CliError(f"{message}; nothing changed", EXIT_NEGATIVE)
-    if status == 400 and isinstance(field, str):
-        raise _refused(field, message)
-    raise CliError(message)
+    return api(data_dir, token_file, method, path, body, ok, OPTION_OF)
 
 
 # --- offline ---------------------------------------------------------------------------------
@@ -141,7 +124,7 @@ def _journal(data_dir: Path, *, write: bool) -> Iterator[Any]:
     from transports.cli.offline import journal_writer
 
     if write:
-        with journal_writer(data_dir, "use its API") as journal:
+        with journal_writer(data_dir, "use its API", OPTION_OF) as journal:
             yield journal
         return
     path = journal_path(data_dir)
@@ -189,7 +172,7 @@ def write_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Remember a fact: later runs that it matches are shown it (docs/memory.md)."""
-    from transports.memory import MemoryInputError, write_item
+    from transports.memory import write_item
 
     tags = tag or []
     now_ms = int(time.time() * 1000)
@@ -206,19 +189,16 @@ def write_cmd(
         item_id, item = made["id"], made.get("item")
     else:
         with _offline(data, write=True) as box:
-            try:
-                item_id, _ = write_item(
-                    box.journal,
-                    text,
-                    principal=OFFLINE_PRINCIPAL,
-                    tags=tags,
-                    scope=scope,
-                    session_id=session,
-                    expires_at_ms=expires_at_ms,
-                    now_ms=now_ms,
-                )
-            except MemoryInputError as exc:
-                raise _refused(exc.field, exc.message) from None
+            item_id, _ = write_item(
+                box.journal,
+                text,
+                principal=CLI_PRINCIPAL,
+                tags=tags,
+                scope=scope,
+                session_id=session,
+                expires_at_ms=expires_at_ms,
+                now_ms=now_ms,
+            )
             box.catch_up()
             item = _builtins(box.view.get(item_id, include_deleted=True, include_expired=True))
     if json:
@@ -264,7 +244,7 @@ def search_cmd(
     else:
         with _offline(data, write=False) as box:
             found_hits = box.view.search(
-                query, k, principal=principal or OFFLINE_PRINCIPAL, session_id=session
+                query, k, principal=principal or CLI_PRINCIPAL, session_id=session
             )
         hits = [msgspec.to_builtins(h) for h in found_hits]
     if json:
@@ -324,12 +304,7 @@ def delete_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Forget an item: no view shows it again (its written event stays in the journal)."""
-    from transports.memory import (
-        MemoryInputError,
-        MemoryItemAlreadyDeleted,
-        UnknownMemoryItem,
-        delete_item,
-    )
+    from transports.memory import delete_item
 
     node = _online(data)
     if node is not None:
@@ -339,14 +314,7 @@ def delete_cmd(
         item = _api(node, token_file, "DELETE", path, None, 200).get("item")
     else:
         with _offline(data, write=True) as box:
-            try:
-                delete_item(box.journal, item_id, principal=OFFLINE_PRINCIPAL, reason=reason)
-            except MemoryInputError as exc:
-                raise _refused(exc.field, exc.message) from None
-            except UnknownMemoryItem as exc:
-                raise CliError(str(exc)) from None
-            except MemoryItemAlreadyDeleted as exc:
-                raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from None
+            delete_item(box.journal, item_id, principal=CLI_PRINCIPAL, reason=reason)
             box.catch_up()
             item = _builtins(box.view.get(item_id, include_deleted=True, include_expired=True))
     if json:

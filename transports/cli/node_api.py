@@ -11,12 +11,14 @@ from __future__ import annotations
 import http.client
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
-from transports.cli.errors import EXIT_DENIED, EXIT_UNUSABLE, CliError
+from transports.cli.errors import NO_OPTIONS, CliError, refusal
 from transports.cli.node_address import http_base
+from transports.failures import ALL_KINDS, Kind
 
 
 def node_token(data_dir: Path, token_file: Path | None) -> str:
@@ -69,10 +71,8 @@ def call(
     except ValueError:
         decoded = None
     if status in (401, 403):
-        message = (decoded or {}).get("error", {}).get("message", f"HTTP {status}")
-        raise CliError(
-            f"the node refused: {message}", EXIT_DENIED if status == 403 else EXIT_UNUSABLE
-        )
+        kind: Kind = "permission_denied" if status == 403 else "unauthenticated"
+        raise refusal(kind, f"the node refused: {error_message(decoded, status)}")
     return status, decoded
 
 
@@ -82,12 +82,33 @@ def error_message(decoded: Any, status: int) -> str:
     return f"HTTP {status}"
 
 
-def api(data_dir: Path, token_file: Path | None, method: str, path: str, body: Any, ok: int) -> Any:
-    """The decoded reply of a request that must answer ``ok``; any other status is a
-    :class:`CliError` with the node's message."""
+def refused(decoded: Any, status: int, options: Mapping[str, str] = NO_OPTIONS) -> CliError:
+    """The :class:`CliError` for the node's error reply: the exit code of its ``code`` (a
+    kind, :mod:`transports.failures`), the node's message, and the option a bad field is
+    (``options``: the body's or query's field -> ``--scope``)."""
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    error = error if isinstance(error, dict) else {}
+    code = error.get("code")
+    kind = cast(Kind, code) if code in ALL_KINDS else "internal"
+    field = error.get("field") if kind == "invalid_argument" else None
+    named = field.removeprefix("$.").removeprefix("query.") if isinstance(field, str) else None
+    return refusal(kind, error_message(decoded, status), named, options)
+
+
+def api(
+    data_dir: Path,
+    token_file: Path | None,
+    method: str,
+    path: str,
+    body: Any,
+    ok: int,
+    options: Mapping[str, str] = NO_OPTIONS,
+) -> Any:
+    """The decoded reply of a request that must answer ``ok``; any other status is the
+    :func:`refused` error."""
     status, decoded = call(data_dir, token_file, method, path, body)
     if status != ok:
-        raise CliError(error_message(decoded, status))
+        raise refused(decoded, status, options)
     return decoded
 
 

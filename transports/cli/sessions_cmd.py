@@ -22,8 +22,8 @@ import typer
 
 from actors.compaction import CheckpointInfo, Checkpoints
 from actors.messages import CompactionOutcome
-from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.node_api import call, error_message, online
+from transports.cli.errors import CliError
+from transports.cli.node_api import api, call, online, refused
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(
@@ -55,10 +55,8 @@ def compact_cmd(
             "start it with reel node, then run this again"
         )
     status, reply = call(node, token_file, "POST", _path(session_id, "compact"), {})
-    if status == 409:
-        raise CliError(f"{error_message(reply, status)}; nothing changed", EXIT_NEGATIVE)
     if status not in (200, 202):
-        raise CliError(error_message(reply, status))
+        raise refused(reply, status)
     outcome = msgspec.convert(reply, CompactionOutcome)
     if json:
         print(_json.encode(outcome).decode())
@@ -86,9 +84,7 @@ def checkpoints_cmd(
     """The session's checkpoints, oldest first; * marks the one in force."""
     node = online(data)
     if node is not None:
-        status, reply = call(node, token_file, "GET", _path(session_id, "checkpoints"))
-        if status != 200:
-            raise CliError(error_message(reply, status))
+        reply = api(node, token_file, "GET", _path(session_id, "checkpoints"), None, 200)
         listing = msgspec.convert(reply, Checkpoints)
     else:
         listing = _folded(data, session_id)
@@ -130,6 +126,10 @@ def _folded(data: Path | None, session_id: str) -> Checkpoints:
     return checkpoints_of(session_id, stored)
 
 
+_RESTORE_OPTIONS = {"checkpoint": "checkpoint"}
+"""The argument a refused checkpoint is (the node's message may not name it)."""
+
+
 @app.command("restore")
 def restore_cmd(
     session_id: SessionArg,
@@ -144,15 +144,7 @@ def restore_cmd(
     node = online(data)
     if node is not None:
         body = {"checkpoint": checkpoint}
-        status, reply = call(node, token_file, "POST", _path(session_id, "restore"), body)
-        if status == 409:
-            raise CliError(f"{error_message(reply, status)}; nothing changed", EXIT_NEGATIVE)
-        if status != 200:
-            field = reply.get("error", {}).get("field") if isinstance(reply, dict) else None
-            message = error_message(reply, status)
-            if field == "$.checkpoint" and not message.startswith("checkpoint"):
-                message = f"checkpoint: {message}"
-            raise CliError(message)
+        api(node, token_file, "POST", _path(session_id, "restore"), body, 200, _RESTORE_OPTIONS)
         print(f"session {session_id}: restored to checkpoint {checkpoint}")
         return
     _restore_offline(data, session_id, checkpoint)
@@ -171,16 +163,18 @@ def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> Non
     from actors.session_decider import decide
     from actors.stream import recorded
     from transports.cli.data_dir import existing
-    from transports.cli.offline import journal_writer
+    from transports.cli.offline import CLI_PRINCIPAL, commit, journal_writer
 
     with journal_writer(existing(data), "restore through its API") as journal:
         stream = session_state.stream_of(session_id)
         state = fold(session_state, recorded(journal.read_stream(stream)))
         if state is None:
             raise CliError(f"no session with id {session_id!r}")
-        command = RestoreSession(session_id=session_id, checkpoint_id=checkpoint, principal="cli")
+        command = RestoreSession(
+            session_id=session_id, checkpoint_id=checkpoint, principal=CLI_PRINCIPAL
+        )
         try:
             events = decide(state, command)
         except InvalidCommand as exc:
             raise CliError(str(exc)) from None
-        journal.append(stream, list(events), expected_seq=state.next_seq, principal="cli")
+        commit(journal, stream, state.next_seq, list(events))

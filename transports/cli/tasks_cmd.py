@@ -21,8 +21,9 @@ import typer
 
 from events.task_lifecycle import TaskStatus
 from projections.tasks import TASK_STATES, TaskRecord
-from transports.cli.errors import EXIT_NEGATIVE, CliError
-from transports.cli.node_api import api, call, error_message, online
+from transports.cli.errors import CliError
+from transports.cli.node_api import api, online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 app = typer.Typer(help="List, show and cancel background tasks.", no_args_is_help=True)
@@ -105,9 +106,7 @@ def show_cmd(
     _check_id(task_id)
     node = online(data)
     if node is not None:
-        status, body = call(node, token_file, "GET", f"/v1/tasks/{quote(task_id)}")
-        if status != 200:
-            raise CliError(error_message(body, status))
+        body = api(node, token_file, "GET", f"/v1/tasks/{quote(task_id)}", None, 200)
         record = msgspec.convert(body, TaskRecord)
     else:
         found = _folded_one(data, task_id)
@@ -136,13 +135,8 @@ def cancel_cmd(
     _check_id(task_id)
     node = online(data)
     if node is not None:
-        status, body = call(
-            node, token_file, "POST", f"/v1/tasks/{quote(task_id)}/cancel", {"reason": reason}
-        )
-        if status == 409:
-            raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
-        if status != 200:
-            raise CliError(error_message(body, status))
+        path = f"/v1/tasks/{quote(task_id)}/cancel"
+        body = api(node, token_file, "POST", path, {"reason": reason}, 200)
         record = msgspec.convert(body, TaskRecord)
     else:
         record = _cancel_offline(data, task_id, reason)
@@ -204,7 +198,7 @@ def _folded_one(data: Path | None, task_id: str) -> TaskRecord | None:
 
 def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
     """Append ``task.cancelled`` as ``cli`` on a data dir no node holds."""
-    from actors.task_decider import TaskNotActive, cancelled
+    from actors.task_decider import cancelled
     from actors.task_store import load_task, write
     from actors.tasks import record_of
     from transports.cli.data_dir import existing
@@ -214,10 +208,9 @@ def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
         state = load_task(journal, task_id)
         if state is None:
             raise CliError(f"no task with id {task_id!r}")
-        try:
-            after = write(journal, state, lambda s: cancelled(s, "cli", reason), principal="cli")
-        except TaskNotActive as exc:
-            raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
+        after = write(
+            journal, state, lambda s: cancelled(s, CLI_PRINCIPAL, reason), principal=CLI_PRINCIPAL
+        )
     return record_of(after)
 
 

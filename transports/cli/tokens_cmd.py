@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from transports.cli.errors import EXIT_NEGATIVE, CliError
 from transports.cli.node_api import api as _api
 from transports.cli.node_api import online as _online
+from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
 from transports.tokens import CreatedToken, TokenBook, TokenInfo
 
@@ -92,18 +92,15 @@ def create_cmd(
         _print_created(msgspec.convert(made, CreatedToken), json)
         return
     with _offline(data) as (journal, book):
-        try:
-            token, record = create_token(
-                journal,
-                book,
-                principal=principal,
-                roles=role,
-                created_by="cli",
-                expires_at_ms=expires_at_ms,
-                note=note,
-            )
-        except TokenError as exc:
-            raise CliError(str(exc)) from exc
+        token, record = create_token(
+            journal,
+            book,
+            principal=principal,
+            roles=role,
+            created_by=CLI_PRINCIPAL,
+            expires_at_ms=expires_at_ms,
+            note=note,
+        )
     _print_created(created_token(token, record, int(time.time() * 1000)), json)
 
 
@@ -166,27 +163,16 @@ def revoke_cmd(
 ) -> None:
     """Revoke a token: it stops working at once. With --json: the token as
     DELETE /v1/tokens/{id} answers it."""
-    from transports.tokens import TokenAlreadyRevoked, UnknownToken, revoke_token, token_info
+    from transports.tokens import revoke_token, token_info
 
     online = _online(data)
     if online is not None:
-        from transports.cli.node_api import call, error_message
-
         query = f"?{urllib.parse.urlencode({'reason': reason})}" if reason else ""
-        status, body = call(online, token_file, "DELETE", f"/v1/tokens/{token_id}{query}")
-        if status == 409:
-            raise CliError(f"{error_message(body, status)}; nothing changed", EXIT_NEGATIVE)
-        if status != 200:
-            raise CliError(error_message(body, status))
-        revoked = msgspec.convert(body, TokenInfo)
+        path = f"/v1/tokens/{token_id}{query}"
+        revoked = msgspec.convert(_api(online, token_file, "DELETE", path, None, 200), TokenInfo)
     else:
         with _offline(data) as (journal, book):
-            try:
-                record = revoke_token(journal, book, token_id, revoked_by="cli", reason=reason)
-            except UnknownToken as exc:
-                raise CliError(str(exc)) from exc
-            except TokenAlreadyRevoked as exc:
-                raise CliError(f"{exc}; nothing changed", EXIT_NEGATIVE) from exc
+            record = revoke_token(journal, book, token_id, revoked_by=CLI_PRINCIPAL, reason=reason)
         revoked = token_info(record, int(time.time() * 1000))
     print(_json.encode(revoked).decode() if json else f"revoked token {revoked.id}")
 

@@ -1,4 +1,5 @@
-"""``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals).
+"""``reel.v1.Approvals``: List (filters, paged), Resolve, Watch (new and resolved approvals),
+RevokeGrant (end an ``always`` grant).
 
 Watch follows the journal for the events that request or resolve an approval (:data:`CHANGES`)
 (reading only what was committed since it last looked) and sends each approval's view record once
@@ -10,13 +11,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from actors.messages import ResolveApproval
+from actors.always_grants import check_grant
+from actors.messages import ResolveApproval, RevokeGrant
 from events import StoredEvent
 from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     ChannelPairingRequested,
     ChannelPairingResolved,
+    GrantRevoked,
     Verdict,
     kinds_of,
 )
@@ -33,6 +36,8 @@ from proto.reel.v1 import (
     ListApprovalsResponse,
     ResolveApprovalRequest,
     ResolveApprovalResponse,
+    RevokeGrantRequest,
+    RevokeGrantResponse,
     WatchApprovalsRequest,
 )
 from transports.grpc.context import (
@@ -44,7 +49,7 @@ from transports.grpc.context import (
 )
 from transports.grpc.records import approval_message
 from transports.grpc.run_stream import match_name
-from transports.grpc.status import beyond_head, invalid, to_grpc_error
+from transports.grpc.status import beyond_head, invalid
 from transports.grpc.tape import SCOPE_NAMES
 
 STATE_FILTER = {
@@ -131,11 +136,24 @@ class ApprovalsService(ApprovalsBase):
             principal=who.principal,
             reason=message.reason,
         )
-        try:
-            await asyncio.wrap_future(self.ctx.runtime.node.send(command))
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         return ResolveApprovalResponse(approval_id=approval_id, resolved=True)
+
+    async def revoke_grant(self, message: RevokeGrantRequest) -> RevokeGrantResponse:
+        """``grant.revoke``: answered once ``grant.revoked`` is journaled and the node no
+        longer honours the grant."""
+        check_grant(message.principal, message.tool)
+        ctx = self.ctx
+        who = await ctx.permit(
+            "grant.revoke", ctx.authority.grant_scope(message.principal, message.tool)
+        )
+        command = RevokeGrant(
+            principal=message.principal, tool=message.tool, revoked_by=who.principal
+        )
+        revoked: GrantRevoked = await asyncio.wrap_future(ctx.runtime.node.send(command))
+        return RevokeGrantResponse(
+            principal=revoked.principal, tool=revoked.tool, revoked_by=who.principal
+        )
 
     async def watch(self, message: WatchApprovalsRequest) -> AsyncIterator[ApprovalChange]:
         ctx = self.ctx

@@ -20,7 +20,7 @@ from projections import Views
 from projections.follow import Signal
 from transports.access import AccessError, Authority, Scope
 from transports.grpc.authentication import caller
-from transports.grpc.status import invalid, to_grpc_error
+from transports.grpc.status import invalid
 from transports.runtime import Runtime
 from transports.tokens import Credentials
 
@@ -60,10 +60,7 @@ class ServiceContext:
         """The caller, once Cedar permits ``action`` on ``scope`` for them; else
         PERMISSION_DENIED (or NOT_FOUND for a resource that does not exist)."""
         who = caller()
-        try:
-            await self.authority.permit(who, action, scope)
-        except AccessError as exc:
-            raise to_grpc_error(exc) from None
+        await self.authority.permit(who, action, scope)
         return who
 
     async def scope(self, build: Callable[[], Scope]) -> Scope:
@@ -73,10 +70,7 @@ class ServiceContext:
             return build()
         except AccessError:
             await self.catch_up()
-        try:
-            return build()
-        except AccessError as exc:
-            raise to_grpc_error(exc) from None
+        return build()
 
     async def find_session(self, session_id: str | None, session_key: str | None) -> str | None:
         """The id of the session named by id or key, or None when there is none (yet)."""
@@ -87,8 +81,6 @@ class ServiceContext:
             info: SessionInfo = await asyncio.wrap_future(self.runtime.node.send(probe))
         except ActorsNotFound:
             return None
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
         return info.session_id
 
     def may(self, who: Credentials, action: str, scope: Callable[[], Scope]) -> bool:

@@ -24,7 +24,7 @@ from proto.reel.v1 import (
     RunStreamRequest,
     TapeEvent,
 )
-from transports.channels import Attachment, InboundMessage, InvalidMessage, UnknownChannel
+from transports.channels import Attachment, InboundMessage, UnknownChannel
 from transports.grpc.context import (
     ServiceContext,
     page_size,
@@ -34,7 +34,7 @@ from transports.grpc.context import (
 )
 from transports.grpc.records import run_message, session_message
 from transports.grpc.run_stream import RunConversation
-from transports.grpc.status import invalid, not_found, to_grpc_error
+from transports.grpc.status import invalid, not_found
 from transports.tokens import Credentials
 
 
@@ -70,10 +70,7 @@ class GatewayService(GatewayBase):
             "run.cancel", await ctx.scope(lambda: ctx.authority.run_scope(run_id))
         )
         command = CancelRun(run_id=run_id, principal=who.principal)
-        try:
-            accepted = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        accepted = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         return CancelRunResponse(run_id=run_id, accepted=bool(accepted))
 
     async def list_sessions(self, message: ListSessionsRequest) -> ListSessionsResponse:
@@ -113,10 +110,7 @@ class GatewayService(GatewayBase):
             reset=message.reset,
             principal=who.principal,
         )
-        try:
-            info: SessionInfo = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        info: SessionInfo = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         return ResolveSessionResponse(
             session_id=info.session_id,
             session_key=info.session_key or "",
@@ -166,12 +160,7 @@ class GatewayService(GatewayBase):
                 for a in message.attachments
             ),
         )
-        try:
-            result = await hub.route(inbound)
-        except InvalidMessage as exc:
-            raise invalid(exc.field, exc.problem) from None
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        result = await hub.route(inbound)
         return RouteMessageResponse(
             accepted=result.accepted,
             reason=result.reason,

@@ -6,8 +6,9 @@ on exceptions.
   :class:`GRPCError`), a frame with the compressed flag (no compression is negotiated), a frame
   cut short, a unary call without its request message. grpclib would answer those with
   UNKNOWN and log a traceback per call.
-- Anything else a handler lets through unexpectedly is INTERNAL without details (logged with
-  its traceback: it is a bug), never grpclib's UNKNOWN.
+- Whatever else a handler lets through gets the status of its kind
+  (:func:`~transports.grpc.status.to_grpc_error`); an unexpected one is INTERNAL without
+  details (logged with its traceback: it is a bug), never grpclib's UNKNOWN.
 - A call the client cancelled (or dropped with its connection) ends by its CancelledError,
   however its handler ended: grpclib logs "Failed to handle cancellation" with a traceback for
   a cancelled handler that returns or raises anything else (a ``finally`` that awaits and
@@ -28,6 +29,8 @@ from grpclib.const import Cardinality, Status
 from grpclib.events import RecvRequest, listen
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 from grpclib.server import Server
+
+from transports.grpc.status import to_grpc_error
 
 log = logging.getLogger("reel.grpc")
 
@@ -97,8 +100,10 @@ def _guarded(method_func: MethodFunc, method_name: str, unary_request: bool) -> 
             _end_if_cancelled()
             if isinstance(exc, GRPCError | StreamTerminatedError | ProtocolError | TimeoutError):
                 raise  # statuses, a client gone, a deadline: grpclib's own handling
-            log.error("internal error in %s", method_name, exc_info=exc)
-            raise GRPCError(Status.INTERNAL, "internal error") from None
+            error = to_grpc_error(exc)
+            if error.status == Status.INTERNAL:
+                log.error("internal error in %s", method_name, exc_info=exc)
+            raise error from None
         _end_if_cancelled()
 
     return guarded

@@ -24,7 +24,7 @@ from proto.reel.v1 import (
 )
 from transports.grpc.context import ServiceContext
 from transports.grpc.records import checkpoint_message, envelope_message, verify_message
-from transports.grpc.status import beyond_head, invalid, to_grpc_error
+from transports.grpc.status import beyond_head, invalid
 
 READ_BATCH = 1000
 
@@ -38,11 +38,8 @@ class JournalService(JournalBase):
     async def head(self, message: JournalHeadRequest) -> JournalHead:
         await self.ctx.permit("journal.read")
         journal = self.ctx.runtime.journal
-        try:
-            head = await asyncio.to_thread(journal.head)
-            checkpoints = await asyncio.to_thread(journal.checkpoints)
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        head = await asyncio.to_thread(journal.head)
+        checkpoints = await asyncio.to_thread(journal.checkpoints)
         return JournalHead(
             position=head.position,
             hash=head.hash,
@@ -54,12 +51,9 @@ class JournalService(JournalBase):
         journal = self.ctx.runtime.journal
         key = journal.node_key.public_key if journal.node_key is not None else None
         notes = journal.witness.notes() if journal.witness is not None else None
-        try:
-            report = await asyncio.to_thread(
-                verify, journal, trusted_public_key=key, key_source="node", witness=notes
-            )
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        report = await asyncio.to_thread(
+            verify, journal, trusted_public_key=key, key_source="node", witness=notes
+        )
         return verify_message(report)
 
     async def read(self, message: ReadJournalRequest) -> AsyncIterator[Envelope]:
@@ -79,10 +73,7 @@ class JournalService(JournalBase):
             # On the loop thread: an indexed read of committed rows takes a millisecond, and a
             # worker thread per read made 500 followers queue behind each other for seconds.
             want = asked = limit if left is None else min(limit, left)
-            try:
-                return journal.read(after, want)
-            except Exception as exc:
-                raise to_grpc_error(exc) from None
+            return journal.read(after, want)
 
         def wake() -> tuple[asyncio.Future[None]]:
             return (ctx.shutdown,)

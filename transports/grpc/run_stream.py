@@ -123,10 +123,7 @@ class RunConversation:
             principal=who.principal,
             channel=body.channel or "grpc",
         )
-        try:
-            ticket = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
-        except Exception as exc:
-            raise to_grpc_error(exc) from None
+        ticket = await asyncio.wrap_future(self.ctx.runtime.node.send(command))
         self.run_id = ticket.run_id
 
     async def _permit_start(self, session_id: str | None, session_key: str | None) -> Credentials:

@@ -2,54 +2,43 @@
 becomes a gRPC status and a message naming the problem.
 
 Handlers raise :class:`grpclib.exceptions.GRPCError` for what they detect themselves (bad
-requests); :func:`to_grpc_error` translates the actors' error tree and journal errors.
-Unexpected exceptions become INTERNAL with a generic message (never a traceback or a secret).
+requests); :func:`to_grpc_error` gives reel's own exceptions the status of their kind
+(:mod:`transports.failures`, through :data:`STATUS`). Anything unexpected becomes INTERNAL with
+a generic message (never a traceback or a secret); the guard logs it
+(:mod:`transports.grpc.guard`).
 """
 
 from __future__ import annotations
 
+from typing import Final
+
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from actors import (
-    ActorsError,
-    Conflict,
-    InvalidCommand,
-    NodeDraining,
-    NotFound,
-    SessionKeyTaken,
-)
-from events import AppendRejected, JournalClosed, JournalError, JournalUnavailable
-from policies import PolicyRequestError
-from transports.access import NotFound as AccessNotFound
-from transports.access import PermissionDenied
+from transports.failures import Kind, public
+
+STATUS: Final[dict[Kind, Status]] = {
+    "invalid_argument": Status.INVALID_ARGUMENT,
+    "unauthenticated": Status.UNAUTHENTICATED,
+    "permission_denied": Status.PERMISSION_DENIED,
+    "not_found": Status.NOT_FOUND,
+    "method_not_allowed": Status.UNIMPLEMENTED,
+    "conflict": Status.FAILED_PRECONDITION,
+    "already_exists": Status.ALREADY_EXISTS,
+    "payload_too_large": Status.RESOURCE_EXHAUSTED,
+    "unavailable": Status.UNAVAILABLE,
+    "unusable": Status.INTERNAL,
+    "internal": Status.INTERNAL,
+}
+"""Each kind of failure as a gRPC status."""
 
 
 def to_grpc_error(exc: BaseException) -> GRPCError:
     """The status and message for any exception a handler let through."""
     if isinstance(exc, GRPCError):
         return exc
-    if isinstance(exc, PermissionDenied):
-        return GRPCError(Status.PERMISSION_DENIED, str(exc))
-    if isinstance(exc, AccessNotFound):
-        return GRPCError(Status.NOT_FOUND, str(exc))
-    if isinstance(exc, InvalidCommand | PolicyRequestError):
-        return GRPCError(Status.INVALID_ARGUMENT, str(exc))
-    if isinstance(exc, NotFound):
-        return GRPCError(Status.NOT_FOUND, str(exc))
-    if isinstance(exc, SessionKeyTaken):
-        return GRPCError(Status.ALREADY_EXISTS, str(exc))
-    if isinstance(exc, Conflict):
-        return GRPCError(Status.FAILED_PRECONDITION, str(exc))
-    if isinstance(exc, NodeDraining):
-        return GRPCError(Status.UNAVAILABLE, str(exc))
-    if isinstance(exc, AppendRejected):
-        return GRPCError(Status.INVALID_ARGUMENT, f"the journal refused the input: {exc}")
-    if isinstance(exc, JournalClosed | JournalUnavailable):
-        return GRPCError(Status.UNAVAILABLE, "the journal is not available")
-    if isinstance(exc, JournalError | ActorsError):
-        return GRPCError(Status.INTERNAL, f"internal error ({type(exc).__name__})")
-    return GRPCError(Status.INTERNAL, "internal error")
+    failure = public(exc)
+    return GRPCError(STATUS[failure.kind], failure.message)
 
 
 def invalid(field: str, problem: str) -> GRPCError:

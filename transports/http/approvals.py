@@ -1,13 +1,16 @@
-"""``/v1/approvals``: the queue (pending or resolved) and human decisions."""
+"""``/v1/approvals``: the queue (pending or resolved) and human decisions; ``/v1/grants/revoke``:
+taking back an ``always`` grant a decision made."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from actors.messages import ResolveApproval
+from actors.always_grants import check_grant
+from actors.messages import ResolveApproval, RevokeGrant
+from events.catalog import GrantRevoked
 from projections import ApprovalFilter, ApprovalRecord
 from transports.grants import presented
-from transports.http.bodies import ApprovalPage, DecisionRequest
+from transports.http.bodies import ApprovalPage, DecisionRequest, RevokedGrant, RevokeGrantRequest
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (
@@ -80,6 +83,24 @@ async def decide_approval(request: web.Request) -> web.Response:
     )
     await ctx.caught_up()
     return json_reply(await approval_record(ctx, approval_id))
+
+
+@routes.post("/v1/grants/revoke")
+async def revoke_grant(request: web.Request) -> web.Response:
+    """``grant.revoke``: the node records ``grant.revoked``, then stops honouring the grant; a
+    principal holding no such grant is a 409 and nothing is recorded."""
+    ctx = request.app[CONTEXT]
+    body = await read_body(request, RevokeGrantRequest)
+    check_grant(body.principal, body.tool)
+    who = await permit(
+        request, "grant.revoke", ctx.authority.grant_scope(body.principal, body.tool)
+    )
+    revoked: GrantRevoked = await ctx.command(
+        RevokeGrant(principal=body.principal, tool=body.tool, revoked_by=who.principal)
+    )
+    return json_reply(
+        RevokedGrant(principal=revoked.principal, tool=revoked.tool, revoked_by=who.principal)
+    )
 
 
 async def approval_record(ctx: ApiContext, approval_id: str) -> ApprovalRecord:

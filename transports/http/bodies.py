@@ -78,6 +78,14 @@ class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_field
     """``POST /v1/runs/{id}/cancel`` (body optional)."""
 
 
+class RevokeGrantRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/grants/revoke``: end the ``always`` grant of ``tool`` to ``principal``."""
+
+    principal: str
+    """Whose grant: the principal the approved run acted for."""
+    tool: str
+
+
 class DecisionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``POST /v1/approvals/{id}``: a human decision on a pending approval."""
 
@@ -108,6 +116,15 @@ ErrorCode = Literal[
     "unavailable",
     "internal",
 ]
+
+
+class RevokedGrant(msgspec.Struct, frozen=True, kw_only=True):
+    """An ``always`` grant revoked (``grant.revoked`` is recorded): the next call asks again."""
+
+    principal: str
+    tool: str
+    revoked_by: str
+    """Who revoked it: the caller's principal."""
 
 
 class ErrorDetail(msgspec.Struct, frozen=True, kw_only=True):

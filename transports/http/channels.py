@@ -23,10 +23,8 @@ from actors.channels.message import InboundMessage, MessageBody
 from transports.channels import (
     ChannelHub,
     ChannelInfo,
-    InvalidMessage,
     MintedCode,
     RouteResult,
-    UnknownChannel,
 )
 from transports.channels.webhook import SIGNATURE_HEADER, WebhookConnector
 from transports.http.context import CONTEXT, permit
@@ -63,22 +61,13 @@ def hub_of(request: web.Request) -> ChannelHub:
 def channel_name(request: web.Request) -> str:
     """The configured channel the path names (404 otherwise)."""
     name = request.match_info["channel"]
-    try:
-        hub_of(request).config(name)
-    except UnknownChannel as exc:
-        raise ApiError("not_found", str(exc)) from None
+    hub_of(request).config(name)
     return name
 
 
 async def route(hub: ChannelHub, message: InboundMessage) -> RouteResult:
     """The decision on ``message``; bad input is a 400 naming its field."""
-    try:
-        future = hub.receive(message)
-    except InvalidMessage as exc:
-        raise ApiError("invalid_argument", str(exc), f"$.{exc.field}") from None
-    except UnknownChannel as exc:
-        raise ApiError("not_found", str(exc)) from None
-    return await asyncio.wrap_future(future)
+    return await asyncio.wrap_future(hub.receive(message))
 
 
 @routes.get("/v1/channels")

@@ -1,88 +1,71 @@
 """Errors as the HTTP API reports them: one JSON shape, one stable ``code``, one mapping.
 
-:func:`to_api_error` is the single place where everything a handler can raise (the actors' error
-tree, journal errors, msgspec validation, aiohttp's own HTTP exceptions) becomes a status and a
-code. Handlers raise :class:`ApiError` for what they detect themselves.
+:func:`to_api_error` is the single place where everything a handler can raise becomes a status
+and a code: reel's own exceptions by their kind (:mod:`transports.failures`, through
+:data:`STATUS`), then what only HTTP meets (msgspec validation, aiohttp's HTTP exceptions).
+Handlers raise :class:`ApiError` for what they detect themselves.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Final
 
 import msgspec
 from aiohttp import web
 
-from actors import Conflict, InvalidCommand, NodeDraining, NotFound
-from events import AppendRejected, JournalClosed, JournalUnavailable
-from policies import PolicyRequestError
-from transports.access import NotFound as AccessNotFound
-from transports.access import PermissionDenied
+from transports.failures import Kind, kind_of, public
 from transports.http.bodies import ErrorBody, ErrorCode, ErrorDetail
-from transports.tokens import TokenAlreadyRevoked, TokenError, UnknownToken
 
-STATUS: dict[ErrorCode, int] = {
-    "unauthenticated": 401,
-    "permission_denied": 403,
-    "invalid_argument": 400,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "conflict": 409,
-    "payload_too_large": 413,
-    "unavailable": 503,
-    "internal": 500,
+STATUS: Final[dict[Kind, tuple[int, ErrorCode]]] = {
+    "invalid_argument": (400, "invalid_argument"),
+    "unauthenticated": (401, "unauthenticated"),
+    "permission_denied": (403, "permission_denied"),
+    "not_found": (404, "not_found"),
+    "method_not_allowed": (405, "method_not_allowed"),
+    "conflict": (409, "conflict"),
+    "already_exists": (409, "conflict"),
+    "payload_too_large": (413, "payload_too_large"),
+    "unavailable": (503, "unavailable"),
+    "unusable": (500, "internal"),
+    "internal": (500, "internal"),
 }
+"""Each kind of failure as an HTTP status and the body's ``code``."""
 
 
 class ApiError(Exception):
-    """A request failed in a way the client should hear about: ``code`` decides the status."""
+    """A request failed in a way the client should hear about: ``kind`` decides the status."""
 
     def __init__(
         self,
-        code: ErrorCode,
+        kind: Kind,
         message: str,
         field: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
-        self.code: ErrorCode = code
+        self.kind: Kind = kind
         self.message = message
         self.field = field
         self.headers = headers or {}
 
     @property
     def status(self) -> int:
-        return STATUS[self.code]
+        return STATUS[self.kind][0]
+
+    @property
+    def code(self) -> ErrorCode:
+        return STATUS[self.kind][1]
 
 
 def to_api_error(exc: BaseException) -> ApiError:
     """The API error for any exception a handler let through (``internal`` when unexpected)."""
     if isinstance(exc, ApiError):
         return exc
-    if isinstance(exc, PermissionDenied):
-        return ApiError("permission_denied", str(exc))
-    if isinstance(exc, AccessNotFound):
-        return ApiError("not_found", str(exc))
-    if isinstance(exc, TokenError):  # the body's list of roles is "roles"
-        field = "roles" if exc.field == "role" else exc.field
-        return ApiError("invalid_argument", str(exc), f"$.{field}")
-    if isinstance(exc, UnknownToken):
-        return ApiError("not_found", str(exc))
-    if isinstance(exc, TokenAlreadyRevoked):
-        return ApiError("conflict", str(exc))
-    if isinstance(exc, InvalidCommand):
-        return ApiError("invalid_argument", str(exc), f"$.{exc.field}")
-    if isinstance(exc, PolicyRequestError):  # a request value Cedar's context cannot hold
-        return ApiError("invalid_argument", str(exc), f"$.{exc.field.rsplit('.', 1)[-1]}")
-    if isinstance(exc, NotFound):
-        return ApiError("not_found", str(exc))
-    if isinstance(exc, Conflict):
-        return ApiError("conflict", str(exc))
-    if isinstance(exc, NodeDraining):
-        return ApiError("unavailable", str(exc))
-    if isinstance(exc, AppendRejected):
-        return ApiError("invalid_argument", f"the journal refused the input: {exc}")
-    if isinstance(exc, JournalClosed | JournalUnavailable):
-        return ApiError("unavailable", "the journal is not available")
+    if kind_of(exc) is not None:
+        failure = public(exc)
+        field = f"$.{failure.field}" if failure.field is not None else None
+        return ApiError(failure.kind, failure.message, field)
     if isinstance(exc, msgspec.ValidationError):
         return _validation_error(exc)
     if isinstance(exc, msgspec.DecodeError):

@@ -46,8 +46,6 @@ from transports.memory import (
     TAG_MAX_CHARS,
     ItemState,
     MemoryInputError,
-    MemoryItemAlreadyDeleted,
-    UnknownMemoryItem,
     check_write,
     delete_item,
     item_state,
@@ -124,10 +122,6 @@ class MemoryPage(msgspec.Struct, frozen=True, kw_only=True):
     next_after: str | None
 
 
-def _field(error: MemoryInputError, where: str = "$") -> ApiError:
-    return ApiError("invalid_argument", error.message, f"{where}.{error.field}")
-
-
 def visible(
     ctx: ApiContext, who: Credentials, scope: str, owner: str | None, sid: str | None
 ) -> bool:
@@ -171,19 +165,16 @@ async def write_memory(request: web.Request) -> web.Response:
     journal = ctx.runtime.journal
     now_ms = int(time.time() * 1000)
     expires = None if body.expires_at is None else int(body.expires_at.timestamp() * 1000)
-    try:
-        checked = await asyncio.to_thread(
-            check_write,
-            journal,
-            body.text,
-            tags=body.tags,
-            scope=body.scope,
-            session_id=body.session_id,
-            expires_at_ms=expires,
-            now_ms=now_ms,
-        )
-    except MemoryInputError as exc:
-        raise _field(exc) from None
+    checked = await asyncio.to_thread(
+        check_write,
+        journal,
+        body.text,
+        tags=body.tags,
+        scope=body.scope,
+        session_id=body.session_id,
+        expires_at_ms=expires,
+        now_ms=now_ms,
+    )
     item_id = new_id()  # before the decision, so that access.decided names the item
     # (a session created a moment ago may not be in the views yet: ctx.scope waits for them)
     scope = await ctx.scope(
@@ -192,21 +183,18 @@ async def write_memory(request: web.Request) -> web.Response:
         )
     )
     await permit(request, "memory.write", scope)
-    try:
-        await asyncio.to_thread(
-            write_item,
-            journal,
-            checked.text,
-            principal=who.principal,
-            tags=checked.tags,
-            scope=checked.scope,
-            session_id=checked.session_id,
-            expires_at_ms=checked.expires_at_ms,
-            now_ms=now_ms,
-            item_id=item_id,
-        )
-    except MemoryInputError as exc:
-        raise _field(exc) from None
+    await asyncio.to_thread(
+        write_item,
+        journal,
+        checked.text,
+        principal=who.principal,
+        tags=checked.tags,
+        scope=checked.scope,
+        session_id=checked.session_id,
+        expires_at_ms=checked.expires_at_ms,
+        now_ms=now_ms,
+        item_id=item_id,
+    )
     view = ctx.runtime.memory.view
     item = await ctx.appear(lambda: view.get(item_id, include_expired=True))
     return json_reply(MemoryWritten(id=item_id, item=item), status=201)
@@ -326,12 +314,8 @@ async def delete_memory_item(request: web.Request) -> web.Response:
         await asyncio.to_thread(
             delete_item, journal, item_id, principal=who.principal, reason=reason
         )
-    except MemoryInputError as exc:
+    except MemoryInputError as exc:  # the reason is a query parameter
         raise ApiError("invalid_argument", exc.message, f"query.{exc.field}") from None
-    except UnknownMemoryItem:
-        raise ApiError("not_found", f"no memory item {item_id}") from None
-    except MemoryItemAlreadyDeleted as exc:  # a concurrent delete got there first
-        raise ApiError("conflict", str(exc)) from None
     view = ctx.runtime.memory.view
 
     def deleted() -> MemoryItem | None:

@@ -48,6 +48,8 @@ from transports.http.bodies import (
     PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
+    RevokedGrant,
+    RevokeGrantRequest,
     RunPage,
     RunStarted,
     SendMessageRequest,
@@ -439,6 +441,17 @@ def _paths() -> dict[str, Any]:
                 body=DecisionRequest,
                 body_required=True,
             ),
+        },
+        "/v1/grants/revoke": {
+            "post": _op(
+                "Revoke an always grant (grant.revoke): grant.revoked is recorded, then the "
+                "node asks again for the principal's next call of the tool; a 409 when the "
+                "principal holds no such grant.",
+                {200: _json(RevokedGrant, "The grant, revoked.")},
+                (400, 409, 413, 503),
+                body=RevokeGrantRequest,
+                body_required=True,
+            )
         },
         "/v1/incidents": {
             "get": _op(

@@ -21,7 +21,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from transports.http.bodies import ErrorCode
+from transports.failures import Kind
 from transports.http.failures import ApiError, error_response
 
 log = logging.getLogger("reel.http")
@@ -51,8 +51,8 @@ class Protocol(web.RequestHandler):
             error = ApiError("internal", "internal error")
         else:
             log.warning("refused a malformed HTTP request (%s)", kind)
-            code: ErrorCode = "payload_too_large" if status == 413 else "invalid_argument"
-            error = ApiError(code, f"the request is not valid HTTP/1.1 ({kind})")
+            refused: Kind = "payload_too_large" if status == 413 else "invalid_argument"
+            error = ApiError(refused, f"the request is not valid HTTP/1.1 ({kind})")
         response = error_response(error)
         response.force_close()
         return response

@@ -81,3 +81,44 @@ def test_approvals_from_the_cli_while_the_node_runs(
     assert "allow by user:alice (scope session): grants shell.run with these exact" in (
         history.output
     )
+
+
+def test_revoke_an_always_grant_while_the_node_runs(
+    node: Node, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``reel approvals revoke`` goes through the node's API (``grant.revoke``): the grant ends
+    at once, the next call asks again, and a second revocation changes nothing (exit 1)."""
+    monkeypatch.setenv("REEL_HTTP_PORT", str(node.server.port))
+    data = str(node.runtime.data_dir)
+    runner = CliRunner()
+    run_id = node.start(SHELL)
+    approval_id = node.pending_approval(run_id)
+    allowed = node.call(
+        "POST", f"/v1/approvals/{approval_id}", {"decision": "allow", "scope": "always"}
+    )
+    assert allowed.status == 200, allowed
+    node.finish(run_id)
+    gate = node.runtime.node.services.gate
+    assert gate.has_always("admin", "shell.run")
+    revoke = ("approvals", "revoke", "--principal", "admin", "--tool", "shell.run", "--data", data)
+
+    viewer = tmp_path_factory.mktemp("t") / "viewer.token"
+    viewer.write_text(_token(node, "user:vic", "viewer"))
+    refused = runner.invoke(app, [*revoke, "--token-file", str(viewer)])
+    assert _code(refused) == EXIT_DENIED and "grant.revoke" in str(refused.exception)
+    bad = runner.invoke(app, [*revoke[:-4], "--tool", "Shell Run", "--data", data])
+    assert _code(bad) == 2 and str(bad.exception).startswith("--tool: ")
+    assert gate.has_always("admin", "shell.run")
+
+    monkeypatch.setenv("REEL_TOKEN", _token(node, "user:alice", "approver"))
+    done = runner.invoke(app, list(revoke))
+    assert done.exit_code == 0, done.output
+    assert "revoked: admin must be asked again for shell.run" in done.output
+    assert not gate.has_always("admin", "shell.run")
+    (row,) = node.runtime.journal.read_stream("grants")
+    assert (row.kind, row.principal) == ("grant.revoked", "user:alice")
+    assert node.pending_approval(node.start(SHELL))
+
+    again = runner.invoke(app, list(revoke))
+    assert _code(again) == 1
+    assert str(again.exception) == "admin has no always grant for shell.run; nothing changed"

@@ -164,6 +164,11 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
         "approvals", "revoke", "--principal", "bob", "--tool", "shell.run", "--data", str(tmp_path)
     )
     assert nothing.returncode == 1 and "no always grant" in nothing.stderr
+    bad = reel(
+        "approvals", "revoke", "--principal", "ops", "--tool", "Shell Run", "--data", str(tmp_path)
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    assert "--tool: " in bad.stderr
     out = reel(
         "approvals", "revoke", "--principal", "ops", "--tool", "shell.run", "--data", str(tmp_path)
     )
@@ -172,6 +177,8 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
     try:
         assert not rt.node.services.gate.has_always("ops", "shell.run")
         assert rt.node.recovery.always_grants == 0
+        (row,) = rt.journal.read_stream("grants")
+        assert (row.kind, row.principal) == ("grant.revoked", "cli")
     finally:
         rt.close(grace_s=0)
 

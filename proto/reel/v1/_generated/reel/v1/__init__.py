@@ -42,6 +42,8 @@ __all__ = (
     "ResolveSessionRequest",
     "ResolveSessionResponse",
     "ResumeRun",
+    "RevokeGrantRequest",
+    "RevokeGrantResponse",
     "RouteMessageRequest",
     "RouteMessageResponse",
     "Run",
@@ -1063,6 +1065,44 @@ default_message_pool.register_message("reel.v1", "ResumeRun", ResumeRun)
 
 
 @dataclass(eq=False, repr=False)
+class RevokeGrantRequest(betterproto2.Message):
+    @betterproto2.staticproperty
+    @staticmethod
+    def DESCRIPTOR() -> Descriptor:
+        return REEL_V1_APPROVALS_PROTO_DESCRIPTOR.message_types_by_name["RevokeGrantRequest"]
+
+    principal: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    Whose grant: the principal the approved run acted for.
+    """
+
+    tool: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+
+default_message_pool.register_message("reel.v1", "RevokeGrantRequest", RevokeGrantRequest)
+
+
+@dataclass(eq=False, repr=False)
+class RevokeGrantResponse(betterproto2.Message):
+    @betterproto2.staticproperty
+    @staticmethod
+    def DESCRIPTOR() -> Descriptor:
+        return REEL_V1_APPROVALS_PROTO_DESCRIPTOR.message_types_by_name["RevokeGrantResponse"]
+
+    principal: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    tool: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+
+    revoked_by: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    Who revoked it: the caller's principal.
+    """
+
+
+default_message_pool.register_message("reel.v1", "RevokeGrantResponse", RevokeGrantResponse)
+
+
+@dataclass(eq=False, repr=False)
 class RouteMessageRequest(betterproto2.Message):
     """
     One chat message, normalized (transports/channels InboundMessage).
@@ -1761,6 +1801,28 @@ class ApprovalsStub(betterproto2_grpclib.ServiceStub):
         ):
             yield response
 
+    async def revoke_grant(
+        self,
+        message: "RevokeGrantRequest",
+        *,
+        timeout: "float | None" = None,
+        deadline: "Deadline | None" = None,
+        metadata: "MetadataLike | None" = None,
+    ) -> "RevokeGrantResponse":
+        """
+        End an `always` grant: grant.revoked is journaled, then the principal's next call of the
+        tool asks again. FAILED_PRECONDITION when the principal holds no such grant.
+        """
+
+        return await self._unary_unary(
+            "/reel.v1.Approvals/RevokeGrant",
+            message,
+            RevokeGrantResponse,
+            timeout=timeout,
+            deadline=deadline,
+            metadata=metadata,
+        )
+
 
 class GatewayStub(betterproto2_grpclib.ServiceStub):
     async def run_stream(
@@ -1956,7 +2018,7 @@ REEL_V1_TAPE_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSerializ
     b'\n\x12reel/v1/tape.proto\x12\x07reel.v1"~\n\x0bGrantOption\x12,\n\x05scope\x18\x01 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12)\n\x05match\x18\x02 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06covers\x18\x03 \x01(\tR\x06covers"\x94\x01\n\x05Usage\x12\x14\n\x05turns\x18\x01 \x01(\x03R\x05turns\x12\x1d\n\ntool_calls\x18\x02 \x01(\x03R\ttoolCalls\x12#\n\rprompt_tokens\x18\x03 \x01(\x03R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x04 \x01(\x03R\x10completionTokensJ\x04\x08\x05\x10\n"\x8d\x02\n\tRunStatus\x12\'\n\x05state\x18\x01 \x01(\x0e2\x11.reel.v1.RunStateR\x05state\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n\x07message\x18\x03 \x01(\tR\x07message\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x1f\n\x0bapproval_id\x18\x05 \x01(\tR\napprovalId\x12\x16\n\x06answer\x18\x06 \x01(\tR\x06answer\x12$\n\x05usage\x18\x07 \x01(\x0b2\x0e.reel.v1.UsageR\x05usage\x12!\n\x0crequested_by\x18\x08 \x01(\tR\x0brequestedByJ\x04\x08\t\x10\x10"6\n\x06Output\x12\x12\n\x04turn\x18\x01 \x01(\x05R\x04turn\x12\x12\n\x04text\x18\x02 \x01(\tR\x04textJ\x04\x08\x03\x10\x06"\xbf\x01\n\rTurnCompleted\x12\x12\n\x04turn\x18\x01 \x01(\x05R\x04turn\x12#\n\rprompt_tokens\x18\x02 \x01(\x03R\x0cpromptTokens\x12+\n\x11completion_tokens\x18\x03 \x01(\x03R\x10completionTokens\x12\x1d\n\ntool_calls\x18\x04 \x01(\x05R\ttoolCalls\x12#\n\rfinish_reason\x18\x05 \x01(\tR\x0cfinishReasonJ\x04\x08\x06\x10\n"\x8d\x01\n\x0cToolProposal\x12#\n\rinvocation_id\x18\x01 \x01(\tR\x0cinvocationId\x12\x17\n\x07call_id\x18\x02 \x01(\tR\x06callId\x12\x12\n\x04tool\x18\x03 \x01(\tR\x04tool\x12%\n\x0earguments_json\x18\x04 \x01(\tR\rargumentsJsonJ\x04\x08\x05\x10\n"\xe4\x01\n\x0cToolDecision\x12#\n\rinvocation_id\x18\x01 \x01(\tR\x0cinvocationId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12.\n\x07outcome\x18\x03 \x01(\x0e2\x14.reel.v1.ToolOutcomeR\x07outcome\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1d\n\npolicy_ids\x18\x05 \x03(\tR\tpolicyIds\x12\x18\n\x07posture\x18\x06 \x01(\tR\x07posture\x12\x14\n\x05grant\x18\x07 \x01(\tR\x05grantJ\x04\x08\x08\x10\r"\xc4\x02\n\x0fApprovalRequest\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12#\n\rinvocation_id\x18\x02 \x01(\tR\x0cinvocationId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x04 \x01(\tR\x04tool\x12%\n\x0earguments_json\x18\x05 \x01(\tR\rargumentsJson\x12\x12\n\x04risk\x18\x06 \x01(\tR\x04risk\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12;\n\rscope_options\x18\x08 \x03(\x0e2\x16.reel.v1.ApprovalScopeR\x0cscopeOptions\x12"\n\rexpires_at_ms\x18\t \x01(\x03R\x0bexpiresAtMsJ\x04\x08\n\x10\x10"\xe8\x02\n\x12ApprovalResolution\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12#\n\rinvocation_id\x18\x02 \x01(\tR\x0cinvocationId\x12\x12\n\x04tool\x18\x03 \x01(\tR\x04tool\x12-\n\x08decision\x18\x04 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x05 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x1d\n\ndecided_by\x18\x06 \x01(\tR\tdecidedBy\x12\x16\n\x06reason\x18\x07 \x01(\tR\x06reason\x12\x1b\n\twaited_ms\x18\x08 \x01(\x03R\x08waitedMs\x12)\n\x05match\x18\t \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\n \x01(\tR\x06prefixJ\x04\x08\x0b\x10\r"\xe7\x01\n\nToolResult\x12#\n\rinvocation_id\x18\x01 \x01(\tR\x0cinvocationId\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12\x0e\n\x02ok\x18\x03 \x01(\x08R\x02ok\x12\x16\n\x06output\x18\x04 \x01(\tR\x06output\x12\x14\n\x05error\x18\x05 \x01(\tR\x05error\x12\x1d\n\nerror_kind\x18\x06 \x01(\tR\terrorKind\x12\x1c\n\ttruncated\x18\x07 \x01(\x08R\ttruncated\x12\x1f\n\x0bduration_ms\x18\x08 \x01(\x03R\ndurationMsJ\x04\x08\t\x10\r"W\n\x0bStreamError\x12\x12\n\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message\x12\x14\n\x05field\x18\x03 \x01(\tR\x05fieldJ\x04\x08\x04\x10\x08"/\n\x08RawEntry\x12\x1d\n\nevent_json\x18\x01 \x01(\tR\teventJsonJ\x04\x08\x02\x10\x05"\xfe\x05\n\tTapeEvent\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x19\n\x08tape_seq\x18\x02 \x01(\x03R\x07tapeSeq\x12\x1a\n\x08position\x18\x03 \x01(\x03R\x08position\x12\x12\n\x04kind\x18\x04 \x01(\tR\x04kind\x12$\n\x0erecorded_at_ms\x18\x05 \x01(\x03R\x0crecordedAtMs\x12\x1a\n\x08redacted\x18\x06 \x01(\x05R\x08redacted\x12,\n\x06status\x18\n \x01(\x0b2\x12.reel.v1.RunStatusH\x00R\x06status\x12)\n\x06output\x18\x0b \x01(\x0b2\x0f.reel.v1.OutputH\x00R\x06output\x12<\n\rtool_proposal\x18\x0c \x01(\x0b2\x15.reel.v1.ToolProposalH\x00R\x0ctoolProposal\x12<\n\rtool_decision\x18\r \x01(\x0b2\x15.reel.v1.ToolDecisionH\x00R\x0ctoolDecision\x12E\n\x10approval_request\x18\x0e \x01(\x0b2\x18.reel.v1.ApprovalRequestH\x00R\x0fapprovalRequest\x12N\n\x13approval_resolution\x18\x0f \x01(\x0b2\x1b.reel.v1.ApprovalResolutionH\x00R\x12approvalResolution\x126\n\x0btool_result\x18\x10 \x01(\x0b2\x13.reel.v1.ToolResultH\x00R\ntoolResult\x12,\n\x05error\x18\x11 \x01(\x0b2\x14.reel.v1.StreamErrorH\x00R\x05error\x12?\n\x0eturn_completed\x18\x12 \x01(\x0b2\x16.reel.v1.TurnCompletedH\x00R\rturnCompleted\x12%\n\x03raw\x18\x13 \x01(\x0b2\x11.reel.v1.RawEntryH\x00R\x03rawB\x07\n\x05entryJ\x04\x08\x07\x10\nJ\x04\x08\x14\x10(*\xba\x01\n\x08RunState\x12\x17\n\x15RUN_STATE_UNSPECIFIED\x12\x16\n\x12RUN_STATE_ACCEPTED\x10\x01\x12\x19\n\x15RUN_STATE_IN_PROGRESS\x10\x02\x12\x1f\n\x1bRUN_STATE_AWAITING_APPROVAL\x10\x03\x12\x12\n\x0eRUN_STATE_DONE\x10\x04\x12\x14\n\x10RUN_STATE_FAILED\x10\x05\x12\x17\n\x13RUN_STATE_CANCELLED\x10\x06*I\n\x08Decision\x12\x16\n\x14DECISION_UNSPECIFIED\x12\x12\n\x0eDECISION_ALLOW\x10\x01\x12\x11\n\rDECISION_DENY\x10\x02*}\n\rApprovalScope\x12\x1c\n\x1aAPPROVAL_SCOPE_UNSPECIFIED\x12\x17\n\x13APPROVAL_SCOPE_ONCE\x10\x01\x12\x1a\n\x16APPROVAL_SCOPE_SESSION\x10\x02\x12\x19\n\x15APPROVAL_SCOPE_ALWAYS\x10\x03*k\n\nGrantMatch\x12\x19\n\x17GRANT_MATCH_UNSPECIFIED\x12\x13\n\x0fGRANT_MATCH_ANY\x10\x01\x12\x15\n\x11GRANT_MATCH_EXACT\x10\x02\x12\x16\n\x12GRANT_MATCH_PREFIX\x10\x03*|\n\x0bToolOutcome\x12\x1a\n\x18TOOL_OUTCOME_UNSPECIFIED\x12\x16\n\x12TOOL_OUTCOME_ALLOW\x10\x01\x12\x15\n\x11TOOL_OUTCOME_DENY\x10\x02\x12"\n\x1eTOOL_OUTCOME_APPROVAL_REQUIRED\x10\x03b\x06proto3'
 )
 REEL_V1_APPROVALS_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSerializedFile(
-    b'\n\x17reel/v1/approvals.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xfc\x05\n\x08Approval\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12#\n\rinvocation_id\x18\x02 \x01(\tR\x0cinvocationId\x12\x15\n\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x05 \x01(\tR\x04tool\x12%\n\x0earguments_json\x18\x06 \x01(\tR\rargumentsJson\x12\x12\n\x04risk\x18\x07 \x01(\tR\x04risk\x12\x16\n\x06reason\x18\x08 \x01(\tR\x06reason\x12\x1c\n\tprincipal\x18\t \x01(\tR\tprincipal\x12&\n\x0frequested_at_ms\x18\n \x01(\x03R\rrequestedAtMs\x12"\n\rexpires_at_ms\x18\x0b \x01(\x03R\x0bexpiresAtMs\x12,\n\x05state\x18\x0c \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12-\n\x08decision\x18\r \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x0e \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x1d\n\ndecided_by\x18\x0f \x01(\tR\tdecidedBy\x12%\n\x0edecided_reason\x18\x10 \x01(\tR\rdecidedReason\x12$\n\x0eresolved_at_ms\x18\x11 \x01(\x03R\x0cresolvedAtMs\x12\x1b\n\twaited_ms\x18\x12 \x01(\x03R\x08waitedMs\x12)\n\x05match\x18\x13 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x14 \x01(\tR\x06prefix\x12\x16\n\x06covers\x18\x15 \x01(\tR\x06covers\x12.\n\x07options\x18\x16 \x03(\x0b2\x14.reel.v1.GrantOptionR\x07optionsJ\x04\x08\x17\x10\x1a"\xd0\x01\n\x14ListApprovalsRequest\x12,\n\x05state\x18\x01 \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1b\n\tpage_size\x18\x05 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x06 \x01(\tR\tpageTokenJ\x04\x08\x07\x10\x0b"v\n\x15ListApprovalsResponse\x12/\n\tapprovals\x18\x01 \x03(\x0b2\x11.reel.v1.ApprovalR\tapprovals\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xf7\x01\n\x16ResolveApprovalRequest\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\\\n\x17ResolveApprovalResponse\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12\x1a\n\x08resolved\x18\x02 \x01(\x08R\x08resolvedJ\x04\x08\x03\x10\x06"m\n\x15WatchApprovalsRequest\x12%\n\x0eafter_position\x18\x01 \x01(\x03R\rafterPosition\x12\'\n\x0finclude_pending\x18\x02 \x01(\x08R\x0eincludePendingJ\x04\x08\x03\x10\x08"\x96\x01\n\x0eApprovalChange\x123\n\x06change\x18\x01 \x01(\x0e2\x1b.reel.v1.ApprovalChangeKindR\x06change\x12-\n\x08approval\x18\x02 \x01(\x0b2\x11.reel.v1.ApprovalR\x08approval\x12\x1a\n\x08position\x18\x03 \x01(\x03R\x08positionJ\x04\x08\x04\x10\x08*f\n\rApprovalState\x12\x1c\n\x1aAPPROVAL_STATE_UNSPECIFIED\x12\x1a\n\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n\x17APPROVAL_STATE_RESOLVED\x10\x02*\xa1\x01\n\x12ApprovalChangeKind\x12"\n APPROVAL_CHANGE_KIND_UNSPECIFIED\x12 \n\x1cAPPROVAL_CHANGE_KIND_PENDING\x10\x01\x12"\n\x1eAPPROVAL_CHANGE_KIND_REQUESTED\x10\x02\x12!\n\x1dAPPROVAL_CHANGE_KIND_RESOLVED\x10\x032\xe4\x01\n\tApprovals\x12E\n\x04List\x12\x1d.reel.v1.ListApprovalsRequest\x1a\x1e.reel.v1.ListApprovalsResponse\x12L\n\x07Resolve\x12\x1f.reel.v1.ResolveApprovalRequest\x1a .reel.v1.ResolveApprovalResponse\x12B\n\x05Watch\x12\x1e.reel.v1.WatchApprovalsRequest\x1a\x17.reel.v1.ApprovalChange0\x01b\x06proto3'
+    b'\n\x17reel/v1/approvals.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xfc\x05\n\x08Approval\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12#\n\rinvocation_id\x18\x02 \x01(\tR\x0cinvocationId\x12\x15\n\x06run_id\x18\x03 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x05 \x01(\tR\x04tool\x12%\n\x0earguments_json\x18\x06 \x01(\tR\rargumentsJson\x12\x12\n\x04risk\x18\x07 \x01(\tR\x04risk\x12\x16\n\x06reason\x18\x08 \x01(\tR\x06reason\x12\x1c\n\tprincipal\x18\t \x01(\tR\tprincipal\x12&\n\x0frequested_at_ms\x18\n \x01(\x03R\rrequestedAtMs\x12"\n\rexpires_at_ms\x18\x0b \x01(\x03R\x0bexpiresAtMs\x12,\n\x05state\x18\x0c \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12-\n\x08decision\x18\r \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x0e \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x1d\n\ndecided_by\x18\x0f \x01(\tR\tdecidedBy\x12%\n\x0edecided_reason\x18\x10 \x01(\tR\rdecidedReason\x12$\n\x0eresolved_at_ms\x18\x11 \x01(\x03R\x0cresolvedAtMs\x12\x1b\n\twaited_ms\x18\x12 \x01(\x03R\x08waitedMs\x12)\n\x05match\x18\x13 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x14 \x01(\tR\x06prefix\x12\x16\n\x06covers\x18\x15 \x01(\tR\x06covers\x12.\n\x07options\x18\x16 \x03(\x0b2\x14.reel.v1.GrantOptionR\x07optionsJ\x04\x08\x17\x10\x1a"\xd0\x01\n\x14ListApprovalsRequest\x12,\n\x05state\x18\x01 \x01(\x0e2\x16.reel.v1.ApprovalStateR\x05state\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x12\n\x04tool\x18\x04 \x01(\tR\x04tool\x12\x1b\n\tpage_size\x18\x05 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x06 \x01(\tR\tpageTokenJ\x04\x08\x07\x10\x0b"v\n\x15ListApprovalsResponse\x12/\n\tapprovals\x18\x01 \x03(\x0b2\x11.reel.v1.ApprovalR\tapprovals\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xf7\x01\n\x16ResolveApprovalRequest\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\\\n\x17ResolveApprovalResponse\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12\x1a\n\x08resolved\x18\x02 \x01(\x08R\x08resolvedJ\x04\x08\x03\x10\x06"m\n\x15WatchApprovalsRequest\x12%\n\x0eafter_position\x18\x01 \x01(\x03R\rafterPosition\x12\'\n\x0finclude_pending\x18\x02 \x01(\x08R\x0eincludePendingJ\x04\x08\x03\x10\x08"\x96\x01\n\x0eApprovalChange\x123\n\x06change\x18\x01 \x01(\x0e2\x1b.reel.v1.ApprovalChangeKindR\x06change\x12-\n\x08approval\x18\x02 \x01(\x0b2\x11.reel.v1.ApprovalR\x08approval\x12\x1a\n\x08position\x18\x03 \x01(\x03R\x08positionJ\x04\x08\x04\x10\x08"L\n\x12RevokeGrantRequest\x12\x1c\n\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04toolJ\x04\x08\x03\x10\x06"l\n\x13RevokeGrantResponse\x12\x1c\n\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x12\n\x04tool\x18\x02 \x01(\tR\x04tool\x12\x1d\n\nrevoked_by\x18\x03 \x01(\tR\trevokedByJ\x04\x08\x04\x10\x07*f\n\rApprovalState\x12\x1c\n\x1aAPPROVAL_STATE_UNSPECIFIED\x12\x1a\n\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n\x17APPROVAL_STATE_RESOLVED\x10\x02*\xa1\x01\n\x12ApprovalChangeKind\x12"\n APPROVAL_CHANGE_KIND_UNSPECIFIED\x12 \n\x1cAPPROVAL_CHANGE_KIND_PENDING\x10\x01\x12"\n\x1eAPPROVAL_CHANGE_KIND_REQUESTED\x10\x02\x12!\n\x1dAPPROVAL_CHANGE_KIND_RESOLVED\x10\x032\xae\x02\n\tApprovals\x12E\n\x04List\x12\x1d.reel.v1.ListApprovalsRequest\x1a\x1e.reel.v1.ListApprovalsResponse\x12L\n\x07Resolve\x12\x1f.reel.v1.ResolveApprovalRequest\x1a .reel.v1.ResolveApprovalResponse\x12B\n\x05Watch\x12\x1e.reel.v1.WatchApprovalsRequest\x1a\x17.reel.v1.ApprovalChange0\x01\x12H\n\x0bRevokeGrant\x12\x1b.reel.v1.RevokeGrantRequest\x1a\x1c.reel.v1.RevokeGrantResponseb\x06proto3'
 )
 REEL_V1_GATEWAY_PROTO_DESCRIPTOR = default_google_proto_descriptor_pool.AddSerializedFile(
     b'\n\x15reel/v1/gateway.proto\x12\x07reel.v1\x1a\x12reel/v1/tape.proto"\xe7\x01\n\x10RunStreamRequest\x12)\n\x05start\x18\x01 \x01(\x0b2\x11.reel.v1.StartRunH\x00R\x05start\x12,\n\x06resume\x18\x02 \x01(\x0b2\x12.reel.v1.ResumeRunH\x00R\x06resume\x127\n\x08approval\x18\x03 \x01(\x0b2\x19.reel.v1.ApprovalDecisionH\x00R\x08approval\x123\n\x06cancel\x18\x04 \x01(\x0b2\x19.reel.v1.CancelCurrentRunH\x00R\x06cancelB\x06\n\x04kindJ\x04\x08\x05\x10\x10"\xc6\x01\n\x08StartRun\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12!\n\x0bnew_session\x18\x03 \x01(\x08H\x00R\nnewSession\x12\x12\n\x04text\x18\x04 \x01(\tR\x04text\x12\x14\n\x05label\x18\x05 \x01(\tR\x05label\x12\x18\n\x07channel\x18\x06 \x01(\tR\x07channelB\t\n\x07sessionJ\x04\x08\x07\x10\x10"X\n\tResumeRun\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12 \n\tafter_seq\x18\x02 \x01(\x03H\x00R\x08afterSeq\x88\x01\x01B\x0c\n\n_after_seqJ\x04\x08\x03\x10\x08"\xf1\x01\n\x10ApprovalDecision\x12\x1f\n\x0bapproval_id\x18\x01 \x01(\tR\napprovalId\x12-\n\x08decision\x18\x02 \x01(\x0e2\x11.reel.v1.DecisionR\x08decision\x12,\n\x05scope\x18\x03 \x01(\x0e2\x16.reel.v1.ApprovalScopeR\x05scope\x12\x16\n\x06reason\x18\x04 \x01(\tR\x06reason\x12)\n\x05match\x18\x05 \x01(\x0e2\x13.reel.v1.GrantMatchR\x05match\x12\x16\n\x06prefix\x18\x06 \x01(\tR\x06prefixJ\x04\x08\x07\x10\n"\x18\n\x10CancelCurrentRunJ\x04\x08\x01\x10\x06",\n\rGetRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"\x9d\x03\n\x03Run\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x1c\n\tprincipal\x18\x03 \x01(\tR\tprincipal\x12\'\n\x05state\x18\x04 \x01(\x0e2\x11.reel.v1.RunStateR\x05state\x12-\n\x12termination_reason\x18\x05 \x01(\tR\x11terminationReason\x12\x18\n\x07message\x18\x06 \x01(\tR\x07message\x12$\n\x0eaccepted_at_ms\x18\x07 \x01(\x03R\x0cacceptedAtMs\x12"\n\rstarted_at_ms\x18\x08 \x01(\x03R\x0bstartedAtMs\x12\x1e\n\x0bended_at_ms\x18\t \x01(\x03R\tendedAtMs\x12$\n\x05usage\x18\n \x01(\x0b2\x0e.reel.v1.UsageR\x05usage\x12\x16\n\x06answer\x18\x0b \x01(\tR\x06answer\x12"\n\rlast_tape_seq\x18\x0c \x01(\x03R\x0blastTapeSeqJ\x04\x08\r\x10\x15"/\n\x10CancelRunRequest\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runIdJ\x04\x08\x02\x10\x06"L\n\x11CancelRunResponse\x12\x15\n\x06run_id\x18\x01 \x01(\tR\x05runId\x12\x1a\n\x08accepted\x18\x02 \x01(\x08R\x08acceptedJ\x04\x08\x03\x10\x06"W\n\x13ListSessionsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageTokenJ\x04\x08\x03\x10\x08"\xf4\x02\n\x07Session\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12/\n\x14branched_from_run_id\x18\x05 \x01(\tR\x11branchedFromRunId\x12\x1c\n\tprincipal\x18\x06 \x01(\tR\tprincipal\x12"\n\rcreated_at_ms\x18\x07 \x01(\x03R\x0bcreatedAtMs\x12"\n\rupdated_at_ms\x18\x08 \x01(\x03R\x0bupdatedAtMs\x12\x12\n\x04runs\x18\t \x01(\x03R\x04runs\x12\x16\n\x06resets\x18\n \x01(\x03R\x06resets\x12\x1e\n\x0blast_run_id\x18\x0b \x01(\tR\tlastRunIdJ\x04\x08\x0c\x10\x15"r\n\x14ListSessionsResponse\x12,\n\x08sessions\x18\x01 \x03(\x0b2\x10.reel.v1.SessionR\x08sessions\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageTokenJ\x04\x08\x03\x10\x06"\xb0\x01\n\x15ResolveSessionRequest\x12\x1f\n\nsession_id\x18\x01 \x01(\tH\x00R\tsessionId\x12!\n\x0bsession_key\x18\x02 \x01(\tH\x00R\nsessionKey\x12\x16\n\x06create\x18\x03 \x01(\x08R\x06create\x12\x14\n\x05reset\x18\x04 \x01(\x08R\x05reset\x12\x14\n\x05label\x18\x05 \x01(\tR\x05labelB\t\n\x07sessionJ\x04\x08\x06\x10\x0b"\xdf\x01\n\x16ResolveSessionResponse\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x1f\n\x0bsession_key\x18\x02 \x01(\tR\nsessionKey\x12\x14\n\x05label\x18\x03 \x01(\tR\x05label\x12*\n\x11parent_session_id\x18\x04 \x01(\tR\x0fparentSessionId\x12\x18\n\x07created\x18\x05 \x01(\x08R\x07created\x12#\n\rreset_applied\x18\x06 \x01(\x08R\x0cresetAppliedJ\x04\x08\x07\x10\x0b"v\n\x11ChannelAttachment\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12!\n\x0ccontent_type\x18\x02 \x01(\tR\x0bcontentType\x12\x10\n\x03url\x18\x03 \x01(\tR\x03url\x12\x12\n\x04size\x18\x04 \x01(\x03R\x04sizeJ\x04\x08\x05\x10\t"\xdf\x02\n\x13RouteMessageRequest\x12\x18\n\x07channel\x18\x01 \x01(\tR\x07channel\x12"\n\x0cconversation\x18\x02 \x01(\tR\x0cconversation\x12\x16\n\x06sender\x18\x03 \x01(\tR\x06sender\x12\x12\n\x04text\x18\x04 \x01(\tR\x04text\x12\x1d\n\nmessage_id\x18\x05 \x01(\tR\tmessageId\x12\x16\n\x06thread\x18\x06 \x01(\tR\x06thread\x12\x1f\n\x0bsender_name\x18\x07 \x01(\tR\nsenderName\x12\x1b\n\tis_direct\x18\x08 \x01(\x08R\x08isDirect\x12%\n\x0ementions_agent\x18\t \x01(\x08R\rmentionsAgent\x12<\n\x0battachments\x18\n \x03(\x0b2\x1a.reel.v1.ChannelAttachmentR\x0battachmentsJ\x04\x08\x0b\x10\x15"\xbf\x02\n\x14RouteMessageResponse\x12\x1a\n\x08accepted\x18\x01 \x01(\x08R\x08accepted\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n\x06detail\x18\x03 \x01(\tR\x06detail\x12\x14\n\x05route\x18\x04 \x01(\tR\x05route\x12\x1c\n\tprincipal\x18\x05 \x01(\tR\tprincipal\x12\x1f\n\x0bsession_key\x18\x06 \x01(\tR\nsessionKey\x12\x1d\n\nsession_id\x18\x07 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x08 \x01(\tR\x05runId\x12\x16\n\x06queued\x18\t \x01(\x08R\x06queued\x12\x1c\n\tduplicate\x18\n \x01(\x08R\tduplicate\x12\x14\n\x05reply\x18\x0b \x01(\x08R\x05replyJ\x04\x08\x0c\x10\x152\xaa\x03\n\x07Gateway\x12>\n\tRunStream\x12\x19.reel.v1.RunStreamRequest\x1a\x12.reel.v1.TapeEvent(\x010\x01\x12.\n\x06GetRun\x12\x16.reel.v1.GetRunRequest\x1a\x0c.reel.v1.Run\x12B\n\tCancelRun\x12\x19.reel.v1.CancelRunRequest\x1a\x1a.reel.v1.CancelRunResponse\x12K\n\x0cListSessions\x12\x1c.reel.v1.ListSessionsRequest\x1a\x1d.reel.v1.ListSessionsResponse\x12Q\n\x0eResolveSession\x12\x1e.reel.v1.ResolveSessionRequest\x1a\x1f.reel.v1.ResolveSessionResponse\x12K\n\x0cRouteMessage\x12\x1c.reel.v1.RouteMessageRequest\x1a\x1d.reel.v1.RouteMessageResponseb\x06proto3'
@@ -1982,6 +2044,14 @@ class ApprovalsBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
         yield ApprovalChange()
+
+    async def revoke_grant(self, message: "RevokeGrantRequest") -> "RevokeGrantResponse":
+        """
+        End an `always` grant: grant.revoked is journaled, then the principal's next call of the
+        tool asks again. FAILED_PRECONDITION when the principal holds no such grant.
+        """
+
+        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
     async def __rpc_list(
         self, stream: "grpclib.server.Stream[ListApprovalsRequest, ListApprovalsResponse]"
@@ -2010,6 +2080,14 @@ class ApprovalsBase(betterproto2_grpclib.ServiceBase):
             request,
         )
 
+    async def __rpc_revoke_grant(
+        self, stream: "grpclib.server.Stream[RevokeGrantRequest, RevokeGrantResponse]"
+    ) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        response = await self.revoke_grant(request)
+        await stream.send_message(response)
+
     def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
         return {
             "/reel.v1.Approvals/List": grpclib.const.Handler(
@@ -2029,6 +2107,12 @@ class ApprovalsBase(betterproto2_grpclib.ServiceBase):
                 grpclib.const.Cardinality.UNARY_STREAM,
                 WatchApprovalsRequest,
                 ApprovalChange,
+            ),
+            "/reel.v1.Approvals/RevokeGrant": grpclib.const.Handler(
+                self.__rpc_revoke_grant,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                RevokeGrantRequest,
+                RevokeGrantResponse,
             ),
         }
 
