@@ -35,6 +35,7 @@ refuses a model's answer with ``InvalidReflection`` and a run the journal lacks 
 is in :mod:`transports.failures`.
 """
 
+from actors.approvals.gate import GateDecision, ToolGate
 from actors.config import ActorsConfig, RunBudgets
 from actors.errors import (
     ActorsError,
@@ -51,9 +52,8 @@ from actors.errors import (
     UnknownRun,
     UnknownSession,
 )
-from actors.gate import GateDecision, ToolGate
-from actors.node import Node
-from actors.run_state import RunStatus
+from actors.runs.status import RunStatus
+from actors.system.node import Node
 
 __all__ = [
     "ActorsConfig",

@@ -4,10 +4,10 @@
 An aggregate is a frozen state and two pure functions: :meth:`Aggregate.initial` makes the
 state from the record that starts it (a session's ``session.created``, a run's
 ``run.accepted``, ...) and :meth:`Aggregate.apply` folds every later record into it. A module
-that defines both functions is an aggregate (``fold(actors.session_state, records)``), as are
-:mod:`actors.run_fold`, :mod:`actors.tool_fold`, :mod:`actors.task_state`,
-:mod:`actors.learning_state`, :mod:`actors.watchdog_decider`,
-:mod:`actors.channels.router`, :mod:`transports.tokens` and :mod:`transports.memory`.
+that defines both functions is an aggregate (``fold(actors.sessions.state, records)``), as are
+:mod:`actors.runs.state`, :mod:`actors.invocations.state`, :mod:`actors.tasks.state`,
+:mod:`actors.learning.state`, :mod:`actors.watchdog.decide`,
+:mod:`actors.channels.router`, :mod:`transports.access.tokens` and :mod:`actors.memory.items`.
 
 The contract every one of them keeps (``tests/conformance/aggregate.py`` proves it for each):
 

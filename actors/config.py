@@ -52,7 +52,7 @@ class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     memory_min_score: float = 0.35
     """A memory hit is injected at or above this final score (0-1)..."""
     memory_min_evidence: float = 2.0
-    """...or when at least :data:`actors.context.EVIDENCE_TERMS` of the message's words are in
+    """...or when at least :data:`actors.runs.context.EVIDENCE_TERMS` of the message's words are in
     it and they weigh at least this (``MemoryHit.evidence``: in IDFs of a word one item holds),
     whatever the rest of a long message says. 0: by final score only."""
     cancel_grace_s: float = 1.0

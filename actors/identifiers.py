@@ -14,7 +14,7 @@ from typing import Any
 
 from actors.errors import InvalidCommand
 from events.fields import CHANNEL, SESSION_KEY, Identifier
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 
 _CHECKED: tuple[tuple[str, Identifier], ...] = (
     ("session_key", SESSION_KEY),

@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from actors.compaction import Plan
-from actors.grants import Grant
+from actors.approvals.grants import Grant
 from actors.provider import ProviderEvent
-from actors.session_state import SessionState
+from actors.sessions.compaction import Plan
+from actors.sessions.state import SessionState
 from actors.stream import Recorded
 from events.catalog import CompactionMethod, GrantMatch, GrantScope, Posture, Verdict
 
@@ -134,7 +134,7 @@ class CompactSession(msgspec.Struct, frozen=True, kw_only=True):
 
 class RestoreSession(msgspec.Struct, frozen=True, kw_only=True):
     """Return the session's context to checkpoint ``checkpoint_id`` (``session.restored``).
-    Answers the :class:`~actors.session_state.Checkpoint`; an unknown one is
+    Answers the :class:`~actors.sessions.state.Checkpoint`; an unknown one is
     ``InvalidCommand("checkpoint")``, a live or queued run ``Conflict``."""
 
     session_id: str
@@ -181,7 +181,8 @@ class ResolveApproval(msgspec.Struct, frozen=True, kw_only=True):
     decision: Verdict
     scope: GrantScope = "once"
     match: GrantMatch = "any"
-    """For scope ``session``: which later calls the grant covers (:mod:`actors.grants`)."""
+    """For scope ``session``: which later calls the grant covers
+    (:mod:`actors.approvals.grants`)."""
     prefix: str = ""
     principal: str = "operator"
     reason: str = ""

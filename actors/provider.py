@@ -11,7 +11,7 @@ Contract of :class:`ModelProvider.stream`:
   always the last item. A provider that does not report usage yields no ``Usage``.
 - A :class:`ToolCall` is yielded only when complete: providers assemble streamed fragments.
   Its ``arguments`` are the JSON text the model produced, possibly invalid: the run decides
-  (``actors.run_decider.unusable_calls``: a turn with invalid JSON, or cut off at ``length``,
+  (``actors.runs.decide.unusable_calls``: a turn with invalid JSON, or cut off at ``length``,
   makes no call and fails the run ``provider_error``; the tool validates the rest).
 - Tool names go in and come out exactly as the catalog spells them (``fs.read``); any mapping a
   wire protocol needs is the provider's business.

@@ -7,20 +7,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from actors.approvals.gate import ToolGate
 from actors.config import ActorsConfig
-from actors.context import TurnCache
-from actors.gate import ToolGate
 from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
+from actors.runs.context import TurnCache
 from events import JournalPort
-from projections.memory_search import MemoryHit, MemoryItem
+from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
 
 if TYPE_CHECKING:
     import pykka
 
-    from actors.tasks import TaskQueue
+    from actors.tasks.queue import TaskQueue
 
 
 class Learned(Protocol):
@@ -42,7 +42,7 @@ class LearningPort(Protocol):
 
 
 class MemoryPort(Protocol):
-    """What runs read of the memory view (:class:`projections.memory_search.MemoryView`)."""
+    """What runs read of the memory view (:class:`projections.memory.search.MemoryView`)."""
 
     def search(
         self, query: str, k: int = 5, *, principal: str | None = None, session_id: str | None = None
@@ -71,7 +71,7 @@ class Services:
     """The memory view runs search for auto-injection and ``@memory`` references (None: no
     memory, nothing is injected)."""
     tasks: TaskQueue | None = None
-    """The background task queue (actors.tasks): post-run work is enqueued here."""
+    """The background task queue (actors.tasks.queue): post-run work is enqueued here."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

@@ -9,7 +9,8 @@ Every figure is measured next to its ceiling, on the same disk, with the same ro
   event), the floor a durable one-event append can reach;
 - ``append``: :meth:`events.Journal.append` of one ``RunOutput`` (~16 words) per call, from
   1, 8 and 64 threads, each on its own stream with ``expected_seq`` (group commit does the rest);
-- ``verify``: :func:`events.verify` over a journal of ``--verify-events`` rows, written directly
+- ``verify``: :func:`events.sqlite.verify` over a journal of ``--verify-events`` rows, written
+directly
   with the real chain functions, with a signed ``journal.checkpoint`` row (a link of the chain)
   every 10,000 rows and 10,000 unsigned rows after the last one (as many as a node leaves
   before its next checkpoint), against the pinned key and a witness holding every checkpoint;
@@ -48,7 +49,7 @@ from events.catalog import JournalCheckpoint, RunOutput
 from events.chain import GENESIS, identity_bytes, payload_digest, row_hash
 from events.checkpoint import CHECKPOINT_KIND, CHECKPOINT_STREAM, Checkpoint
 from events.ids import UlidGenerator
-from events.schema import DDL, connect
+from events.sqlite.schema import DDL, connect
 from events.witness import read_notes
 
 REPO = Path(__file__).resolve().parent.parent

@@ -72,8 +72,8 @@ from projections import (  # noqa: E402
     all_projections,
     make_embedder,
 )
-from projections.memory import load_vec, pack_vector  # noqa: E402
-from projections.memory_search import MMAP_BYTES, fts_match, fts_terms  # noqa: E402
+from projections.memory.search import MMAP_BYTES, fts_match, fts_terms  # noqa: E402
+from projections.memory.view import load_vec, pack_vector  # noqa: E402
 from tools import ToolsConfig, build_catalog  # noqa: E402
 from transports.models import DeterministicProvider  # noqa: E402
 

@@ -5,14 +5,15 @@ Every figure is measured next to its ceiling, on the same events, in the same ru
 - ``ceiling``: the redaction of ``--baseline`` (default: main before issue 21), extracted from
   git into a temporary directory and measured by this same script in a child process
   (``--measure``) whose ``events`` package is that tree's; rounds alternate between the two;
-- ``redact``: :func:`events.redact.redact_event` per event kind and for a mix, clean text and
+- ``redact``: :func:`events.redaction.redact.redact_event` per event kind and for a mix, clean text
+and
   text with secrets. ``tool.completed`` holds an fs.read result (JSON text, 4.5 KB of output
   in its ``content``), as tools make them;
 - ``append``: :meth:`events.Journal.append` of one ``run.output`` per call from one writer,
   ``synchronous=FULL`` (the default, one fsync per append) and ``synchronous=OFF`` (no fsync:
   the CPU cost shows);
 - ``stream``: a 16-word ``run.output`` chunk streamed one word per delta through
-  :class:`events.redact_stream.StreamRedactor`;
+  :class:`events.redaction.redact_stream.StreamRedactor`;
 - ``detect-secrets`` (with ``--detect-secrets-python``, a Python that has detect-secrets
   installed): its recall and false positives on reel's corpus and its cost per line.
 
@@ -50,8 +51,8 @@ from events.catalog import (  # noqa: E402
     ToolProposed,
 )
 from events.ids import UlidGenerator  # noqa: E402
-from events.redact import redact_event  # noqa: E402
-from events.redact_stream import StreamRedactor  # noqa: E402
+from events.redaction.redact import redact_event  # noqa: E402
+from events.redaction.redact_stream import StreamRedactor  # noqa: E402
 
 BASELINE = "b0cf6f5"
 """main before issue 21: today's redaction."""

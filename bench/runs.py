@@ -67,7 +67,7 @@ from actors.messages import (  # noqa: E402
     SessionInfo,
     StartRun,
 )
-from actors.session import SessionActor  # noqa: E402
+from actors.sessions.actor import SessionActor  # noqa: E402
 from events import Event, Journal, NodeKey, StoredEvent  # noqa: E402
 from policies import PolicyEngine  # noqa: E402
 from tools import ToolsConfig, build_catalog  # noqa: E402

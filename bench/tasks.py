@@ -3,9 +3,9 @@ same run.
 
 - ``queue``: a real node (journal with ``synchronous=FULL``, the dispatcher and ``--workers``
   worker actors) runs ``--tasks`` no-op tasks: one thread enqueues them one after another with
-  :meth:`actors.tasks.TaskQueue.enqueue` (each returns once its ``task.enqueued`` is committed,
-  as node code sees it), the workers claim and finish them meanwhile. Timed from the first
-  enqueue until every task's ``task.succeeded`` is committed (probed every millisecond).
+  :meth:`actors.tasks.queue.TaskQueue.enqueue` (each returns once its ``task.enqueued`` is
+  committed, as node code sees it), the workers claim and finish them meanwhile. Timed from the
+  first enqueue until every task's ``task.succeeded`` is committed (probed every millisecond).
   Each task costs three appends: enqueued, claimed, succeeded.
 - ``bare``: the same number of :meth:`events.Journal.append` calls of one ``task.enqueued``
   each, from one thread, to a fresh journal: what one durable event per task costs. The
@@ -60,7 +60,7 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from actors import Node, ToolGate  # noqa: E402
-from actors.tasks import TasksConfig  # noqa: E402
+from actors.tasks.queue import TasksConfig  # noqa: E402
 from events import Journal, NodeKey, StoredEvent, new_id  # noqa: E402
 from events.catalog import TaskEnqueued  # noqa: E402
 from events.task_lifecycle import TASK_KINDS  # noqa: E402
@@ -269,7 +269,7 @@ def reflection_round(
 
 def reflected(journal: Journal, runs: set[str]) -> bool:
     """Whether every run is in a reflection task's payload and every such task has ended."""
-    from actors.reflection import runs_of
+    from actors.learning.reflection import runs_of
 
     covered: set[str] = set()
     tasks = journal.events_of_kinds(("task.enqueued",))

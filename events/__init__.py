@@ -55,12 +55,12 @@ from events.errors import (
 )
 from events.fields import InvalidField
 from events.ids import is_ulid, new_id
-from events.journal import MAX_PAYLOAD_BYTES, Journal
 from events.port import JournalPort, JournalReadPort, Listener
-from events.reader import JournalReader
-from events.redact import MARKER, redact_event, redact_text, redact_value
-from events.redact_stream import StreamRedactor
-from events.verify import Fault, VerifyReport, verify, verify_recent
+from events.redaction.redact import MARKER, redact_event, redact_text, redact_value
+from events.redaction.redact_stream import StreamRedactor
+from events.sqlite.journal import MAX_PAYLOAD_BYTES, Journal
+from events.sqlite.reader import JournalReader
+from events.sqlite.verify import Fault, VerifyReport, verify, verify_recent
 from events.witness import Witness, WitnessStatus
 
 if TYPE_CHECKING:

@@ -5,8 +5,8 @@ Every event class names its dotted kind as its msgspec ``tag`` (the payload carr
 new fields need defaults; a change that old payloads cannot satisfy bumps ``version`` and
 registers an upcaster in :mod:`events.upcast`. Stored bytes are never rewritten.
 
-Every string field is free text, redacted before hashing (:mod:`events.redact`), unless it is
-typed as an identifier (``Id``, ``SessionKey``, ``Channel``, ``ToolName``, ``Principal`` from
+Every string field is free text, redacted before hashing (:mod:`events.redaction.redact`), unless
+it is typed as an identifier (``Id``, ``SessionKey``, ``Channel``, ``ToolName``, ``Principal`` from
 :mod:`events.fields`), which is checked against a strict pattern instead and refused when it does
 not fit or looks like a secret. Numbers such as token counts are never scanned, whatever their
 names. ``redacted`` records how many values redaction replaced.
@@ -65,7 +65,7 @@ GrantMatch = Literal["any", "exact", "prefix"]
 """Which calls of the tool a ``session`` grant covers: any arguments, exactly the approved
 arguments (``arguments_digest``), or arguments whose subject starts with ``prefix`` (an argv
 prefix for ``shell.run``, a path prefix for ``fs.*``, a method and URL prefix for
-``http.fetch``): :mod:`actors.grants`."""
+``http.fetch``): :mod:`actors.approvals.grants`."""
 GRANT_MATCHES: tuple[GrantMatch, ...] = get_args(GrantMatch)
 GrantScope = Literal["once", "session", "always"]
 """How long an approval's allow stands: this call only, the session (until it is reset), or
@@ -559,7 +559,7 @@ LEARNING_TEXT_MAX_CHARS = 500
 """The cap on a candidate's ``text``, in characters (extractors cut longer text)."""
 LEARNING_KINDS: tuple[LearningKind, ...] = get_args(LearningKind)
 CandidateStatus = Literal["pending", "applied", "rejected", "rolled_back"]
-"""A candidate's status as its stream says (its fold, :mod:`actors.learning_state`, and the
+"""A candidate's status as its stream says (its fold, :mod:`actors.learning.state`, and the
 learning view hold the same word)."""
 CANDIDATE_STATUSES: tuple[CandidateStatus, ...] = get_args(CandidateStatus)
 Extractor = Literal["rules", "model"]

@@ -10,8 +10,8 @@ fields must hold one of their values. Nothing else is exempt, so a field someone
 redacted unless they declare it an identifier: forgetting is safe.
 
 The plan for a class (which fields to redact, which to check) is derived once from its type
-annotations (:func:`plan_of`); ``tests/events/test_redaction_structure.py`` walks every class of
-the catalog and every string-bearing field and proves each is redacted or refused.
+annotations (:func:`plan_of`); ``tests/events/redaction/test_redaction_structure.py`` walks every
+class of the catalog and every string-bearing field and proves each is redacted or refused.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What the catalog knows about a task's life: its states and which event moves it where.
 
 One home for this knowledge, as :mod:`events.lifecycle` is for runs: the task fold
-(``actors/task_state.py``) and the tasks view (``projections/tasks.py``) both import it, so a
+(``actors/tasks/state.py``) and the tasks view (``projections/tasks.py``) both import it, so a
 view row and a folded state can never disagree on a task's state.
 
     queued -> running -> succeeded

@@ -19,13 +19,6 @@ embedder name, or a model whose extra is not installed; the message says which);
 it to rebuild).
 """
 
-from projections.embedders import (
-    Embedder,
-    EmbedderUnavailable,
-    HashingEmbedder,
-    available_embedders,
-    make_embedder,
-)
 from projections.incidents import (
     INCIDENT_STATES,
     IncidentFilter,
@@ -40,7 +33,14 @@ from projections.learning import (
     LearningView,
     Offered,
 )
-from projections.memory_search import MemoryHit, MemoryItem, MemoryView, SearchWeights
+from projections.memory.embedders import (
+    Embedder,
+    EmbedderUnavailable,
+    HashingEmbedder,
+    available_embedders,
+    make_embedder,
+)
+from projections.memory.search import MemoryHit, MemoryItem, MemoryView, SearchWeights
 from projections.projector import Projector, all_projections
 from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter, Views
 from projections.records import (

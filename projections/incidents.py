@@ -1,7 +1,7 @@
 """The incidents view: what the watchdog found, open or resolved, with its evidence.
 
 Folded from ``incident.opened`` / ``incident.resolved`` (streams ``incident/<id>``, written by
-the watchdog: :mod:`actors.watchdog_actor`). :class:`IncidentsView` answers the API's list and
+the watchdog: :mod:`actors.watchdog.actor`). :class:`IncidentsView` answers the API's list and
 the ``reel_incidents_open`` gauge; :func:`load_incidents` folds the same records straight from
 the journal for ``reel incidents list`` on a stopped node.
 """

@@ -11,7 +11,7 @@ Two tables, both folded from the journal alone:
   model chose, so reflection finds the earlier runs that did the same thing for a similar
   request (a procedure needs two) without reading the whole journal.
 
-"Similar" is defined here, once, because both the extraction (actors/learning_rules.py) and
+"Similar" is defined here, once, because both the extraction (actors/learning/rules.py) and
 :meth:`LearningView.offered` ask it: two requests are similar when the Jaccard index of their
 content-word sets is at least :data:`SIMILARITY` (0.5). Content words: the words (letters and
 digits) of the request's lines that are not deterministic-provider directives (a line starting

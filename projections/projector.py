@@ -20,13 +20,13 @@ from pathlib import Path
 import apsw
 
 from events import JournalPort, JournalReadPort, StoredEvent, UnknownEventKind
-from events.schema import create_private
+from events.sqlite.schema import create_private
 from projections.approvals_view import ApprovalsProjection
 from projections.base import Projection
-from projections.embedders import Embedder
 from projections.incidents import IncidentsProjection
 from projections.learning import LearningProjection
-from projections.memory import MemoryProjection, load_vec
+from projections.memory.embedders import Embedder
+from projections.memory.view import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 from projections.tape import TapeProjection

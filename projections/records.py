@@ -90,7 +90,8 @@ class ApprovalRecord(msgspec.Struct, frozen=True, kw_only=True):
     resolved_at_ms: int | None
     waited_ms: int | None
     match: str | None = None
-    """For an allow with scope session: ``any``, ``exact`` or ``prefix`` (actors/grants.py)."""
+    """For an allow with scope session: ``any``, ``exact`` or ``prefix``
+    (actors/approvals/grants.py)."""
     prefix: str | None = None
     """For ``match="prefix"``: the prefix the approver typed."""
     covers: str = ""

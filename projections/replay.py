@@ -18,8 +18,8 @@ import apsw
 import msgspec
 
 from events import JournalReadPort
-from projections.embedders import Embedder
-from projections.memory import load_vec
+from projections.memory.embedders import Embedder
+from projections.memory.view import load_vec
 from projections.projector import Progress, Projector, all_projections
 
 CHECKPOINTS_TABLE = "projection_checkpoints"

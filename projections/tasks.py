@@ -1,7 +1,7 @@
 """The tasks view: one row per background task, folded from its ``task.*`` events, and the
 queries the HTTP API and ``reel tasks`` read it with.
 
-A row holds what the task's fold holds (``actors/task_state.py``; the tests compare the two
+A row holds what the task's fold holds (``actors/tasks/state.py``; the tests compare the two
 for every task): its state (:class:`events.task_lifecycle.TaskStatus`), attempts, the claim
 and its lease, the last error, the result, and who cancelled it. Payloads and results are kept
 as the journal stores them (redacted JSON).

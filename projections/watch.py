@@ -2,7 +2,7 @@
 pending approvals and when each expires, how far the views lag the journal, and the journal's
 verdict from its last checkpoint (the check a node makes before it serves).
 
-The records are plain values (the watchdog's checks in :mod:`actors.watchdog` are pure
+The records are plain values (the watchdog's checks in :mod:`actors.watchdog.checks` are pure
 functions of them); :class:`WatchReads` reads them from views.db and the journal.
 
 The views may lag the journal (that is one of the things watched), so nothing here trusts
@@ -25,9 +25,9 @@ from events import Journal, JournalReadPort, StoredEvent
 from events.catalog import ApprovalResolved, TaskClaimed, TaskHeartbeat, kind_of
 from events.lifecycle import STATUS_OF_KIND, RunStatus
 from events.note import CheckpointNote
-from events.reader import JournalReader
+from events.sqlite.reader import JournalReader
+from events.sqlite.verify import verify_recent
 from events.task_lifecycle import TaskStatus, status_after, task_stream
-from events.verify import verify_recent
 
 
 class RunActivity(msgspec.Struct, frozen=True, kw_only=True):
@@ -118,7 +118,7 @@ RESOLVED = kind_of(ApprovalResolved)
 
 
 class WatchReads:
-    """:class:`actors.watchdog_actor.WatchdogPort` over views.db and the journal of a running
+    """:class:`actors.watchdog.actor.WatchdogPort` over views.db and the journal of a running
     node. One reading connection, used from the watchdog's thread."""
 
     def __init__(
@@ -265,7 +265,7 @@ def verify_journal(
     public_key: bytes | None = None,
     witness: Sequence[CheckpointNote] | None = None,
 ) -> JournalVerdict:
-    """:func:`events.verify.verify_recent` (what a node checks before it serves: every
+    """:func:`events.sqlite.verify.verify_recent` (what a node checks before it serves: every
     checkpoint's neighbourhood and every row since the last one), as a verdict. Cheap at any
     size: it re-hashes only the rows after the last checkpoint."""
     report = verify_recent(journal, trusted_public_key=public_key, witness=witness)

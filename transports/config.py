@@ -20,10 +20,10 @@ import msgspec
 
 from actors.channels.config import ChannelConfig
 from actors.config import ActorsConfig, RunBudgets
-from actors.learning import LearningSettings
-from actors.tasks import TasksConfig
-from actors.watchdog import WatchdogConfig
-from events.redact import redact_text
+from actors.learning.desk import LearningSettings
+from actors.tasks.queue import TasksConfig
+from actors.watchdog.checks import WatchdogConfig
+from events.redaction.redact import redact_text
 from projections.pool import ReaderLimits
 from tools import ToolsConfig
 from tools.spec import Posture
@@ -159,7 +159,7 @@ class ViewsSection(ReaderLimits, frozen=True, kw_only=True, forbid_unknown_field
 
 class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[watchdog]``: ``mode`` (``observe`` records incidents, ``auto`` also acts) and the limits
-    of each check (actors.watchdog.WatchdogConfig; docs/operations.md, "Watchdog")."""
+    of each check (actors.watchdog.checks.WatchdogConfig; docs/operations.md, "Watchdog")."""
 
 
 CONNECTOR_KEYS: dict[str, tuple[str, ...]] = {
@@ -185,12 +185,12 @@ def foreign_keys(config: ChannelConfig) -> list[str]:
 
 class TasksSection(TasksConfig, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[tasks]``: the background task queue's worker pool, leases and retry defaults
-    (actors.tasks.TasksConfig; docs/tasks.md)."""
+    (actors.tasks.queue.TasksConfig; docs/tasks.md)."""
 
 
 class LearningSection(LearningSettings, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[learning]``: post-run reflection (on or off, which extractor, the model's time-out,
-    attempts) and the per-kind auto-apply thresholds (actors.learning.LearningSettings;
+    attempts) and the per-kind auto-apply thresholds (actors.learning.desk.LearningSettings;
     docs/learning.md)."""
 
 

@@ -4,13 +4,13 @@
 
 - The view (:class:`projections.LearningView`) is the node's ``LearningPort``: runs are offered
   the applied preferences of their principal and the procedure hints for their request.
-- The desk (:class:`actors.learning.LearningDesk`) writes ``learning/<id>``; an applied fact
-  becomes a memory item through :func:`transports.memory.write_item` (source ``learned``,
+- The desk (:class:`actors.learning.desk.LearningDesk`) writes ``learning/<id>``; an applied fact
+  becomes a memory item through :func:`actors.memory.items.write_item` (source ``learned``,
   scope ``principal`` of the principal the fact concerns), a rollback deletes it through
-  :func:`transports.memory.delete_item`.
-- Reflection (:class:`actors.learning.Reflector`) is the ``post_run_reflection`` handler of
-  the node's task queue, and the feed (:class:`actors.reflection.ReflectionFeed`) enqueues the
-  completed runs' reflections (in batches with the rules) while ``[learning] enabled``.
+  :func:`actors.memory.items.delete_item`.
+- Reflection (:class:`actors.learning.desk.Reflector`) is the ``post_run_reflection`` handler of
+  the node's task queue, and the feed (:class:`actors.learning.reflection.ReflectionFeed`) enqueues
+  the completed runs' reflections (in batches with the rules) while ``[learning] enabled``.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from typing import Any
 import pykka
 
 from actors import Node
-from actors.learning import TASK_KIND, LearningDesk, LearningSettings, Reflector
-from actors.reflection import ReflectionFeed
+from actors.learning.desk import TASK_KIND, LearningDesk, LearningSettings, Reflector
+from actors.learning.reflection import ReflectionFeed
+from actors.memory.items import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
 from events import ConcurrencyConflict, JournalPort
 from projections import LearningView, Projector
 from projections.pool import ReaderLimits
-from transports.memory import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
 
 HANDLER_SLACK_S = 30.0
 """A reflection's deadline is the model's time-out plus this (reading, recording)."""
 
 
 class LearnedMemory:
-    """:class:`actors.learning.FactMemory` over the node's one memory writer."""
+    """:class:`actors.learning.desk.FactMemory` over the node's one memory writer."""
 
     def __init__(self, journal: JournalPort) -> None:
         self.journal = journal

@@ -11,7 +11,7 @@ grpclib, asyncio, pykka, ``warnings``, an exception that escapes a thread) becom
 the same object; a traceback is one string under ``exc``, never raw lines. A log line parser
 (or ``jq``) never meets anything else on stderr, apart from the CLI's own ``reel: error: ...``.
 
-Secrets: every line goes through the journal's redaction (``events.redact``) before it is
+Secrets: every line goes through the journal's redaction (``events.redaction.redact``) before it is
 written: the message, every structured value but the identifiers of `IDENTIFIERS` (ids,
 states, counts and addresses reel itself made), and a traceback. A secret that reaches a log
 call through a config value (a key pasted into ``runs.system_prompt``), an error or an
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from actors.log_fields import FIELDS
-from events.redact import redact_text, redact_value
+from events.redaction.redact import redact_text, redact_value
 
 CORE = ("ts", "level", "logger", "msg")
 """Keys every line has, in this order."""

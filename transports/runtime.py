@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
 from events import Journal, JournalError, JournalTampered, NodeKey, Witness
 from policies import PolicyEngine
@@ -29,16 +30,15 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
-from transports.access import Authority
-from transports.auth import load_or_create_token
+from transports.access.auth import load_or_create_token
+from transports.access.authority import Authority
+from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
-from transports.memory import NodeMemory
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
-from transports.private_dir import make_private
-from transports.tokens import load_tokens
+from transports.node.private_dir import make_private
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Runtime:
 
 
 def prepare_data_dir(data_dir: Path) -> None:
-    """Create the data dir (mode 0700, or make an existing one private: transports.private_dir)
+    """Create the data dir (mode 0700, or make an existing one private: transports.node.private_dir)
     and its subdirectories."""
     make_private(data_dir)
     for sub in ("workspace", "plugins", "policies"):

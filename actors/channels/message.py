@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from events.fields import PLATFORM_ID, PRINCIPAL
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from policies import CHANNEL_PRINCIPAL_PREFIX
 
 ID_MAX_CHARS = 255

@@ -53,7 +53,7 @@ from events.catalog import (
     ChannelRefusal,
 )
 from events.fields import SESSION_KEY
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 
 ROUTER_ORDER: Final = (
     "enabled",

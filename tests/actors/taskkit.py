@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from actors import Node, ToolGate
-from actors.task_state import TaskState
-from actors.tasks import TaskQueue, TasksConfig
+from actors.tasks.queue import TaskQueue, TasksConfig
+from actors.tasks.state import TaskState
 from events import Journal, NodeKey, StoredEvent
 from events.task_lifecycle import task_stream
 from policies import PolicyEngine

@@ -2,8 +2,8 @@
 data dir reopened with ``open_runtime`` resolves them from the journal.
 
 A run busy in the provider fails ``interrupted`` (last on its tape); a run waiting for a human
-is resumed with its approval still pending (actors/recovery.py), and a decision taken after the
-restart lets it finish.
+is resumed with its approval still pending (actors/system/recovery.py), and a decision taken after
+the restart lets it finish.
 """
 
 from __future__ import annotations

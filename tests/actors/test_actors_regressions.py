@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-import actors.session as session_module
-from actors import run_fold
+import actors.sessions.actor as session_module
 from actors.aggregate import fold
 from actors.messages import BranchSession, CancelRun, ResolveApproval, StartRun
+from actors.runs import state as run_fold
 from actors.stream import recorded
 from events import JournalReader
 from events.catalog import RunAccepted

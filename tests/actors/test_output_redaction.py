@@ -13,7 +13,7 @@ from pathlib import Path
 
 from actors.provider import ProviderEvent, ProviderRequest, TextDelta, TurnEnd, Usage
 from events.catalog import RunCompleted, RunOutput
-from events.redact import redact_text
+from events.redaction.redact import redact_text
 from tests.actors.conftest import MakeNode
 from tests.events.redaction_corpus import SECRETS, Secret
 from transports.models import DeterministicProvider

@@ -18,7 +18,7 @@ from typing import Any
 
 from actors.channels.config import ChannelConfig
 from actors.messages import StartRun
-from transports.auth import load_or_create_token
+from transports.access.auth import load_or_create_token
 from transports.config import (
     ContextSection,
     LearningSection,

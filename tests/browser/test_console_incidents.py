@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from actors.messages import StartRun
 from tests.browser.console_node import ARTIFACTS, Console
 from tests.browser.test_console_principals import log_in, log_out, make_token
-from transports.auth import load_or_create_token
+from transports.access.auth import load_or_create_token
 from transports.config import NodeConfig, ToolsSection, WatchdogSection
 from transports.http import start_http
 from transports.runtime import open_runtime

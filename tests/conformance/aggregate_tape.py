@@ -13,20 +13,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from actors import (
-    learning_state,
-    run_fold,
-    session_state,
-    task_state,
-    tool_fold,
-    watchdog_decider,
-)
 from actors.channels import router
+from actors.invocations import state as tool_fold
+from actors.learning import state as learning_state
+from actors.memory import items as memory
+from actors.runs import state as run_fold
+from actors.sessions import state as session_state
+from actors.tasks import state as task_state
+from actors.watchdog import decide as watchdog_decider
 from events import JournalReader
 from tests.conformance.aggregate import Tape, recording
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver, channel, message, route
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
-from transports import memory, tokens
+from transports.access import tokens
 from transports.config import (
     ContextSection,
     LearningSection,

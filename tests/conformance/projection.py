@@ -22,7 +22,7 @@ import pytest
 
 from events import JournalReader
 from projections.base import Projection
-from projections.memory import load_vec
+from projections.memory.view import load_vec
 from projections.projector import Projector
 from tests.conformance.aggregate import Tape
 

@@ -8,26 +8,28 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from actors import (
-    IllegalTransition,
-    learning_state,
-    run_fold,
-    session_state,
-    task_state,
-    tool_fold,
-    watchdog_decider,
-)
+from actors import IllegalTransition
 from actors.channels import router
 from actors.channels.pairing import undecidable
 from actors.channels.router import ChannelState
 from actors.errors import ApprovalAlreadyResolved
-from actors.learning_state import CandidateState
+from actors.invocations import state as tool_fold
+from actors.invocations.decide import denial, resolve, withdrawn
+from actors.invocations.decide import interrupt as interrupt_invocation
+from actors.invocations.state import InvocationState
+from actors.learning import state as learning_state
+from actors.learning.state import CandidateState
+from actors.memory import items as memory
+from actors.memory.items import ItemState, MemoryItemAlreadyDeleted, deletion
 from actors.messages import ResolveApproval
-from actors.run_decider import Ended, interrupt, next_step
-from actors.run_fold import RunState
-from actors.session_state import SessionState
+from actors.runs import state as run_fold
+from actors.runs.decide import Ended, interrupt, next_step
+from actors.runs.state import RunState
+from actors.sessions import state as session_state
+from actors.sessions.state import SessionState
 from actors.stream import Recorded
-from actors.task_decider import (
+from actors.tasks import state as task_state
+from actors.tasks.decide import (
     Done,
     TaskNotActive,
     cancelled,
@@ -38,11 +40,9 @@ from actors.task_decider import (
     settled,
     succeeded,
 )
-from actors.task_state import TaskState
-from actors.tool_decider import denial, resolve, withdrawn
-from actors.tool_decider import interrupt as interrupt_invocation
-from actors.tool_fold import InvocationState
-from actors.watchdog_decider import Incidents
+from actors.tasks.state import TaskState
+from actors.watchdog import decide as watchdog_decider
+from actors.watchdog.decide import Incidents
 from events.catalog import (
     INCIDENT_KINDS,
     TOKEN_KINDS,
@@ -88,9 +88,8 @@ from events.catalog import (
     kind_of,
 )
 from tests.conformance.aggregate import AggregateConformance, Tape, example
-from transports import memory, tokens
-from transports.memory import ItemState, MemoryItemAlreadyDeleted, deletion
-from transports.tokens import TokenAlreadyRevoked, Tokens, revocation
+from transports.access import tokens
+from transports.access.tokens import TokenAlreadyRevoked, Tokens, revocation
 
 Decisions = Sequence[Callable[[], Any]]
 

@@ -14,7 +14,7 @@ from events import Event, StoredEvent
 from projections.approvals_view import ApprovalsProjection
 from projections.incidents import IncidentsProjection
 from projections.learning import LearningProjection
-from projections.memory import MemoryProjection
+from projections.memory.view import MemoryProjection
 from projections.projector import all_projections
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection

@@ -12,7 +12,7 @@ import pytest
 from events import Journal, NodeKey
 from events.catalog import ChannelMessageRefused
 from events.fields import PRINCIPAL, InvalidField
-from events.redact import looks_secret, redact_text
+from events.redaction.redact import looks_secret, redact_text
 
 SENDERS = [
     "channel:matrix:@alice:localhost",

@@ -27,7 +27,7 @@ from events import (
     verify,
 )
 from events.catalog import RunOutput
-from events.schema import SCHEMA_VERSION
+from events.sqlite.schema import SCHEMA_VERSION
 
 IS_ROOT = os.geteuid() == 0
 

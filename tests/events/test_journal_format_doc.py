@@ -17,7 +17,7 @@ from events.catalog import RunOutput
 from events.chain import identity_bytes, payload_digest, row_hash
 from events.codec import encode
 from events.note import key_id, parse_checkpoint_note, verifier_key
-from events.schema import APPLICATION_ID, SCHEMA_VERSION
+from events.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
 from events.witness import parse_witness
 from tests.events import independent_verify
 

@@ -1,5 +1,5 @@
 """Every kind of edit to a closed journal is found, at the right position, with the right fault
-kind (see the kinds documented in events/verify.py). test_tamper_matrix.py runs the attacks
+kind (see the kinds documented in events/sqlite/verify.py). test_tamper_matrix.py runs the attacks
 again with and without anchors (pinned key, witness) and against the node's start-up check."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from events import Journal, JournalReader, JournalTampered, NodeKey, Witness, WitnessError, verify
-from events.verify import verify_recent
+from events.sqlite.verify import verify_recent
 from events.witness import parse_witness
 from tests.events.conftest import Pristine
 from tests.events.journal_testkit import JOURNAL, KEY, ROW_COLUMNS, checkpoint_rows, tamper

@@ -25,9 +25,9 @@ from projections import (
     rebuild,
     replay,
 )
-from projections import memory as memory_module
-from projections import memory_search as memory_search_module
-from projections.memory import MemoryProjection, load_vec
+from projections.memory import search as memory_search_module
+from projections.memory import view as memory_module
+from projections.memory.view import MemoryProjection, load_vec
 from tests.projections.memory_kit import delete, fold, write
 
 SECRET = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"

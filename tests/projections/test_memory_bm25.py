@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections import memory_bm25
-from projections.memory_bm25 import K1, WEIGHTS, B, Scorer, statistics, tokenize_spec
-from projections.memory_search import fts_match, fts_terms
+from projections.memory import bm25 as memory_bm25
+from projections.memory.bm25 import K1, WEIGHTS, B, Scorer, statistics, tokenize_spec
+from projections.memory.search import fts_match, fts_terms
 
 TEXTS = [
     "Don't stop the running journal; it runs and RUNS",

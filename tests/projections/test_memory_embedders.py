@@ -19,7 +19,7 @@ from projections import (
     available_embedders,
     make_embedder,
 )
-from projections.embedders import EMBEDDERS, E5SmallEmbedder
+from projections.memory.embedders import EMBEDDERS, E5SmallEmbedder
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ class TestHashingEmbedder(EmbedderConformance):
     def test_vectors_do_not_depend_on_pythons_hash_seed(self) -> None:
         """The index outlives the process: a vector must be the same in every process."""
         code = (
-            "from projections.embedders import HashingEmbedder;"
+            "from projections.memory.embedders import HashingEmbedder;"
             "print(repr(HashingEmbedder().embed(['deploys happen on Tuesdays'])[0]))"
         )
         outs = set()

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from actors.config import ActorsConfig
-from actors.context import injected_by
+from actors.runs.context import injected_by
 from events import Journal
 from events.catalog import MemoryItemWritten
 from projections import (
@@ -150,7 +150,7 @@ CHATTY = json.loads((Path(__file__).parent / "memory_corpus" / "chatty.json").re
 def injection_recall(
     view: MemoryView, messages: list[tuple[str, set[str]]], min_evidence: float
 ) -> tuple[float, int]:
-    """With a run's gate (the top ``inject_k`` hits through :func:`actors.context.injected_by`,
+    """With a run's gate (the top ``inject_k`` hits through :func:`actors.runs.context.injected_by`,
     the node's defaults): the share of messages that inject a relevant item, and how many
     irrelevant items are injected in all."""
     cfg = ActorsConfig()

@@ -14,9 +14,10 @@ import apsw
 import pytest
 
 from events import Journal
-from projections import MemoryHit, MemoryView, memory_bm25
-from projections.memory_search import audiences, fts_match, fts_terms
-from projections.memory_stats import StatisticsCache
+from projections import MemoryHit, MemoryView
+from projections.memory import bm25 as memory_bm25
+from projections.memory.search import audiences, fts_match, fts_terms
+from projections.memory.stats import StatisticsCache
 from tests.projections.memory_kit import delete, fold, write
 
 QUERIES = ["garage parking", "parking code", "tea", "deploys tuesday", "garage tea deploys"]

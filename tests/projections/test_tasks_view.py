@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from actors.task_handlers import TaskContext
-from actors.task_store import load_tasks
-from actors.tasks import TasksConfig, record_of
+from actors.tasks.handlers import TaskContext
+from actors.tasks.queue import TasksConfig, record_of
+from actors.tasks.store import load_tasks
 from events import JournalReader
 from events.task_lifecycle import TaskStatus
 from projections import Projector, TaskFilter, TasksView, replay

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from actors.memory.items import NodeMemory
 from events import Journal
 from projections import MemoryView, Projector, all_projections
 from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolsConfig, build_catalog
 from tools.memory_tools import FoundItem, MemoryToolsRuntime
-from transports.memory import NodeMemory
 
 SESSION = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 

@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from actors.invocations.actor import TOOL_OUTPUT_BUDGET
 from actors.messages import ResolveApproval
-from actors.tool_invocation import TOOL_OUTPUT_BUDGET
 from events import MAX_PAYLOAD_BYTES
 from tests.actors.nodekit import NodeKit
 from tools import ToolsConfig

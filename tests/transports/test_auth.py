@@ -7,9 +7,9 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from tests.transports.http.httpkit import close_node, open_node
-from transports.auth import (
+from transports.access.auth import (
     ADMIN_TOKEN_PREFIX,
     is_recognisable,
     load_or_create_token,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.learning import LearningDesk, LearningSettings, memory_item_id
-from actors.learning_rules import Proposal
-from actors.learning_state import CandidateConflict, stream_of
+from actors.learning.desk import LearningDesk, LearningSettings, memory_item_id
+from actors.learning.rules import Proposal
+from actors.learning.state import CandidateConflict, stream_of
 from events import Journal, NodeKey
 from events.catalog import MemoryItemDeleted, MemoryItemWritten
 from transports.learning import LearnedMemory

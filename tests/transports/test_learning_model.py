@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from actors.learning_rules import MODEL_INSTRUCTIONS
+from actors.learning.rules import MODEL_INSTRUCTIONS
 from tests.transports.http.httpkit import MAX_BODY, Node, close_node
 from tests.transports.models.conftest import FakeOpenAI, Reply, text_stream
 from tests.transports.test_learning_node import FAST_TASKS, Learner, RecordingProvider

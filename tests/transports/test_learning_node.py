@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from actors.context import PREAMBLE
+from actors.learning.reflection import runs_of
 from actors.provider import ChatMessage, ProviderEvent, ProviderRequest
-from actors.reflection import runs_of
+from actors.runs.context import PREAMBLE
 from events import JournalReader
 from events.catalog import RunContextAssembled, TaskEnqueued
 from projections import replay

@@ -29,7 +29,7 @@ from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from tests.transports.grpc.rawcall import RawCodec, call, methods
-from tests.transports.test_daemon import REEL, Daemon, assert_one_error_line, reel
+from tests.transports.node.test_daemon import REEL, Daemon, assert_one_error_line, reel
 from transports.build import version
 from transports.config import env_names
 
@@ -226,7 +226,7 @@ def test_a_second_signal_stops_at_once_and_the_journal_still_verifies(
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("setsid") is None, reason="make")
 def test_make_run_exits_0_after_a_clean_drain_on_ctrl_c(tmp_path: Path) -> None:
     """Ctrl-C on a terminal signals its whole foreground group: make too, which then kills
-    itself with SIGINT unless the node took the terminal for itself (transports.terminal)."""
+    itself with SIGINT unless the node took the terminal for itself (transports.node.terminal)."""
     primary, secondary = os.openpty()
     # -o: never reinstall the venv from a test; setsid --ctty: the pty is the controlling
     # terminal of a new session led by make, as a login shell's would be.

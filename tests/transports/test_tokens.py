@@ -7,7 +7,7 @@ import pytest
 from actors.stream import Recorded
 from events import new_id
 from events.catalog import TokenRevoked, TokenUsed
-from transports.tokens import (
+from transports.access.tokens import (
     ADMIN_PRINCIPAL,
     USE_RECORDED_EVERY_MS,
     Credentials,

@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from events import JournalReader
-from events.export import export_records
+from events.sqlite.export import export_records
 from tests.tools.conftest import LoopbackServer
 from tests.tools.sandboxkit import require_sandbox
 from tests.transports.http.httpkit import MAX_BODY, Node, close_node, eventually

@@ -14,8 +14,8 @@ import apsw
 import msgspec
 import pytest
 
-from actors.watchdog import WatchdogConfig
-from actors.watchdog_actor import wall_ms
+from actors.watchdog.actor import wall_ms
+from actors.watchdog.checks import WatchdogConfig
 from events import StoredEvent, new_id
 from events.catalog import IncidentOpened, IncidentResolved, TaskClaimed, TaskEnqueued
 from projections import WatchReads, replay

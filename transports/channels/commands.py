@@ -31,9 +31,9 @@ from events import is_ulid
 from events.catalog import GRANT_SCOPES, ChannelCommandName, CommandOutcome, GrantScope, Verdict
 from events.lifecycle import TERMINAL_STATUSES
 from projections import Views
-from transports.access import AccessError, Authority, PermissionDenied
+from transports.access.authority import AccessError, Authority, PermissionDenied
+from transports.access.tokens import Credentials
 from transports.failures import ALL_KINDS, Kind, kind_of
-from transports.tokens import Credentials
 
 R = TypeVar("R")
 

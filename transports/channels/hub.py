@@ -41,11 +41,11 @@ from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from projections.pool import ReaderLimits
 from projections.records import ApprovalRecord
-from transports.access import Authority
+from transports.access.authority import Authority
+from transports.access.tokens import Credentials
 from transports.channels import commands
 from transports.channels.connector import CONNECTORS, Connector, ConnectorError
 from transports.config import ConfigError
-from transports.tokens import Credentials
 
 log = logging.getLogger("reel.channels")
 R = TypeVar("R")

@@ -7,10 +7,10 @@ principal's, Cedar decides whether it may make it, and it takes effect at once.
 When no node holds the data dir (stopped or crashed), they decide as the node would, as
 principal ``cli`` (the person at the machine's console), through
 :mod:`transports.cli.offline`: ``approve``/``deny`` fold the invocation and ask its own decider
-(:func:`actors.tool_decider.resolve`), then write the decision to ``approval/<approval_id>``, a
-stream only this command writes (the invocation's own stream belongs to its tool actor); the
+(:func:`actors.invocations.decide.resolve`), then write the decision to ``approval/<approval_id>``,
+a stream only this command writes (the invocation's own stream belongs to its tool actor); the
 next ``reel node`` folds it into the invocation and resumes the run. ``revoke`` folds the
-``always`` grants and asks their own decider (:func:`actors.always_grants.revoke`).
+``always`` grants and asks their own decider (:func:`actors.approvals.always_grants.revoke`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from urllib.parse import urlencode
 import msgspec
 import typer
 
-from actors.grants import describe
+from actors.approvals.grants import describe
 from events.catalog import GRANT_MATCHES, GRANT_SCOPES, GrantMatch, GrantScope, Verdict
 from projections.records import ApprovalRecord
 from transports.cli.errors import CliError
@@ -245,9 +245,9 @@ def _decide_offline(
     """Decide as the invocation's actor would: its stream and ``approval/<id>`` folded with its
     own ``apply``, the decision checked and made by its own rules, then recorded as ``cli``."""
     from actors import UnknownApproval
-    from actors.grants import check_decision
-    from actors.tool_decider import resolve
-    from actors.tool_fold import InvocationState, apply, approval_stream
+    from actors.approvals.grants import check_decision
+    from actors.invocations.decide import resolve
+    from actors.invocations.state import InvocationState, apply, approval_stream
     from projections.approvals import load_approvals
     from transports.cli.data_dir import existing
     from transports.cli.offline import CLI_PRINCIPAL, commit, recorded
@@ -346,7 +346,7 @@ def revoke_cmd(
 
 
 def _revoke_offline(data: Path | None, principal: str, tool: str) -> None:
-    from actors.always_grants import GRANTS_STREAM, load, revoke
+    from actors.approvals.always_grants import GRANTS_STREAM, load, revoke
     from transports.cli.data_dir import existing
     from transports.cli.offline import commit
 

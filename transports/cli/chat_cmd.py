@@ -235,7 +235,7 @@ def _decide(
     """The approver's choice and the prefix typed for it ("" unless ``p``) at the terminal
     (the same menu as the gRPC chat), None to deny, or :class:`_Decided`. EOFError when the
     input ends: no answer, never a deny."""
-    from actors.grants import options
+    from actors.approvals.grants import options
     from events.catalog import GRANT_SCOPES
     from projections import GrantOption
     from transports.cli.grant_menu import known, menu, pick

@@ -5,8 +5,8 @@ It reads what the node reads at start (``--config``, else ``$REEL_CONFIG``, else
 ``<data>/config.toml``, then the ``REEL_*`` variables of this environment), never the node: it
 works the same with or without a node running, and says what the *next* start takes up, since a
 running node reads its config only when it starts (:data:`transports.config.RELOADED_LIVE`).
-Values pass through the journal's redaction (:func:`events.redact.redact_value`), so a secret
-pasted into a key is never printed; a config the node would refuse is its one line, exit 2.
+Values pass through the journal's redaction (:func:`events.redaction.redact.redact_value`), so a
+secret pasted into a key is never printed; a config the node would refuse is its one line, exit 2.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def show_cmd(
     """Every config key the node would run with, its value and where it comes from (default,
     the config file, or a REEL_* variable); keys marked (restart) take effect only when the
     node starts. Reads the config, not the node; secrets are redacted."""
-    from events.redact import redact_value
+    from events.redaction.redact import redact_value
 
     path = chosen_config(resolve(data), config)
     settings = [

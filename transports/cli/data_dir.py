@@ -22,9 +22,9 @@ def resolve(data: Path | None) -> Path:
 
 def existing(data: Path | None) -> Path:
     """The data dir, which must already exist (commands that write to it offline), made
-    private (:mod:`transports.private_dir`)."""
+    private (:mod:`transports.node.private_dir`)."""
     from transports.cli.errors import CliError
-    from transports.private_dir import make_private
+    from transports.node.private_dir import make_private
 
     data_dir = resolve(data)
     if not data_dir.is_dir():

@@ -1,7 +1,7 @@
 """The approval prompt both ``reel chat`` modes show: each choice with what it grants.
 
-The sentences are the node's (:mod:`actors.grants`); this module only assigns the letters and
-reads the answer, so the gRPC chat and ``reel chat --local`` ask the same question the same way.
+The sentences are the node's (:mod:`actors.approvals.grants`); this module only assigns the letters
+and reads the answer, so the gRPC chat and ``reel chat --local`` ask the same question the same way.
 """
 
 from __future__ import annotations

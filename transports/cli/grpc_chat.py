@@ -35,7 +35,7 @@ from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from actors.grants import describe
+from actors.approvals.grants import describe
 from events.catalog import RunContextAssembled, kind_of
 from proto.reel.v1 import (
     ApprovalScope,
@@ -401,8 +401,8 @@ class _Chat:
 
     async def _decide(self, approval_id: str, tool: str) -> Choice | None:
         """The approver's answer (None denies): each choice is listed with what it grants (the
-        node's own words: :mod:`actors.grants`); ``p`` then asks for the prefix. ``d`` or an
-        empty line denies; the end of input is EOFError, never a deny."""
+        node's own words: :mod:`actors.approvals.grants`); ``p`` then asks for the prefix. ``d`` or
+        an empty line denies; the end of input is EOFError, never a deny."""
         if self.approve:
             return ONCE
         if self.deny:

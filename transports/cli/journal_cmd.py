@@ -28,8 +28,8 @@ from events import (
     load_public_key,
     verify,
 )
-from events.export import event_record, export_records
 from events.note import CheckpointNote, verifier_key
+from events.sqlite.export import event_record, export_records
 from events.witness import read_notes
 from transports.cli.data_dir import journal_path, node_key_path, resolve
 from transports.cli.errors import EXIT_NEGATIVE, CliError
@@ -94,7 +94,8 @@ def run_verify(
     *,
     quiet: bool,
 ) -> VerifyReport:
-    """:func:`events.verify` with a progress bar on stderr for long journals (unless quiet)."""
+    """:func:`events.sqlite.verify` with a progress bar on stderr for long journals (unless
+    quiet)."""
     total = reader.count()
     if total < PROGRESS_THRESHOLD or quiet:
         return verify(reader, trusted_public_key=key, witness=notes)

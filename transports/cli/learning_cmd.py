@@ -258,7 +258,7 @@ def _folded(data: Path | None) -> list[CandidateRecord]:
 
 def _review_offline(data: Path | None, candidate_id: str, decision: Decision, reason: str) -> None:
     """The review as ``cli`` on a data dir no node holds."""
-    from actors.learning import LearningDesk
+    from actors.learning.desk import LearningDesk
     from transports.cli.data_dir import existing
     from transports.cli.offline import journal_writer
     from transports.config import load_config

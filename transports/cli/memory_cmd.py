@@ -5,7 +5,7 @@ While a node holds the data dir these commands ask its API (``/v1/memory``) with
 principal. On a data dir no node holds they work on the files themselves, holding the journal's
 writer lock so that no node starts meanwhile: a write or delete is appended to the journal as
 principal ``cli`` (the person at the machine's console) through the same rules as the API
-(:mod:`transports.memory`), and the views are brought up to the journal's head with the node's
+(:mod:`actors.memory.items`), and the views are brought up to the journal's head with the node's
 embedder before anything is read, exactly as a node would on start. Offline, ``list`` shows
 every item (whoever holds the data dir can read its journal anyway) and ``search`` searches as
 ``--principal`` (default ``cli``), with ``--session``'s items.
@@ -50,7 +50,7 @@ OPTION_OF = {
     "q": "QUERY",
     "k": "-k",
 }
-"""The CLI's name for each input the rules of :mod:`transports.memory` (or the API) name."""
+"""The CLI's name for each input the rules of :mod:`actors.memory.items` (or the API) name."""
 _SHOWN = 100
 """How much of an item's text one line shows (--json has it whole)."""
 
@@ -119,7 +119,7 @@ def _journal(data_dir: Path, *, write: bool) -> Iterator[Any]:
     its writer lock."""
     from events import JournalReader
     from events.errors import JournalLocked
-    from events.lock import WriterLock
+    from events.sqlite.lock import WriterLock
     from transports.cli.data_dir import journal_path
     from transports.cli.offline import journal_writer
 
@@ -172,7 +172,7 @@ def write_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Remember a fact: later runs that it matches are shown it (docs/memory.md)."""
-    from transports.memory import write_item
+    from actors.memory.items import write_item
 
     tags = tag or []
     now_ms = int(time.time() * 1000)
@@ -304,7 +304,7 @@ def delete_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Forget an item: no view shows it again (its written event stays in the journal)."""
-    from transports.memory import delete_item
+    from actors.memory.items import delete_item
 
     node = _online(data)
     if node is not None:

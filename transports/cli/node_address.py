@@ -1,5 +1,5 @@
 """Where a client command finds the running node: the addresses the node wrote to
-``<data>/node.json`` once it listened (:mod:`transports.node_file`; whatever its config,
+``<data>/node.json`` once it listened (:mod:`transports.node.node_file`; whatever its config,
 environment or ``--config`` said, port 0 included), else the data dir's ``config.toml`` with
 its ``REEL_*`` overrides (``REEL_GRPC_PORT``, ``REEL_HTTP_PORT``, ...) as ``reel node`` reads
 them; ``--address`` wins over both. A node bound to every interface (``0.0.0.0`` / ``::``) is
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from transports.config import NodeConfig, load_config
-from transports.node_file import read_addresses
+from transports.node.node_file import read_addresses
 
 _ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 

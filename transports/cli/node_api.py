@@ -116,7 +116,7 @@ def online(data: Path | None) -> Path | None:
     """The data dir when a node holds it (its API is to be asked), else None. Only the writer
     lock is probed: opening the journal would verify it, and could sign and witness."""
     from events.errors import JournalLocked
-    from events.lock import WriterLock
+    from events.sqlite.lock import WriterLock
     from transports.cli.data_dir import existing, journal_path
 
     data_dir = existing(data)

@@ -67,7 +67,7 @@ def node(
 ) -> None:
     """Run the node in the foreground until SIGTERM or SIGINT (then drain and exit 0)."""
     from transports.config import load_config
-    from transports.daemon import serve
+    from transports.node.daemon import serve
 
     data_dir = resolve(data)
     config_file = chosen_config(data_dir, config)

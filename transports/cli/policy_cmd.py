@@ -14,7 +14,7 @@ from transports.cli.errors import CliError
 from transports.cli.options import DataOption, JsonOption
 
 if TYPE_CHECKING:
-    from actors.gate import GateDecision
+    from actors.approvals.gate import GateDecision
     from policies import Decision, PolicyEngine
 
 app = typer.Typer(help="Inspect the policy set.", no_args_is_help=True)
@@ -60,7 +60,7 @@ def check_cmd(
     --role, --resource and one --context KEY=VALUE per key of the action's context
     (docs/policy.md lists them)."""
     from policies import ACTIONS, PolicyEngine
-    from transports.tokens import is_request_principal
+    from transports.access.tokens import is_request_principal
 
     if (tool is None) == (action is None):
         raise CliError("give exactly one of --tool (a tool call) or --action (an API action)")

@@ -20,8 +20,8 @@ from urllib.parse import quote
 import msgspec
 import typer
 
-from actors.compaction import CheckpointInfo, Checkpoints
 from actors.messages import CompactionOutcome
+from actors.sessions.compaction import CheckpointInfo, Checkpoints
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, call, online, refused
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
@@ -112,7 +112,7 @@ def _line(item: CheckpointInfo) -> str:
 
 def _folded(data: Path | None, session_id: str) -> Checkpoints:
     """The checkpoints folded from the journal itself (no node runs)."""
-    from actors.compaction import checkpoints_of
+    from actors.sessions.compaction import checkpoints_of
     from events import JournalReader
     from transports.cli.data_dir import existing, journal_path
 
@@ -157,10 +157,11 @@ def restore_cmd(
 def _restore_offline(data: Path | None, session_id: str, checkpoint: str) -> None:
     """Append ``session.restored`` to the session's stream (no node holds the data dir, so
     nothing else writes it), folded and decided as the session actor does."""
-    from actors import InvalidCommand, session_state
+    from actors import InvalidCommand
     from actors.aggregate import fold
     from actors.messages import RestoreSession
-    from actors.session_decider import decide
+    from actors.sessions import state as session_state
+    from actors.sessions.decide import decide
     from actors.stream import recorded
     from transports.cli.data_dir import existing
     from transports.cli.offline import CLI_PRINCIPAL, commit, journal_writer

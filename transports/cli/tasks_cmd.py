@@ -41,7 +41,7 @@ def _check_state(value: str | None) -> str | None:
 
 def _check_kind(value: str | None) -> str | None:
     from events.catalog import TASK_KIND
-    from events.redact import looks_secret
+    from events.redaction.redact import looks_secret
 
     if value is not None and (problem := TASK_KIND.problem(value, looks_secret)) is not None:
         raise typer.BadParameter(problem, param_hint="--kind")
@@ -170,8 +170,8 @@ def _listed(
 
 def _folded(data: Path | None) -> list[TaskRecord]:
     """Every task folded from the journal itself."""
-    from actors.task_store import load_tasks
-    from actors.tasks import record_of
+    from actors.tasks.queue import record_of
+    from actors.tasks.store import load_tasks
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
 
@@ -183,8 +183,8 @@ def _folded(data: Path | None) -> list[TaskRecord]:
 
 
 def _folded_one(data: Path | None, task_id: str) -> TaskRecord | None:
-    from actors.task_store import load_task
-    from actors.tasks import record_of
+    from actors.tasks.queue import record_of
+    from actors.tasks.store import load_task
     from events import JournalReader
     from transports.cli.data_dir import journal_path, resolve
 
@@ -198,9 +198,9 @@ def _folded_one(data: Path | None, task_id: str) -> TaskRecord | None:
 
 def _cancel_offline(data: Path | None, task_id: str, reason: str) -> TaskRecord:
     """Append ``task.cancelled`` as ``cli`` on a data dir no node holds."""
-    from actors.task_decider import cancelled
-    from actors.task_store import load_task, write
-    from actors.tasks import record_of
+    from actors.tasks.decide import cancelled
+    from actors.tasks.queue import record_of
+    from actors.tasks.store import load_task, write
     from transports.cli.data_dir import existing
     from transports.cli.offline import journal_writer
 

@@ -1,6 +1,6 @@
 """``reel tokens create | list | revoke``: API tokens for named principals.
 
-Tokens are events on ``token/<id>`` (see :mod:`transports.tokens`). On a data dir no node
+Tokens are events on ``token/<id>`` (see :mod:`transports.access.tokens`). On a data dir no node
 holds, these commands append to the journal themselves (recorded as principal ``cli``, the
 person at the machine's console). While a node runs they ask its API.
 """
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
+from transports.access.tokens import CreatedToken, TokenBook, TokenInfo
 from transports.cli.node_api import api as _api
 from transports.cli.node_api import online as _online
 from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
-from transports.tokens import CreatedToken, TokenBook, TokenInfo
 
 if TYPE_CHECKING:
     from events import Journal
@@ -73,7 +73,7 @@ def create_cmd(
     token_file: TokenFileOption = None,
 ) -> None:
     """Create a token and print it once (only its SHA-256 is kept)."""
-    from transports.tokens import TokenError, create_token, created_token, validate_roles
+    from transports.access.tokens import TokenError, create_token, created_token, validate_roles
 
     try:
         validate_roles(role)
@@ -123,8 +123,8 @@ def list_cmd(
     """Every token: id, principal, roles, created, expires, last used (to the hour), state
     (never the token). With --json: the items of GET /v1/tokens, in its shape."""
     from events import JournalReader
+    from transports.access.tokens import load_tokens, token_info
     from transports.cli.data_dir import journal_path, resolve
-    from transports.tokens import load_tokens, token_info
 
     online = _online(data)
     if online is not None:
@@ -163,7 +163,7 @@ def revoke_cmd(
 ) -> None:
     """Revoke a token: it stops working at once. With --json: the token as
     DELETE /v1/tokens/{id} answers it."""
-    from transports.tokens import revoke_token, token_info
+    from transports.access.tokens import revoke_token, token_info
 
     online = _online(data)
     if online is not None:
@@ -180,9 +180,9 @@ def revoke_cmd(
 @contextmanager
 def _offline(data: Path | None) -> Iterator[tuple[Journal, TokenBook]]:
     """The data dir's journal (its writer lock held) and its auth view."""
+    from transports.access.tokens import load_tokens
     from transports.cli.data_dir import existing
     from transports.cli.offline import journal_writer
-    from transports.tokens import load_tokens
 
     with journal_writer(existing(data), "manage tokens through its API") as journal:
         yield journal, load_tokens(journal, admin_token="")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from actors.always_grants import check_grant
+from actors.approvals.always_grants import check_grant
 from actors.messages import ResolveApproval, RevokeGrant
 from events import StoredEvent
 from events.catalog import (

@@ -4,7 +4,7 @@ A call carries ``authorization: Bearer <token>`` metadata: the data dir's ``admi
 token from ``reel tokens create`` / ``POST /v1/tokens`` (the same tokens the HTTP API takes).
 A missing, unknown, expired or revoked token ends the call with UNAUTHENTICATED before any
 handler runs, with one message for all of them (no oracle); the token itself is never logged
-or echoed. The caller's :class:`~transports.tokens.Credentials` are set in a context variable
+or echoed. The caller's :class:`~transports.access.tokens.Credentials` are set in a context variable
 for the handler's task (and the tasks it starts): :func:`caller`.
 """
 
@@ -19,8 +19,8 @@ from grpclib.events import RecvRequest, listen
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server
 
-from transports.access import Authority
-from transports.tokens import Credentials, bearer
+from transports.access.authority import Authority
+from transports.access.tokens import Credentials, bearer
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
 """Methods callable without a token (load balancers and probes carry none)."""

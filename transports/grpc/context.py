@@ -15,14 +15,14 @@ from actors import NotFound as ActorsNotFound
 from actors.messages import ResolveSession, SessionInfo
 from events import is_ulid
 from events.fields import SESSION_KEY, Identifier
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from projections import Views
 from projections.follow import Signal
-from transports.access import AccessError, Authority, Scope
+from transports.access.authority import AccessError, Authority, Scope
+from transports.access.tokens import Credentials
 from transports.grpc.authentication import caller
 from transports.grpc.status import invalid
 from transports.runtime import Runtime
-from transports.tokens import Credentials
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 500

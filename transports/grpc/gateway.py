@@ -24,6 +24,7 @@ from proto.reel.v1 import (
     RunStreamRequest,
     TapeEvent,
 )
+from transports.access.tokens import Credentials
 from transports.channels import Attachment, InboundMessage, UnknownChannel
 from transports.grpc.context import (
     ServiceContext,
@@ -35,7 +36,6 @@ from transports.grpc.context import (
 from transports.grpc.records import run_message, session_message
 from transports.grpc.run_stream import RunConversation
 from transports.grpc.status import invalid, not_found
-from transports.tokens import Credentials
 
 
 class GatewayService(GatewayBase):

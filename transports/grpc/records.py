@@ -22,7 +22,7 @@ from proto.reel.v1 import (
     VerifyJournalResponse,
 )
 from tools import ToolCatalog
-from transports.grants import presented
+from transports.access.grants import presented
 from transports.grpc.tape import DECISIONS, MATCHES, SCOPES, STATES, to_json
 
 APPROVAL_STATES: dict[str, ApprovalState] = {

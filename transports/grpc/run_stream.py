@@ -40,10 +40,10 @@ from proto.reel.v1 import (
     TapeEvent,
 )
 from proto.reel.v1 import StartRun as StartMessage
+from transports.access.tokens import Credentials
 from transports.grpc.context import ServiceContext, require_id, require_identifier
 from transports.grpc.status import invalid, not_found, to_grpc_error
 from transports.grpc.tape import MATCH_NAMES, SCOPE_NAMES, stream_error, tape_event
-from transports.tokens import Credentials
 
 
 def match_name(match: GrantMatch) -> GrantMatchName:

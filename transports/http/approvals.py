@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from actors.always_grants import check_grant
+from actors.approvals.always_grants import check_grant
 from actors.messages import ResolveApproval, RevokeGrant
 from events.catalog import GrantRevoked
 from projections import ApprovalFilter, ApprovalRecord
-from transports.grants import presented
+from transports.access.grants import presented
 from transports.http.bodies import ApprovalPage, DecisionRequest, RevokedGrant, RevokeGrantRequest
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError

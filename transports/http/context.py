@@ -11,11 +11,11 @@ from aiohttp import web
 
 from projections import Views
 from projections.follow import Signal
-from transports.access import AccessError, Authority, Scope
+from transports.access.authority import AccessError, Authority, Scope
+from transports.access.tokens import Credentials
 from transports.http.failures import ApiError
 from transports.http.freshness import views_reach
 from transports.runtime import Runtime
-from transports.tokens import Credentials
 
 R = TypeVar("R")
 T = TypeVar("T")

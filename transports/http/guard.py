@@ -6,7 +6,7 @@
   is the same 401 with ``WWW-Authenticate: Bearer`` (no oracle). Unknown paths need it too, so
   probing reveals nothing: one the console's catch-all (``/{name}``, ``/static/{path}``) finds
   no file for is a 404 only to a caller with a valid token. The caller's
-  :class:`~transports.tokens.Credentials` are left on the request
+  :class:`~transports.access.tokens.Credentials` are left on the request
   (:func:`~transports.http.context.caller`); each handler asks Cedar about its action
   (:func:`~transports.http.context.permit`).
 - A query parameter the operation does not take (per ``/v1/openapi.json``), or one given twice,
@@ -24,11 +24,11 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from transports.access.tokens import Credentials, bearer
 from transports.http import channels, console, health
 from transports.http.context import CALLER, CONTEXT
 from transports.http.failures import ApiError, error_response, to_api_error
 from transports.http.openapi import query_parameters
-from transports.tokens import Credentials, bearer
 
 log = logging.getLogger("reel.http")
 

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from events.fields import PRINCIPAL, REASON_MAX_CHARS, SESSION_KEY, TOOL_NAME, Identifier
 from events.lifecycle import RunStatus
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from projections import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter
 from transports.http.bodies import ULID_PATTERN
 from transports.http.failures import ApiError

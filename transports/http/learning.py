@@ -20,12 +20,12 @@ from typing import Annotated, Literal
 import msgspec
 from aiohttp import web
 
-from actors.learning import LearningDesk
-from actors.learning_state import CandidateState
+from actors.learning.desk import LearningDesk
+from actors.learning.state import CandidateState
 from events.catalog import CANDIDATE_STATUSES, LEARNING_KINDS
 from events.fields import PRINCIPAL, REASON_MAX_CHARS
 from projections import CandidateFilter, CandidateRecord, LearningView
-from transports.access import Scope
+from transports.access.authority import Scope
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (

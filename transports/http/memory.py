@@ -4,14 +4,14 @@ Who sees what: a principal only ever sees the items visible to it: the global on
 (scope ``principal``), and those of the sessions it may read (``session.read``). An item it
 cannot see is a 404, as if it did not exist (no oracle); one it sees is then a Cedar decision:
 ``memory.read``, ``memory.write``, ``memory.delete`` on the item (context: its ``scope``, its
-``owner`` and ``session_id``; :meth:`~transports.access.Authority.memory_scope`), and
+``owner`` and ``session_id``; :meth:`~transports.access.authority.Authority.memory_scope`), and
 ``memory.list`` for a search or a list, whose items are then filtered by ``memory.read``.
 
 A search (``?q=``) covers what a run of the caller would be shown: the global items, the
 caller's own, and, with ``session_id``, that session's (which the caller must be able to read).
 A list (no ``q``) pages through every item the caller sees, in id (write) order.
 
-Writes and deletes go through :mod:`transports.memory`, the one home of their rules; its
+Writes and deletes go through :mod:`actors.memory.items`, the one home of their rules; its
 refusals come back as 400s naming the field (``$.text`` and the cap for an oversized text).
 """
 
@@ -25,10 +25,20 @@ from typing import Annotated
 import msgspec
 from aiohttp import web
 
+from actors.memory.items import (
+    TAG_MAX_CHARS,
+    ItemState,
+    MemoryInputError,
+    check_write,
+    delete_item,
+    item_state,
+    write_item,
+)
 from events import new_id
 from events.catalog import MEMORY_TAGS_MAX, MEMORY_TEXT_MAX_CHARS, MemoryScope
 from projections import MemoryHit, MemoryItem
-from transports.access import AccessError, Scope
+from transports.access.authority import AccessError, Scope
+from transports.access.tokens import Credentials
 from transports.http.bodies import ULID_PATTERN
 from transports.http.context import CONTEXT, ApiContext, caller, permit
 from transports.http.failures import ApiError
@@ -42,16 +52,6 @@ from transports.http.inputs import (
     read_body,
 )
 from transports.http.replies import json_reply
-from transports.memory import (
-    TAG_MAX_CHARS,
-    ItemState,
-    MemoryInputError,
-    check_write,
-    delete_item,
-    item_state,
-    write_item,
-)
-from transports.tokens import Credentials
 
 routes = web.RouteTableDef()
 
@@ -68,7 +68,7 @@ class MemoryWriteRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unkno
     """``POST /v1/memory``: a new memory item (the text at most ``MEMORY_TEXT_MAX_CHARS``,
     8,000 characters; at most ``MEMORY_TAGS_MAX``, 16, tags)."""
 
-    # The caps are checked by transports.memory (the one home of the rules, whose refusals name
+    # The caps are checked by actors.memory.items (the one home of the rules, whose refusals name
     # the cap); the schema only states them, so that /v1/openapi.json tells clients the truth.
     text: Annotated[
         str, msgspec.Meta(extra_json_schema={"minLength": 1, "maxLength": MEMORY_TEXT_MAX_CHARS})

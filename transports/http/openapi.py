@@ -19,8 +19,8 @@ import msgspec
 from aiohttp import web
 
 from actors.channels.message import MessageBody
-from actors.compaction import Checkpoints
 from actors.messages import CompactionOutcome
+from actors.sessions.compaction import Checkpoints
 from events import VerifyReport
 from projections import (
     ApprovalRecord,

@@ -11,10 +11,10 @@ from typing import cast
 import msgspec
 from aiohttp import web
 
-from actors import session_state
 from actors.aggregate import fold
-from actors.gate import ToolGate
+from actors.approvals.gate import ToolGate
 from actors.messages import SessionInfo, SetSessionPosture
+from actors.sessions import state as session_state
 from actors.stream import recorded
 from events import StoredEvent
 from tools.catalog import ToolCatalog

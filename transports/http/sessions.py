@@ -8,7 +8,6 @@ import asyncio
 from aiohttp import web
 
 from actors import NotFound
-from actors.compaction import Checkpoints, checkpoints_of
 from actors.messages import (
     BranchSession,
     CompactionOutcome,
@@ -20,6 +19,7 @@ from actors.messages import (
     SessionInfo,
     StartRun,
 )
+from actors.sessions.compaction import Checkpoints, checkpoints_of
 from projections import SessionFilter, SessionRecord
 from transports.http.bodies import (
     BranchSessionRequest,

@@ -15,10 +15,10 @@ import msgspec
 from aiohttp import web
 
 from events.catalog import TASK_KIND
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from projections import TASK_STATES, TaskFilter, TaskRecord, TasksView
 from projections.pool import ReaderLimits
-from transports.access import Scope
+from transports.access.authority import Scope
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (

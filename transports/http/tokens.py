@@ -12,13 +12,13 @@ import time
 
 from aiohttp import web
 
-from transports import tokens as store
+from transports.access import tokens as store
+from transports.access.tokens import created_token, token_info
 from transports.http.bodies import CreateTokenRequest, TokenList
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import query_reason, read_body
 from transports.http.replies import json_reply
-from transports.tokens import created_token, token_info
 
 routes = web.RouteTableDef()
 

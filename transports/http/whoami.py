@@ -6,7 +6,7 @@ controls to show: a viewer sees no approve, deny, cancel, new-session or posture
 Any authenticated principal may call it (the guard has already refused a bad token with a
 401); it is not a Cedar action of its own, because it reveals only what the caller could learn
 by trying. Each answer in ``may`` / ``may_own`` is a probe through
-:meth:`~transports.access.Authority.may`, the path every route's decision takes, on a
+:meth:`~transports.access.authority.Authority.may`, the path every route's decision takes, on a
 placeholder resource: nothing changes, so nothing is journaled.
 
 - ``may[action]``: whether the principal may do ``action`` on a resource someone else owns
@@ -26,10 +26,10 @@ import msgspec
 from aiohttp import web
 
 from policies import ACTIONS, SCOPES
-from transports.access import Authority, Scope
+from transports.access.authority import Authority, Scope
+from transports.access.tokens import Credentials
 from transports.http.context import CONTEXT, caller
 from transports.http.replies import json_reply
-from transports.tokens import Credentials
 
 PROBE_RESOURCE = "whoami-probe"
 """The id of the resource a probe asks about: no real session, run or approval has it."""

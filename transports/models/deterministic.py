@@ -41,7 +41,6 @@ from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 
-from actors.context import PREAMBLE
 from actors.provider import (
     ChatMessage,
     ProviderError,
@@ -52,6 +51,7 @@ from actors.provider import (
     TurnEnd,
     Usage,
 )
+from actors.runs.context import PREAMBLE
 
 __all__ = ["DeterministicProvider", "ProposedCall", "Script", "parse_script"]
 
@@ -147,7 +147,7 @@ class DeterministicProvider:
         messages = request.messages
         user_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
         # Only the person's own words script the answer: reference material appended to the
-        # message (memory, files, pages: actors/context.py) is data, never directives.
+        # message (memory, files, pages: actors/runs/context.py) is data, never directives.
         said = messages[user_at].content.split("\n\n" + PREAMBLE, 1)[0] if user_at >= 0 else ""
         script = parse_script(said) if user_at >= 0 else Script()
         since_user = messages[user_at + 1 :]

@@ -25,8 +25,8 @@ from proto.reel.v1 import (
     ResolveSessionRequest,
 )
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, converse, run, start_node
+from transports.access.tokens import create_token
 from transports.grpc.client import RunStreamClient, auth_metadata
-from transports.tokens import create_token
 
 ROLES = ("admin", "operator", "approver", "viewer", "agent")
 

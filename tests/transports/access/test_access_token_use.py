@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.transports.http.httpkit import close_node, eventually, open_node
-from tests.transports.test_daemon import reel
+from tests.transports.node.test_daemon import reel
 
 
 def test_a_tokens_last_use_is_recorded_once_an_hour_and_listed(tmp_path: Path) -> None:

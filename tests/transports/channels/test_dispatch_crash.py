@@ -12,7 +12,7 @@ import urllib.error
 from pathlib import Path
 
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver
-from tests.transports.test_daemon import reel
+from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import Node
 
 

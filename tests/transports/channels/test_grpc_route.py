@@ -26,11 +26,11 @@ from proto.reel.v1 import (
     WatchApprovalsRequest,
 )
 from tests.transports.channels.kit import channel
+from transports.access.tokens import create_token
 from transports.config import GrpcConfig, NodeConfig
 from transports.grpc import GrpcServer, start_grpc
 from transports.grpc.client import auth_metadata
 from transports.runtime import Runtime, open_runtime
-from transports.tokens import create_token
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ from events.catalog import (
     Event,
 )
 from events.fields import SESSION_KEY
-from events.redact import looks_secret
+from events.redaction.redact import looks_secret
 from transports.channels import split_text
 
 NOW = 1_800_000_000_000

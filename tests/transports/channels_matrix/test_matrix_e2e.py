@@ -18,7 +18,7 @@ from typing import Any
 
 from tests.transports.channels_matrix.kit import Person, run, unique
 from tests.transports.channels_matrix.synapse import Homeserver
-from tests.transports.test_daemon import reel
+from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import PORTS, Node
 
 PASSWORD_ENV = "REEL_TEST_MATRIX_BOT_PASSWORD"

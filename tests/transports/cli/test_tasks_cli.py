@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.task_store import enqueue
+from actors.tasks.store import enqueue
 from events import Journal, JournalReader, NodeKey
 from tests.transports.http.httpkit import Node, close_node, eventually, open_node
 from transports.cli.errors import EXIT_DENIED

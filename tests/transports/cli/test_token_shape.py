@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from events.catalog import TokenRevoked
-from events.reader import JournalReader
+from events.sqlite.reader import JournalReader
 from tests.transports.cli.nodekit import REEL, api, reel, running_node
 from transports.http.bodies import CreatedToken, TokenInfo
 

@@ -11,11 +11,11 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
-from actors.always_grants import GRANTS_STREAM
+from actors.approvals.always_grants import GRANTS_STREAM
 from proto.reel.v1 import ApprovalScope, ApprovalsStub, RevokeGrantRequest, RevokeGrantResponse
 from tests.transports.grpc.conftest import SHELL_ECHO, GrpcNode, run, start_node
+from transports.access.tokens import create_token
 from transports.grpc.client import auth_metadata
-from transports.tokens import create_token
 
 
 @pytest.fixture

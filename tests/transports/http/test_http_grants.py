@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from actors.always_grants import GRANTS_STREAM
+from actors.approvals.always_grants import GRANTS_STREAM
 from tests.transports.http.httpkit import SHELL, Node, Reply, close_node, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document

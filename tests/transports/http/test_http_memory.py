@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 import pytest
 
 from events import JournalReader
-from events.redact import MARKER
+from events.redaction.redact import MARKER
 from tests.transports.http.httpkit import Node, Reply, close_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import HttpConfig, MemoryConfig, NodeConfig

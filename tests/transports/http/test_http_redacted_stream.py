@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from events.redact import redact_text
+from events.redaction.redact import redact_text
 from tests.actors.test_output_redaction import ChunkedProvider
 from tests.events.redaction_corpus import SECRETS
 from tests.transports.http.httpkit import MAX_BODY, Node, close_node

@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.task_handlers import TaskContext
+from actors.tasks.handlers import TaskContext
 from events.catalog import AccessDecided
 from events.task_lifecycle import TaskStatus
 from tests.transports.http.httpkit import Node, Reply, eventually

@@ -18,7 +18,7 @@ from tests.transports.models.test_openai_provider import (
     stream_all,
     stream_error,
 )
-from tests.transports.test_daemon import assert_one_error_line, reel
+from tests.transports.node.test_daemon import assert_one_error_line, reel
 from transports.config import ConfigError, NodeConfig, ProviderConfig, ToolsSection, load_config
 from transports.models.openai import OpenAIConfig
 from transports.models.openai_wire import encode_request

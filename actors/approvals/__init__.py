@@ -1,0 +1,1 @@
+"""The decision pipeline for a tool call and the grants a human gives."""

@@ -1,0 +1,127 @@
+"""The decision pipeline for one tool call: posture -> Cedar -> cached grants.
+
+``policies`` decides from plain values; this module supplies them (the tool's capabilities,
+risk and effective posture) and applies approval grants: a ``session`` grant that covers the
+call (:func:`actors.approvals.grants.covers`: any arguments, these exact arguments, or a subject
+prefix; until the session resets) or an ``always`` grant (principal + tool) turns
+``approval_required`` into ``allow`` when Cedar also permits the call as approved.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+
+import msgspec
+
+from actors.approvals.grants import Grant, covers
+from policies import Decision, PolicyEngine, ToolRequest
+from tools import Posture, ToolSpec
+
+
+class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
+    """What the tool actor records as ``tool.decided``."""
+
+    outcome: str
+    reason: str
+    policy_ids: tuple[str, ...]
+    posture: str
+    grant: str | None = None
+
+
+class ToolGate:
+    """Posture configuration, the policy engine and the ``always`` grants of this node."""
+
+    def __init__(
+        self,
+        engine: PolicyEngine,
+        postures: Mapping[str, Posture] | None = None,
+        roles_of: Callable[[str], tuple[str, ...]] | None = None,
+    ) -> None:
+        self.engine = engine
+        self._postures = dict(postures or {})
+        self.roles_of = roles_of or (lambda _principal: ())
+        """The roles a principal holds now (set by the node's composition from its tokens)."""
+        self._always: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def posture(self, spec: ToolSpec, overrides: Mapping[str, str] | None = None) -> Posture:
+        """``disabled`` for a tool that cannot run here (`ToolSpec.unavailable`, which no
+        override lifts), else the session override, the node's configured posture, the
+        tool's default."""
+        if spec.unavailable is not None:
+            return "disabled"
+        if overrides and spec.name in overrides:
+            return overrides[spec.name]  # type: ignore[return-value]
+        return self._postures.get(spec.name, spec.default_posture)
+
+    def grant_always(self, principal: str, tool: str) -> None:
+        with self._lock:
+            self._always.add((principal, tool))
+
+    def revoke_always(self, principal: str, tool: str) -> bool:
+        with self._lock:
+            if (principal, tool) in self._always:
+                self._always.discard((principal, tool))
+                return True
+            return False
+
+    def has_always(self, principal: str, tool: str) -> bool:
+        with self._lock:
+            return (principal, tool) in self._always
+
+    def always(self) -> frozenset[tuple[str, str]]:
+        """The ``always`` grants in force now: (principal, tool) pairs."""
+        with self._lock:
+            return frozenset(self._always)
+
+    def decide(
+        self,
+        spec: ToolSpec,
+        *,
+        args: msgspec.Struct | None = None,
+        principal: str,
+        session_id: str,
+        run_id: str,
+        channel: str | None = None,
+        session_grants: tuple[Grant, ...] = (),
+        posture_overrides: Mapping[str, str] | None = None,
+    ) -> GateDecision:
+        """Decide one call; never raises for a well-formed spec. ``args``: the validated
+        arguments, which ``session`` grants are matched against (None: none apply)."""
+        posture = self.posture(spec, posture_overrides)
+        request = ToolRequest(
+            principal=principal,
+            tool=spec.name,
+            capabilities=tuple(sorted(spec.capabilities)),
+            risk=spec.risk,
+            posture=posture,
+            channel=channel,
+            session_id=session_id,
+            run_id=run_id,
+            roles=self.roles_of(principal),
+        )
+        decision = self.engine.decide(request)
+        grant: str | None = None
+        if decision.outcome == "approval_required":
+            if args is not None and any(covers(g, spec.name, args) for g in session_grants):
+                grant = "session"
+            elif self.has_always(principal, spec.name):
+                grant = "always"
+            if grant is not None:
+                approved = self.engine.decide(msgspec.structs.replace(request, approved=True))
+                if approved.outcome == "allow":
+                    decision = Decision(
+                        outcome="allow",
+                        policy_ids=approved.policy_ids,
+                        reason=f"allowed by a cached {grant} grant ({approved.reason})",
+                    )
+                else:
+                    grant = None
+        return GateDecision(
+            outcome=decision.outcome,
+            reason=decision.reason,
+            policy_ids=decision.policy_ids,
+            posture=posture,
+            grant=grant,
+        )

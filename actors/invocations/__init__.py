@@ -1,0 +1,1 @@
+"""A tool invocation: gate, approval, execution, result."""

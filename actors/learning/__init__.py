@@ -1,0 +1,1 @@
+"""Post-run reflection and the review of learning candidates."""

@@ -1,0 +1,1 @@
+"""Memory items: the one writer of ``memory/<id>`` streams and its rules."""

@@ -1,0 +1,1 @@
+"""A run: its tape, the loop of model turns and tool calls, its context."""

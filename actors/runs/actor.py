@@ -1,0 +1,630 @@
+"""RunActor: the agent loop of one run, owning the stream ``run/<run_id>``.
+
+A thin shell around :mod:`actors.runs.state` (the state) and :mod:`actors.runs.decide` (what to
+do next, which events to append). Every event it appends, and every event its tool actors report
+(:class:`ToolAppended`), is folded into ``self.state``; after each change it asks
+:func:`next_step` and performs the step's effect: stream the provider on the node's I/O loop
+(items come back as messages), start a :class:`ToolInvocationActor`, run the wall clock. A run
+resumed after a restart is started with its folded state and continues through the same steps.
+
+Cancellation and budgets stop the provider task and set the in-flight tool's cancel event at
+once; the terminal event is written when the tool has stopped (or after a short grace), so it is
+always the run's last event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any
+
+import pykka
+
+from actors.approvals.grants import Grant
+from actors.errors import RunNotActive
+from actors.invocations.actor import ToolInvocationActor
+from actors.invocations.state import InvocationState
+from actors.io_loop import Timer
+from actors.messages import (
+    BeginRun,
+    CancelGraceExpired,
+    CancelRun,
+    CancelTool,
+    FlushTick,
+    GrantAdded,
+    Proceed,
+    ProviderDone,
+    ProviderFailed,
+    ProviderItem,
+    RunFinished,
+    StallRun,
+    ToolAppended,
+    ToSession,
+    WallClockExpired,
+    reject,
+    resolve,
+)
+from actors.provider import (
+    ProviderError,
+    ProviderRequest,
+    TextDelta,
+    ToolCall,
+    TurnEnd,
+    Usage,
+)
+from actors.runs.coalesce import Chunk, Coalescer
+from actors.runs.context import (
+    Injected,
+    Prior,
+    Read,
+    assembled,
+    injected_by,
+    model_input,
+    read_run,
+)
+from actors.runs.decide import (
+    Assemble,
+    AwaitTool,
+    CallModel,
+    EndKind,
+    Finish,
+    MarkAwaiting,
+    Resume,
+    Start,
+    StartTool,
+    Stopping,
+    WaitApproval,
+    awaiting,
+    cancel_requested,
+    end,
+    finish_turn,
+    next_step,
+    resumed,
+    started,
+)
+from actors.runs.references import MAX_REFERENCES, unescape
+from actors.runs.state import RunState, apply, check
+from actors.services import Services
+from actors.stream import OwnedStream
+from events import new_id
+from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
+from events.lifecycle import TERMINAL_EVENTS, RunStatus
+
+log = logging.getLogger("reel.run")
+
+
+class _Turn:
+    """The provider call in flight: what it has said so far, before ``run.turn_completed``."""
+
+    __slots__ = ("calls", "finish", "number", "usage")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.calls: list[ToolCall] = []
+        self.usage = Usage(prompt_tokens=0, completion_tokens=0)
+        self.finish = "stop"
+
+
+class _Tool:
+    """The tool actor working on the run's current call."""
+
+    __slots__ = ("cancel", "invocation_id", "ref")
+
+    def __init__(self, invocation_id: str, ref: pykka.ActorRef[Any], cancel: threading.Event):
+        self.invocation_id = invocation_id
+        self.ref = ref
+        self.cancel = cancel
+
+
+class RunActor(pykka.ThreadingActor):
+    """One run's loop. Started by its session after ``run.accepted`` is durable, or by the node
+    for a run that a restart found waiting for a human."""
+
+    use_daemon_thread = True
+
+    def __init__(
+        self,
+        services: Services,
+        *,
+        state: RunState,
+        prior: Prior,
+        grants: tuple[Grant, ...],
+        postures: dict[str, str] | None = None,
+        cancelled_by: str | None = None,
+        invocation: InvocationState | None = None,
+    ) -> None:
+        super().__init__()
+        self.s = services
+        self.state = state
+        self.prior = prior
+        self.grants = {g.key: g for g in grants}
+        """The session's ``session`` grants by :attr:`Grant.key` (offered to the gate)."""
+        self.postures = dict(postures or {})
+        self.cancelled_by = cancelled_by
+        self.resumed_invocation = invocation
+        """The folded invocation a restarted run continues (its approval)."""
+        self.out = OwnedStream(
+            services.journal,
+            state.stream,
+            principal=state.principal,
+            correlation_id=state.run_id,
+            causation_id=state.session_id,
+        )
+        cfg = services.config
+        self.coalescer = Coalescer(cfg.chunk_max_words, cfg.chunk_max_age_s)
+        self.turn: _Turn | None = None
+        self.tool: _Tool | None = None
+        self.provider_task: Future[None] | None = None
+        self.flush_timer: Timer | None = None
+        self.clock_timer: Timer | None = None
+        self.clock_generation = 0
+        self.ending: tuple[EndKind, str, str] | None = None
+        """(kind, reason, detail) once a stop was decided but not yet written."""
+        self.stopped_by: str | None = None
+        """Who stopped the run when it is neither its own doing nor a cancel (the watchdog)."""
+        self.ended = False
+
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    # --- pykka hooks -----------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.s.registry.run_started(self.run_id, self.state.session_id, self.actor_ref)
+        # The work runs as a message, not in on_start: pykka contains (on_failure) only what
+        # fails in on_receive, and a run must always reach a terminal event.
+        self.actor_ref.tell(BeginRun())
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, BeginRun):
+            self._begin()
+            return None
+        if self.ended:
+            if isinstance(message, CancelRun):
+                reject(message.reply, RunNotActive(f"run {self.run_id} has already ended"))
+            return None
+        if isinstance(message, ProviderItem):
+            self._on_item(message)
+        elif isinstance(message, ProviderDone):
+            if self._current(message.turn):
+                self._on_turn_done()
+        elif isinstance(message, ProviderFailed):
+            if self._current(message.turn):
+                self._stop_with("failed", "provider_error", message.message)
+        elif isinstance(message, FlushTick):
+            self.flush_timer = None
+            if self._current(message.turn):
+                self._flush(force=False)
+        elif isinstance(message, ToolAppended):
+            self._on_tool_events(message)
+        elif isinstance(message, CancelRun):
+            self._on_cancel(message)
+        elif isinstance(message, StallRun):
+            self._on_stall(message)
+        elif isinstance(message, WallClockExpired):
+            if message.generation == self.clock_generation and self.ending is None:
+                limit = self.state.wall_clock_s
+                self._stop_with("failed", "wall_clock", f"the run exceeded {limit:g} s")
+        elif isinstance(message, CancelGraceExpired) and self.ending is not None:
+            self._write_ending()
+        return None
+
+    def on_failure(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        """Contain a crash: record it as the run's end and tell the session."""
+        if self.ended:
+            return
+        self._cancel_io()
+        if self.tool is not None:
+            self.tool.cancel.set()
+        with contextlib.suppress(Exception):
+            name = exc_type.__name__ if exc_type else "error"
+            self._append(end(self.state, "failed", "internal_error", f"{name}: {exc}"))
+        if not self.ended:
+            self.ended = True
+            self.s.registry.run_ended(self.run_id)
+
+    # --- folding ---------------------------------------------------------------------------
+
+    def _append(self, *events: Event, principal: str | None = None) -> None:
+        """Append, fold, and when the batch ends the run, finish the actor. ``principal``: who
+        caused the events when it is not the run's principal (a canceller)."""
+        check(self.state, events)
+        ending = isinstance(events[-1], TERMINAL_EVENTS)
+        if ending:
+            self._cancel_io()
+            self.coalescer.drop()  # a stopped turn's unflushed output is dropped, not recorded
+            # Unrouted before the end is visible: whoever sees the terminal event and sends the
+            # session its next message finds this run gone, not still live.
+            self.s.registry.run_ended(self.run_id)
+        for rec in self.out.append(self.state.next_seq, *events, principal=principal):
+            self.state = apply(self.state, rec)
+        if ending:
+            self._finished()
+
+    def _finished(self) -> None:
+        self.ended = True
+        state = self.state
+        answer = state.end.answer if isinstance(state.end, RunCompleted) else None
+        self.s.turns.finished(self.run_id, state.text, answer)
+        self._to_session(RunFinished(run_id=self.run_id, status=state.status.value))
+        self.stop()
+
+    def _on_tool_events(self, message: ToolAppended) -> None:
+        for rec in message.records:
+            self.state = apply(self.state, rec)
+            tool = self.tool
+            event = rec.event
+            if (
+                isinstance(event, ToolCompleted)
+                and tool
+                and event.invocation_id == tool.invocation_id
+            ):
+                self.tool = None
+        self._announce_grants()
+        if self.ending is not None:
+            if self.tool is None:
+                self._write_ending()
+            return
+        self._advance()
+
+    def _announce_grants(self) -> None:
+        """Tell the session about calls a human allowed for the rest of the session."""
+        for grant in self.state.session_grants:
+            if grant.key not in self.grants:
+                self.grants[grant.key] = grant
+                self._to_session(GrantAdded(grant=grant))
+
+    # --- steps -----------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        if self.cancelled_by is not None:
+            self._append(
+                end(self.state, "cancelled", "cancelled", self.cancelled_by),
+                principal=self.cancelled_by,
+            )
+            return
+        self._announce_grants()
+        self._advance()
+
+    def _advance(self) -> None:
+        """Do what the decider says until the run has to wait for something."""
+        while not self.ended and self.ending is None:
+            step = next_step(self.state)
+            if isinstance(step, Start):
+                b = self.s.config.budgets
+                self._append(
+                    started(
+                        self.state,
+                        max_turns=b.max_turns,
+                        max_tool_calls=b.max_tool_calls,
+                        wall_clock_s=b.wall_clock_s,
+                        provider=self.s.provider.name,
+                    )
+                )
+                self._run_clock()
+            elif isinstance(step, MarkAwaiting):
+                self._pause_clock()
+                self._append(awaiting(self.state, step))
+            elif isinstance(step, Resume):
+                self._append(resumed(self.state, step))
+                self._run_clock()
+                if step.call is not None and step.invocation_id is not None:
+                    self._ensure_tool(step.call, step.invocation_id, proceed=True)
+            elif isinstance(step, AwaitTool | WaitApproval):
+                self._ensure_tool(step.call, step.invocation_id)
+                return
+            elif isinstance(step, StartTool):
+                self._ensure_tool(step.call, new_id())
+                return
+            elif isinstance(step, Assemble):
+                self._assemble()
+            elif isinstance(step, CallModel):
+                self._call_model(step.turn)
+                return
+            elif isinstance(step, Finish):
+                self._append(step.end)
+            elif isinstance(step, Stopping):
+                self._stop_with("cancelled", "cancelled", step.requested_by)
+            else:
+                return
+
+    # --- context ---------------------------------------------------------------------------
+
+    def _assemble(self) -> None:
+        """Record what goes into the model input besides the message: the memory items that
+        match it and the ``@memory`` / ``@run`` references (file and URL references were read
+        by governed tool calls already)."""
+        cfg = self.s.config
+        state = self.state
+        reads = {
+            r.index: self._read(r.kind, r.target)
+            for r in state.references[:MAX_REFERENCES]
+            if r.kind in ("memory", "run")
+        }
+        self._append(
+            assembled(
+                state,
+                self.prior,
+                memory=self._memory_hits(),
+                reads=reads,
+                learned=self._learned(),
+                budget_tokens=cfg.context_budget_tokens,
+                system_prompt=cfg.system_prompt,
+            )
+        )
+
+    def _learned(self) -> tuple[dict[str, str], ...]:
+        """Applied preferences of the run's principal and procedure hints for its request."""
+        learning = self.s.learning
+        if learning is None:
+            return ()
+        try:
+            offered = learning.offered(self.state.principal, unescape(self.state.text))
+        except Exception:  # a learning view that cannot answer offers nothing; the run goes on
+            log.warning("learning view failed for run %s", self.run_id, exc_info=True)
+            return ()
+        return tuple(
+            {"candidate_id": o.candidate_id, "kind": o.kind, "text": o.text} for o in offered
+        )
+
+    def _memory_hits(self) -> tuple[Injected, ...]:
+        memory, cfg = self.s.memory, self.s.config
+        if memory is None or cfg.memory_inject_k <= 0:
+            return ()
+        try:
+            hits = memory.search(
+                unescape(self.state.text),
+                cfg.memory_inject_k,
+                principal=self.state.principal,
+                session_id=self.state.session_id,
+            )
+        except Exception:  # a memory view that cannot answer injects nothing; the run goes on
+            log.warning("memory search failed for run %s", self.run_id, exc_info=True)
+            return ()
+        chosen: list[Injected] = []
+        for h in hits:
+            by = injected_by(
+                h.final, h.evidence, h.terms, cfg.memory_min_score, cfg.memory_min_evidence
+            )
+            if by is not None:
+                chosen.append(
+                    Injected(
+                        item_id=h.item.item_id,
+                        text=h.item.text,
+                        lexical=h.lexical,
+                        vector=h.vector,
+                        recency=h.recency,
+                        final=h.final,
+                        by=by,
+                    )
+                )
+        return tuple(chosen)
+
+    def _read(self, kind: str, target: str) -> Read:
+        """A ``@memory:ID`` or ``@run:ID`` reference, within what the run's principal may see:
+        a memory item visible to it in this session, a run of this session or of this
+        principal. Anything else reads as not found (no oracle for what exists)."""
+        state = self.state
+        if kind == "memory":
+            memory = self.s.memory
+            item = memory.get(target) if memory is not None else None
+            if item is None or not item.visible_to(state.principal, state.session_id):
+                return Read(outcome="not_found", note=f"no memory item {target} visible here")
+            return Read(outcome="included", text=item.text)
+        found = read_run(self.s.journal, target)
+        if found is None or not (
+            found.session_id == state.session_id or found.principal == state.principal
+        ):
+            return Read(outcome="not_found", note=f"no run {target} visible here")
+        if found.answer is None:
+            return Read(outcome="failed", note=f"run {target} has no answer ({found.state})")
+        return Read(outcome="included", text=f"Q: {found.text}\nA: {found.answer}")
+
+    # --- the provider ----------------------------------------------------------------------
+
+    def _current(self, turn: int) -> bool:
+        return self.turn is not None and self.turn.number == turn and self.ending is None
+
+    def _call_model(self, turn: int) -> None:
+        self.turn = _Turn(turn)
+        cfg = self.s.config
+        messages = model_input(cfg.system_prompt, self.prior, self.state, cfg.tool_result_max_chars)
+        request = ProviderRequest(messages=messages, tools=self.s.tool_definitions)
+        self.provider_task = self.s.io.submit(self._pump(request, turn))
+
+    async def _pump(self, request: ProviderRequest, turn: int) -> None:
+        """On the I/O loop: forward the provider stream to this actor as messages."""
+        ref = self.actor_ref
+        try:
+            stream = self.s.provider.stream(request)
+            async with contextlib.aclosing(stream):
+                async for item in stream:
+                    ref.tell(ProviderItem(turn, item))
+            ref.tell(ProviderDone(turn))
+        except asyncio.CancelledError:
+            raise
+        except pykka.ActorDeadError:
+            return
+        except ProviderError as exc:
+            _tell(ref, ProviderFailed(turn, exc.message))
+        except Exception as exc:
+            _tell(ref, ProviderFailed(turn, f"{type(exc).__name__}: {exc}"))
+
+    def _on_item(self, message: ProviderItem) -> None:
+        if not self._current(message.turn):
+            return
+        assert self.turn is not None
+        item = message.item
+        if isinstance(item, TextDelta):
+            # Redacted as one stream before it is chunked (actors/runs/coalesce.py): a secret split
+            # across deltas is caught whole, and held text waits for its verdict.
+            chunk = self.coalescer.add(item.text, time.monotonic())
+            if chunk is not None:
+                self._output(chunk)
+            elif self.flush_timer is None and self.coalescer.pending:
+                self._schedule_flush()
+        elif isinstance(item, ToolCall):
+            self.turn.calls.append(item)
+        elif isinstance(item, Usage):
+            self.turn.usage = item
+        elif isinstance(item, TurnEnd):
+            self.turn.finish = item.finish_reason
+
+    def _output(self, chunk: Chunk) -> None:
+        assert self.turn is not None
+        self._append(
+            RunOutput(
+                run_id=self.run_id,
+                turn=self.turn.number,
+                text=chunk.text,
+                redacted=chunk.redacted,
+            )
+        )
+
+    def _flush(self, *, force: bool) -> None:
+        """``force``: the turn is over, so the redactor releases what it held."""
+        now = time.monotonic()
+        chunk = self.coalescer.end_turn(now) if force else self.coalescer.tick(now)
+        if chunk is not None:
+            self._output(chunk)
+        if not force and self.flush_timer is None and self.coalescer.pending:
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        assert self.turn is not None
+        ref, turn = self.actor_ref, self.turn.number
+        self.flush_timer = self.s.io.call_later(
+            self.coalescer.max_age_s, lambda: _tell(ref, FlushTick(turn))
+        )
+
+    def _on_turn_done(self) -> None:
+        assert self.turn is not None
+        self.provider_task = None
+        self._flush(force=True)
+        turn, self.turn = self.turn, None
+        self._append(
+            *finish_turn(self.state, turn.number, turn.usage, tuple(turn.calls), turn.finish)
+        )
+        self._advance()
+
+    # --- tools -----------------------------------------------------------------------------
+
+    def _ensure_tool(self, call: ToolCall, invocation_id: str, *, proceed: bool = False) -> None:
+        """Start the tool actor for ``call`` unless it is already working on it; with
+        ``proceed``, let it act on its approval's decision."""
+        if self.tool is not None:
+            if proceed:
+                _tell(self.tool.ref, Proceed())
+            return
+        folded = self.resumed_invocation
+        state = folded if folded and folded.invocation_id == invocation_id else None
+        cancel = threading.Event()
+        ref = ToolInvocationActor.start(
+            self.s,
+            invocation_id=invocation_id,
+            run_id=self.run_id,
+            session_id=self.state.session_id,
+            principal=self.state.principal,
+            channel=self.state.channel,
+            call=call,
+            run_ref=self.actor_ref,
+            cancel=cancel,
+            session_grants=tuple(self.grants.values()),
+            posture_overrides=self.postures,
+            state=state,
+            proceed=proceed,
+        )
+        self.tool = _Tool(invocation_id, ref, cancel)
+
+    # --- ending ----------------------------------------------------------------------------
+
+    def _stop_with(self, kind: EndKind, reason: str, detail: str) -> None:
+        """Stop everything in flight; write the end now, or once the tool has stopped."""
+        self.ending = (kind, reason, detail)
+        self._cancel_io()
+        if self.tool is not None:
+            self.tool.cancel.set()
+            _tell(self.tool.ref, CancelTool(reason))
+            ref = self.actor_ref
+            self.s.io.call_later(
+                self.s.config.cancel_grace_s, lambda: _tell(ref, CancelGraceExpired())
+            )
+            return
+        self._write_ending()
+
+    def _on_cancel(self, message: CancelRun) -> None:
+        """Stop the run for ``message.principal``. With a call in flight the end waits for the
+        call to stop, so the cancel is journaled (``run.cancel_requested``) before it is
+        acknowledged: a crash in between fails the run, it never comes back."""
+        if self.ending is None:
+            if self.tool is not None:
+                try:
+                    self._append(
+                        cancel_requested(self.state, message.principal),
+                        principal=message.principal,
+                    )
+                except Exception as exc:  # the caller hears it; on_failure contains the run
+                    reject(message.reply, exc)
+                    raise
+            self._stop_with("cancelled", "cancelled", message.principal)
+        resolve(message.reply, True)
+
+    def _on_stall(self, message: StallRun) -> None:
+        """The watchdog found no progress: stop like a cancel, end ``failed`` / ``stalled`` as
+        the watchdog's act. A run already ending (cancelled, out of budget) ends as decided,
+        and one waiting for a human meanwhile is not stalled."""
+        if self.ending is None and self.state.status is RunStatus.IN_PROGRESS:
+            self.stopped_by = message.principal
+            self._stop_with("failed", "stalled", message.detail)
+        resolve(message.reply, True)
+
+    def _write_ending(self) -> None:
+        assert self.ending is not None
+        kind, _, detail = self.ending
+        if not self.ended:
+            # A cancel is recorded as the canceller's act, a stall as the watchdog's; any
+            # other end as the run's own.
+            by = detail if kind == "cancelled" else self.stopped_by
+            self._append(end(self.state, *self.ending), principal=by)
+
+    def _to_session(self, message: Any) -> None:
+        directory = self.s.directory
+        if directory is not None:
+            _tell(directory, ToSession(self.state.session_id, message))
+
+    # --- timers and I/O --------------------------------------------------------------------
+
+    def _run_clock(self) -> None:
+        """Start the wall-clock timer with what the run's budget has left (time in progress
+        only: the fold counts it from the commit times of the run's state events)."""
+        self._pause_clock()
+        remaining = self.state.wall_clock_s - self.state.spent_s()
+        ref, generation = self.actor_ref, self.clock_generation
+        self.clock_timer = self.s.io.call_later(
+            max(remaining, 0.0), lambda: _tell(ref, WallClockExpired(generation))
+        )
+
+    def _pause_clock(self) -> None:
+        self.clock_generation += 1
+        if self.clock_timer is not None:
+            self.clock_timer.cancel()
+            self.clock_timer = None
+
+    def _cancel_io(self) -> None:
+        if self.provider_task is not None:
+            self.provider_task.cancel()
+            self.provider_task = None
+        if self.flush_timer is not None:
+            self.flush_timer.cancel()
+            self.flush_timer = None
+        self._pause_clock()
+
+
+def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(message)

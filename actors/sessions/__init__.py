@@ -1,0 +1,1 @@
+"""A session: its stream ``session/<id>``, the runs it queues, compaction."""

@@ -1,0 +1,1 @@
+"""The node, the directory of live actors, and start-up recovery."""

@@ -1,0 +1,174 @@
+"""Node: composes and supervises the actor system of one data dir.
+
+``start()`` recovers what a crash left in flight, starts the I/O loop and the session directory;
+``send()`` hands a command to the directory and returns its reply future; ``drain()`` stops
+accepting work, lets live runs finish for a while, cancels the rest; ``stop()`` drains, stops
+every actor and signs a final checkpoint. ``watch()`` starts the watchdog (incidents), which the
+drain stops first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+import pykka
+
+from actors.approvals.gate import ToolGate
+from actors.config import ActorsConfig
+from actors.io_loop import IoLoop
+from actors.messages import CancelRun
+from actors.provider import ModelProvider
+from actors.services import MemoryPort, Services
+from actors.system.recovery import RecoveryReport, recover
+from actors.tasks.queue import TaskQueue, TasksConfig
+from events import JournalPort
+from tools import ToolCatalog
+
+if TYPE_CHECKING:
+    from actors.watchdog.actor import WatchdogPort
+    from actors.watchdog.checks import WatchdogConfig
+
+C = TypeVar("C", bound=msgspec.Struct)
+
+
+class Node:
+    """The running actor system. Not an actor itself: transports call it from any thread."""
+
+    def __init__(
+        self,
+        *,
+        journal: JournalPort,
+        provider: ModelProvider,
+        catalog: ToolCatalog,
+        gate: ToolGate,
+        workspace: Path,
+        config: ActorsConfig | None = None,
+        memory: MemoryPort | None = None,
+        tasks: TasksConfig | None = None,
+    ) -> None:
+        """``memory``: the memory view runs search for auto-injection and ``@memory``
+        references (None: runs are shown no memory). ``tasks``: the background task queue's
+        pool and leases (``node.tasks``, docs/tasks.md)."""
+        self.journal = journal
+        self.io = IoLoop()
+        self.services = Services(
+            journal=journal,
+            io=self.io,
+            provider=provider,
+            catalog=catalog,
+            gate=gate,
+            workspace=workspace,
+            config=config or ActorsConfig(),
+            memory=memory,
+        )
+        self.recovery = RecoveryReport()
+        self.tasks = TaskQueue(journal, self.io, tasks)
+        """The background task queue: enqueue work, register handlers (actors.tasks.queue)."""
+        self.services.tasks = self.tasks
+        self.watchdog: pykka.ActorRef[Any] | None = None
+        self._started = False
+
+    def start(self) -> RecoveryReport:
+        """Recover, then start the directory. Returns what recovery resolved."""
+        from actors.runs.actor import RunActor
+        from actors.system.directory import SessionDirectory
+
+        services = self.services
+        self.recovery = recover(self.journal, services.gate, services.turns, services.config)
+        services.offer_tools()
+        services.directory = SessionDirectory.start(services)
+        for run in self.recovery.resumed:
+            RunActor.start(
+                services,
+                state=run.state,
+                prior=run.prior,
+                grants=run.grants,
+                postures=dict(run.postures),
+                invocation=run.invocation,
+            )
+        self.tasks.start()
+        self._started = True
+        return self.recovery
+
+    def watch(self, port: WatchdogPort, config: WatchdogConfig, **options: Any) -> None:
+        """Start the watchdog over ``port`` (call once the views follow the journal), in place
+        of the one running, if any; options as :class:`~actors.watchdog.actor.WatchdogActor`.
+        The drain stops it first."""
+        from actors.watchdog.actor import WatchdogActor
+
+        self.stop_watchdog()
+        self.watchdog = WatchdogActor.start(self.services, port, config, **options)
+
+    def stop_watchdog(self) -> None:
+        """Stop the watchdog (after the look it is in, if any); idempotent."""
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                watchdog.stop(block=True, timeout=10)
+
+    def send(self, command: C) -> Future[Any]:
+        """Deliver a command (``StartRun``, ``CancelRun``, ...) and return its reply future."""
+        reply: Future[Any] = Future()
+        directory = self.services.directory
+        if directory is None:
+            raise RuntimeError("node is not started")
+        directory.tell(msgspec.structs.replace(command, reply=reply))
+        return reply
+
+    def ask(self, command: C, timeout: float | None = 30.0) -> Any:
+        """``send`` and wait for the reply (for transports and tests, never for actors)."""
+        return self.send(command).result(timeout)
+
+    def drain(self, grace_s: float = 10.0) -> None:
+        """Stop accepting runs; give live runs ``grace_s`` to finish; cancel the rest.
+
+        Runs waiting for a human are left as they are: the journal shows them awaiting approval,
+        and the next start resumes them (actors.system.recovery). The watchdog stops first: it never
+        acts on runs the drain is ending."""
+        self.services.draining = True
+        self.tasks.drain()  # no new attempts; running ones get the same grace as runs
+        self.stop_watchdog()
+        registry = self.services.registry
+
+        def working() -> dict[str, Any]:
+            waiting = registry.runs_awaiting_approval()
+            return {r: ref for r, ref in registry.live_runs().items() if r not in waiting}
+
+        deadline = time.monotonic() + grace_s
+        while (working() or self.tasks.running()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for run_id, ref in working().items():
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(CancelRun(run_id=run_id, principal="node:drain"))
+        deadline = time.monotonic() + 5.0
+        while working() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Drain, stop every actor and the I/O loop. The journal stays open (its owner closes
+        it, signing the final checkpoint)."""
+        if not self._started:
+            self.io.stop()
+            return
+        self.drain(grace_s)
+        directory = self.services.directory
+        if directory is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                directory.stop(block=True, timeout=10)
+        self.tasks.stop(grace_s=1.0)  # attempts still running are left to lapse and be reclaimed
+        registry = self.services.registry
+        leftovers = list(registry.live_runs().values())
+        leftovers += [ref for a in registry.pending_approvals() if (ref := registry.approval(a))]
+        for ref in leftovers:  # runs and tools left waiting for a human: resumed on next start
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+        provider = self.services.provider
+        with contextlib.suppress(Exception):
+            self.io.submit(provider.aclose()).result(timeout=5)
+        self.io.stop()
+        self._started = False

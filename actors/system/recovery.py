@@ -1,0 +1,119 @@
+"""Start-up recovery: resolve from the journal whatever a crash or a stop left in flight.
+
+Before any actor starts, every run the journal shows accepted but not ended is folded
+(:mod:`actors.runs.state`, :mod:`actors.invocations.state`: the same folds the live actors use) and
+the run decider is asked what it would do next (:func:`actors.runs.decide.next_step`):
+
+* a run waiting for a human (or about to) is *resumed*: its actor starts with the folded state,
+  the approval is pending again, or takes effect if an operator decided it while the node was
+  down (``reel approvals``);
+* every other run was doing machine work the crash cut off: it fails ``interrupted``, its
+  unfinished tool invocations completed ``interrupted`` first, so its terminal event stays last
+  in its tape. Each append states the seq its stream's folded state expects.
+
+``always`` grants are reloaded into the gate.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from actors.aggregate import fold
+from actors.approvals.always_grants import load as load_always_grants
+from actors.approvals.gate import ToolGate
+from actors.approvals.grants import Grant
+from actors.config import ActorsConfig
+from actors.invocations.state import InvocationState, fold_invocations
+from actors.runs import state as run_fold
+from actors.runs.context import Prior, TurnCache, prior_budget, prior_of
+from actors.runs.decide import interrupt, next_step, resumable
+from actors.runs.state import RunState
+from actors.sessions import state as session_state
+from actors.stream import recorded
+from events import JournalPort, JournalReadPort
+from events.catalog import ApprovalResolved, RunAccepted, kind_of
+from events.lifecycle import TERMINAL_KINDS
+
+
+class Resumed(msgspec.Struct, frozen=True, kw_only=True):
+    """A run to continue: its folded state and what its actor needs besides."""
+
+    state: RunState
+    invocation: InvocationState
+    """The call waiting for its approval."""
+    prior: Prior
+    grants: tuple[Grant, ...] = ()
+    postures: tuple[tuple[str, str], ...] = ()
+
+
+class RecoveryReport(msgspec.Struct, frozen=True):
+    """What recovery resolved, and the runs to resume."""
+
+    interrupted_runs: tuple[str, ...] = ()
+    closed_approvals: tuple[str, ...] = ()
+    always_grants: int = 0
+    resumed: tuple[Resumed, ...] = ()
+
+
+def recover(
+    journal: JournalPort, gate: ToolGate, turns: TurnCache, config: ActorsConfig
+) -> RecoveryReport:
+    """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
+    ended = {e.correlation_id for e in journal.events_of_kinds(tuple(TERMINAL_KINDS))}
+    interrupted: list[str] = []
+    approvals: list[str] = []
+    resumed: list[Resumed] = []
+    for accepted in journal.events_of_kinds((kind_of(RunAccepted),)):
+        run_id = accepted.correlation_id
+        if run_id is None or run_id in ended:
+            continue
+        tape = recorded(journal.read_correlated(run_id))
+        state = fold(run_fold, tape)
+        assert state is not None, "a run's tape starts with its run.accepted"
+        invocations = fold_invocations(tape)
+        if resumable(next_step(state)):
+            resumed.append(_resume(journal, turns, state, invocations, config))
+            continue
+        for stream, expected_seq, events in interrupt(state, invocations):
+            journal.append(
+                stream,
+                events,
+                expected_seq=expected_seq,
+                principal="node",
+                correlation_id=run_id,
+                causation_id=run_id if stream.startswith("tool/") else state.session_id,
+            )
+            approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
+        interrupted.append(run_id)
+    grants = load_always_grants(journal).active
+    for principal, tool in grants:
+        gate.grant_always(principal, tool)
+    return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
+
+
+def _resume(
+    journal: JournalReadPort,
+    turns: TurnCache,
+    state: RunState,
+    invocations: dict[str, InvocationState],
+    config: ActorsConfig,
+) -> Resumed:
+    call = state.open_call()
+    invocation_id = state.invocation_of(call.id) if call is not None else None
+    assert invocation_id is not None, "a resumable run waits on a started call"
+    stream = session_state.stream_of(state.session_id)
+    session = fold(session_state, recorded(journal.read_stream(stream)))
+    history = session.history if session is not None else ()
+    prior = turns.prior(
+        journal,
+        prior_of(history, state.run_id),
+        session.compaction if session is not None else None,
+        prior_budget(config.context_budget_tokens, config.system_prompt, state.text),
+    )
+    return Resumed(
+        state=state,
+        invocation=invocations[invocation_id],
+        prior=prior,
+        grants=session.grants if session is not None else (),
+        postures=tuple(session.overrides.items()) if session is not None else (),
+    )

@@ -1,0 +1,1 @@
+"""The durable background task queue: task streams, workers, handlers."""

@@ -1,0 +1,1 @@
+"""The node watching itself: checks, incidents, and what auto mode does."""

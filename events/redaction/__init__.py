@@ -1,0 +1,1 @@
+"""Secrets out of every event: detectors, vendored rules, streaming."""

@@ -1,0 +1,313 @@
+"""Streaming redaction: text that arrives in pieces is redacted as the one text it makes.
+
+A model streams its answer in deltas of any size, down to one character. Redacting each piece
+on its own lets a secret through whenever a boundary falls inside it (``... Bearer `` |
+``CANARY...``, or a private key block spread over fifty deltas), and what reaches the journal
+can never be taken back. :class:`StreamRedactor` sits between the provider and the journal and
+releases only text whose verdict can no longer change; the rest is held back:
+
+* text is released up to a whitespace character, so a token (every prefixed key, a JWT, a URL
+  with a password, a bare AWS key) is judged whole;
+* never inside a match (a key and its value, ``Bearer`` and its credential), nor before a
+  match still open at the end of the held text (a token still growing, a quoted value not yet
+  closed, a private key block without its END line yet: a block is held until its END line or
+  the end of the turn);
+* never after a trigger word (every detector's
+:attr:`~events.redaction.detectors.Detector.trigger`: a
+  key that names a secret in any language, ``Bearer``, ``Basic``, ``Authorization``,
+  ``Cookie``, the programs whose flags take a password, a vendor's name, ``-----BEGIN``) until
+  :data:`~events.redaction.detectors.REACH` characters have followed it, the farthest its value can
+  end; a key block waits for its own END line (:attr:`~events.redaction.detectors.Detector.end`).
+
+So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
+the run's 50 ms flush tick), and text near a trigger waits up to REACH (320) characters.
+Released text is exactly what :func:`events.redaction.redact.redact_text` makes of the whole text
+(the property tests check every split point of the corpus), and :meth:`StreamRedactor.finish`
+releases the rest at the end of the turn.
+
+**Memory is bounded** by ``max_hold`` (64 KiB of held text by default): past it, a match that
+is still open is replaced by the marker right away and its remaining input is dropped until it
+ends (a key block at its END line, a header or key/value at the end of its line, a token at
+the next space); held text without an open match is released up to REACH characters before
+its end. Either way the stream may then redact more than the whole text would, never less.
+"""
+
+from __future__ import annotations
+
+import re
+
+from events.redaction.detectors import MARKER, REACH, trie
+from events.redaction.redact import ALL, Guard, apply_spans, scan
+
+MAX_HOLD_CHARS = 64 * 1024
+"""Held text past which the redactor stops waiting (see the module docstring)."""
+CONTEXT_CHARS = 8
+"""Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
+_END_OVERLAP = 128
+"""Characters kept while waiting for a key block's END line split across deltas."""
+_SPACES = " \n\t\r\x0b\x0c"
+"""Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
+SCAN_STEP = 128
+"""Held characters that make :meth:`StreamRedactor.feed` look for text to release (a scan of
+what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms flush tick) or
+the end of the turn. So a model streaming a word per delta costs a scan every few words."""
+
+
+def _trigger_words() -> re.Pattern[str]:
+    """Every detector's trigger words (:attr:`events.redaction.detectors.Detector.trigger`), plain
+    words in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read
+    through them). Holding at a few more places than needed costs latency only."""
+    words = {w for d in ALL for w in d.trigger}
+    return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
+
+
+_TRIGGER_WORDS = _trigger_words()
+"""Where a match that may span whitespace can start (or the first whitespace-free run it lies
+in): every detector's trigger words."""
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _first_trigger(buf: str, start: int) -> int | None:
+    """Where the first construct that may span whitespace starts at or after ``start``: the
+    start of the key run (``DB_PASSWORD``) around the first trigger word."""
+    lowered = buf[start:].lower()
+    if len(lowered) == len(buf) - start:
+        found = _TRIGGER_WORDS.search(lowered)
+    else:  # lower-casing changed the length (rare Unicode)
+        found = re.compile(_TRIGGER_WORDS.pattern, re.IGNORECASE).search(buf[start:])
+    if found is None:
+        return None
+    at = start + found.start()
+    while at > 0 and buf[at - 1] in _KEY_CHARS:
+        at -= 1
+    return at
+
+
+class StreamRedactor:
+    """Redacts one stream of text deltas (one model turn). Pure: no clock, no I/O.
+
+    ``feed`` returns what may be released now, ``finish`` the rest; each returns the text and
+    how many secrets it replaced. Not thread-safe (one per turn, owned by the run's actor).
+    """
+
+    def __init__(self, max_hold: int = MAX_HOLD_CHARS) -> None:
+        if max_hold < 2 * REACH:
+            raise ValueError(f"max_hold must be at least {2 * REACH}, got {max_hold}")
+        self.max_hold = max_hold
+        self._buf = ""
+        """Released context (the last few characters) followed by the held text."""
+        self._pos = 0
+        """Where the held text starts in ``_buf``."""
+        self._block_at: int | None = None
+        """Set while the held text ends in an open key block that starts here: only its END
+        line can change anything, so input is only searched for that."""
+        self._block_end: re.Pattern[str] | None = None
+        """The END line of that block (or of the block being swallowed)."""
+        self._block_searched = 0
+        self._swallow: str | None = None
+        """After giving up on an open match: what ends it (``block``, ``line``, ``space``)."""
+        self._tail = ""
+        """While swallowing a block: its last characters (an END line may be split)."""
+        self._held_at_scan = 0
+        """How much was held after the last scan (a new scan waits for SCAN_STEP more)."""
+
+    @property
+    def held(self) -> int:
+        """Characters held back (or, while swallowing, 0: that input is already replaced)."""
+        return len(self._buf) - self._pos
+
+    def feed(self, delta: str) -> tuple[str, int]:
+        """Add a delta; returns the redacted text that may be released now and its count."""
+        if not delta:
+            return "", 0
+        if self._swallow is not None:
+            delta = self._swallowed(delta)
+            if not delta:
+                return "", 0
+        self._buf += delta
+        if self._block_at is not None:
+            # An open key block: nothing changes until its END line arrives.
+            assert self._block_end is not None
+            found = self._block_end.search(self._buf, max(self._block_searched, self._block_at))
+            self._block_searched = max(self._block_at, len(self._buf) - _END_OVERLAP)
+            if found is None:
+                if self.held > self.max_hold:
+                    return self._give_up(self._block_at, "block")
+                return "", 0
+            self._block_at = None
+        elif self.held <= self.max_hold and self.held - self._held_at_scan < SCAN_STEP:
+            return "", 0  # released by the next release(), a later feed, or finish()
+        return self._release(final=False)
+
+    def release(self) -> tuple[str, int]:
+        """Release what may be released now (the run calls this on its flush tick, so held
+        text that is safe goes out within 50 ms even when the model pauses)."""
+        if self._swallow is not None or self._block_at is not None or not self.held:
+            return "", 0
+        return self._release(final=False)
+
+    def finish(self) -> tuple[str, int]:
+        """The end of the turn: everything still held, redacted."""
+        if self._swallow is not None:
+            self.reset()
+            return "", 0
+        out = self._release(final=True)
+        self.reset()
+        return out
+
+    def reset(self) -> None:
+        """Drop everything held (a stopped turn's output is not recorded)."""
+        self._buf = ""
+        self._pos = 0
+        self._block_at = None
+        self._block_end = None
+        self._block_searched = 0
+        self._swallow = None
+        self._tail = ""
+        self._held_at_scan = 0
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _release(self, *, final: bool) -> tuple[str, int]:
+        buf, pos = self._buf, self._pos
+        spans, guards = scan(buf, pos)
+        size = len(buf)
+        cut = size if final else self._cut(buf, pos, guards)
+        if cut <= pos and not final:
+            if size - pos > self.max_hold:
+                return self._overflow(buf, pos, guards)
+            self._note_block(guards, size, 0)
+            self._held_at_scan = self.held
+            return "", 0
+        done = [(s, e) for s, e in spans if e <= cut]
+        text = apply_spans(buf, done, pos, cut)
+        shift = self._advance(cut)
+        if not final:
+            self._note_block(guards, size, shift)
+        self._held_at_scan = self.held
+        return text, len(done)
+
+    def _cut(self, buf: str, pos: int, guards: list[Guard], limit: int | None = None) -> int:
+        """The last place at or before ``limit`` (default: the end) that is after whitespace,
+        inside no match, before every open match and every undecided trigger; ``pos`` if
+        none."""
+        size = len(buf)
+        limit = size if limit is None else limit
+        for guard in guards:
+            if guard.end >= size:
+                limit = min(limit, guard.start)
+        trigger = _first_trigger(buf, max(pos, size - REACH))
+        if trigger is not None:
+            limit = min(limit, trigger)
+        inside = [(g.start, g.end) for g in guards if g.start < limit]
+        before = limit
+        while before > pos:
+            space = max(buf.rfind(c, pos, before) for c in _SPACES)
+            if space < pos:
+                return pos
+            cut = space + 1
+            if not any(s < cut < e for s, e in inside):
+                return cut
+            before = space
+        return pos
+
+    def _note_block(self, guards: list[Guard], size: int, shift: int) -> None:
+        """Remember an open key block at the end of the held text (see ``_block_at``);
+        ``shift``: how far ``_buf`` moved since ``guards`` were found."""
+        for guard in guards:
+            if guard.end >= size and ALL[guard.detector].multiline:
+                self._block_at = guard.start - shift
+                self._block_end = ALL[guard.detector].end
+                self._block_searched = self._block_at
+                return
+
+    def _overflow(self, buf: str, pos: int, guards: list[Guard]) -> tuple[str, int]:
+        """Held text passed ``max_hold`` with no place to cut."""
+        size = len(buf)
+        open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
+        if open_guards:
+            first = open_guards[0]
+            detector = ALL[first.detector]
+            if detector.multiline:
+                self._block_end = detector.end
+                ends = "block"
+            elif detector.ends_at_line_end:
+                ends = "line"
+            else:
+                ends = "space"
+            return self._give_up(first.start, ends)
+        # A run without whitespace: cut REACH characters before the end, outside every match.
+        spans, guards = scan(buf, pos)
+        cut = self._forced_cut(buf, pos, guards)
+        done = [(s, e) for s, e in spans if e <= cut]
+        text = apply_spans(buf, done, pos, cut)
+        self._advance(cut)
+        return text, len(done)
+
+    def _forced_cut(self, buf: str, pos: int, guards: list[Guard]) -> int:
+        cut = len(buf) - REACH
+        trigger = _first_trigger(buf, max(pos, cut))
+        if trigger is not None:
+            cut = min(cut, trigger)
+        for guard in sorted(guards, key=lambda g: g.start, reverse=True):
+            if guard.start < cut < guard.end:
+                cut = guard.start
+        return max(cut, pos)
+
+    def _give_up(self, start: int, ends: str) -> tuple[str, int]:
+        """Release the held text before ``start``, the marker for everything from ``start``
+        on, and drop input until what ``ends`` names (``block``: the END line; ``line``: a line
+        break; ``space``: any whitespace)."""
+        buf, pos = self._buf, self._pos
+        spans = scan(buf[:start], pos)[0] if start > pos else []
+        text = apply_spans(buf, spans, pos, start) + MARKER
+        self._tail = buf[-_END_OVERLAP:] if ends == "block" else ""
+        self._buf, self._pos = "", 0
+        self._block_at = None
+        self._swallow = ends
+        return text, len(spans) + 1
+
+    def _swallowed(self, delta: str) -> str:
+        """While swallowing: drop ``delta`` up to the end of the given-up match; returns what
+        follows it (redacted as usual from there), or "" while the match goes on."""
+        if self._swallow == "block":
+            text = self._tail + delta
+            assert self._block_end is not None
+            found = self._block_end.search(text)
+            if found is None:
+                self._tail = text[-_END_OVERLAP:]
+                return ""
+            rest = text[found.end() :]
+        else:
+            stops = "\r\n" if self._swallow == "line" else None
+            index = next(
+                (i for i, c in enumerate(delta) if (c in stops if stops else c.isspace())), -1
+            )
+            if index < 0:
+                return ""
+            rest = delta[index:]
+        self._swallow = None
+        self._tail = ""
+        return rest
+
+    def _advance(self, cut: int) -> int:
+        """Release up to ``cut``; returns how far ``_buf`` moved."""
+        keep = max(0, cut - CONTEXT_CHARS)
+        self._buf = self._buf[keep:]
+        self._pos = cut - keep
+        return keep
+
+
+def redact_chunks(chunks: list[str]) -> tuple[str, int]:
+    """Feed ``chunks`` through one :class:`StreamRedactor`; the released text and its count
+    (for tests and benchmarks)."""
+    redactor = StreamRedactor()
+    out: list[str] = []
+    total = 0
+    for chunk in chunks:
+        text, n = redactor.feed(chunk)
+        out.append(text)
+        total += n
+    text, n = redactor.finish()
+    out.append(text)
+    return "".join(out), total + n

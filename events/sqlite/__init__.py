@@ -1,0 +1,1 @@
+"""The embedded journal backend: one SQLite file, hash-chained."""

@@ -1,0 +1,706 @@
+"""The journal: one writer thread, group commit, optimistic concurrency, idempotency, checkpoints.
+
+Appends from any thread are queued; the writer thread drains the queue and commits everything it
+drained in one transaction (group commit), then resolves each caller's future. An append
+therefore returns only after the transaction holding its rows has committed (durable with
+``synchronous=FULL``, the default). Per request, either every event is written or none:
+a conflicting ``expected_seq`` or a bad request fails that request alone.
+
+Checkpoints are rows too: when one is due (every N events, every T seconds, on request, at
+close) the writer signs the head it just built and appends a ``journal.checkpoint`` row after
+it, in the same transaction, then hands the signed note to the witness (if any) without waiting.
+
+Opening a journal for writing first checks it (:func:`events.sqlite.verify.verify_recent`: the chain
+from the last checkpoint, every checkpoint, the witness's checkpoints) and raises
+:class:`JournalTampered` rather than sign anything over a head it cannot vouch for.
+
+Subscribers are woken after each commit (:meth:`Journal.wait_for`, :meth:`Journal.listen`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+from msgspec.structs import replace
+
+from events.catalog import Event, JournalCheckpoint, kind_of
+from events.chain import identity_bytes, payload_digest, row_hash
+from events.checkpoint import CHECKPOINT_KIND, CHECKPOINT_STREAM, Checkpoint, NodeKey
+from events.codec import encode
+from events.envelope import AppendResult, Head
+from events.errors import (
+    AppendRejected,
+    ConcurrencyConflict,
+    JournalClosed,
+    JournalError,
+    JournalTampered,
+)
+from events.ids import UlidGenerator
+from events.note import CheckpointNote
+from events.redaction.redact import redact_event
+from events.sqlite.lock import WriterLock
+from events.sqlite.reader import JournalReader
+from events.sqlite.schema import SYNCHRONOUS_MODES, connect
+from events.sqlite.verify import verify, verify_recent
+from events.stats import LatencyHistogram
+from events.witness import Witness
+
+_INSERT = (
+    "INSERT INTO events(position, event_id, stream, stream_seq, kind, version, recorded_at_ms,"
+    " principal, correlation_id, causation_id, payload, payload_sha256, prev_hash, hash)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+_STOP = object()
+
+MAX_PAYLOAD_BYTES = 1 << 20
+"""The default cap on one event's stored payload (after redaction); a bigger event is refused
+with `AppendRejected`. Writers that must fit their data under it (a tool's result) derive
+their own budget from this name, never from a second constant."""
+
+Listener = Callable[[int], None]
+
+
+class _Append:
+    __slots__ = (
+        "causation_id",
+        "correlation_id",
+        "expected_seq",
+        "future",
+        "idempotency_key",
+        "payloads",
+        "principal",
+        "stream",
+        "submitted",
+    )
+
+    def __init__(
+        self,
+        stream: str,
+        payloads: list[tuple[str, int, bytes]],
+        expected_seq: int | None,
+        principal: str,
+        correlation_id: str | None,
+        causation_id: str | None,
+        idempotency_key: str | None,
+    ) -> None:
+        self.stream = stream
+        self.payloads = payloads
+        self.expected_seq = expected_seq
+        self.principal = principal
+        self.correlation_id = correlation_id
+        self.causation_id = causation_id
+        self.idempotency_key = idempotency_key
+        self.future: Future[AppendResult] = Future()
+        self.submitted = time.perf_counter()
+
+
+def _check_text(name: str, value: str | None) -> None:
+    """Refuse an envelope field the hash input cannot encode (not text, or not UTF-8)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise AppendRejected(f"{name} must be a string, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise AppendRejected(
+            f"{name} is not valid UTF-8 text (it holds a lone surrogate)"
+        ) from None
+
+
+class _CheckpointRequest:
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: Future[Checkpoint | None] = Future()
+
+
+class Journal(JournalReader):
+    """A journal opened for writing by this process (it holds the writer lock)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        node_key: NodeKey | None = None,
+        witness: Witness | None = None,
+        on_tampered: Callable[[JournalTampered], None] | None = None,
+        synchronous: str = "FULL",
+        checkpoint_every_events: int = 10_000,
+        checkpoint_every_s: float = 60.0,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        max_batch_events: int = 4096,
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}")
+        if witness is not None and node_key is None:
+            raise ValueError("a witness needs a node key (it records signed checkpoints)")
+        self._lock = WriterLock(path.with_name(path.name + ".lock"))
+        self._lock.acquire(f"journal {path}")
+        try:
+            self._wconn = connect(path, writable=True)
+            self._wconn.execute("PRAGMA journal_mode=WAL")
+            self._wconn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            super().__init__(path)
+            notes = self._check_on_open(node_key, witness)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                super().close()
+                self._wconn.close()
+            self._lock.release()
+            raise
+        self.node_key = node_key
+        self.witness = witness
+        """Where every signed checkpoint is also appended (``None``: no witness)."""
+        self.max_payload_bytes = max_payload_bytes
+        self._checkpoint_every_events = checkpoint_every_events
+        self._checkpoint_every_s = checkpoint_every_s
+        self._max_batch_events = max_batch_events
+        self._ids = UlidGenerator()
+        self.append_latency = LatencyHistogram()
+        """Submit-to-commit time of every append (``/metrics``)."""
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._stream_next: dict[str, int] = {}
+        head = self._load_head()
+        self._head_position = head.position
+        self._head_hash = head.hash
+        last = self.last_checkpoint()
+        self._last_checkpoint_row = last.row_position if last is not None else 0
+        """The position of the last checkpoint row (0 when none): the previous one a new
+        checkpoint names."""
+        self._checkpoint_seq = self.stream_next_seq(CHECKPOINT_STREAM)
+        self._last_checkpoint_time = time.monotonic()
+        self._committed = threading.Condition()
+        self._committed_position = head.position
+        self._listeners: list[Listener] = []
+        self._accepting = True
+        self._submit_guard = threading.Lock()
+        self._verified = threading.Event()
+        """Set once every row has been verified (at once without ``on_tampered``): until then
+        no checkpoint is signed, so a signature never vouches for rows nobody checked."""
+        self.tampered: JournalTampered | None = None
+        """What the full verification found, if anything (nothing is signed after it)."""
+        self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
+        self._writer.start()
+        if on_tampered is None:
+            self._verified.set()
+        else:
+            threading.Thread(
+                target=self._verify_everything,
+                args=(notes, on_tampered),
+                name="journal-verify",
+                daemon=True,
+            ).start()
+
+    # --- appending ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Future[AppendResult]:
+        """Queue an append and return its future (resolved after commit).
+
+        ``expected_seq`` is the ``stream_seq`` the first event must get: the stream's current
+        length. ``None`` skips the check (only for streams with no competing writer).
+        Events are redacted and encoded here, in the caller's thread.
+        """
+        if not stream:
+            raise AppendRejected("stream must be a non-empty string")
+        if stream == CHECKPOINT_STREAM:
+            raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
+        if not events:
+            raise AppendRejected("an append needs at least one event")
+        if expected_seq is not None and expected_seq < 0:
+            raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+        # Checked here, not in the writer thread, where a bad field would fail the whole batch.
+        _check_text("stream", stream)
+        _check_text("principal", principal)
+        _check_text("correlation_id", correlation_id)
+        _check_text("causation_id", causation_id)
+        _check_text("idempotency_key", idempotency_key)
+        payloads: list[tuple[str, int, bytes]] = []
+        for event in events:
+            if not isinstance(event, Event):
+                raise AppendRejected(f"not an event: {type(event).__name__}")
+            if isinstance(event, JournalCheckpoint):
+                raise AppendRejected("journal.checkpoint rows are written by the journal itself")
+            try:
+                payload = encode(redact_event(event))
+            except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+                raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
+            if len(payload) > self.max_payload_bytes:
+                raise AppendRejected(
+                    f"{kind_of(event)} payload is {len(payload)} bytes; "
+                    f"the limit is {self.max_payload_bytes}"
+                )
+            payloads.append((kind_of(event), type(event).version, payload))
+        request = _Append(
+            stream,
+            payloads,
+            expected_seq,
+            principal,
+            correlation_id,
+            causation_id,
+            idempotency_key,
+        )
+        self._enqueue(request)
+        return request.future
+
+    def append(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
+        next seq is not ``expected_seq`` (nothing written)."""
+        return self.submit(
+            stream,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+        ).result()
+
+    def checkpoint(self) -> Checkpoint | None:
+        """Sign the current head now (after everything queued before this call has committed).
+
+        Returns ``None`` when there is no node key or the head is already checkpointed. While
+        the full verification (``on_tampered``) runs this waits for it; after it found the
+        journal tampered this raises :class:`JournalTampered`: nothing is signed over it.
+        """
+        self.wait_verified()
+        request = _CheckpointRequest()
+        self._enqueue(request)
+        return request.future.result()
+
+    def wait_verified(self) -> None:
+        """Return once every row has been verified, or raise :class:`JournalTampered` when
+        that found the journal tampered. Without ``on_tampered`` it returns at once (only the
+        start-up check ran); with it, a writer that must not append to a journal the full walk
+        refuses (an offline command) waits here before its first append."""
+        self._verified.wait()
+        if self.tampered is not None:
+            raise self.tampered
+
+    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(request)
+
+    # --- subscription -------------------------------------------------------------------
+
+    @property
+    def committed_position(self) -> int:
+        """The last position known committed (cheap; no I/O)."""
+        return self._committed_position
+
+    def wait_for(self, after_position: int, timeout: float | None = None) -> int:
+        """Block until a commit moves the head past ``after_position`` (or timeout); returns
+        the committed head position."""
+        with self._committed:
+            self._committed.wait_for(
+                lambda: self._committed_position > after_position or not self._accepting,
+                timeout,
+            )
+            return self._committed_position
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(head_position)`` from the writer thread after each commit.
+
+        Listeners must return quickly (hand off to a queue or an event loop). Returns a function
+        that unsubscribes.
+        """
+        with self._committed:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._committed:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return unsubscribe
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def close(self, *, checkpoint: bool = True, verify_timeout_s: float = 60.0) -> None:
+        """Finish queued appends, sign a final checkpoint (unless told not to, or the journal
+        is not verified within ``verify_timeout_s``, or was found tampered), release the file
+        and the writer lock. Idempotent."""
+        if checkpoint and self._accepting and not self._verified.wait(verify_timeout_s):
+            checkpoint = False  # never sign rows nobody checked: the next start signs them
+        with self._submit_guard:
+            was_open = self._accepting
+            if was_open and checkpoint and self.node_key is not None and self.tampered is None:
+                final = _CheckpointRequest()
+                self._queue.put(final)
+            self._accepting = False
+            if was_open:
+                self._queue.put(_STOP)
+        if was_open:
+            self._writer.join()
+            with self._committed:
+                self._committed.notify_all()
+            if self.witness is not None:
+                self.witness.close()
+            super().close()
+            self._wconn.close()
+            self._lock.release()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the writer thread --------------------------------------------------------------
+
+    def _load_head(self) -> Head:
+        row = self._wconn.execute(
+            "SELECT position, hash FROM events ORDER BY position DESC LIMIT 1"
+        ).get
+        if row is None:
+            return Head(0, bytes(32))
+        position, hash_ = row
+        return Head(int(position), bytes(hash_))
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Append | _CheckpointRequest] = [first]  # type: ignore[list-item]
+            events = len(first.payloads) if isinstance(first, _Append) else 0
+            stop = False
+            while events < self._max_batch_events:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+                if isinstance(item, _Append):
+                    events += len(item.payloads)
+            self._commit(batch)
+            if stop:
+                return
+
+    def _next_seq(self, stream: str) -> int:
+        seq = self._stream_next.get(stream)
+        if seq is None:
+            value = self._wconn.execute(
+                "SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,)
+            ).get
+            seq = 0 if value is None else int(value) + 1
+            self._stream_next[stream] = seq
+        return seq
+
+    def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
+        now_ms = time.time_ns() // 1_000_000
+        position = self._head_position
+        prev = self._head_hash
+        rows: list[tuple[object, ...]] = []
+        keys: list[tuple[str, str, int, int, int, int]] = []
+        outcomes: list[tuple[Future[AppendResult], AppendResult | BaseException]] = []
+        checkpoints: list[_CheckpointRequest] = []
+        batch_next: dict[str, int] = {}
+        batch_keys: dict[str, AppendResult] = {}
+        try:
+            for request in batch:
+                if isinstance(request, _CheckpointRequest):
+                    checkpoints.append(request)
+                    continue
+                if request.future.set_running_or_notify_cancel() is False:
+                    continue
+                key = request.idempotency_key
+                if key is not None:
+                    earlier = batch_keys.get(key) or self._idempotent(key)
+                    if earlier is not None:
+                        outcomes.append((request.future, replace(earlier, duplicate=True)))
+                        continue
+                stream = request.stream
+                seq = batch_next.get(stream)
+                if seq is None:
+                    seq = self._next_seq(stream)
+                if request.expected_seq is not None and request.expected_seq != seq:
+                    outcomes.append(
+                        (request.future, ConcurrencyConflict(stream, request.expected_seq, seq))
+                    )
+                    continue
+                first_position, first_seq = position + 1, seq
+                ids: list[str] = []
+                for kind, version, payload in request.payloads:
+                    position += 1
+                    event_id = self._ids.new(now_ms)
+                    identity = identity_bytes(
+                        position,
+                        event_id,
+                        stream,
+                        seq,
+                        kind,
+                        version,
+                        now_ms,
+                        request.principal,
+                        request.correlation_id,
+                        request.causation_id,
+                    )
+                    digest = row_hash(prev, identity, payload)
+                    rows.append(
+                        (
+                            position,
+                            event_id,
+                            stream,
+                            seq,
+                            kind,
+                            version,
+                            now_ms,
+                            request.principal,
+                            request.correlation_id,
+                            request.causation_id,
+                            payload,
+                            payload_digest(payload),
+                            prev,
+                            digest,
+                        )
+                    )
+                    ids.append(event_id)
+                    prev = digest
+                    seq += 1
+                batch_next[stream] = seq
+                result = AppendResult(
+                    stream=stream,
+                    first_position=first_position,
+                    last_position=position,
+                    first_seq=first_seq,
+                    last_seq=seq - 1,
+                    event_ids=tuple(ids),
+                    recorded_at_ms=now_ms,
+                )
+                if key is not None:
+                    batch_keys[key] = result
+                    keys.append((key, stream, first_position, position, first_seq, seq - 1))
+                outcomes.append((request.future, result))
+            signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
+            if signed is not None:
+                # The checkpoint is the next link of the chain: a row like any other, in this
+                # same transaction, right after the row it signs. Not redacted: the writer's
+                # own event holds no free text (a key name, numbers, keys and a signature).
+                payload = encode(signed.event())
+                position += 1
+                event_id = self._ids.new(now_ms)
+                envelope = (
+                    position,
+                    event_id,
+                    CHECKPOINT_STREAM,
+                    self._checkpoint_seq,
+                    CHECKPOINT_KIND,
+                    JournalCheckpoint.version,
+                    now_ms,
+                    "system",
+                    None,
+                    None,
+                )
+                digest = row_hash(prev, identity_bytes(*envelope), payload)
+                rows.append((*envelope, payload, payload_digest(payload), prev, digest))
+                prev = digest
+            if rows or keys:
+                # Explicit BEGIN/COMMIT: apsw runs each statement with the GIL released, so
+                # other threads keep working during the commit's fsync.
+                self._wconn.execute("BEGIN IMMEDIATE")
+                try:
+                    if rows:
+                        self._wconn.executemany(_INSERT, rows)
+                    if keys:
+                        self._wconn.executemany(
+                            "INSERT INTO idempotency VALUES (?,?,?,?,?,?)", keys
+                        )
+                    self._wconn.execute("COMMIT")
+                except BaseException:
+                    if not self._wconn.getautocommit():
+                        self._wconn.execute("ROLLBACK")
+                    raise
+        except BaseException as exc:  # nothing of this batch was committed
+            self._stream_next.clear()
+            error = JournalError(f"append failed, nothing written: {exc}")
+            for future, _ in outcomes:
+                if not future.done():
+                    future.set_exception(error)
+            for request in batch:
+                if isinstance(request, _Append) and not request.future.done():
+                    request.future.set_exception(error)
+                if isinstance(request, _CheckpointRequest):
+                    request.future.set_exception(error)
+            return
+        self._stream_next.update(batch_next)
+        self._head_position, self._head_hash = position, prev
+        if signed is not None:
+            self._last_checkpoint_row = signed.row_position
+            self._checkpoint_seq += 1
+            self._last_checkpoint_time = time.monotonic()
+            if self.witness is not None:
+                self.witness.submit(signed)
+        committed = time.perf_counter()
+        for request in batch:
+            if isinstance(request, _Append):
+                self.append_latency.observe(committed - request.submitted)
+        for future, outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+        for request in checkpoints:
+            request.future.set_result(signed)
+        if rows:
+            with self._committed:
+                self._committed_position = position
+                self._committed.notify_all()
+                listeners = list(self._listeners)
+            for listener in listeners:
+                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+                    listener(position)
+
+    def _idempotent(self, key: str) -> AppendResult | None:
+        row = self._wconn.execute(
+            "SELECT i.stream, i.first_position, i.last_position, i.first_seq, i.last_seq, "
+            "e.recorded_at_ms FROM idempotency i JOIN events e ON e.position = i.first_position "
+            "WHERE i.key = ?",
+            (key,),
+        ).get
+        if row is None:
+            return None
+        stream, first, last, first_seq, last_seq, at_ms = row
+        ids = tuple(
+            str(r[0])
+            for r in self._wconn.execute(
+                "SELECT event_id FROM events WHERE position BETWEEN ? AND ? ORDER BY position",
+                (first, last),
+            )
+        )
+        return AppendResult(
+            stream=str(stream),
+            first_position=int(first),
+            last_position=int(last),
+            first_seq=int(first_seq),
+            last_seq=int(last_seq),
+            event_ids=ids,
+            duplicate=True,
+            recorded_at_ms=int(at_ms),
+        )
+
+    def _maybe_sign(
+        self, position: int, hash_: bytes, now_ms: int, *, forced: bool
+    ) -> Checkpoint | None:
+        """A checkpoint over ``(position, hash_)`` when one is due and something new since the
+        last checkpoint row is there to sign."""
+        if self.node_key is None or position in (0, self._last_checkpoint_row):
+            return None
+        if not self._verified.is_set() or self.tampered is not None:
+            return None  # signed at the first commit after the full verification passed
+        due = (
+            forced
+            or position - self._last_checkpoint_row >= self._checkpoint_every_events
+            or time.monotonic() - self._last_checkpoint_time >= self._checkpoint_every_s
+        )
+        if not due:
+            return None
+        return self.node_key.sign(position, hash_, now_ms, previous=self._last_checkpoint_row)
+
+    def _check_on_open(
+        self, node_key: NodeKey | None, witness: Witness | None
+    ) -> list[CheckpointNote] | None:
+        """Refuse to write over a journal that fails :func:`verify_recent` (raises
+        :class:`JournalTampered`); then bring the witness up to date with the checkpoints the
+        journal holds that it lacks (a crash between a commit and its witness append)."""
+        trusted = node_key.public_key if node_key is not None else None
+        notes = witness.notes() if witness is not None else None
+        if witness is not None and node_key is not None:
+            for note in notes or ():
+                if note.origin != node_key.origin or not note.signed_by(node_key.public_key):
+                    raise JournalTampered(
+                        f"witness {witness.path} holds a checkpoint at position {note.size + 1} "
+                        f"signed under {note.origin}, not by this node's key ({node_key.origin}):"
+                        f" node.key was replaced or the witness belongs to another journal - "
+                        f"investigate with: {_investigate(self.path, witness)}",
+                        "bad_checkpoint_signature",
+                        note.size + 1,
+                    )
+        report = verify_recent(self, trusted_public_key=trusted, witness=notes)
+        fault = report.fault
+        if fault is not None:
+            raise JournalTampered(
+                f"journal {self.path} fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
+                f"signed - investigate with: {_investigate(self.path, witness)}",
+                fault.kind,
+                fault.position,
+            )
+        if witness is not None:
+            known = max((n.size for n in notes or ()), default=0)
+            witness.append_now([c for c in self.checkpoints() if c.position > known])
+            witness.start()
+        return notes
+
+    def _verify_everything(
+        self,
+        notes: list[CheckpointNote] | None,
+        on_tampered: Callable[[JournalTampered], None],
+    ) -> None:
+        """The full walk (:func:`events.sqlite.verify.verify`) behind the start-up check, on its own
+        thread while the node serves: it finds what the start-up check does not look at (an
+        edit between two older checkpoints). Until it passes nothing is signed; when it fails
+        :attr:`tampered` is set, nothing is ever signed, and ``on_tampered`` is told."""
+        trusted = self.node_key.public_key if self.node_key is not None else None
+        try:
+            report = verify(self, trusted_public_key=trusted, witness=notes)
+        except JournalError:  # closed under it: nothing was signed
+            return
+        except Exception as exc:  # verify never raises for tampering: this is a fault of ours
+            report = None
+            self.tampered = JournalTampered(
+                f"journal {self.path} could not be verified ({type(exc).__name__}: {exc}); "
+                "nothing more is signed",
+                "unreadable",
+                0,
+            )
+        fault = report.fault if report is not None else None
+        if fault is not None:
+            self.tampered = JournalTampered(
+                f"journal {self.path} fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); nothing more is signed - investigate with: "
+                f"{_investigate(self.path, self.witness)}",
+                fault.kind,
+                fault.position,
+            )
+        self._verified.set()
+        if self.tampered is not None:
+            with contextlib.suppress(Exception):
+                on_tampered(self.tampered)
+
+
+def _investigate(path: Path, witness: Witness | None) -> str:
+    """The command an operator runs to see the whole report."""
+    extra = f" --witness {witness.path}" if witness is not None else ""
+    return f"reel journal verify --data {path.parent}{extra} --public-key <the key you pinned>"

@@ -1,0 +1,1 @@
+"""The memory view: rows, hybrid search, BM25, embedders, stats."""

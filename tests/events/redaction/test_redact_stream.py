@@ -1,0 +1,164 @@
+"""Streaming redaction: a text fed in pieces, cut anywhere, comes out exactly as the whole text
+redacted at once, so no secret survives a chunk boundary; held text stays bounded."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from events import MARKER
+from events.redaction.detectors import REACH
+from events.redaction.redact import redact_text
+from events.redaction.redact_stream import SCAN_STEP, StreamRedactor, redact_chunks
+from tests.events.redaction_corpus import HARMLESS, SECRETS
+
+TEXTS = [s.text for s in SECRETS] + HARMLESS
+PROSE = " ".join(
+    [
+        "The deployment finished without errors and the service answered every health check.",
+        "Next, the team reviewed the logs and agreed to ship the change on Monday morning.",
+    ]
+)
+
+
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_every_split_point_gives_the_whole_text_redacted(text: str) -> None:
+    want = redact_text(text)
+    for k in range(len(text) + 1):
+        assert redact_chunks([text[:k], text[k:]]) == want, f"split at {k}"
+    assert redact_chunks(list(text)) == want, "one character at a time"
+
+
+@st.composite
+def chunked(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """Corpus texts in prose, cut at random places into pieces of random sizes."""
+    parts = draw(st.lists(st.sampled_from([*TEXTS, PROSE, "\n", " "]), min_size=1, max_size=8))
+    text = " ".join(parts)
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(text) - 1)), max_size=40)))
+    bounds = [0, *cuts, len(text)]
+    return text, [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunked())
+@example(  # found by this test: a secret's key read as the value of the key before it
+    (
+        "Enter your password: DB_PASSWORD: s3cr3t-canary",
+        ["Enter your password: DB_PASSWORD: s3cr3t-canary"],
+    )
+)
+def test_random_chunkings_of_the_corpus_in_prose(case: tuple[str, list[str]]) -> None:
+    text, chunks = case
+    out, count = redact_chunks(chunks)
+    assert (out, count) == redact_text(text)
+    for secret in SECRETS:
+        if secret.text in text:
+            for value in secret.values:
+                assert value not in out
+
+
+def test_prose_flows_with_a_few_words_of_delay() -> None:
+    redactor = StreamRedactor()
+    released, most = "", 0
+    for c in PROSE:
+        released += redactor.feed(c)[0]
+        most = max(most, redactor.held)
+    assert most <= SCAN_STEP + len("morning.")  # a scan every SCAN_STEP characters
+    released += redactor.release()[0]  # the run's flush tick
+    assert PROSE.startswith(released) and len(PROSE) - len(released) <= len("morning.")
+    assert released + redactor.finish()[0] == PROSE
+
+
+def test_text_after_a_trigger_waits_for_its_verdict() -> None:
+    redactor = StreamRedactor()
+    redactor.feed("config follows. password: ")
+    assert redactor.release()[0] == "config follows. "  # the key waits for its value
+    redactor.feed("hunter2-Canary ")
+    assert redactor.release() == ("", 0)  # within REACH of the key: a value could be open
+    out, n = redactor.feed("x " * REACH)
+    assert out.startswith(f"password: {MARKER} ") and n == 1
+    assert "hunter2" not in out
+
+
+def test_a_private_key_block_is_held_until_its_end_line() -> None:
+    body = "".join(
+        f"MIIEcanaryLine{i:04d}AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n" for i in range(200)
+    )
+    text = f"key:\n-----BEGIN RSA PRIVATE KEY-----\n{body}-----END RSA PRIVATE KEY-----\nafter it"
+    redactor = StreamRedactor()
+    released = [redactor.feed(text[i : i + 5])[0] for i in range(0, len(text), 5)]
+    end = redactor.finish()[0]
+    assert "".join(released) + end == f"key:\n{MARKER}\nafter it"
+    assert "canaryLine" not in "".join(released)
+
+
+def test_an_unterminated_block_is_redacted_to_the_end_of_the_turn() -> None:
+    text = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAAcanary\n"
+    assert redact_chunks(list(text)) == (MARKER, 1)
+
+
+def test_memory_stays_bounded_past_max_hold() -> None:
+    limit = 4096
+    body = "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBcanary\n" * 2000  # ~84 KB, over the limit
+    text = f"-----BEGIN PRIVATE KEY-----\n{body}-----END PRIVATE KEY-----\nstill here"
+    redactor = StreamRedactor(max_hold=limit)
+    out, held = [], 0
+    for i in range(0, len(text), 100):
+        out.append(redactor.feed(text[i : i + 100])[0])
+        held = max(held, redactor.held)
+    out.append(redactor.finish()[0])
+    assert held <= limit + 100
+    assert "".join(out) == f"{MARKER}\nstill here"  # the same as the whole text redacted
+
+
+def test_a_long_run_without_whitespace_is_released_past_max_hold() -> None:
+    blob = "ab" * 50_000 + " sk-Tq3vR9xLm2Np8Kd4Wz7Yb1Hc6Fg0Js5A done"
+    redactor = StreamRedactor(max_hold=4096)
+    out, held = [], 0
+    for i in range(0, len(blob), 64):
+        out.append(redactor.feed(blob[i : i + 64])[0])
+        held = max(held, redactor.held)
+    out.append(redactor.finish()[0])
+    assert held <= 4096 + 64
+    assert "".join(out) == "ab" * 50_000 + f" {MARKER} done"
+
+
+def test_a_growing_token_past_max_hold_is_replaced_whole() -> None:
+    token = "sk-" + "A1b2C3d4" * 1000  # 8 KB of one token
+    redactor = StreamRedactor(max_hold=1024)
+    out = [redactor.feed(token[i : i + 10])[0] for i in range(0, len(token), 10)]
+    out.append(redactor.feed(" next words ")[0])
+    out.append(redactor.finish()[0])
+    assert "".join(out) == f"{MARKER} next words "
+    assert "A1b2C3d4" not in "".join(out)
+
+
+def test_reset_forgets_what_was_held() -> None:
+    redactor = StreamRedactor()
+    redactor.feed("my password is ")
+    redactor.reset()
+    assert redactor.held == 0
+    assert redactor.finish() == ("", 0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "config: \\u0070assword: Esc4ped-canary and more",  # a key spelt with an escape
+        # a vendor rule whose match spans spaces
+        "our adafruit io key = a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6 done",
+        "run: docker login -u ci -p Dkr-canary-9 registry.example.test then push",
+        "ssh key:\nPuTTY-User-Key-File-3: ssh-ed25519\nPrivate-Lines: 1\nSecretBody9\n"
+        "Private-MAC: 0a1b2c\nafter",
+        "db:\n  password: |\n    Yaml-canary-9\n    second line\n  host: x\n",
+        "密码是Zh9canary\uff0c然后 mot de passe : Fr-canary-9 fin",
+    ],
+)
+def test_issue_21_shapes_stream_exactly_like_the_whole_text(text: str) -> None:
+    whole = redact_text(text)
+    assert whole[1] >= 1
+    assert redact_chunks(list(text)) == whole
+    assert redact_chunks([text[i : i + 5] for i in range(0, len(text), 5)]) == whole

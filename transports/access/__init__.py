@@ -1,0 +1,1 @@
+"""Who is calling and whether they may: tokens, authority, grants."""

@@ -1,0 +1,1 @@
+"""The ``reel node`` process: daemon, node file, terminal, run log."""

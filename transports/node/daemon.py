@@ -1,0 +1,268 @@
+"""``reel node``: the daemon in the foreground.
+
+Starts the node over a data dir (recovering whatever a crash left in flight) and logs JSON lines
+on stderr (transports.logs): the ready line, one per run state change, the drain. On SIGTERM,
+SIGINT or SIGHUP (its terminal went away; there is no reload: the config is read only at start)
+it drains:
+
+1. both listeners stay up; HTTP ``/healthz`` answers 503 ``{"status": "draining"}`` and gRPC
+   health NOT_SERVING; new sessions and runs are refused (``NodeDraining``: HTTP 503
+   ``unavailable``, gRPC UNAVAILABLE); streams of live runs go on;
+2. live runs get the grace period to finish (a ``drain progress`` line each second says how many
+   are still in flight), then the rest are cancelled; runs waiting for a human stay as they are
+   and resume on the next start;
+3. the listeners close, the final checkpoint is signed, exit 0.
+
+A second such signal stops the process at once (exit 128 + the signal's number): no final
+checkpoint, and the journal still verifies (every append is one SQLite transaction); the next
+start resolves what was in flight, as after a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from actors.log_fields import fields
+from events import JournalTampered
+from transports.access.auth import is_recognisable, load_or_create_token, token_path
+from transports.build import version
+from transports.config import NodeConfig, env_overrides, load_config
+from transports.grpc import GrpcServer, start_grpc
+from transports.http import start_http
+from transports.node.node_file import NodeAddresses, remove_addresses, write_addresses
+from transports.node.runlog import RunStateLogger
+from transports.node.terminal import take_terminal
+from transports.runtime import Runtime, open_runtime
+
+log = logging.getLogger("reel.node")
+
+DRAIN_PROGRESS_S = 1.0
+"""How often a drain logs how many runs are still in flight."""
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""Signals that drain the node (SIGHUP: a hung-up terminal; SIGHUP's default would kill the
+process on the spot, leaving node.json behind and signing no final checkpoint)."""
+
+
+class Stopper:
+    """SIGTERM, SIGINT and SIGHUP: the first asks for a drain (``requested``), the second ends
+    the process at once. Installed before anything opens, so a signal during start-up drains as soon
+    as the node is up."""
+
+    def __init__(self, give_back_terminal: Callable[[], None]) -> None:
+        self.requested = threading.Event()
+        """Set by the first signal, or by whoever else stops the node (a tampered journal)."""
+        self.signal_name: str | None = None
+        """The first signal's name (``SIGINT``), once one arrived."""
+        self._give_back_terminal = give_back_terminal
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is None:
+            self.signal_name = name
+            self.requested.set()
+            return
+        log.warning("stopping at once", extra=fields(signal=name, exit_code=128 + signum))
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self._give_back_terminal()
+        os._exit(128 + signum)
+
+
+def serve(
+    data_dir: Path,
+    *,
+    config: NodeConfig | None = None,
+    config_path: Path | None = None,
+    ready: Callable[[], None] | None = None,
+) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code (0 after a clean drain, 2 when the full
+    verification of the journal, run while serving, found it tampered: the node stops serving
+    at once and signs nothing).
+
+    ``config_path`` is the file the config comes from (default ``<data>/config.toml``); with
+    ``config`` it is only named on the ready line ("embedded defaults" when it does not exist).
+    Raises ConfigError, HttpStartError, GrpcStartError, JournalError, ... when it cannot start.
+    """
+    config_file = config_path or data_dir / "config.toml"
+    give_back_terminal = take_terminal()
+    stopper = Stopper(give_back_terminal)
+    stopper.install()
+    try:
+        cfg = config or load_config(config_file)
+        return _serve(
+            data_dir,
+            cfg,
+            config_file if config_file.is_file() else None,
+            stopper,
+            ready,
+        )
+    finally:
+        give_back_terminal()
+
+
+def _serve(
+    data_dir: Path,
+    cfg: NodeConfig,
+    config_file: Path | None,
+    stopper: Stopper,
+    ready: Callable[[], None] | None,
+) -> int:
+    tampered: list[JournalTampered] = []
+
+    def on_tampered(error: JournalTampered) -> None:
+        tampered.append(error)
+        stopper.requested.set()
+
+    runtime = open_runtime(data_dir, config=cfg, on_tampered=on_tampered)
+    remove_addresses(data_dir)  # a killed node's: this one holds the data dir now
+    try:
+        http = start_http(runtime)
+    except BaseException:
+        runtime.close(0)
+        raise
+    try:
+        grpc = start_grpc(runtime)
+    except BaseException:
+        http.close()
+        runtime.close(0)
+        raise
+    recovery = runtime.node.recovery
+    if recovery.interrupted_runs or recovery.closed_approvals or recovery.resumed:
+        log.warning(
+            "recovered after an unclean stop",
+            extra=fields(
+                interrupted_runs=list(recovery.interrupted_runs),
+                closed_approvals=list(recovery.closed_approvals),
+                resumed_runs=[run.state.run_id for run in recovery.resumed],
+            ),
+        )
+    witness = runtime.journal.witness
+    if witness is None:
+        log.warning(
+            "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
+            "the data dir, or whoever holds the data dir can rewrite the journal and sign it again"
+        )
+    elif witness.same_volume_as(data_dir):
+        log.warning(
+            "journal witness is on the data dir's filesystem: put it on another volume",
+            extra=fields(witness=str(witness.path)),
+        )
+    if not is_recognisable(load_or_create_token(data_dir)):
+        log.warning(
+            "admin.token predates the reel_admin_ prefix, so redaction cannot recognise it if "
+            "it is pasted into a message: delete the file and restart for a new one",
+            extra=fields(token_file=str(token_path(data_dir))),
+        )
+    run_states = RunStateLogger(runtime.journal)
+    run_states.start()
+    # Before the ready line: whoever saw it finds the node.
+    write_addresses(
+        data_dir,
+        NodeAddresses(
+            pid=os.getpid(),
+            http_host=http.host,
+            http_port=http.port,
+            grpc_host=grpc.host,
+            grpc_port=grpc.port,
+        ),
+    )
+    # A tool that cannot run here (shell.run without a working sandbox) says so at start.
+    unavailable = runtime.node.services.catalog.unavailable()
+    provider = cfg.provider.kind + (f" (model {cfg.provider.model})" if cfg.provider.model else "")
+    log.info(
+        "reel node ready",
+        extra=fields(
+            version=version(),
+            pid=os.getpid(),
+            data_dir=str(data_dir),
+            console=http.url + "/",
+            grpc=grpc.address,
+            token_file=str(token_path(data_dir)),
+            config_file=str(config_file) if config_file is not None else None,
+            env_overrides=env_overrides(),
+            provider=cfg.provider.kind,
+            model=cfg.provider.model or None,
+            unavailable_tools=unavailable,
+            config=msgspec.to_builtins(cfg.runs),
+            journal_head=runtime.journal.committed_position,
+            public_key=runtime.journal.node_key.origin if runtime.journal.node_key else None,
+            witness=str(witness.path) if witness is not None else None,
+        ),
+    )
+    print(
+        f"reel node ready: version {version()}  console {http.url}/  "
+        f"token file {token_path(data_dir)}  "
+        f"gRPC {grpc.address}  config {config_file or 'embedded defaults'}  provider {provider}"
+        + "".join(f"  ({name} disabled: {why})" for name, why in unavailable.items())
+        + "  (Ctrl-C drains and stops)",
+        flush=True,
+    )
+    if ready is not None:
+        ready()
+    # A timed wait: Python runs a signal handler only when the main thread wakes, and a bare
+    # ``wait()`` can sleep through a SIGTERM the kernel delivered to another thread.
+    while not stopper.requested.wait(0.5):
+        pass
+    if tampered:
+        log.error("journal tampered: not serving it", extra=fields(error=str(tampered[0])))
+    else:
+        drain(runtime, grpc, cfg.runs.drain_grace_s, stopper.signal_name)
+    remove_addresses(data_dir, os.getpid())  # clients stop finding this node
+    try:
+        grpc.close()  # before the node: the servers run on the node's I/O loop
+        http.close()
+        runtime.close(0)  # drained already (or tampered: nothing more may be signed)
+    finally:
+        run_states.stop()
+    log.info("reel node stopped", extra=fields(head=runtime.journal.committed_position))
+    if tampered:
+        print(f"reel: error: {tampered[0]}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def drain(runtime: Runtime, grpc: GrpcServer, grace_s: float, signal_name: str | None) -> None:
+    """Refuse new work, let live runs finish for ``grace_s``, cancel the rest; the listeners stay
+    up throughout (health says draining). Logs ``draining``, a ``drain progress`` line every
+    ``DRAIN_PROGRESS_S`` while runs remain, and ``drained``."""
+    registry = runtime.node.services.registry
+
+    def counts() -> dict[str, int]:
+        waiting = registry.runs_awaiting_approval()
+        live = registry.live_runs()
+        return {
+            "runs_in_flight": sum(1 for run_id in live if run_id not in waiting),
+            "awaiting_approval": sum(1 for run_id in live if run_id in waiting),
+        }
+
+    # Before the line: whoever reads "draining" finds /healthz, gRPC health and new runs saying so.
+    runtime.node.services.draining = True
+    grpc.mark_draining()
+    log.info("draining", extra=fields(signal=signal_name, grace_s=grace_s, **counts()))
+    finished = threading.Event()
+
+    def report() -> None:
+        while not finished.wait(DRAIN_PROGRESS_S):
+            log.info("drain progress", extra=fields(**counts()))
+
+    reporter = threading.Thread(target=report, name="drain-progress", daemon=True)
+    reporter.start()
+    try:
+        runtime.node.drain(grace_s)
+    finally:
+        finished.set()
+        reporter.join()
+    log.info("drained", extra=fields(**counts()))
