@@ -22,13 +22,13 @@ from actors.invocations.decide import (
     unknown_tool,
 )
 from actors.invocations.state import InvocationState, apply
-from actors.messages import Scope
 from actors.provider import ToolCall
 from actors.stream import Recorded
 from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
+    GrantScope,
     ToolCompleted,
     ToolDecided,
     ToolProposed,
@@ -74,7 +74,7 @@ def decide(
     *,
     approval_id: str = "a1",
     decision: str = "allow",
-    scope: Scope = "once",
+    scope: GrantScope = "once",
     reason: str = "",
     now_ms: int = 12_500,
 ) -> ApprovalResolved:
@@ -229,7 +229,7 @@ def test_resolve_allow() -> None:
 
 
 @pytest.mark.parametrize("scope", ["once", "session", "always"])
-def test_a_denial_is_always_scope_once(scope: Scope) -> None:
+def test_a_denial_is_always_scope_once(scope: GrantScope) -> None:
     event = decide(requested_state(), decision="deny", scope=scope)
     assert (event.decision, event.scope) == ("deny", "once")
 
