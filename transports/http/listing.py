@@ -16,9 +16,18 @@ nothing of either). Every cursor can be passed on as ``after``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+
+import msgspec
+from aiohttp import web
+
+from transports.access.authority import Authority, Scope
+from transports.http.context import CONTEXT, ApiContext, permit
+from transports.http.inputs import LIST_CAP, after_id, newest_first, page_limit, search_text
+from transports.http.replies import json_reply
 
 T = TypeVar("T")
+F = TypeVar("F")
 
 SCAN_ROWS = 5000
 """The most rows one searched page reads (a search of a large view goes on page by page)."""
@@ -72,3 +81,55 @@ def searched_page(
             return Listing(found, None)
         cursor = key(rows[-1])
     return Listing(found, cursor)
+
+
+class Page(Protocol):
+    """What a list's reply carries (``SessionPage``, ``RunPage``...)."""
+
+    def __call__(
+        self, *, items: list[Any], limit: int, limit_clamped: bool, next_after: str | None
+    ) -> msgspec.Struct: ...
+
+
+async def list_reply(
+    request: web.Request,
+    *,
+    where: Callable[[web.Request], F],
+    fetch: Callable[[ApiContext, F, str | None, int, bool], list[T]],
+    key: Callable[[T], str],
+    text_of: Callable[[T], tuple[str | None, ...]],
+    actions: tuple[str, str],
+    scope: Callable[[Authority], Callable[[T], Scope]],
+    page: Page,
+) -> web.Response:
+    """``GET`` of a list the caller reads item by item: its filters (``where``), ``q``,
+    ``order``, ``after`` and ``limit``; the list action (``actions[0]``) is decided once, then
+    each item shown only when the caller may read it (``actions[1]`` on its ``scope``)."""
+    ctx = request.app[CONTEXT]
+    wanted = where(request)
+    text = search_text(request)
+    newest = newest_first(request)
+    after = after_id(request)
+    limit = page_limit(request, LIST_CAP)
+    list_action, read_action = actions
+    who = await permit(request, list_action)
+
+    def rows(cursor: str | None, n: int) -> list[T]:
+        return fetch(ctx, wanted, cursor, n, newest)
+
+    def readable(items: list[T]) -> list[T]:
+        return ctx.readable(who, read_action, items, scope(ctx.authority))
+
+    listed = (
+        plain_page(rows, key, readable, after, limit.value)
+        if text is None
+        else searched_page(rows, key, readable, text, text_of, after, limit.value)
+    )
+    return json_reply(
+        page(
+            items=listed.items,
+            limit=limit.value,
+            limit_clamped=limit.clamped,
+            next_after=listed.next_after,
+        )
+    )

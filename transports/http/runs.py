@@ -15,19 +15,15 @@ from transports.http.bodies import CancelRunRequest, RunPage, TapePage
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import (
-    LIST_CAP,
     RUN_FILTERS,
     TAPE_CAP,
-    after_id,
     after_seq,
-    newest_first,
     page_limit,
     path_id,
     query_filter,
     read_body,
-    search_text,
 )
-from transports.http.listing import plain_page, searched_page
+from transports.http.listing import list_reply
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
@@ -50,35 +46,17 @@ async def list_runs(request: web.Request) -> web.Response:
     """Every run by id (acceptance order, or newest first), narrowed by the filters and ``q``;
     run.list, then each run is shown only when the caller may read it (run.read: an agent sees
     the runs of its sessions)."""
-    ctx = request.app[CONTEXT]
-    where = query_filter(request, RunFilter, RUN_FILTERS)
-    text = search_text(request)
-    newest = newest_first(request)
-    after = after_id(request)
-    limit = page_limit(request, LIST_CAP)
-    who = await permit(request, "run.list")
-
-    def fetch(cursor: str | None, n: int) -> list[RunRecord]:
-        return ctx.views.runs(where, cursor, n, newest_first=newest)
-
-    def readable(items: list[RunRecord]) -> list[RunRecord]:
-        return ctx.readable(who, "run.read", items, ctx.authority.run_scope)
-
-    def key(run: RunRecord) -> str:
-        return run.run_id
-
-    listed = (
-        plain_page(fetch, key, readable, after, limit.value)
-        if text is None
-        else searched_page(fetch, key, readable, text, run_text, after, limit.value)
-    )
-    return json_reply(
-        RunPage(
-            items=listed.items,
-            limit=limit.value,
-            limit_clamped=limit.clamped,
-            next_after=listed.next_after,
-        )
+    return await list_reply(
+        request,
+        where=lambda r: query_filter(r, RunFilter, RUN_FILTERS),
+        fetch=lambda ctx, where, after, n, newest: ctx.views.runs(
+            where, after, n, newest_first=newest
+        ),
+        key=lambda run: run.run_id,
+        text_of=run_text,
+        actions=("run.list", "run.read"),
+        scope=lambda authority: authority.run_scope,
+        page=RunPage,
     )
 
 

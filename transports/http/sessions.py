@@ -39,14 +39,12 @@ from transports.http.inputs import (
     SESSION_FILTERS,
     after_id,
     identifier,
-    newest_first,
     page_limit,
     path_id,
     query_filter,
     read_body,
-    search_text,
 )
-from transports.http.listing import plain_page, searched_page
+from transports.http.listing import list_reply
 from transports.http.replies import json_reply
 
 routes = web.RouteTableDef()
@@ -56,35 +54,17 @@ routes = web.RouteTableDef()
 async def list_sessions(request: web.Request) -> web.Response:
     """Sessions by id (creation order, or newest first), narrowed by the filters and ``q``;
     session.list, then each session is shown only when the caller may read it."""
-    ctx = request.app[CONTEXT]
-    where = query_filter(request, SessionFilter, SESSION_FILTERS)
-    text = search_text(request)
-    newest = newest_first(request)
-    after = after_id(request)
-    limit = page_limit(request, LIST_CAP)
-    who = await permit(request, "session.list")
-
-    def fetch(cursor: str | None, n: int) -> list[SessionRecord]:
-        return ctx.views.sessions(cursor, n, where, newest_first=newest)
-
-    def readable(items: list[SessionRecord]) -> list[SessionRecord]:
-        return ctx.readable(who, "session.read", items, ctx.authority.session_scope)
-
-    def key(session: SessionRecord) -> str:
-        return session.session_id
-
-    listed = (
-        plain_page(fetch, key, readable, after, limit.value)
-        if text is None
-        else searched_page(fetch, key, readable, text, session_text, after, limit.value)
-    )
-    return json_reply(
-        SessionPage(
-            items=listed.items,
-            limit=limit.value,
-            limit_clamped=limit.clamped,
-            next_after=listed.next_after,
-        )
+    return await list_reply(
+        request,
+        where=lambda r: query_filter(r, SessionFilter, SESSION_FILTERS),
+        fetch=lambda ctx, where, after, n, newest: ctx.views.sessions(
+            after, n, where, newest_first=newest
+        ),
+        key=lambda session: session.session_id,
+        text_of=session_text,
+        actions=("session.list", "session.read"),
+        scope=lambda authority: authority.session_scope,
+        page=SessionPage,
     )
 
 
