@@ -31,6 +31,7 @@ from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.offline import journal_writer
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
+from transports.cli.render import print_list
 
 app = typer.Typer(
     help="List and decide approvals: tool calls, and chat senders asking to be paired.",
@@ -53,14 +54,7 @@ def list_cmd(
     asked, and for a decided one what the decision covers."""
     node = online(data)
     records = _listed(node, token_file, all_, run) if node else _folded(data, all_, run)
-    if json:
-        print(_json.encode(records).decode())
-        return
-    if not records:
-        print("no approvals" if all_ else "no pending approvals")
-        return
-    for record in records:
-        print(_line(record))
+    print_list(records, _line, json=json, empty="no approvals" if all_ else "no pending approvals")
 
 
 def _listed(

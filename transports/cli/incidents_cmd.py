@@ -21,6 +21,7 @@ from projections.incidents import IncidentRecord
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
+from transports.cli.render import print_list
 
 app = typer.Typer(help="What the node's watchdog found.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
@@ -45,14 +46,7 @@ def list_cmd(
         raise CliError(f"--domain must be one of {', '.join(INCIDENT_DOMAINS)}, not {domain!r}")
     node = online(data)
     records = _listed(node, token_file, all_, domain) if node else _folded(data, all_, domain)
-    if json:
-        print(_json.encode(records).decode())
-        return
-    if not records:
-        print("no incidents" if all_ else "no open incidents")
-        return
-    for record in records:
-        print(_line(record))
+    print_list(records, _line, json=json, empty="no incidents" if all_ else "no open incidents")
 
 
 def _listed(

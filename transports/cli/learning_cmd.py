@@ -31,6 +31,7 @@ from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
+from transports.cli.render import print_list
 
 app = typer.Typer(
     help="List, show and review what reflection learned (facts, preferences, procedures).",
@@ -114,14 +115,7 @@ def list_cmd(
             for r in _folded(data)
             if (status is None or r.status == status) and (kind is None or r.kind == kind)
         ][:limit]
-    if json:
-        print(_json.encode(records).decode())
-        return
-    if not records:
-        print("no learning candidates")
-        return
-    for record in records:
-        print(_line(record))
+    print_list(records, _line, json=json, empty="no learning candidates")
 
 
 @app.command("show")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, TextIO
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO, TypeVar
 
 import msgspec
 
@@ -20,6 +21,8 @@ from events.catalog import (
     ToolDecided,
     ToolProposed,
 )
+
+T = TypeVar("T")
 
 
 def context_line(event: dict[str, Any]) -> str | None:
@@ -128,3 +131,15 @@ def shorten(text: str, limit: int = 500) -> str:
     """One line of at most ``limit`` characters."""
     text = text.replace("\n", " ")
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def print_list(records: Sequence[T], line: Callable[[T], str], *, json: bool, empty: str) -> None:
+    """A list command's answer: the records as one JSON array (``--json``), ``empty`` when
+    there are none, else one line per record."""
+    if json:
+        print(msgspec.json.encode(records).decode())
+    elif not records:
+        print(empty)
+    else:
+        for record in records:
+            print(line(record))

@@ -25,6 +25,7 @@ from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.offline import CLI_PRINCIPAL
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
+from transports.cli.render import print_list
 
 app = typer.Typer(help="List, show and cancel background tasks.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
@@ -85,14 +86,7 @@ def list_cmd(
             for r in _folded(data)
             if (state is None or r.state == state) and (kind is None or r.kind == kind)
         ][:limit]
-    if json:
-        print(_json.encode(records).decode())
-        return
-    if not records:
-        print("no tasks")
-        return
-    for record in records:
-        print(_line(record))
+    print_list(records, _line, json=json, empty="no tasks")
 
 
 @app.command("show")
