@@ -28,24 +28,29 @@ Exceptions (delivered through command reply futures)::
 The provider seam (``actors.provider``) has its own: ProviderError → ProviderTimeout.
 """
 
-from actors.config import ActorsConfig, RunBudgets
-from actors.errors import (
-    ActorsError,
-    ApprovalAlreadyResolved,
-    Conflict,
-    IllegalTransition,
-    InvalidCommand,
-    NodeDraining,
-    NotFound,
-    RunNotActive,
-    SessionKeyTaken,
-    UnknownApproval,
-    UnknownRun,
-    UnknownSession,
-)
-from actors.gate import GateDecision, ToolGate
-from actors.node import Node
-from actors.run_state import RunStatus
+from typing import TYPE_CHECKING
+
+from events.lazy import exports
+
+if TYPE_CHECKING:
+    from actors.config import ActorsConfig, RunBudgets
+    from actors.errors import (
+        ActorsError,
+        ApprovalAlreadyResolved,
+        Conflict,
+        IllegalTransition,
+        InvalidCommand,
+        NodeDraining,
+        NotFound,
+        RunNotActive,
+        SessionKeyTaken,
+        UnknownApproval,
+        UnknownRun,
+        UnknownSession,
+    )
+    from actors.gate import GateDecision, ToolGate
+    from actors.node import Node
+    from actors.run_state import RunStatus
 
 __all__ = [
     "ActorsConfig",
@@ -67,3 +72,29 @@ __all__ = [
     "UnknownRun",
     "UnknownSession",
 ]
+
+__getattr__ = exports(
+    __name__,
+    {
+        "actors.config": ("ActorsConfig", "RunBudgets"),
+        "actors.errors": (
+            "ActorsError",
+            "ApprovalAlreadyResolved",
+            "Conflict",
+            "IllegalTransition",
+            "InvalidCommand",
+            "NodeDraining",
+            "NotFound",
+            "RunNotActive",
+            "SessionKeyTaken",
+            "UnknownApproval",
+            "UnknownRun",
+            "UnknownSession",
+        ),
+        "actors.gate": ("GateDecision", "ToolGate"),
+        "actors.node": ("Node",),
+        "actors.run_state": ("RunStatus",),
+    },
+)
+"""Each name is imported from its module when first used (:mod:`events.lazy`): a CLI command
+that needs one module of the package (``actors.grants``) never loads the node."""
