@@ -29,8 +29,6 @@ import threading
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from events.redact import redact_text, redact_value
-
 FIELDS = "reel_fields"
 """The ``LogRecord`` attribute ``fields()`` stores a line's structured values under."""
 
@@ -88,6 +86,10 @@ class JsonFormatter(logging.Formatter):
     """A record as one JSON object on one line (newlines inside values are escaped)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        # Imported on the first line, not with the module: every CLI command configures logging,
+        # and most never log (the redaction's expressions cost a few hundredths of a second).
+        from events.redact import redact_text, redact_value
+
         line: dict[str, Any] = {
             "ts": timestamp(record.created),
             "level": record.levelname.lower(),

@@ -28,8 +28,6 @@ from events import JournalPort, JournalReadPort, new_id
 from events.catalog import Event, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
-from events.redact import looks_secret, redact_event
-from policies import ROLES
 
 ADMIN_PRINCIPAL = "admin"
 """The principal of the data dir's ``admin.token``."""
@@ -167,11 +165,18 @@ def is_request_principal(principal: str) -> bool:
     journal takes it)."""
     if principal == ADMIN_PRINCIPAL or PRINCIPAL_PATTERN.fullmatch(principal):
         return True
+    from events.redact import looks_secret  # see validate_roles
+
     return principal.startswith("channel:") and PRINCIPAL.problem(principal, looks_secret) is None
 
 
 def validate_roles(roles: Iterable[str]) -> tuple[str, ...]:
     """The roles, sorted and deduplicated, if each is a built-in role, else :class:`TokenError`."""
+    # Imported here, not with the module: ``reel tokens list`` against a running node reads
+    # this module's records only, and Cedar (policies) and the redaction's expressions cost it
+    # a tenth of a second.
+    from policies import ROLES
+
     out = tuple(sorted(set(roles)))
     if not out:
         raise TokenError("role", f"at least one role is required; roles: {', '.join(ROLES)}")
@@ -352,6 +357,8 @@ def create_token(
     result = journal.append(
         token_stream(created.token_id), [created], expected_seq=0, principal=created_by
     )
+    from events.redact import redact_event  # see validate_roles
+
     book.apply(redact_event(created), result.recorded_at_ms)
     record = book.get(created.token_id)
     assert record is not None
