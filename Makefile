@@ -11,7 +11,7 @@ CHROMIUM := /usr/bin/chromium
 BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test lint typecheck pytest bench proto test-llm clean
+.PHONY: run test test-slow lint typecheck pytest bench proto test-llm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,11 @@ pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# The full matrices the default run keeps one representative of (marked slow: every split point
+# of every redaction corpus secret, every tamper case, every restart-equivalence variant).
+test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).
 proto: $(STAMP)

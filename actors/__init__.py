@@ -35,25 +35,30 @@ refuses a model's answer with ``InvalidReflection`` and a run the journal lacks 
 is in :mod:`transports.failures`.
 """
 
-from actors.approvals.gate import GateDecision, ToolGate
-from actors.config import ActorsConfig, RunBudgets
-from actors.errors import (
-    ActorsError,
-    ApprovalAlreadyResolved,
-    Conflict,
-    GrantNotActive,
-    IllegalTransition,
-    InvalidCommand,
-    NodeDraining,
-    NotFound,
-    RunNotActive,
-    SessionKeyTaken,
-    UnknownApproval,
-    UnknownRun,
-    UnknownSession,
-)
-from actors.runs.status import RunStatus
-from actors.system.node import Node
+from typing import TYPE_CHECKING
+
+from events.lazy import exports
+
+if TYPE_CHECKING:
+    from actors.approvals.gate import GateDecision, ToolGate
+    from actors.config import ActorsConfig, RunBudgets
+    from actors.errors import (
+        ActorsError,
+        ApprovalAlreadyResolved,
+        Conflict,
+        GrantNotActive,
+        IllegalTransition,
+        InvalidCommand,
+        NodeDraining,
+        NotFound,
+        RunNotActive,
+        SessionKeyTaken,
+        UnknownApproval,
+        UnknownRun,
+        UnknownSession,
+    )
+    from actors.runs.status import RunStatus
+    from actors.system.node import Node
 
 __all__ = [
     "ActorsConfig",
@@ -76,3 +81,30 @@ __all__ = [
     "UnknownRun",
     "UnknownSession",
 ]
+
+__getattr__ = exports(
+    __name__,
+    {
+        "actors.config": ("ActorsConfig", "RunBudgets"),
+        "actors.errors": (
+            "ActorsError",
+            "ApprovalAlreadyResolved",
+            "Conflict",
+            "GrantNotActive",
+            "IllegalTransition",
+            "InvalidCommand",
+            "NodeDraining",
+            "NotFound",
+            "RunNotActive",
+            "SessionKeyTaken",
+            "UnknownApproval",
+            "UnknownRun",
+            "UnknownSession",
+        ),
+        "actors.approvals.gate": ("GateDecision", "ToolGate"),
+        "actors.system.node": ("Node",),
+        "actors.runs.status": ("RunStatus",),
+    },
+)
+"""Each name is imported from its module when first used (:mod:`events.lazy`): a CLI command
+that needs one module of the package (``actors.approvals.grants``) never loads the node."""

@@ -78,7 +78,7 @@ Row = tuple[
 ]
 
 
-class Stream:
+class RunStream:
     """One run's stream: its name, run id and the payload reel would store for it."""
 
     def __init__(self, ids: UlidGenerator) -> None:
@@ -96,7 +96,7 @@ class Chain:
         self.position = 0
         self.prev = GENESIS
 
-    def row(self, stream: Stream, seq: int, now_ms: int) -> Row:
+    def row(self, stream: RunStream, seq: int, now_ms: int) -> Row:
         self.position += 1
         event_id = self.ids.new(now_ms)
         identity = identity_bytes(
@@ -173,7 +173,7 @@ def ceiling(work: Path, events: int, streams: int, index: int) -> float:
     path = work / f"ceiling-{index}.db"
     conn = raw_connection(path)
     ids = UlidGenerator()
-    lanes = [Stream(ids) for _ in range(streams)]
+    lanes = [RunStream(ids) for _ in range(streams)]
     chain = Chain()
     started = time.perf_counter()
     at = now_ms()
@@ -189,7 +189,7 @@ def bare_commits(work: Path, events: int, index: int) -> float:
     """Events/s of one single-row INSERT per transaction (WAL, synchronous=FULL)."""
     path = work / f"bare-{index}.db"
     conn = raw_connection(path)
-    stream = Stream(UlidGenerator())
+    stream = RunStream(UlidGenerator())
     chain = Chain()
     started = time.perf_counter()
     for seq in range(events):
@@ -210,11 +210,11 @@ def appends(
     journal = Journal(path, node_key=key, synchronous="FULL")
     ids = UlidGenerator()
     calls = max(1, events // writers // per_append)
-    lanes = [Stream(ids) for _ in range(writers)]
+    lanes = [RunStream(ids) for _ in range(writers)]
     start = threading.Barrier(writers + 1)
     errors: list[BaseException] = []
 
-    def write(lane: Stream) -> None:
+    def write(lane: RunStream) -> None:
         start.wait()
         try:
             batch = [lane.event] * per_append
@@ -300,7 +300,7 @@ def build_verify_journal(path: Path, key: NodeKey, events: int, witness: Path) -
     chain = Chain()
     at = now_ms()
     per_stream = 1000
-    lane = Stream(ids)
+    lane = RunStream(ids)
     seq = 0
     checkpoints = 0
     last_row = 0
@@ -318,7 +318,7 @@ def build_verify_journal(path: Path, key: NodeKey, events: int, witness: Path) -
                 yield row
                 continue
             if seq == per_stream:
-                lane, seq = Stream(ids), 0
+                lane, seq = RunStream(ids), 0
             yield chain.row(lane, seq, at)
             seq += 1
 
@@ -365,7 +365,7 @@ def run(work: Path, args: argparse.Namespace) -> None:
     rounds: int = args.rounds
     events: int = args.events
     commits: int = args.commit_events
-    payload = Stream(UlidGenerator()).payload
+    payload = RunStream(UlidGenerator()).payload
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"machine  {os.cpu_count()} cores, load average {load} (1/5/15 min) at start; "

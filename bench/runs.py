@@ -358,7 +358,7 @@ def warm_up(journal: Journal, node: Node) -> int:
 # --- the ceiling ----------------------------------------------------------------------------
 
 
-class Append:
+class RecordedAppend:
     """One recorded append, decoded up front so the replay only does what the actors do."""
 
     __slots__ = ("causation_id", "correlation_id", "event", "principal", "seq", "stream")
@@ -372,7 +372,9 @@ class Append:
         self.causation_id = stored.causation_id
 
 
-def lanes_of(events: list[StoredEvent], session_of_run: dict[str, int]) -> list[list[Append]]:
+def lanes_of(
+    events: list[StoredEvent], session_of_run: dict[str, int]
+) -> list[list[RecordedAppend]]:
     """The recorded events split by the session whose thread(s) appended them, in order.
 
     ``session/<id>`` events belong to their session; run and tool events carry the run id as
@@ -383,25 +385,25 @@ def lanes_of(events: list[StoredEvent], session_of_run: dict[str, int]) -> list[
             by_session_id[stored.stream.removeprefix("session/")] = session_of_run[
                 stored.correlation_id
             ]
-    lanes: dict[int, list[Append]] = {}
+    lanes: dict[int, list[RecordedAppend]] = {}
     for stored in events:
         if stored.stream.startswith("session/"):
             lane = by_session_id[stored.stream.removeprefix("session/")]
         else:
             assert stored.correlation_id is not None
             lane = session_of_run[stored.correlation_id]
-        lanes.setdefault(lane, []).append(Append(stored))
+        lanes.setdefault(lane, []).append(RecordedAppend(stored))
     return list(lanes.values())
 
 
-def ceiling(work: Path, lanes: list[list[Append]]) -> tuple[float, float, float]:
+def ceiling(work: Path, lanes: list[list[RecordedAppend]]) -> tuple[float, float, float]:
     """Replay ``lanes`` (one thread each) into a fresh journal; returns (events/s, seconds,
     CPU seconds)."""
     journal = Journal(work / "ceiling.db", node_key=NodeKey.load_or_create(work / "node.key"))
     start = threading.Barrier(len(lanes) + 1)
     errors: list[BaseException] = []
 
-    def replay(lane: list[Append]) -> None:
+    def replay(lane: list[RecordedAppend]) -> None:
         start.wait()
         try:
             for a in lane:

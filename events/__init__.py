@@ -33,37 +33,39 @@ not the pinned ones). Every class's failure kind is in :mod:`transports.failures
 
 from typing import TYPE_CHECKING
 
-from events.catalog import CATALOG, Event, kind_of
-from events.chain import GENESIS
-from events.checkpoint import Checkpoint, NodeKey, load_public_key
-from events.codec import decode, encode
-from events.envelope import AppendResult, Head, StoredEvent
-from events.errors import (
-    AppendRejected,
-    CheckpointKeyError,
-    ConcurrencyConflict,
-    JournalClosed,
-    JournalError,
-    JournalLocked,
-    JournalTampered,
-    JournalUnavailable,
-    NotAJournal,
-    SchemaTooNew,
-    SchemaTooOld,
-    UnknownEventKind,
-    WitnessError,
-)
-from events.fields import InvalidField
-from events.ids import is_ulid, new_id
-from events.port import JournalPort, JournalReadPort, Listener
-from events.redaction.redact import MARKER, redact_event, redact_text, redact_value
-from events.redaction.redact_stream import StreamRedactor
-from events.sqlite.journal import MAX_PAYLOAD_BYTES, Journal
-from events.sqlite.reader import JournalReader
-from events.sqlite.verify import Fault, VerifyReport, verify, verify_recent
-from events.witness import Witness, WitnessStatus
+from events.lazy import exports
 
 if TYPE_CHECKING:
+    from events.catalog import CATALOG, Event, kind_of
+    from events.chain import GENESIS
+    from events.checkpoint import Checkpoint, NodeKey, load_public_key
+    from events.codec import decode, encode
+    from events.envelope import AppendResult, Head, StoredEvent
+    from events.errors import (
+        AppendRejected,
+        CheckpointKeyError,
+        ConcurrencyConflict,
+        JournalClosed,
+        JournalError,
+        JournalLocked,
+        JournalTampered,
+        JournalUnavailable,
+        NotAJournal,
+        SchemaTooNew,
+        SchemaTooOld,
+        UnknownEventKind,
+        WitnessError,
+    )
+    from events.fields import InvalidField
+    from events.ids import is_ulid, new_id
+    from events.port import JournalPort, JournalReadPort, Listener
+    from events.redaction.redact import MARKER, redact_event, redact_text, redact_value
+    from events.redaction.redact_stream import StreamRedactor
+    from events.sqlite.journal import MAX_PAYLOAD_BYTES, Journal
+    from events.sqlite.reader import JournalReader
+    from events.sqlite.verify import Fault, VerifyReport, verify, verify_recent
+    from events.witness import Witness, WitnessStatus
+
     # mypy proves here that the SQLite classes implement the ports (no runtime cost).
     _reader_port: type[JournalReadPort] = JournalReader
     _journal_port: type[JournalPort] = Journal
@@ -115,3 +117,40 @@ __all__ = [
     "verify",
     "verify_recent",
 ]
+
+__getattr__ = exports(
+    __name__,
+    {
+        "events.catalog": ("CATALOG", "Event", "kind_of"),
+        "events.chain": ("GENESIS",),
+        "events.checkpoint": ("Checkpoint", "NodeKey", "load_public_key"),
+        "events.codec": ("decode", "encode"),
+        "events.envelope": ("AppendResult", "Head", "StoredEvent"),
+        "events.errors": (
+            "AppendRejected",
+            "CheckpointKeyError",
+            "ConcurrencyConflict",
+            "JournalClosed",
+            "JournalError",
+            "JournalLocked",
+            "JournalTampered",
+            "JournalUnavailable",
+            "NotAJournal",
+            "SchemaTooNew",
+            "SchemaTooOld",
+            "UnknownEventKind",
+            "WitnessError",
+        ),
+        "events.fields": ("InvalidField",),
+        "events.ids": ("is_ulid", "new_id"),
+        "events.sqlite.journal": ("MAX_PAYLOAD_BYTES", "Journal"),
+        "events.port": ("JournalPort", "JournalReadPort", "Listener"),
+        "events.sqlite.reader": ("JournalReader",),
+        "events.redaction.redact": ("MARKER", "redact_event", "redact_text", "redact_value"),
+        "events.redaction.redact_stream": ("StreamRedactor",),
+        "events.sqlite.verify": ("Fault", "VerifyReport", "verify", "verify_recent"),
+        "events.witness": ("Witness", "WitnessStatus"),
+    },
+)
+"""Each name is imported from its module when first used (:mod:`events.lazy`): a process that
+reads only the catalog never loads the journal."""

@@ -19,49 +19,54 @@ embedder name, or a model whose extra is not installed; the message says which);
 it to rebuild).
 """
 
-from projections.incidents import (
-    INCIDENT_STATES,
-    IncidentFilter,
-    IncidentRecord,
-    IncidentsView,
-    load_incidents,
-)
-from projections.learning import (
-    CandidateFilter,
-    CandidateRecord,
-    Evidence,
-    LearningView,
-    Offered,
-)
-from projections.memory.embedders import (
-    Embedder,
-    EmbedderUnavailable,
-    HashingEmbedder,
-    available_embedders,
-    make_embedder,
-)
-from projections.memory.search import MemoryHit, MemoryItem, MemoryView, SearchWeights
-from projections.projector import Projector, all_projections
-from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter, Views
-from projections.records import (
-    ApprovalRecord,
-    GrantOption,
-    RawTapeEntry,
-    RunRecord,
-    SessionRecord,
-    TapeEntry,
-    ToolUsageRecord,
-)
-from projections.replay import Difference, ReplayReport, compare, rebuild, replay
-from projections.tasks import TASK_STATES, TaskFilter, TaskRecord, TasksView
-from projections.watch import (
-    JournalVerdict,
-    Lag,
-    PendingApproval,
-    RunActivity,
-    TaskLease,
-    WatchReads,
-)
+from typing import TYPE_CHECKING
+
+from events.lazy import exports
+
+if TYPE_CHECKING:
+    from projections.incidents import (
+        INCIDENT_STATES,
+        IncidentFilter,
+        IncidentRecord,
+        IncidentsView,
+        load_incidents,
+    )
+    from projections.learning import (
+        CandidateFilter,
+        CandidateRecord,
+        Evidence,
+        LearningView,
+        Offered,
+    )
+    from projections.memory.embedders import (
+        Embedder,
+        EmbedderUnavailable,
+        HashingEmbedder,
+        available_embedders,
+        make_embedder,
+    )
+    from projections.memory.search import MemoryHit, MemoryItem, MemoryView, SearchWeights
+    from projections.projector import Projector, all_projections
+    from projections.queries import APPROVAL_STATES, ApprovalFilter, RunFilter, SessionFilter, Views
+    from projections.records import (
+        ApprovalRecord,
+        GrantOption,
+        RawTapeEntry,
+        RunRecord,
+        SessionRecord,
+        TapeEntry,
+        ToolUsageRecord,
+    )
+    from projections.replay import Difference, ReplayReport, compare, rebuild, replay
+    from projections.tasks import TASK_STATES, TaskFilter, TaskRecord, TasksView
+    from projections.watch import (
+        JournalVerdict,
+        Lag,
+        PendingApproval,
+        RunActivity,
+        TaskLease,
+        WatchReads,
+    )
 
 __all__ = [
     "APPROVAL_STATES",
@@ -113,3 +118,60 @@ __all__ = [
     "rebuild",
     "replay",
 ]
+
+__getattr__ = exports(
+    __name__,
+    {
+        "projections.memory.embedders": (
+            "Embedder",
+            "EmbedderUnavailable",
+            "HashingEmbedder",
+            "available_embedders",
+            "make_embedder",
+        ),
+        "projections.incidents": (
+            "INCIDENT_STATES",
+            "IncidentFilter",
+            "IncidentRecord",
+            "IncidentsView",
+            "load_incidents",
+        ),
+        "projections.learning": (
+            "CandidateFilter",
+            "CandidateRecord",
+            "Evidence",
+            "LearningView",
+            "Offered",
+        ),
+        "projections.memory.search": ("MemoryHit", "MemoryItem", "MemoryView", "SearchWeights"),
+        "projections.projector": ("Projector", "all_projections"),
+        "projections.queries": (
+            "APPROVAL_STATES",
+            "ApprovalFilter",
+            "RunFilter",
+            "SessionFilter",
+            "Views",
+        ),
+        "projections.records": (
+            "ApprovalRecord",
+            "GrantOption",
+            "RawTapeEntry",
+            "RunRecord",
+            "SessionRecord",
+            "TapeEntry",
+            "ToolUsageRecord",
+        ),
+        "projections.replay": ("Difference", "ReplayReport", "compare", "rebuild", "replay"),
+        "projections.tasks": ("TASK_STATES", "TaskFilter", "TaskRecord", "TasksView"),
+        "projections.watch": (
+            "JournalVerdict",
+            "Lag",
+            "PendingApproval",
+            "RunActivity",
+            "TaskLease",
+            "WatchReads",
+        ),
+    },
+)
+"""Each name is imported from its module when first used (:mod:`events.lazy`): a CLI command
+that reads one record type never loads the other views."""

@@ -30,7 +30,6 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from actors.log_fields import FIELDS
-from events.redaction.redact import redact_text, redact_value
 
 CORE = ("ts", "level", "logger", "msg")
 """Keys every line has, in this order."""
@@ -77,6 +76,10 @@ class JsonFormatter(logging.Formatter):
     """A record as one JSON object on one line (newlines inside values are escaped)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        # Imported on the first line, not with the module: every CLI command configures logging,
+        # and most never log (the redaction's expressions cost a few hundredths of a second).
+        from events.redaction.redact import redact_text, redact_value
+
         line: dict[str, Any] = {
             "ts": timestamp(record.created),
             "level": record.levelname.lower(),

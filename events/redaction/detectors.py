@@ -336,10 +336,6 @@ def _pair(key: str) -> re.Pattern[str]:
     )
 
 
-_PAIR = _pair(_key(_STRONG_WORDS))
-_PAIR_LOCAL = _pair(_key(_LOCAL, weak="(?!)", vague="parola"))
-"""The same in other languages: a detector of its own, so text without those words does not
-pay for them."""
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
 _KEY_WITH_SEP = re.compile(_KEY + r"[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])", re.IGNORECASE)
 """A bare "value" that starts a secret's key and its separator (``password: DB_PASSWORD: x``,
@@ -429,11 +425,6 @@ def trie(words: set[str]) -> str:
 
 def _anchor(words: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(trie(set(words)))
-
-
-_KEY_ANCHOR = _anchor((*PAIR_WORDS, "identified"))
-"""One anchor for the English pair, flag and SQL detectors (a superset of each one's words), so
-a scan finds the key runs once for all three."""
 
 
 def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
@@ -609,223 +600,243 @@ def _block(name: str, begin: str, end: str, hint: str, trigger: str, last: str =
     )
 
 
-DETECTORS: tuple[Detector, ...] = (
-    _block(
-        "private_key_block",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
-        _PRIVATE_BLOCK_END,
-        "private key",
-        "-----begin",
-    ),
-    _block(
-        "ssh2_private_key",
-        r"---- BEGIN SSH2 (?:ENCRYPTED )?PRIVATE KEY ----",
-        _SSH2_END,
-        "begin ssh2",
-        "---- begin",
-    ),
-    _block(
-        "openvpn_static_key",
-        r"-----BEGIN OpenVPN Static key V1-----",
-        _OPENVPN_END,
-        "openvpn static key",
-        "-----begin",
-    ),
-    _block(
-        "putty_private_key",
-        r"PuTTY-User-Key-File-\d+:",
-        _PUTTY_END,
-        "putty-user-key-file",
-        "putty-user-key-file",
-        last=_PUTTY_LAST,
-    ),
-    Detector(
-        "signify_minisign_secret_key",
-        re.compile(r"untrusted comment:[^\r\n]*secret key[^\r\n]*\r?\n(?P<v>[A-Za-z0-9+/=]{20,})"),
-        ("untrusted comment",),
-        groups=("v",),
-        trigger=("untrusted comment",),
-    ),
-    _token(
-        "openai_anthropic", r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*", "sk-"
-    ),
-    _token("stripe", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{10,}", "k_live_", "k_test_"),
-    _token("github", r"\bgh[pousr]_[A-Za-z0-9]{20,}", "gh"),
-    _token("github_fine_grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
-    _token("gitlab", r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}", "gl"),
-    _token("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "xox"),
-    _token("slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", "hooks.slack"),
-    _token("google", r"\bAIza[0-9A-Za-z_-]{35}", "aiza"),
-    _token("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
-    _token("sendgrid", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", "sg."),
-    _token("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
-    _token("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
-    _token("huggingface", r"\bhf_[A-Za-z0-9]{30,}\b", "hf_"),
-    _token("reel", r"\breel_(?:[0-9A-Z]{26}|admin)_[A-Za-z0-9_-]{43}", "reel_"),
-    Detector(
-        "aws_access_key_id",
-        re.compile(
-            r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"
+def build() -> tuple[Detector, ...]:
+    """Reel's own detectors, compiled, in priority order (overlapping spans are merged into
+    one); the vendor rules of :mod:`events.redaction.vendor_rules` follow them (see
+    :func:`events.redaction.redact.detectors`, which calls this once, on first use: a process that
+    never redacts never compiles them)."""
+    pair = _pair(_key(_STRONG_WORDS))
+    # The same in other languages: a detector of its own, so text without those words does not
+    # pay for them.
+    pair_local = _pair(_key(_LOCAL, weak="(?!)", vague="parola"))
+    # One anchor for the English pair, flag and SQL detectors (a superset of each one's words),
+    # so a scan finds the key runs once for all three.
+    key_anchor = _anchor((*PAIR_WORDS, "identified"))
+    return (
+        _block(
+            "private_key_block",
+            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+            _PRIVATE_BLOCK_END,
+            "private key",
+            "-----begin",
         ),
-        (),
-        case_hints=(
-            "A3T",
-            "AKIA",
-            "ASIA",
-            "ABIA",
-            "ACCA",
-            "AGPA",
-            "AIDA",
-            "AROA",
-            "ANPA",
-            "ANVA",
-            "AIPA",
+        _block(
+            "ssh2_private_key",
+            r"---- BEGIN SSH2 (?:ENCRYPTED )?PRIVATE KEY ----",
+            _SSH2_END,
+            "begin ssh2",
+            "---- begin",
         ),
-    ),
-    Detector("twilio", re.compile(r"\bSK[0-9a-f]{32}\b"), (), case_hints=("SK",)),
-    Detector(
-        "url_password",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"),
-        ("://",),
-        groups=("v",),
-        accept=lambda m, v: not _placeholder_or_code(v, ""),
-    ),
-    Detector(
-        "aws_secret_access_key",
-        re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
-        (),
-        accept=_accept_aws_secret,
-        min_length=40,
-    ),
-    Detector(
-        "authorization",
-        re.compile(
-            r"\b(?:proxy-)?authorization\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
-            r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]*[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
-            re.IGNORECASE,
+        _block(
+            "openvpn_static_key",
+            r"-----BEGIN OpenVPN Static key V1-----",
+            _OPENVPN_END,
+            "openvpn static key",
+            "-----begin",
         ),
-        ("authorization",),
-        groups=("v",),
-        accept=_accept_authorization,
-        ends_at_line_end=True,
-        trigger=("authorization",),
-    ),
-    Detector(
-        "bearer",
-        re.compile(r"\bbearer[ \t]{1,4}(?P<v>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE),
-        ("bearer",),
-        groups=("v",),
-        accept=_accept_bearer,
-        trigger=("bearer",),
-    ),
-    Detector(
-        "basic",
-        re.compile(
-            r"\bbasic[ \t]{1,4}(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.IGNORECASE
+        _block(
+            "putty_private_key",
+            r"PuTTY-User-Key-File-\d+:",
+            _PUTTY_END,
+            "putty-user-key-file",
+            "putty-user-key-file",
+            last=_PUTTY_LAST,
         ),
-        ("basic",),
-        groups=("v",),
-        accept=_accept_basic,
-        trigger=("basic",),
-    ),
-    Detector(
-        "cookie",
-        re.compile(
-            r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
-            # name=value pairs: the first name is one short word, so "Cookie: chocolate chip"
-            # is prose, and the verdict never waits past REACH for an "=".
-            r"(?:\"(?P<q>[^\s\";=]{1,128}=[^\"\r\n]*)\"|(?P<v>[^\s\";=]{1,128}=[^\r\n]*))",
-            re.IGNORECASE,
+        Detector(
+            "signify_minisign_secret_key",
+            re.compile(
+                r"untrusted comment:[^\r\n]*secret key[^\r\n]*\r?\n(?P<v>[A-Za-z0-9+/=]{20,})"
+            ),
+            ("untrusted comment",),
+            groups=("v",),
+            trigger=("untrusted comment",),
         ),
-        ("cookie",),
-        groups=("q", "v"),
-        ends_at_line_end=True,
-        trigger=("cookie",),
-    ),
-    Detector(
-        "pair",
-        _PAIR,
-        PAIR_WORDS,
-        groups=_PAIR_VALUES,
-        accept=_accept_pair,
-        anchor=_KEY_ANCHOR,
-        ends_at_line_end=True,
-        trigger=PAIR_WORDS,
-    ),
-    Detector(
-        "pair_local",
-        _PAIR_LOCAL,
-        LOCAL_WORDS,
-        groups=_PAIR_VALUES,
-        accept=_accept_pair,
-        anchor=_anchor(LOCAL_WORDS),
-        ends_at_line_end=True,
-        trigger=LOCAL_WORDS,
-    ),
-    Detector(
-        "yaml_block",
-        _YAML_BLOCK,
-        PAIR_WORDS + LOCAL_WORDS,
-        groups=("v",),
-        accept=_accept_yaml_block,
-        anchor=_anchor(PAIR_WORDS + LOCAL_WORDS),
-        trigger=PAIR_WORDS + LOCAL_WORDS,
-    ),
-    Detector(
-        "xml",
-        _XML,
-        PAIR_WORDS + LOCAL_WORDS,
-        groups=("q1", "q2", "v"),
-        accept=_accept_xml,
-        trigger=PAIR_WORDS + LOCAL_WORDS,
-    ),
-    Detector(
-        "cli_flag",
-        _FLAG,
-        ("pass", "pwd", "key", "token", "secret"),
-        groups=("q1", "q2", "v"),
-        accept=_accept_flag,
-        anchor=_KEY_ANCHOR,
-        trigger=("pass", "pwd", "key", "token", "secret"),
-    ),
-    Detector(
-        "cli_password_flag",
-        _CLI_SHORT,
-        ("-p", "-a", "-w", "-u", "/p:", "-b"),
-        groups=tuple("abcdefghijklm"),
-        accept=lambda m, v: not _placeholder_or_code(v, ""),
-        anchor=_anchor(CLI_COMMANDS),
-        trigger=CLI_COMMANDS,
-    ),
-    Detector(
-        "cli_user_password",
-        _USER_PASSWORD,
-        ("-u", "--user", "--proxy-user"),
-        groups=("v",),
-        accept=_accept_user_password,
-        trigger=("-u",),
-    ),
-    Detector(
-        "sql_password",
-        _SQL,
-        ("identified", "password"),
-        groups=("a", "b", "c", "d"),
-        accept=lambda m, v: not _placeholder_or_code(v, ""),
-        anchor=_KEY_ANCHOR,
-        trigger=("identified", "password"),
-    ),
-    Detector(
-        "netrc",
-        _NETRC,
-        ("machine",),
-        groups=("v",),
-        accept=lambda m, v: not _placeholder_or_code(v, ""),
-        trigger=("machine",),
-    ),
-)
-"""Reel's own detectors, in priority order (overlapping spans are merged into one); the vendor
-rules of :mod:`events.redaction.vendor_rules` follow them (see
-:data:`events.redaction.redact.ALL`)."""
+        _token(
+            "openai_anthropic",
+            r"\bsk-(?:[A-Za-z0-9_]+-)*[A-Za-z0-9_]{16,}(?:-[A-Za-z0-9_]+)*",
+            "sk-",
+        ),
+        _token("stripe", r"\b[rs]k_(?:live|test)_[0-9A-Za-z]{10,}", "k_live_", "k_test_"),
+        _token("github", r"\bgh[pousr]_[A-Za-z0-9]{20,}", "gh"),
+        _token("github_fine_grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
+        _token(
+            "gitlab", r"\bgl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-[A-Za-z0-9_-]{20,}", "gl"
+        ),
+        _token("slack", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", "xox"),
+        _token(
+            "slack_webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]+", "hooks.slack"
+        ),
+        _token("google", r"\bAIza[0-9A-Za-z_-]{35}", "aiza"),
+        _token("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", "eyj"),
+        _token("sendgrid", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", "sg."),
+        _token("npm", r"\bnpm_[A-Za-z0-9]{36}\b", "npm_"),
+        _token("pypi", r"\bpypi-AgE[A-Za-z0-9_-]{50,}", "pypi-"),
+        _token("huggingface", r"\bhf_[A-Za-z0-9]{30,}\b", "hf_"),
+        _token("reel", r"\breel_(?:[0-9A-Z]{26}|admin)_[A-Za-z0-9_-]{43}", "reel_"),
+        Detector(
+            "aws_access_key_id",
+            re.compile(
+                r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"
+            ),
+            (),
+            case_hints=(
+                "A3T",
+                "AKIA",
+                "ASIA",
+                "ABIA",
+                "ACCA",
+                "AGPA",
+                "AIDA",
+                "AROA",
+                "ANPA",
+                "ANVA",
+                "AIPA",
+            ),
+        ),
+        Detector("twilio", re.compile(r"\bSK[0-9a-f]{32}\b"), (), case_hints=("SK",)),
+        Detector(
+            "url_password",
+            re.compile(
+                r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"
+            ),
+            ("://",),
+            groups=("v",),
+            accept=lambda m, v: not _placeholder_or_code(v, ""),
+        ),
+        Detector(
+            "aws_secret_access_key",
+            re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+            (),
+            accept=_accept_aws_secret,
+            min_length=40,
+        ),
+        Detector(
+            "authorization",
+            re.compile(
+                r"\b(?:proxy-)?authorization\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
+                r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]*[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
+                re.IGNORECASE,
+            ),
+            ("authorization",),
+            groups=("v",),
+            accept=_accept_authorization,
+            ends_at_line_end=True,
+            trigger=("authorization",),
+        ),
+        Detector(
+            "bearer",
+            re.compile(r"\bbearer[ \t]{1,4}(?P<v>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE),
+            ("bearer",),
+            groups=("v",),
+            accept=_accept_bearer,
+            trigger=("bearer",),
+        ),
+        Detector(
+            "basic",
+            re.compile(
+                r"\bbasic[ \t]{1,4}(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.IGNORECASE
+            ),
+            ("basic",),
+            groups=("v",),
+            accept=_accept_basic,
+            trigger=("basic",),
+        ),
+        Detector(
+            "cookie",
+            re.compile(
+                r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
+                # name=value pairs: the first name is one short word, so "Cookie: chocolate chip"
+                # is prose, and the verdict never waits past REACH for an "=".
+                r"(?:\"(?P<q>[^\s\";=]{1,128}=[^\"\r\n]*)\"|(?P<v>[^\s\";=]{1,128}=[^\r\n]*))",
+                re.IGNORECASE,
+            ),
+            ("cookie",),
+            groups=("q", "v"),
+            ends_at_line_end=True,
+            trigger=("cookie",),
+        ),
+        Detector(
+            "pair",
+            pair,
+            PAIR_WORDS,
+            groups=_PAIR_VALUES,
+            accept=_accept_pair,
+            anchor=key_anchor,
+            ends_at_line_end=True,
+            trigger=PAIR_WORDS,
+        ),
+        Detector(
+            "pair_local",
+            pair_local,
+            LOCAL_WORDS,
+            groups=_PAIR_VALUES,
+            accept=_accept_pair,
+            anchor=_anchor(LOCAL_WORDS),
+            ends_at_line_end=True,
+            trigger=LOCAL_WORDS,
+        ),
+        Detector(
+            "yaml_block",
+            _YAML_BLOCK,
+            PAIR_WORDS + LOCAL_WORDS,
+            groups=("v",),
+            accept=_accept_yaml_block,
+            anchor=_anchor(PAIR_WORDS + LOCAL_WORDS),
+            trigger=PAIR_WORDS + LOCAL_WORDS,
+        ),
+        Detector(
+            "xml",
+            _XML,
+            PAIR_WORDS + LOCAL_WORDS,
+            groups=("q1", "q2", "v"),
+            accept=_accept_xml,
+            trigger=PAIR_WORDS + LOCAL_WORDS,
+        ),
+        Detector(
+            "cli_flag",
+            _FLAG,
+            ("pass", "pwd", "key", "token", "secret"),
+            groups=("q1", "q2", "v"),
+            accept=_accept_flag,
+            anchor=key_anchor,
+            trigger=("pass", "pwd", "key", "token", "secret"),
+        ),
+        Detector(
+            "cli_password_flag",
+            _CLI_SHORT,
+            ("-p", "-a", "-w", "-u", "/p:", "-b"),
+            groups=tuple("abcdefghijklm"),
+            accept=lambda m, v: not _placeholder_or_code(v, ""),
+            anchor=_anchor(CLI_COMMANDS),
+            trigger=CLI_COMMANDS,
+        ),
+        Detector(
+            "cli_user_password",
+            _USER_PASSWORD,
+            ("-u", "--user", "--proxy-user"),
+            groups=("v",),
+            accept=_accept_user_password,
+            trigger=("-u",),
+        ),
+        Detector(
+            "sql_password",
+            _SQL,
+            ("identified", "password"),
+            groups=("a", "b", "c", "d"),
+            accept=lambda m, v: not _placeholder_or_code(v, ""),
+            anchor=key_anchor,
+            trigger=("identified", "password"),
+        ),
+        Detector(
+            "netrc",
+            _NETRC,
+            ("machine",),
+            groups=("v",),
+            accept=lambda m, v: not _placeholder_or_code(v, ""),
+            trigger=("machine",),
+        ),
+    )
+
 
 REACH = 320
 """The farthest a construct other than a key block ends from its trigger word: a key with

@@ -30,6 +30,7 @@ stream redacted piece by piece comes out as the whole text redacted at once.
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -38,10 +39,10 @@ from events.catalog import Event, kind_of
 from events.fields import Check, InvalidField, OneOf, Text, plan_of
 from events.redaction import vendor_rules
 from events.redaction.detectors import (
-    DETECTORS,
     LOCAL_PASSWORD_WORDS,
     MARKER,
     Detector,
+    build,
     is_placeholder,
     secret_pair,
     trie,
@@ -49,10 +50,10 @@ from events.redaction.detectors import (
 from events.redaction.escapes import unescaped
 
 __all__ = [
-    "ALL",
     "MARKER",
     "Guard",
     "apply_spans",
+    "detectors",
     "find_spans",
     "is_secret_key",
     "looks_secret",
@@ -112,9 +113,33 @@ def is_secret_key(key: str) -> bool:
     return _SECRET_KEY_RE.search(norm) is not None or _LOCAL_KEY.search(key) is not None
 
 
-ALL: tuple[Detector, ...] = DETECTORS + tuple(r.detector for r in vendor_rules.load())
-"""Every detector: reel's own (:data:`events.redaction.detectors.DETECTORS`), then the vendor rules
-(:mod:`events.redaction.vendor_rules`). A guard's ``detector`` is an index into this tuple."""
+_ALL: tuple[Detector, ...]
+""":func:`detectors`, once compiled (set with :data:`_INDEX` by :func:`_compile`)."""
+_INDEX: _Hints
+_COMPILED = False
+_COMPILING = threading.Lock()
+
+
+def detectors() -> tuple[Detector, ...]:
+    """Every detector: reel's own (:func:`events.redaction.detectors.build`), then the vendor rules
+    (:mod:`events.redaction.vendor_rules`). A guard's ``detector`` is an index into this tuple.
+
+    Compiled on first use, not at import (about 250 expressions, a third of a second): a
+    process that imports the journal's modules but never redacts (``reel --help``, a client
+    command, a reader) never pays for them."""
+    if not _COMPILED:
+        _compile()
+    return _ALL
+
+
+def _compile() -> None:
+    global _ALL, _INDEX, _COMPILED
+    with _COMPILING:
+        if _COMPILED:
+            return
+        _ALL = build() + tuple(r.detector for r in vendor_rules.load())
+        _INDEX = _hint_index()
+        _COMPILED = True
 
 
 class _Hints(NamedTuple):
@@ -146,14 +171,14 @@ def _hint_index() -> _Hints:
     always: list[int] = []
     folded: set[str] = set()
     gated: set[str] = set()
-    for index, detector in enumerate(ALL):
+    for index, detector in enumerate(_ALL):
         if not detector.hints and not detector.case_hints:
             always.append(index)
         for hint in (*detector.hints, *detector.case_hints):
             by_literal.setdefault(hint, []).append(index)
         (gated if detector.run else folded).update(detector.hints)
     gated -= folded
-    exact = {h for d in ALL for h in d.case_hints}
+    exact = {h for d in _ALL for h in d.case_hints}
     within = {h: tuple(o for o in folded | gated if o != h and h in o) for h in folded | gated}
     roots = {h for h in folded if not any(o != h and o in h for o in folded)}
     return _Hints(
@@ -168,7 +193,6 @@ def _hint_index() -> _Hints:
     )
 
 
-_INDEX = _hint_index()
 _RUN = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{vendor_rules.RUN},}}")
 _REACH_BACK = 128
 """How far before a token run a vendor rule's match can start (``adafruit_io_key = ``): its
@@ -182,7 +206,7 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
     """Indices of the detectors that can match in ``text`` (literals are looked for in the
     whole text: context included), in priority order; and the windows around token runs, the
     only places a vendor rule is looked for."""
-    chosen = {i for i in _INDEX.always if len(text) - start >= ALL[i].min_length}
+    chosen = {i for i in _INDEX.always if len(text) - start >= _ALL[i].min_length}
     found = [h for h in _INDEX.folded if h in lowered]
     if not lowered.isascii():
         found += [h for h in _INDEX.foreign if h in lowered]
@@ -217,7 +241,7 @@ def _anchored_starts(index: int, text: str, lowered: str, start: int) -> list[in
     each ``_``, ``.``, ``-``) of the key-character run around each anchor, from ``start`` on.
     A match always starts at one of these (its key holds the anchor word), so trying only
     these finds the same leftmost matches as a search from every position."""
-    detector = ALL[index]
+    detector = _ALL[index]
     assert detector.anchor is not None
     if len(lowered) == len(text):
         anchors = detector.anchor.finditer(lowered, start)
@@ -250,7 +274,7 @@ def _span(match: re.Match[str], detector: Detector) -> Span:
 
 class Guard(NamedTuple):
     """Where a match lies (from its first character, key included, to its end), so streaming
-    never cuts inside one; ``detector`` is its index in :data:`ALL`."""
+    never cuts inside one; ``detector`` is its index in :func:`detectors`."""
 
     start: int
     end: int
@@ -286,6 +310,8 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
 
 
 def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
+    if not _COMPILED:
+        _compile()
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
@@ -295,7 +321,7 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
     chosen, windows = _detectors_for(text, lowered, start)
     anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
     for index in chosen:
-        detector = ALL[index]
+        detector = _ALL[index]
         if detector.anchor is not None:
             key = detector.anchor.pattern
             if key not in anchored:
@@ -315,7 +341,7 @@ def _match_at(
 ) -> None:
     """An anchored detector's matches: the same leftmost matches as a search from every
     position, tried only where one can start."""
-    detector = ALL[index]
+    detector = _ALL[index]
     pos = 0
     for at in starts:
         if at < pos:
@@ -329,7 +355,7 @@ def _search(
     text: str, index: int, pos: int, end: int, found: list[Span], guards: list[Guard]
 ) -> None:
     """A detector's matches in ``text[pos:end]`` (the text, or a window around a token run)."""
-    search = ALL[index].pattern.search
+    search = _ALL[index].pattern.search
     while pos <= end:
         match = search(text, pos, end)
         if match is None:
@@ -343,7 +369,7 @@ def _judge(
     """Record ``match`` (a span and a guard) if its check accepts it; where to look next. A
     rejected match does not hide one that starts inside it; a rejected one that reaches the
     end of the text is still a guard (more text could change the verdict)."""
-    detector = ALL[index]
+    detector = _ALL[index]
     s, e = _span(match, detector)
     if e <= s or text.startswith(MARKER, s) or not _accepted(detector, match, text[s:e]):
         if match.end() >= len(text):

@@ -35,9 +35,10 @@ its end. Either way the stream may then redact more than the whole text would, n
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from events.redaction.detectors import MARKER, REACH, trie
-from events.redaction.redact import ALL, Guard, apply_spans, scan
+from events.redaction.redact import Guard, apply_spans, detectors, scan
 
 MAX_HOLD_CHARS = 64 * 1024
 """Held text past which the redactor stops waiting (see the module docstring)."""
@@ -53,17 +54,17 @@ what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms fl
 the end of the turn. So a model streaming a word per delta costs a scan every few words."""
 
 
+@cache
 def _trigger_words() -> re.Pattern[str]:
-    """Every detector's trigger words (:attr:`events.redaction.detectors.Detector.trigger`), plain
-    words in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read
-    through them). Holding at a few more places than needed costs latency only."""
-    words = {w for d in ALL for w in d.trigger}
+    """Where a match that may span whitespace can start (or the first whitespace-free run it
+    lies in): every detector's trigger words (:attr:`events.redaction.detectors.Detector.trigger`),
+    plain words in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read
+    through them). Holding at a few more places than needed costs latency only. Compiled on
+    first use, as the detectors are."""
+    words = {w for d in detectors() for w in d.trigger}
     return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
 
 
-_TRIGGER_WORDS = _trigger_words()
-"""Where a match that may span whitespace can start (or the first whitespace-free run it lies
-in): every detector's trigger words."""
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -72,9 +73,9 @@ def _first_trigger(buf: str, start: int) -> int | None:
     start of the key run (``DB_PASSWORD``) around the first trigger word."""
     lowered = buf[start:].lower()
     if len(lowered) == len(buf) - start:
-        found = _TRIGGER_WORDS.search(lowered)
+        found = _trigger_words().search(lowered)
     else:  # lower-casing changed the length (rare Unicode)
-        found = re.compile(_TRIGGER_WORDS.pattern, re.IGNORECASE).search(buf[start:])
+        found = re.compile(_trigger_words().pattern, re.IGNORECASE).search(buf[start:])
     if found is None:
         return None
     at = start + found.start()
@@ -215,9 +216,9 @@ class StreamRedactor:
         """Remember an open key block at the end of the held text (see ``_block_at``);
         ``shift``: how far ``_buf`` moved since ``guards`` were found."""
         for guard in guards:
-            if guard.end >= size and ALL[guard.detector].multiline:
+            if guard.end >= size and detectors()[guard.detector].multiline:
                 self._block_at = guard.start - shift
-                self._block_end = ALL[guard.detector].end
+                self._block_end = detectors()[guard.detector].end
                 self._block_searched = self._block_at
                 return
 
@@ -227,7 +228,7 @@ class StreamRedactor:
         open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
         if open_guards:
             first = open_guards[0]
-            detector = ALL[first.detector]
+            detector = detectors()[first.detector]
             if detector.multiline:
                 self._block_end = detector.end
                 ends = "block"

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 
 import apsw
 import msgspec
-import sqlite_vec  # type: ignore[import-untyped]
 
 from events import Event, StoredEvent
 from events.catalog import MemoryItemDeleted, MemoryItemWritten, kinds_of
@@ -59,7 +58,12 @@ _json = msgspec.json.Encoder()
 def load_vec(conn: apsw.Connection) -> None:
     """Load the sqlite-vec extension into ``conn`` (every connection that reads or writes
     ``memory_vec`` needs it; loading twice is harmless). Extension loading is switched off
-    again afterwards, so SQL run on the connection cannot load another library."""
+    again afterwards, so SQL run on the connection cannot load another library.
+
+    sqlite_vec is imported here, not with the module: its package imports numpy (a tenth of a
+    second) that a process which never opens the memory tables (a CLI command) does not need."""
+    import sqlite_vec  # type: ignore[import-untyped]
+
     conn.enable_load_extension(True)
     try:
         conn.load_extension(sqlite_vec.loadable_path())

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import Event, Node, close_node
+from tests.transports.http.httpkit import HttpNode, SseEvent, close_node
 from tests.transports.http.test_http_memory import memory_node, token_for
 
 
 @pytest.fixture
-def node(data_dir: Path) -> Iterator[Node]:
+def node(data_dir: Path) -> Iterator[HttpNode]:
     running = memory_node(data_dir)
     try:
         yield running
@@ -28,7 +28,7 @@ def as_(token: str) -> str:
     return f"Bearer {token}"
 
 
-def start(node: Node, token: str, session_id: str, text: str) -> str:
+def start(node: HttpNode, token: str, session_id: str, text: str) -> str:
     reply = node.call(
         "POST", f"/v1/sessions/{session_id}/messages", {"text": text}, auth=as_(token)
     )
@@ -37,21 +37,21 @@ def start(node: Node, token: str, session_id: str, text: str) -> str:
     return run_id
 
 
-def session_of(node: Node, token: str) -> str:
+def session_of(node: HttpNode, token: str) -> str:
     session_id: str = node.call("POST", "/v1/sessions", {}, auth=as_(token)).json()["session_id"]
     return session_id
 
 
-def entries(events: list[Event], kind: str) -> list[dict[str, Any]]:
+def entries(events: list[SseEvent], kind: str) -> list[dict[str, Any]]:
     return [e.entry for e in events if e.event == kind]
 
 
-def completed(events: list[Event]) -> dict[str, Any]:
+def completed(events: list[SseEvent]) -> dict[str, Any]:
     (done,) = entries(events, "tool.completed")
     return done
 
 
-def test_memory_write_asks_then_records_for_the_run(node: Node) -> None:
+def test_memory_write_asks_then_records_for_the_run(node: HttpNode) -> None:
     alice = token_for(node, "agent:alice", "agent")
     bob = token_for(node, "agent:bob", "agent")
     session = session_of(node, alice)
@@ -88,7 +88,7 @@ def test_memory_write_asks_then_records_for_the_run(node: Node) -> None:
     assert json.loads(completed(events)["event"]["output"])["hits"] == []
 
 
-def test_a_denied_write_records_nothing(node: Node) -> None:
+def test_a_denied_write_records_nothing(node: HttpNode) -> None:
     session = node.session()
     run_id = node.start('/tool memory.write {"text": "remember this", "scope": "global"}', session)
     approval_id = node.pending_approval(run_id)
@@ -98,7 +98,7 @@ def test_a_denied_write_records_nothing(node: Node) -> None:
     assert node.runtime.journal.events_of_kinds(("memory.item_written",)) == []
 
 
-def test_a_write_that_cannot_happen_is_refused_before_anyone_is_asked(node: Node) -> None:
+def test_a_write_that_cannot_happen_is_refused_before_anyone_is_asked(node: HttpNode) -> None:
     text = "x" * 8001
     run_id = node.start(f'/tool memory.write {{"text": "{text}"}}')
     events = node.finish(run_id)

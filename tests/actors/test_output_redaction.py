@@ -11,6 +11,8 @@ import itertools
 from collections.abc import AsyncGenerator
 from pathlib import Path
 
+import pytest
+
 from actors.provider import ProviderEvent, ProviderRequest, TextDelta, TurnEnd, Usage
 from events.catalog import RunCompleted, RunOutput
 from events.redaction.redact import redact_text
@@ -45,9 +47,20 @@ class ChunkedProvider(DeterministicProvider):
         yield TurnEnd(finish_reason="stop")
 
 
-def splits(text: str) -> list[list[str]]:
-    """The text cut once at every point, and one character at a time."""
-    return [[text[:k], text[k:]] for k in range(len(text) + 1)] + [list(text)]
+def splits(secret: Secret, every: bool = True) -> list[list[str]]:
+    """The text cut once at every point, and one character at a time. Not ``every``: only the
+    cuts where a detector's verdict is made (the text's ends, one character either side of each
+    value's start and end, its middle) and every eleventh other point, a fifth of the cases."""
+    text = secret.text
+    cuts = set(range(len(text) + 1))
+    if not every:
+        near = {0, len(text)}
+        for value in secret.values:
+            at = text.find(value)
+            near |= {at + d for d in (-1, 0, 1)} | {at + len(value) + d for d in (-1, 0, 1)}
+            near.add(at + len(value) // 2)
+        cuts = {k for k in cuts if k in near or k % 11 == len(text) % 11}
+    return [[text[:k], text[k:]] for k in sorted(cuts)] + [list(text)]
 
 
 def journal_bytes(root: Path) -> bytes:
@@ -72,13 +85,24 @@ def play_all(make_node: MakeNode, cases: list[tuple[Secret, list[str]]]) -> Path
     return kit.root
 
 
-def test_no_split_point_lets_a_secret_into_the_journal(make_node: MakeNode) -> None:
-    cases = [(secret, pieces) for secret in SECRETS for pieces in splits(secret.text)]
+def assert_no_split_point_lets_a_secret_in(make_node: MakeNode, every: bool) -> None:
+    cases = [(secret, pieces) for secret in SECRETS for pieces in splits(secret, every)]
     root = play_all(make_node, cases)
     raw = journal_bytes(root)
     for secret in SECRETS:
         for value in secret.values:
             assert value.encode() not in raw, f"{secret.shape}: {value!r} reached the journal"
+
+
+def test_no_split_point_near_a_secret_lets_it_into_the_journal(make_node: MakeNode) -> None:
+    """Every corpus secret, cut where a verdict is made and one character at a time."""
+    assert_no_split_point_lets_a_secret_in(make_node, every=False)
+
+
+@pytest.mark.slow
+def test_no_split_point_lets_a_secret_into_the_journal(make_node: MakeNode) -> None:
+    """Every corpus secret cut at every point (9,000 runs, a minute or more: ``make test-slow``)."""
+    assert_no_split_point_lets_a_secret_in(make_node, every=True)
 
 
 def test_secrets_split_across_coalesced_chunks_in_a_long_answer(make_node: MakeNode) -> None:

@@ -33,6 +33,9 @@ A node that does not stop within 30 s of SIGTERM is aborted with ``PYTHONFAULTHA
 the failure shows every thread's stack.
 
 The tape is read from the journal (the source of truth), never from the views.
+
+The default run holds one case of each family (1 to 7, 4 denied with a reason); the variants of
+3, 4 and 5 (3b, 4 allowed, 4b, 5b) are marked ``slow`` and run in ``make test-slow``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,7 @@ import msgspec
 import pytest
 
 from events import JournalReader, StoredEvent, is_ulid
+from tests import processes
 from tests.actors import restart_child
 
 REEL = Path(sys.executable).with_name("reel")
@@ -84,18 +89,23 @@ names are left out of the comparison altogether)."""
 # --- processes -------------------------------------------------------------------------------
 
 
-class Daemon:
+class RestartableNode:
     """A running ``reel node`` on a data dir; its stderr JSON lines are collected on a thread."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, stack: ExitStack, data: Path) -> None:
+        """Start the node under ``stack`` (it ends when the stack closes, even if its ready line
+        never comes) and wait for its ready line."""
         self.data = data
         self.launched_ms = time.time_ns() // 1_000_000
-        self.process = subprocess.Popen(
-            [str(REEL), "node", "--data", str(data)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread
+        self.process: subprocess.Popen[str] = stack.enter_context(
+            processes.node(
+                "--data",
+                data,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT dumps every thread
+            )
         )
         self.lines: list[str] = []
         self._new = threading.Condition()
@@ -174,24 +184,12 @@ class Daemon:
         self._reader.join(10)
         assert not any("Traceback" in line for line in self.lines), self.lines
 
-    def ensure_dead(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
 
 @pytest.fixture
-def daemons() -> Iterator[Callable[[Path], Daemon]]:
-    started: list[Daemon] = []
-
-    def start(data: Path) -> Daemon:
-        daemon = Daemon(data)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.ensure_dead()
+def daemons() -> Iterator[Callable[[Path], RestartableNode]]:
+    """Start a node on a data dir; every one is stopped when the test ends."""
+    with ExitStack() as stack:
+        yield lambda data: RestartableNode(stack, data)
 
 
 def reel(*args: str) -> subprocess.CompletedProcess[str]:
@@ -392,7 +390,7 @@ def assert_interrupted(tape: list[StoredEvent]) -> None:
     assert end.tool_calls == len(proposed), end
 
 
-def assert_recovered_before_serving(daemon: Daemon, *run_ids: str) -> None:
+def assert_recovered_before_serving(daemon: RestartableNode, *run_ids: str) -> None:
     """The restarted node resolved the runs before it was ready, and said so."""
     for run_id in run_ids:  # the node is ready: the ends must already be on the journal
         assert any(s.kind in TERMINAL for s in tape_of(daemon.data, run_id)), run_id
@@ -404,7 +402,7 @@ def assert_recovered_before_serving(daemon: Daemon, *run_ids: str) -> None:
 # --- the approval cases: reel node, HTTP ---------------------------------------------------------
 
 
-def start_approval_run(daemon: Daemon) -> tuple[str, str, list[StoredEvent]]:
+def start_approval_run(daemon: RestartableNode) -> tuple[str, str, list[StoredEvent]]:
     """A run of ``shell.run`` in a new session, waiting for its approval. Returns the run id,
     the approval id and the tape so far."""
     status, session = daemon.http("POST", "/v1/sessions", {})
@@ -418,7 +416,7 @@ def start_approval_run(daemon: Daemon) -> tuple[str, str, list[StoredEvent]]:
     return run_id, first(tape, "tool.approval_requested").approval_id, tape
 
 
-def decide_live(daemon: Daemon, approval_id: str, decision: str, reason: str) -> None:
+def decide_live(daemon: RestartableNode, approval_id: str, decision: str, reason: str) -> None:
     body = {"decision": decision, "reason": reason}
     status, record = daemon.http("POST", f"/v1/approvals/{approval_id}", body)
     assert status == 200, record
@@ -438,15 +436,13 @@ def crash_free(
     """The tape of the same run done without a crash in a fresh data dir: decided live over
     HTTP (``decision`` ``"timeout"``: left to time out). Returns the stored tape."""
     data = new_data_dir(root, config)
-    daemon = Daemon(data)
-    try:
+    with ExitStack() as stack:
+        daemon = RestartableNode(stack, data)
         run_id, approval_id, _ = start_approval_run(daemon)
         if decision != "timeout":
             decide_live(daemon, approval_id, decision, reason)
         wait_end(data, run_id)
         daemon.stop()
-    finally:
-        daemon.ensure_dead()
     return tape_of(data, run_id)
 
 
@@ -478,7 +474,7 @@ def child_twin(tmp_path_factory: pytest.TempPathFactory) -> list[StoredEvent]:
 
 
 def crash_while_awaiting(
-    daemons: Callable[[Path], Daemon], data: Path
+    daemons: Callable[[Path], RestartableNode], data: Path
 ) -> tuple[str, str, list[StoredEvent]]:
     """A real node brings a run to ``run.awaiting_approval`` and is ``kill -9``ed."""
     first_node = daemons(data)
@@ -489,7 +485,7 @@ def crash_while_awaiting(
     return run_id, approval_id, tape
 
 
-def assert_resumed(daemon: Daemon, run_id: str) -> None:
+def assert_resumed(daemon: RestartableNode, run_id: str) -> None:
     """The restarted node did not interrupt the run waiting for a human, and its recovery line
     names the run among the resumed ones (operations.md: the line "lists what was resolved:
     interrupted runs, closed approvals and resumed runs")."""
@@ -501,7 +497,9 @@ def assert_resumed(daemon: Daemon, run_id: str) -> None:
 
 
 def test_3_awaiting_approval_decided_live_after_the_restart(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, twins: Callable[..., list[StoredEvent]]
+    daemons: Callable[[Path], RestartableNode],
+    tmp_path: Path,
+    twins: Callable[..., list[StoredEvent]],
 ) -> None:
     """The approval is pending again after the restart (the same approval: a live decision on
     its id takes effect), and the run goes on exactly as the crash-free twin decided the same
@@ -520,9 +518,13 @@ def test_3_awaiting_approval_decided_live_after_the_restart(
     assert normalised(tape) == normalised(twins("allow"))
 
 
-@pytest.mark.parametrize(("decision", "reason"), [("allow", ""), ("deny", DENY_REASON)])
+@pytest.mark.parametrize(
+    ("decision", "reason"),
+    # deny (with a reason) is the default run's representative; allow is test 3's path offline
+    [pytest.param("allow", "", marks=pytest.mark.slow), ("deny", DENY_REASON)],
+)
 def test_4_awaiting_approval_decided_offline_then_restarted(
-    daemons: Callable[[Path], Daemon],
+    daemons: Callable[[Path], RestartableNode],
     tmp_path: Path,
     twins: Callable[..., list[StoredEvent]],
     decision: str,
@@ -556,7 +558,9 @@ def test_4_awaiting_approval_decided_offline_then_restarted(
 
 
 def test_5_approval_times_out_while_the_node_is_down(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, twins: Callable[..., list[StoredEvent]]
+    daemons: Callable[[Path], RestartableNode],
+    tmp_path: Path,
+    twins: Callable[..., list[StoredEvent]],
 ) -> None:
     """``approvals.timeout_s`` runs out while the node is down: on restart the approval is
     denied ``timeout`` by ``node`` at once (not after a fresh time-out), and the run goes on
@@ -587,7 +591,7 @@ def test_5_approval_times_out_while_the_node_is_down(
 
 
 def test_1_a_queued_run_fails_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """A run accepted but not started (queued behind a run of its session busy in the
     provider) fails ``interrupted`` without ever starting; so does the run ahead of it; the
@@ -616,7 +620,7 @@ def test_1_a_queued_run_fails_interrupted(
 
 
 def test_2_a_run_streaming_a_turn_fails_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """Mid-stream (``provider.chunk_delay_s`` makes the answer slow): the output recorded
     before the crash stays on the tape, the turn is never completed, the run fails
@@ -636,7 +640,7 @@ def test_2_a_run_streaming_a_turn_fails_interrupted(
 
 
 def test_6_a_run_running_a_tool_fails_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """The ``sleep`` tool is executing when the node dies: its invocation is completed
     ``interrupted``, then the run fails ``interrupted``."""
@@ -655,7 +659,7 @@ def test_6_a_run_running_a_tool_fails_interrupted(
 
 
 def test_7_a_run_being_cancelled_fails_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """A cancel was requested while the ``sleep`` tool ran and the node died before anything
     more was written (the child kills itself just before the cancellation's first append).
@@ -677,7 +681,7 @@ def test_7_a_run_being_cancelled_fails_interrupted(
 
 
 def test_7b_a_cancel_the_node_died_before_recording_was_never_accepted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """A cancel was asked for while the run waited for its approval, and the node died before
     it recorded anything of it (the child kills itself just before ``run.cancel_requested``).
@@ -698,7 +702,7 @@ def test_7b_a_cancel_the_node_died_before_recording_was_never_accepted(
 
 
 def test_7c_a_recorded_cancel_of_a_run_awaiting_approval_fails_it_interrupted(
-    daemons: Callable[[Path], Daemon], tmp_path: Path
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path
 ) -> None:
     """A cancel was accepted while the run waited for its approval (``run.cancel_requested``
     is on the tape) and the node died before it closed the call (the child kills itself just
@@ -747,8 +751,9 @@ def test_7c_a_recorded_cancel_of_a_run_awaiting_approval_fails_it_interrupted(
 # --- the windows around an approval: restart_child.py, then reel node ----------------------------
 
 
+@pytest.mark.slow  # a variant of its family: make test-slow
 def test_3b_decided_live_and_killed_before_the_run_resumed(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, child_twin: list[StoredEvent]
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path, child_twin: list[StoredEvent]
 ) -> None:
     """A human allowed the call live and the node died before the run acted on it
     (``tool.approval_resolved`` is on the tape, ``run.resumed`` is not). The architecture page
@@ -769,7 +774,7 @@ def test_3b_decided_live_and_killed_before_the_run_resumed(
 
 
 def test_3c_killed_before_the_run_was_marked_awaiting(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, child_twin: list[StoredEvent]
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path, child_twin: list[StoredEvent]
 ) -> None:
     """The approval was requested and the node died before ``run.awaiting_approval`` was
     appended. The architecture page counts a run whose next step is "to mark itself waiting"
@@ -799,8 +804,11 @@ def test_3c_killed_before_the_run_was_marked_awaiting(
     assert normalised(tape, human=human) == normalised(child_twin, human=human)
 
 
+@pytest.mark.slow  # a variant of its family: make test-slow
 def test_5b_an_approval_keeps_the_time_it_had_left(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, twins: Callable[..., list[StoredEvent]]
+    daemons: Callable[[Path], RestartableNode],
+    tmp_path: Path,
+    twins: Callable[..., list[StoredEvent]],
 ) -> None:
     """The node is down for part of ``approvals.timeout_s``: after the restart the approval is
     pending again "with the time it had left", so it times out at the instant it was due to
@@ -836,8 +844,9 @@ def test_5b_an_approval_keeps_the_time_it_had_left(
     assert normalised(tape) == normalised(twins("timeout", "", config))
 
 
+@pytest.mark.slow  # a variant of its family: make test-slow
 def test_4b_killed_before_the_mark_then_decided_offline(
-    daemons: Callable[[Path], Daemon], tmp_path: Path, child_twin: list[StoredEvent]
+    daemons: Callable[[Path], RestartableNode], tmp_path: Path, child_twin: list[StoredEvent]
 ) -> None:
     """The node died between ``tool.approval_requested`` and ``run.awaiting_approval``, and an
     operator allowed the approval with ``reel approvals approve`` before the restart, so the

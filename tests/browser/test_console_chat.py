@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import signal
 import subprocess
 import sys
 import threading
@@ -22,6 +21,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests import processes
+
 REEL = Path(sys.executable).with_name("reel")
 SHELL_MESSAGE = 'hi\n/tool shell.run {"argv": ["echo", "yo"]}'
 CONFIG = """\
@@ -34,7 +35,7 @@ shell_allowlist = ["echo"]
 """
 
 
-class Output:
+class ChildOutput:
     """Text a child process writes, collected on a thread, waited for by content."""
 
     def __init__(self) -> None:
@@ -72,7 +73,7 @@ class RunningNode:
     data: Path
     console: str
     grpc: str
-    log: Output
+    log: ChildOutput
 
     @property
     def admin_token(self) -> str:
@@ -84,22 +85,24 @@ def node(data_dir: Path) -> Iterator[RunningNode]:
     """A node with the deterministic provider on free loopback ports; shell.run may run echo
     (after an approval)."""
     (data_dir / "config.toml").write_text(CONFIG)
-    process = subprocess.Popen(
-        [str(REEL), "node", "--data", str(data_dir), "--provider", "deterministic"],
+    with processes.node(
+        "--data",
+        data_dir,
+        "--provider",
+        "deterministic",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    log = Output()
+    ) as process:
+        log = ChildOutput()
 
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            log.add(line)
-        log.close()
+        def read() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                log.add(line)
+            log.close()
 
-    threading.Thread(target=read, daemon=True).start()
-    try:
+        threading.Thread(target=read, daemon=True).start()
         log.wait_for('"reel node ready"')
         ready = next(
             json.loads(line)
@@ -107,13 +110,6 @@ def node(data_dir: Path) -> Iterator[RunningNode]:
             if line.startswith("{") and json.loads(line).get("msg") == "reel node ready"
         )
         yield RunningNode(process, data_dir, ready["console"].rstrip("/"), ready["grpc"], log)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 class PtyChat:
@@ -127,7 +123,7 @@ class PtyChat:
         )
         os.close(slave)
         self.master = master
-        self.output = Output()
+        self.output = ChildOutput()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.test_console_chat import REEL, Output, RunningNode
+from tests import processes
+from tests.browser.test_console_chat import ChildOutput, RunningNode
 
 CONFIG = """\
 [http]
@@ -33,22 +34,24 @@ drain_grace_s = 60
 def node(data_dir: Path) -> Iterator[RunningNode]:
     """``reel node`` with the deterministic provider; a drain waits up to 60 s for live runs."""
     (data_dir / "config.toml").write_text(CONFIG)
-    process = subprocess.Popen(
-        [str(REEL), "node", "--data", str(data_dir), "--provider", "deterministic"],
+    with processes.node(
+        "--data",
+        data_dir,
+        "--provider",
+        "deterministic",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    log = Output()
+    ) as process:
+        log = ChildOutput()
 
-    def read() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            log.add(line)
-        log.close()
+        def read() -> None:
+            assert process.stderr is not None
+            for line in process.stderr:
+                log.add(line)
+            log.close()
 
-    threading.Thread(target=read, daemon=True).start()
-    try:
+        threading.Thread(target=read, daemon=True).start()
         log.wait_for('"reel node ready"')
         ready = next(
             json.loads(line)
@@ -56,10 +59,6 @@ def node(data_dir: Path) -> Iterator[RunningNode]:
             if line.startswith("{") and json.loads(line).get("msg") == "reel node ready"
         )
         yield RunningNode(process, data_dir, ready["console"].rstrip("/"), ready["grpc"], log)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
 
 
 def post(node: RunningNode, path: str, body: object) -> dict[str, str]:

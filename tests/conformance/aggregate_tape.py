@@ -24,7 +24,7 @@ from actors.watchdog import decide as watchdog_decider
 from events import JournalReader
 from tests.conformance.aggregate import Tape, recording
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver, channel, message, route
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from transports.access import tokens
 from transports.config import (
     ContextSection,
@@ -91,7 +91,7 @@ def _ok(reply: Any, *status: int) -> Any:
     return reply.json()
 
 
-def _scenario(node: Node, receiver: Receiver) -> None:
+def _scenario(node: HttpNode, receiver: Receiver) -> None:
     # Tokens: one made, used (token.used), revoked.
     made = _ok(
         node.call("POST", "/v1/tokens", {"principal": "user:ana", "roles": ["operator"]}), 201

@@ -11,6 +11,9 @@ checkpoints every 40 rows and a witness outside the data dir), verified four way
 - a real ``reel node`` on a rewritten journal refuses to start (exit 2, one line), and one on
   a journal edited between checkpoints stops by itself (exit 2, one line).
 
+The default run holds one attack of each fault kind (:data:`VARIANTS`, the others, and two of
+the three real nodes refusing to start are marked ``slow``: ``make test-slow``).
+
 The pristine journal: 131 events, checkpoint rows at 42, 83, 124 and 135 (the head).
 """
 
@@ -32,6 +35,7 @@ from events import Journal, JournalReader, JournalTampered, NodeKey, VerifyRepor
 from events.catalog import RunOutput
 from events.codec import encode
 from events.witness import read_notes
+from tests import processes
 from tests.events.conftest import Pristine
 from tests.events.journal_testkit import (
     KEY,
@@ -194,6 +198,22 @@ MATRIX: list[tuple[str, object, tuple[str, int], bool]] = [
 ]
 
 
+VARIANTS = frozenset(
+    {
+        "row-at-minus-5",
+        "row-at-min-int64",
+        "row-beyond-head",
+        "delete-one-checkpoint",
+        "delete-all-checkpoints",
+        "delete-all-checkpoints-resealed",
+        "rewrite-from-57-checkpoints-dropped",
+        "rewrite-resign-another-key",
+    }
+)
+"""Attacks whose fault kind another attack of the matrix already shows: marked ``slow`` (``make
+test-slow``), so the default run holds one attack of each kind, and each way of resealing."""
+
+
 def check(path: Path, key: NodeKey | None, witness: Path | None) -> VerifyReport:
     reader = JournalReader.open(path)
     try:
@@ -212,7 +232,10 @@ def attack_of(entry: object, data: Path) -> Callable[[apsw.Connection], None]:
 
 @pytest.mark.parametrize(
     ("attack", "expected", "at_start"),
-    [pytest.param(a, e, s, id=name) for name, a, e, s in MATRIX],
+    [
+        pytest.param(a, e, s, id=name, marks=[pytest.mark.slow] if name in VARIANTS else [])
+        for name, a, e, s in MATRIX
+    ],
 )
 def test_tamper_matrix(
     journal_copy: Path,
@@ -278,7 +301,11 @@ def test_the_witness_alone_catches_what_a_pinned_key_cannot(
 
 @pytest.mark.parametrize(
     "attack",
-    [rewrite_from_57_dropping_later_checkpoints, "node-key", resign_with_another_key],
+    [
+        pytest.param(rewrite_from_57_dropping_later_checkpoints, marks=pytest.mark.slow),
+        "node-key",
+        pytest.param(resign_with_another_key, marks=pytest.mark.slow),
+    ],
     ids=["rewrite-drop-checkpoints", "rewrite-resign-node-key", "resign-another-key"],
 )
 def test_a_real_node_refuses_to_start_and_sign(
@@ -372,38 +399,39 @@ def test_a_real_node_writes_its_witness(tmp_path: Path) -> None:
         "REEL_JOURNAL_WITNESS": str(witness),
         "REEL_JOURNAL_CHECKPOINT_EVERY_EVENTS": "3",
     }
-    node = subprocess.Popen(
-        [str(REEL), "node", "--data", str(data)],
+    with processes.node(
+        "--data",
+        data,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-    )
-    try:
-        assert node.stdout is not None
-        ready = node.stdout.readline()
-        assert ready.startswith("reel node ready"), ready
-        address = ready.split("gRPC ")[1].split()[0]
-        over_grpc = subprocess.run(
-            [str(REEL), "chat", "--data", str(data), "--address", address, "say hi"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
-        assert over_grpc.returncode == 0, over_grpc.stdout + over_grpc.stderr
-        chat = subprocess.run(
-            [str(REEL), "chat", "--local", "--data", str(tmp_path / "other"), "hello"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-            env=env | {"REEL_JOURNAL_WITNESS": str(tmp_path / "other-witness.notes")},
-        )
-        assert chat.returncode == 0, chat.stdout + chat.stderr
-    finally:
-        node.terminate()
-        _, err = node.communicate(timeout=60)
+    ) as node:
+        try:
+            assert node.stdout is not None
+            ready = node.stdout.readline()
+            assert ready.startswith("reel node ready"), ready
+            address = ready.split("gRPC ")[1].split()[0]
+            over_grpc = subprocess.run(
+                [str(REEL), "chat", "--data", str(data), "--address", address, "say hi"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
+            assert over_grpc.returncode == 0, over_grpc.stdout + over_grpc.stderr
+            chat = subprocess.run(
+                [str(REEL), "chat", "--local", "--data", str(tmp_path / "other"), "hello"],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+                env=env | {"REEL_JOURNAL_WITNESS": str(tmp_path / "other-witness.notes")},
+            )
+            assert chat.returncode == 0, chat.stdout + chat.stderr
+        finally:
+            node.terminate()
+            _, err = node.communicate(timeout=60)
     assert node.returncode == 0, err
     notes = read_notes(witness)[0]
     assert len(notes) >= 2  # every 3 rows during the run, and the final one before exit

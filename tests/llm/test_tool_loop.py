@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.llm.conftest import Server
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node
 from tests.transports.models.test_openai_runs import run
 from tools import build_catalog
 from transports.config import HttpConfig, NodeConfig, ProviderConfig, RunsConfig, ToolsSection
@@ -56,9 +56,9 @@ SYSTEM = (
 
 @pytest.fixture
 def node_for(data_dir: Path) -> Iterator[Any]:
-    nodes: list[Node] = []
+    nodes: list[HttpNode] = []
 
-    def start(server: Server, **provider: Any) -> Node:
+    def start(server: Server, **provider: Any) -> HttpNode:
         base = NodeConfig()
         names = build_catalog(base.tools_config(data_dir)).names()
         config = NodeConfig(
@@ -79,7 +79,7 @@ def node_for(data_dir: Path) -> Iterator[Any]:
         runtime = open_runtime(data_dir, config=config)
         http = start_http(runtime, keepalive_s=1.0)
         token = (data_dir / "admin.token").read_text().strip()
-        nodes.append(Node(runtime=runtime, server=http, token=token))
+        nodes.append(HttpNode(runtime=runtime, server=http, token=token))
         return nodes[-1]
 
     try:

@@ -43,15 +43,23 @@ class Figures(NamedTuple):
     mrr: float
 
 
-def measure(view: MemoryView, kind: str | None = None) -> Figures:
-    """hit@1/3/5 (a relevant item in the top k) and MRR (mean of 1/rank of the first relevant
-    item) over the corpus's queries of ``kind`` (all when ``None``)."""
-    queries = [q for q in CORPUS["queries"] if kind is None or q["kind"] == kind]
+def ranks_of(view: MemoryView) -> list[int | None]:
+    """For each of the corpus's queries, in order, the rank of its first relevant item (None
+    beyond :data:`DEPTH`): each query searched once, however many figures it counts in."""
     ranks: list[int | None] = []
-    for query in queries:
+    for query in CORPUS["queries"]:
         found = [h.item.item_id for h in view.search(query["q"], k=DEPTH)]
         ranks.append(next((i + 1 for i, x in enumerate(found) if x in query["relevant"]), None))
-    n = len(queries)
+    return ranks
+
+
+def measure(all_ranks: list[int | None], kind: str | None = None) -> Figures:
+    """hit@1/3/5 (a relevant item in the top k) and MRR (mean of 1/rank of the first relevant
+    item) over the corpus's queries of ``kind`` (all when ``None``)."""
+    ranks = [
+        r for q, r in zip(CORPUS["queries"], all_ranks, strict=True) if kind in (None, q["kind"])
+    ]
+    n = len(ranks)
     return Figures(
         queries=n,
         hit1=round(sum(r is not None and r <= 1 for r in ranks) / n, 3),
@@ -79,8 +87,9 @@ def build(root: Path, embedder: Embedder) -> Path:
 
 
 def report(name: str, view: MemoryView) -> dict[str, Figures]:
-    figures = {kind: measure(view, kind) for kind in KINDS}
-    figures["all"] = measure(view)
+    ranks = ranks_of(view)
+    figures = {kind: measure(ranks, kind) for kind in KINDS}
+    figures["all"] = measure(ranks)
     print(f"\n{name}: queries  hit@1  hit@3  hit@5  MRR")
     for kind, f in figures.items():
         print(
@@ -89,17 +98,25 @@ def report(name: str, view: MemoryView) -> dict[str, Figures]:
     return figures
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Figures]]:
-    """Figures per embedder installed, plus ``fts5-only`` (the hashing index, words only)."""
-    out: dict[str, dict[str, Figures]] = {}
+@pytest.fixture(scope="session")
+def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Embedder, Path]]:
+    """The corpus built once per session for each embedder installed: its views.db."""
+    out: dict[str, tuple[Embedder, Path]] = {}
     root = tmp_path_factory.mktemp("retrieval")
     for name in ("hashing", "e5-small"):
         try:
             embedder = make_embedder(name)
         except EmbedderUnavailable:
             continue
-        views = build(root / name, embedder)
+        out[name] = (embedder, build(root / name, embedder))
+    return out
+
+
+@pytest.fixture(scope="module")
+def results(corpora: dict[str, tuple[Embedder, Path]]) -> dict[str, dict[str, Figures]]:
+    """Figures per embedder installed, plus ``fts5-only`` (the hashing index, words only)."""
+    out: dict[str, dict[str, Figures]] = {}
+    for name, (embedder, views) in corpora.items():
         view = MemoryView(views, embedder)
         out[name] = report(name, view)
         if name == "hashing":
@@ -166,12 +183,14 @@ def injection_recall(
     return found / len(messages), wrong
 
 
-def test_a_question_inside_a_chatty_message_still_injects_its_answer(tmp_path: Path) -> None:
+def test_a_question_inside_a_chatty_message_still_injects_its_answer(
+    corpora: dict[str, tuple[Embedder, Path]],
+) -> None:
     """The final score is a share of the whole message, so greetings around a question sink
     it under ``min_score``; the words' evidence brings a relevant item back, and never for a
     message about something else (docs/context.md, "Memory auto-injection")."""
-    embedder = make_embedder("hashing")
-    view = MemoryView(build(tmp_path / "hashing", embedder), embedder)
+    embedder, views = corpora["hashing"]
+    view = MemoryView(views, embedder)
     try:
         terse = [(q["q"], set(q["relevant"])) for q in CORPUS["queries"]]
         chatty = [

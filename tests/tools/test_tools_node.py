@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 from actors.invocations.actor import TOOL_OUTPUT_BUDGET
 from actors.messages import ResolveApproval
 from events import MAX_PAYLOAD_BYTES
+from tests import processes
 from tests.actors.nodekit import NodeKit
 from tools import ToolsConfig
 
@@ -112,15 +112,14 @@ def test_reel_node_says_at_start_that_shell_run_is_disabled_and_why(data_dir: Pa
         "REEL_HTTP_PORT": "0",
         "REEL_GRPC_PORT": "0",
     }
-    reel = str(Path(sys.executable).with_name("reel"))
-    node = subprocess.Popen(
-        [reel, "node", "--data", str(data_dir)],
+    with processes.node(
+        "--data",
+        data_dir,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-    )
-    try:
+    ) as node:
         assert node.stdout is not None and node.stderr is not None
         line = node.stdout.readline()
         reason = (
@@ -131,9 +130,5 @@ def test_reel_node_says_at_start_that_shell_run_is_disabled_and_why(data_dir: Pa
         assert f"  (shell.run disabled: {reason})" in line
         node.send_signal(signal.SIGTERM)
         _, err = node.communicate(timeout=30)
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait(10)
     ready = [json.loads(x) for x in err.splitlines() if '"reel node ready"' in x]
     assert ready and ready[0]["unavailable_tools"] == {"shell.run": reason}

@@ -54,7 +54,7 @@ TARGETS = (
 """Files whose write would reach the host (sysctls, sysrq, /sys) or the sandbox's own /proc."""
 
 
-class Node:
+class Caller:
     """Where shell.run is called from: this process, or a node run as uid 65534."""
 
     def __init__(self, mode: str, tmp_path: Path, public: Path) -> None:
@@ -101,8 +101,8 @@ class Node:
 
 
 @pytest.fixture(params=["this-process", "as-nobody"])
-def node(request: pytest.FixtureRequest, tmp_path: Path, public_tmp: Path) -> Node:
-    return Node(str(request.param), tmp_path, public_tmp)
+def node(request: pytest.FixtureRequest, tmp_path: Path, public_tmp: Path) -> Caller:
+    return Caller(str(request.param), tmp_path, public_tmp)
 
 
 def text(outcome: unprivileged.Outcome) -> str:
@@ -132,7 +132,7 @@ def host_unchanged() -> Iterator[None]:
 
 
 @pytest.mark.timeout(60)
-def test_the_program_is_an_unprivileged_host_user(node: Node) -> None:
+def test_the_program_is_an_unprivileged_host_user(node: Caller) -> None:
     marker = unique_seconds()
     seen: list[dict[str, str]] = []
 
@@ -182,7 +182,7 @@ print(count, writable)
 """
 
 
-def test_no_file_under_proc_or_sys_is_writable(node: Node) -> None:
+def test_no_file_under_proc_or_sys_is_writable(node: Caller) -> None:
     with host_unchanged():
         (outcome,) = node.run([{"argv": ["python3", "-c", WALK]}])
     assert outcome.ok, outcome.error
@@ -217,7 +217,7 @@ def _writes(writer: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-def test_no_writer_reaches_host_kernel_settings(node: Node, writer: str) -> None:
+def test_no_writer_reaches_host_kernel_settings(node: Caller, writer: str) -> None:
     (node.workspace / "payload").write_text("11\n")
     if node.lib is not None:
         os.chown(node.workspace / "payload", unprivileged.NOBODY, unprivileged.NOBODY)
@@ -261,7 +261,7 @@ print(__import__("json").dumps({k: v[1] if v[0] == -1 else "ok" for k, v in foun
 """
 
 
-def test_the_seccomp_filter_refuses_what_a_tool_never_needs(node: Node) -> None:
+def test_the_seccomp_filter_refuses_what_a_tool_never_needs(node: Caller) -> None:
     (outcome,) = node.run([{"argv": ["python3", "-c", SYSCALLS], "stdin": "x"}])
     assert outcome.ok, outcome.error
     refused = json.loads(text(outcome))
@@ -313,7 +313,7 @@ else:
 
 
 @pytest.mark.timeout(60)
-def test_a_fork_burst_is_bounded(node: Node) -> None:
+def test_a_fork_burst_is_bounded(node: Caller) -> None:
     (outcome,) = node.run([{"argv": ["python3", "-c", FORKS]}], shell_max_processes=16)
     count, code = (int(x) for x in text(outcome).split())
     assert code == errno.EAGAIN
@@ -338,7 +338,7 @@ def _bytes_in(directory: Path) -> int:
 
 @pytest.mark.timeout(120)
 def test_a_call_cannot_fill_the_disk(tmp_path: Path) -> None:
-    node = Node("this-process", tmp_path, tmp_path)
+    node = Caller("this-process", tmp_path, tmp_path)
     bound = 32 * 1024 * 1024
     (stopped,) = node.run([{"argv": ["python3", "-c", WRITE, "4", "128"]}], shell_write_bytes=bound)
     assert (stopped.ok, stopped.error_kind) == (False, "limit")
@@ -357,7 +357,7 @@ def test_a_call_cannot_fill_the_disk(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_a_call_cannot_exhaust_inodes(tmp_path: Path) -> None:
-    node = Node("this-process", tmp_path, tmp_path)
+    node = Caller("this-process", tmp_path, tmp_path)
     script = "import os\nfor i in range(20000): open(f'e{i}', 'w').close()\nprint('done')"
     (outcome,) = node.run([{"argv": ["python3", "-c", script]}], shell_write_files=500)
     assert outcome.error_kind == "limit"
@@ -369,7 +369,7 @@ def test_a_call_cannot_exhaust_inodes(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a node that is not root runs the sandbox as itself")
 def test_a_root_node_gives_the_workspace_to_the_sandbox_user(tmp_path: Path) -> None:
-    node = Node("this-process", tmp_path, tmp_path)
+    node = Caller("this-process", tmp_path, tmp_path)
     uid = ToolsConfig().shell_uid
     (node.workspace / "notes.txt").write_text("by root\n")
     (node.workspace / "sub").mkdir()
@@ -397,7 +397,7 @@ def test_a_root_node_gives_the_workspace_to_the_sandbox_user(tmp_path: Path) -> 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create another user's files")
 def test_files_of_other_users_keep_their_owner(tmp_path: Path) -> None:
-    node = Node("this-process", tmp_path, tmp_path)
+    node = Caller("this-process", tmp_path, tmp_path)
     theirs = node.workspace / "theirs.txt"
     theirs.write_text("alice's\n")
     os.chown(theirs, 4242, 4242)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from actors.learning.rules import MODEL_INSTRUCTIONS
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node
-from tests.transports.models.conftest import FakeOpenAI, Reply, text_stream
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node
+from tests.transports.models.conftest import FakeOpenAI, ScriptedReply, text_stream
 from tests.transports.test_learning_node import FAST_TASKS, Learner, RecordingProvider
 from transports.config import (
     HttpConfig,
@@ -32,14 +32,14 @@ class ReflectingModel(FakeOpenAI):
 
     def __init__(self) -> None:
         super().__init__()
-        self.reflection: Reply = Reply(pieces=text_stream(['{"candidates": []}']))
+        self.reflection: ScriptedReply = ScriptedReply(pieces=text_stream(['{"candidates": []}']))
         self.reflections = 0
 
-    def _echo(self, body: dict[str, Any]) -> Reply:
+    def _echo(self, body: dict[str, Any]) -> ScriptedReply:
         messages = body.get("messages", [])
         if messages and str(messages[0].get("content", "")).startswith(MODEL_INSTRUCTIONS[:40]):
             self.reflections += 1
-            return Reply(**vars(self.reflection))
+            return ScriptedReply(**vars(self.reflection))
         return super()._echo(body)
 
 
@@ -66,12 +66,12 @@ def open_model_learner(data_dir: Path, model: ReflectingModel, **learning: Any) 
     runtime = open_runtime(data_dir, config=config)
     server = start_http(runtime, keepalive_s=0.3)
     token = (data_dir / "admin.token").read_text().strip()
-    return Learner(Node(runtime=runtime, server=server, token=token), RecordingProvider())
+    return Learner(HttpNode(runtime=runtime, server=server, token=token), RecordingProvider())
 
 
-def answer(*candidates: dict[str, Any]) -> Reply:
+def answer(*candidates: dict[str, Any]) -> ScriptedReply:
     text = json.dumps({"candidates": list(candidates)})
-    return Reply(pieces=text_stream([text[i : i + 16] for i in range(0, len(text), 16)]))
+    return ScriptedReply(pieces=text_stream([text[i : i + 16] for i in range(0, len(text), 16)]))
 
 
 def test_the_models_structured_answer_becomes_candidates(
@@ -128,7 +128,9 @@ def test_an_answer_outside_the_schema_is_a_failed_attempt_retried_then_recorded(
 def test_a_model_that_does_not_answer_in_time_fails_the_attempt_not_the_run(
     data_dir: Path, model: ReflectingModel
 ) -> None:
-    model.reflection = Reply(pieces=text_stream(['{"candidates": []}']), delay_before_headers_s=3)
+    model.reflection = ScriptedReply(
+        pieces=text_stream(['{"candidates": []}']), delay_before_headers_s=3
+    )
     learner = open_model_learner(data_dir, model, model_timeout_s=0.3, max_attempts=2)
     try:
         run_id = learner.run("user:alice", "hello")

@@ -18,7 +18,7 @@ from actors.runs.context import PREAMBLE
 from events import JournalReader
 from events.catalog import RunContextAssembled, TaskEnqueued
 from projections import replay
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node, eventually
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node, eventually
 from transports.config import HttpConfig, LearningSection, NodeConfig, TasksSection, ToolsSection
 from transports.http import start_http
 from transports.models import DeterministicProvider
@@ -44,7 +44,7 @@ class RecordingProvider(DeterministicProvider):
 class Learner:
     """A running node, its tokens by principal, and what the tests ask of it."""
 
-    def __init__(self, node: Node, provider: RecordingProvider) -> None:
+    def __init__(self, node: HttpNode, provider: RecordingProvider) -> None:
         self.node = node
         self.provider = provider
         self.tokens: dict[str, str] = {}
@@ -138,7 +138,7 @@ def open_learner(data_dir: Path, **learning: Any) -> Learner:
         runtime.close(1.0)
         raise
     token = (data_dir / "admin.token").read_text().strip()
-    return Learner(Node(runtime=runtime, server=server, token=token), provider)
+    return Learner(HttpNode(runtime=runtime, server=server, token=token), provider)
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ ADMIN_TOKEN_WARNING = (
 )
 
 
-class Node(Daemon):
+class ServingNode(Daemon):
     """A ``reel node`` whose stdout is collected too, with helpers for its two APIs."""
 
     def __init__(self, data: Path, env: dict[str, str] | None = None) -> None:
@@ -51,7 +51,11 @@ class Node(Daemon):
         self.stdout: list[str] = []
         self._out = threading.Thread(target=self._read_stdout, daemon=True)
         self._out.start()
-        ready = self.wait_for("reel node ready")
+        try:
+            ready = self.wait_for("reel node ready")
+        except BaseException:
+            self.close()  # no ready line: the node must not outlive the test
+            raise
         self.ready = ready
         self.base = ready["console"].rstrip("/")
         host, _, port = ready["grpc"].rpartition(":")
@@ -127,20 +131,21 @@ class Node(Daemon):
 
 
 @pytest.fixture
-def nodes() -> Iterator[list[Node]]:
-    started: list[Node] = []
+def nodes() -> Iterator[list[ServingNode]]:
+    """Every node a test starts, stopped when it ends."""
+    started: list[ServingNode] = []
     yield started
     for node in started:
-        node.kill()
+        node.close()
 
 
-def start(nodes: list[Node], data: Path, env: dict[str, str] | None = None) -> Node:
-    node = Node(data, env)
+def start(nodes: list[ServingNode], data: Path, env: dict[str, str] | None = None) -> ServingNode:
+    node = ServingNode(data, env)
     nodes.append(node)
     return node
 
 
-def run_states(node: Node, run_id: str) -> list[str]:
+def run_states(node: ServingNode, run_id: str) -> list[str]:
     return [r["state"] for r in node.logged("run state") if r["run_id"] == run_id]
 
 
@@ -148,7 +153,7 @@ def run_states(node: Node, run_id: str) -> list[str]:
 
 
 def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
-    nodes: list[Node], data_dir: Path
+    nodes: list[ServingNode], data_dir: Path
 ) -> None:
     node = start(nodes, data_dir)
     assert node.http("GET", "/healthz") == (200, {"status": "ok", "version": version()})
@@ -183,7 +188,7 @@ def test_a_drain_keeps_both_listeners_up_refuses_new_runs_and_shows_progress(
 
 
 def test_the_drain_grace_is_configurable_and_cancels_what_outlives_it(
-    nodes: list[Node], data_dir: Path
+    nodes: list[ServingNode], data_dir: Path
 ) -> None:
     node = start(nodes, data_dir, {"REEL_RUNS_DRAIN_GRACE_S": "0.5"})
     run_id = node.start_run("/sleep 60000\nforever")
@@ -198,7 +203,7 @@ def test_the_drain_grace_is_configurable_and_cancels_what_outlives_it(
 
 
 def test_a_second_signal_stops_at_once_and_the_journal_still_verifies(
-    nodes: list[Node], data_dir: Path
+    nodes: list[ServingNode], data_dir: Path
 ) -> None:
     node = start(nodes, data_dir)
     run_id = node.start_run("/sleep 60000\nforever")
@@ -305,7 +310,7 @@ def test_help_names_every_environment_override_and_the_config_file() -> None:
 
 
 def test_the_ready_line_names_the_config_file_and_provider(
-    nodes: list[Node], data_dir: Path, tmp_path: Path
+    nodes: list[ServingNode], data_dir: Path, tmp_path: Path
 ) -> None:
     node = start(nodes, data_dir)
     assert node.ready["config_file"] is None and node.ready["provider"] == "deterministic"
@@ -327,7 +332,7 @@ def test_the_ready_line_names_the_config_file_and_provider(
 
 
 def test_an_admin_token_from_before_the_prefix_is_named_at_start(
-    nodes: list[Node], data_dir: Path
+    nodes: list[ServingNode], data_dir: Path
 ) -> None:
     (data_dir / "admin.token").write_text("Q2xk3m9Vb7Yp1Rr4Ss8Tt0Uu6Ww2Xx5Zz3Aa7Bb9Cc\n")
     node = start(nodes, data_dir)
@@ -378,7 +383,7 @@ def failing_provider() -> Iterator[str]:
 
 
 def test_every_log_line_is_json_with_ts_and_no_secret_appears(
-    nodes: list[Node], data_dir: Path, failing_provider: str
+    nodes: list[ServingNode], data_dir: Path, failing_provider: str
 ) -> None:
     api_key = "sk-test-" + "k3y" * 12
     node = start(

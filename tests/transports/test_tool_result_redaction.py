@@ -21,7 +21,7 @@ from events import JournalReader
 from events.sqlite.export import export_records
 from tests.tools.conftest import LoopbackServer
 from tests.tools.sandboxkit import require_sandbox
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node, eventually
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node, eventually
 from transports.config import GrpcConfig, HttpConfig, NodeConfig, ToolsSection
 from transports.grpc import start_grpc
 from transports.grpc.client import RunStreamClient, open_channel
@@ -84,7 +84,7 @@ def calls(base: str) -> list[str]:
     return out
 
 
-def approve_until_done(node: Node, run_id: str) -> None:
+def approve_until_done(node: HttpNode, run_id: str) -> None:
     """Allow every approval the run asks for (Cedar asks one for shell.run and http.fetch
     whatever the posture) until it ends."""
 
@@ -127,7 +127,7 @@ def test_config_files_read_by_every_tool_leave_no_secret_anywhere(
     runtime = open_runtime(data_dir, config=config)
     server = start_http(runtime, keepalive_s=15)
     grpc = start_grpc(runtime, port=0)
-    node = Node(
+    node = HttpNode(
         runtime=runtime, server=server, token=(data_dir / "admin.token").read_text().strip()
     )
     try:

@@ -2,33 +2,111 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import Annotated
 
 import typer
+import typer.main
+from typer._click import Context, HelpFormatter
+from typer._click.core import Command
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.utils import make_default_short_help
+from typer.core import TyperGroup
 
 from transports.build import version
-from transports.cli import (
-    approvals_cmd,
-    channels_cmd,
-    chat_cmd,
-    config_cmd,
-    incidents_cmd,
-    journal_cmd,
-    learning_cmd,
-    memory_cmd,
-    node_cmd,
-    policy_cmd,
-    replay_cmd,
-    sessions_cmd,
-    tasks_cmd,
-    tokens_cmd,
-    tools_cmd,
-)
 from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE, CliError, failed
 from transports.logs import configure as configure_logging
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "node": (
+        "transports.cli.node_cmd:node",
+        "Run the node in the foreground until SIGTERM or SIGINT (then drain and exit 0).",
+    ),
+    "chat": (
+        "transports.cli.chat_cmd:chat",
+        "Send a message and stream the run: over gRPC to a running node, or --local in-process.",
+    ),
+    "tools": (
+        "transports.cli.tools_cmd:tools",
+        "List tools: risk, capabilities, effective posture, time-out, and why a tool cannot run"
+        " on this node (e.g. shell.run without a working bubblewrap sandbox).",
+    ),
+    "replay": (
+        "transports.cli.replay_cmd:replay_cmd",
+        "Verify the chain and checkpoints, rebuild the views from the journal alone, compare.",
+    ),
+    "journal": ("transports.cli.journal_cmd:app", "Inspect and verify the hash-chained journal."),
+    "approvals": (
+        "transports.cli.approvals_cmd:app",
+        "List and decide approvals: tool calls, and chat senders asking to be paired.",
+    ),
+    "incidents": ("transports.cli.incidents_cmd:app", "What the node's watchdog found."),
+    "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
+    "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
+    "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
+    "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
+    "learning": (
+        "transports.cli.learning_cmd:app",
+        "List, show and review what reflection learned (facts, preferences, procedures).",
+    ),
+    "sessions": (
+        "transports.cli.sessions_cmd:app",
+        "Compact a session's context, list its checkpoints, restore one.",
+    ),
+    "channels": (
+        "transports.cli.channels_cmd:app",
+        "Chat channels: list them, mint pairing codes.",
+    ),
+    "config": ("transports.cli.config_cmd:app", "The node's configuration."),
+}
+"""Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
+function) and the summary ``reel --help`` lists. A command's module is imported only when the
+command runs (or its own ``--help`` is asked for): together they import the journal, the
+actors, Cedar and gRPC, a second before a command could start, where ``reel --help`` and a
+client command need none of it. tests/transports/cli/test_help_text.py holds each summary
+equal to the first paragraph of the command's own help."""
+
+
+def load(name: str) -> Command:
+    """The click command ``name`` of :data:`COMMANDS`, its module imported now. A function
+    command takes its module's ``epilog()`` when it has one (``reel node``'s environment)."""
+    module_name, attribute = COMMANDS[name][0].split(":")
+    module = importlib.import_module(module_name)
+    target = getattr(module, attribute)
+    holder = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        epilog = getattr(module, "epilog", None)
+        holder.command(name, epilog=epilog() if epilog else None)(target)
+        holder.callback()(lambda: None)  # a group even with one command: mounted by name
+    group = typer.main.get_command(holder)
+    assert isinstance(group, TyperGroup)
+    return group.commands[name]
+
+
+class _Commands(TyperGroup):
+    """reel's top-level group: :data:`COMMANDS`, each loaded on first use."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = load(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, make_default_short_help(summary, limit))
+            for name, (_, summary) in COMMANDS.items()
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="reel",
@@ -37,6 +115,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode=None,
+    cls=_Commands,
 )
 
 
@@ -59,23 +138,6 @@ def _options(
     ] = False,
 ) -> None:
     pass
-
-
-app.add_typer(journal_cmd.app, name="journal")
-app.command("node", epilog=node_cmd.environment_help())(node_cmd.node)
-app.command("chat")(chat_cmd.chat)
-app.add_typer(approvals_cmd.app, name="approvals")
-app.add_typer(incidents_cmd.app, name="incidents")
-app.add_typer(policy_cmd.app, name="policy")
-app.add_typer(tokens_cmd.app, name="tokens")
-app.add_typer(tasks_cmd.app, name="tasks")
-app.add_typer(memory_cmd.app, name="memory")
-app.add_typer(learning_cmd.app, name="learning")
-app.add_typer(sessions_cmd.app, name="sessions")
-app.add_typer(channels_cmd.app, name="channels")
-app.add_typer(config_cmd.app, name="config")
-app.command("tools")(tools_cmd.tools)
-app.command("replay")(replay_cmd.replay_cmd)
 
 
 def main() -> None:

@@ -8,14 +8,21 @@ reached on loopback."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from transports.config import NodeConfig, load_config
 from transports.node.node_file import read_addresses
+
+if TYPE_CHECKING:
+    from transports.config import NodeConfig
 
 _ANY = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
 
 def _config(data_dir: Path) -> NodeConfig:
+    """Read only when no node is running: the config module imports every package's settings
+    (a tenth of a second) that a command against a running node does not need."""
+    from transports.config import load_config
+
     return load_config(data_dir / "config.toml")
 
 

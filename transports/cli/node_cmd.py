@@ -37,7 +37,7 @@ def chosen_config(data_dir: Path, config: Path | None) -> Path:
     return config or data_dir / "config.toml"
 
 
-def environment_help() -> str:
+def epilog() -> str:
     """The epilog of ``reel node --help``: every ``REEL_*`` variable the node reads. ``\\b``
     keeps click from re-flowing the lists."""
     api_key = NodeConfig().provider.api_key_env

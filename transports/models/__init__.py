@@ -17,10 +17,25 @@ Exception tree (defined in :mod:`actors.provider`, the seam, so the run actor ca
 Bad configuration raises ``ValueError`` naming the field.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from actors.provider import ProviderError, ProviderTimeout
 from transports.models.deterministic import DeterministicProvider
-from transports.models.openai import OpenAIConfig, OpenAIProvider
 from transports.models.tool_names import ToolNameMap
+
+if TYPE_CHECKING:
+    from transports.models.openai import OpenAIConfig, OpenAIProvider
+
+
+def __getattr__(name: str) -> Any:
+    """The OpenAI provider is imported on first use: it needs aiohttp (a fifth of a second),
+    which a CLI command reading ``transports.models.openai_wire``'s checks never uses."""
+    if name in ("OpenAIConfig", "OpenAIProvider"):
+        from transports.models import openai
+
+        return getattr(openai, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DeterministicProvider",

@@ -16,7 +16,7 @@ from tools import ToolsConfig
 from transports.models import DeterministicProvider
 
 
-class RecordingProvider(DeterministicProvider):
+class PromptRecordingProvider(DeterministicProvider):
     """The deterministic provider, keeping every request it was sent (what the model saw)."""
 
     def __init__(self) -> None:
@@ -29,8 +29,8 @@ class RecordingProvider(DeterministicProvider):
             yield item
 
 
-def _node(make_node: MakeNode) -> tuple[NodeKit, RecordingProvider]:
-    provider = RecordingProvider()
+def _node(make_node: MakeNode) -> tuple[NodeKit, PromptRecordingProvider]:
+    provider = PromptRecordingProvider()
     return make_node(provider=provider), provider
 
 
@@ -89,7 +89,7 @@ def test_a_reference_outside_the_workspace_is_a_visible_note_and_the_run_goes_on
 
 
 def test_a_url_reference_asks_like_http_fetch_and_a_denial_is_noted(make_node: MakeNode) -> None:
-    provider = RecordingProvider()
+    provider = PromptRecordingProvider()
     allowed = ToolsConfig(shell_allowlist=("echo",), http_allowlist=("example.invalid",))
     kit = make_node(provider=provider, tools=allowed)  # a host off the list is never asked
     ticket = kit.start_run("summarize @url:https://example.invalid/page")
@@ -115,7 +115,7 @@ def test_a_url_off_the_allowlist_is_refused_without_asking(make_node: MakeNode) 
 
 
 def test_a_reference_the_policy_disables_is_refused_without_asking(make_node: MakeNode) -> None:
-    provider = RecordingProvider()
+    provider = PromptRecordingProvider()
     kit = make_node(provider=provider, postures={"http.fetch": "disabled"})
     ticket, end = kit.run("see @url:https://example.invalid/")
     assert isinstance(end, RunCompleted)

@@ -15,17 +15,16 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
-
-import pytest
 
 from actors.tasks.store import enqueue
 from events import Journal, JournalReader, NodeKey, StoredEvent
 from events.catalog import TaskClaimed, TaskHeartbeat, TaskSucceeded
 from events.task_lifecycle import task_stream
-from tests.actors.test_restart_equivalence import REEL, Daemon, reel
+from tests.actors.test_restart_equivalence import REEL, RestartableNode, reel
+from tests.actors.test_restart_equivalence import daemons as daemons  # the fixture
 
 CONFIG = """\
 [http]
@@ -39,20 +38,6 @@ lease_s = 1.0
 """
 SLEEP_S = 3.0
 DEADLINE_S = 30.0
-
-
-@pytest.fixture
-def daemons() -> Iterator[Callable[[Path], Daemon]]:
-    started: list[Daemon] = []
-
-    def start(data: Path) -> Daemon:
-        daemon = Daemon(data)
-        started.append(daemon)
-        return daemon
-
-    yield start
-    for daemon in started:
-        daemon.ensure_dead()
 
 
 def stream_of(data: Path, task_id: str) -> list[StoredEvent]:
@@ -76,7 +61,7 @@ def wait_for(data: Path, task_id: str, kind: str, after: int = 0) -> list[Stored
 
 
 def test_a_task_killed_mid_attempt_runs_again_and_succeeds_once(
-    tmp_path: Path, daemons: Callable[[Path], Daemon]
+    tmp_path: Path, daemons: Callable[[Path], RestartableNode]
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, open_node
 
 
 @pytest.fixture
-def node(data_dir: Path) -> Iterator[Node]:
+def node(data_dir: Path) -> Iterator[HttpNode]:
     """A node with the API on 127.0.0.1:<free port>, ``echo`` allowed for shell.run."""
     running = open_node(data_dir, keepalive_s=0.3)
     try:

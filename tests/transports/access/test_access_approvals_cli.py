@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.transports.http.httpkit import SHELL, Node
+from tests.transports.http.httpkit import SHELL, HttpNode
 from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
 
@@ -20,14 +20,14 @@ def _code(result: object) -> int:
     return exc.code
 
 
-def _token(node: Node, principal: str, role: str) -> str:
+def _token(node: HttpNode, principal: str, role: str) -> str:
     made = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert made.status == 201, made.body
     return str(made.json()["token"])
 
 
 def test_approvals_from_the_cli_while_the_node_runs(
-    node: Node, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+    node: HttpNode, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     monkeypatch.setenv("REEL_HTTP_PORT", str(node.server.port))
     data = str(node.runtime.data_dir)
@@ -84,7 +84,7 @@ def test_approvals_from_the_cli_while_the_node_runs(
 
 
 def test_revoke_an_always_grant_while_the_node_runs(
-    node: Node, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+    node: HttpNode, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """``reel approvals revoke`` goes through the node's API (``grant.revoke``): the grant ends
     at once, the next call asks again, and a second revocation changes nothing (exit 1)."""

@@ -7,11 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.transports.http.httpkit import Node
+from tests.transports.http.httpkit import HttpNode
 from transports.cli.main import app
 
 
-def test_tokens_through_a_running_node(node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tokens_through_a_running_node(node: HttpNode, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("REEL_HTTP_PORT", str(node.server.port))
     data = str(node.runtime.data_dir)
     runner = CliRunner()

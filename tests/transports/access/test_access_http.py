@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import SHELL, Node, eventually
+from tests.transports.http.httpkit import SHELL, HttpNode, eventually
 
 ROLES = ("admin", "operator", "approver", "viewer", "agent")
 
 
-def make_token(node: Node, principal: str, *roles: str, **extra: Any) -> str:
+def make_token(node: HttpNode, principal: str, *roles: str, **extra: Any) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": list(roles), **extra})
     assert reply.status == 201, reply
     body = reply.json()
@@ -29,13 +29,13 @@ def as_(token: str) -> str:
 
 
 @pytest.fixture
-def tokens(node: Node) -> dict[str, str]:
+def tokens(node: HttpNode) -> dict[str, str]:
     out = {role: make_token(node, f"user:{role}", role) for role in ROLES}
     out["other-agent"] = make_token(node, "agent:other", "agent")
     return out
 
 
-def test_roles_by_action_over_http(node: Node, tokens: dict[str, str]) -> None:
+def test_roles_by_action_over_http(node: HttpNode, tokens: dict[str, str]) -> None:
     # The agent's own session and run; an admin's session the agent does not own.
     own = node.call("POST", "/v1/sessions", {}, auth=as_(tokens["agent"]))
     assert own.status == 201 and own.json()["principal"] == "user:agent", own
@@ -121,7 +121,7 @@ def test_roles_by_action_over_http(node: Node, tokens: dict[str, str]) -> None:
     assert theirs not in {s["session_id"] for s in listed}
 
 
-def test_a_denial_names_the_action_and_the_policies(node: Node, tokens: dict[str, str]) -> None:
+def test_a_denial_names_the_action_and_the_policies(node: HttpNode, tokens: dict[str, str]) -> None:
     reply = node.call("GET", "/v1/tokens", auth=as_(tokens["viewer"]))
     assert reply.status == 403
     assert reply.error["code"] == "permission_denied"
@@ -129,7 +129,7 @@ def test_a_denial_names_the_action_and_the_policies(node: Node, tokens: dict[str
     assert "denied by default" in reply.error["message"]
 
 
-def test_bad_tokens_are_one_401(node: Node, tokens: dict[str, str]) -> None:
+def test_bad_tokens_are_one_401(node: HttpNode, tokens: dict[str, str]) -> None:
     expired = make_token(node, "user:late", "viewer", expires_in_s=1)
     revoked = make_token(node, "user:gone", "viewer")
     listed = node.call("GET", "/v1/tokens").json()["items"]
@@ -146,7 +146,7 @@ def test_bad_tokens_are_one_401(node: Node, tokens: dict[str, str]) -> None:
     assert len(bodies) == 1
 
 
-def test_token_requests_name_the_bad_field(node: Node, tokens: dict[str, str]) -> None:
+def test_token_requests_name_the_bad_field(node: HttpNode, tokens: dict[str, str]) -> None:
     reply = node.call("POST", "/v1/tokens", {"principal": "user:x", "roles": ["wizard"]})
     assert reply.status == 400 and reply.error["field"] == "$.roles", reply
     reply = node.call("POST", "/v1/tokens", {"principal": "Root", "roles": ["viewer"]})
@@ -157,7 +157,7 @@ def test_token_requests_name_the_bad_field(node: Node, tokens: dict[str, str]) -
     assert reply.status == 403
 
 
-def test_a_token_s_note_is_echoed_and_listed_as_stored_redacted(node: Node) -> None:
+def test_a_token_s_note_is_echoed_and_listed_as_stored_redacted(node: HttpNode) -> None:
     """The journal keeps a note with its secrets redacted; the 201, the list and a restart's
     fold all say the same, never the secret."""
     secret = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
@@ -176,7 +176,7 @@ def test_a_token_s_note_is_echoed_and_listed_as_stored_redacted(node: Node) -> N
     assert secret.encode() not in reply.body
 
 
-def test_revocation_takes_effect_on_the_live_node(node: Node) -> None:
+def test_revocation_takes_effect_on_the_live_node(node: HttpNode) -> None:
     token = make_token(node, "user:temp", "viewer")
     assert node.call("GET", "/v1/sessions", auth=as_(token)).status == 200
     token_id = token.split("_")[1]
@@ -190,7 +190,7 @@ def test_revocation_takes_effect_on_the_live_node(node: Node) -> None:
 
 
 def test_the_principal_on_every_event_of_a_scripted_session(
-    node: Node, caplog: pytest.LogCaptureFixture
+    node: HttpNode, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     operator = make_token(node, "user:alice", "operator")
@@ -240,7 +240,7 @@ def test_the_principal_on_every_event_of_a_scripted_session(
     assert not any(part in caplog.text for part in secret_parts)
 
 
-def test_a_session_grant_is_recorded_as_the_approvers(node: Node) -> None:
+def test_a_session_grant_is_recorded_as_the_approvers(node: HttpNode) -> None:
     operator = make_token(node, "user:alice", "operator")
     approver = make_token(node, "user:bob", "approver")
     session_id = node.call("POST", "/v1/sessions", {}, auth=as_(operator)).json()["session_id"]

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from actors.channels.config import ChannelConfig
 from events.catalog import Event, kind_of
-from tests.transports.http.httpkit import Node, Reply, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node, eventually, open_node
 
 SECRET = "test-webhook-secret-0123456789"
 SECRET_ENV = "REEL_TEST_HOOK_SECRET"
@@ -129,7 +129,7 @@ def channel(receiver: Receiver | None = None, **policy: Any) -> ChannelConfig:
     )
 
 
-def channel_node(data_dir: Path, channels: dict[str, ChannelConfig], **config: Any) -> Node:
+def channel_node(data_dir: Path, channels: dict[str, ChannelConfig], **config: Any) -> HttpNode:
     return open_node(data_dir, channels=channels, **config)
 
 
@@ -147,25 +147,27 @@ def message(
     return body
 
 
-def route(node: Node, name: str, body: dict[str, Any], auth: str | None = "default") -> Reply:
+def route(
+    node: HttpNode, name: str, body: dict[str, Any], auth: str | None = "default"
+) -> HttpReply:
     return node.call("POST", f"/v1/channels/{name}/messages", body, auth=auth)
 
 
-def decision(node: Node, name: str, body: dict[str, Any]) -> dict[str, Any]:
+def decision(node: HttpNode, name: str, body: dict[str, Any]) -> dict[str, Any]:
     reply = route(node, name, body)
     assert reply.status == 200, reply.body
     result: dict[str, Any] = reply.json()
     return result
 
 
-def post_webhook(node: Node, name: str, raw: bytes, sig: str | None) -> Reply:
+def post_webhook(node: HttpNode, name: str, raw: bytes, sig: str | None) -> HttpReply:
     headers = {"Content-Type": "application/json"}
     if sig is not None:
         headers["X-Reel-Signature"] = sig
     return node.call("POST", f"/v1/channels/{name}/webhook", raw=raw, headers=headers, auth=None)
 
 
-def run_of(node: Node, run_id: str) -> dict[str, Any]:
+def run_of(node: HttpNode, run_id: str) -> dict[str, Any]:
     """The run once it has ended (its record may reach the views a moment after the channel
     accepted it, on a loaded machine)."""
     eventually(lambda: node.call("GET", f"/v1/runs/{run_id}").status == 200)
@@ -179,7 +181,7 @@ def run_of(node: Node, run_id: str) -> dict[str, Any]:
 E = TypeVar("E", bound=Event)
 
 
-def events_of(node: Node, cls: type[E], stream: str = "channel/hook") -> list[E]:
+def events_of(node: HttpNode, cls: type[E], stream: str = "channel/hook") -> list[E]:
     """The events of class ``cls`` on ``stream`` (default the test channel's), in order."""
     kind = kind_of(cls)
     decoded = [e.decode() for e in node.runtime.journal.read_stream(stream) if e.kind == kind]
@@ -189,7 +191,7 @@ def events_of(node: Node, cls: type[E], stream: str = "channel/hook") -> list[E]
 __all__ = [
     "SECRET",
     "SECRET_ENV",
-    "Node",
+    "HttpNode",
     "Receiver",
     "channel",
     "channel_node",

@@ -8,7 +8,7 @@ from typing import Any
 
 from events.catalog import AccessDecided, ChannelCommandHandled
 from tests.transports.channels.kit import (
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -31,12 +31,12 @@ permit (principal == Principal::"channel:hook:@alice:localhost",
 """
 
 
-def say(node: Node, text: str, sender: str = ALICE, **rest: Any) -> dict[str, Any]:
+def say(node: HttpNode, text: str, sender: str = ALICE, **rest: Any) -> dict[str, Any]:
     fields = {"is_direct": True, "conversation": f"dm-{sender}", **rest}
     return decision(node, "hook", message(text, sender=sender, **fields))
 
 
-def approval_of(node: Node, run_id: str) -> str:
+def approval_of(node: HttpNode, run_id: str) -> str:
     def pending() -> list[dict[str, Any]]:
         page = node.call("GET", f"/v1/approvals?state=pending&run_id={run_id}").json()
         return list(page["items"])

@@ -28,7 +28,7 @@ from events.catalog import (
     ChannelRunStarted,
 )
 from tests.transports.channels.kit import (
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -43,7 +43,7 @@ from transports.channels.webhook import WebhookConnector
 from transports.config import ProviderConfig, SessionsConfig
 
 
-def hand_in(node: Node, text: str, mid: str, sender: str = "@alice:localhost") -> RouteResult:
+def hand_in(node: HttpNode, text: str, mid: str, sender: str = "@alice:localhost") -> RouteResult:
     """What a connector does: hand a direct message in; done once the decision is durable."""
     inbound = InboundMessage(
         channel="hook",
@@ -81,7 +81,7 @@ def test_a_window_whose_request_cannot_be_recorded_answers_its_callers(
         close_node(node)
 
 
-def runs(node: Node) -> list[dict[str, Any]]:
+def runs(node: HttpNode) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = node.call("GET", "/v1/runs").json()["items"]
     return items
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver
 from tests.transports.node.test_daemon import reel
-from tests.transports.test_node_process import Node
+from tests.transports.test_node_process import ServingNode
 
 
 def config_toml(receiver: Receiver) -> str:
@@ -40,7 +40,7 @@ def test_messages_in_a_coalescing_window_survive_a_kill_9(
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "config.toml").write_text(config_toml(receiver))
     env = {SECRET_ENV: SECRET}
-    node = Node(data_dir, env)
+    node = ServingNode(data_dir, env)
     try:
 
         def send(text: str, mid: str) -> None:
@@ -56,7 +56,7 @@ def test_messages_in_a_coalescing_window_survive_a_kill_9(
         assert kinds(data_dir, "channel.run_requested") == 0  # still held
     finally:
         node.kill()  # SIGKILL: no drain, no stop, nothing saved on the way out
-    node = Node(data_dir, env)
+    node = ServingNode(data_dir, env)
     try:
         answer = receiver.wait_for("first before the crash", timeout=30)
         assert "second before it" in answer.body["text"]

@@ -13,7 +13,7 @@ from actors.channels import pairing
 from events import Journal, NodeKey, new_id
 from events.catalog import ChannelPairCodeMinted
 from tests.transports.channels.kit import (
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -26,14 +26,14 @@ from tests.transports.http.httpkit import eventually
 BOB = "@bob:localhost"
 
 
-def dm(node: Node, text: str, sender: str = "@alice:localhost") -> dict[str, Any]:
+def dm(node: HttpNode, text: str, sender: str = "@alice:localhost") -> dict[str, Any]:
     conversation = f"dm-{sender}"
     return decision(
         node, "hook", message(text, sender=sender, is_direct=True, conversation=conversation)
     )
 
 
-def mint(node: Node, ttl: str = "10m") -> str:
+def mint(node: HttpNode, ttl: str = "10m") -> str:
     reply = node.call("POST", "/v1/channels/hook/pair-codes", {"ttl": ttl})
     assert reply.status == 201, reply.body
     code: str = reply.json()["code"]
@@ -41,7 +41,7 @@ def mint(node: Node, ttl: str = "10m") -> str:
     return code
 
 
-def pending_pairings(node: Node) -> list[dict[str, Any]]:
+def pending_pairings(node: HttpNode) -> list[dict[str, Any]]:
     page = node.call("GET", "/v1/approvals?state=pending").json()
     return [a for a in page["items"] if a["subject"] == "pairing"]
 

@@ -21,7 +21,7 @@ from events.catalog import ChannelMessageRefused
 from tests.transports.channels.kit import (
     SECRET,
     SECRET_ENV,
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -97,7 +97,7 @@ def paired_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return data_dir
 
 
-def send(node: Node, name: str, kind: str, direct: bool) -> tuple[dict[str, Any], str, str]:
+def send(node: HttpNode, name: str, kind: str, direct: bool) -> tuple[dict[str, Any], str, str]:
     """The decision on a message from a ``kind`` sender, its id and its text."""
     text = "hello" if direct else "reel, hello"
     body = message(

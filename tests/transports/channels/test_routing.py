@@ -11,7 +11,7 @@ from typing import Any
 from events.catalog import ChannelMessageRefused
 from tests.transports.channels.kit import (
     SECRET,
-    Node,
+    HttpNode,
     channel,
     channel_node,
     close_node,
@@ -25,7 +25,7 @@ from tests.transports.http.httpkit import eventually
 GROUP = {"conversation": "team-room", "mentions_agent": True}
 
 
-def group(node: Node, text: str, sender: str, **rest: Any) -> dict[str, Any]:
+def group(node: HttpNode, text: str, sender: str, **rest: Any) -> dict[str, Any]:
     return decision(node, "hook", message(text, sender=sender, **GROUP, **rest))
 
 

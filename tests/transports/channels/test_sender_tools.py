@@ -10,7 +10,7 @@ from typing import Any
 
 from events.catalog import ToolCompleted, ToolDecided
 from tests.transports.channels.kit import (
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -31,19 +31,19 @@ def workspace(data_dir: Path) -> None:
     (data_dir / "workspace" / "notes.txt").write_text(SECRET_PLAN)
 
 
-def of_run(node: Node, cls: type[Any], run_id: str) -> list[Any]:
+def of_run(node: HttpNode, cls: type[Any], run_id: str) -> list[Any]:
     """The events of ``cls`` that belong to ``run_id`` (tool decisions live on invocation
     streams)."""
     return [e for _, e in recorded(node, cls, run_id)]
 
 
-def recorded(node: Node, cls: type[Any], run_id: str) -> list[tuple[str, Any]]:
+def recorded(node: HttpNode, cls: type[Any], run_id: str) -> list[tuple[str, Any]]:
     """(the envelope's principal, the event) for each event of ``cls`` of ``run_id``."""
     stored = ((s.principal, s.decode()) for s in node.runtime.journal.read(0, 100_000))
     return [(p, e) for p, e in stored if isinstance(e, cls) and e.run_id == run_id]
 
 
-def resolve(node: Node, approval_id: str, **body: Any) -> None:
+def resolve(node: HttpNode, approval_id: str, **body: Any) -> None:
     reply = node.call("POST", f"/v1/approvals/{approval_id}", body)
     assert reply.status == 200, reply.body
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from events.catalog import ChannelReplySent
 from tests.transports.channels.kit import (
-    Node,
+    HttpNode,
     Receiver,
     channel,
     channel_node,
@@ -47,7 +47,7 @@ def test_a_signed_message_runs_and_the_signed_answer_comes_back(
         close_node(node)
 
 
-def node_eventually_has(node: Node, kind: str) -> None:
+def node_eventually_has(node: HttpNode, kind: str) -> None:
     journal = node.runtime.journal
     assert eventually(lambda: kind in [e.kind for e in journal.read_stream("channel/hook")])
 

@@ -18,7 +18,7 @@ from events.catalog import ChannelMessageRefused, ChannelMessageRouted, ChannelR
 from tests.transports.channels.kit import events_of
 from tests.transports.channels_matrix.kit import WAIT_S, Person, run, settled, unique
 from tests.transports.channels_matrix.synapse import Homeserver
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from transports.channels import ChannelHub
 from transports.channels.matrix import MatrixConnector
 from transports.config import ConfigError
@@ -55,21 +55,21 @@ def matrix(server: Homeserver, bot_id: str, **policy: Any) -> ChannelConfig:
     return ChannelConfig(kind="matrix", user_id=bot_id, password_env=PASSWORD_ENV, **policy)
 
 
-def start(data_dir: Path, config: ChannelConfig) -> Node:
+def start(data_dir: Path, config: ChannelConfig) -> HttpNode:
     return open_node(data_dir, channels={"mx": config})
 
 
-def connector(node: Node) -> MatrixConnector:
+def connector(node: HttpNode) -> MatrixConnector:
     found = node.runtime.channels.connectors["mx"]
     assert isinstance(found, MatrixConnector)
     return found
 
 
-def routed(node: Node) -> dict[str, ChannelMessageRouted]:
+def routed(node: HttpNode) -> dict[str, ChannelMessageRouted]:
     return {e.message_id: e for e in events_of(node, ChannelMessageRouted, STREAM)}
 
 
-def refused(node: Node) -> dict[str, str]:
+def refused(node: HttpNode) -> dict[str, str]:
     return {e.message_id: e.reason for e in events_of(node, ChannelMessageRefused, STREAM)}
 
 

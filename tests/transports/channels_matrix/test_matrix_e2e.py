@@ -19,7 +19,7 @@ from typing import Any
 from tests.transports.channels_matrix.kit import Person, run, unique
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.node.test_daemon import reel
-from tests.transports.test_node_process import PORTS, Node
+from tests.transports.test_node_process import PORTS, ServingNode
 
 PASSWORD_ENV = "REEL_TEST_MATRIX_BOT_PASSWORD"
 SHELL = 'say hi please\n/tool shell.run {"argv": ["echo", "hi"]}'
@@ -61,7 +61,7 @@ def test_pair_then_approve_a_tool_call_from_the_chat(
     (data_dir / "policies").mkdir()
     (data_dir / "policies" / "chat.cedar").write_text(approver_policy(principal))
     began = time.monotonic()
-    node = Node(data_dir, {**PORTS, PASSWORD_ENV: password})
+    node = ServingNode(data_dir, {**PORTS, PASSWORD_ENV: password})
     seen: dict[str, Any] = {}
 
     def operator(*args: str) -> str:

@@ -21,7 +21,7 @@ from tests.transports.channels_matrix.test_matrix_connector import (
     matrix,
     start,
 )
-from tests.transports.http.httpkit import Node, close_node, eventually
+from tests.transports.http.httpkit import HttpNode, close_node, eventually
 from transports.channels import matrix as matrix_module
 
 LOGGER = "reel.channels.matrix"
@@ -101,7 +101,7 @@ def test_a_saved_cursor_the_homeserver_refuses_gives_way_to_a_catch_up(
     config = matrix(homeserver, bot, dm_policy="allow", rate_burst=20)
     offline = matrix(homeserver, bot, homeserver="http://127.0.0.1:9")
     bogus = ChannelCursorSaved(channel="mx", cursor="x_not_a_sync_token")
-    nodes: list[Node] = []
+    nodes: list[HttpNode] = []
 
     def refused_cursor_saved() -> None:
         # a node that cannot reach the homeserver saves no cursor of its own: the refused one

@@ -21,19 +21,19 @@ from tests.transports.channels_matrix.test_matrix_connector import (
     refused,
     start,
 )
-from tests.transports.http.httpkit import Node, close_node, eventually
+from tests.transports.http.httpkit import HttpNode, close_node, eventually
 
 READ_NOTES = 'reel, what is in the notes?\n/tool fs.read {"path": "notes.txt"}'
 
 
-def pending(node: Node, subject: str) -> str | None:
+def pending(node: HttpNode, subject: str) -> str | None:
     """The pending approval of ``subject`` (``tool`` or ``pairing``), if any."""
     page = node.call("GET", "/v1/approvals?state=pending").json()["items"]
     found = [a["approval_id"] for a in page if a["subject"] == subject]
     return str(found[0]) if found else None
 
 
-def decide(node: Node, approval_id: str, decision: str) -> None:
+def decide(node: HttpNode, approval_id: str, decision: str) -> None:
     reply = node.call("POST", f"/v1/approvals/{approval_id}", {"decision": decision})
     assert reply.status == 200, reply.body
 

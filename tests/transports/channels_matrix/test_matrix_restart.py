@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.transports.channels_matrix.kit import Person, run, unique
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.node.test_daemon import reel
-from tests.transports.test_node_process import PORTS, Node
+from tests.transports.test_node_process import PORTS, ServingNode
 
 PASSWORD_ENV = "REEL_TEST_MATRIX_BOT_PASSWORD"
 
@@ -30,7 +30,7 @@ dm_policy = "allow"
 """
 
 
-def stop(node: Node) -> None:
+def stop(node: ServingNode) -> None:
     node.process.send_signal(signal.SIGTERM)
     assert node.finish() == 0
 
@@ -58,14 +58,14 @@ def test_a_message_sent_while_the_node_was_stopped_is_answered_once(
 
     async def with_person() -> None:
         async with person:
-            node = await asyncio.to_thread(Node, data_dir, env)
+            node = await asyncio.to_thread(ServingNode, data_dir, env)
             try:
                 await before()
                 await asyncio.to_thread(stop, node)
             finally:
                 node.kill()
             await person.say(room["id"], "asked while you slept")
-            node = await asyncio.to_thread(Node, data_dir, env)
+            node = await asyncio.to_thread(ServingNode, data_dir, env)
             try:
                 await after()
                 await asyncio.to_thread(stop, node)

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-REEL = Path(sys.executable).with_name("reel")
+from tests.processes import REEL, spawned, stop
 
 
 def bare_environment(**extra: str) -> dict[str, str]:
@@ -34,23 +32,21 @@ def running_node(
 ) -> Iterator[str]:
     """Run ``argv`` (a ``reel node`` command line) until the block ends; yields its ready
     line."""
-    node = subprocess.Popen(
-        list(argv),
+    with spawned(
+        argv,
         cwd=cwd,
         env=env if env is not None else environment(),
-        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-    )
-    try:
+    ) as node:
         assert node.stdout is not None
         ready = node.stdout.readline()
         assert ready.startswith("reel node ready"), ready
-        yield ready.rstrip("\n")
-    finally:
-        node.send_signal(signal.SIGINT)
-        assert node.wait(60) == 0
+        try:
+            yield ready.rstrip("\n")
+        finally:
+            assert stop(node) == 0
 
 
 def reel(

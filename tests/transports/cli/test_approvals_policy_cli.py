@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from actors.messages import ResolveApproval, StartRun
+from tests import processes
 from transports.config import NodeConfig, ToolsSection
 from transports.runtime import open_runtime
 
@@ -35,19 +36,19 @@ def reel(*args: str) -> subprocess.CompletedProcess[str]:
 def node_died_waiting(data: Path) -> str:
     """A node that asked for an approval, then was killed: returns the run id."""
     (data / "config.toml").write_text(CONFIG_TOML)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(data)], stdout=subprocess.PIPE, text=True
-    )
-    assert child.stdout is not None
-    run_id = child.stdout.readline().strip()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        listed = reel("approvals", "list", "--data", str(data), "--json")
-        if listed.returncode == 0 and json.loads(listed.stdout):
-            break
-        time.sleep(0.1)
-    os.kill(child.pid, signal.SIGKILL)
-    child.wait()
+    with processes.spawned(
+        [sys.executable, "-c", CHILD, data], stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None
+        run_id = child.stdout.readline().strip()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            listed = reel("approvals", "list", "--data", str(data), "--json")
+            if listed.returncode == 0 and json.loads(listed.stdout):
+                break
+            time.sleep(0.1)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
     return run_id
 
 
@@ -122,16 +123,14 @@ def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Pat
 
 def test_deciding_while_a_node_without_an_api_holds_the_data_dir_says_so(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(CONFIG_TOML)
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True
-    )
-    try:
+    with processes.spawned(
+        [sys.executable, "-c", CHILD, tmp_path], stdout=subprocess.PIPE, text=True
+    ) as child:
         assert child.stdout is not None
         child.stdout.readline()
         out = reel("approvals", "approve", "01ARZ3NDEKTSV4RRFFQ69G5FAV", "--data", str(tmp_path))
         assert out.returncode == 2 and out.stderr.count("\n") == 1
         assert "a node holds" in out.stderr and "cannot be reached" in out.stderr
-    finally:
         child.kill()
         child.wait()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from transports.cli.errors import EXIT_PENDING
 
 REEL = Path(sys.executable).with_name("reel")
@@ -175,21 +176,22 @@ def test_conflicting_options_are_usage_errors(data_dir: Path) -> None:
 
 
 def test_a_data_dir_held_by_a_node_is_refused_naming_the_pid(data_dir: Path) -> None:
-    node = subprocess.Popen(
-        [str(REEL), "node", "--data", str(data_dir)],
+    with processes.node(
+        "--data",
+        data_dir,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert node.stderr is not None
-        deadline = time.monotonic() + 30
-        while True:
-            line = node.stderr.readline()
-            assert line and time.monotonic() < deadline, "reel node did not get ready"
-            if json.loads(line).get("msg") == "reel node ready":
-                break
-        assert_one_error_line(chat(data_dir, "hi"), str(node.pid))
-    finally:
-        node.send_signal(signal.SIGTERM)
-        assert node.wait(30) == 0
+    ) as node:
+        try:
+            assert node.stderr is not None
+            deadline = time.monotonic() + 30
+            while True:
+                line = node.stderr.readline()
+                assert line and time.monotonic() < deadline, "reel node did not get ready"
+                if json.loads(line).get("msg") == "reel node ready":
+                    break
+            assert_one_error_line(chat(data_dir, "hi"), str(node.pid))
+        finally:
+            node.send_signal(signal.SIGTERM)
+            assert node.wait(30) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
+from tests import processes
 from transports.cli import errors
 from transports.cli.errors import EXIT_CODES, EXIT_DENIED, EXIT_UNUSABLE
 
@@ -36,36 +38,31 @@ def test_every_exit_code_has_one_name_and_readme_lists_them_all() -> None:
         assert rows[str(code)].lower().startswith(name.lower()), (code, rows[str(code)])
 
 
-class Running(NamedTuple):
+class RunningClientEnv(NamedTuple):
     data: Path
     env: dict[str, str]
 
 
 @pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningClientEnv]:
     """A real ``reel node`` on loopback ports; client commands find it through node.json."""
     data = tmp_path_factory.mktemp("exit-codes") / "data"
     env = {**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
     env.pop("REEL_TOKEN", None)
-    node = subprocess.Popen(
-        [str(REEL), "node", "--data", str(data)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
-    try:
+    with processes.node(
+        "--data", data, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    ) as node:
         assert node.stdout is not None
         ready = node.stdout.readline()
         assert ready.startswith("reel node ready"), ready
-        yield Running(data, env)
-    finally:
-        node.terminate()
-        assert node.wait(60) == 0
+        try:
+            yield RunningClientEnv(data, env)
+        finally:
+            assert processes.stop(node, signal.SIGTERM) == 0
 
 
 def reel(
-    running: Running, *args: str, token: str | None = None
+    running: RunningClientEnv, *args: str, token: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = running.env if token is None else {**running.env, "REEL_TOKEN": token}
     return subprocess.run(
@@ -80,7 +77,7 @@ def reel(
 
 
 @pytest.fixture(scope="module")
-def viewer(running: Running) -> str:
+def viewer(running: RunningClientEnv) -> str:
     made = reel(running, "tokens", "create", "--principal", "user:vic", "--role", "viewer")
     assert made.returncode == 0, made.stdout + made.stderr
     return made.stdout.strip().splitlines()[-1]
@@ -102,20 +99,20 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
     ids=["tokens-list", "tokens-create", "memory-write"],
 )
 def test_a_cedar_denial_over_http_exits_3(
-    running: Running, viewer: str, args: list[str], action: str
+    running: RunningClientEnv, viewer: str, args: list[str], action: str
 ) -> None:
     done = reel(running, *args, token=viewer)
     assert done.returncode == EXIT_DENIED, done.stdout + done.stderr
     assert action in one_line(done) and viewer not in done.stderr
 
 
-def test_a_cedar_denial_over_grpc_exits_3(running: Running, viewer: str) -> None:
+def test_a_cedar_denial_over_grpc_exits_3(running: RunningClientEnv, viewer: str) -> None:
     done = reel(running, "chat", "hello", token=viewer)
     assert done.returncode == EXIT_DENIED, done.stdout + done.stderr
     assert "PERMISSION_DENIED" in one_line(done) and viewer not in done.stderr
 
 
-def test_a_refused_token_and_a_usage_error_still_exit_2(running: Running) -> None:
+def test_a_refused_token_and_a_usage_error_still_exit_2(running: RunningClientEnv) -> None:
     refused = reel(running, "tokens", "list", token="reel_not_a_token")
     assert refused.returncode == EXIT_UNUSABLE and "reel_not_a_token" not in refused.stderr
     one_line(refused)

@@ -3,13 +3,19 @@ reStructuredText roles or double backticks written for Sphinx show up raw to the
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 import typer
+from typer._click import Context
+from typer._click.core import Command
+from typer._click.utils import make_default_short_help
+from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from transports.cli.main import app
+from transports.cli.main import COMMANDS, app, load
 
 MARKUP = ("``", ":func:", ":class:", ":mod:", ":meth:", ":attr:", ":data:", ":exc:")
 """Sphinx markup that must never reach a terminal."""
@@ -21,10 +27,14 @@ TYPE_PLACEHOLDERS = ("<list[", "<dict[", "<tuple[", "| None>")
 def command_paths() -> Iterator[tuple[str, ...]]:
     """Every command and subcommand of ``reel``, as argument paths (the root is ``()``)."""
 
-    def walk(command: object, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    def walk(command: Command, path: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
         yield path
-        for name, sub in sorted(getattr(command, "commands", {}).items()):
-            yield from walk(sub, (*path, name))
+        if isinstance(command, TyperGroup):
+            ctx = Context(command)
+            for name in sorted(command.list_commands(ctx)):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                yield from walk(sub, (*path, name))
 
     yield from walk(typer.main.get_command(app), ())
 
@@ -38,6 +48,53 @@ def test_the_walk_finds_every_command_group() -> None:
     assert ("node",) in PATHS and ("journal", "verify") in PATHS
     assert ("tokens", "create") in PATHS and ("approvals", "approve") in PATHS
     assert len(PATHS) > 15
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_reel_help_lists_what_each_command_says_of_itself(name: str) -> None:
+    """``reel --help`` lists each command's summary from :data:`COMMANDS` without importing
+    its module; the summary must stay what the command's own help says first."""
+    summary = COMMANDS[name][1]
+    assert make_default_short_help(summary, 10_000) == load(name).get_short_help_str(10_000)
+    listed = CliRunner().invoke(app, ["--help"], prog_name="reel").output
+    assert f"  {name} " in listed
+
+
+HEAVY = (
+    "actors.system.node",
+    "events.sqlite.journal",
+    "events.redaction.detectors",
+    "cedarpy",
+    "grpclib",
+)
+"""What made every command take a second or more before it started (bench/cli_start.py)."""
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        ([], []),
+        (["tokens"], ["transports.cli.tokens_cmd"]),
+        (["tokens", "list"], ["transports.cli.tokens_cmd"]),
+    ],
+    ids=["reel", "reel tokens", "reel tokens list"],
+)
+def test_help_and_a_client_command_import_none_of_the_node(
+    argv: list[str], loaded: list[str]
+) -> None:
+    """``reel --help`` imports no command's module; ``reel tokens`` only its own, and neither
+    the journal's writer, the redaction rules, Cedar, gRPC nor the actors."""
+    probe = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from transports.cli.main import app\n"
+        "CliRunner().invoke(app, [*sys.argv[1:], '--help'], prog_name='reel')\n"
+        f"print(sorted(m for m in sys.modules if m in {HEAVY!r} or m.endswith('_cmd')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == repr(loaded)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: " ".join(("reel", *path)))

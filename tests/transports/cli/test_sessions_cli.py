@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from actors.messages import GetSessionState
 from events import JournalReader
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
 from transports.config import ContextSection
@@ -38,7 +38,7 @@ def _code(result: object) -> int:
     return exc.code
 
 
-def talk(node: Node, session_id: str, text: str) -> str:
+def talk(node: HttpNode, session_id: str, text: str) -> str:
     run_id = node.start(text, session_id)
     node.finish(run_id)
     return run_id

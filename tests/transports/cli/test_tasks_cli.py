@@ -15,7 +15,7 @@ import pytest
 
 from actors.tasks.store import enqueue
 from events import Journal, JournalReader, NodeKey
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from transports.cli.errors import EXIT_DENIED
 
 REEL = str(Path(sys.executable).with_name("reel"))
@@ -79,7 +79,7 @@ def test_tasks_offline(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def node(data_dir: Path) -> Iterator[Node]:
+def node(data_dir: Path) -> Iterator[HttpNode]:
     running = open_node(data_dir)
     try:
         yield running
@@ -87,7 +87,7 @@ def node(data_dir: Path) -> Iterator[Node]:
         close_node(running)
 
 
-def test_tasks_through_a_running_node(node: Node) -> None:
+def test_tasks_through_a_running_node(node: HttpNode) -> None:
     env = {"REEL_HTTP_PORT": str(node.server.port)}
     d = str(node.runtime.data_dir)
     queue = node.runtime.node.tasks

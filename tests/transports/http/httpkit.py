@@ -25,7 +25,7 @@ SHELL = '/tool shell.run {"argv":["echo","yo"]}'
 
 
 @dataclass
-class Reply:
+class HttpReply:
     status: int
     headers: dict[str, str]
     body: bytes
@@ -40,7 +40,7 @@ class Reply:
 
 
 @dataclass
-class Event:
+class SseEvent:
     id: str | None = None
     event: str | None = None
     data: str = ""
@@ -52,7 +52,7 @@ class Event:
         return entry
 
 
-class Stream:
+class SseStream:
     """An open ``/v1/runs/{id}/events`` response, read event by event."""
 
     def __init__(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse):
@@ -60,9 +60,9 @@ class Stream:
         self.response = response
         self.comments: list[str] = []
 
-    def next(self) -> Event | None:
+    def next(self) -> SseEvent | None:
         """The next event (comments are collected on the way), or None at the end."""
-        current = Event()
+        current = SseEvent()
         seen = False
         while True:
             raw = self.response.readline()
@@ -86,7 +86,7 @@ class Stream:
             elif name == "data":
                 current.data = value if not current.data else f"{current.data}\n{value}"
 
-    def rest(self) -> list[Event]:
+    def rest(self) -> list[SseEvent]:
         out = []
         while (event := self.next()) is not None:
             out.append(event)
@@ -97,7 +97,7 @@ class Stream:
 
 
 @dataclass
-class Node:
+class HttpNode:
     runtime: Runtime
     server: HttpServer
     token: str
@@ -114,7 +114,7 @@ class Node:
         raw: bytes | None = None,
         headers: dict[str, str] | None = None,
         auth: str | None = "default",
-    ) -> Reply:
+    ) -> HttpReply:
         sent = dict(headers or {})
         if auth == "default":
             sent["Authorization"] = f"Bearer {self.token}"
@@ -128,7 +128,9 @@ class Node:
             conn.request(method, path, body=payload, headers=sent)
             response = conn.getresponse()
             data = response.read()
-            return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, data)
+            return HttpReply(
+                response.status, {k.lower(): v for k, v in response.getheaders()}, data
+            )
         finally:
             conn.close()
 
@@ -143,7 +145,9 @@ class Node:
                     received += chunk
             return received
 
-    def stream(self, run_id: str, headers: dict[str, str] | None = None, query: str = "") -> Stream:
+    def stream(
+        self, run_id: str, headers: dict[str, str] | None = None, query: str = ""
+    ) -> SseStream:
         conn = self.connection()
         conn.request(
             "GET",
@@ -153,7 +157,7 @@ class Node:
         response = conn.getresponse()
         assert response.status == 200, response.read()
         assert response.getheader("Content-Type", "").startswith("text/event-stream")
-        return Stream(conn, response)
+        return SseStream(conn, response)
 
     # --- scenario helpers -------------------------------------------------------------------
 
@@ -170,7 +174,7 @@ class Node:
         run_id: str = reply.json()["run_id"]
         return run_id
 
-    def finish(self, run_id: str) -> list[Event]:
+    def finish(self, run_id: str) -> list[SseEvent]:
         """Follow the run's events to its end (the stream ends at the terminal entry)."""
         stream = self.stream(run_id)
         try:
@@ -178,7 +182,7 @@ class Node:
         finally:
             stream.close()
 
-    def until(self, run_id: str, kind: str) -> tuple[Stream, Event]:
+    def until(self, run_id: str, kind: str) -> tuple[SseStream, SseEvent]:
         """Open the run's stream and read up to the first entry of ``kind``."""
         stream = self.stream(run_id)
         while (event := stream.next()) is not None:
@@ -210,7 +214,7 @@ def open_node(
     shell: tuple[str, ...] = ("echo",),
     fetch: tuple[str, ...] = (),
     **config: Any,
-) -> Node:
+) -> HttpNode:
     """A node (shell allowlist ``shell``, http.fetch allowlist ``fetch``) serving HTTP."""
     cfg = NodeConfig(
         http=HttpConfig(port=0, max_body_bytes=MAX_BODY),
@@ -224,10 +228,10 @@ def open_node(
         runtime.close(1.0)
         raise
     token = (data_dir / "admin.token").read_text().strip()
-    return Node(runtime=runtime, server=server, token=token)
+    return HttpNode(runtime=runtime, server=server, token=token)
 
 
-def close_node(node: Node) -> None:
+def close_node(node: HttpNode) -> None:
     try:
         node.server.close()
     finally:

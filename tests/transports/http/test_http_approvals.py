@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.transports.http.httpkit import SHELL, Node, close_node, open_node
+from tests.transports.http.httpkit import SHELL, HttpNode, close_node, open_node
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
-def test_allow_over_http_finishes_the_run_and_a_second_decision_is_409(node: Node) -> None:
+def test_allow_over_http_finishes_the_run_and_a_second_decision_is_409(node: HttpNode) -> None:
     run_id = node.start(SHELL)
     approval_id = node.pending_approval(run_id)
 
@@ -44,7 +44,7 @@ def test_allow_over_http_finishes_the_run_and_a_second_decision_is_409(node: Nod
     assert node.call("GET", "/v1/approvals").json()["items"] == done
 
 
-def test_deny_with_session_scope_is_recorded(node: Node) -> None:
+def test_deny_with_session_scope_is_recorded(node: HttpNode) -> None:
     run_id = node.start(SHELL)
     approval_id = node.pending_approval(run_id)
     reply = node.call(
@@ -71,13 +71,13 @@ def test_deny_with_session_scope_is_recorded(node: Node) -> None:
         (b"\x00\xff", "$"),
     ],
 )
-def test_bad_decisions_are_400_with_the_field(node: Node, body: bytes, field: str) -> None:
+def test_bad_decisions_are_400_with_the_field(node: HttpNode, body: bytes, field: str) -> None:
     reply = node.call("POST", f"/v1/approvals/{UNKNOWN}", raw=body)
     assert reply.status == 400
     assert reply.error["field"] == field
 
 
-def test_unknown_approvals_and_bad_filters(node: Node) -> None:
+def test_unknown_approvals_and_bad_filters(node: HttpNode) -> None:
     assert node.call("GET", f"/v1/approvals/{UNKNOWN}").status == 404
     reply = node.call("POST", f"/v1/approvals/{UNKNOWN}", {"decision": "allow"})
     assert (reply.status, reply.error["code"]) == (404, "not_found")
@@ -121,7 +121,7 @@ def test_a_decision_is_answered_once_durable_not_when_the_tool_finishes(data_dir
 
 
 def test_a_pending_approval_offers_its_choices_and_a_prefix_grant_says_what_it_covers(
-    node: Node,
+    node: HttpNode,
 ) -> None:
     session_id = node.session()
     run_id = node.start('x\n/tool shell.run {"argv": ["echo", "yo", "there"]}', session_id)

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from tests.transports.http.httpkit import MAX_BODY, Node
+from tests.transports.http.httpkit import MAX_BODY, HttpNode
 from tests.transports.records import Records
 from transports.build import version
 from transports.http.openapi import document
@@ -28,7 +28,7 @@ def operations() -> list[tuple[str, str]]:
     return ops
 
 
-def test_the_token_file_is_created_private(node: Node) -> None:
+def test_the_token_file_is_created_private(node: HttpNode) -> None:
     path = node.runtime.data_dir / "admin.token"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(node.token) >= 32
@@ -37,7 +37,9 @@ def test_the_token_file_is_created_private(node: Node) -> None:
 @pytest.mark.parametrize(
     "auth", [None, "Bearer wrong", "Bearer", "Basic dXNlcjpwYXNz", "Token abc", ""]
 )
-def test_every_route_but_healthz_refuses_without_the_token(node: Node, auth: str | None) -> None:
+def test_every_route_but_healthz_refuses_without_the_token(
+    node: HttpNode, auth: str | None
+) -> None:
     for method, path in operations():
         reply = node.call(method, path, auth=auth)
         if path == "/healthz":
@@ -49,7 +51,7 @@ def test_every_route_but_healthz_refuses_without_the_token(node: Node, auth: str
     assert node.call("GET", "/v1/no-such-route", auth=auth).status == 401
 
 
-def test_the_scheme_is_case_insensitive_and_the_token_exact(node: Node) -> None:
+def test_the_scheme_is_case_insensitive_and_the_token_exact(node: HttpNode) -> None:
     assert node.call("GET", "/v1/sessions", auth=f"bearer {node.token}").status == 200
     assert node.call("GET", "/v1/sessions", auth=f"Bearer {node.token}x").status == 401
     assert node.call("GET", "/v1/sessions", auth=f"Bearer {node.token[:-1]}").status == 401
@@ -59,7 +61,7 @@ UNDECODABLE = [b"Bearer \xff\xfe", b"Bearer reel_\x80", b"\xc3( x", b"Bearer \xe
 """Authorization values that are not UTF-8: aiohttp hands them on as lone surrogates."""
 
 
-def raw_status(node: Node, method: str, path: str, authorization: bytes) -> tuple[int, bytes]:
+def raw_status(node: HttpNode, method: str, path: str, authorization: bytes) -> tuple[int, bytes]:
     head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n"
     reply = node.raw(head.encode() + b"Authorization: " + authorization + b"\r\n\r\n")
     head, _, body = reply.partition(b"\r\n\r\n")
@@ -68,7 +70,7 @@ def raw_status(node: Node, method: str, path: str, authorization: bytes) -> tupl
 
 @pytest.mark.parametrize("authorization", UNDECODABLE)
 def test_an_undecodable_authorization_is_a_401_on_every_route(
-    node: Node, authorization: bytes
+    node: HttpNode, authorization: bytes
 ) -> None:
     with Records() as log:
         for method, path in [*operations(), ("GET", "/v1/no-such-route"), ("GET", "/nothing")]:
@@ -82,7 +84,7 @@ def test_an_undecodable_authorization_is_a_401_on_every_route(
     assert not log.faults(), log.text()
 
 
-def test_unknown_top_level_paths_are_401_without_a_valid_token(node: Node) -> None:
+def test_unknown_top_level_paths_are_401_without_a_valid_token(node: HttpNode) -> None:
     """The console's catch-all (``/{name}``, ``/static/{path}``) is public for its files only:
     any other path tells a caller without a valid token nothing but 401."""
     for path in ("/nothing", "/v1", "/admin.token", "/.env", "/static/nothing", "/static/a/b"):
@@ -96,12 +98,12 @@ def test_unknown_top_level_paths_are_401_without_a_valid_token(node: Node) -> No
         assert node.call("GET", path, auth=None).status == 200, path
 
 
-def test_healthz_needs_no_token(node: Node) -> None:
+def test_healthz_needs_no_token(node: HttpNode) -> None:
     reply = node.call("GET", "/healthz", auth=None)
     assert (reply.status, reply.json()) == (200, {"status": "ok", "version": version()})
 
 
-def test_an_oversize_body_is_413(node: Node) -> None:
+def test_an_oversize_body_is_413(node: HttpNode) -> None:
     sid = node.session()
     big = {"text": "x" * (MAX_BODY + 1)}
     reply = node.call("POST", f"/v1/sessions/{sid}/messages", big)
@@ -109,7 +111,7 @@ def test_an_oversize_body_is_413(node: Node) -> None:
     assert reply.error["code"] == "payload_too_large"
 
 
-def test_an_oversize_chunked_body_is_413(node: Node) -> None:
+def test_an_oversize_chunked_body_is_413(node: HttpNode) -> None:
     sid = node.session()
     conn = node.connection()
     try:
@@ -128,7 +130,7 @@ def test_an_oversize_chunked_body_is_413(node: Node) -> None:
         conn.close()
 
 
-def test_unknown_routes_and_methods_are_json(node: Node) -> None:
+def test_unknown_routes_and_methods_are_json(node: HttpNode) -> None:
     missing = node.call("GET", "/v1/nothing/here")
     assert (missing.status, missing.error["code"]) == (404, "not_found")
     wrong = node.call("DELETE", "/v1/sessions")
@@ -138,7 +140,7 @@ def test_unknown_routes_and_methods_are_json(node: Node) -> None:
 
 
 def test_the_token_never_reaches_logs_or_bodies(
-    node: Node, caplog: pytest.LogCaptureFixture
+    node: HttpNode, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     bodies = []

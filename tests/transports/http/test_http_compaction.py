@@ -12,7 +12,7 @@ import pytest
 
 from events import JournalReader
 from events.catalog import AccessDecided
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import ContextSection
 from transports.http.openapi import document
@@ -24,7 +24,7 @@ tests do after the first is not raced by the end of a run reaching its session l
 
 
 @pytest.fixture
-def node(data_dir: Path) -> Iterator[Node]:
+def node(data_dir: Path) -> Iterator[HttpNode]:
     running = open_node(data_dir, keepalive_s=0.3, context=CONTEXT)
     try:
         yield running
@@ -36,7 +36,7 @@ def say(i: int) -> str:
     return f"Message {i} of a long conversation. " + " ".join(f"word{i}x{k}" for k in range(14))
 
 
-def talk(node: Node, session_id: str, text: str) -> tuple[str, list[Any]]:
+def talk(node: HttpNode, session_id: str, text: str) -> tuple[str, list[Any]]:
     """Send a message and follow its run to the end: the run id and its SSE events."""
     run_id = node.start(text, session_id)
     return run_id, node.finish(run_id)
@@ -47,20 +47,20 @@ def context_of(events: list[Any]) -> dict[str, Any]:
     return entry
 
 
-def call(node: Node, method: str, path: str, body: Any = None, **kw: Any) -> Any:
+def call(node: HttpNode, method: str, path: str, body: Any = None, **kw: Any) -> Any:
     """The reply, checked against the OpenAPI document."""
     reply = node.call(method, path, body, **kw)
     check(document(), method, path, reply)
     return reply
 
 
-def token(node: Node, principal: str, role: str) -> str:
+def token(node: HttpNode, principal: str, role: str) -> str:
     made = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert made.status == 201, made.body
     return f"Bearer {made.json()['token']}"
 
 
-def test_automatic_then_requested_then_restore_to_the_first(node: Node) -> None:
+def test_automatic_then_requested_then_restore_to_the_first(node: HttpNode) -> None:
     sid = node.session()
     runs = [talk(node, sid, say(i))[0] for i in range(10)]
 
@@ -134,7 +134,7 @@ def test_automatic_then_requested_then_restore_to_the_first(node: Node) -> None:
         (None, "$"),
     ],
 )
-def test_restore_bad_input_is_400_naming_the_field(node: Node, body: Any, field: str) -> None:
+def test_restore_bad_input_is_400_naming_the_field(node: HttpNode, body: Any, field: str) -> None:
     sid = node.session()
     talk(node, sid, "hello")
     reply = call(node, "POST", f"/v1/sessions/{sid}/restore", body)
@@ -146,7 +146,7 @@ def test_restore_bad_input_is_400_naming_the_field(node: Node, body: Any, field:
         )
 
 
-def test_what_the_state_refuses_and_what_does_not_exist(node: Node) -> None:
+def test_what_the_state_refuses_and_what_does_not_exist(node: HttpNode) -> None:
     sid = node.session()
     empty = call(node, "POST", f"/v1/sessions/{sid}/compact")
     assert empty.status == 409 and "no completed run left" in empty.error["message"]
@@ -171,7 +171,7 @@ def test_what_the_state_refuses_and_what_does_not_exist(node: Node) -> None:
     assert query.status == 400 and query.error["field"] == "query.limit"
 
 
-def test_who_may_compact_restore_and_read_checkpoints(node: Node) -> None:
+def test_who_may_compact_restore_and_read_checkpoints(node: HttpNode) -> None:
     sid = node.session()
     talk(node, sid, say(1))
     talk(node, sid, say(2))

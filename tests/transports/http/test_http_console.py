@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 import transports.http
-from tests.transports.http.httpkit import Node
+from tests.transports.http.httpkit import HttpNode
 from transports.http.console import STATIC_DIR, static_file
 from transports.http.failures import ApiError
 
 
-def test_index_is_served_at_the_root_without_a_token(node: Node) -> None:
+def test_index_is_served_at_the_root_without_a_token(node: HttpNode) -> None:
     reply = node.call("GET", "/", auth=None)
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/html")
@@ -24,7 +24,7 @@ def test_index_is_served_at_the_root_without_a_token(node: Node) -> None:
         assert b"not installed" in reply.body
 
 
-def test_files_are_served_by_name_and_under_static(node: Node) -> None:
+def test_files_are_served_by_name_and_under_static(node: HttpNode) -> None:
     files = sorted(p for p in STATIC_DIR.glob("*") if p.is_file() and p.name != "index.html")
     if not files:
         pytest.skip("the console has no files besides index.html in this build")
@@ -46,7 +46,7 @@ def test_files_are_served_by_name_and_under_static(node: Node) -> None:
         "/static/",
     ],
 )
-def test_nothing_outside_static_is_served(node: Node, url: str) -> None:
+def test_nothing_outside_static_is_served(node: HttpNode, url: str) -> None:
     reply = node.call("GET", url, auth=None)
     assert reply.status in (401, 404), url
     assert b"import" not in reply.body

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.transports.http.httpkit import MAX_BODY, Node, Reply, close_node, open_node
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, HttpReply, close_node, open_node
 from transports.http.inputs import not_utf8
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
@@ -23,7 +23,7 @@ def log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     return caplog
 
 
-def quiet(log: pytest.LogCaptureFixture, node: Node) -> None:
+def quiet(log: pytest.LogCaptureFixture, node: HttpNode) -> None:
     """Nothing a client sent produced a traceback, an error record or the token in the log."""
     assert not [r for r in log.records if r.exc_info], log.text
     assert "Traceback" not in log.text
@@ -41,7 +41,7 @@ def response(raw: bytes) -> tuple[int, dict[str, str], bytes]:
     return int(lines[0].split(" ")[1]), headers, body
 
 
-def send_body(node: Node, path: str, body: bytes, **headers: str) -> Reply:
+def send_body(node: HttpNode, path: str, body: bytes, **headers: str) -> HttpReply:
     return node.call("POST", path, raw=body, headers=headers)
 
 
@@ -58,7 +58,7 @@ def send_body(node: Node, path: str, body: bytes, **headers: str) -> Reply:
     ],
 )
 def test_invalid_utf8_in_a_json_string_is_400_naming_the_field(
-    node: Node, log: pytest.LogCaptureFixture, body: bytes, field: str, says: str
+    node: HttpNode, log: pytest.LogCaptureFixture, body: bytes, field: str, says: str
 ) -> None:
     sid = node.session()
     reply = send_body(node, f"/v1/sessions/{sid}/messages", body)
@@ -89,7 +89,7 @@ def test_the_path_of_the_string_holding_bad_bytes(body: bytes, field: str) -> No
     "body", [b"\xff\xfe{}", b'{"text": "a"\xff}', b"\x80", b'{"text": "\xff"' + b"[" * 3000]
 )
 def test_a_body_that_is_not_utf8_json_is_400_naming_the_body(
-    node: Node, log: pytest.LogCaptureFixture, body: bytes
+    node: HttpNode, log: pytest.LogCaptureFixture, body: bytes
 ) -> None:
     sid = node.session()
     reply = send_body(node, f"/v1/sessions/{sid}/messages", body)
@@ -102,7 +102,7 @@ def test_a_body_that_is_not_utf8_json_is_400_naming_the_body(
 
 
 def test_every_route_with_a_body_refuses_invalid_utf8_alike(
-    node: Node, log: pytest.LogCaptureFixture
+    node: HttpNode, log: pytest.LogCaptureFixture
 ) -> None:
     sid = node.session()
     for path in (
@@ -129,7 +129,7 @@ def test_every_route_with_a_body_refuses_invalid_utf8_alike(
     ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16"],
 )
 def test_a_body_that_is_not_declared_utf8_json_is_400_naming_the_header(
-    node: Node, content_type: str
+    node: HttpNode, content_type: str
 ) -> None:
     reply = send_body(node, "/v1/sessions", b"{}", **{"Content-Type": content_type})
     assert (reply.status, reply.error["field"]) == (400, "header.Content-Type"), reply
@@ -138,7 +138,7 @@ def test_a_body_that_is_not_declared_utf8_json_is_400_naming_the_header(
 @pytest.mark.parametrize(
     "content_type", ["application/json", "application/json; charset=UTF-8", "application/x+json"]
 )
-def test_json_content_types_are_accepted(node: Node, content_type: str) -> None:
+def test_json_content_types_are_accepted(node: HttpNode, content_type: str) -> None:
     reply = send_body(node, "/v1/sessions", b"{}", **{"Content-Type": content_type})
     assert reply.status == 201, reply
 
@@ -158,7 +158,7 @@ def test_json_content_types_are_accepted(node: Node, content_type: str) -> None:
     ],
 )
 def test_json_of_the_wrong_shape_is_400_naming_the_field(
-    node: Node, log: pytest.LogCaptureFixture, body: bytes, field: str
+    node: HttpNode, log: pytest.LogCaptureFixture, body: bytes, field: str
 ) -> None:
     sid = node.session()
     reply = send_body(node, f"/v1/sessions/{sid}/messages", body)
@@ -181,7 +181,7 @@ def test_json_of_the_wrong_shape_is_400_naming_the_field(
     ],
 )
 def test_a_malformed_header_line_is_refused_without_echoing_the_request(
-    node: Node, log: pytest.LogCaptureFixture, header_line: bytes
+    node: HttpNode, log: pytest.LogCaptureFixture, header_line: bytes
 ) -> None:
     token = node.token.encode()
     raw = node.raw(
@@ -211,7 +211,7 @@ def test_a_malformed_header_line_is_refused_without_echoing_the_request(
     ],
 )
 def test_a_malformed_request_line_is_refused_without_echoing_it(
-    node: Node, log: pytest.LogCaptureFixture, request_line: bytes
+    node: HttpNode, log: pytest.LogCaptureFixture, request_line: bytes
 ) -> None:
     token = node.token.encode()
     raw = node.raw(request_line.replace(b"{token}", token) + b"\r\nHost: x\r\n\r\n")
@@ -222,7 +222,7 @@ def test_a_malformed_request_line_is_refused_without_echoing_it(
 
 
 def test_a_malformed_chunked_body_is_400_without_echo(
-    node: Node, log: pytest.LogCaptureFixture
+    node: HttpNode, log: pytest.LogCaptureFixture
 ) -> None:
     raw = node.raw(
         b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -239,7 +239,7 @@ def test_a_malformed_chunked_body_is_400_without_echo(
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
 def test_a_body_that_does_not_decompress_is_400(
-    node: Node, log: pytest.LogCaptureFixture, encoding: str
+    node: HttpNode, log: pytest.LogCaptureFixture, encoding: str
 ) -> None:
     reply = send_body(
         node, "/v1/sessions", b"not compressed at all", **{"Content-Encoding": encoding}
@@ -250,7 +250,7 @@ def test_a_body_that_does_not_decompress_is_400(
     quiet(log, node)
 
 
-def test_a_compressed_body_that_decompresses_is_accepted(node: Node) -> None:
+def test_a_compressed_body_that_decompresses_is_accepted(node: HttpNode) -> None:
     reply = send_body(
         node,
         "/v1/sessions",
@@ -261,7 +261,7 @@ def test_a_compressed_body_that_decompresses_is_accepted(node: Node) -> None:
     assert reply.json()["label"] == "zipped"
 
 
-def test_a_compressed_body_over_the_limit_once_inflated_is_413(node: Node) -> None:
+def test_a_compressed_body_over_the_limit_once_inflated_is_413(node: HttpNode) -> None:
     bomb = zlib.compress(b'{"label": "' + b"x" * (MAX_BODY * 50) + b'"}')
     assert len(bomb) < MAX_BODY
     reply = send_body(node, "/v1/sessions", bomb, **{"Content-Encoding": "deflate"})
@@ -282,7 +282,7 @@ def test_a_compressed_body_over_the_limit_once_inflated_is_413(node: Node) -> No
         "/v1/runs/..%2f..%2fadmin.token",
     ],
 )
-def test_bad_path_ids_are_404(node: Node, log: pytest.LogCaptureFixture, path: str) -> None:
+def test_bad_path_ids_are_404(node: HttpNode, log: pytest.LogCaptureFixture, path: str) -> None:
     reply = node.call("GET", path)
     assert (reply.status, reply.error["code"]) == (404, "not_found"), reply
     assert len(reply.body) < 400
@@ -301,14 +301,16 @@ def test_bad_path_ids_are_404(node: Node, log: pytest.LogCaptureFixture, path: s
     ],
 )
 def test_bad_query_parameters_are_400_naming_them(
-    node: Node, log: pytest.LogCaptureFixture, query: str, field: str
+    node: HttpNode, log: pytest.LogCaptureFixture, query: str, field: str
 ) -> None:
     reply = node.call("GET", "/v1/sessions" + query)
     assert (reply.status, reply.error["field"]) == (400, field), reply
     quiet(log, node)
 
 
-def test_a_last_event_id_that_is_not_utf8_is_400(node: Node, log: pytest.LogCaptureFixture) -> None:
+def test_a_last_event_id_that_is_not_utf8_is_400(
+    node: HttpNode, log: pytest.LogCaptureFixture
+) -> None:
     run_id = node.start("hello")
     raw = node.raw(
         f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -363,7 +365,7 @@ def test_a_fetch_header_with_crlf_is_a_tool_error_naming_it_not_an_internal_erro
     ],
 )
 def test_a_session_key_the_journal_would_refuse_is_400_at_once(
-    node: Node, log: pytest.LogCaptureFixture, key: str
+    node: HttpNode, log: pytest.LogCaptureFixture, key: str
 ) -> None:
     sid = node.session()
     for path in ("/v1/sessions", f"/v1/sessions/{sid}/branch"):
@@ -386,13 +388,13 @@ def test_a_session_key_the_journal_would_refuse_is_400_at_once(
     ],
 )
 def test_query_parameters_an_operation_does_not_take_are_400(
-    node: Node, path: str, field: str
+    node: HttpNode, path: str, field: str
 ) -> None:
     reply = node.call("GET", path)
     assert (reply.status, reply.error["field"]) == (400, field), reply
 
 
-def test_the_query_parameters_an_operation_takes_are_accepted(node: Node) -> None:
+def test_the_query_parameters_an_operation_takes_are_accepted(node: HttpNode) -> None:
     assert node.call("GET", "/v1/sessions?limit=5&after=" + UNKNOWN).status == 200
     assert node.call("GET", "/v1/approvals?state=pending&limit=1").status == 200
     assert node.call("GET", "/healthz?probe=1", auth=None).status == 200

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import json
 
-from tests.transports.http.httpkit import SHELL, TERMINAL, Node, eventually
+from tests.transports.http.httpkit import SHELL, TERMINAL, HttpNode, eventually
 
 TOOLS = "\n".join(
     ["slow tools", "/sleep 300", *[f'/tool echo {{"text":"e{i}"}}' for i in range(3)]]
 )
 
 
-def tape(node: Node, run_id: str) -> list[dict[str, object]]:
+def tape(node: HttpNode, run_id: str) -> list[dict[str, object]]:
     items: list[dict[str, object]] = node.call("GET", f"/v1/runs/{run_id}/tape?limit=1000").json()[
         "items"
     ]
     return items
 
 
-def test_the_stream_is_the_tape_and_ends_at_the_terminal_entry(node: Node) -> None:
+def test_the_stream_is_the_tape_and_ends_at_the_terminal_entry(node: HttpNode) -> None:
     run_id = node.start(TOOLS)
     events = node.finish(run_id)
     entries = tape(node, run_id)
@@ -30,7 +30,7 @@ def test_the_stream_is_the_tape_and_ends_at_the_terminal_entry(node: Node) -> No
     assert [e.id for e in node.finish(run_id)] == [e.id for e in events]
 
 
-def test_a_reconnect_with_last_event_id_misses_nothing_and_repeats_nothing(node: Node) -> None:
+def test_a_reconnect_with_last_event_id_misses_nothing_and_repeats_nothing(node: HttpNode) -> None:
     run_id = node.start(TOOLS)
     first = node.stream(run_id)
     head = [first.next() for _ in range(3)]
@@ -46,7 +46,7 @@ def test_a_reconnect_with_last_event_id_misses_nothing_and_repeats_nothing(node:
     assert rest[-1].event in TERMINAL
 
 
-def test_after_resumes_and_last_event_id_wins_over_it(node: Node) -> None:
+def test_after_resumes_and_last_event_id_wins_over_it(node: HttpNode) -> None:
     run_id = node.start(TOOLS)
     node.finish(run_id)
     total = len(tape(node, run_id))
@@ -56,7 +56,7 @@ def test_after_resumes_and_last_event_id_wins_over_it(node: Node) -> None:
     assert [int(e.id) for e in both if e.id] == list(range(7, total))
 
 
-def test_a_live_run_is_streamed_as_it_happens(node: Node) -> None:
+def test_a_live_run_is_streamed_as_it_happens(node: HttpNode) -> None:
     run_id = node.start(SHELL)
     stream, requested = node.until(run_id, "tool.approval_requested")
     approval_id = requested.entry["event"]["approval_id"]
@@ -68,7 +68,7 @@ def test_a_live_run_is_streamed_as_it_happens(node: Node) -> None:
     assert kinds[-1] == "run.completed"
 
 
-def test_keep_alive_comments_while_nothing_happens(node: Node) -> None:
+def test_keep_alive_comments_while_nothing_happens(node: HttpNode) -> None:
     run_id = node.start(SHELL)
     stream, _ = node.until(run_id, "run.awaiting_approval")
     # the node's keep-alive is 0.3 s here; the run waits for a human, so only comments come
@@ -80,7 +80,7 @@ def test_keep_alive_comments_while_nothing_happens(node: Node) -> None:
     assert all(line == b"" for line in lines[:-1])
 
 
-def test_a_client_that_leaves_costs_nothing(node: Node) -> None:
+def test_a_client_that_leaves_costs_nothing(node: HttpNode) -> None:
     projector = node.runtime.projector
     baseline = len(projector._listeners)  # the projector's subscribers, to see leaks
     run_id = node.start(SHELL)
@@ -95,7 +95,7 @@ def test_a_client_that_leaves_costs_nothing(node: Node) -> None:
     assert "reel_http_sse_streams 0" in metrics
 
 
-def test_bad_resume_points_are_400(node: Node) -> None:
+def test_bad_resume_points_are_400(node: HttpNode) -> None:
     run_id = node.start("short")
     for headers, query, field in [
         ({"Last-Event-ID": "x"}, "", "header.Last-Event-ID"),
@@ -107,7 +107,7 @@ def test_bad_resume_points_are_400(node: Node) -> None:
         assert reply.error["field"] == field
 
 
-def test_stopping_the_server_ends_open_streams(node: Node) -> None:
+def test_stopping_the_server_ends_open_streams(node: HttpNode) -> None:
     run_id = node.start(SHELL)
     stream, _ = node.until(run_id, "run.awaiting_approval")
     node.server.close()

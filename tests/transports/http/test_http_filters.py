@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import SHELL, Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import SHELL, HttpNode, close_node, eventually, open_node
 from transports.http.guard import PUBLIC_ROUTES
 from transports.http.openapi import query_parameters
 
@@ -38,7 +38,7 @@ FETCH = "/tool http.fetch " + json.dumps({"url": "http://127.0.0.1:9/"})
 
 @dataclass(frozen=True)
 class History:
-    node: Node
+    node: HttpNode
     tokens: dict[str, str]
     sessions: dict[str, str]
     runs: dict[str, str]
@@ -49,14 +49,14 @@ def bearer(token: str) -> str:
     return f"Bearer {token}"
 
 
-def mint(node: Node, principal: str, role: str) -> str:
+def mint(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     token: str = reply.json()["token"]
     return token
 
 
-def start(node: Node, text: str, session_id: str, token: str) -> str:
+def start(node: HttpNode, text: str, session_id: str, token: str) -> str:
     reply = node.call(
         "POST", f"/v1/sessions/{session_id}/messages", {"text": text}, auth=bearer(token)
     )
@@ -65,14 +65,14 @@ def start(node: Node, text: str, session_id: str, token: str) -> str:
     return run_id
 
 
-def session_of(node: Node, token: str) -> str:
+def session_of(node: HttpNode, token: str) -> str:
     reply = node.call("POST", "/v1/sessions", {}, auth=bearer(token))
     assert reply.status == 201, reply
     session_id: str = reply.json()["session_id"]
     return session_id
 
 
-def state_of(node: Node, run_id: str) -> str:
+def state_of(node: HttpNode, run_id: str) -> str:
     state: str = node.call("GET", f"/v1/runs/{run_id}").json()["state"]
     return state
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.transports.http.httpkit import Node
+from tests.transports.http.httpkit import HttpNode
 from tests.transports.records import Records
 
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
@@ -32,7 +32,7 @@ UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
     not SCHEMATHESIS.exists() and shutil.which("schemathesis") is None,
     reason="schemathesis is not installed (dev extra)",
 )
-def test_fuzz_the_api_with_schemathesis(node: Node, tmp_path: Path, records: Records) -> None:
+def test_fuzz_the_api_with_schemathesis(node: HttpNode, tmp_path: Path, records: Records) -> None:
     command = str(SCHEMATHESIS) if SCHEMATHESIS.exists() else "schemathesis"
     # A body over http.max_body_bytes (4 KiB here) is refused with a 413 before it is read: that
     # is a rejection too (an invalid 8,000-character memory text is larger than the limit).
@@ -149,7 +149,7 @@ def records() -> Iterator[Records]:
         yield log
 
 
-def post_routes(node: Node) -> list[str]:
+def post_routes(node: HttpNode) -> list[str]:
     sid = node.session()
     run_id = node.start("hello")
     node.finish(run_id)
@@ -165,7 +165,7 @@ def post_routes(node: Node) -> list[str]:
     ]
 
 
-def test_fuzzed_bodies_to_every_post_route(node: Node, records: Records) -> None:
+def test_fuzzed_bodies_to_every_post_route(node: HttpNode, records: Records) -> None:
     routes = post_routes(node)
 
     @FUZZ
@@ -185,7 +185,7 @@ def test_fuzzed_bodies_to_every_post_route(node: Node, records: Records) -> None
 HEADER_BYTES = st.binary(min_size=1, max_size=40).filter(lambda b: b"\r\n" not in b)
 
 
-def test_fuzzed_header_lines_never_echo_the_request(node: Node, records: Records) -> None:
+def test_fuzzed_header_lines_never_echo_the_request(node: HttpNode, records: Records) -> None:
     token = node.token.encode()
 
     @FUZZ

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, open_node
 
 REPO = Path(__file__).resolve().parents[3]
 GENERATORS = Path(__file__).with_name("generators")
@@ -37,7 +37,7 @@ TIMEOUT_S = 300
 
 @dataclass(frozen=True)
 class Served:
-    node: Node
+    node: HttpNode
     path: Path
     """The document the node served, as a file."""
     doc: dict[str, Any]

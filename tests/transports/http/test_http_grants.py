@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from actors.approvals.always_grants import GRANTS_STREAM
-from tests.transports.http.httpkit import SHELL, Node, Reply, close_node, open_node
+from tests.transports.http.httpkit import SHELL, HttpNode, HttpReply, close_node, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
 
 REVOKE = "/v1/grants/revoke"
 
 
-def grant_always(node: Node, runner: Node | None = None, principal: str = "admin") -> None:
+def grant_always(node: HttpNode, runner: HttpNode | None = None, principal: str = "admin") -> None:
     """``runner``'s run (the admin's by default) asks for shell.run; the admin allows it
     ``always``."""
     runner = runner or node
@@ -29,25 +29,25 @@ def grant_always(node: Node, runner: Node | None = None, principal: str = "admin
     assert node.runtime.node.services.gate.has_always(principal, "shell.run")
 
 
-def token(node: Node, principal: str, role: str) -> str:
+def token(node: HttpNode, principal: str, role: str) -> str:
     made = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert made.status == 201, made
     return f"Bearer {made.json()['token']}"
 
 
-def revoke(node: Node, body: Any, auth: str = "default") -> Reply:
+def revoke(node: HttpNode, body: Any, auth: str = "default") -> HttpReply:
     reply = node.call("POST", REVOKE, body, auth=auth)
     check(document(), "POST", REVOKE, reply)
     return reply
 
 
-def revocations(node: Node) -> list[tuple[Any, str]]:
+def revocations(node: HttpNode) -> list[tuple[Any, str]]:
     return [
         (row.decode(), row.principal) for row in node.runtime.journal.read_stream(GRANTS_STREAM)
     ]
 
 
-def test_an_always_grant_is_revoked_while_the_node_runs(node: Node) -> None:
+def test_an_always_grant_is_revoked_while_the_node_runs(node: HttpNode) -> None:
     grant_always(node)
     viewer = token(node, "user:vic", "viewer")
     denied = revoke(node, {"principal": "admin", "tool": "shell.run"}, auth=viewer)
@@ -72,7 +72,7 @@ def test_an_always_grant_is_revoked_while_the_node_runs(node: Node) -> None:
     assert len(revocations(node)) == 1
 
 
-def test_bad_input_names_its_field_and_records_nothing(node: Node) -> None:
+def test_bad_input_names_its_field_and_records_nothing(node: HttpNode) -> None:
     cases = [
         ({"principal": "admin", "tool": "Shell Run"}, "$.tool"),
         ({"principal": "", "tool": "shell.run"}, "$.principal"),

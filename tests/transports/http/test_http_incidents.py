@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from events.catalog import INCIDENT_DOMAINS
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import WatchdogSection
 from transports.http.openapi import document
@@ -21,7 +21,7 @@ STUCK = '/tool sleep {"seconds": 2}'
 
 
 @pytest.fixture
-def node(data_dir: Path) -> Iterator[Node]:
+def node(data_dir: Path) -> Iterator[HttpNode]:
     running = open_node(data_dir, watchdog=WatchdogSection(run_stall_s=0.4, interval_s=0.1))
     try:
         yield running
@@ -29,19 +29,19 @@ def node(data_dir: Path) -> Iterator[Node]:
         close_node(running)
 
 
-def token(node: Node, principal: str, role: str) -> str:
+def token(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     return f"Bearer {reply.json()['token']}"
 
 
-def incidents(node: Node, query: str = "", auth: str | None = "default") -> Any:
+def incidents(node: HttpNode, query: str = "", auth: str | None = "default") -> Any:
     reply = node.call("GET", f"/v1/incidents{query}", auth=auth)
     check(document(), "GET", f"/v1/incidents{query}", reply)
     return reply
 
 
-def gauge(node: Node) -> dict[str, float]:
+def gauge(node: HttpNode) -> dict[str, float]:
     reply = node.call("GET", "/metrics")
     assert reply.status == 200
     families = {f.name: f for f in text_string_to_metric_families(reply.body.decode())}
@@ -50,7 +50,7 @@ def gauge(node: Node) -> dict[str, float]:
     return {s.labels["domain"]: s.value for s in family.samples}
 
 
-def test_incidents_over_http(node: Node) -> None:
+def test_incidents_over_http(node: HttpNode) -> None:
     assert incidents(node).json() == {
         "items": [],
         "limit": 50,
@@ -109,14 +109,16 @@ def test_incidents_over_http(node: Node) -> None:
         ("?status=open", "query.status", "status"),
     ],
 )
-def test_bad_parameters_name_the_field(node: Node, query: str, field: str, message: str) -> None:
+def test_bad_parameters_name_the_field(
+    node: HttpNode, query: str, field: str, message: str
+) -> None:
     reply = incidents(node, query)
     assert reply.status == 400
     assert reply.error["field"] == field
     assert message in reply.error["message"]
 
 
-def test_who_may_read_incidents(node: Node) -> None:
+def test_who_may_read_incidents(node: HttpNode) -> None:
     for principal, role in (
         ("user:v", "viewer"),
         ("user:a", "approver"),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import JournalConfig
 from transports.http.openapi import document
 
 
-def test_head_is_the_journal_head(node: Node) -> None:
+def test_head_is_the_journal_head(node: HttpNode) -> None:
     node.finish(node.start("something to hash"))
     head = node.call("GET", "/v1/journal/head").json()
     journal = node.runtime.journal
@@ -19,7 +19,7 @@ def test_head_is_the_journal_head(node: Node) -> None:
     assert head["views_position"] <= head["position"]
 
 
-def test_verify_walks_the_chain_with_the_node_key(node: Node) -> None:
+def test_verify_walks_the_chain_with_the_node_key(node: HttpNode) -> None:
     node.finish(node.start("something to verify"))
     journal = node.runtime.journal
     journal.checkpoint()
@@ -84,7 +84,7 @@ def test_checkpoints_for_a_monitor(data_dir: Path, tmp_path: Path) -> None:
         close_node(node)
 
 
-def test_checkpoints_of_a_fresh_node(node: Node) -> None:
+def test_checkpoints_of_a_fresh_node(node: HttpNode) -> None:
     page = node.call("GET", "/v1/journal/checkpoints").json()
     assert page["items"] == [] and page["next_after"] is None
     assert page["witness"] is None

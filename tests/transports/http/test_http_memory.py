@@ -15,7 +15,7 @@ import pytest
 
 from events import JournalReader
 from events.redaction.redact import MARKER
-from tests.transports.http.httpkit import Node, Reply, close_node
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import HttpConfig, MemoryConfig, NodeConfig
 from transports.http import start_http
@@ -29,7 +29,7 @@ MIN_SCORE = MemoryConfig().min_score
 STAGING = "The staging database runs PostgreSQL 16 on host db-staging-01."
 
 
-def memory_node(data_dir: Path, **config: Any) -> Node:
+def memory_node(data_dir: Path, **config: Any) -> HttpNode:
     """A node whose API takes bodies up to 64 KiB (an over-cap memory text is ~8 KB)."""
     cfg = NodeConfig(http=HttpConfig(port=0, max_body_bytes=64 * 1024), **config)
     runtime = open_runtime(data_dir, config=cfg)
@@ -38,11 +38,11 @@ def memory_node(data_dir: Path, **config: Any) -> Node:
     except BaseException:
         runtime.close(1.0)
         raise
-    return Node(runtime, server, (data_dir / "admin.token").read_text().strip())
+    return HttpNode(runtime, server, (data_dir / "admin.token").read_text().strip())
 
 
 @pytest.fixture
-def mnode(data_dir: Path) -> Iterator[Node]:
+def mnode(data_dir: Path) -> Iterator[HttpNode]:
     running = memory_node(data_dir)
     try:
         yield running
@@ -51,8 +51,8 @@ def mnode(data_dir: Path) -> Iterator[Node]:
 
 
 def checked(
-    node: Node, method: str, path: str, body: Any = None, token: str | None = None
-) -> Reply:
+    node: HttpNode, method: str, path: str, body: Any = None, token: str | None = None
+) -> HttpReply:
     """A call whose reply must match /v1/openapi.json (status documented, body conformant)."""
     auth = "default" if token is None else f"Bearer {token}"
     reply = node.call(method, path, body, auth=auth)
@@ -60,35 +60,35 @@ def checked(
     return reply
 
 
-def token_for(node: Node, principal: str, role: str) -> str:
+def token_for(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     token: str = reply.json()["token"]
     return token
 
 
-def write(node: Node, token: str | None = None, **body: Any) -> Reply:
+def write(node: HttpNode, token: str | None = None, **body: Any) -> HttpReply:
     return checked(node, "POST", "/v1/memory", body, token)
 
 
-def search(node: Node, q: str, token: str | None = None, **params: Any) -> list[dict[str, Any]]:
+def search(node: HttpNode, q: str, token: str | None = None, **params: Any) -> list[dict[str, Any]]:
     reply = checked(node, "GET", f"/v1/memory?{urlencode({'q': q, **params})}", token=token)
     assert reply.status == 200, reply
     hits: list[dict[str, Any]] = reply.json()["hits"]
     return hits
 
 
-def listed(node: Node, token: str | None = None) -> set[str]:
+def listed(node: HttpNode, token: str | None = None) -> set[str]:
     reply = checked(node, "GET", "/v1/memory", token=token)
     assert reply.status == 200, reply
     return {item["item_id"] for item in reply.json()["items"]}
 
 
-def memory_events(node: Node, kind: str) -> list[Any]:
+def memory_events(node: HttpNode, kind: str) -> list[Any]:
     return node.runtime.journal.events_of_kinds((kind,))
 
 
-def test_write_search_get_delete_round_trip(mnode: Node) -> None:
+def test_write_search_get_delete_round_trip(mnode: HttpNode) -> None:
     made = write(mnode, text=STAGING, tags=["db", "staging"], scope="global")
     assert made.status == 201, made
     item_id = made.json()["id"]
@@ -123,7 +123,7 @@ def test_write_search_get_delete_round_trip(mnode: Node) -> None:
     ]
 
 
-def test_search_ranks_the_matching_item_first(mnode: Node) -> None:
+def test_search_ranks_the_matching_item_first(mnode: HttpNode) -> None:
     texts = {
         "vim": "Alice edits code in vim with a dark colour scheme.",
         "pg": STAGING,
@@ -150,7 +150,7 @@ def test_search_ranks_the_matching_item_first(mnode: Node) -> None:
     assert len(search(mnode, "the", k=1)) <= 1
 
 
-def test_who_sees_and_may_do_what(mnode: Node) -> None:
+def test_who_sees_and_may_do_what(mnode: HttpNode) -> None:
     viewer = token_for(mnode, "user:vera", "viewer")
     alice = token_for(mnode, "agent:alice", "agent")
     bob = token_for(mnode, "agent:bob", "agent")
@@ -228,7 +228,7 @@ def test_who_sees_and_may_do_what(mnode: Node) -> None:
     ],
 )
 def test_bad_writes_are_400_naming_the_field_and_append_nothing(
-    mnode: Node, body: dict[str, Any], field: str, words: str
+    mnode: HttpNode, body: dict[str, Any], field: str, words: str
 ) -> None:
     reply = write(mnode, **body)
     assert reply.status == 400, reply
@@ -236,7 +236,7 @@ def test_bad_writes_are_400_naming_the_field_and_append_nothing(
     assert memory_events(mnode, "memory.item_written") == []
 
 
-def test_bad_reads_and_deletes(mnode: Node) -> None:
+def test_bad_reads_and_deletes(mnode: HttpNode) -> None:
     for path in (f"/v1/memory/{UNKNOWN}", "/v1/memory/not-an-id"):
         assert checked(mnode, "GET", path).status == 404
         assert checked(mnode, "DELETE", path).status == 404
@@ -261,7 +261,7 @@ def test_bad_reads_and_deletes(mnode: Node) -> None:
     assert empty_reason.status == 400 and empty_reason.error["field"] == "query.reason"
 
 
-def test_an_item_past_its_expiry_is_never_returned(mnode: Node) -> None:
+def test_an_item_past_its_expiry_is_never_returned(mnode: HttpNode) -> None:
     soon = time.time() + 1.0
     expires = (
         time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(soon)) + f".{int(soon % 1 * 1000):03d}Z"
@@ -277,7 +277,7 @@ def test_an_item_past_its_expiry_is_never_returned(mnode: Node) -> None:
     assert checked(mnode, "GET", f"/v1/memory/{item_id}").status == 404
 
 
-def test_a_secret_in_the_text_is_redacted_and_never_returned(mnode: Node) -> None:
+def test_a_secret_in_the_text_is_redacted_and_never_returned(mnode: HttpNode) -> None:
     made = write(mnode, text=f"the deploy token is {SECRET} keep it safe", tags=[SECRET])
     assert made.status == 201
     item_id = made.json()["id"]
@@ -295,7 +295,7 @@ def test_a_secret_in_the_text_is_redacted_and_never_returned(mnode: Node) -> Non
         assert SECRET.encode() not in (mnode.runtime.data_dir / name).read_bytes(), name
 
 
-def context_of(node: Node, run_id: str) -> dict[str, Any]:
+def context_of(node: HttpNode, run_id: str) -> dict[str, Any]:
     for event in node.finish(run_id):
         if event.event == "run.context_assembled":
             context: dict[str, Any] = event.entry["event"]
@@ -304,7 +304,7 @@ def context_of(node: Node, run_id: str) -> dict[str, Any]:
 
 
 def test_a_matching_global_item_is_injected_into_a_run_and_a_reference_resolves(
-    mnode: Node,
+    mnode: HttpNode,
 ) -> None:
     item_id = write(mnode, text=STAGING, scope="global").json()["id"]
     other = write(mnode, text="The office coffee machine is on the third floor.").json()["id"]
@@ -361,7 +361,7 @@ CHATTY = (
 )
 
 
-def test_a_long_message_that_holds_an_items_words_has_it_injected(mnode: Node) -> None:
+def test_a_long_message_that_holds_an_items_words_has_it_injected(mnode: HttpNode) -> None:
     """The final score is the item's share of the whole message, low for a long one; the words
     the item holds still weigh enough (``evidence``, over two words or more)."""
     item_id = write(mnode, text=STAGING, scope="global").json()["id"]

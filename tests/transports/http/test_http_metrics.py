@@ -9,13 +9,13 @@ from typing import Any
 import msgspec
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.transports.http.httpkit import SHELL, Node, close_node, open_node
+from tests.transports.http.httpkit import SHELL, HttpNode, close_node, open_node
 from transports.build import version
 from transports.config import ViewsSection
 from transports.http.metrics import histogram_lines
 
 
-def families(node: Node) -> dict[str, Any]:
+def families(node: HttpNode) -> dict[str, Any]:
     reply = node.call("GET", "/metrics")
     assert reply.status == 200
     assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -29,7 +29,7 @@ def value(family: Any, name: str, **labels: str) -> float:
     raise AssertionError(f"no sample {name}{labels}")
 
 
-def test_metrics_read_back_with_prometheus_client(node: Node) -> None:
+def test_metrics_read_back_with_prometheus_client(node: HttpNode) -> None:
     node.finish(node.start("one"))
     shell = node.start(SHELL)
     stream, _ = node.until(shell, "run.awaiting_approval")
@@ -87,20 +87,20 @@ def connections_open(metrics: dict[str, Any]) -> int:
     return int(sum(s.value for s in metrics["reel_views_connections"].samples))
 
 
-def test_build_info_names_the_version(node: Node) -> None:
+def test_build_info_names_the_version(node: HttpNode) -> None:
     info = families(node)["reel_build_info"]
     assert info.type == "gauge"
     assert [(s.labels, s.value) for s in info.samples] == [({"version": version()}, 1)]
 
 
-class Snapshot(msgspec.Struct, frozen=True):
+class HistogramSnapshot(msgspec.Struct, frozen=True):
     buckets: tuple[tuple[float, int], ...]
     sum_s: float
     count: int
 
 
 def test_histogram_text_adds_inf_when_the_source_has_none() -> None:
-    lines = histogram_lines("h", "help", Snapshot(((0.5, 1), (1.0, 3)), 1.25, 4))
+    lines = histogram_lines("h", "help", HistogramSnapshot(((0.5, 1), (1.0, 3)), 1.25, 4))
     text = "\n".join(lines) + "\n"
     (family,) = text_string_to_metric_families(text)
     samples = {(s.name, s.labels.get("le")): s.value for s in family.samples}

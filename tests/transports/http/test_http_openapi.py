@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema_rs
 
-from tests.transports.http.httpkit import MAX_BODY, SHELL, Node, Reply
+from tests.transports.http.httpkit import MAX_BODY, SHELL, HttpNode, HttpReply
 from transports.build import version
 from transports.http.openapi import document, operation_id
 
@@ -25,7 +25,7 @@ def template_of(path: str, doc: dict[str, Any]) -> str:
     raise AssertionError(f"{bare} is not in the document")
 
 
-def check(doc: dict[str, Any], method: str, path: str, reply: Reply) -> None:
+def check(doc: dict[str, Any], method: str, path: str, reply: HttpReply) -> None:
     """The reply's status is documented for the operation, and its body matches the schema."""
     operation = doc["paths"][template_of(path, doc)][method.lower()]
     spec = operation["responses"].get(str(reply.status))
@@ -38,7 +38,7 @@ def check(doc: dict[str, Any], method: str, path: str, reply: Reply) -> None:
         jsonschema_rs.Draft202012Validator(schema).validate(reply.json())
 
 
-def test_every_served_route_is_documented(node: Node) -> None:
+def test_every_served_route_is_documented(node: HttpNode) -> None:
     doc = document()
     served = set()
     for resource in node.server.runner.app.router.resources():
@@ -51,18 +51,18 @@ def test_every_served_route_is_documented(node: Node) -> None:
     assert doc["info"]["version"] == version()
 
 
-def test_the_served_document_is_the_generated_one(node: Node) -> None:
+def test_the_served_document_is_the_generated_one(node: HttpNode) -> None:
     reply = node.call("GET", "/v1/openapi.json")
     assert reply.status == 200
     assert reply.json() == json.loads(json.dumps(document()))
     check(document(), "GET", "/v1/openapi.json", reply)
 
 
-def test_real_responses_match_the_document(node: Node) -> None:
+def test_real_responses_match_the_document(node: HttpNode) -> None:
     doc = document()
     calls: list[tuple[str, str, Any, bytes | None]] = []
 
-    def call(method: str, path: str, body: Any = None, raw: bytes | None = None) -> Reply:
+    def call(method: str, path: str, body: Any = None, raw: bytes | None = None) -> HttpReply:
         reply = node.call(method, path, body, raw=raw)
         check(doc, method, path, reply)
         calls.append((method, path, reply.status, raw))
@@ -157,7 +157,7 @@ def test_each_schema_title_is_unique_and_names_its_component() -> None:
         assert schema.get("title") == name, (name, schema.get("title"))
 
 
-def test_every_served_operation_has_a_stable_unique_operation_id(node: Node) -> None:
+def test_every_served_operation_has_a_stable_unique_operation_id(node: HttpNode) -> None:
     """Every route the app serves (HEAD aside, the console's files aside) is an operation of
     the document whose operationId is its handler's, and no two operations share one."""
     doc = document()
@@ -195,7 +195,7 @@ def test_literals_are_named_enums_or_constants() -> None:
     assert decision["decision"] == {"$ref": "#/components/schemas/DecisionRequestDecision"}
 
 
-def test_each_operation_documents_the_errors_it_answers(node: Node) -> None:
+def test_each_operation_documents_the_errors_it_answers(node: HttpNode) -> None:
     """Each refusal every route can give (no token, an unknown query parameter, a body over the
     limit) is a status the operation documents, with the JSON error body."""
     doc = document()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import Node, Reply, close_node
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import HttpConfig, NodeConfig, ToolsSection
 from transports.http import start_http
@@ -20,13 +20,15 @@ from transports.runtime import open_runtime
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
-def call(node: Node, method: str, path: str, body: Any = None, token: str | None = None) -> Reply:
+def call(
+    node: HttpNode, method: str, path: str, body: Any = None, token: str | None = None
+) -> HttpReply:
     reply = node.call(method, path, body, auth=f"Bearer {token or node.token}")
     check(document(), method, path, reply)
     return reply
 
 
-def postures(node: Node, session_id: str, token: str | None = None) -> dict[str, Any]:
+def postures(node: HttpNode, session_id: str, token: str | None = None) -> dict[str, Any]:
     reply = call(node, "GET", f"/v1/sessions/{session_id}/postures", token=token)
     assert reply.status == 200, reply
     body: dict[str, Any] = reply.json()
@@ -34,7 +36,7 @@ def postures(node: Node, session_id: str, token: str | None = None) -> dict[str,
     return {item["tool"]: item for item in body["items"]}
 
 
-def mint(node: Node, principal: str, role: str) -> str:
+def mint(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     token: str = reply.json()["token"]
@@ -42,7 +44,7 @@ def mint(node: Node, principal: str, role: str) -> str:
 
 
 @pytest.fixture
-def configured(data_dir: Path) -> Iterator[Node]:
+def configured(data_dir: Path) -> Iterator[HttpNode]:
     """A node whose config makes echo ask each time (``[tools.postures]``)."""
     config = NodeConfig(
         http=HttpConfig(port=0),
@@ -54,14 +56,14 @@ def configured(data_dir: Path) -> Iterator[Node]:
     except BaseException:
         runtime.close(1.0)
         raise
-    node = Node(runtime, server, (data_dir / "admin.token").read_text().strip())
+    node = HttpNode(runtime, server, (data_dir / "admin.token").read_text().strip())
     try:
         yield node
     finally:
         close_node(node)
 
 
-def test_every_tool_is_listed_with_the_posture_its_calls_meet(configured: Node) -> None:
+def test_every_tool_is_listed_with_the_posture_its_calls_meet(configured: HttpNode) -> None:
     node = configured
     sid = node.session()
     tools = postures(node, sid)
@@ -102,7 +104,7 @@ def test_every_tool_is_listed_with_the_posture_its_calls_meet(configured: Node) 
     assert echo["posture"] == "ask_each_time"
 
 
-def test_the_override_names_who_set_it_last(node: Node) -> None:
+def test_the_override_names_who_set_it_last(node: HttpNode) -> None:
     sid = node.session()
     ops = mint(node, "user:root2", "admin")
     call(node, "POST", f"/v1/sessions/{sid}/postures", {"tool": "echo", "posture": "disabled"})
@@ -120,7 +122,7 @@ def test_the_override_names_who_set_it_last(node: Node) -> None:
     assert postures(node, sid)["echo"]["override"] == "ask_each_time"
 
 
-def test_who_may_read_a_sessions_postures(node: Node) -> None:
+def test_who_may_read_a_sessions_postures(node: HttpNode) -> None:
     viewer = mint(node, "user:vic", "viewer")
     agent = mint(node, "agent:app", "agent")
     admins = node.session()
@@ -134,13 +136,13 @@ def test_who_may_read_a_sessions_postures(node: Node) -> None:
 
 
 @pytest.mark.parametrize("session_id", [UNKNOWN, "not-an-id"])
-def test_an_unknown_session_is_404(node: Node, session_id: str) -> None:
+def test_an_unknown_session_is_404(node: HttpNode, session_id: str) -> None:
     reply = node.call("GET", f"/v1/sessions/{session_id}/postures")
     assert reply.status == 404, reply
     assert reply.error["code"] == "not_found"
 
 
-def test_the_postures_take_no_query_parameters(node: Node) -> None:
+def test_the_postures_take_no_query_parameters(node: HttpNode) -> None:
     reply = node.call("GET", f"/v1/sessions/{node.session()}/postures?tool=echo")
     assert reply.status == 400
     assert reply.error["field"] == "query.tool"

@@ -9,7 +9,7 @@ from pathlib import Path
 from events.redaction.redact import redact_text
 from tests.actors.test_output_redaction import ChunkedProvider
 from tests.events.redaction_corpus import SECRETS
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node
 from transports.config import HttpConfig, NodeConfig
 from transports.http import start_http
 from transports.runtime import open_runtime
@@ -25,7 +25,7 @@ def test_sse_tape_and_answer_show_the_same_redacted_text(data_dir: Path) -> None
         provider=provider,
     )
     server = start_http(runtime, keepalive_s=0.3)
-    node = Node(
+    node = HttpNode(
         runtime=runtime, server=server, token=(data_dir / "admin.token").read_text().strip()
     )
     try:

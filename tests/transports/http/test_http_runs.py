@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from tests.transports.http.httpkit import Node
+from tests.transports.http.httpkit import HttpNode
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 TOOLS = "\n".join(["three tools", *[f'/tool echo {{"text":"e{i}"}}' for i in range(3)]])
 
 
-def test_the_tape_is_paged_densely_to_the_end(node: Node) -> None:
+def test_the_tape_is_paged_densely_to_the_end(node: HttpNode) -> None:
     run_id = node.start(TOOLS)
     node.finish(run_id)
     whole = node.call("GET", f"/v1/runs/{run_id}/tape?limit=1000").json()
@@ -38,7 +38,7 @@ def test_the_tape_is_paged_densely_to_the_end(node: Node) -> None:
     assert pages == -(-len(entries) // 4)
 
 
-def test_tape_limit_beyond_the_cap_is_clamped_and_said(node: Node) -> None:
+def test_tape_limit_beyond_the_cap_is_clamped_and_said(node: HttpNode) -> None:
     run_id = node.start("short")
     node.finish(run_id)
     page = node.call("GET", f"/v1/runs/{run_id}/tape?limit=100000").json()
@@ -57,14 +57,14 @@ def test_tape_limit_beyond_the_cap_is_clamped_and_said(node: Node) -> None:
         ("limit=0", "query.limit"),
     ],
 )
-def test_bad_tape_parameters_are_400(node: Node, query: str, field: str) -> None:
+def test_bad_tape_parameters_are_400(node: HttpNode, query: str, field: str) -> None:
     run_id = node.start("short")
     reply = node.call("GET", f"/v1/runs/{run_id}/tape?{query}")
     assert reply.status == 400
     assert reply.error["field"] == field
 
 
-def test_a_run_record_and_unknown_runs(node: Node) -> None:
+def test_a_run_record_and_unknown_runs(node: HttpNode) -> None:
     run_id = node.start("record me")
     node.finish(run_id)
     run = node.call("GET", f"/v1/runs/{run_id}").json()
@@ -81,7 +81,7 @@ def test_a_run_record_and_unknown_runs(node: Node) -> None:
         assert reply.error["code"] == "not_found"
 
 
-def test_cancel_a_live_run_then_again_is_409(node: Node) -> None:
+def test_cancel_a_live_run_then_again_is_409(node: HttpNode) -> None:
     run_id = node.start("/sleep 10000\nslow")
     stream, _ = node.until(run_id, "run.started")
     reply = node.call("POST", f"/v1/runs/{run_id}/cancel")

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import Node, Reply, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node, eventually, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http import listing
 from transports.http.openapi import document
@@ -29,26 +29,26 @@ from transports.http.openapi import document
 
 @dataclass(frozen=True)
 class Found:
-    node: Node
+    node: HttpNode
     tokens: dict[str, str]
     sessions: dict[str, str]
     runs: dict[str, str]
 
 
-def call(node: Node, path: str, token: str | None = None) -> Reply:
+def call(node: HttpNode, path: str, token: str | None = None) -> HttpReply:
     reply = node.call("GET", path, auth=f"Bearer {token or node.token}")
     check(document(), "GET", path, reply)
     return reply
 
 
-def mint(node: Node, principal: str, role: str) -> str:
+def mint(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     token: str = reply.json()["token"]
     return token
 
 
-def run_in(node: Node, token: str, session: dict[str, Any], text: str) -> tuple[str, str]:
+def run_in(node: HttpNode, token: str, session: dict[str, Any], text: str) -> tuple[str, str]:
     """A session made by ``token``'s principal with one run of ``text``, ended."""
     made = node.call("POST", "/v1/sessions", session, auth=f"Bearer {token}")
     assert made.status == 201, made
@@ -276,7 +276,7 @@ def test_the_longest_search_is_taken(found: Found) -> None:
     assert reply.json()["items"] == []
 
 
-def test_a_search_on_an_empty_node(node: Node) -> None:
+def test_a_search_on_an_empty_node(node: HttpNode) -> None:
     for path in ("/v1/runs?q=x", "/v1/sessions?q=x&order=newest", "/v1/tasks?order=newest"):
         reply = call(node, path)
         assert reply.status == 200, reply

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.transports.http.httpkit import Node, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from transports.config import SessionsConfig
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
-def test_create_read_and_list_a_session(node: Node) -> None:
+def test_create_read_and_list_a_session(node: HttpNode) -> None:
     created = node.call("POST", "/v1/sessions", {"label": "first"})
     assert created.status == 201
     session = created.json()
@@ -24,7 +24,7 @@ def test_create_read_and_list_a_session(node: Node) -> None:
     assert listed["next_after"] is None
 
 
-def test_create_with_a_key_twice_returns_the_same_session(node: Node) -> None:
+def test_create_with_a_key_twice_returns_the_same_session(node: HttpNode) -> None:
     first = node.call("POST", "/v1/sessions", {"session_key": "ops"})
     again = node.call("POST", "/v1/sessions", {"session_key": "ops"})
     assert (first.status, again.status) == (201, 200)
@@ -32,7 +32,7 @@ def test_create_with_a_key_twice_returns_the_same_session(node: Node) -> None:
     assert node.call("POST", "/v1/sessions", raw=b"").status == 201  # the body is optional
 
 
-def test_sessions_are_paged_with_a_cursor_and_the_cap_is_said(node: Node) -> None:
+def test_sessions_are_paged_with_a_cursor_and_the_cap_is_said(node: HttpNode) -> None:
     ids = [node.session() for _ in range(3)]
     first = node.call("GET", "/v1/sessions?limit=2").json()
     assert [s["session_id"] for s in first["items"]] == ids[:2]
@@ -57,7 +57,7 @@ def test_sessions_are_paged_with_a_cursor_and_the_cap_is_said(node: Node) -> Non
         ("after=", "query.after"),
     ],
 )
-def test_bad_paging_parameters_are_400_naming_them(node: Node, query: str, field: str) -> None:
+def test_bad_paging_parameters_are_400_naming_them(node: HttpNode, query: str, field: str) -> None:
     reply = node.call("GET", f"/v1/sessions?{query}")
     assert reply.status == 400
     assert reply.error["code"] == "invalid_argument"
@@ -65,7 +65,7 @@ def test_bad_paging_parameters_are_400_naming_them(node: Node, query: str, field
 
 
 @pytest.mark.parametrize("session_id", [UNKNOWN, "nope", "..%2F..%2Fetc"])
-def test_unknown_sessions_are_404(node: Node, session_id: str) -> None:
+def test_unknown_sessions_are_404(node: HttpNode, session_id: str) -> None:
     for method, path in [
         ("GET", f"/v1/sessions/{session_id}"),
         ("GET", f"/v1/sessions/{session_id}/runs"),
@@ -79,7 +79,7 @@ def test_unknown_sessions_are_404(node: Node, session_id: str) -> None:
     assert reply.status == 404
 
 
-def test_a_message_starts_a_run_that_is_readable_at_once(node: Node) -> None:
+def test_a_message_starts_a_run_that_is_readable_at_once(node: HttpNode) -> None:
     sid = node.session()
     reply = node.call("POST", f"/v1/sessions/{sid}/messages", {"text": "hello there"})
     assert reply.status == 202
@@ -109,7 +109,7 @@ def test_a_message_starts_a_run_that_is_readable_at_once(node: Node) -> None:
         (b'{"text": "hi", "label": ["x"]}', "$.label"),
     ],
 )
-def test_bad_message_bodies_are_400_with_the_field(node: Node, body: bytes, field: str) -> None:
+def test_bad_message_bodies_are_400_with_the_field(node: HttpNode, body: bytes, field: str) -> None:
     sid = node.session()
     reply = node.call("POST", f"/v1/sessions/{sid}/messages", raw=body)
     assert reply.status == 400, reply
@@ -132,7 +132,7 @@ def test_a_message_over_the_node_limit_is_refused_naming_text(data_dir: Path) ->
         close_node(running)
 
 
-def test_reset_and_branch(node: Node) -> None:
+def test_reset_and_branch(node: HttpNode) -> None:
     sid = node.session(label="base")
     run_id = node.start("remember me", sid)
     node.finish(run_id)
@@ -157,7 +157,7 @@ def test_reset_and_branch(node: Node) -> None:
     assert (unknown_field.status, unknown_field.error["field"]) == (400, "$.hard")
 
 
-def test_a_taken_session_key_on_branch_is_409(node: Node) -> None:
+def test_a_taken_session_key_on_branch_is_409(node: HttpNode) -> None:
     sid = node.session(session_key="taken")
     node.finish(node.start("one", sid))
     reply = node.call("POST", f"/v1/sessions/{sid}/branch", {"session_key": "taken"})
@@ -165,7 +165,7 @@ def test_a_taken_session_key_on_branch_is_409(node: Node) -> None:
     assert reply.error["code"] == "conflict"
 
 
-def test_a_session_posture_override_decides_its_calls(node: Node) -> None:
+def test_a_session_posture_override_decides_its_calls(node: HttpNode) -> None:
     sid = node.session()
     reply = node.call(
         "POST", f"/v1/sessions/{sid}/postures", {"tool": "echo", "posture": "disabled"}
@@ -192,7 +192,7 @@ def test_a_session_posture_override_decides_its_calls(node: Node) -> None:
     ],
 )
 def test_bad_posture_bodies_are_400_naming_the_field(
-    node: Node, body: dict[str, object], field: str
+    node: HttpNode, body: dict[str, object], field: str
 ) -> None:
     sid = node.session()
     reply = node.call("POST", f"/v1/sessions/{sid}/postures", body)

@@ -11,21 +11,23 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.tasks.handlers import TaskContext
 from events.catalog import AccessDecided
 from events.task_lifecycle import TaskStatus
-from tests.transports.http.httpkit import Node, Reply, eventually
+from tests.transports.http.httpkit import HttpNode, HttpReply, eventually
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
-def call(node: Node, method: str, path: str, body: Any = None, token: str | None = None) -> Reply:
+def call(
+    node: HttpNode, method: str, path: str, body: Any = None, token: str | None = None
+) -> HttpReply:
     auth = "default" if token is None else f"Bearer {token}"
     reply = node.call(method, path, body, auth=auth)
     check(document(), method, path, reply)
     return reply
 
 
-def ended(node: Node, task_id: str) -> dict[str, Any]:
+def ended(node: HttpNode, task_id: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         body: dict[str, Any] = call(node, "GET", f"/v1/tasks/{task_id}").json()
         return body if body["state"] in ("succeeded", "failed", "expired", "cancelled") else None
@@ -35,14 +37,14 @@ def ended(node: Node, task_id: str) -> dict[str, Any]:
     return found  # type: ignore[no-any-return]
 
 
-def token_for(node: Node, principal: str, role: str) -> str:
+def token_for(node: HttpNode, principal: str, role: str) -> str:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": [role]})
     assert reply.status == 201, reply
     token: str = reply.json()["token"]
     return token
 
 
-def task_gauge(node: Node) -> dict[str, float]:
+def task_gauge(node: HttpNode) -> dict[str, float]:
     reply = node.call("GET", "/metrics")
     assert reply.status == 200
     families = {f.name: f for f in text_string_to_metric_families(reply.body.decode())}
@@ -50,7 +52,7 @@ def task_gauge(node: Node) -> dict[str, float]:
     return {s.labels["state"]: s.value for s in families["reel_tasks"].samples}
 
 
-def test_list_filter_page_and_show(node: Node) -> None:
+def test_list_filter_page_and_show(node: HttpNode) -> None:
     queue = node.runtime.node.tasks
     done = [queue.enqueue("noop", {"n": n}).task_id for n in range(3)]
     unknown = queue.enqueue("nope").task_id
@@ -97,7 +99,7 @@ def test_list_filter_page_and_show(node: Node) -> None:
     assert call(node, "GET", "/v1/tasks/not-an-id").status == 404
 
 
-def test_cancel_a_running_task_then_again(node: Node) -> None:
+def test_cancel_a_running_task_then_again(node: HttpNode) -> None:
     queue = node.runtime.node.tasks
     seen: list[str | None] = []
 
@@ -128,7 +130,7 @@ def test_cancel_a_running_task_then_again(node: Node) -> None:
     assert kinds == ["task.enqueued", "task.claimed", "task.cancelled"]
 
 
-def test_who_may_read_and_cancel_tasks(node: Node) -> None:
+def test_who_may_read_and_cancel_tasks(node: HttpNode) -> None:
     queue = node.runtime.node.tasks
     later = queue.enqueue("noop", delay_s=3600).task_id
     viewer = token_for(node, "user:vera", "viewer")

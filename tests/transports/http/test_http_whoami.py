@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from policies import ACTIONS
-from tests.transports.http.httpkit import Node, close_node, eventually, open_node
+from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from tests.transports.http.test_http_openapi import check
 from transports.http.openapi import document
 
@@ -26,14 +26,14 @@ CONSOLE_ACTIONS = (
 )
 
 
-def make_token(node: Node, principal: str, *roles: str) -> tuple[str, str]:
+def make_token(node: HttpNode, principal: str, *roles: str) -> tuple[str, str]:
     reply = node.call("POST", "/v1/tokens", {"principal": principal, "roles": list(roles)})
     assert reply.status == 201, reply
     body = reply.json()
     return body["token"], body["id"]
 
 
-def whoami(node: Node, token: str) -> dict[str, Any]:
+def whoami(node: HttpNode, token: str) -> dict[str, Any]:
     reply = node.call("GET", "/v1/whoami", auth=f"Bearer {token}")
     assert reply.status == 200, reply
     check(document(), "GET", "/v1/whoami", reply)
@@ -45,7 +45,7 @@ def granted(body: dict[str, Any], key: str = "may") -> set[str]:
     return {a for a in CONSOLE_ACTIONS if body[key][a]}
 
 
-def test_each_role_sees_what_it_may_do(node: Node) -> None:
+def test_each_role_sees_what_it_may_do(node: HttpNode) -> None:
     admin = whoami(node, node.token)
     assert admin["principal"] == "admin" and admin["roles"] == ["admin"]
     assert admin["token_id"] is None  # admin.token is no record of the token book
@@ -73,7 +73,7 @@ def test_each_role_sees_what_it_may_do(node: Node) -> None:
     assert agent["may_own"]["run.cancel"] and not agent["may_own"]["approval.resolve"]
 
 
-def test_asking_changes_nothing(node: Node) -> None:
+def test_asking_changes_nothing(node: HttpNode) -> None:
     """No decision is recorded for asking; the token's first use is (``token.used``, once)."""
     token, _ = make_token(node, "user:olga", "operator")
     before = node.runtime.journal.committed_position
@@ -85,7 +85,7 @@ def test_asking_changes_nothing(node: Node) -> None:
     assert (used.kind, used.principal) == ("token.used", "user:olga")
 
 
-def test_a_bad_token_is_the_usual_401_and_parameters_are_refused(node: Node) -> None:
+def test_a_bad_token_is_the_usual_401_and_parameters_are_refused(node: HttpNode) -> None:
     for auth in (None, "Bearer nope", "Bearer reel_01ARZ3NDEKTSV4RRFFQ69G5FAV_" + "x" * 43):
         reply = node.call("GET", "/v1/whoami", auth=auth)
         assert reply.status == 401 and reply.error["code"] == "unauthenticated"
@@ -94,7 +94,7 @@ def test_a_bad_token_is_the_usual_401_and_parameters_are_refused(node: Node) -> 
 
 
 @pytest.fixture
-def forbidding_node(data_dir: Path) -> Iterator[Node]:
+def forbidding_node(data_dir: Path) -> Iterator[HttpNode]:
     """A node whose operator policy forbids operators to decide approvals."""
     (data_dir / "policies").mkdir()
     (data_dir / "policies" / "ops.cedar").write_text(
@@ -108,7 +108,7 @@ def forbidding_node(data_dir: Path) -> Iterator[Node]:
         close_node(running)
 
 
-def test_operator_policies_decide_too(forbidding_node: Node) -> None:
+def test_operator_policies_decide_too(forbidding_node: HttpNode) -> None:
     token, _ = make_token(forbidding_node, "user:olga", "operator")
     body = whoami(forbidding_node, token)
     assert not body["may"]["approval.resolve"] and not body["may_own"]["approval.resolve"]

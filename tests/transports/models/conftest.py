@@ -1,7 +1,7 @@
 """A fake OpenAI chat-completions server on 127.0.0.1 that speaks the real wire protocol.
 
 It runs an aiohttp.web app on its own event loop in a background thread, so a test can drive
-the client with ``asyncio.run`` on the main thread. Replies are scripted with :class:`Reply`
+the client with ``asyncio.run`` on the main thread. Replies are scripted with :class:`ScriptedReply`
 (status, headers, body, or the exact SSE byte pieces to stream); with no reply queued it
 streams an echo of the last user message, word by word, as OpenAI does. Every request's
 headers and JSON body are recorded.
@@ -29,7 +29,7 @@ from aiohttp import web
 
 
 @dataclass
-class Reply:
+class ScriptedReply:
     """One scripted response."""
 
     status: int = 200
@@ -49,7 +49,7 @@ class Reply:
 
 
 @dataclass
-class Recorded:
+class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
 
@@ -171,7 +171,7 @@ def ollama_tool_stream(
 
 def completion_reply(
     message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
-) -> Reply:
+) -> ScriptedReply:
     """A whole (non-streamed) ``chat.completion`` response, as OpenAI sends it."""
     payload = {
         "id": "chatcmpl-test",
@@ -185,7 +185,7 @@ def completion_reply(
             "total_tokens": prompt_tokens + completion_tokens,
         },
     }
-    return Reply(body=json.dumps(payload).encode(), content_type="application/json")
+    return ScriptedReply(body=json.dumps(payload).encode(), content_type="application/json")
 
 
 class FakeOpenAI:
@@ -201,8 +201,8 @@ class FakeOpenAI:
     DONE = DONE
 
     def __init__(self) -> None:
-        self.replies: deque[Reply] = deque()
-        self.requests: list[Recorded] = []
+        self.replies: deque[ScriptedReply] = deque()
+        self.requests: list[RecordedRequest] = []
         self.refuses: set[str] = set()
         """What the fake answers with a server's error: ``string_content``, ``bad_arguments``."""
         self.disconnected = threading.Event()
@@ -216,11 +216,11 @@ class FakeOpenAI:
         return f"http://127.0.0.1:{self.port}/v1"
 
     @staticmethod
-    def reply(**fields: Any) -> Reply:
-        """A scripted :class:`Reply` (the fixture hands tests this, not the module)."""
-        return Reply(**fields)
+    def reply(**fields: Any) -> ScriptedReply:
+        """A scripted :class:`ScriptedReply` (the fixture hands tests this, not the module)."""
+        return ScriptedReply(**fields)
 
-    def queue(self, *replies: Reply) -> None:
+    def queue(self, *replies: ScriptedReply) -> None:
         self.replies.extend(replies)
 
     def start(self) -> None:
@@ -251,7 +251,7 @@ class FakeOpenAI:
             task.cancel()
         await asyncio.gather(*others, return_exceptions=True)
 
-    def _echo(self, body: dict[str, Any]) -> Reply:
+    def _echo(self, body: dict[str, Any]) -> ScriptedReply:
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         words = (users[-1].get("content") or "ack").split() if users else ["ack"]
         pieces = [word + " " for word in words[:-1]] + [words[-1]]
@@ -259,9 +259,9 @@ class FakeOpenAI:
         if body.get("stream") is False:
             message = {"role": "assistant", "content": "".join(pieces)}
             return completion_reply(message, "stop", prompt, len(pieces))
-        return Reply(pieces=text_stream(pieces, prompt_tokens=prompt))
+        return ScriptedReply(pieces=text_stream(pieces, prompt_tokens=prompt))
 
-    def _refusal(self, body: dict[str, Any]) -> Reply | None:
+    def _refusal(self, body: dict[str, Any]) -> ScriptedReply | None:
         """The error a stricter server answers ``body`` with, if it would."""
         for message in body.get("messages", []):
             calls = message.get("tool_calls") or []
@@ -269,19 +269,21 @@ class FakeOpenAI:
             if "string_content" in self.refuses and calls and not isinstance(content, str):
                 error = "[{'type': 'string_type', 'loc': ('body', 'messages', 1, 'content'), "
                 error += f"'msg': 'Input should be a valid string', 'input': {content!r}}}]"
-                return Reply(status=500, body=json.dumps({"error": {"message": error}}).encode())
+                return ScriptedReply(
+                    status=500, body=json.dumps({"error": {"message": error}}).encode()
+                )
             for call in calls if "bad_arguments" in self.refuses else ():
                 try:
                     json.loads(call["function"]["arguments"] or "{}")
                 except ValueError as exc:
                     error = f"Failed to parse tool call arguments as JSON: {exc}"
                     payload = {"error": {"code": 500, "message": error, "type": "server_error"}}
-                    return Reply(status=500, body=json.dumps(payload).encode())
+                    return ScriptedReply(status=500, body=json.dumps(payload).encode())
         return None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.requests.append(Recorded(headers=dict(request.headers), body=body))
+        self.requests.append(RecordedRequest(headers=dict(request.headers), body=body))
         reply = self._refusal(body)
         if reply is None:
             reply = self.replies.popleft() if self.replies else self._echo(body)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.http.httpkit import MAX_BODY, Node, close_node
+from tests.transports.http.httpkit import MAX_BODY, HttpNode, close_node
 from tests.transports.models.conftest import FakeOpenAI
 from transports.config import HttpConfig, NodeConfig, ProviderConfig
 from transports.http import start_http
@@ -33,9 +33,9 @@ def strict_model(fake_openai: FakeOpenAI) -> FakeOpenAI:
 
 @pytest.fixture
 def open_node(data_dir: Path, strict_model: FakeOpenAI) -> Iterator[Any]:
-    nodes: list[Node] = []
+    nodes: list[HttpNode] = []
 
-    def start(**provider: Any) -> Node:
+    def start(**provider: Any) -> HttpNode:
         config = NodeConfig(
             http=HttpConfig(port=0, max_body_bytes=MAX_BODY),
             provider=ProviderConfig(
@@ -50,7 +50,7 @@ def open_node(data_dir: Path, strict_model: FakeOpenAI) -> Iterator[Any]:
         runtime = open_runtime(data_dir, config=config)
         server = start_http(runtime, keepalive_s=0.3)
         token = (data_dir / "admin.token").read_text().strip()
-        nodes.append(Node(runtime=runtime, server=server, token=token))
+        nodes.append(HttpNode(runtime=runtime, server=server, token=token))
         return nodes[-1]
 
     try:
@@ -60,7 +60,7 @@ def open_node(data_dir: Path, strict_model: FakeOpenAI) -> Iterator[Any]:
             close_node(node)
 
 
-def run(node: Node, text: str) -> dict[str, list[dict[str, Any]]]:
+def run(node: HttpNode, text: str) -> dict[str, list[dict[str, Any]]]:
     """Start a run and follow it to its end: its events (run's and tools') by kind."""
     run_id = node.start(text)
     by_kind: dict[str, list[dict[str, Any]]] = {}

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 from actors.messages import ResolveApproval, StartRun
 from events import Journal, NodeKey, new_id
 from events.catalog import RunAccepted, SessionCreated
+from tests import processes
 from transports.build import version
 from transports.config import NodeConfig, ToolsSection
 from transports.node.runlog import RunStateLogger
@@ -31,12 +33,16 @@ class Daemon:
     """A running ``reel node``; stderr is collected line by line on a thread."""
 
     def __init__(self, data: Path, env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [str(REEL), "node", "--data", str(data)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
+        self._stop = ExitStack()
+        self.process: subprocess.Popen[str] = self._stop.enter_context(
+            processes.node(
+                "--data",
+                data,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, **(env or {})},
+            )
         )
         self.lines: list[str] = []
         self._new = threading.Condition()
@@ -75,13 +81,18 @@ class Daemon:
             self.process.kill()
             self.process.wait(10)
 
+    def close(self) -> None:
+        """Stop the node if it still runs (:func:`tests.processes.spawned`)."""
+        self._stop.close()
+
 
 @pytest.fixture
 def daemons() -> Iterator[list[Daemon]]:
+    """Every node a test starts, stopped when it ends."""
     started: list[Daemon] = []
     yield started
     for daemon in started:
-        daemon.kill()
+        daemon.close()
 
 
 def start(daemons: list[Daemon], data: Path, env: dict[str, str] | None = None) -> Daemon:
