@@ -16,6 +16,10 @@ memory, tasks, learning, incidents, journal checkpoints, whoami, channels' list,
 webhook, metrics, health, the console and the OpenAPI document; gRPC alone has Journal.Read,
 Approvals.Watch and the approvals and cancels sent on a RunStream. So an unknown task or memory
 item, and a session key already taken (only a branch can meet one), are HTTP's own cases.
+Two inputs are answered differently on purpose, each as its protocol's documents say: an id
+that is not a ULID (HTTP: a path naming nothing, 404; gRPC: INVALID_ARGUMENT naming the field)
+and an unknown field (HTTP's bodies refuse it naming it; protobuf skips it, for forward
+compatibility), so neither is in the table.
 """
 
 from __future__ import annotations
