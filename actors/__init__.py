@@ -31,8 +31,12 @@ Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`
 has its own: ProviderError → ProviderTimeout. Inside a task, a handler raises
 ``PermanentFailure`` (fail now, no retry), is stopped by ``TaskInterrupted``, and reflection
 refuses a model's answer with ``InvalidReflection`` and a run the journal lacks with
-``UnknownRunToReflect`` (a ``LookupError``); none leaves the task. Every class's failure kind
-is in :mod:`transports.failures`.
+``UnknownRunToReflect`` (a ``LookupError``); none leaves the task. A chat message no router
+decision should see is ``InvalidMessage`` (``actors.channels.message``, a ``ValueError`` naming
+the field); a memory item's writer (``actors.memory.items``) refuses input with
+``MemoryInputError`` (a ``ValueError`` naming the field), an unknown id with
+``UnknownMemoryItem`` (a ``LookupError``) and a second delete with
+``MemoryItemAlreadyDeleted``. Every class's failure kind is in :mod:`transports.failures`.
 """
 
 from typing import TYPE_CHECKING
