@@ -27,7 +27,7 @@ from proto.reel.v1 import (
     StartRun,
 )
 from tests.conformance.edge import Case, EdgeConformance, World, field_named, run_async
-from tests.transports.http.httpkit import Node, Reply
+from tests.transports.http.httpkit import HttpNode, HttpReply
 from transports.failures import Kind
 from transports.grpc.client import auth_metadata
 from transports.grpc.status import STATUS as GRPC_STATUS
@@ -46,16 +46,16 @@ class TestHttpEdge(EdgeConformance):
         "cancel_run": (202,),
     }
 
-    def send(self, world: World, case: Case, args: dict[str, Any]) -> Reply:
+    def send(self, world: World, case: Case, args: dict[str, Any]) -> HttpReply:
         token = world.tokens[case.who]
-        node = Node(world.runtime, world.http, token or "")
+        node = HttpNode(world.runtime, world.http, token or "")
         method, path, body = request(case, args)
         return node.call(method, path, body, auth=None if token is None else f"Bearer {token}")
 
-    def check_ok(self, case: Case, answer: Reply) -> None:
+    def check_ok(self, case: Case, answer: HttpReply) -> None:
         assert answer.status in self.OK.get(case.command, (200,)), answer
 
-    def check_failure(self, case: Case, kind: Kind, answer: Reply) -> None:
+    def check_failure(self, case: Case, kind: Kind, answer: HttpReply) -> None:
         status, code = HTTP_STATUS[kind]
         assert (answer.status, answer.error["code"]) == (status, code), answer
         if case.field is not None:
