@@ -98,7 +98,7 @@ KINDS: Final[dict[str, Kind]] = {
     "actors.memory.items.UnknownMemoryItem": "not_found",
     "actors.memory.items.MemoryItemAlreadyDeleted": "conflict",
     "transports.config.ConfigError": "unusable",
-    "transports.channels.message.InvalidMessage": "invalid_argument",
+    "actors.channels.message.InvalidMessage": "invalid_argument",
     "transports.channels.hub.UnknownChannel": "not_found",
     "transports.channels.commands.CommandSyntaxError": "invalid_argument",
     "transports.channels.connector.ConnectorError": "unavailable",
