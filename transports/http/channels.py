@@ -37,7 +37,6 @@ PUBLIC_ROUTES = frozenset({WEBHOOK_ROUTE})
 """Routes the guard lets through without a bearer token (the webhook checks its signature)."""
 
 routes = web.RouteTableDef()
-_body = msgspec.json.Decoder(MessageBody)
 
 
 class PairCodeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -120,7 +119,7 @@ async def receive_webhook(request: web.Request) -> web.Response:
         )
     json_content_type(request)
     try:
-        body = _body.decode(raw)
+        message = connector.parse(raw)
     except UnicodeDecodeError:
         raise not_utf8(raw) from None
-    return json_reply(await route(hub, body.message(name)))
+    return json_reply(await route(hub, message))

@@ -73,6 +73,19 @@ def refused(node: HttpNode) -> dict[str, str]:
     return {e.message_id: e.reason for e in events_of(node, ChannelMessageRefused, STREAM)}
 
 
+async def replay_sync(mx: MatrixConnector, since: str) -> None:
+    """On the node's loop: end the sync loop, rewind its token, start the loop again (what a
+    reconnect that resumes from an older token does; the login is kept)."""
+    loop_task = mx._loop_task
+    assert loop_task is not None
+    mx._stopping = True
+    loop_task.cancel()
+    await asyncio.gather(loop_task, return_exceptions=True)
+    mx._stopping = False
+    mx.since = since
+    mx._loop_task = asyncio.create_task(mx._sync_loop())
+
+
 def mention(user_id: str) -> dict[str, Any]:
     return {"m.mentions": {"user_ids": [user_id]}}
 
@@ -277,18 +290,6 @@ def test_a_replayed_sync_starts_one_run_per_event(
     mx = connector(node)
     hub = node.runtime.channels
 
-    async def replay(since: str) -> None:
-        """On the node's loop: end the sync loop, rewind its token, start the loop again (what
-        a reconnect that resumes from an older token does; the login is kept)."""
-        loop_task = mx._loop_task
-        assert loop_task is not None
-        mx._stopping = True
-        loop_task.cancel()
-        await asyncio.gather(loop_task, return_exceptions=True)
-        mx._stopping = False
-        mx.since = since
-        mx._loop_task = asyncio.create_task(mx._sync_loop())
-
     async def scenario() -> None:
         async with alice:
             room = await alice.room([bot], direct=True)
@@ -297,7 +298,7 @@ def test_a_replayed_sync_starts_one_run_per_event(
             assert before is not None
             asked = await alice.say(room, "only once please")
             await alice.reply_containing(room, bot, "only once please")
-            await asyncio.wrap_future(node.runtime.node.io.submit(replay(before)))
+            await asyncio.wrap_future(node.runtime.node.io.submit(replay_sync(mx, before)))
             await settled(lambda: hub.duplicates >= 1, "the replayed event reaching the hub")
             assert hub.duplicates == 1
             await asyncio.sleep(1.0)  # time for a second answer, were one coming
