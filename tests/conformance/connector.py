@@ -32,7 +32,7 @@ from events.catalog import (
     Event,
 )
 from tests.transports.channels.kit import events_of
-from tests.transports.http.httpkit import Node, eventually
+from tests.transports.http.httpkit import HttpNode, eventually
 
 WAIT_S = 20.0
 """The longest a case waits for one thing (an answer takes well under a second)."""
@@ -66,7 +66,7 @@ class ConnectorDriver(abc.ABC):
     """The node's data dir (its ``workspace/`` is what the agent's tools see)."""
 
     @abc.abstractmethod
-    def start(self, **policy: Any) -> Node:
+    def start(self, **policy: Any) -> HttpNode:
         """A node whose one channel uses this connector with the router ``policy`` (keys of
         ``[channels.<name>]``); the driver stops it after the case."""
 
@@ -146,11 +146,11 @@ class ConnectorConformance:
     def stream(self, driver: ConnectorDriver) -> str:
         return f"channel/{driver.channel}"
 
-    def recorded(self, node: Node, driver: ConnectorDriver, cls: type[Any]) -> list[Any]:
+    def recorded(self, node: HttpNode, driver: ConnectorDriver, cls: type[Any]) -> list[Any]:
         found: list[Event] = events_of(node, cls, self.stream(driver))
         return found
 
-    def refusal(self, node: Node, driver: ConnectorDriver, message_id: str) -> str:
+    def refusal(self, node: HttpNode, driver: ConnectorDriver, message_id: str) -> str:
         """The recorded reason ``message_id`` was refused, once it is recorded."""
 
         def reason() -> str:
@@ -163,7 +163,7 @@ class ConnectorConformance:
         assert found, f"{message_id} was never refused"
         return str(found)
 
-    def run_principals(self, node: Node) -> list[str]:
+    def run_principals(self, node: HttpNode) -> list[str]:
         reply = node.call("GET", "/v1/runs")
         assert reply.status == 200, reply.body
         return [str(r["principal"]) for r in reply.json()["items"]]
@@ -322,7 +322,7 @@ class ConnectorConformance:
         assert "the blue widget" in driver.answer_containing(DM_ALICE, "fs.read ->")
 
 
-def pending(node: Node, subject: str) -> str | None:
+def pending(node: HttpNode, subject: str) -> str | None:
     """The id of the approval of ``subject`` (``tool``, ``pairing``) waiting for an
     operator, if any."""
     page = node.call("GET", "/v1/approvals?state=pending").json()["items"]

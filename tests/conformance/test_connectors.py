@@ -41,7 +41,7 @@ from tests.transports.channels_matrix.test_matrix_connector import (
     matrix,
     replay_sync,
 )
-from tests.transports.http.httpkit import Node, Reply, close_node, open_node
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node, open_node
 from transports.channels.connector import CONNECTORS
 from transports.channels.webhook import WebhookConnector
 
@@ -57,13 +57,13 @@ class WebhookDriver(ConnectorDriver):
 
     def __init__(self, data_dir: Path, receiver: Receiver) -> None:
         self.data_dir, self.receiver = data_dir, receiver
-        self.node: Node | None = None
+        self.node: HttpNode | None = None
         self.sent: dict[str, bytes] = {}
         """Message id -> the raw body posted (a retry posts the same bytes)."""
-        self.refused: dict[str, Reply] = {}
+        self.refused: dict[str, HttpReply] = {}
         """Message id -> the node's answer when it did not take the message (a 4xx)."""
 
-    def start(self, **policy: Any) -> Node:
+    def start(self, **policy: Any) -> HttpNode:
         self.node = channel_node(self.data_dir, {self.channel: channel(self.receiver, **policy)})
         return self.node
 
@@ -74,7 +74,7 @@ class WebhookDriver(ConnectorDriver):
     def user(self, person: str) -> str:
         return f"{person}@example.org"
 
-    def post(self, raw: bytes) -> Reply:
+    def post(self, raw: bytes) -> HttpReply:
         assert self.node is not None
         reply = post_webhook(self.node, self.channel, raw, signature(raw))
         assert reply.status in (200, 400), reply.body  # a decision, or bad input named
@@ -190,13 +190,13 @@ class MatrixDriver(ConnectorDriver):
 
     def __init__(self, world: MatrixWorld, data_dir: Path) -> None:
         self.world, self.data_dir = world, data_dir
-        self.node: Node | None = None
+        self.node: HttpNode | None = None
         self.marks: dict[str, int] = {}
         """Room id -> how many of its events the reader had seen when the case began."""
         self.since: dict[str, str] = {}
         """Message id -> the bot's sync token before it was sent (a replay starts there)."""
 
-    def start(self, **policy: Any) -> Node:
+    def start(self, **policy: Any) -> HttpNode:
         world = self.world
         config = matrix(world.homeserver, world.bot, **policy)
         self.node = open_node(self.data_dir, channels={self.channel: config})
