@@ -49,15 +49,15 @@ def test_all_type_checking_and_the_lazy_table_name_the_same_exports(package: str
     ],
 )
 def test_a_name_that_is_also_a_module_is_the_exported_function(first: str) -> None:
-    """``projections.replay`` is a function and a module, and ``events.sqlite.verify`` the function
-    of the module ``events.sqlite.verify``: whichever is imported first, the package's attribute is
+    """``projections.replay`` is a function and a module, and ``events.verify`` the function of
+    the module ``events.sqlite.verify``: whichever is imported first, the package's attribute is
     the function, as with eager imports."""
     probe = (
         f"{first}\n"
         "import projections.replay\n"
         "import events, projections\n"
         "from events import verify\n"
-        "print(callable(verify), callable(events.sqlite.verify), callable(projections.replay))"
+        "print(callable(verify), callable(events.verify), callable(projections.replay))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
