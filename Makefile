@@ -72,8 +72,9 @@ pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
 
 test: lint typecheck pytest
 
-# The full matrices the default run keeps one representative of (marked slow: every split point
-# of every redaction corpus secret, every tamper case, every restart-equivalence variant).
+# What the default run keeps a representative of (marked slow): every split point of every
+# redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
+# restart-equivalence families.
 test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
 

@@ -11,8 +11,8 @@ checkpoints every 40 rows and a witness outside the data dir), verified four way
 - a real ``reel node`` on a rewritten journal refuses to start (exit 2, one line), and one on
   a journal edited between checkpoints stops by itself (exit 2, one line).
 
-The default run holds one attack of each fault kind (:data:`VARIANTS`, the others, and two of
-the three real nodes refusing to start are marked ``slow``: ``make test-slow``).
+The default run holds every attack in process (a few hundredths of a second each) and one real
+node refusing to start; the other two real nodes are marked ``slow`` (``make test-slow``).
 
 The pristine journal: 131 events, checkpoint rows at 42, 83, 124 and 135 (the head).
 """
@@ -198,22 +198,6 @@ MATRIX: list[tuple[str, object, tuple[str, int], bool]] = [
 ]
 
 
-VARIANTS = frozenset(
-    {
-        "row-at-minus-5",
-        "row-at-min-int64",
-        "row-beyond-head",
-        "delete-one-checkpoint",
-        "delete-all-checkpoints",
-        "delete-all-checkpoints-resealed",
-        "rewrite-from-57-checkpoints-dropped",
-        "rewrite-resign-another-key",
-    }
-)
-"""Attacks whose fault kind another attack of the matrix already shows: marked ``slow`` (``make
-test-slow``), so the default run holds one attack of each kind, and each way of resealing."""
-
-
 def check(path: Path, key: NodeKey | None, witness: Path | None) -> VerifyReport:
     reader = JournalReader.open(path)
     try:
@@ -232,10 +216,7 @@ def attack_of(entry: object, data: Path) -> Callable[[apsw.Connection], None]:
 
 @pytest.mark.parametrize(
     ("attack", "expected", "at_start"),
-    [
-        pytest.param(a, e, s, id=name, marks=[pytest.mark.slow] if name in VARIANTS else [])
-        for name, a, e, s in MATRIX
-    ],
+    [pytest.param(a, e, s, id=name) for name, a, e, s in MATRIX],
 )
 def test_tamper_matrix(
     journal_copy: Path,
