@@ -16,7 +16,7 @@ import msgspec
 
 from actors.approvals.grants import Grant
 from actors.provider import ProviderEvent
-from actors.sessions.compaction import Plan
+from actors.sessions.compaction import CompactionPlan
 from actors.sessions.state import SessionState
 from actors.stream import Recorded
 from events.catalog import CompactionMethod, GrantMatch, GrantScope, Posture, Verdict
@@ -134,7 +134,7 @@ class CompactSession(msgspec.Struct, frozen=True, kw_only=True):
 
 class RestoreSession(msgspec.Struct, frozen=True, kw_only=True):
     """Return the session's context to checkpoint ``checkpoint_id`` (``session.restored``).
-    Answers the :class:`~actors.sessions.state.Checkpoint`; an unknown one is
+    Answers the :class:`~actors.sessions.state.SessionCheckpoint`; an unknown one is
     ``InvalidCommand("checkpoint")``, a live or queued run ``Conflict``."""
 
     session_id: str
@@ -279,7 +279,7 @@ class SummaryWritten(msgspec.Struct, frozen=True, kw_only=True):
     compaction, or None when the model failed (``error`` says how; an extractive summary is
     recorded instead)."""
 
-    plan: Plan
+    plan: CompactionPlan
     summary: str | None
     error: str = ""
 

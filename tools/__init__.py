@@ -23,7 +23,7 @@ programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
         ├── ManifestError    malformed manifest: unknown key, bad value, bad schema
         └── PluginLoadError  module missing, too large or not valid WebAssembly
 
-Inside a runtime, ``Fault`` (``tools.result``) is a failed call the catalog turns into
+Inside a runtime, ``ToolFault`` (``tools.result``) is a failed call the catalog turns into
 ``ToolResult(ok=False)``; a plugin's argument schema outside the supported subset is a
 ``SchemaError`` (a ``ValueError``) that loading reports as a ``ManifestError``.
 """

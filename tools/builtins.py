@@ -11,7 +11,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import Fault, Output
+from tools.result import Output, ToolFault
 from tools.runtime import ToolRuntime, wait
 from tools.spec import ToolSpec
 
@@ -72,7 +72,7 @@ class BuiltinRuntime(ToolRuntime):
             return Output(text=msgspec.json.encode({"text": args.text}).decode())
         if isinstance(args, SleepArgs):
             if args.seconds > self._config.sleep_cap_s:
-                raise Fault(
+                raise ToolFault(
                     "limit",
                     f"seconds: {args.seconds:g} exceeds the cap of {self._config.sleep_cap_s:g}",
                 )

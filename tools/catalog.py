@@ -1,6 +1,6 @@
 """`ToolCatalog`: the tools by name, argument validation, and the execution boundary.
 
-`execute` is the one place where a runtime's `Fault` becomes a failed
+`execute` is the one place where a runtime's `ToolFault` becomes a failed
 `ToolResult`, where the tool's own timeout is folded into the deadline, and
 where the spec's output cap is enforced as a backstop.
 """
@@ -15,7 +15,7 @@ import msgspec
 
 from tools.context import ExecutionContext
 from tools.errors import InvalidArguments, UnknownTool
-from tools.result import Fault, Output, ToolResult, decode_text
+from tools.result import Output, ToolFault, ToolResult, decode_text
 from tools.runtime import ToolRuntime, checkpoint
 from tools.spec import ToolSpec
 
@@ -90,7 +90,7 @@ class ToolCatalog:
         try:
             checkpoint(bounded)
             out = runtime.run(name, args, bounded)
-        except Fault as fault:
+        except ToolFault as fault:
             out = Output(text=fault.output, truncated=fault.truncated, lossy=fault.lossy)
             return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, fault)
         return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, None)
@@ -110,7 +110,7 @@ class ToolCatalog:
             raise UnknownTool(name) from None
 
 
-def _finish(cap: int, started: float, out: Output, fault: Fault | None) -> ToolResult:
+def _finish(cap: int, started: float, out: Output, fault: ToolFault | None) -> ToolResult:
     """The result, its output cut to ``cap`` bytes as a backstop (runtimes whose output is
     JSON fit it themselves, so a cut here may leave text that is no longer JSON)."""
     text, truncated, lossy = out.text, out.truncated, out.lossy

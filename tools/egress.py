@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
-from tools.result import Fault
+from tools.result import ToolFault
 
 __all__ = ["EgressPolicy", "address_problem"]
 
@@ -71,17 +71,17 @@ class EgressPolicy:
         self._private_hosts = frozenset(private_hosts)
 
     def check_host(self, host: str) -> None:
-        """Raise `Fault("denied")` unless ``host`` is on the allowlist."""
+        """Raise `ToolFault("denied")` unless ``host`` is on the allowlist."""
         name = _normalize(host)
         if name in self._hosts:
             return
         for entry in self._hosts:
             if entry.startswith("*.") and name.endswith(entry[1:]) and name != entry[2:]:
                 return
-        raise Fault("denied", f"host {name!r} is not in the http allowlist")
+        raise ToolFault("denied", f"host {name!r} is not in the http allowlist")
 
     def check_address(self, host: str, ip: IPAddress) -> None:
-        """Raise `Fault("denied")` if ``host`` resolving to ``ip`` must not be reached."""
+        """Raise `ToolFault("denied")` if ``host`` resolving to ``ip`` must not be reached."""
         problem = address_problem(ip)
         if problem is None:
             return
@@ -89,7 +89,7 @@ class EgressPolicy:
             return
         if any(ip.version == net.version and ip in net for net in self._private_nets):
             return
-        raise Fault(
+        raise ToolFault(
             "denied",
             f"host {_normalize(host)!r} resolves to {ip} ({problem}), which is not allowed",
         )

@@ -11,7 +11,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import Fault, Output, decode_text, fit_json
+from tools.result import Output, ToolFault, decode_text, fit_json
 from tools.runtime import ToolRuntime, checkpoint
 from tools.spec import Capability, Posture, Risk, ToolSpec
 from tools.subjects import parse_path_prefix, path_subject
@@ -171,7 +171,7 @@ class FileRuntime(ToolRuntime):
             return Output(text=full, truncated=truncated, lossy=lossy)
         out = fit_json(body, ("content",), cap, mark)
         if out is None:
-            raise Fault("limit", f"the result does not fit the size limit of {cap} bytes")
+            raise ToolFault("limit", f"the result does not fit the size limit of {cap} bytes")
         return Output(text=out, truncated=True, lossy=lossy)
 
     def _list(self, args: FsListArgs, ctx: ExecutionContext) -> Output:
@@ -209,7 +209,7 @@ class FileRuntime(ToolRuntime):
         data = args.content.encode("utf-8")
         cap = self._config.fs_write_cap_bytes
         if len(data) > cap:
-            raise Fault("limit", f"content: {len(data)} bytes exceeds the write cap of {cap}")
+            raise ToolFault("limit", f"content: {len(data)} bytes exceeds the write cap of {cap}")
         parts = confine(ctx.workspace, args.path)
         checkpoint(ctx)
         with open_for_write(ctx.workspace, parts, args.path, create_dirs=args.create_dirs) as (

@@ -29,7 +29,7 @@ from yarl import URL
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
 from tools.egress import EgressPolicy, IPAddress
-from tools.result import Fault, Output, decode_text
+from tools.result import Output, ToolFault, decode_text
 from tools.runtime import POLL_S, ToolRuntime, checkpoint
 from tools.spec import ToolSpec
 from tools.subjects import parse_url_prefix, url_subject
@@ -127,7 +127,7 @@ class HttpRuntime(ToolRuntime):
             return None
         try:
             self._check(args)
-        except Fault as fault:
+        except ToolFault as fault:
             return str(fault)
         return None
 
@@ -136,10 +136,10 @@ class HttpRuntime(ToolRuntime):
         the body and the headers."""
         self._policy.check_host(_parse(args.url).host or "")
         if args.body is not None and args.method != "POST":
-            raise Fault("invalid", "body: only allowed with method POST")
+            raise ToolFault("invalid", "body: only allowed with method POST")
         body_cap = self._config.http_request_body_cap_bytes
         if args.body is not None and len(_utf8(args.body, "body")) > body_cap:
-            raise Fault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
+            raise ToolFault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
         _check_headers(args.headers)
 
     async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
@@ -186,10 +186,12 @@ class HttpRuntime(ToolRuntime):
                             continue
                         return await self._read(resp, url, hop)
                 except aiohttp.ClientError as exc:
-                    raise Fault("failed", f"request to {host!r} failed: {_describe(exc)}") from None
+                    raise ToolFault(
+                        "failed", f"request to {host!r} failed: {_describe(exc)}"
+                    ) from None
                 except TimeoutError:
-                    raise Fault("timeout", "deadline exceeded") from None
-            raise Fault("limit", f"more than {self._config.http_max_redirects} redirects")
+                    raise ToolFault("timeout", "deadline exceeded") from None
+            raise ToolFault("limit", f"more than {self._config.http_max_redirects} redirects")
 
     async def _vet(self, url: URL, resolver: _PinnedResolver, dns: ThreadPoolExecutor) -> str:
         host = url.host or ""
@@ -208,10 +210,10 @@ class HttpRuntime(ToolRuntime):
                     dns, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
                 )
             except OSError:
-                raise Fault("failed", f"host {host!r} could not be resolved") from None
+                raise ToolFault("failed", f"host {host!r} could not be resolved") from None
             addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
         if not addresses:
-            raise Fault("failed", f"host {host!r} has no addresses")
+            raise ToolFault("failed", f"host {host!r} has no addresses")
         for ip in addresses:
             self._policy.check_address(host, ip)
         resolver.pins[host] = addresses[0]
@@ -241,7 +243,7 @@ class HttpRuntime(ToolRuntime):
         }
         out_text = msgspec.json.encode(body).decode()
         if resp.status >= 400:
-            raise Fault(
+            raise ToolFault(
                 "failed", f"HTTP {resp.status}", output=out_text, truncated=truncated, lossy=lossy
             )
         return Output(text=out_text, truncated=truncated, lossy=lossy)
@@ -256,16 +258,16 @@ def _check_headers(headers: dict[str, str]) -> None:
         if bad is not None or not name:
             shown = name[: bad.start()] if bad is not None else ""
             problem = _describe_char(bad.group()) if bad is not None else "it is empty"
-            raise Fault(
+            raise ToolFault(
                 "invalid",
                 f"headers.{shown}{'…' if bad is not None else ''}: not a valid HTTP header name "
                 f"({problem})",
             )
         if name.lower() in _FORBIDDEN_HEADERS:
-            raise Fault("invalid", f"headers.{name}: may not be set by the caller")
+            raise ToolFault("invalid", f"headers.{name}: may not be set by the caller")
         bad = _BAD_VALUE_CHAR.search(value)
         if bad is not None:
-            raise Fault(
+            raise ToolFault(
                 "invalid",
                 f"headers.{name}: the value has {_describe_char(bad.group())} at offset "
                 f"{bad.start()}, which an HTTP header cannot carry",
@@ -294,27 +296,27 @@ def _utf8(text: str, field: str) -> bytes:
     try:
         return text.encode()
     except UnicodeEncodeError:  # a lone surrogate: not text any server can receive
-        raise Fault("invalid", f"{field}: not valid Unicode text") from None
+        raise ToolFault("invalid", f"{field}: not valid Unicode text") from None
 
 
 def _redirect(url: URL, location: str) -> URL:
     try:
         return url.join(URL(location))
     except (ValueError, TypeError):
-        raise Fault("failed", "the server redirected to a Location that is not a URL") from None
+        raise ToolFault("failed", "the server redirected to a Location that is not a URL") from None
 
 
 def _parse(raw: str) -> URL:
     try:
         url = URL(raw)
     except (ValueError, TypeError):
-        raise Fault("invalid", "url: not a valid URL") from None
+        raise ToolFault("invalid", "url: not a valid URL") from None
     if url.scheme not in ("http", "https"):
-        raise Fault("invalid", f"url: scheme {url.scheme!r} is not http or https")
+        raise ToolFault("invalid", f"url: scheme {url.scheme!r} is not http or https")
     if url.user is not None or url.password is not None:
-        raise Fault("invalid", "url: credentials in the URL are not allowed")
+        raise ToolFault("invalid", "url: credentials in the URL are not allowed")
     if not url.host:
-        raise Fault("invalid", "url: has no host")
+        raise ToolFault("invalid", "url: has no host")
     return url
 
 

@@ -25,7 +25,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import Fault, Output
+from tools.result import Output, ToolFault
 from tools.runtime import ToolRuntime
 from tools.spec import ToolSpec
 
@@ -160,7 +160,7 @@ class MemoryToolsRuntime(ToolRuntime):
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         store = self._store
         if store is None:
-            raise Fault("failed", f"{name}: this catalog has no memory (not built by a node)")
+            raise ToolFault("failed", f"{name}: this catalog has no memory (not built by a node)")
         if isinstance(args, MemorySearchArgs):
             hits = store.search(
                 args.query, args.k, principal=ctx.principal, session_id=ctx.session_id
@@ -169,9 +169,9 @@ class MemoryToolsRuntime(ToolRuntime):
             return Output(text=_hits_json(list(hits), cap))
         if isinstance(args, MemoryWriteArgs):
             if ctx.principal is None:
-                raise Fault("invalid", "memory.write: the call acts for no principal")
+                raise ToolFault("invalid", "memory.write: the call acts for no principal")
             if args.scope == "session" and ctx.session_id is None:
-                raise Fault("invalid", "scope: session needs a call made in a session")
+                raise ToolFault("invalid", "scope: session needs a call made in a session")
             try:
                 item_id = store.write(
                     args.text,
@@ -183,7 +183,7 @@ class MemoryToolsRuntime(ToolRuntime):
                     causation_id=ctx.invocation_id,
                 )
             except ValueError as exc:
-                raise Fault("invalid", str(exc)) from None
+                raise ToolFault("invalid", str(exc)) from None
             body = {"item_id": item_id, "scope": args.scope}
             return Output(text=msgspec.json.encode(body).decode())
         raise ValueError(f"memory runtime has no tool {name!r}")

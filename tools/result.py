@@ -1,6 +1,6 @@
 """`ToolResult`, the one value every execution returns, and how runtimes build it.
 
-A runtime signals a failure by raising `Fault` (kind + message); the catalog
+A runtime signals a failure by raising `ToolFault` (kind + message); the catalog
 turns it into ``ToolResult(ok=False, ...)`` at the boundary, so no runtime
 fault ever escapes `ToolCatalog.execute` as an exception.
 """
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["ErrorKind", "Fault", "Output", "ToolResult", "cap_bytes", "decode_text", "fit_json"]
+__all__ = ["ErrorKind", "Output", "ToolFault", "ToolResult", "cap_bytes", "decode_text", "fit_json"]
 
 ErrorKind = Literal["timeout", "cancelled", "denied", "invalid", "failed", "limit"]
 """Why a call failed:
@@ -49,7 +49,7 @@ class Output(msgspec.Struct, frozen=True, kw_only=True):
     lossy: bool = False
 
 
-class Fault(Exception):
+class ToolFault(Exception):
     """Raised inside runtimes; converted to a failed `ToolResult` by the catalog."""
 
     def __init__(

@@ -2,7 +2,7 @@
 
 A runtime owns one or more tools. `run` gets already-validated arguments and
 an `ExecutionContext` whose deadline already includes the tool's own
-timeout. It returns an `Output` or raises `Fault`; it must notice
+timeout. It returns an `Output` or raises `ToolFault`; it must notice
 ``ctx.cancel`` and the deadline within about 100 ms and clean up (kill
 processes, close sockets) before returning.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import msgspec
 
 from tools.context import ExecutionContext
-from tools.result import Fault, Output
+from tools.result import Output, ToolFault
 from tools.spec import ToolSpec
 
 __all__ = ["POLL_S", "ToolRuntime", "checkpoint", "wait"]
@@ -33,7 +33,7 @@ class ToolRuntime(ABC):
 
     @abstractmethod
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
-        """Execute tool ``name``; raise `Fault` for any runtime failure."""
+        """Execute tool ``name``; raise `ToolFault` for any runtime failure."""
 
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """Why this call would be refused when it runs whatever a human decides (say, argv[0]
@@ -43,18 +43,18 @@ class ToolRuntime(ABC):
 
 
 def checkpoint(ctx: ExecutionContext) -> None:
-    """Raise the matching `Fault` if the call was cancelled or its deadline passed."""
+    """Raise the matching `ToolFault` if the call was cancelled or its deadline passed."""
     if ctx.cancelled():
-        raise Fault("cancelled", "cancelled by request")
+        raise ToolFault("cancelled", "cancelled by request")
     if ctx.expired():
-        raise Fault("timeout", "deadline exceeded")
+        raise ToolFault("timeout", "deadline exceeded")
 
 
 def wait(ctx: ExecutionContext, seconds: float) -> None:
-    """Block for ``seconds`` unless cancelled or out of time (then raise `Fault`)."""
+    """Block for ``seconds`` unless cancelled or out of time (then raise `ToolFault`)."""
     checkpoint(ctx)
     budget = min(seconds, max(ctx.remaining(), 0.0))
     if ctx.cancel.wait(budget):
-        raise Fault("cancelled", "cancelled by request")
+        raise ToolFault("cancelled", "cancelled by request")
     if budget < seconds:
-        raise Fault("timeout", "deadline exceeded")
+        raise ToolFault("timeout", "deadline exceeded")

@@ -49,7 +49,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
-from tools.result import ErrorKind, Fault, Output, decode_text, fit_json
+from tools.result import ErrorKind, Output, ToolFault, decode_text, fit_json
 from tools.runtime import POLL_S, ToolRuntime
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
 from tools.sandbox_user import adopt, sandbox_user
@@ -161,7 +161,7 @@ class ShellRuntime(ToolRuntime):
         if not isinstance(args, ShellArgs):
             raise ValueError(f"shell runtime has no tool {name!r}")
         if self.sandbox is None:
-            raise Fault("denied", f"shell.run is unavailable on this node: {self.unavailable}")
+            raise ToolFault("denied", f"shell.run is unavailable on this node: {self.unavailable}")
         sandbox = self.sandbox
         program = self._resolve(args.argv, sandbox)
         parts = confine(ctx.workspace, args.cwd or ".")
@@ -170,13 +170,13 @@ class ShellRuntime(ToolRuntime):
         stdin = (args.stdin or "").encode("utf-8")
         stdin_cap = self._config.shell_stdin_cap_bytes
         if len(stdin) > stdin_cap:
-            raise Fault("limit", f"stdin: exceeds the cap of {stdin_cap} bytes")
+            raise ToolFault("limit", f"stdin: exceeds the cap of {stdin_cap} bytes")
         env = {"PATH": self._config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
         real = os.path.realpath(ctx.workspace)
         hidden = (real, os.path.dirname(real))
         conflict = sandbox.conflicts(hidden)
         if conflict is not None:
-            raise Fault("failed", conflict)
+            raise ToolFault("failed", conflict)
         root = open_root(ctx.workspace)
         launch: Launch | None = None
         try:
@@ -208,7 +208,7 @@ class ShellRuntime(ToolRuntime):
                 )
             except (OSError, subprocess.SubprocessError) as exc:
                 why = launch.launcher_error() or getattr(exc, "strerror", None) or str(exc)
-                raise Fault("failed", f"could not start the sandbox: {why}") from None
+                raise ToolFault("failed", f"could not start the sandbox: {why}") from None
             finally:
                 launch.started()
             return self._supervise(proc, args, stdin, ctx, launch, bound)
@@ -223,7 +223,7 @@ class ShellRuntime(ToolRuntime):
             return None  # an unavailable shell.run is disabled by posture already
         try:
             self._resolve(args.argv, self.sandbox)
-        except Fault as fault:
+        except ToolFault as fault:
             return str(fault)
         return None
 
@@ -232,26 +232,28 @@ class ShellRuntime(ToolRuntime):
         name = argv[0]
         cfg = self._config
         if any("\x00" in a for a in argv):
-            raise Fault("invalid", "argv: arguments may not contain NUL bytes")
+            raise ToolFault("invalid", "argv: arguments may not contain NUL bytes")
         if not _BARE_NAME.match(name):
-            raise Fault("denied", f"argv[0]: {name!r} must be a bare executable name, not a path")
+            raise ToolFault(
+                "denied", f"argv[0]: {name!r} must be a bare executable name, not a path"
+            )
         if name not in cfg.shell_allowlist:
-            raise Fault("denied", f"argv[0]: {name!r} is not in the shell allowlist")
+            raise ToolFault("denied", f"argv[0]: {name!r} is not in the shell allowlist")
         found = shutil.which(name, path=cfg.shell_path)
         if found is None:
-            raise Fault("invalid", f"argv[0]: {name!r} was not found on the fixed PATH")
+            raise ToolFault("invalid", f"argv[0]: {name!r} was not found on the fixed PATH")
         chain = _link_chain(found)
         names = {name, *(os.path.basename(p) for p in chain)}
         if any(is_exec_wrapper(n) for n in names) and not names & set(cfg.shell_allowed_wrappers):
             via = f" (resolves to {chain[-1]})" if os.path.basename(chain[-1]) != name else ""
-            raise Fault(
+            raise ToolFault(
                 "denied",
                 f"argv[0]: {name!r}{via} is an exec wrapper: it can run programs that are not "
                 "allowlisted; list it in shell_allowed_wrappers too to allow it and everything "
                 "it can run",
             )
         if not sandbox.visible(found):
-            raise Fault(
+            raise ToolFault(
                 "invalid",
                 f"argv[0]: {name!r} resolves to {chain[-1]}, which is not visible in the sandbox",
             )
@@ -315,7 +317,7 @@ class ShellRuntime(ToolRuntime):
         if stop is None and "child-pid" not in status:
             lines = err.decode("utf-8", "replace").strip().splitlines()
             reason = lines[-1] if lines else f"bwrap exited with status {proc.returncode}"
-            raise Fault("failed", f"the sandbox could not start: {reason}")
+            raise ToolFault("failed", f"the sandbox could not start: {reason}")
         if stop is None and (over := bound.exceeded()) is not None:
             stop = "write"  # it finished between two polls, past the bound
         return self._report(proc.returncode, args, out, err, (stop, over), ctx)
@@ -363,7 +365,7 @@ class ShellRuntime(ToolRuntime):
         if failure is None:
             return Output(text=text, truncated=truncated, lossy=lossy)
         kind, message = failure
-        raise Fault(kind, message, output=text, truncated=truncated, lossy=lossy)
+        raise ToolFault(kind, message, output=text, truncated=truncated, lossy=lossy)
 
     def _failure(
         self, exit_code: int | None, sig: int | None, stop: Stop | None, over: str | None

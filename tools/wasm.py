@@ -40,7 +40,7 @@ import msgspec
 import wasmtime
 
 from tools.context import ExecutionContext
-from tools.result import ErrorKind, Fault, Output, decode_text
+from tools.result import ErrorKind, Output, ToolFault, decode_text
 from tools.runtime import POLL_S, ToolRuntime
 from tools.spec import ToolSpec
 from tools.workspace import confine, open_dir, scan_tree
@@ -217,7 +217,7 @@ class WasmRuntime(ToolRuntime):
             except wasmtime.WasmtimeError as exc:
                 # A host (WASI) call rejected its arguments: the module's fault.
                 partial, truncated, lossy = stdout.text()
-                raise Fault(
+                raise ToolFault(
                     "failed",
                     f"host call failed: {_first_line(exc)}",
                     output=partial,
@@ -241,7 +241,7 @@ class WasmRuntime(ToolRuntime):
         except wasmtime.Trap:
             raise
         except wasmtime.WasmtimeError as exc:
-            raise Fault(
+            raise ToolFault(
                 "limit",
                 f"plugin {program.name!r} could not be instantiated within "
                 f"its limits (memory {program.memory_limit_bytes} bytes): "
@@ -261,7 +261,7 @@ class WasmRuntime(ToolRuntime):
         if truncated:
             # As when the watchdog saw it first: whether a plugin finished before the next poll
             # must not decide between a result and a failure.
-            raise Fault(
+            raise ToolFault(
                 "limit",
                 f"output exceeded {stdout.cap} bytes",
                 output=text,
@@ -271,7 +271,7 @@ class WasmRuntime(ToolRuntime):
         if code != 0:
             note, _, _ = stderr.text()
             detail = f": {note.strip()}" if note.strip() else ""
-            raise Fault(
+            raise ToolFault(
                 "failed",
                 f"exited with status {code}{detail}",
                 output=text,
@@ -283,7 +283,7 @@ class WasmRuntime(ToolRuntime):
 
 def _trap_fault(
     trap: wasmtime.Trap, watchdog: _Watchdog, program: WasmProgram, stdout: _Capture
-) -> Fault:
+) -> ToolFault:
     partial, truncated, lossy = stdout.text()
     code = trap.trap_code
     kind: ErrorKind
@@ -293,7 +293,7 @@ def _trap_fault(
         kind, message = "limit", f"fuel exhausted ({program.fuel} units)"
     else:
         kind, message = "failed", f"trap: {_first_line(trap)}"
-    return Fault(kind, message, output=partial, truncated=truncated, lossy=lossy)
+    return ToolFault(kind, message, output=partial, truncated=truncated, lossy=lossy)
 
 
 def _first_line(exc: BaseException) -> str:

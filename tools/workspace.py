@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from tools.result import Fault
+from tools.result import ToolFault
 
 __all__ = ["confine", "open_dir", "open_for_read", "open_for_write", "scan_tree"]
 
@@ -42,20 +42,22 @@ _NO_FOLLOW = "symlinks are not followed"
 def confine(workspace: Path, path: str) -> tuple[str, ...]:
     """The components of ``path`` relative to the workspace, ``.`` and ``..`` folded.
 
-    Raises `Fault("denied")` naming the path when it is absolute or escapes via ``..``.
+    Raises `ToolFault("denied")` naming the path when it is absolute or escapes via ``..``.
     Symlinks are not looked at here: the open that follows refuses every one of them.
     """
     if "\x00" in path:
-        raise Fault("denied", "path: contains a NUL byte")
+        raise ToolFault("denied", "path: contains a NUL byte")
     if path.startswith("/") or os.path.isabs(path):
-        raise Fault("denied", f"path: {path!r} is absolute; use a path relative to the workspace")
+        raise ToolFault(
+            "denied", f"path: {path!r} is absolute; use a path relative to the workspace"
+        )
     parts: list[str] = []
     for piece in path.split("/"):
         if piece in ("", "."):
             continue
         if piece == "..":
             if not parts:
-                raise Fault("denied", f"path: {path!r} escapes the workspace")
+                raise ToolFault("denied", f"path: {path!r} escapes the workspace")
             parts.pop()
             continue
         parts.append(piece)
@@ -68,7 +70,7 @@ def open_root(workspace: Path) -> int:
     try:
         return os.open(os.path.realpath(workspace), _DIR_FLAGS)
     except OSError as exc:
-        raise Fault("failed", f"workspace is not usable: {exc.strerror}") from None
+        raise ToolFault("failed", f"workspace is not usable: {exc.strerror}") from None
 
 
 def _step(fd: int, name: str, shown: str, *, create: bool) -> int:
@@ -76,11 +78,13 @@ def _step(fd: int, name: str, shown: str, *, create: bool) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=fd)
     except FileNotFoundError:
         if not create:
-            raise Fault("invalid", f"path: directory {shown!r} does not exist") from None
+            raise ToolFault("invalid", f"path: directory {shown!r} does not exist") from None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Fault("denied", f"path: {shown!r} is not a plain directory (symlink?)") from None
-        raise Fault("failed", f"path: {shown!r}: {exc.strerror}") from None
+            raise ToolFault(
+                "denied", f"path: {shown!r} is not a plain directory (symlink?)"
+            ) from None
+        raise ToolFault("failed", f"path: {shown!r}: {exc.strerror}") from None
     with suppress(FileExistsError):
         os.mkdir(name, 0o755, dir_fd=fd)
     return _step(fd, name, shown, create=False)
@@ -110,7 +114,7 @@ def _lstat(name: str, dfd: int) -> os.stat_result | None:
 
 def _single_link(st: os.stat_result, shown: str) -> None:
     if st.st_nlink > 1:
-        raise Fault(
+        raise ToolFault(
             "denied",
             f"path: {shown!r} has {st.st_nlink} hard links; a file with another name may "
             "also live outside the workspace, so it is refused",
@@ -121,18 +125,18 @@ def _single_link(st: os.stat_result, shown: str) -> None:
 def open_for_read(workspace: Path, parts: tuple[str, ...], shown: str) -> Iterator[int]:
     """A read descriptor of the regular, single-link file ``parts`` (no symlink followed)."""
     if not parts:
-        raise Fault("invalid", f"path: {shown!r} is the workspace directory, not a file")
+        raise ToolFault("invalid", f"path: {shown!r} is the workspace directory, not a file")
     with open_dir(workspace, parts[:-1]) as dfd:
         before = _lstat(parts[-1], dfd)
         if before is None:
-            raise Fault("invalid", f"path: {shown!r} does not exist")
+            raise ToolFault("invalid", f"path: {shown!r} does not exist")
         _check_entry(before, shown)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         fd = _open_leaf(parts[-1], flags, dfd, shown)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Fault("invalid", f"path: {shown!r} is not a regular file")
+            raise ToolFault("invalid", f"path: {shown!r} is not a regular file")
         _single_link(st, shown)
         yield fd
     finally:
@@ -141,11 +145,11 @@ def open_for_read(workspace: Path, parts: tuple[str, ...], shown: str) -> Iterat
 
 def _check_entry(st: os.stat_result, shown: str) -> None:
     if stat.S_ISLNK(st.st_mode):
-        raise Fault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}")
+        raise ToolFault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}")
     if stat.S_ISDIR(st.st_mode):
-        raise Fault("invalid", f"path: {shown!r} is a directory")
+        raise ToolFault("invalid", f"path: {shown!r} is a directory")
     if not stat.S_ISREG(st.st_mode):
-        raise Fault("invalid", f"path: {shown!r} is not a regular file")
+        raise ToolFault("invalid", f"path: {shown!r} is not a regular file")
 
 
 @contextmanager
@@ -154,7 +158,7 @@ def open_for_write(
 ) -> Iterator[tuple[int, bool]]:
     """A truncated write descriptor of ``parts`` and whether the file was created."""
     if not parts:
-        raise Fault("invalid", f"path: {shown!r} is the workspace directory, not a file")
+        raise ToolFault("invalid", f"path: {shown!r} is the workspace directory, not a file")
     with open_dir(workspace, parts[:-1], create=create_dirs) as dfd:
         before = _lstat(parts[-1], dfd)
         if before is not None:
@@ -164,7 +168,7 @@ def open_for_write(
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise Fault("denied", f"path: {shown!r} is not a regular file")
+            raise ToolFault("denied", f"path: {shown!r} is not a regular file")
         _single_link(st, shown)
         os.ftruncate(fd, 0)
         yield fd, before is None
@@ -176,17 +180,17 @@ def _open_leaf(name: str, flags: int, dfd: int, shown: str) -> int:
     try:
         return os.open(name, flags, 0o644, dir_fd=dfd)
     except FileNotFoundError:
-        raise Fault("invalid", f"path: {shown!r} does not exist") from None
+        raise ToolFault("invalid", f"path: {shown!r} does not exist") from None
     except IsADirectoryError:
-        raise Fault("invalid", f"path: {shown!r} is a directory") from None
+        raise ToolFault("invalid", f"path: {shown!r} is a directory") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Fault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}") from None
-        raise Fault("failed", f"path: {shown!r}: {exc.strerror}") from None
+            raise ToolFault("denied", f"path: {shown!r} is a symlink; {_NO_FOLLOW}") from None
+        raise ToolFault("failed", f"path: {shown!r}: {exc.strerror}") from None
 
 
 def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
-    """Refuse (`Fault("denied")`) a tree that holds a way out, walking from ``root_fd``.
+    """Refuse (`ToolFault("denied")`) a tree that holds a way out, walking from ``root_fd``.
 
     A way out is a regular file with more than one link, a symlink whose target is absolute
     or contains ``..``, or a device node. Directories are opened with
@@ -205,7 +209,7 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
                 for entry in entries:
                     seen += 1
                     if seen > max_entries:
-                        raise Fault(
+                        raise ToolFault(
                             "denied",
                             f"{shown}: more than {max_entries} entries to vet for links; "
                             "refusing to preopen it",
@@ -219,7 +223,7 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
                         try:
                             child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
                         except OSError as exc:
-                            raise Fault("denied", f"{shown}/{rel}: {exc.strerror}") from None
+                            raise ToolFault("denied", f"{shown}/{rel}: {exc.strerror}") from None
                         stack.append((child, (*where, entry.name)))
                     elif stat.S_ISLNK(st.st_mode):
                         try:
@@ -227,19 +231,19 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
                         except OSError as exc:
                             raise _changed(f"{shown}/{rel}", exc) from None
                         if _leaves(target):
-                            raise Fault(
+                            raise ToolFault(
                                 "denied",
                                 f"{shown}/{rel}: symlink to {target!r} may point outside the grant",
                             )
                     elif stat.S_ISREG(st.st_mode):
                         if st.st_nlink > 1:
-                            raise Fault(
+                            raise ToolFault(
                                 "denied",
                                 f"{shown}/{rel}: has {st.st_nlink} hard links (another name "
                                 "may be outside the grant)",
                             )
                     elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
-                        raise Fault("denied", f"{shown}/{rel}: is a device node")
+                        raise ToolFault("denied", f"{shown}/{rel}: is a device node")
             finally:
                 os.close(fd)
     finally:
@@ -247,9 +251,9 @@ def scan_tree(root_fd: int, max_entries: int, shown: str) -> None:
             os.close(fd)
 
 
-def _changed(shown: str, exc: OSError) -> Fault:
+def _changed(shown: str, exc: OSError) -> ToolFault:
     """The refusal when an entry changes under the scan: the tree cannot be vouched for."""
-    return Fault(
+    return ToolFault(
         "denied",
         f"{shown}: changed while it was being vetted ({exc.strerror}); refusing to preopen it",
     )

@@ -6,7 +6,7 @@ class's failure kind, and so its HTTP status, gRPC status, exit code and chat ou
 
     access.AccessError
     ├── PermissionDenied            Cedar did not permit the action (names it and the policies)
-    └── NotFound                    the resource the action is on does not exist
+    └── ResourceNotFound            the resource the action is on does not exist
     tokens.TokenError               a malformed token request (ValueError; .field)
     tokens.UnknownToken             no token has this id (LookupError)
     tokens.TokenAlreadyRevoked      revoked before; nothing changed

@@ -85,7 +85,7 @@ KINDS: Final[dict[str, Kind]] = {
     "tools.errors.InvalidArguments": "invalid_argument",
     "tools.errors.PluginError": "unusable",
     "tools.plugins.schema.SchemaError": "unusable",
-    "tools.result.Fault": "internal",
+    "tools.result.ToolFault": "internal",
     # policies
     "policies.errors.PolicyError": "unusable",
     "policies.errors.PolicyRequestError": "invalid_argument",
@@ -94,7 +94,7 @@ KINDS: Final[dict[str, Kind]] = {
     # transports
     "transports.access.authority.AccessError": "internal",
     "transports.access.authority.PermissionDenied": "permission_denied",
-    "transports.access.authority.NotFound": "not_found",
+    "transports.access.authority.ResourceNotFound": "not_found",
     "transports.access.tokens.TokenError": "invalid_argument",
     "transports.access.tokens.UnknownToken": "not_found",
     "transports.access.tokens.TokenAlreadyRevoked": "conflict",

@@ -17,8 +17,8 @@ and its reason. Because a duplicate append writes nothing, appends state no ``ex
 journal's writer lock keeps other processes out.
 
 From accepted message to run, every step is recorded before the next is taken, and what a
-stopped node left undone is folded from the stream at start and carried out on ``Resume`` with
-the same handlers (:mod:`actors.channels.dispatch`).
+stopped node left undone is folded from the stream at start and carried out on ``ResumeChannel``
+with the same handlers (:mod:`actors.channels.dispatch`).
 
 The actor never waits on another actor: run tickets and command outcomes come back as messages
 (:mod:`actors.channels.messages`). Made elsewhere, appended or answered here: a
@@ -60,7 +60,7 @@ from actors.channels.messages import (
     MintCode,
     PairingExpired,
     Record,
-    Resume,
+    ResumeChannel,
     replies_of,
 )
 from actors.channels.ports import ChannelEdge
@@ -130,7 +130,7 @@ class ChannelActor(pykka.ThreadingActor):
         self.windows: dict[tuple[str, str, str], Batch] = {}
         self.timers: dict[str, Any] = {}
         self.backlog = Backlog(unrequested=[], unstarted=[], unanswered=[])
-        """What the stream shows a stopped node left undone; carried out on ``Resume``."""
+        """What the stream shows a stopped node left undone; carried out on ``ResumeChannel``."""
 
     # --- life --------------------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ class ChannelActor(pykka.ThreadingActor):
                 self._resolve(message)
             elif isinstance(message, PairingExpired):
                 self._expired(message.approval_id)
-            elif isinstance(message, Resume):
+            elif isinstance(message, ResumeChannel):
                 self._resume()
             elif isinstance(message, Record):
                 self._append(message.event, message.principal)

@@ -1,6 +1,6 @@
 """What a channel's actor (:mod:`actors.channels.actor`) is told, besides the node's
 :class:`~actors.messages.ResolveApproval` for its pairing requests: by the hub (:class:`Deliver`,
-:class:`MintCode`, :class:`Resume`, :class:`Record`) and by itself, through timers and
+:class:`MintCode`, :class:`ResumeChannel`, :class:`Record`) and by itself, through timers and
 callbacks (:class:`Flush`, :class:`Dispatched`, :class:`PairingExpired`), so that it never
 waits on another actor. A message with a ``reply`` future is answered through it; a handler
 that fails sets its error on every future :func:`replies_of` finds.
@@ -54,7 +54,7 @@ class PairingExpired(msgspec.Struct, frozen=True):
     approval_id: str
 
 
-class Resume(msgspec.Struct, frozen=True):
+class ResumeChannel(msgspec.Struct, frozen=True):
     """The connector is up: carry out what a stopped node left undone (the backlog)."""
 
 

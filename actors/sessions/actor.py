@@ -50,8 +50,8 @@ from actors.runs.context import Prior, prior_budget, prior_of
 from actors.services import Services
 from actors.sessions import state as session_state
 from actors.sessions.compaction import (
+    CompactionPlan,
     Limits,
-    Plan,
     compacted,
     extractive_summary,
     history_tokens,
@@ -424,7 +424,7 @@ class SessionActor(pykka.ThreadingActor):
             return
         self._write(planned, message.reply)
 
-    def _write(self, planned: Plan, reply: Any) -> None:
+    def _write(self, planned: CompactionPlan, reply: Any) -> None:
         """Write the summary: extractive at once, or ask the model on the I/O loop (the answer
         comes back as :class:`SummaryWritten`, through the directory)."""
         if self.s.provider.name in EXTRACTIVE_PROVIDERS:
@@ -460,7 +460,9 @@ class SessionActor(pykka.ThreadingActor):
                 planned, model_summary(message.summary, planned.summary_cap), "model", None
             )
 
-    def _record(self, planned: Plan, summary: str, method: CompactionMethod, reply: Any) -> None:
+    def _record(
+        self, planned: CompactionPlan, summary: str, method: CompactionMethod, reply: Any
+    ) -> None:
         (rec,) = self._append(compacted(planned, summary, method), principal=planned.principal)
         event = rec.event
         assert isinstance(event, SessionCompacted)
@@ -509,7 +511,7 @@ class SessionActor(pykka.ThreadingActor):
                 directory.tell(message)
 
 
-def _outcome(planned: Plan, status: str, method: CompactionMethod) -> CompactionOutcome:
+def _outcome(planned: CompactionPlan, status: str, method: CompactionMethod) -> CompactionOutcome:
     return CompactionOutcome(
         session_id=planned.session_id,
         compaction_id=planned.compaction_id,
@@ -521,7 +523,7 @@ def _outcome(planned: Plan, status: str, method: CompactionMethod) -> Compaction
     )
 
 
-async def _ask_model(services: Services, planned: Plan) -> None:
+async def _ask_model(services: Services, planned: CompactionPlan) -> None:
     """On the I/O loop: ask the session's model for the summary; tell the session (through
     the directory, which wakes it if it passivated meanwhile)."""
     try:

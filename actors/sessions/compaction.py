@@ -82,7 +82,7 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-class Turn(msgspec.Struct, frozen=True, kw_only=True):
+class PriorTurn(msgspec.Struct, frozen=True, kw_only=True):
     """One completed run as the context shows it: its message and its answer (as stored)."""
 
     run_id: str
@@ -90,11 +90,11 @@ class Turn(msgspec.Struct, frozen=True, kw_only=True):
     answer: str
 
 
-def turns_of(prior: Prior) -> tuple[Turn, ...]:
+def turns_of(prior: Prior) -> tuple[PriorTurn, ...]:
     """The completed runs of ``prior`` (not covered by the summary in force), oldest first."""
     messages = prior.messages
     return tuple(
-        Turn(run_id=run_id, text=messages[2 * i].content, answer=messages[2 * i + 1].content)
+        PriorTurn(run_id=run_id, text=messages[2 * i].content, answer=messages[2 * i + 1].content)
         for i, run_id in enumerate(prior.runs)
     )
 
@@ -104,7 +104,7 @@ def summary_tokens(summary: str | None) -> int:
     return MESSAGE_OVERHEAD_TOKENS + estimate_tokens(summary) if summary else 0
 
 
-def turn_tokens(turn: Turn) -> int:
+def turn_tokens(turn: PriorTurn) -> int:
     return estimate_messages(
         [
             ChatMessage(role="user", content=turn.text),
@@ -118,7 +118,7 @@ def history_tokens(prior: Prior) -> int:
     return summary_tokens(prior.summary) + estimate_messages(prior.messages)
 
 
-def choose(prior: Prior, limits: Limits, *, requested: bool) -> tuple[Turn, ...]:
+def choose(prior: Prior, limits: Limits, *, requested: bool) -> tuple[PriorTurn, ...]:
     """The turns to condense, oldest first (empty: nothing to do).
 
     Automatically (``requested`` False) only when the history is above the threshold. The
@@ -140,12 +140,12 @@ def choose(prior: Prior, limits: Limits, *, requested: bool) -> tuple[Turn, ...]
     return condensed
 
 
-class Plan(msgspec.Struct, frozen=True, kw_only=True):
+class CompactionPlan(msgspec.Struct, frozen=True, kw_only=True):
     """A compaction decided but not yet written: what it condenses and on what it is based."""
 
     compaction_id: str
     session_id: str
-    condensed: tuple[Turn, ...]
+    condensed: tuple[PriorTurn, ...]
     """The turns newly condensed, oldest first."""
     covers: tuple[str, ...]
     """Every run the new summary stands for: the previous summary's and the condensed ones."""
@@ -170,7 +170,7 @@ def plan(
     compaction_id: str,
     trigger: CompactionTrigger,
     principal: str,
-) -> Plan | None:
+) -> CompactionPlan | None:
     """The compaction of ``state`` to make now, or None when there is nothing to condense.
     ``prior`` is the session's history as :meth:`TurnCache.prior` gives it without a budget
     (the caller has checked that no run of the session is live)."""
@@ -180,7 +180,7 @@ def plan(
     previous = state.compaction
     condensed_ids = {t.run_id for t in condensed}
     kept = tuple(t for t in turns_of(prior) if t.run_id not in condensed_ids)
-    return Plan(
+    return CompactionPlan(
         compaction_id=compaction_id,
         session_id=state.session_id,
         condensed=condensed,
@@ -195,7 +195,7 @@ def plan(
     )
 
 
-def still_applies(state: SessionState, planned: Plan) -> bool:
+def still_applies(state: SessionState, planned: CompactionPlan) -> bool:
     """Whether a plan decided earlier can still be written: the same compaction is in force
     and every run it covers is still in the history (no other compaction, restore or reset
     came in between)."""
@@ -204,7 +204,7 @@ def still_applies(state: SessionState, planned: Plan) -> bool:
     return current == planned.base and all(run_id in history for run_id in planned.covers)
 
 
-def compacted(planned: Plan, summary: str, method: CompactionMethod) -> SessionCompacted:
+def compacted(planned: CompactionPlan, summary: str, method: CompactionMethod) -> SessionCompacted:
     """The event recording ``planned`` with its summary."""
     return SessionCompacted(
         session_id=planned.session_id,
@@ -237,14 +237,14 @@ def first_sentences(text: str, count: int = ANSWER_SENTENCES) -> str:
     return " ".join(_SENTENCE_END.split(one_line(text))[:count])
 
 
-def extractive_line(turn: Turn) -> str:
+def extractive_line(turn: PriorTurn) -> str:
     """One covered run in an extractive summary."""
     message = clip(one_line(turn.text), MESSAGE_CHARS)
     answer = clip(first_sentences(turn.answer), ANSWER_CHARS)
     return f"- run {turn.run_id}: user: {message} | answer: {answer}"
 
 
-def extractive_summary(previous: str | None, turns: Iterable[Turn], cap_tokens: int) -> str:
+def extractive_summary(previous: str | None, turns: Iterable[PriorTurn], cap_tokens: int) -> str:
     """The header, the previous summary's lines (a model-written one as one block), then one
     :func:`extractive_line` per turn. Over ``cap_tokens`` the oldest lines go first (marked
     :data:`SUMMARY_CUT`); a single line still over it is cut."""
@@ -279,7 +279,7 @@ MODEL_INSTRUCTIONS = (
 )
 
 
-def model_request(planned: Plan) -> ProviderRequest:
+def model_request(planned: CompactionPlan) -> ProviderRequest:
     """What the session's model is asked to write the summary of ``planned`` (no tools; its
     answer is cut to the plan's summary cap)."""
     words = max(planned.summary_cap * 3 // 4, 16)

@@ -44,7 +44,7 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
     """Estimated tokens of the session's history before and after the compaction."""
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+class SessionCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
     """A point a session's context can be restored to: made by every compaction."""
 
     compaction: Compaction
@@ -90,7 +90,7 @@ class SessionState(msgspec.Struct, frozen=True, kw_only=True):
     distinct tool and binding)."""
     compaction: Compaction | None = None
     """The summary in force (set by compaction or a restore, cleared by a reset)."""
-    checkpoints: tuple[Checkpoint, ...] = ()
+    checkpoints: tuple[SessionCheckpoint, ...] = ()
     """Every compaction of the session, oldest first (a reset keeps them)."""
     postures: tuple[PostureOverride, ...] = ()
     """Per-session posture overrides, sorted by tool."""
@@ -152,7 +152,7 @@ def apply(state: SessionState, rec: Recorded) -> SessionState:
             tokens_before=event.tokens_before,
             tokens_after=event.tokens_after,
         )
-        checkpoint = Checkpoint(
+        checkpoint = SessionCheckpoint(
             compaction=compaction,
             history=state.history,
             seq=state.next_seq,
@@ -197,7 +197,7 @@ def stream_of(session_id: str) -> str:
     return f"session/{session_id}"
 
 
-def checkpoint_of(state: SessionState, checkpoint_id: str) -> Checkpoint | None:
+def checkpoint_of(state: SessionState, checkpoint_id: str) -> SessionCheckpoint | None:
     """The session's checkpoint with this id, or None."""
     for checkpoint in state.checkpoints:
         if checkpoint.checkpoint_id == checkpoint_id:

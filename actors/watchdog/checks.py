@@ -74,7 +74,7 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     tasks: tuple[TaskLease, ...] | None = None
 
 
-class Evidence(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Measured(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What was measured against which limit (``incident.opened``'s ``evidence``)."""
 
     measure: str
@@ -91,7 +91,7 @@ class Finding(msgspec.Struct, frozen=True, kw_only=True):
 
     domain: IncidentDomain
     subject: str
-    evidence: Evidence
+    evidence: Measured
 
     @property
     def key(self) -> tuple[str, str]:
@@ -154,7 +154,7 @@ def stalled_runs(runs: tuple[RunActivity, ...], now_ms: int, limit_s: float) -> 
     for run in runs:
         idle_s = (now_ms - run.last_entry_ms) / 1000
         if idle_s > limit_s:
-            evidence = Evidence(
+            evidence = Measured(
                 measure="seconds_without_tape_entry",
                 value=round(idle_s, 3),
                 limit=limit_s,
@@ -175,7 +175,7 @@ def overdue_approvals(
             continue  # recorded without a time-out: nothing to be late for
         late_s = (now_ms - approval.expires_at_ms) / 1000
         if late_s > grace_s:
-            evidence = Evidence(
+            evidence = Measured(
                 measure="seconds_pending_past_expiry",
                 value=round(late_s, 3),
                 limit=grace_s,
@@ -203,7 +203,7 @@ def lagging_views(
     """The views past the event limit for longer than ``projector_lag_s``."""
     if since_ms is None or (now_ms - since_ms) / 1000 < config.projector_lag_s:
         return None
-    evidence = Evidence(
+    evidence = Measured(
         measure="events_behind_journal",
         value=lag.events,
         limit=config.projector_lag_events,
@@ -218,7 +218,7 @@ def journal_fault(verdict: JournalVerdict) -> Finding | None:
     """The journal failing verification from its last checkpoint."""
     if verdict.ok:
         return None
-    evidence = Evidence(
+    evidence = Measured(
         measure="first_bad_position",
         value=verdict.fault_position or 0,
         limit=0,
@@ -236,7 +236,7 @@ def lapsed_tasks(tasks: tuple[TaskLease, ...], now_ms: int, limit_s: float) -> l
         if lapsed_s > limit_s:
             held = f"held by {task.holder}, " if task.holder else ""
             silent_s = (now_ms - task.heartbeat_ms) / 1000
-            evidence = Evidence(
+            evidence = Measured(
                 measure="seconds_past_lease",
                 value=round(lapsed_s, 3),
                 limit=limit_s,

@@ -95,7 +95,7 @@ class Act(msgspec.Struct, frozen=True, kw_only=True):
     finding: Finding
 
 
-class Decision(msgspec.Struct, frozen=True):
+class WatchDecision(msgspec.Struct, frozen=True):
     appends: tuple[Append, ...]
     acts: tuple[Act, ...]
 
@@ -107,7 +107,7 @@ def decide(
     mode: Mode,
     acted: frozenset[str],
     new_id: Callable[[], str],
-) -> Decision:
+) -> WatchDecision:
     """The appends and acts for one look (see the module docstring)."""
     appends: list[Append] = []
     acts: list[Act] = []
@@ -136,4 +136,4 @@ def decide(
             )
             resolved = IncidentResolved(incident_id=incident.incident_id, how=how)
             appends.append(Append(stream_of(incident.incident_id), incident.next_seq, resolved))
-    return Decision(tuple(appends), tuple(acts))
+    return WatchDecision(tuple(appends), tuple(acts))

@@ -212,13 +212,13 @@ def test_connection_refused_is_a_failure(workspace: Path) -> None:
 
 def test_allowlist_wildcards() -> None:
     from tools.egress import EgressPolicy
-    from tools.result import Fault
+    from tools.result import ToolFault
 
     policy = EgressPolicy(["*.example.com", "api.test"], [])
     policy.check_host("a.example.com")
     policy.check_host("API.test.")
     for host in ("example.com", "evilexample.com", "test"):
-        with pytest.raises(Fault):
+        with pytest.raises(ToolFault):
             policy.check_host(host)
 
 

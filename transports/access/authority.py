@@ -12,7 +12,7 @@ ask Cedar about an API action.
   (:meth:`Authority.readable`).
 
 Transports map :class:`PermissionDenied` to 403 / ``PERMISSION_DENIED`` and
-:class:`NotFound` to 404 / ``NOT_FOUND`` at their edge.
+:class:`ResourceNotFound` to 404 / ``NOT_FOUND`` at their edge.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class PermissionDenied(AccessError):
         self.decision = decision
 
 
-class NotFound(AccessError, LookupError):
+class ResourceNotFound(AccessError, LookupError):
     """The resource the action is on does not exist (or is not visible yet)."""
 
 
@@ -168,7 +168,7 @@ class Authority:
         if owner is None:
             session = self.views.session(session_id)
             if session is None:
-                raise NotFound(f"no session {session_id}")
+                raise ResourceNotFound(f"no session {session_id}")
             owner = session.principal
             if len(self._owners) >= _OWNERS_CACHED:
                 self._owners.clear()
@@ -178,13 +178,13 @@ class Authority:
     def session_scope(self, session: SessionRecord | str) -> Scope:
         record = self.views.session(session) if isinstance(session, str) else session
         if record is None:
-            raise NotFound(f"no session {session}")
+            raise ResourceNotFound(f"no session {session}")
         return record.session_id, {"session_id": record.session_id, "owner": record.principal}
 
     def run_scope(self, run: RunRecord | str) -> Scope:
         record = self.views.run(run) if isinstance(run, str) else run
         if record is None:
-            raise NotFound(f"no run {run}")
+            raise ResourceNotFound(f"no run {run}")
         return record.run_id, {
             "run_id": record.run_id,
             "session_id": record.session_id,
@@ -201,7 +201,7 @@ class Authority:
     ) -> Scope:
         record = self.views.approval(approval) if isinstance(approval, str) else approval
         if record is None:
-            raise NotFound(f"no approval {approval}")
+            raise ResourceNotFound(f"no approval {approval}")
         return record.approval_id, {
             "approval_id": record.approval_id,
             "tool": record.tool,
@@ -225,7 +225,7 @@ class Authority:
     ) -> Scope:
         """A memory item's: its ``scope``, and its ``owner`` as a policy reads it: whose item
         (scope ``principal``), the owner of its session (``session``), who wrote it
-        (``global``). :class:`NotFound` when its session is not in the views (yet)."""
+        (``global``). :class:`ResourceNotFound` when its session is not in the views (yet)."""
         if scope == "session":
             who = self.owner_of(session_id or "")
         elif scope == "principal":

@@ -38,7 +38,7 @@ from transports.failures import ALL_KINDS, Kind, kind_of
 R = TypeVar("R")
 
 
-class ChannelHub(Protocol):
+class CommandHub(Protocol):
     """What a command needs of the hub that runs it (:class:`transports.channels.hub.ChannelHub`
     is one): the node, who may, and the views read fresh."""
 
@@ -111,7 +111,7 @@ def parse(text: str) -> ParsedCommand:
 
 
 async def execute(
-    hub: ChannelHub, channel: str, message: InboundMessage, principal: str, decision: Command
+    hub: CommandHub, channel: str, message: InboundMessage, principal: str, decision: Command
 ) -> tuple[str, str, str, str]:
     """``(command, target, outcome, answer)`` for one command: parsed, decided by Cedar for
     the sender (``channel.command``, or ``approval.resolve``), then done through the node."""
@@ -181,7 +181,7 @@ async def execute(
 
 
 async def _decide(
-    hub: ChannelHub, who: Credentials, parsed: ParsedCommand
+    hub: CommandHub, who: Credentials, parsed: ParsedCommand
 ) -> tuple[str, str, str, str]:
     """``!reel approve|deny``: ``approval.resolve`` for the sender, then the decision."""
     approval_id = parsed.target
@@ -225,7 +225,7 @@ def _refused(exc: Exception) -> tuple[CommandOutcome, str]:
     return OUTCOME[kind_of(exc) or "internal"], str(exc)
 
 
-async def _session_of(hub: ChannelHub, session_key: str) -> str | None:
+async def _session_of(hub: CommandHub, session_key: str) -> str | None:
     try:
         info: SessionInfo = await asyncio.wrap_future(
             hub.node.send(ResolveSession(session_key=session_key))

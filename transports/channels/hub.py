@@ -31,7 +31,7 @@ from actors import Node
 from actors.channels.actor import ChannelActor
 from actors.channels.config import ChannelConfig
 from actors.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
-from actors.channels.messages import Deliver, MintCode, Record, Resume
+from actors.channels.messages import Deliver, MintCode, Record, ResumeChannel
 from actors.channels.records import record_command, record_reply
 from actors.channels.results import MintedCode, RouteResult
 from actors.channels.router import Command
@@ -124,7 +124,7 @@ class ChannelHub:
         self._answering: dict[asyncio.Task[Any], str] = {}
         """The tasks following a run to answer it, with the run's id (see :meth:`stop`)."""
         self._resumed = asyncio.Event()
-        """Set on the loop once every channel actor was told to :class:`Resume`."""
+        """Set on the loop once every channel actor was told to :class:`ResumeChannel`."""
         self._views: Views | None = None
         self._node: Node | None = None
         self._journal: JournalPort | None = None
@@ -190,7 +190,7 @@ class ChannelHub:
             io.submit(connector.start(self._inbound)).result(timeout=30)
             log.info("channel %s (%s) started", name, connector.kind)
         for ref in self.actors.values():
-            ref.tell(Resume())
+            ref.tell(ResumeChannel())
         io.loop.call_soon_threadsafe(self._resumed.set)
 
     def stop(self, grace_s: float = FINISH_ANSWERS_S) -> None:

@@ -46,7 +46,7 @@ RUN_STATES = tuple(RunStatus)
 routes = web.RouteTableDef()
 
 
-class LatencySnapshot(Protocol):
+class HistogramFigures(Protocol):
     @property
     def buckets(self) -> Sequence[tuple[float, int]]: ...
     @property
@@ -56,7 +56,7 @@ class LatencySnapshot(Protocol):
 
 
 class LatencySource(Protocol):
-    def snapshot(self) -> LatencySnapshot: ...
+    def snapshot(self) -> HistogramFigures: ...
 
 
 def _number(value: float) -> str:
@@ -76,7 +76,7 @@ def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> lis
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
 
 
-def histogram_lines(name: str, help_text: str, snapshot: LatencySnapshot) -> list[str]:
+def histogram_lines(name: str, help_text: str, snapshot: HistogramFigures) -> list[str]:
     """A histogram family from cumulative ``(upper bound, count)`` buckets (+Inf last)."""
     samples = [
         f'{name}_bucket{{le="{_bound(bound)}"}} {count}' for bound, count in snapshot.buckets

@@ -28,7 +28,7 @@ from actors.sessions.compaction import (
     SUMMARY_CUT,
     SUMMARY_HEADER,
 )
-from actors.sessions.state import Checkpoint, SessionState
+from actors.sessions.state import SessionCheckpoint, SessionState
 from events import StoredEvent
 from events.catalog import RunContextAssembled, SessionCompacted, SessionRestored
 from tests.actors.conftest import MakeNode
@@ -150,7 +150,10 @@ def test_restore_to_the_first_checkpoint_gives_the_next_run_that_context(
     checkpoint = kit.ask(
         RestoreSession(session_id=session_id, checkpoint_id=first.compaction_id, principal="ann")
     )
-    assert isinstance(checkpoint, Checkpoint) and checkpoint.checkpoint_id == first.compaction_id
+    assert (
+        isinstance(checkpoint, SessionCheckpoint)
+        and checkpoint.checkpoint_id == first.compaction_id
+    )
     restored_row = kit.journal.read_stream(f"session/{session_id}")[-1]
     assert restored_row.principal == "ann"
     assert restored_row.decode() == SessionRestored(
