@@ -53,6 +53,10 @@ TERMINAL_TASK_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.EXPIRED, TaskStatus.CANCELLED}
 )
 
+ENDING_KINDS: tuple[str, ...] = ("task.succeeded", "task.expired", "task.cancelled")
+"""Kinds after which a task has always ended (``task.failed`` ends it only without a retry):
+a task stream holding one is never read to find the open tasks."""
+
 TASK_EVENTS: tuple[type[Event], ...] = (
     TaskEnqueued,
     TaskClaimed,
