@@ -24,6 +24,7 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
+    ├── VerifyStopped             a verification was stopped before it ended (a closing journal)
     └── WitnessError              the checkpoint witness cannot be read, written or trusted
 """
 
@@ -47,6 +48,7 @@ from events.errors import (
     SchemaTooNew,
     SchemaTooOld,
     UnknownEventKind,
+    VerifyStopped,
     WitnessError,
 )
 from events.fields import InvalidField
@@ -96,6 +98,7 @@ __all__ = [
     "StreamRedactor",
     "UnknownEventKind",
     "VerifyReport",
+    "VerifyStopped",
     "Witness",
     "WitnessError",
     "WitnessStatus",

@@ -83,9 +83,12 @@ class Runtime:
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
-                # they end at the head the journal closes with.
+                # they end at the head the journal closes with. Never after a full
+                # verification still running: it is stopped, and signs nothing (the next
+                # start verifies again), so a stop never waits for a walk of the journal.
+                self.journal.stop_verifying()
                 if sign:
-                    with contextlib.suppress(JournalError):
+                    with contextlib.suppress(JournalError):  # tampered, or the walk stopped
                         self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
                 self.memory.close()
