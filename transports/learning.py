@@ -26,6 +26,7 @@ from actors.learning import TASK_KIND, LearningDesk, LearningSettings, Reflector
 from actors.reflection import ReflectionFeed
 from events import ConcurrencyConflict, JournalPort
 from projections import LearningView, Projector
+from projections.learning import Offered
 from transports.memory import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
 
 HANDLER_SLACK_S = 30.0
@@ -63,6 +64,19 @@ class LearnedMemory:
             )
 
 
+class RunLearning:
+    """:class:`actors.services.LearningPort` over the learning view, read after the views'
+    start-up catch-up: a preference learned before a restart is offered to every run."""
+
+    def __init__(self, view: LearningView, projector: Projector) -> None:
+        self._view = view
+        self._projector = projector
+
+    def offered(self, principal: str, text: str) -> list[Offered]:
+        self._projector.wait_caught_up()
+        return self._view.offered(principal, text)
+
+
 class NodeLearning:
     """The learning parts of one node (see the module docstring)."""
 
@@ -75,6 +89,7 @@ class NodeLearning:
     ) -> None:
         self.settings = settings
         self.view = LearningView(views_path, wait_for=projector.wait_for)
+        self._projector = projector
         self.desk = LearningDesk(journal, settings, LearnedMemory(journal))
         self.journal = journal
         self.feed: pykka.ActorRef[Any] | None = None
@@ -83,7 +98,7 @@ class NodeLearning:
     def attach(self, node: Node) -> None:
         """Before ``node.start()``: runs read the view; the queue runs reflections."""
         services = node.services
-        services.learning = self.view
+        services.learning = RunLearning(self.view, self._projector)
         self.reflector = Reflector(
             self.journal, self.desk, self.view, provider=services.provider, io=services.io
         )
