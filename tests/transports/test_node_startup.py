@@ -43,7 +43,6 @@ class Before:
         self.approval_id = ""
         self.waiting_run = ""
         self.done_run = ""
-        self.session_id = ""
         self.answers: dict[str, Any] = {}
 
 
