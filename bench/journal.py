@@ -78,6 +78,10 @@ Row = tuple[
 ]
 
 
+Entry = tuple[str, int, str, int, bytes, str, str | None]
+"""One row to chain: stream, stream_seq, kind, version, payload, principal, correlation_id."""
+
+
 class RunStream:
     """One run's stream: its name, run id and the payload reel would store for it."""
 
@@ -97,34 +101,40 @@ class Chain:
         self.prev = GENESIS
 
     def row(self, stream: RunStream, seq: int, now_ms: int) -> Row:
+        return self.entry_row((stream.name, seq, KIND, VERSION, stream.payload, PRINCIPAL,
+                               stream.run_id), now_ms)  # fmt: skip
+
+    def entry_row(self, entry: Entry, now_ms: int) -> Row:
+        """The next row of the chain for ``entry`` (any kind, any stream)."""
+        name, seq, kind, version, payload, principal, correlation_id = entry
         self.position += 1
         event_id = self.ids.new(now_ms)
         identity = identity_bytes(
             self.position,
             event_id,
-            stream.name,
+            name,
             seq,
-            KIND,
-            VERSION,
+            kind,
+            version,
             now_ms,
-            PRINCIPAL,
-            stream.run_id,
+            principal,
+            correlation_id,
             None,
         )
-        digest = row_hash(self.prev, identity, stream.payload)
+        digest = row_hash(self.prev, identity, payload)
         row: Row = (
             self.position,
             event_id,
-            stream.name,
+            name,
             seq,
-            KIND,
-            VERSION,
+            kind,
+            version,
             now_ms,
-            PRINCIPAL,
-            stream.run_id,
+            principal,
+            correlation_id,
             None,
-            stream.payload,
-            payload_digest(stream.payload),
+            payload,
+            payload_digest(payload),
             self.prev,
             digest,
         )
@@ -286,29 +296,37 @@ def handoff(writers: int, events: int) -> float:
     return writers * per_writer / elapsed
 
 
-def build_verify_journal(path: Path, key: NodeKey, events: int, witness: Path) -> float:
-    """Write ``events`` chained rows (1,000 per stream) straight into a new journal, with a
-    ``journal.checkpoint`` row every CHECKPOINT_EVERY rows (checkpoint rows count, as the
-    writer counts them) and about CHECKPOINT_EVERY unsigned rows after the last one; every
-    checkpoint's note goes to ``witness``. Returns the seconds taken.
+def output_entries() -> Iterator[Entry]:
+    """``run.output`` rows, 1,000 per stream: the default content of a built journal."""
+    ids = UlidGenerator()
+    while True:
+        lane = RunStream(ids)
+        for seq in range(1000):
+            yield (lane.name, seq, KIND, VERSION, lane.payload, PRINCIPAL, lane.run_id)
+
+
+def build_verify_journal(
+    path: Path, key: NodeKey, events: int, witness: Path, entries: Iterator[Entry] | None = None
+) -> float:
+    """Write ``events`` chained rows (``entries``, by default :func:`output_entries`) straight
+    into a new journal, with a ``journal.checkpoint`` row every CHECKPOINT_EVERY rows
+    (checkpoint rows count, as the writer counts them) and about CHECKPOINT_EVERY unsigned rows
+    after the last one; every checkpoint's note goes to ``witness``. Returns the seconds taken.
 
     Legitimate for a verify benchmark: verify reads whatever rows are there, and these are
     built with the real chain and signing functions, exactly as the writer thread builds them."""
     conn = connect(path, writable=True)  # the real schema, application_id and user_version
     conn.execute("PRAGMA synchronous=OFF")  # setup only: nothing here is measured as durable
-    ids = UlidGenerator()
+    source = entries if entries is not None else output_entries()
     chain = Chain()
     at = now_ms()
-    per_stream = 1000
-    lane = RunStream(ids)
-    seq = 0
     checkpoints = 0
     last_row = 0
     signed_up_to = events - (CHECKPOINT_EVERY - 1)
     notes: list[str] = []
 
     def rows(count: int) -> Iterator[Row]:
-        nonlocal lane, seq, checkpoints, last_row
+        nonlocal checkpoints, last_row
         for _ in range(count):
             if chain.position + 1 - last_row >= CHECKPOINT_EVERY and chain.position < signed_up_to:
                 row, signed = chain.checkpoint_row(key, checkpoints, last_row, at)
@@ -317,10 +335,7 @@ def build_verify_journal(path: Path, key: NodeKey, events: int, witness: Path) -
                 notes.append(signed.note())
                 yield row
                 continue
-            if seq == per_stream:
-                lane, seq = RunStream(ids), 0
-            yield chain.row(lane, seq, at)
-            seq += 1
+            yield chain.entry_row(next(source), at)
 
     started = time.perf_counter()
     while chain.position < events:

@@ -24,6 +24,7 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
+    ├── VerifyStopped             a verification was stopped before it ended (a closing journal)
     └── WitnessError              the checkpoint witness cannot be read, written or trusted
 
 Two ``ValueError`` subclasses name a file that cannot be used: ``NoteError`` (a signed
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
         SchemaTooNew,
         SchemaTooOld,
         UnknownEventKind,
+        VerifyStopped,
         WitnessError,
     )
     from events.fields import InvalidField
@@ -102,6 +104,7 @@ __all__ = [
     "StreamRedactor",
     "UnknownEventKind",
     "VerifyReport",
+    "VerifyStopped",
     "Witness",
     "WitnessError",
     "WitnessStatus",
@@ -139,6 +142,7 @@ __getattr__ = exports(
             "SchemaTooNew",
             "SchemaTooOld",
             "UnknownEventKind",
+            "VerifyStopped",
             "WitnessError",
         ),
         "events.fields": ("InvalidField",),

@@ -35,6 +35,11 @@ class JournalClosed(JournalError):
     """An operation was attempted on a journal that has been closed."""
 
 
+class VerifyStopped(JournalError):
+    """A verification was stopped before it reached the head (its journal is closing): it
+    vouches for nothing, and nothing is signed on its word."""
+
+
 class AppendRejected(JournalError):
     """An append was refused before anything was written (empty batch, oversize payload...)."""
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from events.catalog import Event
 from events.checkpoint import Checkpoint, NodeKey
@@ -90,7 +90,14 @@ class JournalReadPort(Protocol):
 
     def events_of_kinds(self, kinds: tuple[str, ...], after_position: int = 0) -> list[StoredEvent]:
         """Every event of one of ``kinds`` with position greater than ``after_position``, in
-        position order. May scan: for start-up recovery and offline commands, not hot paths."""
+        position order, through an index on kind: for start-up state and rare kinds."""
+        ...
+
+    def open_events(
+        self, kind: str, ended_by: tuple[str, ...], key: Literal["stream", "correlation_id"]
+    ) -> list[StoredEvent]:
+        """Every event of ``kind`` whose ``key`` no event of the kinds ``ended_by`` shares, in
+        position order, through an index on kind (what is still open at start)."""
         ...
 
     def stream_next_seq(self, stream: str) -> int:

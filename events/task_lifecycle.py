@@ -26,6 +26,7 @@ from events.catalog import (
     TaskHeartbeat,
     TaskSucceeded,
     kind_of,
+    kinds_of,
 )
 
 
@@ -52,6 +53,10 @@ class TaskStatus(StrEnum):
 TERMINAL_TASK_STATUSES = frozenset(
     {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.EXPIRED, TaskStatus.CANCELLED}
 )
+
+ENDING_KINDS: tuple[str, ...] = kinds_of(TaskSucceeded, TaskExpired, TaskCancelled)
+"""Kinds after which a task has always ended (``task.failed`` ends it only without a retry):
+a task stream holding one is never read to find the open tasks."""
 
 TASK_EVENTS: tuple[type[Event], ...] = (
     TaskEnqueued,

@@ -6,6 +6,12 @@ differs from its code is dropped and rebuilt from position 0. The projector foll
 through its subscription (``JournalPort.listen``) on its own thread, and wakes its own listeners
 (SSE, gRPC streams) after each batch.
 
+Following starts on that thread too: whatever the views lack when the node starts (everything,
+when views.db was deleted) is folded there while the node serves (:attr:`Projector.catching_up`).
+Until that start-up catch-up ends, a wait for a position (:meth:`Projector.wait_for`) lasts as
+long as it takes, whatever its time-out: a record written before the restart is found late,
+never taken for missing.
+
 It depends on the journal ports (:mod:`events.port`), not on the SQLite classes: folding needs
 ``head`` and ``read`` only, following needs ``listen``.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -87,6 +94,10 @@ class Projector:
         self._unsubscribe: Callable[[], None] | None = None
         self.error: BaseException | None = None
         self._closed = False
+        self.catch_up_target = 0
+        """The journal head when following began: the start-up catch-up ends there."""
+        self._catching_up = False
+        self._following = False
 
     # --- schema and checkpoints --------------------------------------------------------------
 
@@ -129,11 +140,18 @@ class Projector:
 
     # --- folding -----------------------------------------------------------------------------
 
+    @property
+    def catching_up(self) -> bool:
+        """True from :meth:`follow` until the views include the head the journal had then
+        (or the projector failed or closed): the node serves meanwhile."""
+        return self._catching_up
+
     def catch_up(self, until: int | None = None, progress: Progress | None = None) -> int:
-        """Apply every committed event (up to ``until``); returns how many were read."""
+        """Apply every committed event (up to ``until``); returns how many were read. Stops
+        between two batches once :meth:`close` began (the rest is applied at the next start)."""
         total = 0
         target = until if until is not None else self.reader.head().position
-        while True:
+        while not self._stop.is_set() or not self._following:
             start = self.position
             if start >= target:
                 break
@@ -203,26 +221,54 @@ class Projector:
     # --- following the journal ---------------------------------------------------------------
 
     def follow(self, journal: JournalPort) -> None:
-        """Catch up now, then keep up with the journal on a background thread."""
-        self.catch_up()
+        """Keep up with the journal on a background thread, beginning with whatever the views
+        lack (:attr:`catching_up` until they include today's head); returns at once."""
+        self.catch_up_target = self.reader.head().position
+        self._catching_up = self.position < self.catch_up_target
+        self._following = True
         self._unsubscribe = journal.listen(lambda _head: self._wake.set())
         self._thread = threading.Thread(target=self._run, name="projector", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(timeout=0.5)
-            self._wake.clear()
             try:
                 self.catch_up()
             except Exception as exc:
                 self.error = exc
+            if self._catching_up and (
+                self.position >= self.catch_up_target or self.error is not None
+            ):
+                self._caught_up()
+            self._wake.wait(timeout=0.5)
+            self._wake.clear()
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        with self._cond:
+            self._catching_up = False
+            self._cond.notify_all()
 
     def wait_for(self, position: int, timeout: float | None = None) -> int:
-        """Block until the views include ``position`` (or timeout); returns the view position."""
+        """Block until the views include ``position`` (or ``timeout``, which is not counted
+        while the start-up catch-up lasts); returns the view position."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            self._cond.wait_for(lambda: self.position >= position or self._stop.is_set(), timeout)
+            while self.position < position and not self._stop.is_set():
+                if self._catching_up:
+                    deadline = None if timeout is None else time.monotonic() + timeout
+                    self._cond.wait()
+                    continue
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self._cond.wait(left)
             return self.position
+
+    def wait_caught_up(self) -> None:
+        """Return once the start-up catch-up ended (at once when there is none, or it failed:
+        then :attr:`error` says why)."""
+        self.wait_for(self.catch_up_target, 0)
 
     def listen(self, listener: Callable[[int], None]) -> Callable[[], None]:
         """Call ``listener(position)`` after each applied batch; returns an unsubscribe."""
@@ -245,8 +291,10 @@ class Projector:
                 listener(position)
 
     def close(self, *, final_catch_up: bool = False) -> None:
-        """Stop following (then, if asked, apply what is still unapplied) and close views.db.
-        Idempotent."""
+        """Stop following (then, if asked, apply what is still unapplied: not while the
+        start-up catch-up was still going, which the next start takes up where it stopped)
+        and close views.db. Idempotent."""
+        behind = self._catching_up
         self._stop.set()
         self._wake.set()
         if self._unsubscribe is not None:
@@ -255,7 +303,8 @@ class Projector:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        if final_catch_up and not self._closed:
+        self._following = False
+        if final_catch_up and not behind and not self._closed:
             self.catch_up()
         with self._cond:
             self._cond.notify_all()

@@ -27,6 +27,7 @@ from actors.learning.reflection import ReflectionFeed
 from actors.memory.items import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
 from events import ConcurrencyConflict, JournalPort
 from projections import LearningView, Projector
+from projections.learning import Offered
 from projections.pool import ReaderLimits
 
 HANDLER_SLACK_S = 30.0
@@ -64,6 +65,19 @@ class LearnedMemory:
             )
 
 
+class RunLearning:
+    """:class:`actors.services.LearningPort` over the learning view, read after the views'
+    start-up catch-up: a preference learned before a restart is offered to every run."""
+
+    def __init__(self, view: LearningView, projector: Projector) -> None:
+        self._view = view
+        self._projector = projector
+
+    def offered(self, principal: str, text: str) -> list[Offered]:
+        self._projector.wait_caught_up()
+        return self._view.offered(principal, text)
+
+
 class NodeLearning:
     """The learning parts of one node (see the module docstring)."""
 
@@ -77,6 +91,7 @@ class NodeLearning:
     ) -> None:
         self.settings = settings
         self.view = LearningView(views_path, wait_for=projector.wait_for, limits=limits)
+        self._projector = projector
         self.desk = LearningDesk(journal, settings, LearnedMemory(journal))
         self.journal = journal
         self.feed: pykka.ActorRef[Any] | None = None
@@ -85,7 +100,7 @@ class NodeLearning:
     def attach(self, node: Node) -> None:
         """Before ``node.start()``: runs read the view; the queue runs reflections."""
         services = node.services
-        services.learning = self.view
+        services.learning = RunLearning(self.view, self._projector)
         self.reflector = Reflector(
             self.journal, self.desk, self.view, provider=services.provider, io=services.io
         )

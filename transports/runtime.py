@@ -83,9 +83,12 @@ class Runtime:
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
-                # they end at the head the journal closes with.
+                # they end at the head the journal closes with. Never after a full
+                # verification still running: it is stopped, and signs nothing (the next
+                # start verifies again), so a stop never waits for a walk of the journal.
+                self.journal.stop_verifying()
                 if sign:
-                    with contextlib.suppress(JournalError):
+                    with contextlib.suppress(JournalError):  # tampered, or the walk stopped
                         self.journal.checkpoint()
                 self.projector.close(final_catch_up=True)
                 self.memory.close()
@@ -210,6 +213,12 @@ def open_runtime(
 ) -> Runtime:
     """Open everything for ``data_dir`` and start the node (recovering a crash first).
 
+    Returns without waiting for the views: whatever views.db lacks is folded on the projector's
+    thread while the node serves (``projector.catching_up``). What needs the views current
+    waits for that catch-up: runs' memory and learning reads, the API's lookups of a record
+    it does not find yet (transports.http.freshness, ``ServiceContext.catch_up``); start-up
+    state (tokens, recovery, grants, tasks, incidents) is read from the journal by kind.
+
     Raises ConfigError, PolicyError, ToolsError or JournalError with one clear line; nothing is
     left open when it raises. The journal is checked as :func:`open_journal` says: with
     ``on_tampered`` (``reel node``) every row is verified on a thread while the node serves;
@@ -241,7 +250,7 @@ def open_runtime(
         tokens = load_tokens(journal, admin_token)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
-        memory.bind(journal)
+        memory.bind(journal, projector.wait_caught_up)
         node = Node(
             journal=journal,
             provider=model,
@@ -249,13 +258,13 @@ def open_runtime(
             gate=gate,
             workspace=workspace,
             config=cfg.actors(),
-            memory=memory.view,
+            memory=memory.for_runs(),
             tasks=cfg.tasks,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
-        node.start()
-        projector.follow(journal)
+        node.start()  # recovery reads the journal (by kind, indexed), never the views
+        projector.follow(journal)  # the views catch up on its thread while the node serves
         learning.start(node)
     except BaseException:
         if projector is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 import unicodedata
+from collections.abc import Callable
 from typing import cast
 
 import msgspec
@@ -48,6 +49,7 @@ from events.catalog import (
 from events.errors import ConcurrencyConflict
 from events.fields import REASON_MAX_CHARS
 from projections import MemoryView
+from projections.memory.search import MemoryHit, MemoryItem
 from tools import FoundItem
 
 TAG_MAX_CHARS = 64
@@ -322,6 +324,29 @@ def delete_item(
     return apply(state, Recorded(event, stream, result.recorded_at_ms, principal))
 
 
+def _at_once() -> None:
+    """No catch-up to wait for (a memory not bound to a node's projector)."""
+
+
+class RunMemory:
+    """:class:`actors.services.MemoryPort` over the memory view, each read after the views'
+    start-up catch-up (``caught_up``)."""
+
+    def __init__(self, view: MemoryView, caught_up: Callable[[], object]) -> None:
+        self._view = view
+        self._caught_up = caught_up
+
+    def search(
+        self, query: str, k: int = 5, *, principal: str | None = None, session_id: str | None = None
+    ) -> list[MemoryHit]:
+        self._caught_up()
+        return self._view.search(query, k, principal=principal, session_id=session_id)
+
+    def get(self, item_id: str) -> MemoryItem | None:
+        self._caught_up()
+        return self._view.get(item_id)
+
+
 class NodeMemory:
     """A node's memory: the view its surfaces read (``view``) and the journal they write to.
 
@@ -332,9 +357,19 @@ class NodeMemory:
     def __init__(self, view: MemoryView, journal: JournalPort | None = None) -> None:
         self.view = view
         self._journal = journal
+        self._caught_up: Callable[[], object] = _at_once
 
-    def bind(self, journal: JournalPort) -> None:
+    def bind(self, journal: JournalPort, caught_up: Callable[[], object] = _at_once) -> None:
+        """``caught_up`` returns once the views include what the journal held when the node
+        started: what runs read (the memory tool, injection through :meth:`for_runs`) waits
+        for it, so an item written before a restart is never missed while the views catch
+        up. The API's reads do not wait (they say how far behind they are)."""
         self._journal = journal
+        self._caught_up = caught_up
+
+    def for_runs(self) -> RunMemory:
+        """The view as runs search it for injection (after the start-up catch-up)."""
+        return RunMemory(self.view, self._caught_up)
 
     @property
     def journal(self) -> JournalPort:
@@ -348,6 +383,7 @@ class NodeMemory:
         self, query: str, k: int, *, principal: str | None, session_id: str | None
     ) -> list[FoundItem]:
         """What a run acting for ``principal`` in ``session_id`` may see that matches."""
+        self._caught_up()
         return [
             FoundItem(
                 item_id=h.item.item_id,

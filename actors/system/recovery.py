@@ -59,13 +59,16 @@ def recover(
     journal: JournalPort, gate: ToolGate, turns: TurnCache, config: ActorsConfig
 ) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
-    ended = {e.correlation_id for e in journal.events_of_kinds(tuple(TERMINAL_KINDS))}
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
-    for accepted in journal.events_of_kinds((kind_of(RunAccepted),)):
+    # Through the kind index, the runs that ended left out by SQLite: start-up reads what is
+    # in flight, not every run the journal ever held.
+    for accepted in journal.open_events(
+        kind_of(RunAccepted), tuple(TERMINAL_KINDS), "correlation_id"
+    ):
         run_id = accepted.correlation_id
-        if run_id is None or run_id in ended:
+        if run_id is None:
             continue
         tape = recorded(journal.read_correlated(run_id))
         state = fold(run_fold, tape)

@@ -34,10 +34,10 @@ from events import (
     new_id,
     redact_event,
 )
-from events.catalog import TASK_KIND, TaskEnqueued
+from events.catalog import TASK_KIND, TaskEnqueued, kind_of
 from events.fields import ID
 from events.redaction.redact import looks_secret
-from events.task_lifecycle import TASK_KINDS, TASK_STREAM_PREFIX, task_stream
+from events.task_lifecycle import ENDING_KINDS, TASK_KINDS, TASK_STREAM_PREFIX, task_stream
 
 CONFLICT_RETRIES = 32
 """How often :func:`write` reads the stream again after a refused append before it gives up
@@ -79,6 +79,20 @@ def load_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
     for rows in streams.values():
         state = fold(task_state, recorded(rows))
         if state is not None:
+            out[state.task_id] = state
+    return out
+
+
+def load_open_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
+    """Every task not ended, folded, in enqueue order: the task streams holding none of the
+    kinds that always end a task (found through the kind index; a ``task.failed`` one is
+    folded to see whether a retry follows), each read through the stream index."""
+    out: dict[str, TaskState] = {}
+    for enqueued in reader.open_events(kind_of(TaskEnqueued), ENDING_KINDS, "stream"):
+        if not enqueued.stream.startswith(TASK_STREAM_PREFIX):
+            continue
+        state = fold(task_state, recorded(reader.read_stream(enqueued.stream)))
+        if state is not None and not state.status.terminal:
             out[state.task_id] = state
     return out
 

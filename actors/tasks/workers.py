@@ -56,7 +56,7 @@ from actors.tasks.handlers import (
     unknown_kind,
 )
 from actors.tasks.state import TaskState
-from actors.tasks.store import load_task, load_tasks, now_ms, write
+from actors.tasks.store import load_open_tasks, load_task, now_ms, write
 from events import AppendRejected, JournalError, JournalPort
 from events.task_lifecycle import TaskStatus
 
@@ -207,7 +207,7 @@ class TaskDispatcher(pykka.ThreadingActor):
             TaskWorker.start(index, self.shared, self.actor_ref) for index in range(count)
         ]
         self.idle = list(reversed(range(count)))
-        for state in load_tasks(self.shared.journal).values():
+        for state in load_open_tasks(self.shared.journal).values():
             self._track(state)
         self._dispatch()
 

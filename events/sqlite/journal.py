@@ -40,6 +40,7 @@ from events.errors import (
     JournalClosed,
     JournalError,
     JournalTampered,
+    VerifyStopped,
 )
 from events.ids import UlidGenerator
 from events.note import CheckpointNote
@@ -186,10 +187,14 @@ class Journal(JournalReader):
         no checkpoint is signed, so a signature never vouches for rows nobody checked."""
         self.tampered: JournalTampered | None = None
         """What the full verification found, if anything (nothing is signed after it)."""
+        self._stop_verifying = threading.Event()
+        self._verify_ended = threading.Event()
+        """Set when the full verification ended: passed, failed or stopped (by close)."""
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._writer.start()
         if on_tampered is None:
             self._verified.set()
+            self._verify_ended.set()
         else:
             threading.Thread(
                 target=self._verify_everything,
@@ -287,7 +292,8 @@ class Journal(JournalReader):
 
         Returns ``None`` when there is no node key or the head is already checkpointed. While
         the full verification (``on_tampered``) runs this waits for it; after it found the
-        journal tampered this raises :class:`JournalTampered`: nothing is signed over it.
+        journal tampered this raises :class:`JournalTampered`, after it was stopped
+        :class:`VerifyStopped`: nothing is signed over rows nobody checked.
         """
         self.wait_verified()
         request = _CheckpointRequest()
@@ -298,10 +304,30 @@ class Journal(JournalReader):
         """Return once every row has been verified, or raise :class:`JournalTampered` when
         that found the journal tampered. Without ``on_tampered`` it returns at once (only the
         start-up check ran); with it, a writer that must not append to a journal the full walk
-        refuses (an offline command) waits here before its first append."""
-        self._verified.wait()
+        refuses (an offline command) waits here before its first append. Raises
+        :class:`VerifyStopped` when :meth:`stop_verifying` cut the walk short."""
+        self._verify_ended.wait()
         if self.tampered is not None:
             raise self.tampered
+        if not self._verified.is_set():
+            raise VerifyStopped(
+                f"journal {self.path}: the full verification was stopped before it ended; "
+                "nothing more is signed until a start whose verification ends"
+            )
+
+    @property
+    def verified(self) -> bool:
+        """True once the full verification passed (at once for a journal opened without
+        ``on_tampered``); false while it runs, after it found tampering or was stopped."""
+        return self._verified.is_set() and self.tampered is None
+
+    def stop_verifying(self) -> None:
+        """Stop the full verification if it still runs (within a few thousand rows) and
+        return once it ended. A walk cut short vouches for nothing: no checkpoint is signed
+        on its word (a checkpoint covers every row before it), and the next start walks
+        again. Called by :meth:`close`, so a stop never waits for the walk."""
+        self._stop_verifying.set()
+        self._verify_ended.wait()
 
     def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
         with self._submit_guard:
@@ -344,11 +370,13 @@ class Journal(JournalReader):
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    def close(self, *, checkpoint: bool = True, verify_timeout_s: float = 60.0) -> None:
-        """Finish queued appends, sign a final checkpoint (unless told not to, or the journal
-        is not verified within ``verify_timeout_s``, or was found tampered), release the file
-        and the writer lock. Idempotent."""
-        if checkpoint and self._accepting and not self._verified.wait(verify_timeout_s):
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Stop the full verification if it still runs (:meth:`stop_verifying`), finish
+        queued appends, sign a final checkpoint (unless told not to, or the verification did
+        not end, or found the journal tampered), release the file and the writer lock.
+        Idempotent."""
+        self.stop_verifying()
+        if not self._verified.is_set():
             checkpoint = False  # never sign rows nobody checked: the next start signs them
         with self._submit_guard:
             was_open = self._accepting
@@ -672,10 +700,22 @@ class Journal(JournalReader):
         thread while the node serves: it finds what the start-up check does not look at (an
         edit between two older checkpoints). Until it passes nothing is signed; when it fails
         :attr:`tampered` is set, nothing is ever signed, and ``on_tampered`` is told."""
+        try:
+            self._walk(notes, on_tampered)
+        finally:
+            self._verify_ended.set()
+
+    def _walk(
+        self,
+        notes: list[CheckpointNote] | None,
+        on_tampered: Callable[[JournalTampered], None],
+    ) -> None:
         trusted = self.node_key.public_key if self.node_key is not None else None
         try:
-            report = verify(self, trusted_public_key=trusted, witness=notes)
-        except JournalError:  # closed under it: nothing was signed
+            report = verify(
+                self, trusted_public_key=trusted, witness=notes, stop=self._stop_verifying.is_set
+            )
+        except JournalError:  # stopped, or closed under it: nothing was signed
             return
         except Exception as exc:  # verify never raises for tampering: this is a fault of ours
             report = None

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 import apsw
 
@@ -155,13 +155,30 @@ class JournalReader:
         )
 
     def events_of_kinds(self, kinds: tuple[str, ...], after_position: int = 0) -> list[StoredEvent]:
-        """Every event of the given kinds, in journal order (a table scan: for start-up
-        recovery and rare error paths, not hot paths)."""
+        """Every event of the given kinds, in journal order, through the ``events_by_kind``
+        index (a table scan only on a file no writer has opened since the index came: a
+        reader never creates it). Costs what it returns: for start-up state and rare kinds,
+        never for ``run.output``."""
         marks = ",".join("?" * len(kinds))
         return self._events(
             f"SELECT {COLUMNS} FROM events WHERE kind IN ({marks}) AND position > ? "
             "ORDER BY position",
             (*kinds, after_position),
+        )
+
+    def open_events(
+        self, kind: str, ended_by: tuple[str, ...], key: Literal["stream", "correlation_id"]
+    ) -> list[StoredEvent]:
+        """Every event of ``kind`` whose ``key`` (its stream, or its correlation id) no event
+        of the kinds ``ended_by`` shares, in journal order: what is still open (runs accepted
+        and not ended, tasks enqueued and not ended), found through the kind index without
+        reading what ended."""
+        marks = ",".join("?" * len(ended_by))
+        return self._events(
+            f"SELECT {COLUMNS} FROM events WHERE kind = ? AND {key} IS NOT NULL AND {key} NOT IN"
+            f" (SELECT {key} FROM events WHERE kind IN ({marks}) AND {key} IS NOT NULL)"
+            " ORDER BY position",
+            (kind, *ended_by),
         )
 
     def stream_next_seq(self, stream: str) -> int:

@@ -57,11 +57,13 @@ from events.catalog import JournalCheckpoint
 from events.chain import GENESIS, identity_bytes, payload_digest, row_hash
 from events.checkpoint import CHECKPOINT_KIND, CHECKPOINT_STREAM, Checkpoint, signature_valid
 from events.codec import decode
-from events.errors import JournalUnavailable, UnknownEventKind
+from events.errors import JournalUnavailable, UnknownEventKind, VerifyStopped
 from events.note import CheckpointNote
 from events.sqlite.reader import JournalReader
 
 Progress = Callable[[int, int], None]
+STOP_EVERY = 4096
+"""Rows between two looks at :func:`verify`'s ``stop`` (a few milliseconds of walking)."""
 KeySource = Literal["pinned", "node"]
 """Whose key ``trusted_public_key`` is: one the caller pinned, or the node's own."""
 
@@ -130,13 +132,16 @@ def verify(
     witness: Sequence[CheckpointNote] | None = None,
     progress: Progress | None = None,
     progress_every: int = 50_000,
+    stop: Callable[[], bool] | None = None,
 ) -> VerifyReport:
     """Verify every row of the journal behind ``reader``, every checkpoint in it, and (given
     ``witness``, the notes a witness recorded) that each witnessed checkpoint is in it.
     ``key_source`` says whose ``trusted_public_key`` is: only a pinned one anchors.
 
     Never raises for tampering: the report carries the fault. (I/O errors opening the file
-    raise before this is called.)"""
+    raise before this is called.) ``stop`` is asked every :data:`STOP_EVERY` rows; when it
+    says true the walk ends there with :class:`VerifyStopped` (no report: it vouches for
+    nothing)."""
     started = time.perf_counter()
     total = reader.count()
     walker = _Walker(reader, trusted_public_key, witness, key_source)
@@ -146,6 +151,10 @@ def verify(
             walker.feed(row)
             if progress is not None and walker.events % progress_every == 0:
                 progress(walker.events, total)
+            if stop is not None and walker.events % STOP_EVERY == 0 and stop():
+                raise VerifyStopped(
+                    f"verification of {reader.path} stopped after {walker.events} rows"
+                )
         walker.finish()
     except _Found as found:
         fault = found.fault

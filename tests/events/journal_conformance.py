@@ -456,6 +456,27 @@ class JournalConformance(ABC):
         assert [e.position for e in journal.events_of_kinds(("session.created",), 1)] == [4]
         assert journal.events_of_kinds(("tool.proposed",)) == []
 
+    def test_open_events_leave_out_what_an_ending_kind_shares_a_key_with(
+        self, journal: JournalPort
+    ) -> None:
+        """Streams (or correlation ids) opened by one kind and not ended by another: an end in
+        another stream counts by correlation id, an end of another kind or key does not, and
+        an event without the key is never open."""
+        for name in ("a", "b", "c"):
+            created = SessionCreated(session_id=name, session_key=name, label=None)
+            journal.append(f"session/{name}", [created], expected_seq=0, correlation_id=name)
+        journal.append("session/none", [SessionCreated(session_id="n")], expected_seq=0)
+        journal.append("run/b", [out("end", "b")], expected_seq=0, correlation_id="b")
+        journal.append("session/c", [out("end", "c")], expected_seq=1, correlation_id="x")
+        by_run = journal.open_events("session.created", ("run.output",), "correlation_id")
+        assert [e.correlation_id for e in by_run] == ["a", "c"]
+        by_stream = journal.open_events("session.created", ("run.output",), "stream")
+        assert [e.stream for e in by_stream] == ["session/a", "session/b", "session/none"]
+        assert journal.open_events("session.created", ("tool.proposed",), "stream") == [
+            e for e in journal.events_of_kinds(("session.created",))
+        ]
+        assert journal.open_events("tool.proposed", ("run.output",), "stream") == []
+
     # --- subscription -------------------------------------------------------------------------
 
     def test_wait_for_wakes_after_a_commit_from_another_thread(self, journal: JournalPort) -> None:

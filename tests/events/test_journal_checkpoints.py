@@ -10,9 +10,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ec import SECP256R1, generate_private_key
 
-from events import CheckpointKeyError, Journal, JournalReader, NodeKey
+from events import CheckpointKeyError, Journal, JournalReader, JournalTampered, NodeKey, verify
 from events.catalog import RunOutput
 from events.checkpoint import signature_valid
+from events.errors import VerifyStopped
 
 
 def out(text: str = "x") -> RunOutput:
@@ -109,3 +110,33 @@ def test_no_node_key_means_no_checkpoints(data_dir: Path) -> None:
     reader = JournalReader.open(data_dir / "journal.db")
     assert reader.checkpoints() == []
     reader.close()
+
+
+def test_closing_during_the_full_verification_stops_it_and_signs_nothing(data_dir: Path) -> None:
+    """``on_tampered`` walks every row on a thread; ``close`` stops that walk rather than wait
+    for it, and a walk cut short vouches for nothing: ``checkpoint`` refuses
+    (``VerifyStopped``), and close signs no final checkpoint. A walk that ended before the
+    close signs as always. Which of the two happened is the journal's to say (``verified``);
+    both are checked, and the journal verifies afterwards either way."""
+    path = data_dir / "journal.db"
+    key = NodeKey.load_or_create(data_dir / "node.key")
+    with Journal(path, node_key=key, checkpoint_every_events=10**9) as journal:
+        for seq in range(0, 60_000, 4096):
+            journal.append("run/r", [out()] * 4096, expected_seq=seq)
+    head = JournalReader.open(path).head()
+    heard: list[JournalTampered] = []
+    journal = Journal(path, node_key=key, on_tampered=heard.append)
+    journal.close()
+    reader = JournalReader.open(path)
+    try:
+        after = reader.read(head.position, 10)
+        report = verify(reader, trusted_public_key=key.public_key)
+    finally:
+        reader.close()
+    if journal.verified:
+        assert [e.kind for e in after] == ["journal.checkpoint"]
+    else:
+        assert after == []
+        with pytest.raises(VerifyStopped):
+            journal.wait_verified()
+    assert report.ok and heard == [], report

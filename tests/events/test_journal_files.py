@@ -238,3 +238,49 @@ def test_lock_in_the_same_process(tmp_path: Path) -> None:
         with pytest.raises(JournalLocked) as info:
             Journal(path)
         assert info.value.holder_pid == os.getpid()
+
+
+def _kind_index(path: Path) -> list[str]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_schema WHERE type = 'index' AND name = 'events_by_kind'"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def test_a_journal_from_before_the_kind_index_gets_it_when_a_writer_opens_it(
+    tmp_path: Path,
+) -> None:
+    """A file written before ``events_by_kind`` existed (the index dropped by hand, as such a
+    file has none) is indexed at its next writable open, its rows and chain unchanged; a
+    reader neither needs nor creates the index, and a kind read answers the same through it."""
+    path = tmp_path / "journal.db"
+    make_journal(path, events=5)
+    with Journal(path) as journal:
+        journal.append("session/s", [out("other")], expected_seq=0)
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP INDEX events_by_kind")
+    conn.close()
+    assert _kind_index(path) == []
+    reader = JournalReader.open(path)
+    before = reader.events_of_kinds(("run.output",))
+    scan_plan = reader._rows(
+        "EXPLAIN QUERY PLAN SELECT position FROM events WHERE kind IN ('run.output')"
+    )
+    reader.close()
+    assert _kind_index(path) == []  # a reader never writes the file
+    assert not any("events_by_kind" in str(row) for row in scan_plan)
+    with Journal(path) as journal:
+        assert journal.events_of_kinds(("run.output",)) == before
+        plan = journal._rows(
+            "EXPLAIN QUERY PLAN SELECT position FROM events WHERE kind IN ('run.output')"
+        )
+        assert any("events_by_kind" in str(row) for row in plan), plan
+    assert _kind_index(path) == ["events_by_kind"]
+    report = verify(JournalReader.open(path))
+    assert report.ok and report.events == 6, report

@@ -17,7 +17,7 @@ from events.catalog import RunOutput
 from events.chain import identity_bytes, payload_digest, row_hash
 from events.codec import encode
 from events.note import key_id, parse_checkpoint_note, verifier_key
-from events.sqlite.schema import APPLICATION_ID, SCHEMA_VERSION
+from events.sqlite.schema import APPLICATION_ID, INDEXES, SCHEMA_VERSION
 from events.witness import parse_witness
 from tests.events import independent_verify
 
@@ -139,6 +139,12 @@ def test_file_identity_matches_the_code() -> None:
     assert f"`{APPLICATION_ID:#010X}`".replace("0X", "0x") in doc
     assert f"Schema version: **{SCHEMA_VERSION}**" in doc
     assert f"| `PRAGMA user_version` | `{SCHEMA_VERSION}` |" in doc
+
+
+def test_every_index_a_writer_creates_is_in_the_document() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    for statement in INDEXES:
+        assert statement.replace("IF NOT EXISTS ", "") + ";" in doc
 
 
 def test_the_independent_verifier_reads_a_journal_built_from_the_document(

@@ -10,12 +10,23 @@ from aiohttp import web
 from projections import Views
 from projections.follow import Signal
 from transports.http import openapi, routes, tasks
-from transports.http.context import CONTEXT, ApiContext
+from transports.http.context import CALLER, CONTEXT, ApiContext
+from transports.http.freshness import VIEWS_BEHIND
 from transports.http.guard import guard
 from transports.runtime import Runtime
 
 ROUTES = (openapi.routes, *routes.ROUTES)
 """Every route table the app serves, in matching order."""
+
+
+async def say_how_far_behind(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: :data:`VIEWS_BEHIND` on an authenticated read's answer (an SSE
+    stream's too, as it opens). Not on a refused request: only ``/healthz`` says it to anyone."""
+    if request.method not in ("GET", "HEAD") or request.get(CALLER) is None:
+        return
+    runtime = request.app[CONTEXT].runtime
+    behind = runtime.journal.committed_position - runtime.projector.position
+    response.headers[VIEWS_BEHIND] = str(max(behind, 0))
 
 
 def build_app(
@@ -51,6 +62,7 @@ def build_app(
         ctx.views.close()
 
     app.on_startup.append(follow_projector)
+    app.on_response_prepare.append(say_how_far_behind)
     app.on_shutdown.append(end_streams)
     app.on_cleanup.append(close_views)
     return app

@@ -207,10 +207,20 @@ class JournalHead(msgspec.Struct, frozen=True, kw_only=True):
     """The position every view has applied; ``position - views_position`` is the lag."""
 
 
-class Health(msgspec.Struct, frozen=True, kw_only=True):
-    status: Literal["ok", "draining"]
+HealthStatus = Literal["ok", "catching_up", "draining"]
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    status: HealthStatus
+    """``catching_up``: serving while the views fold what they lacked at start (views.db was
+    behind or missing); reads answer from the views as far as they are."""
     version: str
     """The build serving (:func:`transports.build.version`): ``0.1.0`` or ``0.1.0+g<commit>``."""
+    views_position: int | None = None
+    """While ``catching_up``: the journal position every view has applied."""
+    journal_position: int | None = None
+    """While ``catching_up``: the journal's committed head (``journal_position -
+    views_position`` events are not in the views yet; ``X-Reel-Views-Behind`` of a read)."""
 
 
 # --- tokens ------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""``GET /healthz``: liveness, without authentication (it reveals the status and the version)."""
+"""``GET /healthz``: liveness, without authentication (it reveals the status, the version and
+how far the views are behind the journal)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ routes = web.RouteTableDef()
 @routes.get("/healthz", name="healthz")
 async def get_health(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
-    if ctx.runtime.node.services.draining or ctx.closing.is_set():
-        return json_reply(Health(status="draining", version=version()), status=503)
-    return json_reply(Health(status="ok", version=version()))
+    runtime = ctx.runtime
+    draining = runtime.node.services.draining or ctx.closing.is_set()
+    projector = runtime.projector
+    if draining:
+        health = Health(status="draining", version=version())
+    elif projector.catching_up:
+        health = Health(
+            status="catching_up",
+            version=version(),
+            views_position=projector.position,
+            journal_position=runtime.journal.committed_position,
+        )
+    else:
+        health = Health(status="ok", version=version())
+    return json_reply(health, status=503 if draining else 200)

@@ -782,7 +782,11 @@ def _paths() -> dict[str, Any]:
             "get": _op(
                 "Liveness (no authentication).",
                 {
-                    200: _json(Health, "Serving."),
+                    200: _json(
+                        Health,
+                        "Serving (status catching_up: the views are still "
+                        "folding what they lacked at start).",
+                    ),
                     503: _json(Health, "Draining: shutting down."),
                 },
                 (),

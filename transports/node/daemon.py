@@ -227,7 +227,15 @@ def _serve(
         runtime.close(0)  # drained already (or tampered: nothing more may be signed)
     finally:
         run_states.stop()
-    log.info("reel node stopped", extra=fields(head=runtime.journal.committed_position))
+    log.info(
+        "reel node stopped",
+        extra=fields(
+            head=runtime.journal.committed_position,
+            # false: the full verification was stopped before it ended, so nothing new was
+            # signed (the next start verifies again)
+            journal_verified=runtime.journal.verified,
+        ),
+    )
     if tampered:
         print(f"reel: error: {tampered[0]}", file=sys.stderr)
         return 2
