@@ -8,8 +8,9 @@ A pool is bounded (:class:`ReaderLimits`, ``[views]`` in config.toml): a borrowe
 connection lent out waits for one to come back, so a burst of concurrent runs costs at most
 ``readers`` file handles per reader rather than one per thread for the life of the node; a
 connection left unused for ``idle_close_s`` is closed when the next one is handed back. A
-thread that borrows again while it holds one (a view method calling another) gets the one it
-holds, so nesting cannot deadlock a full pool.
+thread that borrows again while it holds one (a view method calling another) gets a second
+connection at once, even past the limit (closed when handed back), so nesting cannot deadlock a
+full pool.
 """
 
 from __future__ import annotations
@@ -67,25 +68,24 @@ class PooledReader:
 
     @contextmanager
     def _borrow(self) -> Iterator[apsw.Connection]:
-        """A pooled read-only connection for one query (the one this thread holds, if any)."""
-        held: apsw.Connection | None = getattr(self._held, "conn", None)
-        if held is not None:
-            yield held
-            return
-        conn = self._take()
-        self._held.conn = conn
+        """A pooled read-only connection for one query. A thread that already holds one (a
+        view method calling another, inside its read transaction) gets a second one at once,
+        beyond the limit if need be, so nesting can neither deadlock nor share a transaction."""
+        depth: int = getattr(self._held, "depth", 0)
+        conn = self._take(overflow=depth > 0)
+        self._held.depth = depth + 1
         try:
             yield conn
         finally:
-            self._held.conn = None
+            self._held.depth = depth
             self._give_back(conn)
 
-    def _take(self) -> apsw.Connection:
+    def _take(self, *, overflow: bool) -> apsw.Connection:
         with self._free:
             while True:
                 if self._idle:
                     return self._idle.pop()[0]
-                if self._open < self.limits.readers:
+                if overflow or self._open < self.limits.readers:
                     self._open += 1
                     break
                 self._free.wait()
@@ -101,7 +101,7 @@ class PooledReader:
         now = time.monotonic()
         stale: list[apsw.Connection] = []
         with self._free:
-            if self._closed:
+            if self._closed or self._open > self.limits.readers:  # closing, or a nested extra
                 stale.append(conn)
                 self._open -= 1
             else:

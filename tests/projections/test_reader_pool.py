@@ -67,12 +67,20 @@ def test_a_burst_of_readers_never_opens_more_than_the_limit(views_db: Path) -> N
     assert reader.connections == 0
 
 
-def test_a_thread_borrowing_again_gets_the_connection_it_holds(views_db: Path) -> None:
+def test_a_thread_borrowing_again_gets_a_second_connection_even_past_the_limit(
+    views_db: Path,
+) -> None:
     reader = Counting(views_db, ReaderLimits(readers=1))
-    # A second borrow would wait for itself forever with a pool of one.
+    # Waiting for its own connection would deadlock a pool of one; sharing it would nest two
+    # read transactions on one connection.
     with reader._borrow() as outer, reader._borrow() as inner:
-        assert inner is outer
-    assert reader.opened == 1
+        assert inner is not outer
+        outer.execute("BEGIN")
+        inner.execute("BEGIN")
+        assert reader.connections == 2
+        inner.execute("COMMIT")
+        outer.execute("COMMIT")
+    assert reader.connections == 1  # the extra one is closed when it comes back
     reader.close()
 
 

@@ -21,16 +21,17 @@ import re
 import secrets
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from actors.aggregate import fold
-from actors.stream import Recorded, recorded
 from events import JournalPort, JournalReadPort, new_id
 from events.catalog import TOKEN_KINDS, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
+
+if TYPE_CHECKING:
+    from actors.stream import Recorded
 
 ADMIN_PRINCIPAL = "admin"
 """The principal of the data dir's ``admin.token``."""
@@ -359,6 +360,8 @@ def use_stream(token_id: str) -> str:
 
 def load_tokens(reader: JournalReadPort, admin_token: str) -> TokenBook:
     """The auth view folded from every ``token.*`` event of the journal."""
+    from actors.aggregate import fold  # the fold's machinery, not what a client command needs
+    from actors.stream import recorded
     from transports.access import tokens  # this module: the aggregate the fold takes
 
     return TokenBook(admin_token, fold(tokens, recorded(reader.events_of_kinds(TOKEN_KINDS))))
@@ -380,6 +383,7 @@ def create_token(
     token, created = mint(
         principal, roles, token_id=new_id(), expires_at_ms=expires_at_ms, note=note
     )
+    from actors.stream import Recorded
     from events.redaction.redact import redact_event  # see validate_roles
 
     stream, clean = token_stream(created.token_id), redact_event(created)
@@ -407,6 +411,7 @@ def revoke_token(
     """Append ``token.revoked`` (by ``revoked_by``) and fold it into ``book``.
 
     Raises :class:`UnknownToken` or :class:`TokenAlreadyRevoked`."""
+    from actors.stream import Recorded
     from events.redaction.redact import redact_event  # see validate_roles
 
     revoked = redact_event(revocation(book.tokens, token_id, reason))
