@@ -239,8 +239,8 @@ async def _echo_server(tapes: list[list[TapeEvent]]) -> Server:
 
 
 async def _port(server: Server) -> int:
-    sockets = server._server.sockets if server._server is not None else ()  # bench only
-    return int(sockets[0].getsockname()[1])
+    assert isinstance(server._server, asyncio.Server)  # grpclib's, private: bench only
+    return int(server._server.sockets[0].getsockname()[1])
 
 
 async def _close(server: Server) -> None:
