@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DATA ?= ./.reel
-TYPED := events projections actors policies tools transports
+TYPED := events projections actors policies tools transports tests bench
 CHROMIUM := /usr/bin/chromium
 BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

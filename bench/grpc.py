@@ -23,23 +23,28 @@ never asserted. Run: ``.venv/bin/python bench/grpc.py`` (about 30 s).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import statistics
 import sys
-import tempfile
-import threading
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from grpclib.client import Channel
-from grpclib.const import Cardinality, Handler
-from grpclib.server import Server, Stream
+# Run as a script, this file's directory comes first on sys.path, and bench/http.py would shadow
+# the standard library's ``http`` package (which grpclib imports): drop the directory, put the
+# repository root instead.
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
+from typing import Any  # noqa: E402
+
+from grpclib.client import Channel  # noqa: E402
+from grpclib.const import Cardinality, Handler  # noqa: E402
+from grpclib.server import Server, Stream  # noqa: E402
 
 from proto.reel.v1 import ResumeRun, RunStreamRequest, TapeEvent  # noqa: E402
 from transports.config import NodeConfig, RunsConfig  # noqa: E402
@@ -234,8 +239,8 @@ async def _echo_server(tapes: list[list[TapeEvent]]) -> Server:
 
 
 async def _port(server: Server) -> int:
-    sockets = server._server.sockets if server._server is not None else ()  # bench only
-    return int(sockets[0].getsockname()[1])
+    assert isinstance(server._server, asyncio.Server)  # grpclib's, private: bench only
+    return int(server._server.sockets[0].getsockname()[1])
 
 
 async def _close(server: Server) -> None:

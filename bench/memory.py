@@ -215,7 +215,7 @@ def bench_search(views: Path, embedder: Embedder, texts: list[str], warm: int) -
             started = time.perf_counter()
             embedder.embed_query(q)
             embed_ms.append((time.perf_counter() - started) * 1000)
-        items: int = conn.execute("SELECT count(*) FROM memory_items").fetchone()[0]
+        items: int = conn.execute("SELECT count(*) FROM memory_items").get
     finally:
         conn.close()
         view.close()

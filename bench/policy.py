@@ -74,6 +74,7 @@ def main() -> None:
         context: dict[str, object] = {
             **attrs,
             "approved": approved,
+            "stranger": False,
             "session_id": request.session_id,
             "run_id": request.run_id,
             "channel": {"__entity": {"type": "Channel", "id": request.channel}},

@@ -91,15 +91,17 @@ def word_sets(
             elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             in_literal.add(id(node.slice))
             words = [e.value for e in elements if isinstance(e, ast.Constant)]
-            if len(words) >= 2 and all(isinstance(w, str) for w in words):
-                yield node.lineno, frozenset(words)
+            strings = [w for w in words if isinstance(w, str)]
+            if len(words) >= 2 and len(strings) == len(words):
+                yield node.lineno, frozenset(strings)
     if literals_only:
         return
     for node in ast.walk(tree):
         if isinstance(node, ast.Tuple | ast.List | ast.Set) and id(node) not in in_literal:
             words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
-            if len(words) == len(node.elts) >= 2 and all(isinstance(w, str) for w in words):
-                yield node.lineno, frozenset(words)
+            strings = [w for w in words if isinstance(w, str)]
+            if len(strings) == len(node.elts) >= 2:
+                yield node.lineno, frozenset(strings)
 
 
 def catalog_sets() -> set[frozenset[str]]:

@@ -25,6 +25,7 @@ from actors.messages import GetSessionState, ResolveApproval, StartRun
 from events import Journal, NodeKey, new_id, verify
 from events.catalog import (
     ApprovalRequested,
+    ApprovalResolved,
     RunAccepted,
     RunAwaitingApproval,
     RunCompleted,
@@ -32,6 +33,7 @@ from events.catalog import (
     RunStarted,
     RunTurnCompleted,
     SessionCreated,
+    ToolCompleted,
     ToolDecided,
     ToolProposed,
 )
@@ -262,12 +264,12 @@ def test_a_waiting_run_that_cannot_be_resumed_fails_and_its_approval_is_closed(
         assert recovery.interrupted_runs == (run_id,)
         assert recovery.closed_approvals == (approval_id,)
         tape = [(s.kind, s.decode()) for s in runtime.journal.read_correlated(run_id)]
-        resolved = [e for k, e in tape if k == "tool.approval_resolved"]
+        resolved = [e for _, e in tape if isinstance(e, ApprovalResolved)]
         assert [(e.decision, e.reason) for e in resolved] == [("deny", "interrupted")]
-        completed = [e for k, e in tape if k == "tool.completed"]
+        completed = [e for _, e in tape if isinstance(e, ToolCompleted)]
         assert [e.error_kind for e in completed] == ["interrupted"]
         kind, last = tape[-1]
-        assert kind == "run.failed" and last.reason == "interrupted"
+        assert kind == "run.failed" and isinstance(last, RunFailed) and last.reason == "interrupted"
         assert verify(runtime.journal).ok
         ticket = runtime.node.ask(StartRun(text="new", session_id=session_id))
         assert wait_tape(runtime, ticket.run_id, "run.completed").answer == "new"

@@ -12,6 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from actors import ActorsConfig, RunBudgets
+from events.catalog import (
+    RunCompleted,
+    RunOutput,
+    RunTurnCompleted,
+    ToolCompleted,
+    ToolDecided,
+    ToolProposed,
+)
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
 
@@ -25,17 +33,17 @@ def summarize(kit: NodeKit, run_id: str) -> list[dict[str, Any]]:
     for stored in kit.stored(run_id):
         event = stored.decode()
         entry: dict[str, Any] = {"kind": stored.kind, "stream": stored.stream.split("/")[0]}
-        if stored.kind == "run.output":
+        if isinstance(event, RunOutput):
             entry.update(turn=event.turn, text=event.text)
-        elif stored.kind == "run.turn_completed":
+        elif isinstance(event, RunTurnCompleted):
             entry.update(turn=event.turn, tool_calls=event.tool_calls, finish=event.finish_reason)
-        elif stored.kind == "tool.proposed":
+        elif isinstance(event, ToolProposed):
             entry.update(tool=event.tool, call_id=event.call_id, arguments=event.arguments)
-        elif stored.kind == "tool.decided":
+        elif isinstance(event, ToolDecided):
             entry.update(tool=event.tool, outcome=event.outcome, policy_ids=list(event.policy_ids))
-        elif stored.kind == "tool.completed":
+        elif isinstance(event, ToolCompleted):
             entry.update(tool=event.tool, ok=event.ok, output=event.output)
-        elif stored.kind == "run.completed":
+        elif isinstance(event, RunCompleted):
             entry.update(answer=event.answer, reason=event.reason, turns=event.turns)
             entry.update(tool_calls=event.tool_calls)
         entries.append(entry)

@@ -12,9 +12,10 @@ from actors.messages import BranchSession, CancelRun, ResolveApproval, StartRun
 from actors.runs import state as run_fold
 from actors.stream import recorded
 from events import JournalReader
-from events.catalog import RunAccepted
+from events.catalog import RunAccepted, SessionGrantAdded
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
+from tests.events.decoded import decoded
 
 
 def test_a_cancelled_queued_run_leaves_no_live_route(kit: NodeKit) -> None:
@@ -36,7 +37,7 @@ def test_a_session_grant_names_its_approval(kit: NodeKit) -> None:
     kit.ask(ResolveApproval(approval_id=request.approval_id, decision="allow", scope="session"))
     kit.wait_for_end(ticket.run_id)
     grants = [
-        s.decode()
+        decoded(s, SessionGrantAdded)
         for s in kit.journal.read_stream(f"session/{ticket.session_id}")
         if s.kind == "session.grant_added"
     ]

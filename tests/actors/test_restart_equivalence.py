@@ -59,8 +59,18 @@ import msgspec
 import pytest
 
 from events import JournalReader, StoredEvent, is_ulid
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    RunCancelRequested,
+    RunCompleted,
+    RunFailed,
+    ToolCompleted,
+    ToolDecided,
+)
 from tests import processes
 from tests.actors import restart_child
+from tests.events.decoded import decoded
 
 REEL = Path(sys.executable).with_name("reel")
 CHILD = Path(restart_child.__file__)
@@ -380,8 +390,8 @@ def assert_audit_clean(data: Path, run_id: str) -> list[StoredEvent]:
 def assert_interrupted(tape: list[StoredEvent]) -> None:
     """Failed ``interrupted``, every tool invocation completed (``interrupted`` if it was cut
     off) before that, and the end's totals are the tape's."""
-    end = tape[-1].decode()
     assert tape[-1].kind == "run.failed", kinds(tape)
+    end = decoded(tape[-1], RunFailed)
     assert end.reason == "interrupted", end
     proposed = {e.invocation_id for e in all_of(tape, "tool.proposed")}
     completed = {e.invocation_id for e in all_of(tape, "tool.completed")}
@@ -576,7 +586,7 @@ def test_5_approval_times_out_while_the_node_is_down(
     tape = wait_end(data, run_id)
     node.stop()
     resolution = next(s for s in tape if s.kind == "tool.approval_resolved")
-    event = resolution.decode()
+    event = decoded(resolution, ApprovalResolved)
     assert (event.decision, event.reason, event.decided_by) == ("deny", "timeout", "node")
     # Measured from the ready line, not the launch: a loaded machine may take seconds to start.
     assert resolution.recorded_at_ms - node.ready_ms < APPROVAL_TIMEOUT_S * 1000, (
@@ -610,7 +620,10 @@ def test_1_a_queued_run_fails_interrupted(
     assert status == 202 and not started["queued"], started
     after = wait_end(data, started["run_id"])
     node.stop()
-    assert after[-1].kind == "run.completed" and after[-1].decode().answer == "after the crash"
+    assert (
+        after[-1].kind == "run.completed"
+        and decoded(after[-1], RunCompleted).answer == "after the crash"
+    )
     tape = assert_audit_clean(data, ids["run"])
     assert kinds(tape) == ["run.accepted", "run.failed"]
     assert_interrupted(tape)
@@ -646,7 +659,10 @@ def test_6_a_run_running_a_tool_fails_interrupted(
     ``interrupted``, then the run fails ``interrupted``."""
     data = new_data_dir(tmp_path / "data")
     ids, at_crash = crash_child("tool", data)
-    assert kinds(at_crash)[-1] == "tool.decided" and at_crash[-1].decode().outcome == "allow"
+    assert (
+        kinds(at_crash)[-1] == "tool.decided"
+        and decoded(at_crash[-1], ToolDecided).outcome == "allow"
+    )
     node = daemons(data)
     assert_recovered_before_serving(node, ids["run"])
     node.stop()
@@ -654,7 +670,7 @@ def test_6_a_run_running_a_tool_fails_interrupted(
     assert_interrupted(tape)
     assert tape[: len(at_crash)] == at_crash
     assert kinds(tape) == [*kinds(at_crash), "tool.completed", "run.failed"]
-    done = tape[-2].decode()
+    done = decoded(tape[-2], ToolCompleted)
     assert (done.ok, done.error_kind) == (False, "interrupted"), done
 
 
@@ -675,7 +691,7 @@ def test_7_a_run_being_cancelled_fails_interrupted(
     tape = assert_audit_clean(data, ids["run"])
     assert_interrupted(tape)
     assert kinds(tape) == [*kinds(at_crash), "tool.completed", "run.failed"]
-    done = tape[-2].decode()
+    done = decoded(tape[-2], ToolCompleted)
     assert (done.ok, done.error_kind) == (False, "interrupted"), done
     assert re.search("cancel", json.dumps(normalised(tape))) is None
 
@@ -717,7 +733,7 @@ def test_7c_a_recorded_cancel_of_a_run_awaiting_approval_fails_it_interrupted(
     assert kinds(at_crash)[-2:] == ["run.awaiting_approval", "run.cancel_requested"], kinds(
         at_crash
     )
-    assert at_crash[-1].decode().requested_by == "operator"
+    assert decoded(at_crash[-1], RunCancelRequested).requested_by == "operator"
     approval_id = first(at_crash, "tool.approval_requested").approval_id
     node = daemons(data)
     wait_end(data, ids["run"])
@@ -744,7 +760,7 @@ def test_7c_a_recorded_cancel_of_a_run_awaiting_approval_fails_it_interrupted(
         "node",
         "interrupted",
     ), resolved
-    done = tape[-2].decode()
+    done = decoded(tape[-2], ToolCompleted)
     assert (done.ok, done.error_kind) == (False, "interrupted"), done
 
 
@@ -788,7 +804,7 @@ def test_3c_killed_before_the_run_was_marked_awaiting(
     data = new_data_dir(tmp_path / "data")
     ids, at_crash = crash_child("marking", data)
     assert kinds(at_crash)[-1] == "tool.approval_requested", kinds(at_crash)
-    approval_id = at_crash[-1].decode().approval_id
+    approval_id = decoded(at_crash[-1], ApprovalRequested).approval_id
     node = daemons(data)
     assert_resumed(node, ids["run"])
     wait_kind(data, ids["run"], "run.awaiting_approval")
@@ -833,7 +849,7 @@ def test_5b_an_approval_keeps_the_time_it_had_left(
     tape = wait_end(data, run_id)
     node.stop()
     resolution = next(s for s in tape if s.kind == "tool.approval_resolved")
-    event = resolution.decode()
+    event = decoded(resolution, ApprovalResolved)
     assert (event.decision, event.reason, event.decided_by) == ("deny", "timeout", "node")
     assert resolution.recorded_at_ms >= expires_at_ms - 10, "timed out before it was due"
     assert resolution.recorded_at_ms < node.launched_ms + APPROVAL_TIMEOUT_S * 1000, (
@@ -858,7 +874,7 @@ def test_4b_killed_before_the_mark_then_decided_offline(
     data = new_data_dir(tmp_path / "data")
     ids, at_crash = crash_child("marking", data)
     assert kinds(at_crash)[-1] == "tool.approval_requested", kinds(at_crash)
-    decide_offline(data, at_crash[-1].decode().approval_id, "allow", "")
+    decide_offline(data, decoded(at_crash[-1], ApprovalRequested).approval_id, "allow", "")
     node = daemons(data)
     assert_resumed(node, ids["run"])
     wait_end(data, ids["run"])

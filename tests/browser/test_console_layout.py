@@ -113,7 +113,7 @@ def test_every_page_is_usable_wide_and_narrow(stocked: Stocked, sized: tuple[str
 
     shot("session", session)
 
-    pages: dict[str, tuple[str, Callable[[], None]]] = {
+    pages: dict[str, tuple[str, Callable[[], object]]] = {
         "runs": (
             "view=runs&tab=failed",
             lambda: expect(page.get_by_test_id("run-row")).to_have_count(1),
@@ -148,7 +148,7 @@ def test_every_page_is_usable_wide_and_narrow(stocked: Stocked, sized: tuple[str
     }
     for name, (where, act) in pages.items():
 
-        def ready(where: str = where, act: Callable[[], None] = act, name: str = name) -> None:
+        def ready(where: str = where, act: Callable[[], object] = act, name: str = name) -> None:
             page.goto(f"{console.url}/#{where}")
             expect(page.get_by_test_id(f"page-{name}")).to_be_visible()
             act()

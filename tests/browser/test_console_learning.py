@@ -8,14 +8,14 @@ import time
 
 from playwright.sync_api import Page, expect
 
-from actors.messages import StartRun
+from actors.messages import RunTicket, StartRun
 from tests.browser.console_node import ARTIFACTS, Console
 from tests.browser.test_console_principals import api, log_in, log_out, make_token
 
 
 def learned_run(console: Console, text: str) -> str:
     """A run of ``user:alice`` whose reflection has been recorded; its id."""
-    ticket = console.runtime.node.ask(
+    ticket: RunTicket = console.runtime.node.ask(
         StartRun(text=text, create=True, principal="user:alice"), timeout=10
     )
     deadline = time.monotonic() + 20

@@ -74,9 +74,9 @@ class Clocked:
 
     name = "clocked"
     version = 1
-    tables = ("clocked",)
+    tables: tuple[str, ...] = ("clocked",)
     ddl = "CREATE TABLE IF NOT EXISTS clocked(position INTEGER PRIMARY KEY, built_ns INTEGER)"
-    kinds = None
+    kinds: frozenset[str] | None = None
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         conn.execute("INSERT INTO clocked VALUES (?, ?)", (stored.position, time.perf_counter_ns()))

@@ -65,6 +65,12 @@ def text(value: object) -> bytes:
     return struct.pack(">I", len(data)) + data
 
 
+def blob(value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(f"expected a byte string, got {value!r}")
+    return value
+
+
 def optional_text(value: object) -> bytes:
     return ABSENT if value is None else text(value)
 
@@ -157,9 +163,9 @@ def check_signature(line: int, fields: dict[str, object], public_key: bytes) -> 
 
     if fields["public_key"] != public_key:
         raise Bad(line, f"checkpoint covering {fields['size']} was signed by another key")
-    body = note_body(str(fields["origin"]), int(str(fields["size"])), bytes(fields["hash"]))  # type: ignore[arg-type]
+    body = note_body(str(fields["origin"]), int(str(fields["size"])), blob(fields["hash"]))
     try:
-        Ed25519PublicKey.from_public_bytes(public_key).verify(bytes(fields["signature"]), body)  # type: ignore[arg-type]
+        Ed25519PublicKey.from_public_bytes(public_key).verify(blob(fields["signature"]), body)
     except InvalidSignature:
         raise Bad(line, f"checkpoint covering {fields['size']} has a bad signature") from None
 
@@ -168,7 +174,7 @@ def witness_notes(path: str) -> list[tuple[str, int, bytes, bytes]]:
     """``(origin, size, hash, signature)`` of every complete note in a witness file."""
     with open(path, encoding="utf-8") as file:
         data = file.read()
-    notes = []
+    notes: list[tuple[str, int, bytes, bytes]] = []
     offset = 0
     while True:
         body_end = data.find("\n\n", offset)
@@ -233,7 +239,7 @@ def verify_export(
                         raise Bad(number, f"checkpoint at {expected} disagrees with the chain")
                     if fields["previous"] != last_row or record["stream_seq"] != len(checkpoints):
                         raise Bad(number, f"checkpoint at {expected} does not follow the last one")
-                    key = bytes(fields["public_key"])  # type: ignore[arg-type]
+                    key = blob(fields["public_key"])
                     signer = signer or key
                     if key != signer or fields["origin"] != origin_for(key):
                         raise Bad(number, f"checkpoint at {expected} was signed by another key")
@@ -249,8 +255,8 @@ def verify_export(
                 fields = checkpoints.get(record["row_position"], {})
                 if (
                     fields.get("size") != record["position"]
-                    or bytes(fields.get("hash", b"")).hex() != record["hash"]  # type: ignore[arg-type]
-                    or bytes(fields.get("signature", b"")).hex() != record["signature"]  # type: ignore[arg-type]
+                    or blob(fields.get("hash", b"")).hex() != record["hash"]
+                    or blob(fields.get("signature", b"")).hex() != record["signature"]
                 ):
                     raise Bad(number, f"checkpoint {record['position']} disagrees with the chain")
             else:

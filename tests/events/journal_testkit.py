@@ -11,6 +11,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import cast
 
 import apsw
 
@@ -253,7 +254,7 @@ CHECKPOINT_KIND = "journal.checkpoint"
 def checkpoint_rows(conn: apsw.Connection) -> list[int]:
     """Positions of the checkpoint rows (kind ``journal.checkpoint``), in order."""
     return [
-        int(p)
+        cast(int, p)
         for (p,) in conn.execute(
             "SELECT position FROM events WHERE kind = ? ORDER BY position", (CHECKPOINT_KIND,)
         ).fetchall()
@@ -289,10 +290,10 @@ def reseal(conn: apsw.Connection, start: int, resign: object | None = None) -> N
     as the format document says: the rewrite an attacker who read it can do. With ``resign``
     (an Ed25519 private key), every checkpoint row from ``start`` on is re-signed with it over
     the forged chain (the attacker replaced ``node.key``)."""
-    head = conn.execute("SELECT max(position) FROM events").fetchall()[0][0]
+    head = cast(int, conn.execute("SELECT max(position) FROM events").fetchall()[0][0])
     prev = fetch_row(conn, start - 1)["hash"] if start > 1 else GENESIS
-    assert isinstance(prev, bytes)
-    for position in range(start, int(head) + 1):
+    for position in range(start, head + 1):
+        assert isinstance(prev, bytes)
         row = fetch_row(conn, position)
         if resign is not None and row["kind"] == CHECKPOINT_KIND:
             row["payload"] = resigned_payload(row["payload"], position, prev, resign)  # type: ignore[arg-type]
@@ -308,7 +309,7 @@ def reseal(conn: apsw.Connection, start: int, resign: object | None = None) -> N
                 position,
             ),
         )
-        prev = sealed["hash"]  # type: ignore[assignment]
+        prev = sealed["hash"]
 
 
 def resigned_payload(payload: bytes, position: int, prev: bytes, key: object) -> bytes:

@@ -5,6 +5,7 @@ again with and without anchors (pinned key, witness) and against the node's star
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import apsw
 import pytest
@@ -212,10 +213,10 @@ def test_truncated_tail_is_found_by_the_witness(journal_copy: Path, pristine: Pr
 
 def _rewrite_from(conn: apsw.Connection, start: int) -> None:
     """Change the payload at ``start`` and recompute every later digest and hash correctly."""
-    head = int(conn.execute("SELECT max(position) FROM events").fetchall()[0][0])
+    head = cast(int, conn.execute("SELECT max(position) FROM events").fetchall()[0][0])
     prev = fetch_row(conn, start - 1)["hash"] if start > 1 else bytes(32)
-    assert isinstance(prev, bytes)
     for position in range(start, head + 1):
+        assert isinstance(prev, bytes)
         row = fetch_row(conn, position)
         if position == start:
             row["kind"], row["version"] = "run.output", 1
@@ -234,7 +235,7 @@ def _rewrite_from(conn: apsw.Connection, start: int) -> None:
                 position,
             ),
         )
-        prev = sealed["hash"]  # type: ignore[assignment]
+        prev = sealed["hash"]
 
 
 @pytest.mark.parametrize("start", [1, 57, 81, 131, 134])

@@ -9,6 +9,7 @@ import contextlib
 import random
 import shutil
 from pathlib import Path
+from typing import cast
 
 import apsw
 import msgspec
@@ -74,7 +75,7 @@ def test_random_column_edits_never_crash_verify(
     witness = tmp_path / "witness"
     shutil.copy(pristine.witness, witness)
     with tamper(data / JOURNAL) as conn:
-        rows = [int(p) for (p,) in conn.execute("SELECT position FROM events").fetchall()]
+        rows = [cast(int, p) for (p,) in conn.execute("SELECT position FROM events").fetchall()]
         cps = checkpoint_rows(conn)
         for _ in range(rng.randint(1, 3)):
             position = rng.choice(cps if rng.random() < 0.4 else rows)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from policies import Decision, PolicyEngine, ToolRequest
+from policies import Decision, Outcome, PolicyEngine, ToolRequest
 
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
     "echo": ((), "low"),
@@ -25,14 +25,16 @@ TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
 """name -> (capabilities, risk). http.fetch and secrets.get are sensitive by capability
 alone, memory.purge by risk alone."""
 
-ALLOW, DENY, ASK = "allow", "deny", "approval_required"
+ALLOW: Outcome = "allow"
+DENY: Outcome = "deny"
+ASK: Outcome = "approval_required"
 LOW_RISK = "baseline.tool.low_risk"
 APPROVED = "baseline.tool.approved"
 DISABLED = "baseline.posture_disabled"
 OPS_SHELL = "permit_shell.ops_shell"
 NO_HTTP = "forbid_http.no_http"
 
-Cell = tuple[str, tuple[str, ...]]
+Cell = tuple[Outcome, tuple[str, ...]]
 
 _NOT_SENSITIVE: dict[tuple[str, bool], Cell] = {
     ("always_allow", False): (ALLOW, (LOW_RISK,)),

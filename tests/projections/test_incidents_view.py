@@ -3,6 +3,7 @@ pages, counted per domain, equal to the in-memory fold, and rebuilt identically 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,9 @@ from projections import IncidentFilter, IncidentsView, Projector, load_incidents
 
 
 @pytest.fixture
-def journal(tmp_path: Path) -> Journal:
+def journal(tmp_path: Path) -> Iterator[Journal]:
     opened = Journal(tmp_path / "journal.db", node_key=NodeKey.load_or_create(tmp_path / "key"))
-    yield opened  # type: ignore[misc]
+    yield opened
     opened.close()
 
 

@@ -4,7 +4,7 @@ scores, scopes, deletion, expiry, hostile FTS5 syntax, and secrets that never re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import apsw
@@ -17,6 +17,7 @@ from projections import (
     Embedder,
     EmbedderUnavailable,
     HashingEmbedder,
+    MemoryHit,
     MemoryView,
     SearchWeights,
     all_projections,
@@ -38,8 +39,8 @@ def view(path: Path, embedder: Embedder | None = None, **kwargs: object) -> Memo
     return MemoryView(path, embedder, **kwargs)  # type: ignore[arg-type]
 
 
-def ids(hits: list[object]) -> list[str]:
-    return [h.item.item_id for h in hits]  # type: ignore[attr-defined]
+def ids(hits: Sequence[MemoryHit]) -> list[str]:
+    return [h.item.item_id for h in hits]
 
 
 # --- folding and search --------------------------------------------------------------------------
@@ -390,7 +391,9 @@ def test_replay_compares_the_vector_index_row_by_row(journal: Journal, data_dir:
     fold(journal, live)
     conn = apsw.Connection(str(live))
     load_vec(conn)
-    (row,) = conn.execute("SELECT item_row FROM memory_vec ORDER BY item_row LIMIT 1").fetchone()
+    first = conn.execute("SELECT item_row FROM memory_vec ORDER BY item_row LIMIT 1").fetchone()
+    assert first is not None
+    (row,) = first
     conn.execute(
         "UPDATE memory_vec SET embedding = ? WHERE item_row = ?",
         (bytes(4 * HashingEmbedder().dim), row),
@@ -422,7 +425,10 @@ def test_switching_the_embedder_rebuilds_the_memory_view_from_the_events(
         ("hashing", "hashing:v1:64", 64)
     ]
     assert {int(n) for (n,) in conn.execute("SELECT vec_length(embedding) FROM memory_vec")} == {64}
-    versions = dict(conn.execute("SELECT name, version FROM projection_checkpoints").fetchall())
+    versions = {
+        name: version
+        for name, version in conn.execute("SELECT name, version FROM projection_checkpoints")
+    }
     conn.close()
     assert versions["memory"] == small.version
     v = view(live, HashingEmbedder(dim=64))
@@ -448,7 +454,7 @@ class FailingOnce:
         self.similarity_floor = self.inner.similarity_floor
         self.failed = False
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not self.failed:
             self.failed = True
             raise RuntimeError("model crashed")

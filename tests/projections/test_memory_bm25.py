@@ -5,7 +5,7 @@ FTS5 splits in two, stems, case, diacritics and tags), same lengths."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -79,7 +79,9 @@ def scores(conn: apsw.Connection, query: str) -> tuple[dict[int, float], dict[in
         )
     }
     scorer = Scorer(conn, terms, idfs, mean)
-    texts = conn.execute("SELECT rowid, text, tags FROM texts").fetchall()
+    texts = cast(
+        list[tuple[int, str, str]], conn.execute("SELECT rowid, text, tags FROM texts").fetchall()
+    )
     outside = {int(r): scorer.score(t, tuple(g.split())) for r, t, g in texts}
     return inside, outside
 

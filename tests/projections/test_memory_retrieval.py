@@ -198,7 +198,7 @@ def test_a_question_inside_a_chatty_message_still_injects_its_answer(
             for q, relevant in terse
             for template in CHATTY["templates"]
         ]
-        unrelated = [(m, set()) for m in CHATTY["unrelated"]]
+        unrelated: list[tuple[str, set[str]]] = [(m, set()) for m in CHATTY["unrelated"]]
         on = ActorsConfig().memory_min_evidence
         figures = {
             name: (injection_recall(view, msgs, 0.0), injection_recall(view, msgs, on))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 import pytest
@@ -27,8 +29,7 @@ CALLERS = [("user:alice", "S1"), ("user:bob", None), (None, None)]
 def changed_at(views: Path) -> int:
     conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        (value,) = conn.execute("SELECT changed_at FROM memory_index").fetchone()
-        return int(value)
+        return cast(int, conn.execute("SELECT changed_at FROM memory_index").get)
     finally:
         conn.close()
 
@@ -83,7 +84,7 @@ def test_a_long_lived_view_scores_as_a_fresh_one_after_every_change(
     fold(journal, views)
     kept = MemoryView(views)
     assert_same_as_a_fresh_view(kept, views)
-    steps = [
+    steps: list[Callable[[], object]] = [
         lambda: write(journal, "d", "garage doors close at ten", scope="global"),
         lambda: write(journal, "a", "parking code for the garage is 4711 tea", scope="global"),
         lambda: delete(journal, "b"),
@@ -253,7 +254,7 @@ def test_lexical_candidates_are_the_filtered_walks_whoever_asks(
     words = ["lamp", "desk", "chair", "window", "door", "floor", "wall"]
     for n in range(160):
         roll = rng.random()
-        fields: dict[str, object] = {"scope": "principal", "principal": "user:bob"}
+        fields: dict[str, Any] = {"scope": "principal", "principal": "user:bob"}
         if roll < 0.15:
             fields = {"scope": "global"}
         elif roll < 0.2:

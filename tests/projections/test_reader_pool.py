@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import apsw
 import msgspec
@@ -43,7 +44,7 @@ class Counting(PooledReader):
                 self.lent += 1
                 self.most_lent = max(self.most_lent, self.lent)
             time.sleep(hold_s)
-            value = int(conn.execute("SELECT x FROM t").fetchall()[0][0])
+            value = cast(int, conn.execute("SELECT x FROM t").fetchall()[0][0])
             with self.lock:
                 self.lent -= 1
             return value

@@ -88,8 +88,8 @@ class LoopbackServer:
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        assert isinstance(server, asyncio.Server)
+        self.port = server.sockets[0].getsockname()[1]
 
     async def _hello(self, request: web.Request) -> web.Response:
         return web.Response(text="hello")

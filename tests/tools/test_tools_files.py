@@ -4,6 +4,7 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
@@ -18,7 +19,9 @@ def _catalog(**config: object) -> ToolCatalog:
     return ToolCatalog([FileRuntime(ToolsConfig(**config))])  # type: ignore[arg-type]
 
 
-def _call(workspace: Path, name: str, arguments: dict[str, object], **config: object) -> ToolResult:
+def _call(
+    workspace: Path, name: str, arguments: Mapping[str, object], **config: object
+) -> ToolResult:
     catalog = _catalog(**config)
     return catalog.execute(
         name, catalog.validate(name, arguments), ExecutionContext.start(workspace, 10)

@@ -4,14 +4,16 @@ projector, FTS5 and sqlite-vec), what each tool declares, and how a call acts fo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from actors.memory.items import NodeMemory
 from events import Journal
+from events.catalog import MemoryItemWritten
 from projections import MemoryView, Projector, all_projections
+from tests.events.decoded import decoded
 from tests.tools.tools_conformance import Call, RuntimeConformance
 from tools import ExecutionContext, ToolCatalog, ToolsConfig, build_catalog
 from tools.memory_tools import FoundItem, MemoryToolsRuntime
@@ -52,7 +54,7 @@ def catalog_of(store: Store | None, **config: object) -> ToolCatalog:
 
 
 def call(
-    catalog: ToolCatalog, name: str, arguments: dict[str, object], workspace: Path, **ctx: str
+    catalog: ToolCatalog, name: str, arguments: Mapping[str, object], workspace: Path, **ctx: str
 ) -> tuple[bool, str, str | None]:
     context = ExecutionContext.start(workspace, 10, **ctx)  # type: ignore[arg-type]
     result = catalog.execute(name, catalog.validate(name, arguments), context)
@@ -106,7 +108,7 @@ def test_a_write_acts_for_the_run_and_a_search_sees_what_it_may(
     (stored,) = store.journal.read_stream(f"memory/{item_id}")
     # Recorded as the run's principal, caused by the tool invocation, source "learned".
     assert (stored.principal, stored.causation_id) == ("user:alice", "01ARZ3NDEKTSV4RRFFQ69G5FAW")
-    event = stored.decode()
+    event = decoded(stored, MemoryItemWritten)
     assert (event.scope, event.source, event.tags) == ("principal", "learned", ("tea",))
     store.fold()
     as_alice = call(catalog, "memory.search", {"query": "green tea"}, workspace,

@@ -66,8 +66,8 @@ def test_an_approved_cat_of_the_admin_token_reaches_neither_model_nor_journal(
         kit.ask(ResolveApproval(approval_id=request.approval_id, decision="allow"))
         end = kit.wait_for_end(ticket.run_id)
         (done,) = kit.events(ticket.run_id, "tool.completed")
-        assert not done.ok and done.error_kind == "failed"  # type: ignore[attr-defined]
-        assert "or directory" in done.output  # type: ignore[attr-defined]
+        assert not done.ok and done.error_kind == "failed"
+        assert "or directory" in done.output
         assert type(end).__name__ == "RunCompleted"
     kit.close()
     assert CANARY.encode() not in _journal_bytes(kit)

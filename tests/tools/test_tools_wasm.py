@@ -516,7 +516,7 @@ def test_an_entry_swapped_during_the_scan_refuses_the_call(
             raced.append(victim.name)
         return listed
 
-    def unlink_then_readlink(path: Any, *, dir_fd: int | None = None) -> str:
+    def unlink_then_readlink(path: str, *, dir_fd: int | None = None) -> str:
         if swap == "symlink removed" and not raced:
             (data / "l").unlink()
             raced.append("l")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -54,11 +54,11 @@ class ConfigServer(LoopbackServer):
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        assert site._server is not None
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        assert isinstance(site._server, asyncio.Server)
+        self.port = site._server.sockets[0].getsockname()[1]
 
     @staticmethod
-    def _file(text: str) -> web.RequestHandler:  # type: ignore[type-arg]
+    def _file(text: str) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(request: web.Request) -> web.Response:
             return web.Response(text=text)
 

@@ -17,8 +17,18 @@ import pytest
 from actors.watchdog.actor import wall_ms
 from actors.watchdog.checks import WatchdogConfig
 from events import StoredEvent, new_id
-from events.catalog import IncidentOpened, IncidentResolved, TaskClaimed, TaskEnqueued
+from events.catalog import (
+    ApprovalRequested,
+    ApprovalResolved,
+    IncidentOpened,
+    IncidentResolved,
+    RunFailed,
+    TaskClaimed,
+    TaskEnqueued,
+    ToolCompleted,
+)
 from projections import WatchReads, replay
+from tests.events.decoded import decoded
 from tests.events.journal_testkit import replace_payload
 from transports.config import HttpConfig, NodeConfig, ToolsSection, WatchdogSection
 from transports.runtime import Runtime, open_runtime
@@ -158,7 +168,7 @@ def test_auto_fails_a_stalled_run_as_the_watchdog(opened: Callable[..., Runtime]
 
     end = until(lambda: ending(runtime, run_id), "the run's end", timeout=10)
     assert end.kind == "run.failed"
-    failed = end.decode()
+    failed = decoded(end, RunFailed)
     assert failed.reason == "stalled"
     assert "run_stall_s" in failed.message
     assert end.principal == "watchdog"  # the watchdog's act, recorded as such
@@ -198,7 +208,7 @@ def test_observe_records_an_overdue_approval(opened: Callable[..., Runtime]) -> 
     runtime = opened()
     run_id = send(runtime, SHELL)
     requested = until(lambda: first(runtime, run_id, "tool.approval_requested"), "a request")
-    approval_id = requested.decode().approval_id
+    approval_id = decoded(requested, ApprovalRequested).approval_id
     until(lambda: views_caught_up(runtime), "the views")
     later(runtime, "observe")
     opened_row, incident = until(lambda: opened_for(runtime, approval_id), "an approval incident")
@@ -206,7 +216,7 @@ def test_observe_records_an_overdue_approval(opened: Callable[..., Runtime]) -> 
     assert incident.domain == "approval"
     assert incident.action is None
     assert incident.evidence["measure"] == "seconds_pending_past_expiry"
-    assert incident.evidence["since_ms"] == requested.decode().expires_at_ms
+    assert incident.evidence["since_ms"] == decoded(requested, ApprovalRequested).expires_at_ms
     assert incident.evidence["detail"] == f"run {run_id}"
     time.sleep(0.5)
     assert first(runtime, run_id, "tool.approval_resolved") is None  # observe decides nothing
@@ -217,17 +227,14 @@ def test_auto_expires_an_overdue_approval_through_the_decision_path(
 ) -> None:
     runtime = opened()
     run_id = send(runtime, SHELL)
-    approval_id = (
-        until(lambda: first(runtime, run_id, "tool.approval_requested"), "a request")
-        .decode()
-        .approval_id
-    )
+    requested = until(lambda: first(runtime, run_id, "tool.approval_requested"), "a request")
+    approval_id = decoded(requested, ApprovalRequested).approval_id
     until(lambda: views_caught_up(runtime), "the views")
     later(runtime, "auto")
     _, incident = until(lambda: opened_for(runtime, approval_id), "an approval incident")
     assert incident.action == "expire_approval"
     decided = until(lambda: first(runtime, run_id, "tool.approval_resolved"), "the denial")
-    resolved = decided.decode()
+    resolved = decoded(decided, ApprovalResolved)
     assert (resolved.decision, resolved.decided_by, resolved.reason) == (
         "deny",
         "watchdog",
@@ -237,7 +244,8 @@ def test_auto_expires_an_overdue_approval_through_the_decision_path(
     end = until(lambda: ending(runtime, run_id), "the run's end")
     assert end.kind == "run.completed"  # the denial went back to the model; the run answered
     completed = first(runtime, run_id, "tool.completed")
-    assert completed is not None and "denied by watchdog: expired" in completed.decode().error
+    assert completed is not None
+    assert "denied by watchdog: expired" in (decoded(completed, ToolCompleted).error or "")
     _, done = until(lambda: resolution(runtime, incident.incident_id), "the resolution")
     assert done.how == "acted"
 
@@ -299,7 +307,7 @@ def test_auto_reclaims_a_lapsed_task_through_the_queue(opened: Callable[..., Run
     assert incident.action == "reclaim_task"
     until(lambda: "task.succeeded" in task_kinds(runtime, task_id), "the reclaimed task to run")
     reclaim = runtime.journal.read_stream(f"task/{task_id}")[2]
-    assert reclaim.kind == "task.claimed" and reclaim.decode().attempt == 2
+    assert reclaim.kind == "task.claimed" and decoded(reclaim, TaskClaimed).attempt == 2
     _, resolved = until(lambda: resolution(runtime, incident.incident_id), "the resolution")
     assert resolved.how == "acted"
 

@@ -13,7 +13,7 @@ import pytest
 from actors.approvals.gate import ToolGate
 from actors.approvals.grants import Grant
 from policies import PolicyEngine
-from tools import ToolsConfig, build_catalog
+from tools import ToolCatalog, ToolsConfig, build_catalog
 
 OPS_POLICY = """
 @id("shell")
@@ -29,7 +29,7 @@ SENSITIVE = {"fs.write", "shell.run", "http.fetch"}
 TOOLS = ("echo", "fs.read", "fs.write", "shell.run", "http.fetch")
 POSTURES = (None, "always_allow", "ask_each_time", "disabled")
 GRANTS = (None, "session", "always")
-SAMPLE = {
+SAMPLE: dict[str, dict[str, object]] = {
     "echo": {"text": "a"},
     "fs.read": {"path": "a"},
     "fs.write": {"path": "a", "content": ""},
@@ -38,7 +38,9 @@ SAMPLE = {
 }
 
 
-def expected(tool: str, posture: str, operator: bool, principal: str, grant: str | None):
+def expected(
+    tool: str, posture: str, operator: bool, principal: str, grant: str | None
+) -> tuple[str, str | None, str]:
     """The rules of docs/policy.md, written out independently of the engine."""
     if posture == "disabled":
         return "deny", None, "baseline.posture_disabled"
@@ -56,7 +58,7 @@ def expected(tool: str, posture: str, operator: bool, principal: str, grant: str
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory: pytest.TempPathFactory):
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> ToolCatalog:
     ws = tmp_path_factory.mktemp("ws")
     return build_catalog(ToolsConfig(workspace_dir=str(ws)))
 
@@ -72,7 +74,15 @@ CASES = list(itertools.product(TOOLS, POSTURES, (False, True), ("ops", "alice", 
 
 
 @pytest.mark.parametrize(("tool", "posture", "operator", "principal", "grant"), CASES)
-def test_decision_table(catalog, engines, tool, posture, operator, principal, grant) -> None:
+def test_decision_table(
+    catalog: ToolCatalog,
+    engines: dict[bool, PolicyEngine],
+    tool: str,
+    posture: str | None,
+    operator: bool,
+    principal: str,
+    grant: str | None,
+) -> None:
     spec = catalog.spec(tool)
     gate = ToolGate(engines[operator])
     if grant == "always":
@@ -95,7 +105,9 @@ def test_decision_table(catalog, engines, tool, posture, operator, principal, gr
     assert policy in decision.policy_ids
 
 
-def test_grant_for_another_principal_does_not_apply(catalog, engines) -> None:
+def test_grant_for_another_principal_does_not_apply(
+    catalog: ToolCatalog, engines: dict[bool, PolicyEngine]
+) -> None:
     gate = ToolGate(engines[False])
     gate.grant_always("alice", "shell.run")
     decision = gate.decide(catalog.spec("shell.run"), principal="bob", session_id="s", run_id="r")
@@ -105,7 +117,9 @@ def test_grant_for_another_principal_does_not_apply(catalog, engines) -> None:
     assert again.outcome == "approval_required"
 
 
-def test_a_chat_sender_is_held_back_by_name_and_a_role_lifts_it(catalog, engines) -> None:
+def test_a_chat_sender_is_held_back_by_name_and_a_role_lifts_it(
+    catalog: ToolCatalog, engines: dict[bool, PolicyEngine]
+) -> None:
     spec = catalog.spec("fs.read")  # always_allow and not sensitive: anyone else just runs it
     held = ToolGate(engines[True]).decide(spec, principal=STRANGER, session_id="s", run_id="r")
     assert held.outcome == "approval_required" and held.posture == "always_allow"

@@ -214,7 +214,7 @@ def test_no_procedure_from_a_failed_run_no_tools_or_a_failed_call(
     fields: dict[str, object],
 ) -> None:
     mine = run("check the weather in Lyon", tools=("echo",), tool_positions=(9,))
-    mine = RunDigest(**{**{f: getattr(mine, f) for f in mine.__struct_fields__}, **fields})  # type: ignore[arg-type]
+    mine = RunDigest(**{**{f: getattr(mine, f) for f in mine.__struct_fields__}, **fields})
     assert procedure(mine, [peer("01J0000000000000000000RUN2", "check the weather", 1)]) is None
 
 

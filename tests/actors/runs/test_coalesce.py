@@ -26,11 +26,10 @@ def test_chunks_hold_released_text_and_the_turn_end_releases_the_rest() -> None:
 def test_a_final_release_over_the_word_limit_is_one_chunk_not_lost() -> None:
     c = Coalescer(max_words=2, max_age_s=10.0)
     text = f"a b c d e f Bearer {SECRET}"  # the trigger holds everything from "Bearer" on
-    early = []
+    early: list[Chunk | None] = []
     for char in text:
         early += [c.add(char, now=0.0), c.tick(now=0.0)]
-    early = [ch for ch in early if ch is not None]
-    assert "".join(ch.text for ch in early) == "a b c d e f "
+    assert "".join(ch.text for ch in early if ch is not None) == "a b c d e f "
     last = c.end_turn(now=0.0)
     assert last == Chunk(f"Bearer {MARKER}", 1)
 

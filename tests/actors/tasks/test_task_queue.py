@@ -297,8 +297,13 @@ def test_a_drain_is_a_barrier_for_what_the_dispatcher_was_told(tmp_path: Path) -
     """Once ``drain`` returns, every attempt that will ever start is already counted by
     ``running``: the runtime stops waiting when it reaches 0, then signs its final checkpoint
     and closes the views, so an attempt handed out later would append after them."""
+
+    def nap(payload: Any, context: TaskContext) -> Any:
+        time.sleep(0.05)
+        return {}
+
     for i in range(20):
-        kit = TaskKit(tmp_path / f"n{i}", handlers={"nap": lambda p, c: time.sleep(0.05) or {}})
+        kit = TaskKit(tmp_path / f"n{i}", handlers={"nap": nap})
         try:
             ticket = kit.queue.enqueue("nap", {})
             kit.queue.drain()

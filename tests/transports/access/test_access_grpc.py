@@ -4,6 +4,7 @@ node with tokens for each built-in role."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,12 @@ def test_an_operator_forbid_on_approval_resolve_takes_effect(tmp_path: Path) -> 
                             allow = ResolveApprovalRequest(
                                 approval_id=approval_id, decision=Decision.ALLOW
                             )
-                            await call(node, bob, lambda s, m=allow: s.resolve(m), ApprovalsStub)
+                            await call(
+                                node,
+                                bob,
+                                partial(ApprovalsStub.resolve, message=allow),
+                                ApprovalsStub,
+                            )
                     return approval_id, errors
             finally:
                 channel.close()
@@ -226,7 +232,10 @@ def test_an_operator_forbid_on_approval_resolve_takes_effect(tmp_path: Path) -> 
                             )
                             try:
                                 await call(
-                                    node, node.token, lambda s, m=deny: s.resolve(m), ApprovalsStub
+                                    node,
+                                    node.token,
+                                    partial(ApprovalsStub.resolve, message=deny),
+                                    ApprovalsStub,
                                 )
                             except GRPCError as exc:
                                 await stream.cancel()

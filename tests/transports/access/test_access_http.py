@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from events.catalog import AccessDecided, TokenCreated
+from tests.events.decoded import decoded
 from tests.transports.http.httpkit import SHELL, HttpNode, eventually
 
 ROLES = ("admin", "operator", "approver", "viewer", "agent")
@@ -169,7 +171,10 @@ def test_a_token_s_note_is_echoed_and_listed_as_stored_redacted(node: HttpNode) 
     assert reply.status == 201, reply
     echoed = reply.json()["note"]
     assert secret not in echoed and echoed.startswith("for the deploy job ")
-    (stored,) = [e.decode().note for e in node.runtime.journal.events_of_kinds(("token.created",))]
+    (stored,) = [
+        decoded(e, TokenCreated).note
+        for e in node.runtime.journal.events_of_kinds(("token.created",))
+    ]
     assert echoed == stored
     listed = node.call("GET", "/v1/tokens").json()["items"]
     assert [t["note"] for t in listed if t["principal"] == "user:ci"] == [stored]
@@ -229,7 +234,10 @@ def test_the_principal_on_every_event_of_a_scripted_session(
     ), principals
     decisions = [r for r in rows if r.kind == "access.decided"]
     assert {r.principal for r in decisions} >= {"user:alice", "user:bob"}
-    assert {r.decode().action for r in decisions} >= {"run.start", "approval.resolve"}
+    assert {decoded(r, AccessDecided).action for r in decisions} >= {
+        "run.start",
+        "approval.resolve",
+    }
     assert not {r.principal for r in rows} & {"http", "grpc"}
 
     # No token in the journal file, the views or the logs.

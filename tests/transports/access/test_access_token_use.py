@@ -21,7 +21,7 @@ def test_a_tokens_last_use_is_recorded_once_an_hour_and_listed(tmp_path: Path) -
 
         def listed() -> dict[str, object]:
             items = node.call("GET", "/v1/tokens").json()["items"]
-            return next(t for t in items if t["id"] == token_id)  # type: ignore[no-any-return]
+            return next(t for t in items if t["id"] == token_id)
 
         assert eventually(lambda: listed()["last_used_at_ms"] is not None)
         uses = node.runtime.journal.read_stream(f"token-use/{token_id}")

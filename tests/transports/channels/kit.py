@@ -72,8 +72,8 @@ class Receiver:
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
             await site.start()
             server = site._server
-            assert server is not None
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            assert isinstance(server, asyncio.Server)
+            self.port = server.sockets[0].getsockname()[1]
             ready.set()
 
         def run() -> None:

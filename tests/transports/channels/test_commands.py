@@ -137,7 +137,7 @@ def test_status_stop_and_reset(data_dir: Path, receiver: Receiver) -> None:
         session = node.call("GET", f"/v1/sessions/{session_id}").json()
         assert session["resets"] == 1
         # in a shared group session, bob neither owns the session nor started alice's run
-        room = {"is_direct": False, "conversation": "room", "mentions_agent": True}
+        room: dict[str, Any] = {"is_direct": False, "conversation": "room", "mentions_agent": True}
         room_run = say(node, WRITE, **room)["run_id"]
         approval_of(node, room_run)
         assert "is not permitted" in say(node, "!reel stop", sender=BOB, **room)["detail"]

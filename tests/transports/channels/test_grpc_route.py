@@ -53,7 +53,7 @@ def route(server: GrpcServer, token: str, **fields: Any) -> RouteMessageResponse
         grpc_channel = Channel("127.0.0.1", server.port)
         try:
             stub = GatewayStub(grpc_channel, metadata=auth_metadata(token), timeout=20)
-            request = {
+            request: dict[str, Any] = {
                 "channel": "hook",
                 "conversation": "dm-alice",
                 "sender": "@alice:localhost",
@@ -145,6 +145,7 @@ def test_a_pairing_request_reaches_approvals_watch(data_dir: Path) -> None:
 
         (change,) = asyncio.run(asyncio.wait_for(watch(), 30))
         assert change.change == ApprovalChangeKind.REQUESTED
+        assert change.approval is not None
         assert change.approval.principal == "channel:hook:@alice:localhost"
         assert change.approval.state == ApprovalState.PENDING
     finally:

@@ -102,7 +102,7 @@ def decide(
     return route(config, state or ChannelState(), message, PRINCIPAL, bucket, NOW).decision
 
 
-DM = {"is_direct": True, "conversation": "dm-alice"}
+DM: dict[str, Any] = {"is_direct": True, "conversation": "dm-alice"}
 EMPTY = Bucket(0.0, NOW)
 
 # (policy, message, state, bucket) -> refusal reason, or the decision type when not refused

@@ -22,7 +22,7 @@ from tests.transports.channels.kit import (
 )
 from tests.transports.http.httpkit import eventually
 
-GROUP = {"conversation": "team-room", "mentions_agent": True}
+GROUP: dict[str, Any] = {"conversation": "team-room", "mentions_agent": True}
 
 
 def group(node: HttpNode, text: str, sender: str, **rest: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from events.catalog import ChannelReplySent
 from tests.transports.channels.kit import (
@@ -98,7 +99,7 @@ def test_bad_input_is_a_clear_4xx(data_dir: Path) -> None:
     node = channel_node(data_dir, {"hook": channel(dm_policy="allow", max_message_bytes=1000)})
     try:
 
-        def signed(body: object) -> tuple[int, dict[str, object]]:
+        def signed(body: object) -> tuple[int, dict[str, Any]]:
             raw = json.dumps(body).encode()
             reply = post_webhook(node, "hook", raw, signature(raw))
             return reply.status, reply.json()

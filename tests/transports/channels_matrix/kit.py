@@ -13,7 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from nio import AsyncClient, AsyncClientConfig, RoomCreateResponse, RoomSendResponse
+from nio import (  # type: ignore[import-untyped]  # matrix-nio ships no type information
+    AsyncClient,
+    AsyncClientConfig,
+    RoomCreateResponse,
+    RoomSendResponse,
+)
 
 from tests.transports.channels_matrix.synapse import Homeserver
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nio import AsyncClient
+from nio import AsyncClient  # type: ignore[import-untyped]  # matrix-nio ships no type information
 
 from actors.channels.config import ChannelConfig
 from events.catalog import ChannelMessageRefused, ChannelMessageRouted, ChannelReplySent

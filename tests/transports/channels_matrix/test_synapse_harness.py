@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from nio import AsyncClient, AsyncClientConfig, RoomMessageText
+from nio import AsyncClient, AsyncClientConfig, RoomMessageText  # type: ignore[import-untyped]  # matrix-nio ships no type information
 
 from tests.transports.channels_matrix.synapse import Homeserver
 

@@ -11,7 +11,9 @@ import time
 from pathlib import Path
 
 from actors.messages import ResolveApproval, StartRun
+from events.catalog import ApprovalRequested, ToolCompleted
 from tests import processes
+from tests.events.decoded import decoded
 from transports.config import NodeConfig, ToolsSection
 from transports.runtime import open_runtime
 
@@ -40,7 +42,7 @@ def node_died_waiting(data: Path) -> str:
         [sys.executable, "-c", CHILD, data], stdout=subprocess.PIPE, text=True
     ) as child:
         assert child.stdout is not None
-        run_id = child.stdout.readline().strip()
+        run_id: str = child.stdout.readline().strip()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             listed = reel("approvals", "list", "--data", str(data), "--json")
@@ -116,7 +118,7 @@ def test_decide_an_approval_offline_and_the_run_continues_on_start(tmp_path: Pat
         events = [e.decode() for e in rt.journal.read_correlated(run_id)]
     finally:
         rt.close(grace_s=0)
-    completed = [e for e in events if type(e).__name__ == "ToolCompleted"]
+    completed = [e for e in events if isinstance(e, ToolCompleted)]
     assert completed and completed[-1].ok and "later" in completed[-1].output
     assert type(events[-1]).__name__ == "RunCompleted"
 
@@ -145,7 +147,7 @@ def test_revoke_an_always_grant(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             pending = [
-                e.decode()
+                decoded(e, ApprovalRequested)
                 for e in rt.journal.read_correlated(ticket.run_id)
                 if e.kind == "tool.approval_requested"
             ]

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.transports.cli.nodekit import REEL, bare_environment, environment, reel, running_node
+from tests.processes import REEL
+from tests.transports.cli.nodekit import bare_environment, environment, reel, running_node
 from transports.config import env_names
 
 SECRETS = (

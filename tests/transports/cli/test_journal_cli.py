@@ -85,6 +85,7 @@ def tamper_payload(data: Path, position: int) -> None:
         "SELECT payload FROM events WHERE position = ?", (position,)
     ).fetchall()[0]
     conn.close()
+    assert isinstance(payload, bytes)
     tamper(
         data,
         "UPDATE events SET payload = ? WHERE position = ?",

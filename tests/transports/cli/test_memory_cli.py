@@ -14,7 +14,9 @@ import pytest
 from typer.testing import CliRunner
 
 from events import JournalReader
+from events.catalog import MemoryItemDeleted
 from projections import EmbedderUnavailable, make_embedder
+from tests.events.decoded import decoded
 from tests.transports.http.httpkit import close_node
 from tests.transports.http.test_http_memory import STAGING, memory_node, token_for
 from transports.cli.errors import CliError
@@ -165,7 +167,9 @@ def test_through_a_running_node(data_dir: Path, monkeypatch: pytest.MonkeyPatch)
         item = node.call("GET", f"/v1/memory/{item_id}")
         assert item.status == 404
         deleted = node.runtime.journal.events_of_kinds(("memory.item_deleted",))
-        assert [(s.principal, s.decode().reason) for s in deleted] == [("admin", "old")]
+        assert [(s.principal, decoded(s, MemoryItemDeleted).reason) for s in deleted] == [
+            ("admin", "old")
+        ]
     finally:
         close_node(node)
 

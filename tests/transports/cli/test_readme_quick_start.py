@@ -15,7 +15,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from tests.transports.cli.nodekit import REEL, environment, running_node
+from tests.processes import REEL
+from tests.transports.cli.nodekit import environment, running_node
 
 ROOT = Path(__file__).resolve().parents[3]
 PORT = re.compile(r"127\.0\.0\.1:\d+")

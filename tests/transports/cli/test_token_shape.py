@@ -10,7 +10,8 @@ from typing import Any
 
 from events.catalog import TokenRevoked
 from events.sqlite.reader import JournalReader
-from tests.transports.cli.nodekit import REEL, api, reel, running_node
+from tests.processes import REEL
+from tests.transports.cli.nodekit import api, reel, running_node
 from transports.http.bodies import CreatedToken, TokenInfo
 
 INFO_KEYS = set(TokenInfo.__struct_fields__)

@@ -85,6 +85,7 @@ def test_an_approval_on_the_run_stream_is_applied_while_the_tool_runs(sleeper: G
                         # a second decision on the stream is refused at once, the stream goes on
                         await stream.approve(event.approval_resolution.approval_id, allow=False)
                     if event.kind == "stream.error":
+                        assert event.error is not None
                         assert event.error.code == Status.FAILED_PRECONDITION.value
                         assert time.monotonic() - started < 5
                         await stream.cancel()

@@ -118,7 +118,8 @@ def test_a_handler_that_does_not_end_by_its_cancellation_logs_no_traceback(
         server = Server([Service()])
         guard_calls(server, {"/test.Cancel/Wait": Cardinality.UNARY_STREAM})
         await server.start("127.0.0.1", 0)
-        port = server._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        assert isinstance(server._server, asyncio.Server)
+        port = server._server.sockets[0].getsockname()[1]
         channel = Channel("127.0.0.1", port)
         try:
             async with channel.request(

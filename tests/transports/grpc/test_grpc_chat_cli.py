@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from transports.cli.grpc_chat import chat_over_grpc
 
 
 def chat(
-    node: GrpcNode, message: str | None, answers: Iterator[str] | None = None, **options: object
+    node: GrpcNode, message: str | None, answers: Iterator[str] | None = None, **options: Any
 ) -> tuple[int, str, str]:
     answers = answers if answers is not None else iter(())
     out, err = io.StringIO(), io.StringIO()
@@ -39,7 +40,7 @@ def chat(
         out=out,
         err=err,
         ask=ask,
-        **options,  # type: ignore[arg-type]
+        **options,
     )
     return code, out.getvalue(), err.getvalue()
 
@@ -114,7 +115,7 @@ def test_interactive_session_keeps_one_session(node: GrpcNode) -> None:
         ({"after": 3}, "--after goes with --resume"),
     ],
 )
-def test_usage_errors_exit_2(node: GrpcNode, options: dict[str, object], problem: str) -> None:
+def test_usage_errors_exit_2(node: GrpcNode, options: dict[str, Any], problem: str) -> None:
     code, _, err = chat(node, "hi", **options)
     assert code == 2 and problem in err
 

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncGenerator
+from typing import cast
 
 from grpclib.client import Channel
 
 from actors.messages import StartRun
-from proto.reel.v1 import JournalStub, ReadJournalRequest
+from proto.reel.v1 import Envelope, JournalStub, ReadJournalRequest
 from tests.transports.grpc.conftest import GrpcNode, run
+
+
+def follow(stub: JournalStub, after: int) -> AsyncGenerator[Envelope, None]:
+    """``Journal.Read`` following from ``after``. The generated stub's method is an async
+    generator, typed as an AsyncIterator: a follower closes it once it has its first row."""
+    rows = stub.read(ReadJournalRequest(after_position=after, follow=True))
+    return cast(AsyncGenerator[Envelope, None], rows)
+
 
 FOLLOWERS = 500
 CHANNELS = 10
@@ -31,7 +41,7 @@ async def _follow(node: GrpcNode, channels: list[Channel], after: int) -> list[f
 
     async def follower(channel: Channel) -> None:
         stub = JournalStub(channel, metadata=node.metadata, timeout=30)
-        rows = stub.read(ReadJournalRequest(after_position=after, follow=True))
+        rows = follow(stub, after)
         async for first in rows:
             assert first.position == after + 1
             firsts.append(time.monotonic())
@@ -77,7 +87,7 @@ def test_500_followers_on_a_backlog_each_get_their_first_entry_promptly(node: Gr
 
         async def follower(channel: Channel) -> None:
             stub = JournalStub(channel, metadata=node.metadata, timeout=30)
-            rows = stub.read(ReadJournalRequest(after_position=0, follow=True))
+            rows = follow(stub, 0)
             async for first in rows:
                 assert first.position == 1
                 firsts.append(time.monotonic() - opened)

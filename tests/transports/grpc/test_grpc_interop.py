@@ -13,9 +13,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]  # grpcio ships no type information
 import pytest
-from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf import descriptor_pb2, descriptor_pool  # type: ignore[import-untyped]
 from grpclib.health.v1 import health_pb2
 from grpclib.reflection.v1 import reflection_pb2
 

@@ -187,10 +187,12 @@ def test_check_accepts_what_protobuf_encodes() -> None:
         check(request.SerializeToString()[:-1], request.DESCRIPTOR)
 
 
-async def _call(node: GrpcNode, method: Method, **kwargs: bytes) -> Status:
+async def _call(
+    node: GrpcNode, method: Method, *, message: bytes | None = None, raw_frame: bytes | None = None
+) -> Status:
     channel = Channel("127.0.0.1", node.server.port, codec=RawCodec())
     try:
-        return await call(channel, method, node.metadata, **kwargs)
+        return await call(channel, method, node.metadata, message=message, raw_frame=raw_frame)
     finally:
         channel.close()
 

@@ -15,6 +15,7 @@ from proto.reel.v1 import (
     RunState,
     RunStreamRequest,
     StartRun,
+    TapeEvent,
     ToolOutcome,
 )
 from tests.transports.grpc.conftest import (
@@ -70,7 +71,7 @@ def test_a_denial_on_the_stream_reaches_the_tool_result(node: GrpcNode) -> None:
 
 
 def test_cancel_on_the_stream_cancels_the_run(node: GrpcNode) -> None:
-    async def go() -> list[object]:
+    async def go() -> list[TapeEvent]:
         channel = node.channel()
         try:
             async with node.stream(channel) as stream:
@@ -86,8 +87,8 @@ def test_cancel_on_the_stream_cancels_the_run(node: GrpcNode) -> None:
 
     events = run(go())
     last = events[-1]
-    assert last.kind == "run.cancelled"  # type: ignore[attr-defined]
-    assert last.status.state == RunState.CANCELLED  # type: ignore[attr-defined]
+    assert last.kind == "run.cancelled"
+    assert last.status is not None and last.status.state == RunState.CANCELLED
 
 
 def test_a_session_key_reuses_the_session_across_runs(node: GrpcNode) -> None:

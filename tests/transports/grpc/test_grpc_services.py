@@ -11,6 +11,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from proto.reel.v1 import (
+    Approval,
+    ApprovalChange,
     ApprovalChangeKind,
     ApprovalScope,
     ApprovalsStub,
@@ -23,11 +25,13 @@ from proto.reel.v1 import (
     JournalHeadRequest,
     JournalStub,
     ListApprovalsRequest,
+    ListApprovalsResponse,
     ListSessionsRequest,
     ReadJournalRequest,
     ResolveApprovalRequest,
     ResolveSessionRequest,
     RunState,
+    TapeEvent,
     VerifyJournalRequest,
     WatchApprovalsRequest,
 )
@@ -239,10 +243,12 @@ def test_approvals_list_refuses_a_malformed_filter_naming_it(
 
 
 def test_approvals_list_resolve_and_watch(node: GrpcNode) -> None:
-    async def go() -> tuple[list[object], list[object], object, list[object]]:
+    async def go() -> tuple[
+        list[TapeEvent], list[ApprovalChange], ListApprovalsResponse | None, list[Approval]
+    ]:
         channel = node.channel()
         approvals = ApprovalsStub(channel, metadata=node.metadata, timeout=20)
-        changes: list[object] = []
+        changes: list[ApprovalChange] = []
 
         async def watch() -> None:
             async for change in approvals.watch(WatchApprovalsRequest()):
@@ -255,8 +261,8 @@ def test_approvals_list_resolve_and_watch(node: GrpcNode) -> None:
         try:
             async with node.stream(channel) as stream:
                 await stream.start(SHELL_ECHO, session_key="approvals-test")
-                events: list[object] = []
-                listed: object = None
+                events: list[TapeEvent] = []
+                listed: ListApprovalsResponse | None = None
                 async for event in stream.events():
                     events.append(event)
                     if event.approval_request is not None:
@@ -273,7 +279,7 @@ def test_approvals_list_resolve_and_watch(node: GrpcNode) -> None:
                         )
             await asyncio.wait_for(watcher, 10)
             resolved = await approvals.list(
-                ListApprovalsRequest(state=ApprovalState.RESOLVED, run_id=events[0].run_id)  # type: ignore[attr-defined]
+                ListApprovalsRequest(state=ApprovalState.RESOLVED, run_id=events[0].run_id)
             )
             return events, changes, listed, list(resolved.approvals)
         finally:
@@ -281,16 +287,18 @@ def test_approvals_list_resolve_and_watch(node: GrpcNode) -> None:
             channel.close()
 
     events, changes, listed, resolved = run(go())
-    pending = listed.approvals  # type: ignore[attr-defined]
+    assert listed is not None
+    pending = listed.approvals
     assert len(pending) == 1 and pending[0].tool == "shell.run"
     assert pending[0].state == ApprovalState.PENDING
-    assert events[-1].kind == "run.completed"  # type: ignore[attr-defined]
+    assert events[-1].kind == "run.completed"
     assert len(resolved) == 1 and resolved[0].decision == Decision.ALLOW
     assert resolved[0].decided_reason == "looks fine"
-    kinds = [c.change for c in changes]  # type: ignore[attr-defined]
+    kinds = [c.change for c in changes]
     assert kinds == [ApprovalChangeKind.REQUESTED, ApprovalChangeKind.RESOLVED]
-    assert changes[0].approval.approval_id == pending[0].approval_id  # type: ignore[attr-defined]
-    assert changes[1].position > changes[0].position  # type: ignore[attr-defined]
+    assert changes[0].approval is not None
+    assert changes[0].approval.approval_id == pending[0].approval_id
+    assert changes[1].position > changes[0].position
 
 
 def test_resolving_an_unknown_or_undecided_approval_is_refused(node: GrpcNode) -> None:

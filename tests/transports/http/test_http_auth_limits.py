@@ -64,8 +64,8 @@ UNDECODABLE = [b"Bearer \xff\xfe", b"Bearer reel_\x80", b"\xc3( x", b"Bearer \xe
 def raw_status(node: HttpNode, method: str, path: str, authorization: bytes) -> tuple[int, bytes]:
     head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n"
     reply = node.raw(head.encode() + b"Authorization: " + authorization + b"\r\n\r\n")
-    head, _, body = reply.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body
+    status_line, _, body = reply.partition(b"\r\n\r\n")
+    return int(status_line.split(b" ")[1]), body
 
 
 @pytest.mark.parametrize("authorization", UNDECODABLE)

@@ -43,7 +43,10 @@ def talk(node: HttpNode, session_id: str, text: str) -> tuple[str, list[Any]]:
 
 
 def context_of(events: list[Any]) -> dict[str, Any]:
-    (entry,) = [e.entry["event"] for e in events if e.event == "run.context_assembled"]
+    entries: list[dict[str, Any]] = [
+        e.entry["event"] for e in events if e.event == "run.context_assembled"
+    ]
+    (entry,) = entries
     return entry
 
 

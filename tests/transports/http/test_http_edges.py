@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
 @pytest.fixture
-def log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+def log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.DEBUG)
     return caplog
 

@@ -14,7 +14,9 @@ from urllib.parse import urlencode
 import pytest
 
 from events import JournalReader
+from events.catalog import AccessDecided
 from events.redaction.redact import MARKER
+from tests.events.decoded import decoded
 from tests.transports.http.httpkit import HttpNode, HttpReply, close_node
 from tests.transports.http.test_http_openapi import check
 from transports.config import HttpConfig, MemoryConfig, NodeConfig
@@ -202,9 +204,9 @@ def test_who_sees_and_may_do_what(mnode: HttpNode) -> None:
     # An operator writes and deletes global items; the decisions are on the journal.
     assert checked(mnode, "DELETE", f"/v1/memory/{shared_id}", token=operator).status == 200
     decided = [
-        (s.principal, s.decode().action, s.decode().outcome)
+        (s.principal, decoded(s, AccessDecided).action, decoded(s, AccessDecided).outcome)
         for s in mnode.runtime.journal.events_of_kinds(("access.decided",))
-        if s.decode().action.startswith("memory.")
+        if decoded(s, AccessDecided).action.startswith("memory.")
     ]
     assert ("user:vera", "memory.write", "deny") in decided
     assert ("agent:alice", "memory.write", "deny") in decided

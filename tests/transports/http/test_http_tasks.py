@@ -66,7 +66,7 @@ def test_list_filter_page_and_show(node: HttpNode) -> None:
     assert listed.json()["next_after"] is None
     assert eventually(lambda: task_gauge(node)["succeeded"] == 3)
     assert task_gauge(node) == {
-        **dict.fromkeys(TaskStatus, 0.0),
+        **{status.value: 0.0 for status in TaskStatus},
         "succeeded": 3.0,
         "failed": 1.0,
     }  # every state listed, zero included

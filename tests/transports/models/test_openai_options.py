@@ -128,7 +128,7 @@ def test_extra_body_never_overrides_reels_own_fields_even_unchecked() -> None:
     assert not {"tool_choice", "max_tokens", "temperature"} & set(body)
 
 
-BASE = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
+BASE: dict[str, Any] = {"base_url": "http://127.0.0.1:1/v1", "model": "m"}
 
 
 @pytest.mark.parametrize(
