@@ -73,7 +73,10 @@ def test_runs_by_state_with_who_and_why(stocked: Stocked, console_page: Page) ->
     # A run opens its tape on the sessions page.
     page.get_by_test_id("runs-clear").click()
     page.get_by_test_id("runs-tab-failed").click()
-    table.get_by_test_id("run-row").locator(".run-link").click()
+    # Wait for the tab's own row before clicking: the previous list is still drawn meanwhile.
+    failed_row = table.locator(f"[data-run-id='{stocked.runs['failed']}']")
+    expect(table.get_by_test_id("run-row")).to_have_count(1)
+    failed_row.locator(".run-link").click()
     expect(page.get_by_test_id("run-id")).to_have_text(stocked.runs["failed"])
     expect(page.get_by_test_id("session-id")).to_have_text(stocked.sessions["billing"])
     expect(page.get_by_test_id("run-state")).to_have_text("failed")
