@@ -7,8 +7,9 @@ would see, so :func:`unescaped` decodes every escape sequence, at any depth of b
 the one character it stands for, and keeps where each came from: a span found in the view maps
 back to the characters to replace in the original.
 
-Recognised: ``\\n \\r \\t \\b \\f \\v \\0 \\" \\' \\/ \\\\``, ``\\uXXXX`` and ``\\xXX``, each
-preceded by one or more backslashes. A backslash before anything else is left as it is.
+Recognised: ``\\n \\r \\t \\b \\f \\v \\0 \\" \\' \\/ \\\\``, ``\\u`` with four hex
+digits and ``\\x`` with two, each preceded by one or more backslashes. A backslash before
+anything else is left as it is.
 """
 
 from __future__ import annotations
