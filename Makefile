@@ -67,16 +67,25 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
+# The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on
+# the nodes it starts. --dist loadscope keeps a module's tests on one worker, so a module's shared
+# node, homeserver or browser starts once; a session fixture (a corpus, a pristine journal) is
+# built once per worker that needs it.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
 pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
-	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
+	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q $(PYTEST_XDIST)
 
-test: lint typecheck pytest
+# lint and typecheck run beside the suite rather than before it (each line printed whole); what
+# the suite needs is installed first, one at a time (two apt-get runs would fight over its lock).
+test: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+	$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
 
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
 test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
-	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
+	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow $(PYTEST_XDIST)
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).
 proto: $(STAMP)

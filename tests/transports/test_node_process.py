@@ -34,6 +34,7 @@ from transports.build import version
 from transports.config import env_names
 
 PORTS = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+OUTER_MAKE = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
 REPO = Path(__file__).resolve().parents[2]
 CORE_KEYS = ("ts", "level", "logger", "msg")
 ADMIN_TOKEN_WARNING = (
@@ -246,7 +247,9 @@ def test_make_run_exits_0_after_a_clean_drain_on_ctrl_c(tmp_path: Path) -> None:
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        env={**os.environ, **PORTS},
+        # as typed at a terminal: not inside `make test`'s own make (its -j and -O flags would
+        # reach this make, and -O holds a recipe's output until the recipe ends)
+        env={k: v for k, v in os.environ.items() if k not in OUTER_MAKE} | PORTS,
     )
     os.close(secondary)
     output = b""
