@@ -4,6 +4,7 @@ module imports itself back through others (no import circle, deferred imports in
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,10 +31,16 @@ def modules() -> dict[str, Path]:
     return found
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The module at ``path``, parsed once for both tests (the tree is a few hundred files)."""
+    return ast.parse(path.read_text())
+
+
 def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
     """Every module name ``path`` imports, anywhere in it (functions and TYPE_CHECKING too):
     ``from package import sub`` is ``package.sub`` when that is a module, else ``package``."""
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 name = f"{node.module}.{alias.name}"

@@ -28,7 +28,7 @@ WAIT_S = 20.0
 
 
 def unique(prefix: str) -> str:
-    """A localpart no other test uses (the homeserver lives for a whole module)."""
+    """A localpart no other test uses (the homeserver lives for a whole session)."""
     return f"{prefix}_{secrets.token_hex(3)}"
 
 
