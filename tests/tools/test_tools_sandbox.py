@@ -248,7 +248,8 @@ def test_no_process_outlives_the_call(data: DataDir, escape: str, end: str) -> N
     # Several at once: tearing a busy namespace down takes long enough to see a call that
     # returns before it is done (bwrap exits before its PID 1 has finished killing).
     script = ESCAPES[escape].format(m=marker) * 6 + ("sleep 1" if end == "exit" else "sleep 60")
-    ctx = ExecutionContext.start(data.workspace, 0.8 if end == "timeout" else 20)
+    # 2 s: under load, bwrap and sh took longer than 0.8 s to start the escapes
+    ctx = ExecutionContext.start(data.workspace, 2.0 if end == "timeout" else 20)
     seen: list[list[int]] = []
 
     def watch() -> None:
