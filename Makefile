@@ -76,10 +76,10 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
 pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q $(PYTEST_XDIST)
 
-# lint and typecheck run beside the suite rather than before it (each line printed whole); what
-# the suite needs is installed first, one at a time (two apt-get runs would fight over its lock).
-test: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
-	$(MAKE) --no-print-directory -j3 --output-sync=line lint typecheck pytest
+# mypy runs beside the suite rather than before it (its one line may land among pytest's dots);
+# what the suite needs is installed first, one at a time (two apt-get runs would fight over its lock).
+test: lint $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+	$(MAKE) --no-print-directory -j2 typecheck pytest
 
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the

@@ -247,8 +247,8 @@ def test_make_run_exits_0_after_a_clean_drain_on_ctrl_c(tmp_path: Path) -> None:
         stdin=secondary,
         stdout=secondary,
         stderr=secondary,
-        # as typed at a terminal: not inside `make test`'s own make (its -j and -O flags would
-        # reach this make, and -O holds a recipe's output until the recipe ends)
+        # as typed at a terminal, not inside `make test`'s own make (its -j and jobserver flags
+        # would reach this make, without the jobserver)
         env={k: v for k, v in os.environ.items() if k not in OUTER_MAKE} | PORTS,
     )
     os.close(secondary)
