@@ -75,7 +75,7 @@ from tests.events.decoded import decoded
 REEL = Path(sys.executable).with_name("reel")
 CHILD = Path(restart_child.__file__)
 TERMINAL = ("run.completed", "run.failed", "run.cancelled")
-DEADLINE_S = 20.0
+DEADLINE_S = 40.0
 """Generous: only there so a broken node fails the test instead of hanging it."""
 
 APPROVAL_TEXT = 'needs approval\n/tool shell.run {"argv": ["echo", "approved"]}'

@@ -198,7 +198,8 @@ def test_the_drain_grace_is_configurable_and_cancels_what_outlives_it(
     node.process.send_signal(signal.SIGTERM)
     assert node.wait_for("draining")["grace_s"] == 0.5
     assert node.finish(timeout=10) == 0
-    assert time.monotonic() - began < 5  # the configured half second, not the default 10 s
+    # the configured half second, not the default 10 s (a loaded machine took 5.2 s to stop)
+    assert time.monotonic() - began < 9
     assert run_states(node, run_id)[-1] == "cancelled", node.lines
     assert reel("journal", "verify", "--data", str(data_dir)).returncode == 0
 
