@@ -182,6 +182,8 @@ def test_a_data_dir_held_by_a_node_is_refused_naming_the_pid(data_dir: Path) -> 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # free ports: the shipped 8470/8471 may be another test's (another xdist worker's)
+        env={**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"},
     ) as node:
         try:
             assert node.stderr is not None
