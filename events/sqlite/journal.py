@@ -67,7 +67,7 @@ their own budget from this name, never from a second constant."""
 Listener = Callable[[int], None]
 
 
-class _Append:
+class AppendRequest:
     __slots__ = (
         "causation_id",
         "correlation_id",
@@ -113,6 +113,61 @@ def _check_text(name: str, value: str | None) -> None:
         raise AppendRejected(
             f"{name} is not valid UTF-8 text (it holds a lone surrogate)"
         ) from None
+
+
+def prepare(
+    stream: str,
+    events: Sequence[Event],
+    *,
+    expected_seq: int | None,
+    principal: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+    idempotency_key: str | None,
+    max_payload_bytes: int,
+) -> AppendRequest:
+    """Check, redact and encode one append request, in the caller's thread: every backend's
+    writer takes what this returns. Raises :class:`AppendRejected` for a request that can never
+    be written."""
+    if not stream:
+        raise AppendRejected("stream must be a non-empty string")
+    if stream == CHECKPOINT_STREAM:
+        raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
+    if not events:
+        raise AppendRejected("an append needs at least one event")
+    if expected_seq is not None and expected_seq < 0:
+        raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+    # Checked here, not in the writer thread, where a bad field would fail the whole batch.
+    _check_text("stream", stream)
+    _check_text("principal", principal)
+    _check_text("correlation_id", correlation_id)
+    _check_text("causation_id", causation_id)
+    _check_text("idempotency_key", idempotency_key)
+    payloads: list[tuple[str, int, bytes]] = []
+    for event in events:
+        if not isinstance(event, Event):
+            raise AppendRejected(f"not an event: {type(event).__name__}")
+        if isinstance(event, JournalCheckpoint):
+            raise AppendRejected("journal.checkpoint rows are written by the journal itself")
+        try:
+            payload = encode(redact_event(event))
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
+        if len(payload) > max_payload_bytes:
+            raise AppendRejected(
+                f"{kind_of(event)} payload is {len(payload)} bytes; "
+                f"the limit is {max_payload_bytes}"
+            )
+        payloads.append((kind_of(event), type(event).version, payload))
+    return AppendRequest(
+        stream,
+        payloads,
+        expected_seq,
+        principal,
+        correlation_id,
+        causation_id,
+        idempotency_key,
+    )
 
 
 class _CheckpointRequest:
@@ -220,46 +275,17 @@ class Journal(JournalReader):
 
         ``expected_seq`` is the ``stream_seq`` the first event must get: the stream's current
         length. ``None`` skips the check (only for streams with no competing writer).
-        Events are redacted and encoded here, in the caller's thread.
+        Events are redacted and encoded here, in the caller's thread (:func:`prepare`).
         """
-        if not stream:
-            raise AppendRejected("stream must be a non-empty string")
-        if stream == CHECKPOINT_STREAM:
-            raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
-        if not events:
-            raise AppendRejected("an append needs at least one event")
-        if expected_seq is not None and expected_seq < 0:
-            raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
-        # Checked here, not in the writer thread, where a bad field would fail the whole batch.
-        _check_text("stream", stream)
-        _check_text("principal", principal)
-        _check_text("correlation_id", correlation_id)
-        _check_text("causation_id", causation_id)
-        _check_text("idempotency_key", idempotency_key)
-        payloads: list[tuple[str, int, bytes]] = []
-        for event in events:
-            if not isinstance(event, Event):
-                raise AppendRejected(f"not an event: {type(event).__name__}")
-            if isinstance(event, JournalCheckpoint):
-                raise AppendRejected("journal.checkpoint rows are written by the journal itself")
-            try:
-                payload = encode(redact_event(event))
-            except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-                raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
-            if len(payload) > self.max_payload_bytes:
-                raise AppendRejected(
-                    f"{kind_of(event)} payload is {len(payload)} bytes; "
-                    f"the limit is {self.max_payload_bytes}"
-                )
-            payloads.append((kind_of(event), type(event).version, payload))
-        request = _Append(
+        request = prepare(
             stream,
-            payloads,
-            expected_seq,
-            principal,
-            correlation_id,
-            causation_id,
-            idempotency_key,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
         )
         self._enqueue(request)
         return request.future
@@ -329,7 +355,7 @@ class Journal(JournalReader):
         self._stop_verifying.set()
         self._verify_ended.wait()
 
-    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
+    def _enqueue(self, request: AppendRequest | _CheckpointRequest) -> None:
         with self._submit_guard:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
@@ -418,8 +444,8 @@ class Journal(JournalReader):
             first = self._queue.get()
             if first is _STOP:
                 return
-            batch: list[_Append | _CheckpointRequest] = [first]  # type: ignore[list-item]
-            events = len(first.payloads) if isinstance(first, _Append) else 0
+            batch: list[AppendRequest | _CheckpointRequest] = [first]  # type: ignore[list-item]
+            events = len(first.payloads) if isinstance(first, AppendRequest) else 0
             stop = False
             while events < self._max_batch_events:
                 try:
@@ -430,7 +456,7 @@ class Journal(JournalReader):
                     stop = True
                     break
                 batch.append(item)  # type: ignore[arg-type]
-                if isinstance(item, _Append):
+                if isinstance(item, AppendRequest):
                     events += len(item.payloads)
             self._commit(batch)
             if stop:
@@ -446,7 +472,7 @@ class Journal(JournalReader):
             self._stream_next[stream] = seq
         return seq
 
-    def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
+    def _commit(self, batch: list[AppendRequest | _CheckpointRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
         position = self._head_position
         prev = self._head_hash
@@ -577,7 +603,7 @@ class Journal(JournalReader):
                 if not future.done():
                     future.set_exception(error)
             for request in batch:
-                if isinstance(request, _Append) and not request.future.done():
+                if isinstance(request, AppendRequest) and not request.future.done():
                     request.future.set_exception(error)
                 if isinstance(request, _CheckpointRequest):
                     request.future.set_exception(error)
@@ -592,7 +618,7 @@ class Journal(JournalReader):
                 self.witness.submit(signed)
         committed = time.perf_counter()
         for request in batch:
-            if isinstance(request, _Append):
+            if isinstance(request, AppendRequest):
                 self.append_latency.observe(committed - request.submitted)
         for future, outcome in outcomes:
             if isinstance(outcome, BaseException):
