@@ -21,6 +21,7 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     │   ├── ConcurrencyConflict   expected_seq is not the stream's next seq
     │   └── InvalidField          an identifier field that does not fit or looks like a secret
     │                             (events.fields; .kind, .field; never quotes the value)
+    ├── Fenced                    a shard append with a token no longer current (PostgreSQL)
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         AppendRejected,
         CheckpointKeyError,
         ConcurrencyConflict,
+        Fenced,
         JournalClosed,
         JournalError,
         JournalLocked,
@@ -84,6 +86,7 @@ __all__ = [
     "ConcurrencyConflict",
     "Event",
     "Fault",
+    "Fenced",
     "Head",
     "InvalidField",
     "Journal",
@@ -133,6 +136,7 @@ __getattr__ = exports(
             "AppendRejected",
             "CheckpointKeyError",
             "ConcurrencyConflict",
+            "Fenced",
             "JournalClosed",
             "JournalError",
             "JournalLocked",

@@ -56,6 +56,11 @@ class ConcurrencyConflict(AppendRejected):
         self.actual_seq = actual_seq
 
 
+class Fenced(JournalError):
+    """A shard append carried a fencing token that is no longer the shard's current one: another
+    writer took the shard over. Nothing was written (PostgreSQL backend)."""
+
+
 class UnknownEventKind(JournalError):
     """A stored payload names a kind/version the catalog cannot decode or upcast."""
 

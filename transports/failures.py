@@ -60,6 +60,7 @@ KINDS: Final[dict[str, Kind]] = {
     "events.errors.JournalError": "unusable",
     "events.errors.JournalUnavailable": "unavailable",
     "events.errors.JournalClosed": "unavailable",
+    "events.errors.Fenced": "unavailable",
     "events.errors.AppendRejected": "invalid_argument",
     "events.note.NoteError": "unusable",
     "events.redaction.vendor_rules.RulesError": "unusable",
