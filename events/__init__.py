@@ -22,6 +22,7 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     │   └── InvalidField          an identifier field that does not fit or looks like a secret
     │                             (events.fields; .kind, .field; never quotes the value)
     ├── Fenced                    a shard append with a token no longer current (PostgreSQL)
+    ├── ShardsFixed               journal init asked for another shard count than the database's
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         NotAJournal,
         SchemaTooNew,
         SchemaTooOld,
+        ShardsFixed,
         UnknownEventKind,
         VerifyStopped,
         WitnessError,
@@ -103,6 +105,7 @@ __all__ = [
     "NotAJournal",
     "SchemaTooNew",
     "SchemaTooOld",
+    "ShardsFixed",
     "StoredEvent",
     "StreamRedactor",
     "UnknownEventKind",
@@ -145,6 +148,7 @@ __getattr__ = exports(
             "NotAJournal",
             "SchemaTooNew",
             "SchemaTooOld",
+            "ShardsFixed",
             "UnknownEventKind",
             "VerifyStopped",
             "WitnessError",

@@ -61,6 +61,11 @@ class Fenced(JournalError):
     writer took the shard over. Nothing was written (PostgreSQL backend)."""
 
 
+class ShardsFixed(JournalError):
+    """``reel journal init`` was asked for a shard count other than the one the journal
+    database was created with: S is fixed at creation (a stream's shard is a function of S)."""
+
+
 class UnknownEventKind(JournalError):
     """A stored payload names a kind/version the catalog cannot decode or upcast."""
 

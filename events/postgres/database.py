@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 from psycopg import conninfo
 
-from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew
-from events.postgres.schema import SCHEMA_VERSION
+from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, ShardsFixed
+from events.postgres.schema import LOCK_CLASS, SCHEMA_VERSION, create
 
 CONNECT_TIMEOUT_S = 5
 
@@ -86,3 +86,26 @@ def shard_count(conn: psycopg.Connection[Any], dsn: str) -> int:
             f"reads up to {SCHEMA_VERSION} - upgrade reel"
         )
     return shards
+
+
+def initialise(dsn: str, shards: int) -> bool:
+    """Create the journal schema with ``shards`` shard chains in the database ``dsn`` names;
+    ``False`` (nothing done) when it is there with that many already. :class:`ShardsFixed`
+    when it is there with another count: S never changes after creation."""
+    with connect(dsn, autocommit=False) as conn:
+        with failures(dsn, "cannot initialise"):
+            conn.execute("SELECT pg_advisory_xact_lock(%s, -3)", (LOCK_CLASS,))
+            exists = conn.execute("SELECT to_regclass('cluster') IS NOT NULL").fetchone()
+        if exists and exists[0]:
+            have = shard_count(conn, dsn)
+            conn.rollback()
+            if have != shards:
+                raise ShardsFixed(
+                    f"shards: the journal database {safe_dsn(dsn)} was created with {have} "
+                    f"shards; the shard count is fixed at creation (asked for {shards})"
+                )
+            return False
+        with failures(dsn, "cannot initialise"):
+            create(conn, shards)
+            conn.commit()
+        return True

@@ -218,18 +218,17 @@ END $$;
 
 
 def create(conn: Any, shards: int) -> None:
-    """Create every table, function and per-shard row for ``shards`` shards, in one
-    transaction (the caller's ``conn`` is not in autocommit)."""
-    with conn.transaction():
-        conn.execute(TABLES)
-        conn.execute(FUNCTIONS)
-        conn.execute(
-            "INSERT INTO cluster(id, shards, schema_version) VALUES (1, %s, %s)",
-            (shards, SCHEMA_VERSION),
-        )
-        conn.execute("INSERT INTO shard_lease(shard) SELECT generate_series(0, %s - 1)", (shards,))
-        conn.execute(
-            "INSERT INTO shard_head(shard, pos, hash) SELECT generate_series(0, %s - 1), 0, %s",
-            (shards, bytes(32)),
-        )
-        conn.execute("INSERT INTO log_head VALUES (1, 0)")
+    """Create every table, function and per-shard row for ``shards`` shards in the caller's
+    transaction (``conn`` is not in autocommit; the caller commits)."""
+    conn.execute(TABLES)
+    conn.execute(FUNCTIONS)
+    conn.execute(
+        "INSERT INTO cluster(id, shards, schema_version) VALUES (1, %s, %s)",
+        (shards, SCHEMA_VERSION),
+    )
+    conn.execute("INSERT INTO shard_lease(shard) SELECT generate_series(0, %s - 1)", (shards,))
+    conn.execute(
+        "INSERT INTO shard_head(shard, pos, hash) SELECT generate_series(0, %s - 1), 0, %s",
+        (shards, bytes(32)),
+    )
+    conn.execute("INSERT INTO log_head VALUES (1, 0)")
