@@ -49,6 +49,8 @@ from typing import Literal, Protocol, runtime_checkable
 from events.catalog import Event
 from events.checkpoint import Checkpoint, NodeKey
 from events.envelope import AppendResult, Head, StoredEvent
+from events.errors import JournalTampered
+from events.witness import Witness
 
 Listener = Callable[[int], None]
 """Called with the committed head position after a commit."""
@@ -192,3 +194,28 @@ class JournalPort(JournalReadPort, Protocol):
         the journal; wakes ``wait_for`` callers. Idempotent; later appends raise
         :class:`events.JournalClosed`."""
         ...
+
+
+@runtime_checkable
+class NodeJournal(JournalPort, Protocol):
+    """What ``reel node`` needs of the journal it writes beyond the port: where it names the
+    journal, its witness and how its verification stands (SQLite :class:`events.Journal`;
+    the PostgreSQL journal has no witness yet and is verified before it opens)."""
+
+    @property
+    def path(self) -> object:
+        """What messages name the journal by (a file, or a database without its password)."""
+        ...
+
+    @property
+    def witness(self) -> Witness | None: ...
+
+    @property
+    def verified(self) -> bool: ...
+
+    @property
+    def tampered(self) -> JournalTampered | None: ...
+
+    def wait_verified(self) -> None: ...
+
+    def stop_verifying(self) -> None: ...

@@ -39,6 +39,7 @@ from events.errors import (
     JournalClosed,
     JournalError,
     JournalLocked,
+    JournalTampered,
 )
 from events.ids import UlidGenerator
 from events.postgres.database import connect, failures
@@ -46,6 +47,7 @@ from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, LOCK_CLASS, WRITER_LOCK
 from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
 from events.stats import LatencyHistogram
+from events.witness import Witness
 
 Listener = Callable[[int], None]
 _STOP = object()
@@ -101,6 +103,10 @@ class PostgresJournal(PostgresReader):
         self._tokens = {int(shard): int(token) for shard, token in rows}
         self.node_key: NodeKey | None = None
         """Signs nothing yet (super-checkpoints are step 4)."""
+        self.witness: Witness | None = None
+        """Records nothing yet (a witness file per node is step 4)."""
+        self.tampered: JournalTampered | None = None
+        """Always ``None``: the node walks every chain before it opens this (``open_journal``)."""
         self.max_payload_bytes = max_payload_bytes
         self._max_batch_events = max_batch_events
         self._ids = UlidGenerator()
@@ -167,6 +173,17 @@ class PostgresJournal(PostgresReader):
     def checkpoint(self) -> Checkpoint | None:
         """``None``: nothing is signed before step 4's super-checkpoints."""
         return None
+
+    @property
+    def verified(self) -> bool:
+        """True: the node verified every shard chain before it opened the journal."""
+        return True
+
+    def wait_verified(self) -> None:
+        """Returns at once (see :attr:`verified`)."""
+
+    def stop_verifying(self) -> None:
+        """Nothing runs in the background to stop."""
 
     # --- subscription -------------------------------------------------------------------
 

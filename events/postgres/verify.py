@@ -80,7 +80,11 @@ def _walk(reader: PostgresReader, shard: int, recorded: Any) -> int:
             where = f"shard {shard} row {e.shard_pos} (position {e.position})"
             if e.shard_pos != pos + 1:
                 raise _Found(
-                    Fault(kind="deleted_row", position=e.position, message=f"{where}: expected {pos + 1}")
+                    Fault(
+                        kind="deleted_row",
+                        position=e.position,
+                        message=f"{where}: expected {pos + 1}",
+                    )
                 )
             if e.prev_hash != prev:
                 raise _Found(
@@ -110,8 +114,7 @@ def _walk(reader: PostgresReader, shard: int, recorded: Any) -> int:
                     Fault(
                         kind="altered_payload" if altered else "altered_envelope",
                         position=e.position,
-                        message=f"{where}: its {'payload' if altered else 'envelope'} was "
-                        "altered",
+                        message=f"{where}: its {'payload' if altered else 'envelope'} was altered",
                     )
                 )
             pos, prev = e.shard_pos, e.hash

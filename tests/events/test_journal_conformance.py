@@ -9,15 +9,13 @@ from pathlib import Path
 import pytest
 
 from events import Journal, JournalPort, JournalReader, JournalReadPort, NodeKey, verify
-from tests.events.journal_conformance import JournalConformance
-from tests.events.journal_testkit import JOURNAL, KEY
-from tests.postgres_server import PostgresServer
-
-
 from events.postgres.database import initialise
 from events.postgres.journal import PostgresJournal
 from events.postgres.reader import PostgresReader
 from events.postgres.verify import verify_database
+from tests.events.journal_conformance import JournalConformance
+from tests.events.journal_testkit import JOURNAL, KEY
+from tests.postgres_server import PostgresServer
 
 
 class TestSqliteJournalConformance(JournalConformance):
