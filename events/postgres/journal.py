@@ -34,6 +34,7 @@ from events.catalog import Event
 from events.checkpoint import Checkpoint, NodeKey
 from events.envelope import AppendResult
 from events.errors import (
+    AppendRejected,
     ConcurrencyConflict,
     Fenced,
     JournalClosed,
@@ -133,6 +134,15 @@ class PostgresJournal(PostgresReader):
         causation_id: str | None = None,
         idempotency_key: str | None = None,
     ) -> Future[AppendResult]:
+        for name, value in (
+            ("stream", stream),
+            ("principal", principal),
+            ("correlation_id", correlation_id),
+            ("causation_id", causation_id),
+            ("idempotency_key", idempotency_key),
+        ):
+            if isinstance(value, str) and "\x00" in value:
+                raise AppendRejected(f"{name} holds a NUL character (PostgreSQL text cannot)")
         request = prepare(
             stream,
             events,

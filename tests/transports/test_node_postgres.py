@@ -60,6 +60,14 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         first = finished(node, started["run_id"])
         assert first["state"] == "done", first
         assert "from-postgres" in first["answer"]
+        assert (
+            node.wait_for(
+                "journal unsigned: the postgres backend signs no checkpoints and "
+                "keeps no witness yet, so whoever can write the database can rewrite a shard chain "
+                "whole (docs/scale-out.md)"
+            )["level"]
+            == "warning"
+        )
     finally:
         node.process.send_signal(signal.SIGINT)
         assert node.finish() == 0
