@@ -18,6 +18,7 @@ from events import (
     AppendRejected,
     Fenced,
     JournalLocked,
+    JournalTampered,
     JournalUnavailable,
     NotAJournal,
     ShardsFixed,
@@ -288,6 +289,9 @@ def test_verify_finds_an_edited_payload_and_a_deleted_row(journal: PostgresJourn
         conn.execute("DELETE FROM events WHERE position = 12")
     report = verify_database(journal.dsn)
     assert report.fault is not None and report.fault.kind in ("truncated_tail", "deleted_row")
+    config = NodeConfig(journal=JournalConfig(backend="postgres", dsn=journal.dsn))
+    with pytest.raises(JournalTampered, match="fails verification"):
+        open_postgres(config)  # the node refuses to write over it
 
 
 # --- errors: one line, never the password -------------------------------------------------------
