@@ -102,5 +102,8 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
     verify = reel("journal", "verify", env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "every shard chain intact" in verify.stdout
-    said += [init.stdout, init.stderr, verify.stdout, verify.stderr]
+    shown = reel("config", "show", "--data", str(data_dir), env=node_env)
+    assert shown.returncode == 0, shown.stderr
+    assert "journal.dsn = " in shown.stdout
+    said += [init.stdout, init.stderr, verify.stdout, verify.stderr, shown.stdout, shown.stderr]
     assert not [line for line in said if postgres.password in line]
