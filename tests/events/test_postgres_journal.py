@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -327,3 +328,14 @@ def test_bad_dsns_are_one_line_without_the_password(postgres: PostgresServer, ds
 def test_a_database_without_a_journal_says_how_to_make_one(postgres: PostgresServer) -> None:
     with pytest.raises(NotAJournal, match="reel journal init"):
         PostgresReader(postgres.database())
+
+
+def test_nothing_imports_psycopg_unless_the_backend_is_postgres() -> None:
+    """The node, its APIs and the CLI load without psycopg (it is an extra)."""
+    probe = (
+        "import sys, events, transports.runtime, transports.http.journal, "
+        "transports.grpc.journal, transports.cli.journal_cmd; events.Journal; events.verify; "
+        "assert not [m for m in sys.modules if m.startswith(('psycopg', 'events.postgres'))]"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

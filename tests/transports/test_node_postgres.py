@@ -1,20 +1,19 @@
 """``reel node`` on the PostgreSQL journal (issue 24 step 1): a real node process on a throwaway
-PostgreSQL runs a run with a tool call, restarts, and its session continues; ``reel journal
-verify --dsn`` walks what it wrote; the DSN's password is in no log line or output."""
+PostgreSQL runs a run with a tool call, a second node on the same database is refused, the node
+restarts and its session continues; ``reel journal verify --dsn`` walks what it wrote; the
+DSN's password is in no log line or output."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import time
 from typing import Any
 
 import psycopg
 
 from tests.postgres_server import PostgresServer
-from tests.processes import REEL
-from tests.transports.test_node_process import ServingNode
+from tests.transports.node.test_daemon import assert_one_error_line, reel
+from tests.transports.test_node_process import PORTS, ServingNode
 
 DEADLINE_S = 30.0
 
@@ -28,12 +27,6 @@ def finished(node: ServingNode, run_id: str) -> dict[str, Any]:
             return dict(run)
         assert time.monotonic() < deadline, f"run {run_id} did not end: {run}"
         time.sleep(0.05)
-
-
-def reel(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(REEL), *argv], env={**os.environ, **env}, capture_output=True, text=True, timeout=60
-    )
 
 
 def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
@@ -60,6 +53,10 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         first = finished(node, started["run_id"])
         assert first["state"] == "done", first
         assert "from-postgres" in first["answer"]
+        other = data_dir.parent / "other"
+        other.mkdir(mode=0o700)
+        second_node = reel("node", "--data", str(other), env={**node_env, **PORTS})
+        assert_one_error_line(second_node, "held for writing by another reel node")
         assert (
             node.wait_for(
                 "journal unsigned: the postgres backend signs no checkpoints and "
