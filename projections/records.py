@@ -42,7 +42,7 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     answer: str | None
 
 
-class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
+class TapeRecord(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     tape_seq: int
     """Dense per run, from 0."""
@@ -56,8 +56,8 @@ class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
     field breaks the transports' type check, not their clients)."""
 
 
-class RawTapeEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A :class:`TapeEntry` whose ``event`` is the stored JSON, passed on without decoding
+class RawTapeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A :class:`TapeRecord` whose ``event`` is the stored JSON, passed on without decoding
     (what streams and pages send: decoding and re-encoding was most of their cost)."""
 
     run_id: str

@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 
 from actors.messages import CancelRun
-from projections import RawTapeEntry, RunFilter, RunRecord
+from projections import RawTapeRecord, RunFilter, RunRecord
 from transports.http.bodies import CancelRunRequest, RunPage, TapePage
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
@@ -32,7 +32,7 @@ routes = web.RouteTableDef()
 class _TapePageWire(msgspec.Struct, frozen=True, kw_only=True):
     """:class:`TapePage` as sent: the same fields, entries with their events as stored JSON."""
 
-    items: list[RawTapeEntry]
+    items: list[RawTapeRecord]
     limit: int
     limit_clamped: bool
     next_after: int | None
