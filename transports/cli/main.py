@@ -53,8 +53,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "sessions": (
         "transports.cli.sessions_cmd:app",
-        "Compact a session's context, list its checkpoints, restore one.",
+        "List and show sessions, reset or branch one, compact its context, restore a checkpoint.",
     ),
+    "runs": ("transports.cli.runs_cmd:app", "List runs, show one, print its tape, cancel it."),
     "channels": (
         "transports.cli.channels_cmd:app",
         "Chat channels: list them, mint pairing codes.",
