@@ -53,13 +53,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "sessions": (
         "transports.cli.sessions_cmd:app",
-        "Compact a session's context, list its checkpoints, restore one.",
+        "List and show sessions, reset or branch one, compact its context, restore a checkpoint.",
     ),
+    "runs": ("transports.cli.runs_cmd:app", "List runs, show one, print its tape, cancel it."),
     "channels": (
         "transports.cli.channels_cmd:app",
         "Chat channels: list them, mint pairing codes.",
     ),
     "config": ("transports.cli.config_cmd:app", "The node's configuration."),
+    "status": (
+        "transports.cli.status_cmd:status",
+        "Whether a node runs on the data dir and what it is doing: address, version, uptime,"
+        " journal head and last checkpoint, views lag, live runs, pending approvals, open"
+        " incidents, the task queue. Exit 1 when no node runs.",
+    ),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

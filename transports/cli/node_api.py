@@ -46,6 +46,32 @@ def call(
     """``(status, decoded JSON)`` of one request to the node holding ``data_dir``; a 401 or
     403 is a :class:`CliError` with the node's message (a 403, Cedar's denial, exits
     :data:`EXIT_DENIED`)."""
+    status, raw = _request(data_dir, token_file, method, path, body)
+    try:
+        decoded = json.loads(raw) if raw else None
+    except ValueError:
+        decoded = None
+    if status in (401, 403):
+        kind: Kind = "permission_denied" if status == 403 else "unauthenticated"
+        raise refusal(kind, f"the node refused: {error_message(decoded, status)}")
+    return status, decoded
+
+
+def text(data_dir: Path, token_file: Path | None, path: str) -> str:
+    """The text body of ``GET path`` (``/metrics``), which must answer 200."""
+    status, raw = _request(data_dir, token_file, "GET", path, None)
+    if status != 200:
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = None
+        raise refused(decoded, status)
+    return raw.decode("utf-8", "replace")
+
+
+def _request(
+    data_dir: Path, token_file: Path | None, method: str, path: str, body: Any
+) -> tuple[int, bytes]:
     base = http_base(data_dir)
     parts = urlsplit(base)
     token = node_token(data_dir, token_file)
@@ -58,7 +84,7 @@ def call(
     try:
         conn.request(method, path, body=payload, headers=headers)
         response = conn.getresponse()
-        status, raw = response.status, response.read()
+        return response.status, response.read()
     except OSError as exc:
         raise CliError(
             f"a node holds {data_dir} but its API at {base} cannot be reached "
@@ -66,14 +92,6 @@ def call(
         ) from None
     finally:
         conn.close()
-    try:
-        decoded = json.loads(raw) if raw else None
-    except ValueError:
-        decoded = None
-    if status in (401, 403):
-        kind: Kind = "permission_denied" if status == 403 else "unauthenticated"
-        raise refusal(kind, f"the node refused: {error_message(decoded, status)}")
-    return status, decoded
 
 
 def error_message(decoded: Any, status: int) -> str:

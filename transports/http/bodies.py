@@ -165,7 +165,7 @@ class ApprovalPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A tape entry as the API sends it (:class:`projections.TapeEntry`): ``event`` is the
+    """A tape entry as the API sends it (:class:`projections.TapeRecord`): ``event`` is the
     event as stored (redacted), one of the catalog's kinds, tagged by ``kind``."""
 
     run_id: str
