@@ -234,22 +234,24 @@ def open_postgres(cfg: NodeConfig) -> NodeJournal:
             "config key journal.backend: postgres needs the postgres extra "
             "(pip install 'reel[postgres]')"
         ) from None
-    report = verify_database(section.dsn)
-    if report.fault is not None:
-        fault = report.fault
-        raise JournalTampered(
-            f"the journal database fails verification at position {fault.position} "
-            f"({fault.kind}: {fault.message}); refusing to open it for writing",
-            fault.kind,
-            fault.position,
-        )
-    journal = PostgresJournal(section.dsn, node=os.uname().nodename)
-    if section.shards and section.shards != journal.shards:
+    journal = PostgresJournal(section.dsn, node=os.uname().nodename)  # the writer lock first
+    try:
+        if section.shards and section.shards != journal.shards:
+            raise ConfigError(
+                f"config key journal.shards: {section.shards}, but the journal database was "
+                f"created with {journal.shards} (the count is fixed at creation)"
+            )
+        fault = verify_database(section.dsn).fault
+        if fault is not None:
+            raise JournalTampered(
+                f"the journal database fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing",
+                fault.kind,
+                fault.position,
+            )
+    except BaseException:
         journal.close()
-        raise ConfigError(
-            f"config key journal.shards: {section.shards}, but the journal database was "
-            f"created with {journal.shards} (the count is fixed at creation)"
-        )
+        raise
     return journal
 
 

@@ -150,19 +150,6 @@ class PostgresReader:
         (docs/scale-out.md); until then a PostgreSQL journal is protected by its chains."""
         return []
 
-    def shard_heads(self) -> dict[int, Head]:
-        """Every shard's head as ``shard_head`` records it: ``Head(shard_pos, hash)``."""
-        rows = self._rows("SELECT shard, pos, hash FROM shard_head ORDER BY shard")
-        return {int(s): Head(int(p), bytes(h)) for s, p, h in rows}
-
-    def shard_rows(self, shard: int, after_pos: int = 0, limit: int = 20_000) -> list[StoredEvent]:
-        """Rows of one shard chain in ``shard_pos`` order (for verify)."""
-        return self._events(
-            f"SELECT {COLUMNS} FROM events WHERE shard = %s AND shard_pos > %s "
-            "ORDER BY shard_pos LIMIT %s",
-            (shard, after_pos, limit),
-        )
-
     def horizon(
         self, after: LogKey | None = None, limit: int = 1000
     ) -> list[tuple[LogKey, StoredEvent]]:

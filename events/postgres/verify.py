@@ -12,13 +12,19 @@ node keys are step 4 of issue 24, so this proves the chains are whole, not who w
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from events.chain import GENESIS, payload_digest, row_hash, shard_identity
-from events.postgres.reader import COLUMNS, PostgresReader, to_event
+from events.envelope import Head
+from events.postgres.database import connect, failures, shard_count
+from events.postgres.reader import COLUMNS, to_event
 from events.sqlite.verify import Fault, VerifyReport
 
 BATCH = 20_000
+_HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
+_BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
+Rows = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 
 
 class _Found(Exception):
@@ -28,32 +34,38 @@ class _Found(Exception):
 
 def verify_database(dsn: str) -> VerifyReport:
     """Verify the journal in the database ``dsn`` names; never raises for tampering (the report
-    carries the first fault). Raises :class:`events.JournalUnavailable` when it cannot read."""
+    carries the first fault). Raises :class:`events.JournalUnavailable` when it cannot read.
+
+    The whole walk reads one snapshot (a read-only repeatable-read transaction, which takes no
+    transaction id and so holds no horizon): rows a node appends meanwhile are not half seen."""
     started = time.perf_counter()
-    reader = PostgresReader(dsn, max_connections=2)
     events = 0
     fault: Fault | None = None
-    try:
-        heads = reader.shard_heads()
-        for shard in range(reader.shards):
-            events += _walk(reader, shard, heads.get(shard))
-        low, high, count = reader._rows(
-            "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
-        )[0]
-        if count and (low, high) != (1, count):
-            raise _Found(
-                Fault(
-                    kind="deleted_row",
-                    position=int(high),
-                    message=f"global positions are not dense: {count} rows span {low}..{high}",
+    with connect(dsn, autocommit=False) as conn, failures(dsn, "cannot verify"):
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        shards = shard_count(conn, dsn)
+
+        def rows(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+            return conn.execute(sql, args).fetchall()
+
+        heads = {int(s): Head(int(p), bytes(h)) for s, p, h in rows(_HEADS)}
+        try:
+            for shard in range(shards):
+                events += _walk(rows, shards, shard, heads.get(shard))
+            low, high, count = rows(_BOUNDS)[0]
+            if count and (low, high) != (1, count):
+                raise _Found(
+                    Fault(
+                        kind="deleted_row",
+                        position=int(high),
+                        message=f"global positions are not dense: {count} rows span {low}..{high}",
+                    )
                 )
-            )
-        head = reader.head()
-    except _Found as found:
-        fault = found.fault
-        head = reader.head()
-    finally:
-        reader.close()
+        except _Found as found:
+            fault = found.fault
+        last = rows("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
+        head = Head(int(last[0][0]), bytes(last[0][1])) if last else Head(0, GENESIS)
+        conn.rollback()
     return VerifyReport(
         ok=fault is None,
         events=events,
@@ -67,15 +79,15 @@ def verify_database(dsn: str) -> VerifyReport:
     )
 
 
-def _walk(reader: PostgresReader, shard: int, recorded: Any) -> int:
+def _walk(rows: Rows, shards: int, shard: int, recorded: Head | None) -> int:
     pos, prev = 0, GENESIS
     while True:
-        rows = reader._rows(
+        batch = rows(
             f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE shard = %s AND shard_pos > %s "
             "ORDER BY shard_pos LIMIT %s",
             (shard, pos, BATCH),
         )
-        for row in rows:
+        for row in batch:
             e = to_event(row[:-1])
             where = f"shard {shard} row {e.shard_pos} (position {e.position})"
             if e.shard_pos != pos + 1:
@@ -95,7 +107,7 @@ def _walk(reader: PostgresReader, shard: int, recorded: Any) -> int:
                     )
                 )
             identity = shard_identity(
-                reader.shards,
+                shards,
                 shard,
                 e.shard_pos,
                 e.event_id,
@@ -118,7 +130,7 @@ def _walk(reader: PostgresReader, shard: int, recorded: Any) -> int:
                     )
                 )
             pos, prev = e.shard_pos, e.hash
-        if len(rows) < BATCH:
+        if len(batch) < BATCH:
             break
     if recorded is None or (recorded.position, recorded.hash) != (pos, prev):
         raise _Found(

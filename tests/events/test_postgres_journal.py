@@ -272,6 +272,28 @@ def test_the_node_refuses_settings_the_database_does_not_match(dsn: str) -> None
     open_postgres(node(dsn=dsn, shards=SHARDS)).close()
 
 
+def test_verify_reads_one_snapshot_while_the_node_appends(journal: PostgresJournal) -> None:
+    """The walk never half-sees an append that commits while it reads (a shard's head read
+    before rows appended after it would look like a truncated chain)."""
+    stop = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not stop.is_set():
+            journal.append(f"run/{i % 8}", [out(), out()], expected_seq=None)
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        reports = [verify_database(journal.dsn) for _ in range(8)]
+    finally:
+        stop.set()
+        thread.join()
+    assert [r.fault for r in reports] == [None] * 8
+    assert reports[-1].events > reports[0].events  # rows landed while it walked
+
+
 def test_verify_finds_an_edited_payload_and_a_deleted_row(journal: PostgresJournal) -> None:
     for i in range(6):
         journal.append(f"run/{i}", [out(str(i)), out(str(i))], expected_seq=0)
@@ -290,6 +312,7 @@ def test_verify_finds_an_edited_payload_and_a_deleted_row(journal: PostgresJourn
         conn.execute("DELETE FROM events WHERE position = 12")
     report = verify_database(journal.dsn)
     assert report.fault is not None and report.fault.kind in ("truncated_tail", "deleted_row")
+    journal.close()
     config = NodeConfig(journal=JournalConfig(backend="postgres", dsn=journal.dsn))
     with pytest.raises(JournalTampered, match="fails verification"):
         open_postgres(config)  # the node refuses to write over it
