@@ -2,10 +2,11 @@
 shard per batch, the fencing token checked inside every append.
 
 Appends from any thread are queued (:func:`events.sqlite.journal.prepare` checks, redacts and
-encodes them in the caller's thread, as on SQLite); the writer thread drains the queue, groups
-what it drained by shard (``shard_of``) and runs one autocommit ``shard_append`` statement per
-shard, then resolves each caller's future: an append returns only after its commit (with
-``synchronous_commit`` on, durable on the primary).
+encodes them in the caller's thread, as on SQLite); the writer thread drains the queue, cuts
+what it drained into runs of consecutive appends to one shard (``shard_of``), runs one
+autocommit ``shard_append`` statement per run, in submission order, then resolves each caller's
+future: an append returns only after its commit (with ``synchronous_commit`` on, durable on the
+primary). A connection the server dropped is opened again for the next statement.
 
 Opening takes the node-wide writer lock (a session advisory lock held by a connection of its
 own: a second node on the same database gets :class:`JournalLocked`) and then every shard's lease,
@@ -41,6 +42,7 @@ from events.errors import (
     JournalError,
     JournalLocked,
     JournalTampered,
+    JournalUnavailable,
 )
 from events.ids import UlidGenerator
 from events.postgres.database import connect, failures
@@ -63,6 +65,24 @@ def shard_of(stream: str, shards: int) -> int:
     if shards == 1:
         return 0
     return int.from_bytes(hashlib.sha256(stream.encode("utf-8")).digest()[:8], "big") % shards
+
+
+def _runs_by_shard(
+    batch: list[AppendRequest], shards: int
+) -> list[tuple[int, list[AppendRequest]]]:
+    """The batch's requests cut into runs of consecutive requests of one shard: each run is one
+    statement, and the runs commit in the order they were submitted (an append submitted after
+    another, on any stream, never gets the lower positions)."""
+    runs: list[tuple[int, list[AppendRequest]]] = []
+    for request in batch:
+        if not request.future.set_running_or_notify_cancel():
+            continue
+        shard = shard_of(request.stream, shards)
+        if runs and runs[-1][0] == shard:
+            runs[-1][1].append(request)
+        else:
+            runs.append((shard, [request]))
+    return runs
 
 
 class PostgresJournal(PostgresReader):
@@ -255,11 +275,7 @@ class PostgresJournal(PostgresReader):
                 assert isinstance(item, AppendRequest)
                 batch.append(item)
                 events += len(item.payloads)
-            by_shard: dict[int, list[AppendRequest]] = {}
-            for request in batch:
-                if request.future.set_running_or_notify_cancel():
-                    by_shard.setdefault(shard_of(request.stream, self.shards), []).append(request)
-            for shard, requests in by_shard.items():
+            for shard, requests in _runs_by_shard(batch, self.shards):
                 self._commit(shard, requests)
             if stop:
                 return
@@ -283,7 +299,13 @@ class PostgresJournal(PostgresReader):
             [payload for r in requests for _, _, payload in r.payloads],
         )
         try:
+            if self._wconn.broken or self._wconn.closed:  # the server restarted, say
+                self._wconn = connect(self.dsn)
             rows = self._wconn.execute(_APPEND, args).fetchall()
+        except JournalUnavailable as exc:
+            for request in requests:
+                request.future.set_exception(exc)
+            return
         except psycopg.Error as exc:
             error: JournalError
             if exc.sqlstate == FENCED:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from events import (
     AppendRejected,
     Fenced,
+    JournalError,
     JournalLocked,
     JournalTampered,
     JournalUnavailable,
@@ -179,6 +180,24 @@ def test_a_nul_in_an_envelope_field_is_refused_alone(journal: PostgresJournal) -
     with pytest.raises(AppendRejected, match="stream holds a NUL"):
         journal.submit("run/\x00", [out()], expected_seq=None)
     assert neighbour.result().first_position == 1
+
+
+def test_appends_commit_in_the_order_they_were_submitted(journal: PostgresJournal) -> None:
+    """Appends queued together on streams of different shards keep their submission order."""
+    streams = [f"run/{i}" for i in range(8)]
+    assert len({shard_of(s, SHARDS) for s in streams}) > 1
+    futures = [journal.submit(streams[i % 8], [out()], expected_seq=None) for i in range(200)]
+    positions = [f.result().first_position for f in futures]
+    assert positions == list(range(1, 201))
+
+
+def test_the_writer_connects_again_after_the_server_dropped_it(journal: PostgresJournal) -> None:
+    journal.append("run/1", [out()], expected_seq=0)
+    with psycopg.connect(journal.dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (journal._wconn.info.backend_pid,))
+    with pytest.raises(JournalError, match="nothing written"):
+        journal.append("run/1", [out()], expected_seq=1)  # the statement met the dead link
+    assert journal.append("run/1", [out()], expected_seq=1).first_position == 2
 
 
 def test_rows_are_append_only(journal: PostgresJournal) -> None:
