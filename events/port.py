@@ -3,9 +3,10 @@
 Two structural protocols. :class:`JournalReadPort` is what a reader needs (projections, replay,
 recovery, the CLI's offline commands); :class:`JournalPort` adds appending, the commit
 subscription and checkpoint signing, which only the process that owns the journal for writing
-has. The SQLite :class:`events.Journal` and :class:`events.JournalReader` implement them (mypy
-checks this in ``events/__init__.py``); a second backend (PostgreSQL, say) implements the same
-methods and passes the same conformance suite (``tests/events/journal_conformance.py``).
+has. The SQLite :class:`events.Journal` and :class:`events.JournalReader` implement them, and
+so do the PostgreSQL ``events.postgres`` classes (mypy checks this in ``events/__init__.py`` and
+``events/postgres/journal.py``);
+both pass the same conformance suite (``tests/events/journal_conformance.py``).
 
 Left out on purpose, because only ``reel journal verify|export`` use them and they expose how
 SQLite stores rows rather than what a journal means: ``scan`` (raw rows with the stored

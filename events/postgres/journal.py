@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -349,3 +349,10 @@ class PostgresJournal(PostgresReader):
             for listener in listeners:
                 with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
                     listener(last)
+
+
+if TYPE_CHECKING:  # mypy proves the PostgreSQL classes implement the ports (no runtime cost)
+    from events.port import JournalReadPort, NodeJournal
+
+    _reader_port: type[JournalReadPort] = PostgresReader
+    _journal_port: type[NodeJournal] = PostgresJournal
