@@ -57,7 +57,7 @@ $(BWRAP):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap
 
-# The PostgreSQL journal tests start a throwaway server per session (tests/events/postgres.py).
+# The PostgreSQL journal tests start a throwaway server per test session (tests/postgres_server.py).
 $(POSTGRES):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql-15

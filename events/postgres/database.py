@@ -16,7 +16,7 @@ import psycopg
 from psycopg import conninfo
 
 from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, ShardsFixed
-from events.postgres.schema import LOCK_CLASS, SCHEMA_VERSION, create
+from events.postgres.schema import INIT_LOCK, LOCK_CLASS, SCHEMA_VERSION, create
 
 CONNECT_TIMEOUT_S = 5
 
@@ -94,7 +94,7 @@ def initialise(dsn: str, shards: int) -> bool:
     when it is there with another count: S never changes after creation."""
     with connect(dsn, autocommit=False) as conn:
         with failures(dsn, "cannot initialise"):
-            conn.execute("SELECT pg_advisory_xact_lock(%s, -3)", (LOCK_CLASS,))
+            conn.execute(f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, %s)", (INIT_LOCK,))
             exists = conn.execute("SELECT to_regclass('cluster') IS NOT NULL").fetchone()
         if exists and exists[0]:
             have = shard_count(conn, dsn)

@@ -101,7 +101,7 @@ class PostgresJournal(PostgresReader):
             self._lock_conn = connect(dsn)
             with failures(dsn):
                 got = self._lock_conn.execute(
-                    "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_CLASS, WRITER_LOCK)
+                    f"SELECT pg_try_advisory_lock({LOCK_CLASS}, %s)", (WRITER_LOCK,)
                 ).fetchone()
             if not got or not got[0]:
                 raise JournalLocked(
@@ -117,8 +117,9 @@ class PostgresJournal(PostgresReader):
                     (node,),
                 ).fetchall()
         except BaseException:
-            with contextlib.suppress(Exception):
-                self._lock_conn.close()
+            for name in ("_wconn", "_lock_conn"):
+                with contextlib.suppress(Exception):
+                    getattr(self, name).close()
             super().close()
             raise
         self._tokens = {int(shard): int(token) for shard, token in rows}

@@ -20,10 +20,15 @@ from typing import Any
 SCHEMA_VERSION = 1
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``."""
 
-LOCK_CLASS = 0x7265656C  # "reel": the first key of every advisory lock reel takes
+LOCK_CLASS = "hashtext('reel.' || current_schema())"
+"""The first key of every advisory lock reel takes (SQL): one per schema holding a journal, so
+locks of journals in different schemas of one database never meet (the tests keep one per
+schema). The second key is the shard, or one of the keys below."""
 WRITER_LOCK = -2
 """The second key of the session-level advisory lock the one writing node holds (shard -1 is
 reserved for the super-checkpoints of step 4)."""
+INIT_LOCK = -3
+"""The second key of the lock ``reel journal init`` holds while it creates the schema."""
 FENCED = "RL001"
 """The SQLSTATE ``shard_append`` raises when the token is not the shard's current one."""
 
@@ -134,7 +139,7 @@ DECLARE
     v_key record;
     v_digest bytea;
 BEGIN
-    PERFORM pg_advisory_xact_lock(1919247724, p_shard);
+    PERFORM pg_advisory_xact_lock(hashtext('reel.' || current_schema()), p_shard);
     SELECT token INTO v_token FROM shard_lease WHERE shard = p_shard FOR SHARE;
     IF NOT FOUND OR v_token IS DISTINCT FROM p_token THEN
         RAISE EXCEPTION 'shard % is fenced: token % is not its current one', p_shard, p_token

@@ -203,7 +203,7 @@ def test_the_writer_connects_again_after_the_server_dropped_it(journal: Postgres
 def test_rows_are_append_only(journal: PostgresJournal) -> None:
     journal.append("run/1", [out()], expected_seq=0)
     with psycopg.connect(journal.dsn, autocommit=True) as conn:
-        for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events"):
+        for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events", "TRUNCATE events"):
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 conn.execute(statement)
 
