@@ -67,7 +67,7 @@ their own budget from this name, never from a second constant."""
 Listener = Callable[[int], None]
 
 
-class AppendRequest:
+class _Append:
     __slots__ = (
         "causation_id",
         "correlation_id",
@@ -125,7 +125,7 @@ def prepare(
     causation_id: str | None,
     idempotency_key: str | None,
     max_payload_bytes: int,
-) -> AppendRequest:
+) -> _Append:
     """Check, redact and encode one append request, in the caller's thread: every backend's
     writer takes what this returns. Raises :class:`AppendRejected` for a request that can never
     be written."""
@@ -159,7 +159,7 @@ def prepare(
                 f"the limit is {max_payload_bytes}"
             )
         payloads.append((kind_of(event), type(event).version, payload))
-    return AppendRequest(
+    return _Append(
         stream,
         payloads,
         expected_seq,
@@ -168,6 +168,10 @@ def prepare(
         causation_id,
         idempotency_key,
     )
+
+
+AppendRequest = _Append
+"""What :func:`prepare` returns and every backend's writer thread takes."""
 
 
 class _CheckpointRequest:
@@ -355,7 +359,7 @@ class Journal(JournalReader):
         self._stop_verifying.set()
         self._verify_ended.wait()
 
-    def _enqueue(self, request: AppendRequest | _CheckpointRequest) -> None:
+    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
         with self._submit_guard:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
@@ -444,8 +448,8 @@ class Journal(JournalReader):
             first = self._queue.get()
             if first is _STOP:
                 return
-            batch: list[AppendRequest | _CheckpointRequest] = [first]  # type: ignore[list-item]
-            events = len(first.payloads) if isinstance(first, AppendRequest) else 0
+            batch: list[_Append | _CheckpointRequest] = [first]  # type: ignore[list-item]
+            events = len(first.payloads) if isinstance(first, _Append) else 0
             stop = False
             while events < self._max_batch_events:
                 try:
@@ -456,7 +460,7 @@ class Journal(JournalReader):
                     stop = True
                     break
                 batch.append(item)  # type: ignore[arg-type]
-                if isinstance(item, AppendRequest):
+                if isinstance(item, _Append):
                     events += len(item.payloads)
             self._commit(batch)
             if stop:
@@ -472,7 +476,7 @@ class Journal(JournalReader):
             self._stream_next[stream] = seq
         return seq
 
-    def _commit(self, batch: list[AppendRequest | _CheckpointRequest]) -> None:
+    def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
         position = self._head_position
         prev = self._head_hash
@@ -603,7 +607,7 @@ class Journal(JournalReader):
                 if not future.done():
                     future.set_exception(error)
             for request in batch:
-                if isinstance(request, AppendRequest) and not request.future.done():
+                if isinstance(request, _Append) and not request.future.done():
                     request.future.set_exception(error)
                 if isinstance(request, _CheckpointRequest):
                     request.future.set_exception(error)
@@ -618,7 +622,7 @@ class Journal(JournalReader):
                 self.witness.submit(signed)
         committed = time.perf_counter()
         for request in batch:
-            if isinstance(request, AppendRequest):
+            if isinstance(request, _Append):
                 self.append_latency.observe(committed - request.submitted)
         for future, outcome in outcomes:
             if isinstance(outcome, BaseException):
