@@ -61,6 +61,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Chat channels: list them, mint pairing codes.",
     ),
     "config": ("transports.cli.config_cmd:app", "The node's configuration."),
+    "doctor": (
+        "transports.cli.doctor_cmd:doctor",
+        "Check a data dir and the node on it: modes, config, journal and clock, witness, sandbox,"
+        " ports, disk space; each finding with its fix. Exit 1 when any check fails.",
+    ),
     "status": (
         "transports.cli.status_cmd:status",
         "Whether a node runs on the data dir and what it is doing: address, version, uptime,"

@@ -133,18 +133,25 @@ def api(
 def online(data: Path | None) -> Path | None:
     """The data dir when a node holds it (its API is to be asked), else None. Only the writer
     lock is probed: opening the journal would verify it, and could sign and witness."""
-    from events.errors import JournalLocked
-    from events.sqlite.lock import WriterLock
-    from transports.cli.data_dir import existing, journal_path
+    from transports.cli.data_dir import existing
 
     data_dir = existing(data)
+    return data_dir if held(data_dir) else None
+
+
+def held(data_dir: Path) -> bool:
+    """A node (or another writer) holds ``data_dir``'s journal now; changes nothing."""
+    from events.errors import JournalLocked
+    from events.sqlite.lock import WriterLock
+    from transports.cli.data_dir import journal_path
+
     path = journal_path(data_dir)
     if not path.exists():
-        return None
+        return False
     lock = WriterLock(path.with_name(path.name + ".lock"))
     try:
         lock.acquire(str(path))
     except JournalLocked:
-        return data_dir
+        return True
     lock.release()
-    return None
+    return False
