@@ -13,7 +13,7 @@ import base64
 import json
 import logging
 import urllib.parse
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +21,13 @@ import msgspec
 import pytest
 from aiohttp import web
 
-from actors.provider import ProviderEvent, ProviderRequest
 from events import JournalReader
 from events.redaction.terms import forms
 from events.sqlite.export import export_records
 from tests.tools.conftest import LoopbackServer
 from tests.tools.sandboxkit import require_sandbox
 from tests.transports.http.httpkit import HttpNode, close_node
+from tests.transports.test_learning_node import RecordingProvider
 from tests.transports.test_tool_result_redaction import approve_until_done
 from transports.config import HttpConfig, NodeConfig, ToolsSection
 from transports.http import start_http
@@ -76,19 +76,6 @@ class EchoServer(LoopbackServer):
     async def _both(self, request: web.Request) -> web.Response:
         self.received.append(dict(request.headers))
         return web.Response(text=f"old={SECRET} new={ROTATED}")
-
-
-class RecordingProvider(DeterministicProvider):
-    """The deterministic model, keeping every request it was sent: the model's input."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inputs: list[bytes] = []
-
-    async def stream(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
-        self.inputs.append(msgspec.json.encode(request))
-        async for event in super().stream(request):
-            yield event
 
 
 class Captured(logging.Handler):
@@ -207,8 +194,9 @@ def test_a_secret_reaches_the_server_and_nothing_else(
         close_node(node)
     for i, text in enumerate(seen):
         assert_nowhere(f"API answer {i}", text, (SECRET,))
-    for i, model_input in enumerate(provider.inputs):
-        assert_nowhere(f"model input {i}", model_input, (SECRET,))
+    assert provider.requests
+    for i, messages in enumerate(provider.requests):
+        assert_nowhere(f"model input {i}", msgspec.json.encode(messages), (SECRET,))
     assert_nowhere("the node's logs", "\n".join(logs.lines), (SECRET,))
     files = [p for p in data_dir.rglob("*") if p.is_file()]
     assert any(p.parent.name == "vault" for p in files), files

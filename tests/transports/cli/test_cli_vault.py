@@ -10,7 +10,8 @@ from pathlib import Path
 from events import JournalReader
 from events.catalog import VAULT_KINDS
 from events.redaction.terms import forms
-from tests.transports.cli.nodekit import api, environment, reel, running_node
+from tests.processes import REEL
+from tests.transports.cli.nodekit import api, reel, running_node
 
 VALUE = "correct-horse-battery-staple-42"
 NEXT = "second-horse-battery-staple-43"
@@ -44,7 +45,7 @@ def test_set_list_rotate_delete_offline_then_online(tmp_path: Path) -> None:
     assert key.stat().st_mode & 0o777 == 0o600
     assert_no_value(data, VALUE, NEXT)
 
-    with running_node(["node", *data_args(data)], env=environment()):
+    with running_node([str(REEL), "node", *data_args(data)]):
         listed = reel("vault", "list", "--json", *data_args(data))
         assert [(s["name"], s["revision"], s["readable"]) for s in json.loads(listed.stdout)] == [
             ("gh", 2, True)
@@ -52,7 +53,7 @@ def test_set_list_rotate_delete_offline_then_online(tmp_path: Path) -> None:
         other = reel("vault", "set", "other", *data_args(data), stdin="another-value-9")
         assert other.returncode == 0, other.stderr
         status, body = api(data, "GET", "/v1/vault")
-        assert status == 200 and [s["updated_by"] for s in body["items"]] == ["admin", "cli"][::-1]
+        assert status == 200 and [s["updated_by"] for s in body["items"]] == ["cli", "admin"]
         taken = reel("vault", "set", "gh", *data_args(data), stdin=VALUE)
         assert taken.returncode == 1 and "rotate it" in taken.stderr, taken.stderr
         gone = reel("vault", "delete", "gh", *data_args(data))
