@@ -36,8 +36,9 @@ __all__ = [
 ]
 
 
+# The docstring is the argument schema's description, which the model reads: plain text.
 class VaultHandle(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``{"vault": "NAME"}``: the value of the secret ``NAME``."""
+    """{"vault": "NAME"}: the value of the vault secret NAME."""
 
     vault: str
 

@@ -67,7 +67,7 @@ def load_key(path: Path) -> bytes:
             out.flush()
             os.fsync(out.fileno())
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY)  # a secrets mount's file may be a symlink
     except OSError as exc:
         raise VaultKeyError(f"vault key file {path}: cannot be read ({exc.strerror})") from None
     with os.fdopen(fd, "rb") as source:
@@ -139,7 +139,8 @@ class SecretBox:
 
 class Vault:
     """The vault of one data dir: its state, its current values, and the one writer of its
-    streams. Thread-safe: tool actors resolve handles while the API changes secrets."""
+    streams. Thread-safe: tool actors resolve handles (dictionary reads) while the API changes
+    secrets (one change at a time, under the lock)."""
 
     def __init__(self, box: SecretBox, state: VaultState) -> None:
         self._box = box
@@ -218,11 +219,11 @@ class Vault:
                 self._box.erase(name, keep=lambda r: r != revision)
             raise
         for rec in records:
-            self.fold(rec)
+            self._fold(rec)
         record = self._state.secrets[name]
         return self._info(record)
 
-    def fold(self, rec: Recorded) -> None:
+    def _fold(self, rec: Recorded) -> None:
         """Fold one record, update the values it changes and the redaction terms."""
         self._state = vault_state.apply(self._state, rec)
         name = getattr(rec.event, "name", None)

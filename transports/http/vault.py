@@ -50,7 +50,6 @@ async def rotate_secret(request: web.Request) -> web.Response:
     name = _path_name(request)
     value = check_value((await read_body(request, RotateSecretRequest)).value)
     who = await permit(request, "vault.manage", (name, {"name": name, "operation": "rotate"}))
-    _exists(request, name)
     info = await asyncio.to_thread(
         ctx.runtime.vault.rotate, ctx.runtime.journal, name, value, by=who.principal
     )
@@ -62,7 +61,6 @@ async def delete_secret(request: web.Request) -> web.Response:
     ctx = request.app[CONTEXT]
     name = _path_name(request)
     who = await permit(request, "vault.manage", (name, {"name": name, "operation": "delete"}))
-    _exists(request, name)
     info = await asyncio.to_thread(
         ctx.runtime.vault.delete, ctx.runtime.journal, name, by=who.principal
     )
@@ -76,10 +74,3 @@ def _path_name(request: web.Request) -> str:
         return check_name(request.match_info["name"])
     except InvalidSecret:
         raise ApiError("not_found", "no secret of that name (see GET /v1/vault)") from None
-
-
-def _exists(request: web.Request, name: str) -> None:
-    """A 404 naming ``name`` when the vault holds no such secret (asked after the decision,
-    so a caller who may not manage the vault learns nothing of its names)."""
-    if request.app[CONTEXT].runtime.vault.info(name) is None:
-        raise ApiError("not_found", f"no secret named {name!r}")
