@@ -19,7 +19,16 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 
-from events.fields import Channel, Id, Identifier, PlatformId, Principal, SessionKey, ToolName
+from events.fields import (
+    Channel,
+    Id,
+    Identifier,
+    PlatformId,
+    Principal,
+    SessionKey,
+    ToolName,
+    VaultName,
+)
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
@@ -312,6 +321,9 @@ class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
     posture: str = ""
     grant: str | None = None
     """Set when a cached approval grant (scope session/always) allowed the call."""
+    vault: tuple[VaultName, ...] = ()
+    """The vault secrets the call names by handle, each decided by ``vault.use`` with the call
+    (their policies are among ``policy_ids``): names only, never a value."""
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
@@ -867,6 +879,31 @@ class TokenUsed(Event, frozen=True, kw_only=True, tag="token.used"):
     token_id: Id
 
 
+# --- the vault (stream ``vault/<name>``): names and versions, never a value ----------------
+
+
+class VaultSecretSet(Event, frozen=True, kw_only=True, tag="vault.secret_set"):
+    """A secret named ``name`` exists (again, after a delete) at ``revision``; its value is
+    encrypted in the data dir (docs/vault.md), never on the journal."""
+
+    name: VaultName
+    revision: int
+
+
+class VaultSecretRotated(Event, frozen=True, kw_only=True, tag="vault.secret_rotated"):
+    """``name`` has a new value, ``revision``: the next call that names it uses that value."""
+
+    name: VaultName
+    revision: int
+
+
+class VaultSecretDeleted(Event, frozen=True, kw_only=True, tag="vault.secret_deleted"):
+    """``name`` (last at ``revision``) is gone: its values are erased, a handle naming it fails."""
+
+    name: VaultName
+    revision: int
+
+
 # --- the journal's own checkpoints (stream ``journal``, written by the journal writer only) -----
 
 
@@ -961,6 +998,9 @@ CATALOG: tuple[type[Event], ...] = (
     TokenRevoked,
     TokenUsed,
     AccessDecided,
+    VaultSecretSet,
+    VaultSecretRotated,
+    VaultSecretDeleted,
     JournalCheckpoint,
 )
 """Every current event class. Adding a kind means adding it here."""
@@ -987,6 +1027,8 @@ INCIDENT_KINDS = kinds_of(IncidentOpened, IncidentResolved)
 """The kinds of ``incident/<id>`` streams (the watchdog's fold and the incidents view)."""
 TOKEN_KINDS = kinds_of(TokenCreated, TokenRevoked, TokenUsed)
 """The kinds the auth view folds."""
+VAULT_KINDS = kinds_of(VaultSecretSet, VaultSecretRotated, VaultSecretDeleted)
+"""The kinds the vault folds (actors/vault/state.py)."""
 APPROVAL_KINDS = kinds_of(
     ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
 )

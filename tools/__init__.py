@@ -24,8 +24,10 @@ programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
         └── PluginLoadError  module missing, too large or not valid WebAssembly
 
 Inside a runtime, ``ToolFault`` (``tools.result``) is a failed call the catalog turns into
-``ToolResult(ok=False)``; a plugin's argument schema outside the supported subset is a
-``SchemaError`` (a ``ValueError``) that loading reports as a ``ManifestError``.
+``ToolResult(ok=False)``; a vault lookup that finds no secret raises ``MissingSecret``
+(``tools.handles``), which the runtime turns into such a fault naming the handle; a plugin's
+argument schema outside the supported subset is a ``SchemaError`` (a ``ValueError``) that
+loading reports as a ``ManifestError``.
 """
 
 import typing as _typing

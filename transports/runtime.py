@@ -16,6 +16,7 @@ from pathlib import Path
 from actors import Node, ToolGate
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
+from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
     JournalError,
@@ -75,6 +76,9 @@ class Runtime:
     """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
     learning: NodeLearning
     """The learning view, the desk that reviews candidates, and post-run reflection."""
+    vault: Vault
+    """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
+    and ``reel vault`` change it."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -318,6 +322,7 @@ def open_runtime(
     projector: Projector | None = None
     try:
         tokens = load_tokens(journal, admin_token)
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
@@ -332,6 +337,7 @@ def open_runtime(
             tasks=cfg.tasks,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
+        node.services.vault = vault
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -358,6 +364,7 @@ def open_runtime(
         memory=memory,
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
+        vault=vault,
     )
     try:
         channels.start(

@@ -48,6 +48,7 @@ from events.redaction.detectors import (
     trie,
 )
 from events.redaction.escapes import unescaped
+from events.redaction.terms import is_handle
 
 __all__ = [
     "MARKER",
@@ -503,6 +504,9 @@ def _redact_mapping(value: dict[Any, Any], depth: int) -> tuple[dict[Any, Any], 
             secret = is_secret_key(key) or (jwk and key in _JWK_PRIVATE)
             if isinstance(item, str) and not secret:
                 secret = secret_pair(key, item)  # {"slack_token": "..."} as 'slack_token="..."'
+            if secret and is_handle(item, looks_secret):
+                out[key] = item  # a vault handle names a secret, holds none (terms.py)
+                continue
             if (
                 secret
                 and item not in (None, "", MARKER)

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "incidents": ("transports.cli.incidents_cmd:app", "What the node's watchdog found."),
     "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
     "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
+    "vault": ("transports.cli.vault_cmd:app", "Set, list, rotate and delete vault secrets."),
     "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
     "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
     "learning": (

@@ -50,10 +50,14 @@ from transports.http.bodies import (
     RestoreSessionRequest,
     RevokedGrant,
     RevokeGrantRequest,
+    RotateSecretRequest,
     RunPage,
     RunStarted,
+    SecretInfo,
+    SecretList,
     SendMessageRequest,
     SessionPage,
+    SetSecretRequest,
     TapeEntry,
     TapePage,
     TokenInfo,
@@ -236,6 +240,15 @@ def _op(
     if public:
         op["security"] = []
     return op
+
+
+_SECRET_NAME: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The secret's name (letters, digits, _ . -; starting with a letter).",
+    "schema": {"type": "string"},
+}
 
 
 def _paths() -> dict[str, Any]:
@@ -530,6 +543,40 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1000},
                     },
                 ),
+            )
+        },
+        "/v1/vault": {
+            "get": _op(
+                "Every secret of the vault, by name (never a value). vault.list.",
+                {200: _json(SecretList, "The secrets.")},
+                (),
+            ),
+            "post": _op(
+                "Set a new secret (its value encrypted in the data dir, answered never). "
+                "vault.manage.",
+                {201: _json(SecretInfo, "Set.")},
+                (409, 413, 503),
+                body=SetSecretRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/vault/{name}/rotate": {
+            "post": _op(
+                "Give a secret its next value: the next tool call uses it, and the old one "
+                "stays redacted. vault.manage.",
+                {200: _json(SecretInfo, "Rotated.")},
+                (404, 413, 503),
+                parameters=(_SECRET_NAME,),
+                body=RotateSecretRequest,
+                body_required=True,
+            )
+        },
+        "/v1/vault/{name}": {
+            "delete": _op(
+                "Delete a secret and erase its values: a handle naming it fails. vault.manage.",
+                {200: _json(SecretInfo, "Deleted.")},
+                (404, 503),
+                parameters=(_SECRET_NAME,),
             )
         },
         "/v1/memory": {

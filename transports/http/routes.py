@@ -23,6 +23,7 @@ from transports.http import (
     stream,
     tasks,
     tokens,
+    vault,
     whoami,
 )
 
@@ -35,6 +36,7 @@ ROUTES = (
     incidents.routes,
     journal.routes,
     tokens.routes,
+    vault.routes,
     memory.routes,
     tasks.routes,
     learning.routes,
