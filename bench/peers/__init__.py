@@ -15,9 +15,10 @@ network), with the session's history kept durably in SQLite. It runs on
 Cases (each in a fresh process, alternated: every round runs each system once per case, in an
 order rotated from round to round; medians over rounds):
 
-- ``single``: one session, ``--runs`` runs one after another. The peers also run it with a
-  fresh thread/session per run (``single-fresh``: bounded history, the cheapest way to use
-  them); reel also with its full composition (``full-single``).
+- ``single``: ``--runs`` runs one after another: reel in one session, node only and with its
+  full composition (``full-single``); the peers with a fresh thread/session per run
+  (``single-fresh``: bounded history, the cheapest way to use them).
+- ``long``: the same, every system in one session whose history grows run after run.
 - ``loop``: ``--sessions`` sessions (100) each running ``--runs-each`` runs (10) one after
   another, all at once (a closed loop): throughput and p99 latency. reel's sessions are its
   actors; LangGraph's are OS threads sharing one ``SqliteSaver``; the Agents SDK's are asyncio
@@ -46,5 +47,7 @@ sizes; ``--cases loop`` for one case). The first run makes each peer's venv unde
 ``.cache/bench-peers/`` (gitignored) from the pinned requirements next to this file
 (``langgraph.txt``, ``agents.txt``: every package ``==``-pinned, installed ``--no-deps``)
 with reel's interpreter; a changed pin list makes it again. The peers are dev-only: nothing in
-``pyproject.toml`` names them. About 20 minutes on 2 cores with the defaults.
+``pyproject.toml`` names them. With the defaults (3 rounds) it took 35 minutes on this 2-core
+machine at load 8-23, most of it the peers' ``long`` runs (their history grows, and every run
+reads and writes all of it); ``--cases single,loop`` took 10.
 """
