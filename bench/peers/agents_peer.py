@@ -35,6 +35,7 @@ from openai.types.responses import (  # type: ignore[import-not-found]
 
 from bench.peers.workload import (
     ECHO_ARGUMENTS,
+    ECHO_TEXT,
     IDLE_BATCH,
     SYNCHRONOUS,
     TEXT,
@@ -94,7 +95,7 @@ async def run_once(agent: Any, session: Any) -> float:
     started = time.perf_counter()
     result = await Runner.run(agent, TEXT, session=session)
     latency = time.perf_counter() - started
-    if result.final_output != answer("hi"):
+    if result.final_output != answer(ECHO_TEXT):
         raise RuntimeError(f"unexpected answer: {result.final_output!r}")
     return latency
 

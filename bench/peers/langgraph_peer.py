@@ -29,7 +29,7 @@ from langgraph.graph import START, MessagesState, StateGraph  # type: ignore[imp
 from langgraph.prebuilt import ToolNode, tools_condition  # type: ignore[import-not-found]
 
 from bench.peers.workload import (
-    ECHO_ARGUMENTS,
+    ECHO_TEXT,
     IDLE_BATCH,
     SYNCHRONOUS,
     TEXT,
@@ -59,16 +59,13 @@ class LocalModel(BaseChatModel):  # type: ignore[misc]
             message = AIMessage(content=answer(str(last.content)))
         else:
             calls = sum(len(getattr(m, "tool_calls", ())) for m in messages)
-            call = {"name": "echo", "args": {"text": "hi"}, "id": f"call_{calls + 1}"}
+            call = {"name": "echo", "args": {"text": ECHO_TEXT}, "id": f"call_{calls + 1}"}
             message = AIMessage(content="", tool_calls=[call])
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     @property
     def _llm_type(self) -> str:
         return "local-deterministic"
-
-
-assert ECHO_ARGUMENTS == '{"text": "hi"}'  # the call LocalModel proposes
 
 
 @contextmanager
@@ -103,7 +100,7 @@ def run_once(app: Any, thread_id: str) -> float:
         durability="sync",
     )
     latency = time.perf_counter() - started
-    if out["messages"][-1].content != answer("hi"):
+    if out["messages"][-1].content != answer(ECHO_TEXT):
         raise RuntimeError(f"unexpected answer: {out['messages'][-1].content!r}")
     return latency
 

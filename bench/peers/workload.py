@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 PROMPT = "benchmark run: say hello back"
-ECHO_ARGUMENTS = '{"text": "hi"}'
+ECHO_TEXT = "hi"
+ECHO_ARGUMENTS = json.dumps({"text": ECHO_TEXT})
 TEXT = f"{PROMPT}\n/tool echo {ECHO_ARGUMENTS}"
 """The message of every run (reel's deterministic model reads the ``/tool`` line as its script;
 the peers' models answer it the same way)."""
