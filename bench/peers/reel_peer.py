@@ -65,7 +65,9 @@ def full_single(args: argparse.Namespace) -> dict[str, Any]:
     runtime = open_runtime(Path(args.dir), provider=DeterministicProvider())
     try:
         synchronous = runtime.config.journal.synchronous
-        return drive(runtime.journal, runtime.node, 1, args.runs, synchronous)
+        journal = runtime.journal
+        assert isinstance(journal, Journal), "the full composition is measured on SQLite"
+        return drive(journal, runtime.node, 1, args.runs, synchronous)
     finally:
         runtime.close(0)
 
