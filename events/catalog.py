@@ -366,6 +366,42 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     duration_ms: int = 0
 
 
+# --- workspace checkpoints (stream ``workspace/<checkpoint_id>``) -------------------------
+
+
+class WorkspaceCheckpointed(Event, frozen=True, kw_only=True, tag="workspace.checkpointed"):
+    """A mutating call (or a restore) changed workspace files: one object per file, sorted by
+    path, with ``path``, ``before`` and ``after``, the hex SHA-256 of its content (``null``:
+    absent). The contents are blobs in ``<data>/checkpoints`` (tools/checkpoints.py).
+
+    Set for a tool call: ``tool``, ``invocation_id``, ``run_id``, ``session_id`` (the envelope's
+    principal is the run's). Set for a restore: ``restored`` (the checkpoint gone back to) and
+    ``restored_before`` (to the state before it rather than after); the envelope's principal
+    is who asked."""
+
+    checkpoint_id: Id
+    files: tuple[dict[str, Any], ...]
+    complete: bool = True
+    """False: the tree walk stopped at ``checkpoint_scan_max_files``; other changes were not
+    recorded."""
+    tool: ToolName | None = None
+    invocation_id: Id | None = None
+    run_id: Id | None = None
+    session_id: Id | None = None
+    restored: Id | None = None
+    restored_before: bool = False
+
+
+class WorkspaceBlobsPruned(Event, frozen=True, kw_only=True, tag="workspace.blobs_pruned"):
+    """Retention (``checkpoint_blob_max_bytes``) deleted these blobs (hex SHA-256) while
+    checkpoint ``checkpoint_id`` was recorded: versions only they held can no longer be
+    restored."""
+
+    checkpoint_id: Id
+    blobs: tuple[str, ...]
+    freed_bytes: int
+
+
 # --- memory (stream ``memory/<item_id>``) ------------------------------------------------
 
 MEMORY_TEXT_MAX_CHARS = 8_000
@@ -930,6 +966,8 @@ CATALOG: tuple[type[Event], ...] = (
     ApprovalRequested,
     ApprovalResolved,
     ToolCompleted,
+    WorkspaceCheckpointed,
+    WorkspaceBlobsPruned,
     MemoryItemWritten,
     MemoryItemDeleted,
     TaskEnqueued,
@@ -987,6 +1025,8 @@ INCIDENT_KINDS = kinds_of(IncidentOpened, IncidentResolved)
 """The kinds of ``incident/<id>`` streams (the watchdog's fold and the incidents view)."""
 TOKEN_KINDS = kinds_of(TokenCreated, TokenRevoked, TokenUsed)
 """The kinds the auth view folds."""
+WORKSPACE_KINDS = kinds_of(WorkspaceCheckpointed, WorkspaceBlobsPruned)
+"""The kinds of ``workspace/<checkpoint_id>`` streams (actors/checkpoints.py folds them)."""
 APPROVAL_KINDS = kinds_of(
     ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
 )

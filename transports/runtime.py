@@ -236,7 +236,7 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(tools_config, memory=memory)
+    catalog = build_catalog(tools_config, memory=memory, checkpoint_dir=data_dir / "checkpoints")
     gate = ToolGate(engine, cfg.tools.postures)
     unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
     if unknown:

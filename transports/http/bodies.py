@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from actors.checkpoints import Checkpoint
 from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
@@ -72,6 +73,22 @@ class RestoreSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_
     of ``GET /v1/sessions/{id}/checkpoints``)."""
 
     checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+
+
+class RestoreWorkspaceRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/workspace/restore``: put the workspace back to a checkpoint (one of
+    ``GET /v1/workspace/checkpoints``): as right after it, or right before it (``before``)."""
+
+    checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+    before: bool = False
+
+
+class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/workspace/checkpoints``: the newest ``limit`` checkpoints, newest first."""
+
+    items: tuple[Checkpoint, ...]
+    limit: int
+    limit_clamped: bool = False
 
 
 class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -24,6 +24,7 @@ from transports.http import (
     tasks,
     tokens,
     whoami,
+    workspace,
 )
 
 ROUTES = (
@@ -38,6 +39,7 @@ ROUTES = (
     memory.routes,
     tasks.routes,
     learning.routes,
+    workspace.routes,
     whoami.routes,
     channels.routes,
     metrics.routes,

@@ -1,0 +1,222 @@
+"""Workspace checkpoints on the journal: recording one, the list, a diff since one, a restore.
+
+A checkpoint is a ``workspace.checkpointed`` event on its own stream ``workspace/<id>``
+(tools/checkpoints.py takes the snapshots and keeps the blobs). The list is folded from the
+journal by kind, in journal order; nothing else holds a copy.
+
+Restoring checkpoint X puts every file that a later checkpoint changed back to its content
+right after X (``before=True``: right before X, which also undoes X itself). The restore is a
+checkpoint of its own (``restored`` names X), so it can be restored in turn. Every version it
+needs is read from the store before anything is written: a missing one refuses the whole
+restore, naming the file (:class:`CheckpointUnrestorable`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from actors.errors import CheckpointUnrestorable, UnknownCheckpoint
+from actors.stream import OwnedStream
+from events import JournalPort, new_id
+from events.catalog import WORKSPACE_KINDS, Event, WorkspaceBlobsPruned, WorkspaceCheckpointed
+from events.envelope import StoredEvent
+from tools.checkpoints import Checkpointer, StoreFault
+from tools.result import FileChange, ToolFault, WorkspaceChanges
+
+__all__ = [
+    "Checkpoint",
+    "DiffEntry",
+    "WorkspaceDiff",
+    "diff_since",
+    "list_checkpoints",
+    "record",
+    "restore",
+]
+
+DIFF_MAX_CHARS = 64 * 1024
+"""The longest unified diff text one file's entry carries (cut past it, ``cut`` set)."""
+
+
+class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded checkpoint, as listed."""
+
+    checkpoint_id: str
+    position: int
+    recorded_at_ms: int
+    principal: str
+    files: tuple[FileChange, ...]
+    complete: bool = True
+    tool: str | None = None
+    invocation_id: str | None = None
+    run_id: str | None = None
+    session_id: str | None = None
+    restored: str | None = None
+    restored_before: bool = False
+
+
+class DiffEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One file changed since a checkpoint: its hash then (``at``) and now; ``diff`` is the
+    unified diff when both versions are kept and are text."""
+
+    path: str
+    at: str | None
+    now: str | None
+    diff: str | None = None
+    cut: bool = False
+
+
+class WorkspaceDiff(msgspec.Struct, frozen=True, kw_only=True):
+    since: str
+    files: tuple[DiffEntry, ...]
+
+
+def record(
+    journal: JournalPort,
+    changes: WorkspaceChanges,
+    *,
+    principal: str,
+    correlation_id: str | None = None,
+    causation_id: str | None = None,
+    **about: str | bool | None,
+) -> str:
+    """Append ``workspace.checkpointed`` (and ``workspace.blobs_pruned`` when retention
+    deleted blobs) on a new stream; returns the checkpoint's id. ``about``: the event's
+    optional fields (tool, invocation_id, run_id, session_id, restored, restored_before)."""
+    checkpoint_id = new_id()
+    events: list[Event] = [
+        WorkspaceCheckpointed(
+            checkpoint_id=checkpoint_id,
+            files=tuple(msgspec.structs.asdict(f) for f in changes.files),
+            complete=changes.complete,
+            **about,  # type: ignore[arg-type]
+        )
+    ]
+    if changes.pruned is not None:
+        events.append(
+            WorkspaceBlobsPruned(
+                checkpoint_id=checkpoint_id,
+                blobs=changes.pruned.blobs,
+                freed_bytes=changes.pruned.freed_bytes,
+            )
+        )
+    OwnedStream(
+        journal,
+        f"workspace/{checkpoint_id}",
+        principal=principal,
+        correlation_id=correlation_id,
+        causation_id=causation_id,
+    ).append(0, *events)
+    return checkpoint_id
+
+
+def list_checkpoints(journal: JournalPort) -> list[Checkpoint]:
+    """Every checkpoint, oldest first."""
+    return [_checkpoint(e) for e in _stored(journal) if e.kind == _CHECKPOINTED]
+
+
+def diff_since(
+    journal: JournalPort, checkpointer: Checkpointer, checkpoint_id: str
+) -> WorkspaceDiff:
+    """What changed in the workspace since checkpoint ``checkpoint_id``, by later checkpoints
+    (files changed and changed back are left out)."""
+    all_ = list_checkpoints(journal)
+    later = all_[_index(all_, checkpoint_id) + 1 :]
+    at: dict[str, str | None] = {}
+    now: dict[str, str | None] = {}
+    for cp in later:
+        for f in cp.files:
+            at.setdefault(f.path, f.before)
+            now[f.path] = f.after
+    entries = [
+        _entry(checkpointer, path, at[path], now[path])
+        for path in sorted(at)
+        if at[path] != now[path]
+    ]
+    return WorkspaceDiff(since=checkpoint_id, files=tuple(entries))
+
+
+def restore(
+    journal: JournalPort,
+    checkpointer: Checkpointer,
+    workspace: Path,
+    checkpoint_id: str,
+    *,
+    before: bool,
+    principal: str,
+) -> Checkpoint:
+    """Put the workspace back to checkpoint ``checkpoint_id`` and record it; returns the new
+    checkpoint. Raises :class:`UnknownCheckpoint`, or :class:`CheckpointUnrestorable` with
+    nothing written."""
+    all_ = list_checkpoints(journal)
+    index = _index(all_, checkpoint_id)
+    targets: dict[str, str | None] = {}
+    for cp in all_[index if before else index + 1 :]:
+        for f in cp.files:
+            targets.setdefault(f.path, f.before)
+    snap = checkpointer.snapshot(workspace, tuple(sorted(targets)))
+    wanted = {p: h for p, h in targets.items() if snap.files.get(p) != h}
+    try:
+        checkpointer.restore(workspace, wanted)
+    except (StoreFault, ToolFault) as exc:
+        raise CheckpointUnrestorable(str(exc)) from None
+    changes = checkpointer.changes(workspace, snap) or WorkspaceChanges(files=())
+    new = record(
+        journal,
+        changes,
+        principal=principal,
+        restored=checkpoint_id,
+        restored_before=before,
+    )
+    return next(cp for cp in list_checkpoints(journal) if cp.checkpoint_id == new)
+
+
+_CHECKPOINTED = WORKSPACE_KINDS[0]
+
+
+def _stored(journal: JournalPort) -> Sequence[StoredEvent]:
+    return journal.events_of_kinds(WORKSPACE_KINDS)
+
+
+def _checkpoint(stored: StoredEvent) -> Checkpoint:
+    event = stored.decode()
+    assert isinstance(event, WorkspaceCheckpointed)
+    return Checkpoint(
+        checkpoint_id=event.checkpoint_id,
+        position=stored.position,
+        recorded_at_ms=stored.recorded_at_ms,
+        principal=stored.principal,
+        files=tuple(msgspec.convert(f, FileChange) for f in event.files),
+        complete=event.complete,
+        tool=event.tool,
+        invocation_id=event.invocation_id,
+        run_id=event.run_id,
+        session_id=event.session_id,
+        restored=event.restored,
+        restored_before=event.restored_before,
+    )
+
+
+def _index(all_: list[Checkpoint], checkpoint_id: str) -> int:
+    for i, cp in enumerate(all_):
+        if cp.checkpoint_id == checkpoint_id:
+            return i
+    raise UnknownCheckpoint(f"no workspace checkpoint with id {checkpoint_id!r}")
+
+
+def _entry(checkpointer: Checkpointer, path: str, at: str | None, now: str | None) -> DiffEntry:
+    texts: list[list[str]] = []
+    for digest in (at, now):
+        if digest is None:
+            texts.append([])
+            continue
+        try:
+            texts.append(checkpointer.store.get(digest).decode("utf-8").splitlines(keepends=True))
+        except (StoreFault, UnicodeDecodeError):
+            return DiffEntry(path=path, at=at, now=now)
+    text = "".join(difflib.unified_diff(texts[0], texts[1], f"a/{path}", f"b/{path}"))
+    cut = len(text) > DIFF_MAX_CHARS
+    return DiffEntry(path=path, at=at, now=now, diff=text[:DIFF_MAX_CHARS], cut=cut)
