@@ -28,8 +28,8 @@ from tools.checkpoints import Checkpointer, StoreFault
 from tools.result import FileChange, ToolFault, WorkspaceChanges
 
 __all__ = [
-    "Checkpoint",
     "DiffEntry",
+    "WorkspaceCheckpoint",
     "WorkspaceDiff",
     "diff_since",
     "list_checkpoints",
@@ -41,7 +41,7 @@ DIFF_MAX_CHARS = 64 * 1024
 """The longest unified diff text one file's entry carries (cut past it, ``cut`` set)."""
 
 
-class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
+class WorkspaceCheckpoint(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded checkpoint, as listed."""
 
     checkpoint_id: str
@@ -113,7 +113,7 @@ def record(
     return checkpoint_id
 
 
-def list_checkpoints(journal: JournalPort) -> list[Checkpoint]:
+def list_checkpoints(journal: JournalPort) -> list[WorkspaceCheckpoint]:
     """Every checkpoint, oldest first."""
     return [_checkpoint(e) for e in _stored(journal) if e.kind == _CHECKPOINTED]
 
@@ -147,7 +147,7 @@ def restore(
     *,
     before: bool,
     principal: str,
-) -> Checkpoint:
+) -> WorkspaceCheckpoint:
     """Put the workspace back to checkpoint ``checkpoint_id`` and record it; returns the new
     checkpoint. Raises :class:`UnknownCheckpoint`, or :class:`CheckpointUnrestorable` with
     nothing written."""
@@ -181,10 +181,10 @@ def _stored(journal: JournalPort) -> Sequence[StoredEvent]:
     return journal.events_of_kinds(WORKSPACE_KINDS)
 
 
-def _checkpoint(stored: StoredEvent) -> Checkpoint:
+def _checkpoint(stored: StoredEvent) -> WorkspaceCheckpoint:
     event = stored.decode()
     assert isinstance(event, WorkspaceCheckpointed)
-    return Checkpoint(
+    return WorkspaceCheckpoint(
         checkpoint_id=event.checkpoint_id,
         position=stored.position,
         recorded_at_ms=stored.recorded_at_ms,
@@ -200,7 +200,7 @@ def _checkpoint(stored: StoredEvent) -> Checkpoint:
     )
 
 
-def _index(all_: list[Checkpoint], checkpoint_id: str) -> int:
+def _index(all_: list[WorkspaceCheckpoint], checkpoint_id: str) -> int:
     for i, cp in enumerate(all_):
         if cp.checkpoint_id == checkpoint_id:
             return i

@@ -1,7 +1,7 @@
 """Workspace checkpoints: content-addressed snapshots of the files a mutating call changed.
 
 Around every call of a tool that may write (capability ``fs.write`` or ``process.exec``), the
-catalog takes a `Snapshot` of the files the call may touch (the paths its runtime names, or
+catalog takes a `TreeSnapshot` of the files the call may touch (the paths its runtime names, or
 the whole workspace tree when it cannot say, as for ``shell.run``), runs the call, and
 compares: the `FileChange` list (path, SHA-256 before, SHA-256 after; ``None`` when absent) is
 what the tool actor records as ``workspace.checkpointed``. The content of every version
@@ -32,7 +32,7 @@ from pathlib import Path
 from tools.result import FileChange, Pruned, ToolFault, WorkspaceChanges
 from tools.workspace import confine, open_for_read, open_for_write, open_root, remove
 
-__all__ = ["WRITES", "BlobStore", "Checkpointer", "Snapshot", "StoreFault"]
+__all__ = ["WRITES", "BlobStore", "Checkpointer", "StoreFault", "TreeSnapshot"]
 
 WRITES = frozenset({"fs.write", "process.exec"})
 """Capabilities that make a call checkpointed."""
@@ -46,7 +46,7 @@ class StoreFault(Exception):
 
 
 @dataclass
-class Snapshot:
+class TreeSnapshot:
     """The hashes of the files in scope at one moment; ``paths`` None: the whole tree."""
 
     paths: tuple[str, ...] | None
@@ -133,17 +133,17 @@ class Checkpointer:
     _seen: dict[tuple[int, int, int, int, int], str] = field(default_factory=dict)
     """(dev, ino, size, mtime_ns, ctime_ns) -> digest: a tree walk rehashes only what moved."""
 
-    def snapshot(self, workspace: Path, paths: tuple[str, ...] | None) -> Snapshot:
+    def snapshot(self, workspace: Path, paths: tuple[str, ...] | None) -> TreeSnapshot:
         """The scope's files now, their contents kept in the store."""
         if paths is not None:
             files: dict[str, str | None] = {}
             for path in paths:
                 files[path] = self._file(workspace, path)
-            return Snapshot(paths=paths, files=files)
+            return TreeSnapshot(paths=paths, files=files)
         files, complete = self._tree(workspace)
-        return Snapshot(paths=None, files=files, complete=complete)
+        return TreeSnapshot(paths=None, files=files, complete=complete)
 
-    def changes(self, workspace: Path, before: Snapshot) -> WorkspaceChanges | None:
+    def changes(self, workspace: Path, before: TreeSnapshot) -> WorkspaceChanges | None:
         """What changed in ``before``'s scope since it was taken (sorted by path), and what
         retention pruned to make room; None when nothing changed."""
         after = self.snapshot(workspace, before.paths)

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from actors.checkpoints import Checkpoint
+from actors.checkpoints import WorkspaceCheckpoint
 from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
@@ -83,10 +83,10 @@ class RestoreWorkspaceRequest(_Request, frozen=True, kw_only=True, forbid_unknow
     before: bool = False
 
 
-class CheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
+class WorkspaceCheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
     """``GET /v1/workspace/checkpoints``: the newest ``limit`` checkpoints, newest first."""
 
-    items: tuple[Checkpoint, ...]
+    items: tuple[WorkspaceCheckpoint, ...]
     limit: int
     limit_clamped: bool = False
 

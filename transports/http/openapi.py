@@ -19,7 +19,7 @@ import msgspec
 from aiohttp import web
 
 from actors.channels.message import MessageBody
-from actors.checkpoints import Checkpoint, WorkspaceDiff
+from actors.checkpoints import WorkspaceCheckpoint, WorkspaceDiff
 from actors.messages import CompactionOutcome
 from actors.sessions.compaction import Checkpoints
 from events import VerifyReport
@@ -38,7 +38,6 @@ from transports.http.bodies import (
     ApprovalPage,
     BranchSessionRequest,
     CancelRunRequest,
-    CheckpointPage,
     CompactSessionRequest,
     CreatedToken,
     CreateSessionRequest,
@@ -62,6 +61,7 @@ from transports.http.bodies import (
     TokenInfo,
     TokenList,
     VerifyRequest,
+    WorkspaceCheckpointPage,
 )
 from transports.http.channels import ChannelList, PairCodeRequest
 from transports.http.context import permit
@@ -370,7 +370,7 @@ def _paths() -> dict[str, Any]:
             "get": _op(
                 "The workspace's checkpoints (one per call or restore that changed files), "
                 "newest first: each file's path and SHA-256 before and after. workspace.read.",
-                {200: _json(CheckpointPage, "The newest checkpoints.")},
+                {200: _json(WorkspaceCheckpointPage, "The newest checkpoints.")},
                 (),
                 parameters=(_limit(LIST_CAP),),
             )
@@ -399,7 +399,7 @@ def _paths() -> dict[str, Any]:
                 "with before): itself recorded as a checkpoint, so it can be restored in turn. "
                 "workspace.restore. An unknown checkpoint is a 404; a version no longer kept "
                 "(pruned or deleted) a 409 naming the file, with nothing written.",
-                {200: _json(Checkpoint, "The checkpoint the restore recorded.")},
+                {200: _json(WorkspaceCheckpoint, "The checkpoint the restore recorded.")},
                 write,
                 body=RestoreWorkspaceRequest,
                 body_required=True,

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from actors import checkpoints
 from tools.checkpoints import Checkpointer
-from transports.http.bodies import CheckpointPage, RestoreWorkspaceRequest
+from transports.http.bodies import RestoreWorkspaceRequest, WorkspaceCheckpointPage
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import LIST_CAP, is_ulid, page_limit, read_body
@@ -27,7 +27,9 @@ async def list_workspace_checkpoints(request: web.Request) -> web.Response:
     journal = ctx.runtime.journal
     items = await asyncio.to_thread(checkpoints.list_checkpoints, journal)
     newest = tuple(reversed(items))[: limit.value]
-    return json_reply(CheckpointPage(items=newest, limit=limit.value, limit_clamped=limit.clamped))
+    return json_reply(
+        WorkspaceCheckpointPage(items=newest, limit=limit.value, limit_clamped=limit.clamped)
+    )
 
 
 @routes.get("/v1/workspace/diff")
