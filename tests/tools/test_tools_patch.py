@@ -105,9 +105,7 @@ def test_a_write_that_fails_after_others_puts_them_back(workspace: Path, outside
     "path",
     ["../outside/secret.txt", "sub/../../outside/secret.txt", "/etc/hostname", "/tmp/x"],
 )
-def test_paths_outside_the_workspace_are_refused(
-    workspace: Path, outside: Path, path: str
-) -> None:
+def test_paths_outside_the_workspace_are_refused(workspace: Path, outside: Path, path: str) -> None:
     (workspace / "sub").mkdir()
     patch = f"--- {path}\n+++ {path}\n@@ -1 +1 @@\n-secret\n+owned\n"
     result = apply(workspace, patch)
@@ -115,9 +113,7 @@ def test_paths_outside_the_workspace_are_refused(
     assert (outside / "secret.txt").read_text() == "secret\n"
 
 
-def test_symlinks_hard_links_and_symlinked_dirs_are_refused(
-    workspace: Path, outside: Path
-) -> None:
+def test_symlinks_hard_links_and_symlinked_dirs_are_refused(workspace: Path, outside: Path) -> None:
     (workspace / "link.txt").symlink_to(outside / "secret.txt")
     (workspace / "dir").symlink_to(outside)
     os.link(outside / "secret.txt", workspace / "hard.txt")

@@ -45,9 +45,7 @@ def test_regex_literal_case_and_globs(workspace: Path) -> None:
     (workspace / "sub").mkdir()
     (workspace / "sub" / "b.txt").write_text("a.b\naxb\nDEF\n")
     assert hits(search(workspace, {"pattern": r"^def \w+"})) == [("a.py", 1, "def f():")]
-    assert hits(search(workspace, {"pattern": "a.b", "literal": True})) == [
-        ("sub/b.txt", 1, "a.b")
-    ]
+    assert hits(search(workspace, {"pattern": "a.b", "literal": True})) == [("sub/b.txt", 1, "a.b")]
     assert {h[0] for h in hits(search(workspace, {"pattern": "def", "ignore_case": True}))} == {
         "a.py",
         "sub/b.txt",
@@ -102,7 +100,9 @@ def test_caps_hold(workspace: Path) -> None:
     body = msgspec.json.decode(capped.output)
     assert len(body["matches"]) == 12 and body["truncated"] is True
     (workspace / "long.txt").write_text("hit" + "x" * 5000 + "\n")
-    long = [m for m in msgspec.json.decode(search(workspace, {"pattern": "hitx"}).output)["matches"]]
+    long = [
+        m for m in msgspec.json.decode(search(workspace, {"pattern": "hitx"}).output)["matches"]
+    ]
     assert len(long[0]["text"]) == LINE_MAX_CHARS and long[0]["cut"] is True
     (workspace / "big.txt").write_text("bighit\n" * 1000)
     assert hits(search(workspace, {"pattern": "bighit"}, fs_search_file_max_bytes=100)) == []
