@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
@@ -36,6 +37,15 @@ __all__ = [
     "record",
     "restore",
 ]
+
+
+class KindReader(Protocol):
+    """What listing needs of a journal (a running node's, or a reader of a stopped one)."""
+
+    def events_of_kinds(
+        self, kinds: tuple[str, ...], after_position: int = 0
+    ) -> list[StoredEvent]: ...
+
 
 DIFF_MAX_CHARS = 64 * 1024
 """The longest unified diff text one file's entry carries (cut past it, ``cut`` set)."""
@@ -113,13 +123,13 @@ def record(
     return checkpoint_id
 
 
-def list_checkpoints(journal: JournalPort) -> list[WorkspaceCheckpoint]:
+def list_checkpoints(journal: KindReader) -> list[WorkspaceCheckpoint]:
     """Every checkpoint, oldest first."""
     return [_checkpoint(e) for e in _stored(journal) if e.kind == _CHECKPOINTED]
 
 
 def diff_since(
-    journal: JournalPort, checkpointer: Checkpointer, checkpoint_id: str
+    journal: KindReader, checkpointer: Checkpointer, checkpoint_id: str
 ) -> WorkspaceDiff:
     """What changed in the workspace since checkpoint ``checkpoint_id``, by later checkpoints
     (files changed and changed back are left out)."""
@@ -177,7 +187,7 @@ def restore(
 _CHECKPOINTED = WORKSPACE_KINDS[0]
 
 
-def _stored(journal: JournalPort) -> Sequence[StoredEvent]:
+def _stored(journal: KindReader) -> Sequence[StoredEvent]:
     return journal.events_of_kinds(WORKSPACE_KINDS)
 
 
