@@ -14,9 +14,9 @@ restore, naming the file (:class:`CheckpointUnrestorable`).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -147,6 +147,21 @@ def diff_since(
         if at[path] != now[path]
     ]
     return WorkspaceDiff(since=checkpoint_id, files=tuple(entries))
+
+
+def history_of(journal: KindReader, checkpointer: Checkpointer) -> Callable[[str], dict[str, Any]]:
+    """The ``fs.diff`` tool's view of the journal: :func:`diff_since` as JSON-ready data, an
+    unknown checkpoint a tool fault naming it."""
+
+    def since(checkpoint_id: str) -> dict[str, Any]:
+        try:
+            found = diff_since(journal, checkpointer, checkpoint_id)
+        except UnknownCheckpoint as exc:
+            raise ToolFault("invalid", f"since: {exc}") from None
+        result: dict[str, Any] = msgspec.to_builtins(found)
+        return result
+
+    return since
 
 
 def restore(

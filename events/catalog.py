@@ -178,10 +178,10 @@ class RunContextAssembled(Event, frozen=True, kw_only=True, tag="run.context_ass
     ``memory``: one object per injected item: ``item_id``, ``text`` (as injected), and the
     scores ``lexical``, ``vector``, ``recency``, ``final`` (basis points, 0-10000).
     ``references``: one object per ``@kind:target`` in the message, in order: ``kind``
-    (``file``, ``url``, ``memory``, ``run``), ``target``, ``outcome`` (``included``,
-    ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included), ``call_id`` (the
-    governed tool call that read a file or URL), and ``text`` (a memory item's or a run's
-    content, as included)."""
+    (``file``, ``folder``, ``diff``, ``url``, ``memory``, ``run``), ``target``, ``outcome``
+    (``included``, ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included),
+    ``call_id`` (the governed tool call that read a file, folder, diff or URL), and ``text`` (a
+    memory item's or a run's content, as included)."""
 
     run_id: Id
     compaction_id: Id | None = None

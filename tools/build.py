@@ -32,10 +32,17 @@ def build_catalog(
     Raises a `PluginError` naming the plugin when one cannot be loaded, or
     whose name clashes with a built-in tool.
     """
+    checkpoints = None
+    if checkpoint_dir is not None:
+        checkpoints = Checkpointer(
+            store=BlobStore(checkpoint_dir, config.checkpoint_blob_max_bytes),
+            scan_max_files=config.checkpoint_scan_max_files,
+            file_max_bytes=config.checkpoint_file_max_bytes,
+        )
     runtimes: list[ToolRuntime] = [
         BuiltinRuntime(config),
         MemoryToolsRuntime(config, memory),
-        FileRuntime(config),
+        FileRuntime(config, checkpoints),
         HttpRuntime(config),
         ShellRuntime(config),
     ]
@@ -46,11 +53,4 @@ def build_catalog(
             if spec.name in taken:
                 raise ManifestError(f"plugin {spec.name!r}: name clashes with a built-in tool")
         runtimes.append(plugins)
-    checkpoints = None
-    if checkpoint_dir is not None:
-        checkpoints = Checkpointer(
-            store=BlobStore(checkpoint_dir, config.checkpoint_blob_max_bytes),
-            scan_max_files=config.checkpoint_scan_max_files,
-            file_max_bytes=config.checkpoint_file_max_bytes,
-        )
     return ToolCatalog(runtimes, checkpoints)

@@ -25,9 +25,10 @@ import hashlib
 import os
 import stat
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tools.result import FileChange, Pruned, ToolFault, WorkspaceChanges
 from tools.workspace import confine, open_for_read, open_for_write, open_root, remove
@@ -130,6 +131,9 @@ class Checkpointer:
     store: BlobStore
     scan_max_files: int
     file_max_bytes: int
+    history: Callable[[str], Mapping[str, Any]] | None = None
+    """What changed since a checkpoint, as JSON-ready data (``fs.diff``): the node binds it
+    to its journal once open (actors/checkpoints.py ``history_of``); raises `ToolFault`."""
     _seen: dict[tuple[int, int, int, int, int], str] = field(default_factory=dict)
     """(dev, ino, size, mtime_ns, ctime_ns) -> digest: a tree walk rehashes only what moved."""
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import msgspec
 
 from tools import patch
+from tools.checkpoints import Checkpointer
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
 from tools.result import Output, ToolFault, decode_text, fit_json
@@ -23,6 +24,7 @@ from tools.workspace import confine, open_dir, open_for_read, open_for_write
 __all__ = [
     "FileRuntime",
     "FsApplyPatchArgs",
+    "FsDiffArgs",
     "FsListArgs",
     "FsReadArgs",
     "FsSearchArgs",
@@ -104,11 +106,16 @@ class FsApplyPatchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     ]
 
 
+class FsDiffArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    since: Annotated[str, msgspec.Meta(min_length=1, description="A workspace checkpoint id.")]
+
+
 class FileRuntime(ToolRuntime):
     """Reads, lists and writes files inside ``ctx.workspace`` only."""
 
-    def __init__(self, config: ToolsConfig) -> None:
+    def __init__(self, config: ToolsConfig, checkpoints: Checkpointer | None = None) -> None:
         self._config = config
+        self._checkpoints = checkpoints
         self._rg = find_rg()
         # JSON escaping can grow file text; leave room so a capped read stays valid JSON.
         # The caller's budget (the journal's payload limit) may lower it per call.
@@ -168,6 +175,15 @@ class FileRuntime(ToolRuntime):
                 cfg.default_output_cap_bytes,
             ),
             spec(
+                "fs.diff",
+                "What changed in workspace files since a checkpoint, as unified diffs.",
+                FsDiffArgs,
+                "fs.read",
+                "medium",
+                "always_allow",
+                cfg.default_output_cap_bytes,
+            ),
+            spec(
                 "fs.read",
                 f"Read a workspace file as text (at most {cfg.fs_read_cap_bytes} bytes).",
                 FsReadArgs,
@@ -207,6 +223,8 @@ class FileRuntime(ToolRuntime):
             return self._search(args, ctx)
         if isinstance(args, FsApplyPatchArgs):
             return self._patch(args, ctx)
+        if isinstance(args, FsDiffArgs):
+            return self._diff(args, ctx)
         raise ValueError(f"file runtime has no tool {name!r}")
 
     def touches(self, name: str, args: msgspec.Struct) -> tuple[str, ...] | None:
@@ -238,6 +256,22 @@ class FileRuntime(ToolRuntime):
             body = {**body, "matches": matches, "truncated": True}
             text = _json(body)
         return Output(text=text, truncated=bool(body["truncated"]))
+
+    def _diff(self, args: FsDiffArgs, ctx: ExecutionContext) -> Output:
+        history = None if self._checkpoints is None else self._checkpoints.history
+        if history is None:
+            raise ToolFault("failed", "this node keeps no workspace checkpoints")
+        body = dict(history(args.since))
+        cap = ctx.output_cap(self._config.default_output_cap_bytes)
+        text = _json(body)
+        files: list[dict[str, Any]] = list(body["files"])
+        truncated = False
+        while len(text.encode()) > cap and files:
+            files = files[: len(files) // 2]
+            body["files"] = files
+            body["truncated"] = truncated = True
+            text = _json(body)
+        return Output(text=text, truncated=truncated)
 
     def _patch(self, args: FsApplyPatchArgs, ctx: ExecutionContext) -> Output:
         cap = self._config.fs_write_cap_bytes

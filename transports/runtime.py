@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
 from events import Journal, JournalError, JournalTampered, NodeKey, Witness
@@ -245,6 +246,8 @@ def open_runtime(
     model = provider or make_provider(cfg)
     channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
     journal = open_journal(data_dir, cfg, on_tampered)
+    if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
+        catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     try:
         tokens = load_tokens(journal, admin_token)

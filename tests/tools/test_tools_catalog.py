@@ -59,6 +59,7 @@ def test_default_catalog_lists_the_builtin_tools(catalog: tools.ToolCatalog) -> 
     assert catalog.names() == [
         "echo",
         "fs.apply_patch",
+        "fs.diff",
         "fs.list",
         "fs.read",
         "fs.search",
@@ -80,6 +81,7 @@ def test_declared_risk_posture_and_capabilities(catalog: tools.ToolCatalog) -> N
     assert declared["fs.read"] == ("medium", "always_allow", ["fs.read"])
     assert declared["fs.write"] == ("high", "ask_each_time", ["fs.write"])
     assert declared["fs.search"] == ("medium", "always_allow", ["fs.read"])
+    assert declared["fs.diff"] == ("medium", "always_allow", ["fs.read"])
     assert declared["fs.apply_patch"] == ("high", "ask_each_time", ["fs.write"])
     assert declared["http.fetch"] == ("high", "ask_each_time", ["net.egress"])
     assert declared["shell.run"] == ("critical", "ask_each_time", ["process.exec"])

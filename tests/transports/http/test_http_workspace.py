@@ -130,3 +130,36 @@ def test_who_may_and_bad_input(node: HttpNode, data_dir: Path) -> None:
     since = call(node, "GET", "/v1/workspace/diff?since=x")
     assert since.status == 400 and since.error["field"] == "query.since"
     assert call(node, "GET", f"/v1/workspace/diff?since={UNKNOWN}").status == 404
+
+
+def test_folder_and_diff_references_are_governed_reads(node: HttpNode) -> None:
+    """``@folder:`` lists a directory through fs.list, ``@diff:`` shows what changed since a
+    checkpoint through fs.diff: both are governed calls on the run's tape."""
+    write(node, "notes/a.txt", "one\n")
+    write(node, "notes/a.txt", "two\n")
+    oldest = checkpoints(node)[-1]["checkpoint_id"]
+    run_id = node.start(f"look at @folder:notes and @diff:{oldest} and @diff:{UNKNOWN}")
+    node.finish(run_id)
+    stored = node.runtime.journal.read_correlated(run_id)
+    (assembled,) = [e.decode() for e in stored if e.kind == "run.context_assembled"]
+    refs = assembled.references  # type: ignore[attr-defined]
+    assert [(r["kind"], r["outcome"], r["call_id"]) for r in refs] == [
+        ("folder", "included", "ref-1"),
+        ("diff", "included", "ref-2"),
+        ("diff", "failed", "ref-3"),
+    ]
+    assert f"no workspace checkpoint with id {UNKNOWN!r}" in refs[2]["note"]
+    proposed = [e.decode() for e in stored if e.kind == "tool.proposed"]
+    assert [(p.tool, p.call_id) for p in proposed] == [  # type: ignore[attr-defined]
+        ("fs.list", "ref-1"),
+        ("fs.diff", "ref-2"),
+        ("fs.diff", "ref-3"),
+    ]
+    outputs = {
+        e.decode().invocation_id: e.decode()
+        for e in stored
+        if e.kind == "tool.completed"  # type: ignore[attr-defined]
+    }
+    texts = [o.output for o in outputs.values()]  # type: ignore[attr-defined]
+    assert any('"name":"a.txt"' in t for t in texts)
+    assert any("-one\\n+two\\n" in t for t in texts)
