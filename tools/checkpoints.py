@@ -62,6 +62,11 @@ class BlobStore:
         self.root = root
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        self._known: set[str] = set()
+        """Digests known to be stored (put, or seen): a tree walk asks for every file."""
+        self._total: int | None = None
+        """The store's size as last counted plus what was put since (None: not counted yet);
+        the directory is listed only when this passes the bound."""
 
     def path_of(self, digest: str) -> Path:
         return self.root / "sha256" / digest[:2] / digest
@@ -72,12 +77,16 @@ class BlobStore:
         with self._lock:
             if target.exists():
                 os.utime(target)
+                self._known.add(digest)
                 return
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             tmp = target.with_name(f".{digest}.{threading.get_ident()}.tmp")
             tmp.write_bytes(data)
             os.chmod(tmp, 0o600)
             os.replace(tmp, target)
+            self._known.add(digest)
+            if self._total is not None:
+                self._total += len(data)
 
     def get(self, digest: str) -> bytes:
         """The content of ``digest``; raises `StoreFault` when missing or altered."""
@@ -92,13 +101,22 @@ class BlobStore:
         return data
 
     def has(self, digest: str) -> bool:
-        return self.path_of(digest).is_file()
+        """Whether ``digest`` is stored (as far as this process knows: one deleted behind its
+        back is found missing when read)."""
+        if digest in self._known:
+            return True
+        if self.path_of(digest).is_file():
+            self._known.add(digest)
+            return True
+        return False
 
     def prune(self, keep: Iterable[str]) -> Pruned | None:
         """Delete least recently used blobs until the store fits ``max_bytes``, sparing
         ``keep``; None when nothing was deleted."""
         spared = set(keep)
         with self._lock:
+            if self._total is not None and self._total <= self.max_bytes:
+                return None
             blobs: list[tuple[float, int, Path]] = []
             total = 0
             for path in (self.root / "sha256").glob("*/*"):
@@ -108,6 +126,7 @@ class BlobStore:
                     st = path.stat()
                     blobs.append((st.st_mtime, st.st_size, path))
                     total += st.st_size
+            self._total = total
             if total <= self.max_bytes:
                 return None
             gone: list[str] = []
@@ -119,8 +138,10 @@ class BlobStore:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+                self._known.discard(path.name)
                 gone.append(path.name)
                 freed += size
+            self._total = total - freed
         return Pruned(blobs=tuple(sorted(gone)), freed_bytes=freed) if gone else None
 
 
