@@ -10,11 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from events.catalog import WorkspaceCheckpointed, kind_of
-from tests.transports.http.httpkit import HttpNode, HttpReply
+from events.catalog import WorkspaceBlobsPruned, WorkspaceCheckpointed, kind_of
+from tests.transports.http.httpkit import HttpNode, HttpReply, close_node
 from tests.transports.http.test_http_grants import token
 from tests.transports.http.test_http_openapi import check
+from transports.config import HttpConfig, NodeConfig, ToolsSection
+from transports.http import start_http
 from transports.http.openapi import document
+from transports.runtime import open_runtime
 
 UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
@@ -163,3 +166,31 @@ def test_folder_and_diff_references_are_governed_reads(node: HttpNode) -> None:
     texts = [o.output for o in outputs.values()]  # type: ignore[attr-defined]
     assert any('"name":"a.txt"' in t for t in texts)
     assert any("-one\\n+two\\n" in t for t in texts)
+
+
+def test_retention_is_recorded_and_a_pruned_version_cannot_be_restored(data_dir: Path) -> None:
+    """With room for about two versions, the third write prunes the oldest blob: the journal
+    says which (``workspace.blobs_pruned``), and restoring the version only it held refuses."""
+    config = NodeConfig(http=HttpConfig(port=0), tools=ToolsSection(checkpoint_blob_max_bytes=2500))
+    runtime = open_runtime(data_dir, config=config)
+    node = HttpNode(runtime, start_http(runtime), (data_dir / "admin.token").read_text().strip())
+    try:
+        for letter in "abc":
+            write(node, "f.txt", letter * 1000)
+        pruned = [
+            e.decode() for e in node.runtime.journal.events_of_kinds(("workspace.blobs_pruned",))
+        ]
+        assert len(pruned) == 1
+        event = pruned[0]
+        assert isinstance(event, WorkspaceBlobsPruned)
+        assert event.blobs == (sha("a" * 1000),) and event.freed_bytes == 1000
+        third, second, first = checkpoints(node)
+        assert event.checkpoint_id == third["checkpoint_id"]
+        refused = restore(node, {"checkpoint": first["checkpoint_id"]})
+        assert refused.status == 409, refused
+        assert (node.runtime.node.services.workspace / "f.txt").read_text() == "c" * 1000
+        kept = restore(node, {"checkpoint": second["checkpoint_id"]})
+        assert kept.status == 200, kept
+        assert (node.runtime.node.services.workspace / "f.txt").read_text() == "b" * 1000
+    finally:
+        close_node(node)
