@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.errors import ToolsError
 from tools.result import FileChange, Pruned, ToolFault, WorkspaceChanges
 from tools.workspace import confine, open_for_read, open_for_write, open_root, remove
 
@@ -42,7 +43,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-class StoreFault(Exception):
+class StoreFault(ToolsError):
     """A blob cannot be given back: missing (pruned, deleted) or not what its name says."""
 
 

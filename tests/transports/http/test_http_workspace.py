@@ -158,12 +158,7 @@ def test_folder_and_diff_references_are_governed_reads(node: HttpNode) -> None:
         ("fs.diff", "ref-2"),
         ("fs.diff", "ref-3"),
     ]
-    outputs = {
-        e.decode().invocation_id: e.decode()
-        for e in stored
-        if e.kind == "tool.completed"  # type: ignore[attr-defined]
-    }
-    texts = [o.output for o in outputs.values()]  # type: ignore[attr-defined]
+    texts = [e.decode().output for e in stored if e.kind == "tool.completed"]  # type: ignore[attr-defined]
     assert any('"name":"a.txt"' in t for t in texts)
     assert any("-one\\n+two\\n" in t for t in texts)
 
