@@ -100,10 +100,11 @@ def record(
     events: list[Event] = [
         WorkspaceCheckpointed(
             checkpoint_id=checkpoint_id,
-            files=tuple(msgspec.structs.asdict(f) for f in changes.files),
+            files=part,
             complete=changes.complete,
             **about,  # type: ignore[arg-type]
         )
+        for part in _parts(changes.files)
     ]
     if changes.pruned is not None:
         events.append(
@@ -124,8 +125,17 @@ def record(
 
 
 def list_checkpoints(journal: KindReader) -> list[WorkspaceCheckpoint]:
-    """Every checkpoint, oldest first."""
-    return [_checkpoint(e) for e in _stored(journal) if e.kind == _CHECKPOINTED]
+    """Every checkpoint, oldest first (the parts of one recorded in several events joined)."""
+    found: list[WorkspaceCheckpoint] = []
+    for stored in _stored(journal):
+        if stored.kind != _CHECKPOINTED:
+            continue
+        cp = _checkpoint(stored)
+        if found and found[-1].checkpoint_id == cp.checkpoint_id:
+            first = found.pop()
+            cp = msgspec.structs.replace(first, files=first.files + cp.files)
+        found.append(cp)
+    return found
 
 
 def diff_since(
@@ -200,6 +210,27 @@ def restore(
 
 
 _CHECKPOINTED = WORKSPACE_KINDS[0]
+PART_BYTES = 256 * 1024
+"""About how many bytes of file entries one ``workspace.checkpointed`` event carries: a call
+that changed more files is recorded as several events of the same checkpoint, in one append
+(each event must fit the journal's payload limit)."""
+
+
+def _parts(files: tuple[FileChange, ...]) -> list[tuple[dict[str, Any], ...]]:
+    """``files`` as event entries, cut into parts of about :data:`PART_BYTES` (at least one)."""
+    parts: list[tuple[dict[str, Any], ...]] = []
+    current: list[dict[str, Any]] = []
+    size = 0
+    for f in files:
+        entry = msgspec.structs.asdict(f)
+        cost = len(f.path.encode()) + 180
+        if current and size + cost > PART_BYTES:
+            parts.append(tuple(current))
+            current, size = [], 0
+        current.append(entry)
+        size += cost
+    parts.append(tuple(current))
+    return parts
 
 
 def _stored(journal: KindReader) -> Sequence[StoredEvent]:

@@ -377,7 +377,8 @@ class WorkspaceCheckpointed(Event, frozen=True, kw_only=True, tag="workspace.che
     Set for a tool call: ``tool``, ``invocation_id``, ``run_id``, ``session_id`` (the envelope's
     principal is the run's). Set for a restore: ``restored`` (the checkpoint gone back to) and
     ``restored_before`` (to the state before it rather than after); the envelope's principal
-    is who asked."""
+    is who asked. A call that changed many files is recorded as several of these events with
+    the same ``checkpoint_id`` in one append (each a part of ``files``, in path order)."""
 
     checkpoint_id: Id
     files: tuple[dict[str, Any], ...]

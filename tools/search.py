@@ -144,7 +144,9 @@ def _run(
                         hit = _match(line)
                         if hit is None:
                             continue
-                        if not links.setdefault(hit["path"], _single_link(dfd, hit["path"])):
+                        if hit["path"] not in links:
+                            links[hit["path"]] = _single_link(dfd, hit["path"])
+                        if not links[hit["path"]]:
                             skipped += 1
                             continue
                         if len(matches) >= max_results:
