@@ -80,7 +80,8 @@ class BlobStore:
                 os.utime(target)
                 self._known.add(digest)
                 return
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for folder in (self.root, target.parent.parent, target.parent):
+                folder.mkdir(exist_ok=True, mode=0o700)
             tmp = target.with_name(f".{digest}.{threading.get_ident()}.tmp")
             tmp.write_bytes(data)
             os.chmod(tmp, 0o600)

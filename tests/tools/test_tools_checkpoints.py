@@ -187,3 +187,14 @@ def test_a_restore_never_writes_through_a_symlink(
     with pytest.raises(Exception, match="not a plain directory"):
         checkpointer.restore(workspace, {"dir/a.txt": sha(b"x")})
     assert list(outside.iterdir()) == []
+
+
+def test_the_store_is_private(
+    workspace: Path, files: ToolCatalog, checkpointer: Checkpointer
+) -> None:
+    run(files, workspace, "fs.write", {"path": "a.txt", "content": "x"})
+    root = checkpointer.store.root
+    blob = checkpointer.store.path_of(sha(b"x"))
+    for folder in (root, root / "sha256", blob.parent):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    assert blob.stat().st_mode & 0o777 == 0o600
