@@ -92,9 +92,14 @@ class ToolCatalog:
             )
         started = time.monotonic()
         bounded = ctx.with_deadline(started + spec.timeout_s)
+        cap = bounded.output_cap(spec.output_cap_bytes)
         snap = None
         if self.checkpoints is not None and spec.capabilities & WRITES:
-            snap = self.checkpoints.snapshot(ctx.workspace, runtime.touches(name, args))
+            try:  # no checkpoint, no call: a write that could not be undone is not made
+                snap = self.checkpoints.snapshot(ctx.workspace, runtime.touches(name, args))
+            except OSError as exc:
+                refusal = ToolFault("failed", f"the workspace checkpoint failed: {exc.strerror}")
+                return _finish(cap, started, Output(text=""), refusal)
         fault: ToolFault | None = None
         try:
             checkpoint(bounded)
@@ -102,9 +107,15 @@ class ToolCatalog:
         except ToolFault as exc:
             fault = exc
             out = Output(text=exc.output, truncated=exc.truncated, lossy=exc.lossy)
-        result = _finish(bounded.output_cap(spec.output_cap_bytes), started, out, fault)
+        result = _finish(cap, started, out, fault)
         if snap is not None and self.checkpoints is not None:
-            changes = self.checkpoints.changes(ctx.workspace, snap)
+            try:
+                changes = self.checkpoints.changes(ctx.workspace, snap)
+            except OSError as exc:  # it ran: say so, and that what it changed is not recorded
+                lost = ToolFault(
+                    "failed", f"the call ran but its workspace checkpoint failed: {exc.strerror}"
+                )
+                return _finish(cap, started, out, lost)
             if changes is not None:
                 result = msgspec.structs.replace(result, workspace=changes)
         return result

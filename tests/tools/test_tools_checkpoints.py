@@ -198,3 +198,16 @@ def test_the_store_is_private(
     for folder in (root, root / "sha256", blob.parent):
         assert folder.stat().st_mode & 0o777 == 0o700, folder
     assert blob.stat().st_mode & 0o777 == 0o600
+
+
+def test_no_checkpoint_no_write(workspace: Path, tmp_path: Path) -> None:
+    """A store that cannot be written (here: a file where its directory should be) refuses the
+    call before it runs: a write that could not be undone is not made."""
+    blocked = tmp_path / "blocked"
+    blocked.write_text("not a directory")
+    catalog = ToolCatalog([FileRuntime(ToolsConfig())], make(blocked))
+    (workspace / "a.txt").write_text("keep")
+    result = run(catalog, workspace, "fs.write", {"path": "a.txt", "content": "new"})
+    assert not result.ok and result.error is not None
+    assert result.error.startswith("the workspace checkpoint failed")
+    assert (workspace / "a.txt").read_text() == "keep"
