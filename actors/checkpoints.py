@@ -13,6 +13,7 @@ restore, naming the file (:class:`CheckpointUnrestorable`).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -196,8 +197,12 @@ def restore(
     wanted = {p: h for p, h in targets.items() if snap.files.get(p) != h}
     try:
         checkpointer.restore(workspace, wanted)
-    except (StoreFault, ToolFault) as exc:
+    except StoreFault as exc:  # found before anything was written
         raise CheckpointUnrestorable(str(exc)) from None
+    except ToolFault as exc:  # a write refused midway: put back what was written
+        with contextlib.suppress(StoreFault, ToolFault):
+            checkpointer.restore(workspace, {p: snap.files.get(p) for p in wanted})
+        raise CheckpointUnrestorable(f"{exc.message}; nothing was restored") from None
     changes = checkpointer.changes(workspace, snap) or WorkspaceChanges(files=())
     new = record(
         journal,

@@ -88,3 +88,28 @@ def test_restore_records_itself_and_can_be_undone(
         restore(journal, checkpointer, workspace, first.checkpoint_id, before=False, principal="x")
     assert (workspace / "a.txt").read_bytes() == b"v2"
     assert len(list_checkpoints(journal)) == count
+
+
+def test_a_restore_refused_midway_puts_back_what_it_wrote(
+    journal: Journal, checkpointer: Checkpointer, tmp_path: Path
+) -> None:
+    """The second file's directory became a symlink since: the first file, already written,
+    gets its content back and the restore is refused."""
+    workspace = tmp_path / "ws"
+    (workspace / "b").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for path, text in (("a.txt", b"a1"), ("b/c.txt", b"c1"), ("a.txt", b"a2"), ("b/c.txt", b"c2")):
+        snap = checkpointer.snapshot(workspace, (path,))
+        (workspace / path).write_bytes(text)
+        changes = checkpointer.changes(workspace, snap)
+        assert changes is not None
+        record(journal, changes, principal="user:ann", tool="fs.write")
+    first = list_checkpoints(journal)[1]  # a1 and c1 written
+    (workspace / "b" / "c.txt").unlink()
+    (workspace / "b").rmdir()
+    (workspace / "b").symlink_to(outside)
+    with pytest.raises(CheckpointUnrestorable, match="not a plain directory"):
+        restore(journal, checkpointer, workspace, first.checkpoint_id, before=False, principal="x")
+    assert (workspace / "a.txt").read_bytes() == b"a2"
+    assert list(outside.iterdir()) == []
