@@ -234,9 +234,9 @@ def search_run(work: Path, args: argparse.Namespace) -> None:
         started = time.perf_counter()
         snap = walker.snapshot(tree, None)
         walker.changes(tree, snap)
-        ms = (time.perf_counter() - started) * 1000
+        took = (time.perf_counter() - started) * 1000
         what = f"tree walk before+after a call, {label}"
-        print(f"{'checkpoint':<10} {what:<52} {ms:8.1f} ms")
+        print(f"{'checkpoint':<10} {what:<52} {took:8.1f} ms")
 
 
 def main() -> None:
