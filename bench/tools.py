@@ -21,9 +21,14 @@ The sandbox's overhead is ``shell.run`` minus ``ceiling`` (target: under 20 ms a
   headers' handles, and scrubbing a 16 KiB result of every value's forms (target: under 1 ms at
   p50; docs/vault.md).
 
+Then ``fs.search`` over a tree of ``--search-files`` files (10,000 by default, 100 per directory,
+about 1 KB each; one file in 100 holds the word searched): a literal and a regex search through
+``ToolCatalog.execute``, median of ``--rounds`` runs each (recorded, no target), and the
+workspace checkpoint's tree walk around a ``shell.run`` call over the same tree: the first
+(every file hashed and stored) and a repeat (nothing moved, nothing read).
 Targets are printed as PASS/MISS, never asserted.
 
-Run: ``.venv/bin/python bench/tools.py`` (about ten seconds).
+Run: ``.venv/bin/python bench/tools.py`` (about twenty seconds).
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from tools import ExecutionContext, ToolCatalog, ToolsConfig  # noqa: E402
+from tools.checkpoints import BlobStore, Checkpointer  # noqa: E402
+from tools.files import FileRuntime  # noqa: E402
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe  # noqa: E402
 from tools.sandbox_user import sandbox_user  # noqa: E402
 from tools.shell import ShellRuntime, _limits  # noqa: E402
@@ -238,13 +245,52 @@ def run(work: Path, args: argparse.Namespace) -> int:
         f"{TARGET_OVERHEAD_MS:.0f} ms more than an unconfined spawn: +{overhead:.2f} ms (p50), "
         f"+{overhead_p95:.2f} ms (p95)"
     )
+    search_run(work, args)
     return 0
+
+
+def search_run(work: Path, args: argparse.Namespace) -> None:
+    """fs.search and the checkpoint tree walk over ``args.search_files`` files (recorded)."""
+    tree = work / "search"
+    filler = "".join(f"line {i} of ordinary text, nothing to see here\n" for i in range(20))
+    for i in range(args.search_files):
+        folder = tree / f"d{i // 100:03}"
+        if i % 100 == 0:
+            folder.mkdir(parents=True)
+        extra = "the needle_42 is here\n" if i % 100 == 7 else ""
+        (folder / f"f{i:05}.txt").write_text(filler + extra)
+    catalog = ToolCatalog([FileRuntime(ToolsConfig())])
+    for label, arguments in (
+        ("literal", {"pattern": "needle_42", "literal": True, "max_results": 200}),
+        ("regex", {"pattern": r"needle_\d+ is", "max_results": 200}),
+    ):
+        ms: list[float] = []
+        for _ in range(args.rounds):
+            ctx = ExecutionContext.start(tree, 60)
+            started = time.perf_counter()
+            result = catalog.execute("fs.search", catalog.validate("fs.search", arguments), ctx)
+            ms.append((time.perf_counter() - started) * 1000)
+            assert result.ok, result.error
+        hits = result.output.count('"line"')
+        what = f"{label} over {args.search_files} files ({hits} matches)"
+        print(f"{'fs.search':<10} {what:<52} p50 {statistics.median(ms):6.2f} ms")
+    walker = Checkpointer(
+        BlobStore(work / "blobs", 1 << 40), scan_max_files=1 << 20, file_max_bytes=1 << 20
+    )
+    for label in ("first (all hashed, stored)", "repeat (nothing moved)"):
+        started = time.perf_counter()
+        snap = walker.snapshot(tree, None)
+        walker.changes(tree, snap)
+        took = (time.perf_counter() - started) * 1000
+        what = f"tree walk before+after a call, {label}"
+        print(f"{'checkpoint':<10} {what:<52} {took:8.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--calls", type=int, default=100, help="calls per case per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--search-files", type=int, default=10_000, help="files fs.search reads")
     parser.add_argument(
         "--dir",
         type=Path,

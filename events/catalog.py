@@ -187,10 +187,10 @@ class RunContextAssembled(Event, frozen=True, kw_only=True, tag="run.context_ass
     ``memory``: one object per injected item: ``item_id``, ``text`` (as injected), and the
     scores ``lexical``, ``vector``, ``recency``, ``final`` (basis points, 0-10000).
     ``references``: one object per ``@kind:target`` in the message, in order: ``kind``
-    (``file``, ``url``, ``memory``, ``run``), ``target``, ``outcome`` (``included``,
-    ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included), ``call_id`` (the
-    governed tool call that read a file or URL), and ``text`` (a memory item's or a run's
-    content, as included)."""
+    (``file``, ``folder``, ``diff``, ``url``, ``memory``, ``run``), ``target``, ``outcome``
+    (``included``, ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included),
+    ``call_id`` (the governed tool call that read a file, folder, diff or URL), and ``text`` (a
+    memory item's or a run's content, as included)."""
 
     run_id: Id
     compaction_id: Id | None = None
@@ -376,6 +376,43 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     error_kind: str | None = None
     truncated: bool = False
     duration_ms: int = 0
+
+
+# --- workspace checkpoints (stream ``workspace/<checkpoint_id>``) -------------------------
+
+
+class WorkspaceCheckpointed(Event, frozen=True, kw_only=True, tag="workspace.checkpointed"):
+    """A mutating call (or a restore) changed workspace files: one object per file, sorted by
+    path, with ``path``, ``before`` and ``after``, the hex SHA-256 of its content (``null``:
+    absent). The contents are blobs in ``<data>/checkpoints`` (tools/checkpoints.py).
+
+    Set for a tool call: ``tool``, ``invocation_id``, ``run_id``, ``session_id`` (the envelope's
+    principal is the run's). Set for a restore: ``restored`` (the checkpoint gone back to) and
+    ``restored_before`` (to the state before it rather than after); the envelope's principal
+    is who asked. A call that changed many files is recorded as several of these events with
+    the same ``checkpoint_id`` in one append (each a part of ``files``, in path order)."""
+
+    checkpoint_id: Id
+    files: tuple[dict[str, Any], ...]
+    complete: bool = True
+    """False: the tree walk stopped at ``checkpoint_scan_max_files``; other changes were not
+    recorded."""
+    tool: ToolName | None = None
+    invocation_id: Id | None = None
+    run_id: Id | None = None
+    session_id: Id | None = None
+    restored: Id | None = None
+    restored_before: bool = False
+
+
+class WorkspaceBlobsPruned(Event, frozen=True, kw_only=True, tag="workspace.blobs_pruned"):
+    """Retention (``checkpoint_blob_max_bytes``) deleted these blobs (hex SHA-256) while
+    checkpoint ``checkpoint_id`` was recorded: versions only they held can no longer be
+    restored."""
+
+    checkpoint_id: Id
+    blobs: tuple[str, ...]
+    freed_bytes: int
 
 
 # --- memory (stream ``memory/<item_id>``) ------------------------------------------------
@@ -967,6 +1004,8 @@ CATALOG: tuple[type[Event], ...] = (
     ApprovalRequested,
     ApprovalResolved,
     ToolCompleted,
+    WorkspaceCheckpointed,
+    WorkspaceBlobsPruned,
     MemoryItemWritten,
     MemoryItemDeleted,
     TaskEnqueued,
@@ -1029,6 +1068,8 @@ TOKEN_KINDS = kinds_of(TokenCreated, TokenRevoked, TokenUsed)
 """The kinds the auth view folds."""
 VAULT_KINDS = kinds_of(VaultSecretSet, VaultSecretRotated, VaultSecretDeleted)
 """The kinds the vault folds (actors/vault/state.py)."""
+WORKSPACE_KINDS = kinds_of(WorkspaceCheckpointed, WorkspaceBlobsPruned)
+"""The kinds of ``workspace/<checkpoint_id>`` streams (actors/checkpoints.py folds them)."""
 APPROVAL_KINDS = kinds_of(
     ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
 )

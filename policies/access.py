@@ -124,6 +124,8 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "learning.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "learning.read": ActionSpec(resource_type="Learning", scope="learning", changes_state=False),
     "learning.review": ActionSpec(resource_type="Learning", scope="learning", changes_state=True),
+    "workspace.read": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "workspace.restore": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "channel.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "channel.route": ActionSpec(resource_type="Channel", scope="none", changes_state=True),
     "channel.pair": ActionSpec(resource_type="Channel", scope="none", changes_state=True),

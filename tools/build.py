@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tools.builtins import BuiltinRuntime
 from tools.catalog import ToolCatalog
+from tools.checkpoints import BlobStore, Checkpointer
 from tools.config import ToolsConfig
 from tools.errors import ManifestError
 from tools.files import FileRuntime
@@ -18,18 +19,30 @@ from tools.shell import ShellRuntime
 __all__ = ["build_catalog"]
 
 
-def build_catalog(config: ToolsConfig, memory: MemoryStore | None = None) -> ToolCatalog:
+def build_catalog(
+    config: ToolsConfig, memory: MemoryStore | None = None, checkpoint_dir: Path | None = None
+) -> ToolCatalog:
     """Builtins, the memory tools, workspace files, http.fetch, shell.run, and the plugins in
     ``plugin_dir``. ``memory`` is the node's memory (the memory tools are listed without it,
     so every catalog declares the same tools, but their calls then fail).
 
+    ``checkpoint_dir``: where workspace checkpoints keep their blobs (the node's
+    ``<data>/checkpoints``); None: writing calls are not checkpointed.
+
     Raises a `PluginError` naming the plugin when one cannot be loaded, or
     whose name clashes with a built-in tool.
     """
+    checkpoints = None
+    if checkpoint_dir is not None:
+        checkpoints = Checkpointer(
+            store=BlobStore(checkpoint_dir, config.checkpoint_blob_max_bytes),
+            scan_max_files=config.checkpoint_scan_max_files,
+            file_max_bytes=config.checkpoint_file_max_bytes,
+        )
     runtimes: list[ToolRuntime] = [
         BuiltinRuntime(config),
         MemoryToolsRuntime(config, memory),
-        FileRuntime(config),
+        FileRuntime(config, checkpoints),
         HttpRuntime(config),
         ShellRuntime(config),
     ]
@@ -40,4 +53,4 @@ def build_catalog(config: ToolsConfig, memory: MemoryStore | None = None) -> Too
             if spec.name in taken:
                 raise ManifestError(f"plugin {spec.name!r}: name clashes with a built-in tool")
         runtimes.append(plugins)
-    return ToolCatalog(runtimes)
+    return ToolCatalog(runtimes, checkpoints)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
 from actors.vault.store import Vault, open_vault
@@ -310,7 +311,7 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(tools_config, memory=memory)
+    catalog = build_catalog(tools_config, memory=memory, checkpoint_dir=data_dir / "checkpoints")
     gate = ToolGate(engine, cfg.tools.postures)
     unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
     if unknown:
@@ -319,6 +320,8 @@ def open_runtime(
     model = provider or make_provider(cfg)
     channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
     journal = open_journal(data_dir, cfg, on_tampered)
+    if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
+        catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     try:
         tokens = load_tokens(journal, admin_token)

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors import checkpoints
 from actors.approvals.grants import Grant, check_decision
 from actors.errors import ApprovalAlreadyResolved, InvalidCommand
 from actors.invocations.decide import (
@@ -346,6 +347,18 @@ class ToolInvocationActor(pykka.ThreadingActor):
             secrets=None if self.s.vault is None else self.s.vault.resolve,
         )
         result = self._scrubbed(self.s.catalog.execute(self.spec.name, self.args, ctx))
+        if result.workspace is not None:  # what the call changed, before its result
+            checkpoints.record(
+                self.s.journal,
+                result.workspace,
+                principal=self.principal,
+                correlation_id=self.run_id,
+                causation_id=self.state.invocation_id,
+                tool=self.spec.name,
+                invocation_id=self.state.invocation_id,
+                run_id=self.run_id,
+                session_id=self.session_id,
+            )
         try:
             self._complete(completed(self.state, result))
         except ConcurrencyConflict:

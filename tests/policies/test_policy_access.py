@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     | {"session.compact", "session.restore"}
     | {"memory.write", "memory.delete"}
     | {"task.cancel"}
+    | {"workspace.restore"}
     | {"learning.review"}
     | {"channel.route", "channel.pair"},
     "approver": READS | {"approval.resolve", "grant.revoke", "learning.review"},

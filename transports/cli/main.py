@@ -57,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "List and show sessions, reset or branch one, compact its context, restore a checkpoint.",
     ),
     "runs": ("transports.cli.runs_cmd:app", "List runs, show one, print its tape, cancel it."),
+    "workspace": (
+        "transports.cli.workspace_cmd:app",
+        "Workspace checkpoints: list them, show what changed since one, restore one.",
+    ),
     "channels": (
         "transports.cli.channels_cmd:app",
         "Chat channels: list them, mint pairing codes.",

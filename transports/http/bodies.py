@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from actors.checkpoints import WorkspaceCheckpoint
 from actors.vault.info import SecretInfo as SecretInfo  # the CLI prints them too
 from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
@@ -73,6 +74,22 @@ class RestoreSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_
     of ``GET /v1/sessions/{id}/checkpoints``)."""
 
     checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+
+
+class RestoreWorkspaceRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/workspace/restore``: put the workspace back to a checkpoint (one of
+    ``GET /v1/workspace/checkpoints``): as right after it, or right before it (``before``)."""
+
+    checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+    before: bool = False
+
+
+class WorkspaceCheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/workspace/checkpoints``: the newest ``limit`` checkpoints, newest first."""
+
+    items: tuple[WorkspaceCheckpoint, ...]
+    limit: int
+    limit_clamped: bool = False
 
 
 class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -19,6 +19,7 @@ import msgspec
 from aiohttp import web
 
 from actors.channels.message import MessageBody
+from actors.checkpoints import WorkspaceCheckpoint, WorkspaceDiff
 from actors.messages import CompactionOutcome
 from actors.sessions.compaction import Checkpoints
 from events import VerifyReport
@@ -48,6 +49,7 @@ from transports.http.bodies import (
     PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
+    RestoreWorkspaceRequest,
     RevokedGrant,
     RevokeGrantRequest,
     RotateSecretRequest,
@@ -63,6 +65,7 @@ from transports.http.bodies import (
     TokenInfo,
     TokenList,
     VerifyRequest,
+    WorkspaceCheckpointPage,
 )
 from transports.http.channels import ChannelList, PairCodeRequest
 from transports.http.context import permit
@@ -373,6 +376,45 @@ def _paths() -> dict[str, Any]:
                 write,
                 parameters=(session,),
                 body=RestoreSessionRequest,
+                body_required=True,
+            )
+        },
+        "/v1/workspace/checkpoints": {
+            "get": _op(
+                "The workspace's checkpoints (one per call or restore that changed files), "
+                "newest first: each file's path and SHA-256 before and after. workspace.read.",
+                {200: _json(WorkspaceCheckpointPage, "The newest checkpoints.")},
+                (),
+                parameters=(_limit(LIST_CAP),),
+            )
+        },
+        "/v1/workspace/diff": {
+            "get": _op(
+                "What changed in the workspace since a checkpoint: each file's hash then and "
+                "now, with a unified diff when both versions are kept text. workspace.read. "
+                "An unknown checkpoint is a 404.",
+                {200: _json(WorkspaceDiff, "The files changed since the checkpoint.")},
+                (404, 503),
+                parameters=(
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "required": True,
+                        "description": "A checkpoint id.",
+                        "schema": {"type": "string", "pattern": ULID_PATTERN},
+                    },
+                ),
+            )
+        },
+        "/v1/workspace/restore": {
+            "post": _op(
+                "Restore the workspace to a checkpoint (as right after it, or right before it "
+                "with before): itself recorded as a checkpoint, so it can be restored in turn. "
+                "workspace.restore. An unknown checkpoint is a 404; a version no longer kept "
+                "(pruned or deleted) a 409 naming the file, with nothing written.",
+                {200: _json(WorkspaceCheckpoint, "The checkpoint the restore recorded.")},
+                write,
+                body=RestoreWorkspaceRequest,
                 body_required=True,
             )
         },

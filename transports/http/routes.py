@@ -25,6 +25,7 @@ from transports.http import (
     tokens,
     vault,
     whoami,
+    workspace,
 )
 
 ROUTES = (
@@ -40,6 +41,7 @@ ROUTES = (
     memory.routes,
     tasks.routes,
     learning.routes,
+    workspace.routes,
     whoami.routes,
     channels.routes,
     metrics.routes,
