@@ -55,7 +55,7 @@ def echo(text: str) -> str:
     return text
 
 
-class LocalModel(Model):  # type: ignore[misc]
+class AgentsLocalModel(Model):  # type: ignore[misc]
     """Answers like reel's deterministic model: the first turn proposes ``echo``, the turn after
     the tool's output answers the text."""
 
@@ -87,7 +87,7 @@ class LocalModel(Model):  # type: ignore[misc]
 
 def make_agent() -> Any:
     set_tracing_disabled(True)
-    return Agent(name="bench", instructions="Answer.", model=LocalModel(), tools=[echo])
+    return Agent(name="bench", instructions="Answer.", model=AgentsLocalModel(), tools=[echo])
 
 
 async def run_once(agent: Any, session: Any) -> float:

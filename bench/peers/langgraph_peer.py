@@ -49,7 +49,7 @@ def echo(text: str) -> str:
     return text
 
 
-class LocalModel(BaseChatModel):  # type: ignore[misc]
+class LangGraphLocalModel(BaseChatModel):  # type: ignore[misc]
     """Answers like reel's deterministic model: the first turn proposes ``echo``, the turn after
     the tool's result answers the text."""
 
@@ -74,7 +74,7 @@ def agent(args: argparse.Namespace) -> Iterator[tuple[Any, sqlite3.Connection]]:
     conn = sqlite3.connect(args.dir / "langgraph.db", check_same_thread=False)
     saver = SqliteSaver(conn)
     saver.setup()
-    model = LocalModel()
+    model = LangGraphLocalModel()
 
     def call_model(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}

@@ -34,6 +34,7 @@ def test_public_all_is_complete() -> None:
         "egress",
         "errors",
         "files",
+        "handles",
         "http_fetch",
         "memory_tools",
         "patch",
