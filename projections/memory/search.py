@@ -52,8 +52,11 @@ MAX_QUERY_TERMS = 16
 MMAP_BYTES = 1 << 30
 """How much of views.db each read connection memory-maps."""
 LEXICAL_WIDEN = 2
-"""The lexical candidates are first looked for among this many times ``pool`` best rows by
-bm25, whoever may see them (:meth:`MemoryView._lexical_top`)."""
+"""The lexical and the vector candidates are first looked for among this many times ``pool``
+best rows by bm25 or nearest by distance, whoever may see them (:meth:`MemoryView._lexical_top`,
+:meth:`MemoryView._vector_top`)."""
+VEC_MAX_K = 4096
+"""sqlite-vec's largest ``k`` for a KNN query."""
 _DAY_MS = 86_400_000
 
 
@@ -321,7 +324,7 @@ class MemoryView(PooledReader):
             return []
         match = fts_match(terms)
         now = self.clock() if now_ms is None else now_ms
-        pool = min(max(self.pool, k), 4096)  # 4096: vec0's largest k
+        pool = min(max(self.pool, k), VEC_MAX_K)
         qvec = self.embedder.embed_query(query)
         with self._read() as conn:
             indexed = conn.execute("SELECT fingerprint, changed_at FROM memory_index").fetchone()
@@ -469,7 +472,7 @@ class MemoryView(PooledReader):
         distance, so when ``pool`` of those are visible (or no other row exists) they are the
         first ``pool`` of the filtered scan; else the filtered scan is made."""
         vector = pack_vector(qvec)
-        wide = LEXICAL_WIDEN * pool
+        wide = min(LEXICAL_WIDEN * pool, VEC_MAX_K)
         best = [
             int(r)
             for (r,) in conn.execute(

@@ -72,8 +72,8 @@ def load_vec(conn: apsw.Connection) -> None:
 @functools.cache
 def vec_library() -> str:
     """Where sqlite-vec's loadable library is (``sqlite_vec.loadable_path()``: its package's
-    ``vec0``), found without importing the package: its ``__init__`` imports numpy (a third of
-    a second at start-up on a loaded machine) for a helper reel does not use."""
+    ``vec0``), found without importing the package: its ``__init__`` imports numpy (about 0.15 s
+    of CPU at the node's start) for a helper reel does not use."""
     spec = importlib.util.find_spec("sqlite_vec")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError("sqlite_vec is not installed", name="sqlite_vec")

@@ -300,7 +300,8 @@ def test_vector_candidates_are_the_filtered_scans_whoever_asks(
 ) -> None:
     """As for the lexical candidates: for alice the nearest rows whoever sees them hold too
     few of hers (the filtered scan is made), for bob enough; the same rows either way. Each
-    text holds a word of its own, so no two items are at the same distance."""
+    text holds a word of its own, so no two items are at the same distance. A pool past half
+    of vec0's largest k widens only up to it."""
     rng = random.Random(5)
     words = ["lamp", "desk", "chair", "window", "door", "floor", "wall"]
     for n in range(160):
@@ -324,7 +325,7 @@ def test_vector_candidates_are_the_filtered_scans_whoever_asks(
             for query in ["lamp", "desk chair", "window door floor wall", "lamp desk"]:
                 qvec = v.embedder.embed_query(query)
                 for now in (1, 1_000):
-                    for pool in (1, 5, 20, 200):
+                    for pool in (1, 5, 20, 200, 4096):  # 4096: vec0's largest k
                         expected = filtered_scan(conn, pack_vector(qvec), seen, now, pool)
                         found = v._vector_top(conn, qvec, seen, now, pool)
                         assert found == expected, (principal, query, now, pool)
