@@ -311,13 +311,13 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
 
 
 def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
-    if not _COMPILED:
-        _compile()
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
     if size - start < _SHORTEST or (size < vendor_rules.RUN and text.isalnum()):
         return found, guards  # a short word (a mapping's key): no shape fits in it
+    if not _COMPILED:
+        _compile()
     lowered = text.lower()
     chosen, windows = _detectors_for(text, lowered, start)
     anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
