@@ -67,7 +67,10 @@ from actors.messages import (  # noqa: E402
     SessionInfo,
     StartRun,
 )
-from actors.sessions.actor import SessionActor  # noqa: E402
+try:
+    from actors.sessions.actor import SessionActor  # noqa: E402
+except ImportError:  # a checkout from before the layout move (--repo, e.g. 088f45b)
+    from actors.session import SessionActor  # type: ignore[no-redef]  # noqa: E402
 from events import Event, Journal, NodeKey, StoredEvent  # noqa: E402
 from policies import PolicyEngine  # noqa: E402
 from tools import ToolsConfig, build_catalog  # noqa: E402

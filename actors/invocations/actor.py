@@ -182,7 +182,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._propose()
             return
         # Continued after a restart: the same spec and validation as a live call.
-        if not self._load_spec():
+        closing = self._load_spec(state)
+        if closing:
+            self._complete(*closing)
             return
         pending = state.pending_approval
         if pending is not None:
@@ -190,25 +192,33 @@ class ToolInvocationActor(pykka.ThreadingActor):
         elif self.proceed:
             self._act()
 
-    def _load_spec(self) -> bool:
-        """The tool's spec and validated arguments; False (and the invocation completed) when
-        the tool is unknown or the arguments invalid."""
+    def _load_spec(self, state: InvocationState) -> tuple[Event, ...]:
+        """Load the tool's spec and validate the arguments; when the tool is unknown or the
+        arguments invalid, the events that close the invocation (``state``: proposed)."""
         name = self.call.name
         try:
             self.spec = self.s.catalog.spec(name)
         except UnknownTool:
-            self._complete(*unknown_tool(self.state, self.s.catalog.names()))
-            return False
+            return unknown_tool(state, self.s.catalog.names())
         try:
             self.args = self.s.catalog.validate(name, self.call.arguments or "{}")
         except InvalidArguments as exc:
-            self._complete(refused(self.state, f"invalid arguments for {name}: {exc}", "invalid"))
-            return False
-        return True
+            return (refused(state, f"invalid arguments for {name}: {exc}", "invalid"),)
+        return ()
 
     def _propose(self) -> None:
-        self._append(propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id))
-        if not self._load_spec():
+        """``tool.proposed`` and the gate's decision on it, in one commit: both are decided
+        from the proposal folded ahead (:meth:`OwnedStream.staged`)."""
+        proposal = self.out.staged(
+            propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
+        )
+        state = self.state
+        for rec in proposal:
+            state = apply(state, rec)
+        proposed = tuple(r.event for r in proposal)
+        closing = self._load_spec(state)
+        if closing:
+            self._complete(*proposed, *closing)
             return
         assert self.spec is not None
         assert self.args is not None
@@ -235,8 +245,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
             # the journal waits in this actor's inbox instead of being refused.
             self.routed = approval_id
             self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
-        events = judged(
-            self.state,
+        events = proposed + judged(
+            state,
             decision,
             risk=self.spec.risk,
             approval_id=approval_id,

@@ -89,7 +89,7 @@ from actors.runs.decide import (
 from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
 from actors.services import Services
-from actors.stream import OwnedStream
+from actors.stream import OwnedStream, Recorded
 from events import new_id
 from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
@@ -199,7 +199,7 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(message, FlushTick):
             self.flush_timer = None
             if self._current(message.turn):
-                self._flush(force=False)
+                self._flush()
         elif isinstance(message, ToolAppended):
             self._on_tool_events(message)
         elif isinstance(message, CancelRun):
@@ -297,7 +297,7 @@ class RunActor(pykka.ThreadingActor):
             step = next_step(self.state)
             if isinstance(step, Start):
                 b = self.s.config.budgets
-                self._append(
+                start = self.out.staged(
                     started(
                         self.state,
                         max_turns=b.max_turns,
@@ -306,6 +306,10 @@ class RunActor(pykka.ThreadingActor):
                         provider=self.s.provider.name,
                     )
                 )
+                then = _folded(self.state, start)
+                # run.context_assembled is decided from the started run: one commit for both.
+                more = (self._assembled(then),) if isinstance(next_step(then), Assemble) else ()
+                self._append(*(r.event for r in start), *more)
                 self._run_clock()
             elif isinstance(step, MarkAwaiting):
                 self._pause_clock()
@@ -322,7 +326,7 @@ class RunActor(pykka.ThreadingActor):
                 self._ensure_tool(step.call, new_id())
                 return
             elif isinstance(step, Assemble):
-                self._assemble()
+                self._append(self._assembled(self.state))
             elif isinstance(step, CallModel):
                 self._call_model(step.turn)
                 return
@@ -335,27 +339,24 @@ class RunActor(pykka.ThreadingActor):
 
     # --- context ---------------------------------------------------------------------------
 
-    def _assemble(self) -> None:
-        """Record what goes into the model input besides the message: the memory items that
-        match it and the ``@memory`` / ``@run`` references (file and URL references were read
-        by governed tool calls already)."""
+    def _assembled(self, state: RunState) -> Event:
+        """What goes into the model input besides the message (``run.context_assembled``):
+        the memory items that match it and the ``@memory`` / ``@run`` references (file and URL
+        references were read by governed tool calls already)."""
         cfg = self.s.config
-        state = self.state
         reads = {
             r.index: self._read(r.kind, r.target)
             for r in state.references[:MAX_REFERENCES]
             if r.kind in ("memory", "run")
         }
-        self._append(
-            assembled(
-                state,
-                self.prior,
-                memory=self._memory_hits(),
-                reads=reads,
-                learned=self._learned(),
-                budget_tokens=cfg.context_budget_tokens,
-                system_prompt=cfg.system_prompt,
-            )
+        return assembled(
+            state,
+            self.prior,
+            memory=self._memory_hits(),
+            reads=reads,
+            learned=self._learned(),
+            budget_tokens=cfg.context_budget_tokens,
+            system_prompt=cfg.system_prompt,
         )
 
     def _learned(self) -> tuple[dict[str, str], ...]:
@@ -475,24 +476,19 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(item, TurnEnd):
             self.turn.finish = item.finish_reason
 
+    def _output_event(self, turn: int, chunk: Chunk) -> RunOutput:
+        return RunOutput(run_id=self.run_id, turn=turn, text=chunk.text, redacted=chunk.redacted)
+
     def _output(self, chunk: Chunk) -> None:
         assert self.turn is not None
-        self._append(
-            RunOutput(
-                run_id=self.run_id,
-                turn=self.turn.number,
-                text=chunk.text,
-                redacted=chunk.redacted,
-            )
-        )
+        self._append(self._output_event(self.turn.number, chunk))
 
-    def _flush(self, *, force: bool) -> None:
-        """``force``: the turn is over, so the redactor releases what it held."""
-        now = time.monotonic()
-        chunk = self.coalescer.end_turn(now) if force else self.coalescer.tick(now)
+    def _flush(self) -> None:
+        """Write what the coalescer lets go by age (the turn goes on)."""
+        chunk = self.coalescer.tick(time.monotonic())
         if chunk is not None:
             self._output(chunk)
-        if not force and self.flush_timer is None and self.coalescer.pending:
+        if self.flush_timer is None and self.coalescer.pending:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:
@@ -505,11 +501,15 @@ class RunActor(pykka.ThreadingActor):
     def _on_turn_done(self) -> None:
         assert self.turn is not None
         self.provider_task = None
-        self._flush(force=True)
+        # The redactor releases what it held; that last output and the turn's end (with the
+        # run's, for a final answer) go in one commit, the end decided from the output folded.
+        chunk = self.coalescer.end_turn(time.monotonic())
         turn, self.turn = self.turn, None
-        self._append(
-            *finish_turn(self.state, turn.number, turn.usage, tuple(turn.calls), turn.finish)
+        last = self.out.staged(self._output_event(turn.number, chunk)) if chunk is not None else []
+        closing = finish_turn(
+            _folded(self.state, last), turn.number, turn.usage, tuple(turn.calls), turn.finish
         )
+        self._append(*(r.event for r in last), *closing)
         self._advance()
 
     # --- tools -----------------------------------------------------------------------------
@@ -623,6 +623,13 @@ class RunActor(pykka.ThreadingActor):
             self.flush_timer.cancel()
             self.flush_timer = None
         self._pause_clock()
+
+
+def _folded(state: RunState, records: list[Recorded]) -> RunState:
+    """``state`` with ``records`` (staged, not yet appended) folded in."""
+    for rec in records:
+        state = apply(state, rec)
+    return state
 
 
 def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:
