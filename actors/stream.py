@@ -11,7 +11,6 @@ A live actor and a recovery that reads the journal after a crash therefore fold 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 import msgspec
@@ -60,16 +59,6 @@ class OwnedStream:
         self.principal = principal
         self.correlation_id = correlation_id
         self.causation_id = causation_id
-
-    def staged(self, *events: Event, principal: str | None = None) -> list[Recorded]:
-        """``events`` as an append would store them (redacted), stamped now rather than at a
-        commit: folded ahead, they let a writer decide the next events of the same append
-        (``run.started`` and ``run.context_assembled``, a turn's last output and its end), so
-        one commit holds the step. A decision taken from them must not read the commit time.
-        Append their ``event`` (the redacted one) with the rest."""
-        who = principal or self.principal
-        at_ms = time.time_ns() // 1_000_000
-        return [Recorded(redact_event(event), self.name, at_ms, who) for event in events]
 
     def append(
         self, expected_seq: int, *events: Event, principal: str | None = None

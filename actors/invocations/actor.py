@@ -182,9 +182,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._propose()
             return
         # Continued after a restart: the same spec and validation as a live call.
-        closing = self._load_spec(state)
-        if closing:
-            self._complete(*closing)
+        if not self._load_spec():
             return
         pending = state.pending_approval
         if pending is not None:
@@ -192,33 +190,25 @@ class ToolInvocationActor(pykka.ThreadingActor):
         elif self.proceed:
             self._act()
 
-    def _load_spec(self, state: InvocationState) -> tuple[Event, ...]:
-        """Load the tool's spec and validate the arguments; when the tool is unknown or the
-        arguments invalid, the events that close the invocation (``state``: proposed)."""
+    def _load_spec(self) -> bool:
+        """The tool's spec and validated arguments; False (and the invocation completed) when
+        the tool is unknown or the arguments invalid."""
         name = self.call.name
         try:
             self.spec = self.s.catalog.spec(name)
         except UnknownTool:
-            return unknown_tool(state, self.s.catalog.names())
+            self._complete(*unknown_tool(self.state, self.s.catalog.names()))
+            return False
         try:
             self.args = self.s.catalog.validate(name, self.call.arguments or "{}")
         except InvalidArguments as exc:
-            return (refused(state, f"invalid arguments for {name}: {exc}", "invalid"),)
-        return ()
+            self._complete(refused(self.state, f"invalid arguments for {name}: {exc}", "invalid"))
+            return False
+        return True
 
     def _propose(self) -> None:
-        """``tool.proposed`` and the gate's decision on it, in one commit: both are decided
-        from the proposal folded ahead (:meth:`OwnedStream.staged`)."""
-        proposal = self.out.staged(
-            propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
-        )
-        state = self.state
-        for rec in proposal:
-            state = apply(state, rec)
-        proposed = tuple(r.event for r in proposal)
-        closing = self._load_spec(state)
-        if closing:
-            self._complete(*proposed, *closing)
+        self._append(propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id))
+        if not self._load_spec():
             return
         assert self.spec is not None
         assert self.args is not None
@@ -245,8 +235,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
             # the journal waits in this actor's inbox instead of being refused.
             self.routed = approval_id
             self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
-        events = proposed + judged(
-            state,
+        events = judged(
+            self.state,
             decision,
             risk=self.spec.risk,
             approval_id=approval_id,

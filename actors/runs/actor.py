@@ -78,6 +78,7 @@ from actors.runs.decide import (
     StartTool,
     Stopping,
     WaitApproval,
+    assembles_when_started,
     awaiting,
     cancel_requested,
     end,
@@ -89,8 +90,8 @@ from actors.runs.decide import (
 from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
 from actors.services import Services
-from actors.stream import OwnedStream, Recorded
-from events import new_id
+from actors.stream import OwnedStream
+from events import new_id, redact_event
 from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
@@ -297,19 +298,17 @@ class RunActor(pykka.ThreadingActor):
             step = next_step(self.state)
             if isinstance(step, Start):
                 b = self.s.config.budgets
-                start = self.out.staged(
-                    started(
-                        self.state,
-                        max_turns=b.max_turns,
-                        max_tool_calls=b.max_tool_calls,
-                        wall_clock_s=b.wall_clock_s,
-                        provider=self.s.provider.name,
-                    )
+                start = started(
+                    self.state,
+                    max_turns=b.max_turns,
+                    max_tool_calls=b.max_tool_calls,
+                    wall_clock_s=b.wall_clock_s,
+                    provider=self.s.provider.name,
                 )
-                then = _folded(self.state, start)
-                # run.context_assembled is decided from the started run: one commit for both.
-                more = (self._assembled(then),) if isinstance(next_step(then), Assemble) else ()
-                self._append(*(r.event for r in start), *more)
+                if assembles_when_started(self.state):  # one commit for both
+                    self._append(start, self._assembled(self.state))
+                else:
+                    self._append(start)
                 self._run_clock()
             elif isinstance(step, MarkAwaiting):
                 self._pause_clock()
@@ -501,15 +500,20 @@ class RunActor(pykka.ThreadingActor):
     def _on_turn_done(self) -> None:
         assert self.turn is not None
         self.provider_task = None
-        # The redactor releases what it held; that last output and the turn's end (with the
-        # run's, for a final answer) go in one commit, the end decided from the output folded.
+        # The redactor releases what it held: that last output and the turn's end (with the
+        # run's, for a final answer, whose text ends with that output as stored) in one commit.
         chunk = self.coalescer.end_turn(time.monotonic())
         turn, self.turn = self.turn, None
-        last = self.out.staged(self._output_event(turn.number, chunk)) if chunk is not None else []
+        last = () if chunk is None else (redact_event(self._output_event(turn.number, chunk)),)
         closing = finish_turn(
-            _folded(self.state, last), turn.number, turn.usage, tuple(turn.calls), turn.finish
+            self.state,
+            turn.number,
+            turn.usage,
+            tuple(turn.calls),
+            turn.finish,
+            last_output=last[0].text if last else "",
         )
-        self._append(*(r.event for r in last), *closing)
+        self._append(*last, *closing)
         self._advance()
 
     # --- tools -----------------------------------------------------------------------------
@@ -623,13 +627,6 @@ class RunActor(pykka.ThreadingActor):
             self.flush_timer.cancel()
             self.flush_timer = None
         self._pause_clock()
-
-
-def _folded(state: RunState, records: list[Recorded]) -> RunState:
-    """``state`` with ``records`` (staged, not yet appended) folded in."""
-    for rec in records:
-        state = apply(state, rec)
-    return state
 
 
 def _tell(ref: pykka.ActorRef[Any], message: Any) -> None:

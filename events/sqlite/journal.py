@@ -1,13 +1,14 @@
-"""The journal: one writer thread, group commit, optimistic concurrency, idempotency, checkpoints.
+"""The journal: one committer at a time, group commit, optimistic concurrency, idempotency,
+checkpoints.
 
 Appends from any thread are queued; whoever holds the commit lock drains the queue and commits
 everything it drained in one transaction (group commit), then resolves each caller's future.
-A blocking :meth:`Journal.append` that finds the lock free commits in its own thread (no
-hand-off to the writer thread and back: one writer's append costs its commit and little else);
-one that finds it taken, and every :meth:`Journal.submit`, wakes the writer thread, which takes
-the lock next. An append therefore returns only after the transaction holding its rows has
-committed (durable with ``synchronous=FULL``, the default). Per request, either every event is
-written or none: a conflicting ``expected_seq`` or a bad request fails that request alone.
+Every request wakes the writer thread; a blocking :meth:`Journal.append` that finds the lock
+free commits in its own thread instead of waiting for the writer to be scheduled and to hand
+the outcome back (one writer's append costs its commit and little else). An append therefore
+returns only after the transaction holding its rows has committed (durable with
+``synchronous=FULL``, the default). Per request, either every event is written or none: a
+conflicting ``expected_seq`` or a bad request fails that request alone.
 
 Checkpoints are rows too: when one is due (every N events, every T seconds, on request, at
 close) the writer signs the head it just built and appends a ``journal.checkpoint`` row after
@@ -190,7 +191,7 @@ class Journal(JournalReader):
         self._accepting = True
         self._submit_guard = threading.Lock()
         self._wake = threading.Condition(self._submit_guard)
-        """Wakes the writer thread: requests are pending that no appender is committing."""
+        """Wakes the writer thread: requests are pending."""
         self._verified = threading.Event()
         """Set once every row has been verified (at once without ``on_tampered``): until then
         no checkpoint is signed, so a signature never vouches for rows nobody checked."""
@@ -231,23 +232,6 @@ class Journal(JournalReader):
         length. ``None`` skips the check (only for streams with no competing writer).
         Events are redacted and encoded here, in the caller's thread.
         """
-        request = self._request(
-            stream, events, expected_seq, principal, correlation_id, causation_id, idempotency_key
-        )
-        self._enqueue(request)
-        return request.future
-
-    def _request(
-        self,
-        stream: str,
-        events: Sequence[Event],
-        expected_seq: int | None,
-        principal: str,
-        correlation_id: str | None,
-        causation_id: str | None,
-        idempotency_key: str | None,
-    ) -> _Append:
-        """The checked, redacted and encoded request (raises :class:`AppendRejected`)."""
         if not stream:
             raise AppendRejected("stream must be a non-empty string")
         if stream == CHECKPOINT_STREAM:
@@ -278,7 +262,7 @@ class Journal(JournalReader):
                     f"the limit is {self.max_payload_bytes}"
                 )
             payloads.append((kind_of(event), type(event).version, payload))
-        return _Append(
+        request = _Append(
             stream,
             payloads,
             expected_seq,
@@ -287,6 +271,8 @@ class Journal(JournalReader):
             causation_id,
             idempotency_key,
         )
+        self._enqueue(request)
+        return request.future
 
     def append(
         self,
@@ -302,22 +288,25 @@ class Journal(JournalReader):
         """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
         next seq is not ``expected_seq`` (nothing written).
 
-        When no commit is under way this thread commits (the request and whatever else is
-        queued) itself; otherwise the writer thread is woken and commits it next."""
-        request = self._request(
-            stream, events, expected_seq, principal, correlation_id, causation_id, idempotency_key
+        Queued as :meth:`submit` queues it; then, when no commit is under way, this thread
+        commits it (with whatever else is queued) itself rather than wait for the writer thread
+        to be scheduled, and otherwise waits for the commit under way and the next."""
+        future = self.submit(
+            stream,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
         )
-        self._enqueue(request, wake=False)
-        if self._commit_lock.acquire(blocking=False):
+        if not future.done() and self._commit_lock.acquire(blocking=False):
             try:
-                while not request.future.done() and self._commit_pending():
+                while not future.done() and self._commit_pending():
                     pass
             finally:
                 self._commit_lock.release()
-        if not request.future.done():
-            with self._wake:
-                self._wake.notify()
-        return request.future.result()
+        return future.result()
 
     def checkpoint(self) -> Checkpoint | None:
         """Sign the current head now (after everything queued before this call has committed).
@@ -361,13 +350,12 @@ class Journal(JournalReader):
         self._stop_verifying.set()
         self._verify_ended.wait()
 
-    def _enqueue(self, request: _Append | _CheckpointRequest, *, wake: bool = True) -> None:
+    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
         with self._wake:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
             self._pending.append(request)
-            if wake:
-                self._wake.notify()
+            self._wake.notify()
 
     # --- subscription -------------------------------------------------------------------
 
@@ -387,7 +375,8 @@ class Journal(JournalReader):
             return self._committed_position
 
     def listen(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(head_position)`` from the writer thread after each commit.
+        """Call ``listener(head_position)`` after each commit, from the thread that committed
+        (the writer thread, or an appender that committed its own append).
 
         Listeners must return quickly (hand off to a queue or an event loop). Returns a function
         that unsubscribes.
