@@ -181,11 +181,10 @@ class TaskQueue:
             dedupe_key=dedupe_key,
             causation_id=causation_id,
         )
-        dispatcher = self._dispatcher
-        if state is not None and dispatcher is None and self._deferred:
-            dispatcher = self._start_dispatcher(None)  # it folds the new task itself
-        elif state is not None and dispatcher is not None:
-            dispatcher.tell(Known(state))
+        if state is not None:
+            dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
+            if dispatcher is not None:
+                dispatcher.tell(Known(state))
         return ticket
 
     def cancel(
@@ -233,13 +232,18 @@ class TaskQueue:
         if not open_tasks:
             self._deferred = True
             return
-        self._start_dispatcher(open_tasks).ask(Ready(), timeout=60)
+        dispatcher = self._start_dispatcher(open_tasks, lazily=False)
+        assert dispatcher is not None
+        dispatcher.ask(Ready(), timeout=60)
 
-    def _start_dispatcher(self, open_tasks: dict[str, TaskState] | None) -> pykka.ActorRef[Any]:
-        """The dispatcher, started once (from the composition, or from the first enqueue in
-        whatever thread made it: it never waits for the dispatcher)."""
+    def _start_dispatcher(
+        self, open_tasks: dict[str, TaskState] | None, *, lazily: bool
+    ) -> pykka.ActorRef[Any] | None:
+        """The dispatcher, started once: by the composition, or ``lazily`` by the first
+        enqueue (in whatever thread made it; it never waits for the dispatcher), unless the
+        queue drained since. None when it is not running and must not start."""
         with self._starting:
-            if self._dispatcher is None:
+            if self._dispatcher is None and (self._deferred or not lazily):
                 self._deferred = False
                 self._heartbeats = Heartbeats(self._shared)
                 self._dispatcher = TaskDispatcher.start(
