@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from events.catalog import Event, kind_of
-from events.fields import Check, InvalidField, OneOf, Text, plan_of
+from events.fields import Check, Identifier, InvalidField, OneOf, Text, plan_of
 from events.redaction import vendor_rules
 from events.redaction.detectors import (
     LOCAL_PASSWORD_WORDS,
@@ -542,6 +542,28 @@ def _redact_command_line(items: list[str]) -> tuple[list[str], int]:
     return out, len(spans)
 
 
+_VALID_IDENTIFIERS: set[tuple[Identifier, str]] = set()
+"""Identifier values found valid, by kind: the same principal, tool name or channel is on
+most events, and its verdict (the pattern, the detectors: both fixed) never changes. Only
+valid values are kept (a refused one may be a secret); cleared when full."""
+_VALID_IDENTIFIERS_MAX = 65_536
+
+
+def _identifier_problem(kind: Identifier, value: object) -> str | None:
+    """``kind.problem(value)``, remembered for valid text."""
+    if type(value) is not str:
+        return kind.problem(value, looks_secret)
+    key = (kind, value)
+    if key in _VALID_IDENTIFIERS:
+        return None
+    problem = kind.problem(value, looks_secret)
+    if problem is None:
+        if len(_VALID_IDENTIFIERS) >= _VALID_IDENTIFIERS_MAX:
+            _VALID_IDENTIFIERS.clear()
+        _VALID_IDENTIFIERS.add(key)
+    return problem
+
+
 def redact_event(event: T) -> T:
     """Return ``event`` with every free-text field redacted and ``redacted`` incremented, after
     checking its identifier and ``Literal`` fields.
@@ -568,7 +590,7 @@ def redact_event(event: T) -> T:
             for item in value if rule.many else (value,):
                 if item == "":
                     continue
-                problem = rule.kind.problem(item, looks_secret)
+                problem = _identifier_problem(rule.kind, item)
                 if problem is not None:
                     raise InvalidField(kind_of(event), name, problem)
         elif isinstance(rule, OneOf):
