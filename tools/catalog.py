@@ -63,12 +63,19 @@ class ToolCatalog:
         try:
             if isinstance(arguments, bytes | str):
                 text = arguments.strip() or b"{}"
-                return msgspec.json.decode(text, type=spec.args_type)
-            return msgspec.convert(arguments, type=spec.args_type)
+                args = msgspec.json.decode(text, type=spec.args_type)
+            else:
+                args = msgspec.convert(arguments, type=spec.args_type)
         except msgspec.ValidationError as exc:
             raise InvalidArguments(name, str(exc)) from None
         except msgspec.DecodeError as exc:
             raise InvalidArguments(name, f"malformed JSON: {exc}") from None
+        if spec.validator is not None:
+            try:
+                spec.validator(msgspec.to_builtins(args))
+            except ValueError as exc:
+                raise InvalidArguments(name, str(exc)) from None
+        return args
 
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         """Run a validated call to completion, failure, time-out or cancellation.
