@@ -906,6 +906,31 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
     """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
 
 
+# --- MCP servers (stream ``mcp/<server>``) ----------------------------------------------
+
+
+class McpToolEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool as an MCP server announced it."""
+
+    name: str
+    schema_sha256: str
+    """SHA-256 of the tool's input schema as canonical JSON: a changed schema is a new digest."""
+    allowed: bool
+    """Named in ``[mcp.servers.<server>.tools]``: only those can be offered and called."""
+
+
+class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
+    """An MCP server announced a tool list different from the last one this node saw (at its
+    first start, and at each change after), so no tool a server grows goes unrecorded."""
+
+    server: Id
+    tools: tuple[McpToolEntry, ...]
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    """Tools whose schema differs from the previous list."""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -962,6 +987,7 @@ CATALOG: tuple[type[Event], ...] = (
     TokenUsed,
     AccessDecided,
     JournalCheckpoint,
+    McpToolsListed,
 )
 """Every current event class. Adding a kind means adding it here."""
 

@@ -26,6 +26,7 @@ class ToolCatalog:
     """An immutable set of tools, each bound to the runtime that executes it."""
 
     def __init__(self, runtimes: Iterable[ToolRuntime]) -> None:
+        runtimes = tuple(runtimes)
         entries: dict[str, tuple[ToolSpec, ToolRuntime]] = {}
         for runtime in runtimes:
             for spec in runtime.specs():
@@ -33,6 +34,8 @@ class ToolCatalog:
                     raise ValueError(f"duplicate tool name {spec.name!r}")
                 entries[spec.name] = (spec, runtime)
         self._entries: Mapping[str, tuple[ToolSpec, ToolRuntime]] = dict(sorted(entries.items()))
+        self.runtimes: tuple[ToolRuntime, ...] = runtimes
+        """Every runtime, in the order given (one that declares no tool included)."""
 
     def names(self) -> list[str]:
         """Tool names, sorted."""
@@ -109,6 +112,11 @@ class ToolCatalog:
     def unavailable(self) -> dict[str, str]:
         """Tools that cannot run on this node, with the reason (e.g. no working sandbox)."""
         return {s.name: s.unavailable for s in self.specs() if s.unavailable is not None}
+
+    def close(self) -> None:
+        """Close every runtime (:meth:`ToolRuntime.close`)."""
+        for runtime in self.runtimes:
+            runtime.close()
 
     def _entry(self, name: str) -> tuple[ToolSpec, ToolRuntime]:
         try:

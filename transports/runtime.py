@@ -30,6 +30,7 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
+from transports.mcp_servers import journal_tool_lists
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import load_tokens
@@ -80,6 +81,7 @@ class Runtime:
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
+            self.catalog.close()  # MCP servers stop once no run can call them
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -236,17 +238,26 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(tools_config, memory=memory)
-    gate = ToolGate(engine, cfg.tools.postures)
-    unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
-    if unknown:
-        raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
-    check_tool_choice(cfg, catalog, gate)
-    model = provider or make_provider(cfg)
-    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-    journal = open_journal(data_dir, cfg, on_tampered)
+    catalog = build_catalog(
+        tools_config, memory=memory, mcp=cfg.mcp, mcp_state_dir=data_dir / "mcp"
+    )
+    try:  # started MCP servers stop if the node does not start
+        gate = ToolGate(engine, cfg.tools.postures)
+        unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
+        if unknown:
+            raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
+        check_tool_choice(cfg, catalog, gate)
+        model = provider or make_provider(cfg)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        journal = open_journal(data_dir, cfg, on_tampered)
+    except BaseException:
+        catalog.close()
+        raise
     projector: Projector | None = None
     try:
+        journal_tool_lists(
+            catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
+        )
         tokens = load_tokens(journal, admin_token)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
@@ -271,6 +282,7 @@ def open_runtime(
             projector.close()
         memory.close()
         journal.close()
+        catalog.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)

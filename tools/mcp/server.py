@@ -89,16 +89,21 @@ class McpLoop:
                 self._loop = None
 
 
-def wait_for(future: concurrent.futures.Future[T], ctx: ExecutionContext, what: str) -> T:
+def wait_for(
+    future: concurrent.futures.Future[T], ctx: ExecutionContext, what: str, *, own: bool = True
+) -> T:
     """The future's result, or a `ToolFault` when ``ctx`` is cancelled or out of time (the
-    future is then cancelled)."""
+    future is then cancelled if the caller ``own``s it; a start other calls wait for too
+    goes on)."""
     while True:
         if ctx.cancelled():
-            future.cancel()
+            if own:
+                future.cancel()
             raise ToolFault("cancelled", "cancelled by request")
         remaining = ctx.remaining()
         if remaining <= 0:
-            future.cancel()
+            if own:
+                future.cancel()
             raise ToolFault("timeout", f"deadline exceeded ({what})")
         try:
             return future.result(timeout=min(POLL_S, remaining))
@@ -166,7 +171,7 @@ class McpServer:
                 self._ready = self._loop.submit(self._session())
             ready = self._ready
         try:
-            return wait_for(ready, ctx, f"starting MCP server {self.name!r}")
+            return wait_for(ready, ctx, f"starting MCP server {self.name!r}", own=False)
         except ToolFault as fault:
             if fault.kind == "timeout":
                 self._failed("did not start in time")
@@ -241,7 +246,9 @@ class McpServer:
 
         closed = asyncio.Event()
         try:
-            async with Client(self._start(closed), message_handler=self._message) as client:
+            async with Client(
+                self._start(closed), message_handler=self._message, mode="legacy"
+            ) as client:
                 self._announce(await _list_tools(client))
                 with self._lock:
                     self._client, self._state, self._reason = client, "running", None
