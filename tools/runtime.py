@@ -38,6 +38,7 @@ class ToolRuntime(ABC):
     def close(self) -> None:
         """Stop what the runtime keeps running between calls (MCP servers); the node calls it
         when it drains. Nothing by default."""
+        return None
 
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """Why this call would be refused when it runs whatever a human decides (say, argv[0]

@@ -17,7 +17,7 @@ from events.catalog import McpToolEntry, McpToolsListed
 from tools.catalog import ToolCatalog
 
 if TYPE_CHECKING:
-    from events.sqlite import Journal
+    from events import Journal
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
 
@@ -34,7 +34,9 @@ def mcp_runtime(catalog: ToolCatalog) -> McpRuntime | None:
     return None
 
 
-def journal_tool_lists(catalog: ToolCatalog, journal: Journal, allowed: dict[str, set[str]]) -> None:
+def journal_tool_lists(
+    catalog: ToolCatalog, journal: Journal, allowed: dict[str, set[str]]
+) -> None:
     """Record every tool list the catalog's MCP servers announce (those already announced at
     start first). ``allowed``: the tools config names per server."""
     runtime = mcp_runtime(catalog)
@@ -74,7 +76,9 @@ def server_rows(catalog: ToolCatalog, postures: dict[str, str]) -> list[dict[str
     rows: list[dict[str, Any]] = []
     for state in runtime.states():
         announced = {t.name: t for t in state.tools or ()}
-        names = sorted({*announced, *(n.split(".", 2)[2] for n in specs if n.split(".")[1] == state.name)})
+        names = sorted(
+            {*announced, *(n.split(".", 2)[2] for n in specs if n.split(".")[1] == state.name)}
+        )
         tools = []
         for name in names:
             spec = specs.get(f"mcp.{state.name}.{name}")
@@ -87,7 +91,9 @@ def server_rows(catalog: ToolCatalog, postures: dict[str, str]) -> list[dict[str
                     "posture": postures.get(f"mcp.{state.name}.{name}", "disabled"),
                     "announced": tool is not None,
                     "read_only_hint": tool.read_only_hint if tool is not None else None,
-                    "unavailable": spec.unavailable if spec is not None else "not allowed in config",
+                    "unavailable": spec.unavailable
+                    if spec is not None
+                    else "not allowed in config",
                 }
             )
         rows.append(

@@ -30,13 +30,13 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
-from transports.mcp_servers import journal_tool_lists
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
+from transports.mcp_servers import journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private

@@ -46,7 +46,9 @@ def schema_validator(schema: dict[str, Any]) -> Callable[[Any], None]:
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        raise ValueError(f"the server's input schema is not valid JSON Schema: {exc.message}")
+        raise ValueError(
+            f"the server's input schema is not valid JSON Schema: {exc.message}"
+        ) from None
     validator = cls(schema)
 
     def check(value: Any) -> None:

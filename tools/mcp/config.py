@@ -15,7 +15,7 @@ import msgspec
 
 from tools.spec import Posture, Risk
 
-__all__ = ["McpConfig", "McpServerConfig", "McpToolConfig", "SERVER_NAME", "TOOL_NAME"]
+__all__ = ["SERVER_NAME", "TOOL_NAME", "McpConfig", "McpServerConfig", "McpToolConfig"]
 
 SERVER_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 """A server's name: one segment of the catalog name ``mcp.NAME.TOOL``."""
@@ -63,7 +63,9 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         if (self.command is None) == (self.url is None):
             raise ValueError("set exactly one of `command` (stdio) and `url` (Streamable HTTP)")
         if self.url is not None and (self.args or self.env or self.network or self.read_only_paths):
-            raise ValueError("`args`, `env`, `network` and `read_only_paths` are for stdio servers (`command`)")
+            raise ValueError(
+                "`args`, `env`, `network` and `read_only_paths` are for stdio servers (`command`)"
+            )
 
 
 class McpConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -247,9 +247,7 @@ class McpRuntime(ToolRuntime):
         )
         if isinstance(found, str):
             raise ToolFault("failed", f"no sandbox: {found}")
-        found = dataclasses.replace(
-            found, path_dirs=(*found.path_dirs, *server.read_only_paths)
-        )
+        found = dataclasses.replace(found, path_dirs=(*found.path_dirs, *server.read_only_paths))
         conflict = found.conflicts()
         if conflict is not None:
             raise ToolFault("failed", conflict)
@@ -308,5 +306,3 @@ def _digest(data: str) -> dict[str, Any]:
     except ValueError:
         return {"bytes": None, "sha256": None, "note": "not valid base64"}
     return {"bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
-
-

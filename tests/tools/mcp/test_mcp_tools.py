@@ -44,9 +44,7 @@ def probe_server(*args: str, **tools: McpToolConfig) -> McpServerConfig:
 
 def catalog_for(data: Path, **servers: McpServerConfig) -> ToolCatalog:
     (data / "workspace").mkdir(parents=True, exist_ok=True)
-    config = ToolsConfig(
-        workspace_dir=str(data / "workspace"), shell_hidden_paths=(str(data),)
-    )
+    config = ToolsConfig(workspace_dir=str(data / "workspace"), shell_hidden_paths=(str(data),))
     return build_catalog(config, mcp=McpConfig(servers=servers), mcp_state_dir=data / "mcp")
 
 
@@ -95,7 +93,7 @@ def test_the_model_is_offered_the_servers_own_schema(catalog: ToolCatalog) -> No
 def test_arguments_are_checked_against_the_schema_before_any_call(
     catalog: ToolCatalog, args: dict[str, Any], problem: str
 ) -> None:
-    with pytest.raises(InvalidArguments, match="mcp.probe.add") as caught:
+    with pytest.raises(InvalidArguments, match=r"mcp\.probe\.add") as caught:
         catalog.validate("mcp.probe.add", args)
     assert problem in str(caught.value)
 
@@ -107,14 +105,18 @@ def test_the_sandbox_hides_the_data_dir_the_environment_and_the_network(
     try:
         port = listener.getsockname()[1]
         secret = data_dir / "node.key"
-        result = call(catalog, "mcp.probe.snoop", {"path": str(secret), "host": "127.0.0.1", "port": port})
+        result = call(
+            catalog, "mcp.probe.snoop", {"path": str(secret), "host": "127.0.0.1", "port": port}
+        )
         assert result.ok, result.error
         seen = json.loads(result.output)["structured"]
         assert seen["read"].startswith("refused"), seen
         assert seen["connect"].startswith("refused"), seen
         assert seen["env"] == "HOME,LANG,PATH,PWD"  # nothing of the node's environment
         assert seen["uid"] != "0"
-        result = call(catalog, "mcp.probe.snoop", {"path": "/proc/1/environ", "host": "1.1.1.1", "port": 53})
+        result = call(
+            catalog, "mcp.probe.snoop", {"path": "/proc/1/environ", "host": "1.1.1.1", "port": 53}
+        )
         assert "NODE-SECRET" not in result.output
     finally:
         listener.close()

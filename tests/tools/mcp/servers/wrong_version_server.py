@@ -8,5 +8,9 @@ for line in sys.stdin:
     request = json.loads(line)
     if "id" not in request:
         continue
-    result = {"protocolVersion": "1999-01-01", "capabilities": {}, "serverInfo": {"name": "old", "version": "0"}}
+    result = {
+        "protocolVersion": "1999-01-01",
+        "capabilities": {},
+        "serverInfo": {"name": "old", "version": "0"},
+    }
     print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}), flush=True)
