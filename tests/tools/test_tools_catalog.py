@@ -34,6 +34,7 @@ def test_public_all_is_complete() -> None:
         "errors",
         "files",
         "http_fetch",
+        "mcp",
         "memory_tools",
         "plugins",
         "result",

@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
+import ipaddress
 import os
 import shutil
 import socket
@@ -182,9 +183,8 @@ class McpRuntime(ToolRuntime):
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ToolFault("invalid", f"url: {url!r} is not an http(s) URL")
             self._egress.check_host(parts.hostname)
-            for info in socket.getaddrinfo(parts.hostname, parts.port or 443):
-                import ipaddress
-
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            for info in socket.getaddrinfo(parts.hostname, port):
                 self._egress.check_address(parts.hostname, ipaddress.ip_address(info[4][0]))
             from mcp.client.streamable_http import streamable_http_client
 
