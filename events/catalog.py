@@ -909,22 +909,19 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
 # --- MCP servers (stream ``mcp/<server>``) ----------------------------------------------
 
 
-class McpToolEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One tool as an MCP server announced it."""
-
-    name: str
-    schema_sha256: str
-    """SHA-256 of the tool's input schema as canonical JSON: a changed schema is a new digest."""
-    allowed: bool
-    """Named in ``[mcp.servers.<server>.tools]``: only those can be offered and called."""
-
-
 class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
     """An MCP server announced a tool list different from the last one this node saw (at its
     first start, and at each change after), so no tool a server grows goes unrecorded."""
 
     server: Id
-    tools: tuple[McpToolEntry, ...]
+    tools: tuple[str, ...]
+    """Every tool the server announced, by name, sorted."""
+    schema_sha256: tuple[str, ...]
+    """The SHA-256 of each tool's input schema as canonical JSON, in the order of ``tools``: a
+    changed schema is a new digest."""
+    allowed: tuple[str, ...]
+    """The tools named in ``[mcp.servers.<server>.tools]``: only those can be offered and
+    called."""
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()

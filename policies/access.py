@@ -127,6 +127,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "channel.command": ActionSpec(
         resource_type="Channel", scope="channel_command", changes_state=True
     ),
+    "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
 

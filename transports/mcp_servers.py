@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from events.catalog import McpToolEntry, McpToolsListed
+from events.catalog import McpToolsListed
 from tools.catalog import ToolCatalog
+from tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from events import Journal
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
 
-__all__ = ["journal_tool_lists", "mcp_runtime", "server_rows"]
+__all__ = [
+    "McpServerRow",
+    "McpServers",
+    "McpToolRow",
+    "journal_tool_lists",
+    "mcp_runtime",
+    "server_rows",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +57,12 @@ def journal_tool_lists(
         digests = {t.name: _digest(t.input_schema) for t in tools}
         before = last.get(server, {})
         last[server] = digests
+        names = sorted(digests)
         event = McpToolsListed(
             server=server,
-            tools=tuple(
-                McpToolEntry(name=n, schema_sha256=d, allowed=n in allowed.get(server, set()))
-                for n, d in sorted(digests.items())
-            ),
+            tools=tuple(names),
+            schema_sha256=tuple(digests[n] for n in names),
+            allowed=tuple(n for n in names if n in allowed.get(server, set())),
             added=tuple(sorted(set(digests) - set(before))),
             removed=tuple(sorted(set(before) - set(digests))),
             changed=tuple(sorted(n for n in digests if n in before and before[n] != digests[n])),
@@ -66,48 +75,85 @@ def journal_tool_lists(
     runtime.listen(record)
 
 
-def server_rows(catalog: ToolCatalog, postures: dict[str, str]) -> list[dict[str, Any]]:
-    """Each server: transport, state, reason, and every tool it announced with whether it is
-    allowed, its posture and why it is unavailable. ``postures``: tool name -> effective."""
+class McpToolRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool of a server: announced by it, named in config, or both."""
+
+    tool: str
+    """The catalog name, ``mcp.SERVER.TOOL``."""
+    name: str
+    """The name the server announces."""
+    allowed: bool
+    """Named in ``[mcp.servers.SERVER.tools]``: in the catalog."""
+    announced: bool
+    """In the server's last tool list."""
+    posture: str
+    """The node's posture for it (``disabled`` when not allowed or unavailable)."""
+    read_only_hint: bool | None
+    """The server's own claim (never trusted)."""
+    unavailable: str | None
+    """Why it cannot be called, or null."""
+
+
+class McpServerRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One configured server."""
+
+    name: str
+    transport: str
+    """``stdio`` or ``http``."""
+    state: str
+    """``idle``, ``starting``, ``running``, ``failed`` or ``stopped``."""
+    reason: str | None
+    """Why it failed or stopped, or null."""
+    protocol_version: str | None
+    starts: int
+    """How many times the node has started it."""
+    tools: list[McpToolRow]
+
+
+class McpServers(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/mcp/servers``."""
+
+    items: list[McpServerRow]
+
+
+def server_rows(catalog: ToolCatalog, posture: Callable[[ToolSpec], str]) -> McpServers:
+    """Each configured server with its state and every tool it announced or config names."""
     runtime = mcp_runtime(catalog)
     if runtime is None:
-        return []
+        return McpServers(items=[])
     specs = {s.name: s for s in catalog.specs() if s.runtime == "mcp"}
-    rows: list[dict[str, Any]] = []
+    rows: list[McpServerRow] = []
     for state in runtime.states():
+        prefix = f"mcp.{state.name}."
         announced = {t.name: t for t in state.tools or ()}
-        names = sorted(
-            {*announced, *(n.split(".", 2)[2] for n in specs if n.split(".")[1] == state.name)}
-        )
+        configured = {n.removeprefix(prefix) for n in specs if n.startswith(prefix)}
         tools = []
-        for name in names:
-            spec = specs.get(f"mcp.{state.name}.{name}")
+        for name in sorted({*announced, *configured}):
+            spec = specs.get(prefix + name)
             tool = announced.get(name)
             tools.append(
-                {
-                    "name": name,
-                    "tool": f"mcp.{state.name}.{name}",
-                    "allowed": spec is not None,
-                    "posture": postures.get(f"mcp.{state.name}.{name}", "disabled"),
-                    "announced": tool is not None,
-                    "read_only_hint": tool.read_only_hint if tool is not None else None,
-                    "unavailable": spec.unavailable
-                    if spec is not None
-                    else "not allowed in config",
-                }
+                McpToolRow(
+                    tool=prefix + name,
+                    name=name,
+                    allowed=spec is not None,
+                    announced=tool is not None,
+                    posture=posture(spec) if spec is not None else "disabled",
+                    read_only_hint=tool.read_only_hint if tool is not None else None,
+                    unavailable="not allowed in config" if spec is None else spec.unavailable,
+                )
             )
         rows.append(
-            {
-                "name": state.name,
-                "transport": state.transport,
-                "state": state.state,
-                "reason": state.reason,
-                "protocol_version": state.protocol_version,
-                "starts": state.starts,
-                "tools": tools,
-            }
+            McpServerRow(
+                name=state.name,
+                transport=state.transport,
+                state=state.state,
+                reason=state.reason,
+                protocol_version=state.protocol_version,
+                starts=state.starts,
+                tools=tools,
+            )
         )
-    return rows
+    return McpServers(items=rows)
 
 
 def _digest(schema: dict[str, Any]) -> str:

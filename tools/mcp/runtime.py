@@ -84,6 +84,15 @@ class McpRuntime(ToolRuntime):
     def states(self) -> list[ServerState]:
         return [server.state() for server in self.servers.values()]
 
+    def test(self, name: str, timeout_s: float) -> ServerState:
+        """Start ``name`` if it is not running (a failed one at once, without its backoff), ping
+        it and read its tool list again; its state after. Raises KeyError for an unknown name."""
+        server = self.servers[name]
+        ctx = ExecutionContext.start(Path("/"), timeout_s)
+        with contextlib.suppress(ToolFault):
+            server.probe(ctx)
+        return server.state()
+
     def close(self) -> None:
         """Stop every server (the node is draining)."""
         for server in self.servers.values():

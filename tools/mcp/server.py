@@ -179,6 +179,26 @@ class McpServer:
         except Exception as exc:
             raise ToolFault("failed", f"MCP server {self.name!r} failed to start: {exc}") from None
 
+    def probe(self, ctx: ExecutionContext) -> None:
+        """Start the server now (a failed start is retried at once), ping it and read its tool
+        list again (`reel mcp test`); raises ToolFault with why it failed."""
+        with self._lock:
+            if self._state == "failed":
+                self._retry_at = 0.0
+        client = self.connect(ctx)
+
+        async def check() -> None:
+            await client.send_ping()
+            self._announce(await _list_tools(client))
+
+        try:
+            wait_for(self._loop.submit(check()), ctx, f"testing MCP server {self.name!r}")
+        except ToolFault:
+            raise
+        except Exception as exc:
+            self.reset(_reason(exc))
+            raise ToolFault("failed", f"MCP server {self.name!r}: {_reason(exc)}") from None
+
     def call(
         self, tool: str, arguments: dict[str, Any], ctx: ExecutionContext
     ) -> Any:  # mcp_types.CallToolResult

@@ -60,6 +60,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Chat channels: list them, mint pairing codes.",
     ),
     "config": ("transports.cli.config_cmd:app", "The node's configuration."),
+    "mcp": ("transports.cli.mcp_cmd:app", "MCP servers: their state, their tools, a test."),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the
