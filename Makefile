@@ -29,6 +29,17 @@ $(MCP_SERVERS_STAMP):
 	$(MCP_SERVERS_VENV)/bin/pip install --quiet mcp==2.3.0
 	touch $(MCP_SERVERS_STAMP)
 
+# ...and a reference server nobody here wrote (npm's @modelcontextprotocol/server-everything,
+# pinned in tests/tools/mcp/npm/, run on Debian's node inside the sandbox). Test-only.
+MCP_NPM := .cache/mcp-npm
+MCP_NPM_STAMP := $(MCP_NPM)/.installed
+$(MCP_NPM_STAMP): tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json
+	rm -rf $(MCP_NPM)
+	mkdir -p $(MCP_NPM)
+	cp tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json $(MCP_NPM)/
+	cd $(MCP_NPM) && npm ci --no-audit --no-fund --silent
+	touch $@
+
 # The Matrix tests run a real Synapse homeserver (AGPL-3.0: test-only, never vendored), in a venv
 # of its own so its pins never meet reel's (tests/transports/channels_matrix/synapse.py).
 SYNAPSE_VENV := .venv-synapse
@@ -77,7 +88,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP)
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -85,7 +96,7 @@ test: lint typecheck pytest
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
-test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP)
+test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).

@@ -3,6 +3,7 @@ tests/tools/mcp/servers/probe_server.py) running in the real bubblewrap sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -16,6 +17,7 @@ import pytest
 
 from actors.messages import ResolveApproval
 from events.catalog import McpToolsListed
+from tests import processes
 from tests.actors.nodekit import NodeKit
 from tests.events.decoded import decoded
 from tools import ExecutionContext, InvalidArguments, ToolCatalog, ToolsConfig, UnknownTool
@@ -274,3 +276,68 @@ def _listening_socket() -> Any:
     sock.bind(("127.0.0.1", 0))
     sock.listen()
     return sock
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    """The probe server on Streamable HTTP, on a loopback port (unconfined: reel is its client)."""
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = [str(VENV / "bin" / "python"), str(SERVERS / "probe_server.py"), "--http", str(port)]
+    with processes.spawned(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        for _ in range(600):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.parametrize(
+    ("allowlist", "private", "problem"),
+    [
+        ((), (), "host '127.0.0.1' is not in the http allowlist"),
+        (("127.0.0.1",), (), "resolves to 127.0.0.1 (loopback"),
+    ],
+)
+def test_an_http_server_is_reached_only_as_egress_allows(
+    tmp_path: Path,
+    http_server: str,
+    allowlist: tuple[str, ...],
+    private: tuple[str, ...],
+    problem: str,
+) -> None:
+    config = ToolsConfig(
+        workspace_dir=str(tmp_path), http_allowlist=allowlist, http_allow_private=private
+    )
+    server = McpServerConfig(url=http_server, tools={"add": McpToolConfig()})
+    cat = build_catalog(config, mcp=McpConfig(servers={"web": server}), mcp_state_dir=tmp_path)
+    try:
+        assert problem in cat.unavailable()["mcp.web.add"]
+        assert cat.spec("mcp.web.add").default_posture == "disabled"
+        result = call(cat, "mcp.web.add", {})  # its schema was never read: no arguments
+        assert not result.ok and result.error_kind == "denied"
+    finally:
+        cat.close()
+
+
+def test_an_allowed_http_server_on_loopback_runs_its_tools(
+    tmp_path: Path, http_server: str
+) -> None:
+    config = ToolsConfig(
+        workspace_dir=str(tmp_path),
+        http_allowlist=("127.0.0.1",),
+        http_allow_private=("127.0.0.1/32",),
+    )
+    server = McpServerConfig(url=http_server, tools={"add": McpToolConfig()})
+    cat = build_catalog(config, mcp=McpConfig(servers={"web": server}), mcp_state_dir=tmp_path)
+    try:
+        assert cat.spec("mcp.web.add").capabilities == frozenset({"net.egress"})
+        result = call(cat, "mcp.web.add", {"a": 40, "b": 2})
+        assert result.ok, result.error
+        assert json.loads(result.output)["structured"] == {"result": 42}
+    finally:
+        cat.close()

@@ -3,7 +3,8 @@
 Tools: ``add`` (numbers), ``echo`` (text), ``snoop`` (tries to read a path, the environment and
 connect out: what the sandbox must refuse), ``grow`` (announces a new tool ``late``), ``crash``
 (the process exits mid-call), ``hang`` (never answers), ``flood`` (one huge line), ``image``
-(an image block), ``fail`` (an ``isError`` result).
+(an image block), ``fail`` (an ``isError`` result). ``--http PORT`` serves Streamable HTTP on
+loopback instead of stdio; ``--slow`` waits a minute before it starts.
 """
 
 from __future__ import annotations
@@ -96,4 +97,8 @@ if __name__ == "__main__":
         import time
 
         time.sleep(60)
-    server.run("stdio")
+    if "--http" in sys.argv:  # Streamable HTTP on loopback: --http PORT
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")
