@@ -72,21 +72,41 @@ class McpLoop:
 
     def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="mcp-loop", daemon=True).start()
-                self._loop = loop
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+                thread = threading.Thread(target=loop.run_forever, name="mcp-loop", daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def close(self) -> None:
+        """Stop the loop (after the servers' `McpServer.close`) and wait for its thread."""
         with self._lock:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._loop = None
+            loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is not None and thread is not None:
+            with contextlib.suppress(Exception):  # each task's end kills its server's sandbox
+                asyncio.run_coroutine_threadsafe(_drain(), loop).result(_DRAIN_S + 1.0)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10.0)
+            if not thread.is_alive():
+                loop.close()
+
+
+_DRAIN_S = 10.0
+
+
+async def _drain() -> None:
+    """Cancel every other task of the loop and wait (bounded) until they have ended."""
+    tasks = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=_DRAIN_S)
 
 
 def wait_for(
@@ -236,10 +256,12 @@ class McpServer:
         _cancel(task)
 
     def close(self) -> None:
-        """Stop the server for good (the node is draining)."""
-        self.reset("closed")
+        """Stop the server for good (the node is draining): its connection's task is cancelled,
+        which kills the sandbox (`McpLoop.close` waits for that)."""
         with self._lock:
+            task, self._task, self._ready, self._client = self._task, None, None, None
             self._state, self._reason = "stopped", "closed"
+        _cancel(task)
 
     def _failed(self, reason: str) -> None:
         with self._lock:
@@ -254,6 +276,7 @@ class McpServer:
         """Start the connection's task and wait until it is up (its client) or failed."""
         loop = asyncio.get_running_loop()
         ready: asyncio.Future[Any] = loop.create_future()
+        ready.add_done_callback(_retrieved)  # whoever waited may have given up
         task = loop.create_task(self._hold(ready))
         with self._lock:
             self._task = task
@@ -275,16 +298,24 @@ class McpServer:
                     self._failures, self._version = 0, client.protocol_version
                 ready.set_result(client)
                 await closed.wait()
-            with self._lock:
-                if self._client is not None:
-                    self._state, self._reason, self._client = "stopped", "the server exited", None
-                    self._ready = self._task = None
-        except BaseException as exc:  # reported through `ready`; a cancel ends the task
+            self._gone(client, "the server exited")
+        except Exception as exc:  # a failed start, reported through `ready`
             if not ready.done():
                 self._failed(_reason(exc))
                 ready.set_exception(ToolFault("failed", _reason(exc)))
-            if not isinstance(exc, Exception):
-                raise
+            elif not ready.cancelled():
+                self._gone(ready.result(), f"the connection failed: {_reason(exc)}")
+        except BaseException:  # cancelled (`reset`, `close`, a start past its time-out)
+            if not ready.done():
+                ready.cancel()
+            raise
+
+    def _gone(self, client: Any, why: str) -> None:
+        """The connection of ``client`` ended by itself: the next call starts a new one."""
+        with self._lock:
+            if self._client is client:
+                self._state, self._reason, self._client = "stopped", why, None
+                self._ready = self._task = None
 
     async def _message(self, message: Any) -> None:
         import mcp_types as types
@@ -300,6 +331,11 @@ class McpServer:
             changed, self._tools = tools != self._tools, tools
         if changed:
             self._on_tools(self.name, tools)
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _cancel(task: asyncio.Task[None] | None) -> None:

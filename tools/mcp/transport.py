@@ -93,6 +93,11 @@ async def sandboxed_stdio(
                 _kill(proc)
                 with anyio.move_on_after(5):
                     await proc.wait()
+                # asyncio's Process has no public close: its transport holds the pipes, and a
+                # transport left to the garbage collector closes them on a loop that is gone.
+                transport = getattr(proc, "_transport", None)
+                if transport is not None:
+                    transport.close()
                 launch.close()
             tg.cancel_scope.cancel()
 
