@@ -37,9 +37,11 @@ log = logging.getLogger(__name__)
 
 def mcp_runtime(catalog: ToolCatalog) -> McpRuntime | None:
     """The catalog's MCP runtime, or None (no server configured, or the extra missing)."""
+    from tools.mcp.runtime import McpRuntime
+
     for runtime in catalog.runtimes:
-        if type(runtime).__name__ == "McpRuntime":
-            return runtime  # type: ignore[return-value]
+        if isinstance(runtime, McpRuntime):
+            return runtime
     return None
 
 

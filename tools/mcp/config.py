@@ -30,9 +30,6 @@ class McpToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     risk: Risk = "high"
     posture: Posture = "ask_each_time"
-    read_only: bool = False
-    """The operator vouches the tool changes nothing (the server's own annotation is a claim
-    by the server, so it is not trusted)."""
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

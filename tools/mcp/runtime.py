@@ -121,10 +121,7 @@ class McpRuntime(ToolRuntime):
             )
         arguments = msgspec.to_builtins(args)
         result = server.call(tool, arguments, ctx)
-        return _output(server_name, result, ctx.output_cap(self._spec_cap(name)))
-
-    def _spec_cap(self, name: str) -> int:
-        return next(s.output_cap_bytes for s in self._specs if s.name == name)
+        return _output(server_name, result, ctx.output_cap(self._config.default_output_cap_bytes))
 
     def _announced(self, name: str, tools: tuple[AnnouncedTool, ...]) -> None:
         self._pending.append((name, tools))

@@ -341,3 +341,16 @@ def test_an_allowed_http_server_on_loopback_runs_its_tools(
         assert json.loads(result.output)["structured"] == {"result": 42}
     finally:
         cat.close()
+
+
+def test_a_read_only_path_inside_the_data_dir_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "secrets").mkdir(parents=True)
+    server = msgspec.structs.replace(
+        probe_server(), read_only_paths=(*probe_server().read_only_paths, str(data / "secrets"))
+    )
+    cat = catalog_for(data, probe=server)
+    try:
+        assert "lies inside the node's" in cat.unavailable()["mcp.probe.add"]
+    finally:
+        cat.close()
