@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 DATA ?= ./.reel
 TYPED := events projections actors policies tools transports tests bench
 CHROMIUM := /usr/bin/chromium
+POSTGRES := /usr/lib/postgresql/15/bin/initdb
 BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -16,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,mcp]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,
@@ -77,6 +78,11 @@ $(BWRAP):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap
 
+# The PostgreSQL journal tests start a throwaway server per test session (tests/postgres_server.py).
+$(POSTGRES):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql-15
+
 run: $(STAMP)
 	$(BIN)/reel node --data $(DATA) --provider deterministic
 
@@ -88,7 +94,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -96,7 +102,7 @@ test: lint typecheck pytest
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
-test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
+test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).

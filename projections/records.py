@@ -42,6 +42,25 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     answer: str | None
 
 
+def session_text(session: SessionRecord) -> tuple[str | None, ...]:
+    """What a search of sessions looks in (``GET /v1/sessions?q=``, ``reel sessions list
+    --search``): the id, the key, the label and the owner."""
+    return (session.session_id, session.session_key, session.label, session.principal)
+
+
+def run_text(run: RunRecord) -> tuple[str | None, ...]:
+    """What a search of runs looks in (``GET /v1/runs?q=``, ``reel runs list --search``): the
+    ids, who the run acts for, how it ended, its message and its answer."""
+    return (
+        run.run_id,
+        run.session_id,
+        run.principal,
+        run.termination_reason,
+        run.message,
+        run.answer,
+    )
+
+
 class TapeRecord(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     tape_seq: int

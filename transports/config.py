@@ -108,6 +108,15 @@ class ApprovalsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """Where the journal lives (``REEL_JOURNAL_BACKEND``): ``sqlite``, the data dir's
+    journal.db (the default), or ``postgres``, the database ``dsn`` names, created with
+    ``reel journal init`` (one node only so far: docs/scale-out.md)."""
+    dsn: str = ""
+    """The PostgreSQL connection string (``REEL_JOURNAL_DSN``; keep its password there, in
+    ``PGPASSWORD`` or in ~/.pgpass rather than in config.toml). Never shown with its password."""
+    shards: Annotated[int, msgspec.Meta(ge=0, le=4096)] = 0
+    """The shard count the database must have been created with (0: whatever it has)."""
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     checkpoint_every_events: int = 10_000
     checkpoint_every_s: float = 60.0

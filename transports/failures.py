@@ -60,6 +60,8 @@ KINDS: Final[dict[str, Kind]] = {
     "events.errors.JournalError": "unusable",
     "events.errors.JournalUnavailable": "unavailable",
     "events.errors.JournalClosed": "unavailable",
+    "events.errors.Fenced": "unavailable",
+    "events.errors.ShardsFixed": "invalid_argument",
     "events.errors.AppendRejected": "invalid_argument",
     "events.note.NoteError": "unusable",
     "events.redaction.vendor_rules.RulesError": "unusable",

@@ -16,7 +16,17 @@ from pathlib import Path
 from actors import Node, ToolGate
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
-from events import Journal, JournalError, JournalTampered, NodeKey, Witness
+from events import (
+    Journal,
+    JournalError,
+    JournalReader,
+    JournalTampered,
+    NodeKey,
+    VerifyReport,
+    Witness,
+    verify,
+)
+from events.port import NodeJournal
 from policies import PolicyEngine
 from projections import (
     Embedder,
@@ -48,7 +58,7 @@ class Runtime:
 
     data_dir: Path
     config: NodeConfig
-    journal: Journal
+    journal: NodeJournal
     node: Node
     projector: Projector
     views: Views
@@ -167,14 +177,18 @@ def open_journal(
     data_dir: Path,
     cfg: NodeConfig,
     on_tampered: Callable[[JournalTampered], None] | None = None,
-) -> Journal:
+) -> NodeJournal:
     """The data dir's journal opened for writing the node's way: its key, its witness
     (``[journal] witness``), the start-up check (``JournalTampered`` before anything is written
     or signed), then the walk over every row. With ``on_tampered`` (the node) the walk runs on a
     thread while the node serves, nothing is signed until it passes and ``on_tampered`` hears
     when it fails; without it (an offline command) the walk ends before this returns and a
     failure is the same ``JournalTampered``: nothing is appended to a journal the node refuses.
+
+    ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`).
     """
+    if cfg.journal.backend == "postgres":
+        return open_postgres(cfg)
     witness = (
         Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
@@ -199,6 +213,62 @@ def open_journal(
             journal.close(checkpoint=False)  # tampered, or interrupted before the walk ended
             raise
     return journal
+
+
+def open_postgres(cfg: NodeConfig) -> NodeJournal:
+    """The PostgreSQL journal of ``[journal] dsn``, after every shard chain verified (a fault is
+    ``JournalTampered``: nothing is appended to it). psycopg is imported only here. Settings
+    only the SQLite journal has (a witness) are refused rather than silently ignored, and a
+    ``shards`` that is not the database's is a ``ConfigError`` naming it."""
+    section = cfg.journal
+    if not section.dsn:
+        raise ConfigError("config key journal.dsn: backend postgres needs a dsn (REEL_JOURNAL_DSN)")
+    if section.witness:
+        raise ConfigError(
+            "config key journal.witness: the postgres backend keeps no witness yet "
+            "(docs/scale-out.md)"
+        )
+    try:
+        from events.postgres.journal import PostgresJournal
+        from events.postgres.verify import verify_database
+    except ImportError:
+        raise ConfigError(
+            "config key journal.backend: postgres needs the postgres extra "
+            "(pip install 'reel[postgres]')"
+        ) from None
+    journal = PostgresJournal(section.dsn, node=os.uname().nodename)  # the writer lock first
+    try:
+        if section.shards and section.shards != journal.shards:
+            raise ConfigError(
+                f"config key journal.shards: {section.shards}, but the journal database was "
+                f"created with {journal.shards} (the count is fixed at creation)"
+            )
+        fault = verify_database(section.dsn).fault
+        if fault is not None:
+            raise JournalTampered(
+                f"the journal database fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing",
+                fault.kind,
+                fault.position,
+            )
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def verify_own(journal: NodeJournal) -> VerifyReport:
+    """Walk every row of the node's own journal against its own key and witness (the API's
+    journal verify): the SQLite walk, or every shard chain of the PostgreSQL journal."""
+    if isinstance(journal, JournalReader):
+        key = journal.node_key.public_key if journal.node_key is not None else None
+        notes = journal.witness.notes() if journal.witness is not None else None
+        return verify(journal, trusted_public_key=key, key_source="node", witness=notes)
+    from events.postgres.journal import PostgresJournal
+    from events.postgres.verify import verify_database
+
+    assert isinstance(journal, PostgresJournal)
+    return verify_database(journal.dsn)
 
 
 def _told_by_wait(_error: JournalTampered) -> None:

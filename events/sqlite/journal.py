@@ -115,6 +115,65 @@ def _check_text(name: str, value: str | None) -> None:
         ) from None
 
 
+def prepare(
+    stream: str,
+    events: Sequence[Event],
+    *,
+    expected_seq: int | None,
+    principal: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+    idempotency_key: str | None,
+    max_payload_bytes: int,
+) -> _Append:
+    """Check, redact and encode one append request, in the caller's thread: every backend's
+    writer takes what this returns. Raises :class:`AppendRejected` for a request that can never
+    be written."""
+    if not stream:
+        raise AppendRejected("stream must be a non-empty string")
+    if stream == CHECKPOINT_STREAM:
+        raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
+    if not events:
+        raise AppendRejected("an append needs at least one event")
+    if expected_seq is not None and expected_seq < 0:
+        raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+    # Checked here, not in the writer thread, where a bad field would fail the whole batch.
+    _check_text("stream", stream)
+    _check_text("principal", principal)
+    _check_text("correlation_id", correlation_id)
+    _check_text("causation_id", causation_id)
+    _check_text("idempotency_key", idempotency_key)
+    payloads: list[tuple[str, int, bytes]] = []
+    for event in events:
+        if not isinstance(event, Event):
+            raise AppendRejected(f"not an event: {type(event).__name__}")
+        if isinstance(event, JournalCheckpoint):
+            raise AppendRejected("journal.checkpoint rows are written by the journal itself")
+        try:
+            payload = encode(redact_event(event))
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
+        if len(payload) > max_payload_bytes:
+            raise AppendRejected(
+                f"{kind_of(event)} payload is {len(payload)} bytes; "
+                f"the limit is {max_payload_bytes}"
+            )
+        payloads.append((kind_of(event), type(event).version, payload))
+    return _Append(
+        stream,
+        payloads,
+        expected_seq,
+        principal,
+        correlation_id,
+        causation_id,
+        idempotency_key,
+    )
+
+
+AppendRequest = _Append
+"""What :func:`prepare` returns and every backend's writer thread takes."""
+
+
 class _CheckpointRequest:
     __slots__ = ("future",)
 
@@ -220,46 +279,17 @@ class Journal(JournalReader):
 
         ``expected_seq`` is the ``stream_seq`` the first event must get: the stream's current
         length. ``None`` skips the check (only for streams with no competing writer).
-        Events are redacted and encoded here, in the caller's thread.
+        Events are redacted and encoded here, in the caller's thread (:func:`prepare`).
         """
-        if not stream:
-            raise AppendRejected("stream must be a non-empty string")
-        if stream == CHECKPOINT_STREAM:
-            raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
-        if not events:
-            raise AppendRejected("an append needs at least one event")
-        if expected_seq is not None and expected_seq < 0:
-            raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
-        # Checked here, not in the writer thread, where a bad field would fail the whole batch.
-        _check_text("stream", stream)
-        _check_text("principal", principal)
-        _check_text("correlation_id", correlation_id)
-        _check_text("causation_id", causation_id)
-        _check_text("idempotency_key", idempotency_key)
-        payloads: list[tuple[str, int, bytes]] = []
-        for event in events:
-            if not isinstance(event, Event):
-                raise AppendRejected(f"not an event: {type(event).__name__}")
-            if isinstance(event, JournalCheckpoint):
-                raise AppendRejected("journal.checkpoint rows are written by the journal itself")
-            try:
-                payload = encode(redact_event(event))
-            except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-                raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
-            if len(payload) > self.max_payload_bytes:
-                raise AppendRejected(
-                    f"{kind_of(event)} payload is {len(payload)} bytes; "
-                    f"the limit is {self.max_payload_bytes}"
-                )
-            payloads.append((kind_of(event), type(event).version, payload))
-        request = _Append(
+        request = prepare(
             stream,
-            payloads,
-            expected_seq,
-            principal,
-            correlation_id,
-            causation_id,
-            idempotency_key,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
         )
         self._enqueue(request)
         return request.future

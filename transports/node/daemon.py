@@ -150,7 +150,13 @@ def _serve(
             ),
         )
     witness = runtime.journal.witness
-    if witness is None:
+    if runtime.config.journal.backend == "postgres":
+        log.warning(
+            "journal unsigned: the postgres backend signs no checkpoints and keeps no witness "
+            "yet, so whoever can write the database can rewrite a shard chain whole "
+            "(docs/scale-out.md)"
+        )
+    elif witness is None:
         log.warning(
             "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
             "the data dir, or whoever holds the data dir can rewrite the journal and sign it again"
