@@ -19,7 +19,7 @@ from tools.catalog import ToolCatalog
 from tools.spec import ToolSpec
 
 if TYPE_CHECKING:
-    from events import Journal
+    from events.port import JournalPort
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
 
@@ -46,7 +46,7 @@ def mcp_runtime(catalog: ToolCatalog) -> McpRuntime | None:
 
 
 def journal_tool_lists(
-    catalog: ToolCatalog, journal: Journal, allowed: dict[str, set[str]]
+    catalog: ToolCatalog, journal: JournalPort, allowed: dict[str, set[str]]
 ) -> None:
     """Record every tool list the catalog's MCP servers announce (those already announced at
     start first). ``allowed``: the tools config names per server."""
