@@ -253,6 +253,14 @@ class McpRuntime(ToolRuntime):
         )
         if isinstance(found, str):
             raise ToolFault("failed", f"no sandbox: {found}")
+        for path in server.read_only_paths:
+            real = os.path.realpath(path)
+            if real == "/tmp" or real.startswith("/tmp/"):
+                raise ToolFault(
+                    "invalid",
+                    f"read_only_paths: {path!r} lies under /tmp, which the sandbox replaces "
+                    "with a private one",
+                )
         found = dataclasses.replace(found, path_dirs=(*found.path_dirs, *server.read_only_paths))
         conflict = found.conflicts()
         if conflict is not None:

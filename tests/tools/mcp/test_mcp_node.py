@@ -1,5 +1,6 @@
-"""MCP servers through a real ``reel node``: the ready line, ``reel mcp list|tools|test`` (the
-HTTP routes behind them), a server that cannot start, and the servers stopped at drain."""
+"""MCP servers through a real ``reel node``: ``reel tools``, the ready line, ``reel mcp
+list|tools|test`` (the HTTP routes behind them), a server that cannot start, and the servers
+stopped at drain."""
 
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def test_a_node_lists_tests_and_stops_its_mcp_servers(tmp_path: Path) -> None:
     offline = _reel("mcp", "list", "--data", data)  # no node: config only, nothing started
     assert offline.returncode == 0, offline.stderr
     assert "probe  stdio  idle" in offline.stdout
+    catalog = _reel("tools", "--data", data)  # starts the servers to read their lists, then stops
+    assert catalog.returncode == 0, catalog.stderr
+    assert "unavailable: MCP server 'gone': " in catalog.stdout
+    assert "mcp.probe.add" in catalog.stdout
     env = {**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
     with processes.node(
         "--data", data, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
