@@ -85,8 +85,8 @@ class McpRuntime(ToolRuntime):
         return [server.state() for server in self.servers.values()]
 
     def test(self, name: str, timeout_s: float) -> ServerState:
-        """Start ``name`` if it is not running (a failed one at once, without its backoff), ping
-        it and read its tool list again; its state after. Raises KeyError for an unknown name."""
+        """Start ``name`` if it is not running (a failed one at once, without its backoff) and
+        read its tool list again; its state after. Raises KeyError for an unknown name."""
         server = self.servers[name]
         ctx = ExecutionContext.start(Path("/"), timeout_s)
         with contextlib.suppress(ToolFault):

@@ -101,12 +101,14 @@ _DRAIN_S = 10.0
 
 
 async def _drain() -> None:
-    """Cancel every other task of the loop and wait (bounded) until they have ended."""
+    """Wait (bounded) for every other task of the loop to end, then cancel what is left."""
     tasks = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
-    for task in tasks:
-        task.cancel()
     if tasks:
-        await asyncio.wait(tasks, timeout=_DRAIN_S)
+        _, pending = await asyncio.wait(tasks, timeout=_DRAIN_S)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=_DRAIN_S)
 
 
 def wait_for(
@@ -158,6 +160,9 @@ class McpServer:
         self._client: Any = None
         self._ready: concurrent.futures.Future[Any] | None = None
         self._task: asyncio.Task[None] | None = None
+        self._closed: asyncio.Event | None = None
+        """Set to end the running connection gracefully (its transport then kills the server
+        unhurried, which a cancelled task cannot be relied on to do)."""
 
     def state(self) -> ServerState:
         with self._lock:
@@ -200,15 +205,14 @@ class McpServer:
             raise ToolFault("failed", f"MCP server {self.name!r} failed to start: {exc}") from None
 
     def probe(self, ctx: ExecutionContext) -> None:
-        """Start the server now (a failed start is retried at once), ping it and read its tool
-        list again (`reel mcp test`); raises ToolFault with why it failed."""
+        """Start the server now (a failed start is retried at once) and read its tool list
+        again (`reel mcp test`); raises ToolFault with why it failed."""
         with self._lock:
             if self._state == "failed":
                 self._retry_at = 0.0
         client = self.connect(ctx)
 
         async def check() -> None:
-            await client.send_ping()
             self._announce(await _list_tools(client))
 
         try:
@@ -250,18 +254,20 @@ class McpServer:
         """Tear the connection down (its task is cancelled, the transport kills the server);
         the next call starts the server again."""
         with self._lock:
-            task, self._task, self._ready, self._client = self._task, None, None, None
+            task, closed = self._task, self._closed if self._client is not None else None
+            self._task, self._closed, self._ready, self._client = None, None, None, None
             if self._state in ("running", "starting"):
                 self._state, self._reason = "stopped", why
-        _cancel(task)
+        _end(task, closed)
 
     def close(self) -> None:
         """Stop the server for good (the node is draining): its connection's task is cancelled,
         which kills the sandbox (`McpLoop.close` waits for that)."""
         with self._lock:
-            task, self._task, self._ready, self._client = self._task, None, None, None
+            task, closed = self._task, self._closed if self._client is not None else None
+            self._task, self._closed, self._ready, self._client = None, None, None, None
             self._state, self._reason = "stopped", "closed"
-        _cancel(task)
+        _end(task, closed)
 
     def _failed(self, reason: str) -> None:
         with self._lock:
@@ -269,8 +275,9 @@ class McpServer:
             backoff = min(BACKOFF_FIRST_S * 2 ** (self._failures - 1), BACKOFF_MAX_S)
             self._state, self._reason = "failed", reason
             self._retry_at = time.monotonic() + backoff
-            task, self._task, self._ready, self._client = self._task, None, None, None
-        _cancel(task)
+            task, closed = self._task, self._closed if self._client is not None else None
+            self._task, self._closed, self._ready, self._client = None, None, None, None
+        _end(task, closed)
 
     async def _session(self) -> Any:
         """Start the connection's task and wait until it is up (its client) or failed."""
@@ -288,6 +295,8 @@ class McpServer:
         from mcp import Client
 
         closed = asyncio.Event()
+        with self._lock:
+            self._closed = closed
         try:
             async with Client(
                 self._start(closed), message_handler=self._message, mode="legacy"
@@ -338,10 +347,12 @@ def _retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def _cancel(task: asyncio.Task[None] | None) -> None:
+def _end(task: asyncio.Task[None] | None, closed: asyncio.Event | None) -> None:
+    """End a connection's task: a running one by setting its ``closed`` event (it leaves its
+    transport normally), one still starting by cancelling it."""
     if task is not None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nothing left to stop
-            task.get_loop().call_soon_threadsafe(task.cancel)
+            task.get_loop().call_soon_threadsafe(closed.set if closed is not None else task.cancel)
 
 
 async def _list_tools(client: Any) -> tuple[AnnouncedTool, ...]:

@@ -81,7 +81,7 @@ def test_cmd(
     json: JsonOption = False,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Start the server if it is not running (a failed one at once), ping it and read its tool
+    """Start the server if it is not running (a failed one at once), read its tool
     list; exit 1 when it is not running after."""
     node = online(data)
     if node is None:

@@ -3,7 +3,7 @@
 - ``GET /v1/mcp/servers`` (``tool.list``): every server, its state, why it failed, and each
   tool it announced or config names, with whether it is allowed and its posture.
 - ``POST /v1/mcp/servers/{server}/test`` (``mcp.test``): start the server if it is not running
-  (a failed one at once), ping it, read its tool list again; the server after. 404 for a name
+  (a failed one at once), read its tool list again; the server after. 404 for a name
   that is not configured.
 """
 

@@ -712,8 +712,8 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/mcp/servers/{server}/test": {
             "post": _op(
-                "Start the server if it is not running (a failed one at once), ping it and read "
-                "its tool list again; the server after. mcp.test.",
+                "Start the server if it is not running (a failed one at once) and read its "
+                "tool list again; the server after. mcp.test.",
                 {200: _json(McpServerRow, "The server.")},
                 (404,),
                 parameters=(MCP_SERVER,),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -343,8 +345,10 @@ def test_an_allowed_http_server_on_loopback_runs_its_tools(
         cat.close()
 
 
-def test_a_read_only_path_inside_the_data_dir_is_refused(tmp_path: Path) -> None:
-    data = tmp_path / "data"
+def test_a_read_only_path_inside_the_data_dir_is_refused() -> None:
+    # Outside /tmp (a path under it is refused for another reason, the sandbox's own /tmp).
+    (ROOT / ".cache").mkdir(exist_ok=True)
+    data = Path(tempfile.mkdtemp(prefix="mcp-data-", dir=ROOT / ".cache"))
     (data / "secrets").mkdir(parents=True)
     server = msgspec.structs.replace(
         probe_server(), read_only_paths=(*probe_server().read_only_paths, str(data / "secrets"))
@@ -354,3 +358,4 @@ def test_a_read_only_path_inside_the_data_dir_is_refused(tmp_path: Path) -> None
         assert "lies inside the node's" in cat.unavailable()["mcp.probe.add"]
     finally:
         cat.close()
+        shutil.rmtree(data, ignore_errors=True)
