@@ -112,6 +112,7 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/runs.py
+	$(BIN)/python -m bench.peers
 	$(BIN)/python bench/policy.py
 	$(BIN)/python bench/grpc.py
 	$(BIN)/python bench/http.py

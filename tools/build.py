@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tools.builtins import BuiltinRuntime
 from tools.catalog import ToolCatalog
+from tools.checkpoints import BlobStore, Checkpointer
 from tools.config import ToolsConfig
 from tools.errors import ManifestError
 from tools.files import FileRuntime
@@ -22,6 +23,7 @@ __all__ = ["build_catalog"]
 def build_catalog(
     config: ToolsConfig,
     memory: MemoryStore | None = None,
+    checkpoint_dir: Path | None = None,
     mcp: McpConfig | None = None,
     mcp_state_dir: Path | None = None,
 ) -> ToolCatalog:
@@ -31,13 +33,23 @@ def build_catalog(
     memory tools are listed without it, so every catalog declares the same tools, but their
     calls then fail).
 
+    ``checkpoint_dir``: where workspace checkpoints keep their blobs (the node's
+    ``<data>/checkpoints``); None: writing calls are not checkpointed.
+
     Raises a `PluginError` naming the plugin when one cannot be loaded, or
     whose name clashes with a built-in tool.
     """
+    checkpoints = None
+    if checkpoint_dir is not None:
+        checkpoints = Checkpointer(
+            store=BlobStore(checkpoint_dir, config.checkpoint_blob_max_bytes),
+            scan_max_files=config.checkpoint_scan_max_files,
+            file_max_bytes=config.checkpoint_file_max_bytes,
+        )
     runtimes: list[ToolRuntime] = [
         BuiltinRuntime(config),
         MemoryToolsRuntime(config, memory),
-        FileRuntime(config),
+        FileRuntime(config, checkpoints),
         HttpRuntime(config),
         ShellRuntime(config),
     ]
@@ -53,4 +65,4 @@ def build_catalog(
 
         assert mcp_state_dir is not None, "MCP servers need a state dir"
         runtimes.append(McpRuntime(config, mcp, mcp_state_dir))
-    return ToolCatalog(runtimes)
+    return ToolCatalog(runtimes, checkpoints)

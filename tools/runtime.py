@@ -40,6 +40,11 @@ class ToolRuntime(ABC):
         when it drains. Nothing by default."""
         return None
 
+    def touches(self, name: str, args: msgspec.Struct) -> tuple[str, ...] | None:
+        """The workspace paths a call of a writing tool may change, for its checkpoint; None
+        (the default): it cannot say, so the whole workspace tree is compared."""
+        return None
+
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """Why this call would be refused when it runs whatever a human decides (say, argv[0]
         not on the shell allowlist), or None. Asked before an approval is requested, so no

@@ -126,6 +126,14 @@ class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     when it is set but cannot be used (docs/journal-format.md section 7)."""
 
 
+class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    key_file: str = ""
+    """The file of the key the vault's values are encrypted with (``REEL_VAULT_KEY_FILE``);
+    empty: ``<data dir>/vault.key``. Made 0600 on first use, refused when others may read it.
+    Keep it outside the data dir (another volume, a secrets mount) so that a copy of the data
+    dir alone reads no value (docs/vault.md)."""
+
+
 class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[context]``: how much a run's model input may hold, and when a session's older runs
     are condensed into a summary (docs/context.md)."""
@@ -234,6 +242,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     views: ViewsSection = ViewsSection()
     mcp: McpConfig = McpConfig()
     """``[mcp.servers.<name>]``: MCP servers whose tools join the catalog (docs/mcp.md)."""
+    vault: VaultConfig = VaultConfig()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

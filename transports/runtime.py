@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
+from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
     JournalError,
@@ -76,6 +78,9 @@ class Runtime:
     """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
     learning: NodeLearning
     """The learning view, the desk that reviews candidates, and post-run reflection."""
+    vault: Vault
+    """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
+    and ``reel vault`` change it."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -309,7 +314,11 @@ def open_runtime(
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
     catalog = build_catalog(
-        tools_config, memory=memory, mcp=cfg.mcp, mcp_state_dir=data_dir / "mcp"
+        tools_config,
+        memory=memory,
+        checkpoint_dir=data_dir / "checkpoints",
+        mcp=cfg.mcp,
+        mcp_state_dir=data_dir / "mcp",
     )
     try:  # started MCP servers stop if the node does not start
         gate = ToolGate(engine, cfg.tools.postures)
@@ -323,12 +332,15 @@ def open_runtime(
     except BaseException:
         catalog.close()
         raise
+    if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
+        catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
         )
         tokens = load_tokens(journal, admin_token)
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
@@ -343,6 +355,7 @@ def open_runtime(
             tasks=cfg.tasks,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
+        node.services.vault = vault
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -370,6 +383,7 @@ def open_runtime(
         memory=memory,
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
+        vault=vault,
     )
     try:
         channels.start(

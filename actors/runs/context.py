@@ -385,7 +385,7 @@ def assembled(
         entry: dict[str, Any] = {"kind": ref.kind, "target": ref.target}
         if ref.index > MAX_REFERENCES:
             entry |= {"outcome": "skipped", "note": f"only {MAX_REFERENCES} are read"}
-        elif ref.kind in ("file", "url"):
+        elif ref.call() is not None:
             entry["call_id"] = ref.call_id
             done = state.result_of(ref.call_id)
             if done is not None and done.ok:

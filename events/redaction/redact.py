@@ -48,6 +48,7 @@ from events.redaction.detectors import (
     trie,
 )
 from events.redaction.escapes import unescaped
+from events.redaction.terms import is_handle
 
 __all__ = [
     "MARKER",
@@ -310,13 +311,13 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
 
 
 def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
-    if not _COMPILED:
-        _compile()
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
     if size - start < _SHORTEST or (size < vendor_rules.RUN and text.isalnum()):
         return found, guards  # a short word (a mapping's key): no shape fits in it
+    if not _COMPILED:
+        _compile()
     lowered = text.lower()
     chosen, windows = _detectors_for(text, lowered, start)
     anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
@@ -503,6 +504,9 @@ def _redact_mapping(value: dict[Any, Any], depth: int) -> tuple[dict[Any, Any], 
             secret = is_secret_key(key) or (jwk and key in _JWK_PRIVATE)
             if isinstance(item, str) and not secret:
                 secret = secret_pair(key, item)  # {"slack_token": "..."} as 'slack_token="..."'
+            if secret and is_handle(item, looks_secret):
+                out[key] = item  # a vault handle names a secret, holds none (terms.py)
+                continue
             if (
                 secret
                 and item not in (None, "", MARKER)

@@ -38,7 +38,7 @@ CLOCK_SLACK_S = 1.0
 """How far the journal's last event may stand ahead of this clock before it is a finding."""
 
 
-class Finding(msgspec.Struct, frozen=True, kw_only=True):
+class Diagnosis(msgspec.Struct, frozen=True, kw_only=True):
     check: str
     level: Level
     message: str
@@ -70,11 +70,11 @@ def doctor(
         raise typer.Exit(1)
 
 
-def examine(data_dir: Path, token_file: Path | None) -> list[Finding]:
+def examine(data_dir: Path, token_file: Path | None) -> list[Diagnosis]:
     """Every finding about ``data_dir`` (the checks of the module docstring, in order)."""
     if not data_dir.is_dir():
         return [
-            Finding(
+            Diagnosis(
                 check="data dir",
                 level="fail",
                 message=f"no data dir at {data_dir}",
@@ -93,12 +93,12 @@ def examine(data_dir: Path, token_file: Path | None) -> list[Finding]:
     return findings
 
 
-def _modes(data_dir: Path) -> list[Finding]:
+def _modes(data_dir: Path) -> list[Diagnosis]:
     info = data_dir.stat()
-    found: list[Finding] = []
+    found: list[Diagnosis] = []
     if info.st_uid != os.geteuid():
         found.append(
-            Finding(
+            Diagnosis(
                 check="data dir",
                 level="fail",
                 message=f"{data_dir} belongs to uid {info.st_uid}, not to this user "
@@ -117,7 +117,7 @@ def _modes(data_dir: Path) -> list[Finding]:
             f"{p if p == data_dir else p.name} ({stat.filemode(p.stat().st_mode)})" for p in wide
         )
         found.append(
-            Finding(
+            Diagnosis(
                 check="data dir",
                 level="warn",
                 message=f"open to other users: {names}",
@@ -125,11 +125,11 @@ def _modes(data_dir: Path) -> list[Finding]:
             )
         )
     if not found:
-        found.append(Finding(check="data dir", level="ok", message=f"{data_dir}: 0700, yours"))
+        found.append(Diagnosis(check="data dir", level="ok", message=f"{data_dir}: 0700, yours"))
     return found
 
 
-def _config(data_dir: Path) -> tuple[NodeConfig | None, list[Finding]]:
+def _config(data_dir: Path) -> tuple[NodeConfig | None, list[Diagnosis]]:
     from transports.cli.data_dir import node_config
     from transports.config import ConfigError, effective_settings, load_config
 
@@ -139,7 +139,7 @@ def _config(data_dir: Path) -> tuple[NodeConfig | None, list[Finding]]:
         settings = effective_settings(path)
     except ConfigError as exc:
         return None, [
-            Finding(
+            Diagnosis(
                 check="config",
                 level="fail",
                 message=f"{path}: {exc}",
@@ -148,10 +148,10 @@ def _config(data_dir: Path) -> tuple[NodeConfig | None, list[Finding]]:
         ]
     overridden = [f"{s.key} by {s.origin}" for s in settings if s.source == "env"]
     shown = path if path.is_file() else f"no {path}: the embedded defaults"
-    found = [Finding(check="config", level="ok", message=f"{shown}; every key known")]
+    found = [Diagnosis(check="config", level="ok", message=f"{shown}; every key known")]
     if overridden:
         found.append(
-            Finding(
+            Diagnosis(
                 check="config",
                 level="ok",
                 message="overridden by this environment: " + ", ".join(overridden),
@@ -160,13 +160,15 @@ def _config(data_dir: Path) -> tuple[NodeConfig | None, list[Finding]]:
     return config, found
 
 
-def _journal(data_dir: Path) -> list[Finding]:
+def _journal(data_dir: Path) -> list[Diagnosis]:
     from events import JournalReader
     from transports.cli.data_dir import journal_path
 
     path = journal_path(data_dir)
     if not path.exists():
-        return [Finding(check="journal", level="ok", message="none yet (the first start makes it)")]
+        return [
+            Diagnosis(check="journal", level="ok", message="none yet (the first start makes it)")
+        ]
     reader = JournalReader.open(path)
     try:
         head = reader.head()
@@ -174,7 +176,7 @@ def _journal(data_dir: Path) -> list[Finding]:
     finally:
         reader.close()
     found = [
-        Finding(
+        Diagnosis(
             check="journal",
             level="ok",
             message=f"head {head.position}; reel journal verify checks every row",
@@ -184,7 +186,7 @@ def _journal(data_dir: Path) -> list[Finding]:
         ahead_s = last[0].recorded_at_ms / 1000 - _now()
         if ahead_s > CLOCK_SLACK_S:
             found.append(
-                Finding(
+                Diagnosis(
                     check="clock",
                     level="fail",
                     message=f"this clock is {ahead_s:.1f} s behind the journal's last event: "
@@ -193,18 +195,18 @@ def _journal(data_dir: Path) -> list[Finding]:
                 )
             )
         else:
-            found.append(Finding(check="clock", level="ok", message="not behind the journal"))
+            found.append(Diagnosis(check="clock", level="ok", message="not behind the journal"))
     return found
 
 
-def _witness(data_dir: Path, witness: str) -> list[Finding]:
+def _witness(data_dir: Path, witness: str) -> list[Diagnosis]:
     from events.sqlite.reader import JournalReader
     from events.witness import read_notes
     from transports.cli.data_dir import journal_path
 
     if not witness:
         return [
-            Finding(
+            Diagnosis(
                 check="witness",
                 level="warn",
                 message="none: whoever holds the data dir could rewrite history and re-sign it",
@@ -215,7 +217,7 @@ def _witness(data_dir: Path, witness: str) -> list[Finding]:
     path = Path(witness).expanduser()
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
         return [
-            Finding(
+            Diagnosis(
                 check="witness",
                 level="fail",
                 message=f"{path}: its directory is missing or not writable (the node refuses to "
@@ -223,10 +225,10 @@ def _witness(data_dir: Path, witness: str) -> list[Finding]:
                 fix=f"create {path.parent} writable by this user, or change [journal] witness",
             )
         ]
-    found: list[Finding] = []
+    found: list[Diagnosis] = []
     if path.parent.stat().st_dev == data_dir.stat().st_dev:
         found.append(
-            Finding(
+            Diagnosis(
                 check="witness",
                 level="warn",
                 message=f"{path} is on the data dir's volume: one loss takes both",
@@ -245,7 +247,7 @@ def _witness(data_dir: Path, witness: str) -> list[Finding]:
     witnessed = notes[-1].size if notes else 0
     if checkpoint is not None and witnessed < checkpoint.position:
         found.append(
-            Finding(
+            Diagnosis(
                 check="witness",
                 level="warn",
                 message=f"{path} holds checkpoints up to {witnessed}, the journal's last signed "
@@ -255,19 +257,21 @@ def _witness(data_dir: Path, witness: str) -> list[Finding]:
             )
         )
     if not found:
-        found.append(Finding(check="witness", level="ok", message=f"{path}: current"))
+        found.append(Diagnosis(check="witness", level="ok", message=f"{path}: current"))
     return found
 
 
-def _sandbox(data_dir: Path, config: NodeConfig) -> list[Finding]:
+def _sandbox(data_dir: Path, config: NodeConfig) -> list[Diagnosis]:
     from tools import build_catalog
 
     catalog = build_catalog(config.tools_config(data_dir))
     shell = next((s for s in catalog.specs() if s.name == "shell.run"), None)
     if shell is None or not shell.unavailable:
-        return [Finding(check="sandbox", level="ok", message="bubblewrap works: shell.run can run")]
+        return [
+            Diagnosis(check="sandbox", level="ok", message="bubblewrap works: shell.run can run")
+        ]
     return [
-        Finding(
+        Diagnosis(
             check="sandbox",
             level="warn",
             message=f"shell.run cannot run here: {shell.unavailable}",
@@ -277,14 +281,14 @@ def _sandbox(data_dir: Path, config: NodeConfig) -> list[Finding]:
     ]
 
 
-def _ports(data_dir: Path, config: NodeConfig, token_file: Path | None) -> list[Finding]:
+def _ports(data_dir: Path, config: NodeConfig, token_file: Path | None) -> list[Diagnosis]:
     from transports.cli.node_api import call, held
 
     if held(data_dir):
         status, health = call(data_dir, token_file, "GET", "/v1/whoami")
         if status != 200:
             return [
-                Finding(
+                Diagnosis(
                     check="node",
                     level="fail",
                     message=f"the node holds the data dir but answers HTTP {status}",
@@ -292,8 +296,8 @@ def _ports(data_dir: Path, config: NodeConfig, token_file: Path | None) -> list[
                 )
             ]
         who = health.get("principal") if isinstance(health, dict) else "?"
-        return [Finding(check="node", level="ok", message=f"running; this token is {who}")]
-    found: list[Finding] = []
+        return [Diagnosis(check="node", level="ok", message=f"running; this token is {who}")]
+    found: list[Diagnosis] = []
     for name, host, port in (
         ("http", config.http.host, config.http.port),
         ("grpc", config.grpc.host, config.grpc.port),
@@ -303,7 +307,7 @@ def _ports(data_dir: Path, config: NodeConfig, token_file: Path | None) -> list[
         taken = _taken(host, port)
         if taken:
             found.append(
-                Finding(
+                Diagnosis(
                     check="ports",
                     level="fail",
                     message=f"{name} {host}:{port}: {taken} (no node runs on this data dir)",
@@ -316,7 +320,9 @@ def _ports(data_dir: Path, config: NodeConfig, token_file: Path | None) -> list[
             for n, p in (("http", config.http.port), ("grpc", config.grpc.port))
         ]
         found.append(
-            Finding(check="ports", level="ok", message=f"{' and '.join(ports)}: free; no node runs")
+            Diagnosis(
+                check="ports", level="ok", message=f"{' and '.join(ports)}: free; no node runs"
+            )
         )
     return found
 
@@ -333,7 +339,7 @@ def _taken(host: str, port: int) -> str:
     return ""
 
 
-def _disk(data_dir: Path) -> list[Finding]:
+def _disk(data_dir: Path) -> list[Diagnosis]:
     fs = os.statvfs(data_dir)
     free = fs.f_bavail * fs.f_frsize
     shown = f"{free / (1 << 30):.1f} GiB free on the data dir's volume"
@@ -342,9 +348,9 @@ def _disk(data_dir: Path) -> list[Finding]:
     elif free < MIN_FREE_BYTES:
         level = "warn"
     else:
-        return [Finding(check="disk", level="ok", message=shown)]
+        return [Diagnosis(check="disk", level="ok", message=shown)]
     return [
-        Finding(
+        Diagnosis(
             check="disk",
             level=level,
             message=shown,

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "incidents": ("transports.cli.incidents_cmd:app", "What the node's watchdog found."),
     "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
     "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
+    "vault": ("transports.cli.vault_cmd:app", "Set, list, rotate and delete vault secrets."),
     "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
     "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
     "learning": (
@@ -56,6 +57,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "List and show sessions, reset or branch one, compact its context, restore a checkpoint.",
     ),
     "runs": ("transports.cli.runs_cmd:app", "List runs, show one, print its tape, cancel it."),
+    "workspace": (
+        "transports.cli.workspace_cmd:app",
+        "Workspace checkpoints: list them, show what changed since one, restore one.",
+    ),
     "channels": (
         "transports.cli.channels_cmd:app",
         "Chat channels: list them, mint pairing codes.",

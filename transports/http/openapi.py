@@ -19,6 +19,7 @@ import msgspec
 from aiohttp import web
 
 from actors.channels.message import MessageBody
+from actors.checkpoints import WorkspaceCheckpoint, WorkspaceDiff
 from actors.messages import CompactionOutcome
 from actors.sessions.compaction import Checkpoints
 from events import VerifyReport
@@ -49,17 +50,23 @@ from transports.http.bodies import (
     PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
+    RestoreWorkspaceRequest,
     RevokedGrant,
     RevokeGrantRequest,
+    RotateSecretRequest,
     RunPage,
     RunStarted,
+    SecretInfo,
+    SecretList,
     SendMessageRequest,
     SessionPage,
+    SetSecretRequest,
     TapeEntry,
     TapePage,
     TokenInfo,
     TokenList,
     VerifyRequest,
+    WorkspaceCheckpointPage,
 )
 from transports.http.channels import ChannelList, PairCodeRequest
 from transports.http.context import permit
@@ -247,6 +254,15 @@ def _op(
     return op
 
 
+_SECRET_NAME: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The secret's name (letters, digits, _ . -; starting with a letter).",
+    "schema": {"type": "string"},
+}
+
+
 def _paths() -> dict[str, Any]:
     session = _id("session_id", "session")
     run = _id("run_id", "run")
@@ -369,6 +385,45 @@ def _paths() -> dict[str, Any]:
                 write,
                 parameters=(session,),
                 body=RestoreSessionRequest,
+                body_required=True,
+            )
+        },
+        "/v1/workspace/checkpoints": {
+            "get": _op(
+                "The workspace's checkpoints (one per call or restore that changed files), "
+                "newest first: each file's path and SHA-256 before and after. workspace.read.",
+                {200: _json(WorkspaceCheckpointPage, "The newest checkpoints.")},
+                (),
+                parameters=(_limit(LIST_CAP),),
+            )
+        },
+        "/v1/workspace/diff": {
+            "get": _op(
+                "What changed in the workspace since a checkpoint: each file's hash then and "
+                "now, with a unified diff when both versions are kept text. workspace.read. "
+                "An unknown checkpoint is a 404.",
+                {200: _json(WorkspaceDiff, "The files changed since the checkpoint.")},
+                (404, 503),
+                parameters=(
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "required": True,
+                        "description": "A checkpoint id.",
+                        "schema": {"type": "string", "pattern": ULID_PATTERN},
+                    },
+                ),
+            )
+        },
+        "/v1/workspace/restore": {
+            "post": _op(
+                "Restore the workspace to a checkpoint (as right after it, or right before it "
+                "with before): itself recorded as a checkpoint, so it can be restored in turn. "
+                "workspace.restore. An unknown checkpoint is a 404; a version no longer kept "
+                "(pruned or deleted) a 409 naming the file, with nothing written.",
+                {200: _json(WorkspaceCheckpoint, "The checkpoint the restore recorded.")},
+                write,
+                body=RestoreWorkspaceRequest,
                 body_required=True,
             )
         },
@@ -539,6 +594,40 @@ def _paths() -> dict[str, Any]:
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1000},
                     },
                 ),
+            )
+        },
+        "/v1/vault": {
+            "get": _op(
+                "Every secret of the vault, by name (never a value). vault.list.",
+                {200: _json(SecretList, "The secrets.")},
+                (),
+            ),
+            "post": _op(
+                "Set a new secret (its value encrypted in the data dir, answered never). "
+                "vault.manage.",
+                {201: _json(SecretInfo, "Set.")},
+                (409, 413, 503),
+                body=SetSecretRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/vault/{name}/rotate": {
+            "post": _op(
+                "Give a secret its next value: the next tool call uses it, and the old one "
+                "stays redacted. vault.manage.",
+                {200: _json(SecretInfo, "Rotated.")},
+                (404, 413, 503),
+                parameters=(_SECRET_NAME,),
+                body=RotateSecretRequest,
+                body_required=True,
+            )
+        },
+        "/v1/vault/{name}": {
+            "delete": _op(
+                "Delete a secret and erase its values: a handle naming it fails. vault.manage.",
+                {200: _json(SecretInfo, "Deleted.")},
+                (404, 503),
+                parameters=(_SECRET_NAME,),
             )
         },
         "/v1/memory": {

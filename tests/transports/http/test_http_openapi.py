@@ -200,8 +200,8 @@ def test_each_operation_documents_the_errors_it_answers(node: HttpNode) -> None:
     limit) is a status the operation documents, with the JSON error body."""
     doc = document()
     for path, item in doc["paths"].items():
-        concrete = re.sub(r"\{[a-z_]+_id\}", UNKNOWN, path)
-        concrete = concrete.replace("{channel}", "web").replace("{server}", "probe")
+        concrete = re.sub(r"\{channel\}", "web", re.sub(r"\{[a-z_]+_id\}", UNKNOWN, path))
+        concrete = concrete.replace("{name}", "no_such_secret").replace("{server}", "probe")
         for method, operation in item.items():
             upper = method.upper()
             probes = [node.call(upper, concrete, raw=b"x" * (MAX_BODY + 1))]
