@@ -17,8 +17,29 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,
+# which sees /usr but not the node's venv: so they run on Debian's python3.11 in a venv of their
+# own with the SDK installed (bound read-only into the sandbox by the tests' config).
+MCP_SERVERS_VENV := .venv-mcp-servers
+MCP_SERVERS_STAMP := $(MCP_SERVERS_VENV)/.installed
+$(MCP_SERVERS_STAMP):
+	/usr/bin/python3.11 -m venv $(MCP_SERVERS_VENV)
+	$(MCP_SERVERS_VENV)/bin/pip install --quiet mcp==2.3.0
+	touch $(MCP_SERVERS_STAMP)
+
+# ...and a reference server nobody here wrote (npm's @modelcontextprotocol/server-everything,
+# pinned in tests/tools/mcp/npm/, run on Debian's node inside the sandbox). Test-only.
+MCP_NPM := .cache/mcp-npm
+MCP_NPM_STAMP := $(MCP_NPM)/.installed
+$(MCP_NPM_STAMP): tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json
+	rm -rf $(MCP_NPM)
+	mkdir -p $(MCP_NPM)
+	cp tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json $(MCP_NPM)/
+	cd $(MCP_NPM) && npm ci --no-audit --no-fund --silent
+	touch $@
 
 # The Matrix tests run a real Synapse homeserver (AGPL-3.0: test-only, never vendored), in a venv
 # of its own so its pins never meet reel's (tests/transports/channels_matrix/synapse.py).
@@ -73,7 +94,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -81,7 +102,7 @@ test: lint typecheck pytest
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
-test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).

@@ -28,6 +28,12 @@ workspace checkpoint's tree walk around a ``shell.run`` call over the same tree:
 (every file hashed and stored) and a repeat (nothing moved, nothing read).
 Targets are printed as PASS/MISS, never asserted.
 
+- ``mcp``: ``ToolCatalog.execute("mcp.probe.add")`` on a warm stdio MCP server in the sandbox
+  (tests/tools/mcp/servers/probe_server.py), against the same server called directly with the
+  SDK's ``Client`` over ``stdio_client`` (unconfined, warm); target <= 1.5x (the sandbox's start
+  is paid once, at the server's start, and is not in the per-call figure). Skipped without
+  ``.venv-mcp-servers`` (``make .venv-mcp-servers/.installed``).
+
 Run: ``.venv/bin/python bench/tools.py`` (about twenty seconds).
 """
 
@@ -245,8 +251,71 @@ def run(work: Path, args: argparse.Namespace) -> int:
         f"{TARGET_OVERHEAD_MS:.0f} ms more than an unconfined spawn: +{overhead:.2f} ms (p50), "
         f"+{overhead_p95:.2f} ms (p95)"
     )
+    mcp_line(work, args.calls)
     search_run(work, args)
     return 0
+
+
+TARGET_MCP_RATIO = 1.5
+
+
+def mcp_line(work: Path, calls: int) -> None:
+    """The MCP call's overhead over the SDK alone, both on a warm server."""
+    import asyncio
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tools.build import build_catalog
+    from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
+
+    venv, servers = REPO / ".venv-mcp-servers", REPO / "tests" / "tools" / "mcp" / "servers"
+    python, script = venv / "bin" / "python", servers / "probe_server.py"
+    if not python.exists():
+        print("mcp        skipped: no .venv-mcp-servers")
+        return
+    server = McpServerConfig(
+        command=str(python),
+        args=(str(script),),
+        read_only_paths=(str(venv), str(servers)),
+        tools={"add": McpToolConfig()},
+        start_timeout_s=60,
+    )
+    config = ToolsConfig(workspace_dir=str(work / "workspace"), shell_hidden_paths=(str(work),))
+    catalog = build_catalog(
+        config, mcp=McpConfig(servers={"probe": server}), mcp_state_dir=work / "mcp"
+    )
+    try:
+        args = catalog.validate("mcp.probe.add", {"a": 1, "b": 2})
+
+        def reel_call() -> None:
+            ctx = ExecutionContext.start(work, 30.0)
+            assert catalog.execute("mcp.probe.add", args, ctx).ok
+
+        timed(reel_call, 5)
+        reel = timed(reel_call, calls)
+    finally:
+        catalog.close()
+
+    async def direct() -> list[float]:
+        params = StdioServerParameters(command=str(python), args=[str(script)])
+        async with Client(params, mode="legacy") as client:
+            out: list[float] = []
+            for i in range(calls + 5):
+                started = time.perf_counter()
+                await client.call_tool("add", {"a": 1, "b": 2})
+                if i >= 5:
+                    out.append((time.perf_counter() - started) * 1000)
+            return out
+
+    sdk = asyncio.run(direct())
+    ratio = statistics.median(reel) / statistics.median(sdk)
+    show("sdk", "Client.call_tool add, warm stdio server (unconfined)", sdk)
+    show("mcp", "catalog.execute mcp.probe.add, warm, sandboxed", reel, f"ratio {ratio:.2f}")
+    print(
+        f"{verdict(ratio <= TARGET_MCP_RATIO)}       an MCP call costs at most "
+        f"{TARGET_MCP_RATIO}x the SDK's own call: {ratio:.2f}x (p50)"
+    )
 
 
 def search_run(work: Path, args: argparse.Namespace) -> None:

@@ -980,6 +980,28 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
     """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
 
 
+# --- MCP servers (stream ``mcp/<server>``) ----------------------------------------------
+
+
+class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
+    """An MCP server announced a tool list different from the last one this node saw (at its
+    first start, and at each change after), so no tool a server grows goes unrecorded."""
+
+    server: Id
+    tools: tuple[str, ...]
+    """Every tool the server announced, by name, sorted."""
+    schema_sha256: tuple[str, ...]
+    """The SHA-256 of each tool's input schema as canonical JSON, in the order of ``tools``: a
+    changed schema is a new digest."""
+    allowed: tuple[str, ...]
+    """The tools named in ``[mcp.servers.<server>.tools]``: only those can be offered and
+    called."""
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    """Tools whose schema differs from the previous list."""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -1041,6 +1063,7 @@ CATALOG: tuple[type[Event], ...] = (
     VaultSecretRotated,
     VaultSecretDeleted,
     JournalCheckpoint,
+    McpToolsListed,
 )
 """Every current event class. Adding a kind means adding it here."""
 

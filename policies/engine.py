@@ -64,6 +64,10 @@ class _CallFields(msgspec.Struct, frozen=True, omit_defaults=True):
     run_id: str
     stranger: bool
     channel: _EntityValue | None = None
+    mcp_server: str | None = None
+    """For an MCP tool (``mcp.SERVER.TOOL``): the server's configured name."""
+    mcp_tool: str | None = None
+    """For an MCP tool: the tool's name as the server announces it."""
 
 
 class _ToolEntity(msgspec.Struct, frozen=True):
@@ -309,7 +313,10 @@ class PolicyEngine:
 def _call_fields(request: ToolRequest) -> _CallFields:
     channel = request.channel
     entity = None if channel is None else _EntityValue(_EntityRef("Channel", channel))
-    return _CallFields(request.session_id, request.run_id, request.stranger, entity)
+    server = tool = None
+    if request.tool.startswith("mcp."):
+        server, _, tool = request.tool.removeprefix("mcp.").partition(".")
+    return _CallFields(request.session_id, request.run_id, request.stranger, entity, server, tool)
 
 
 def _require_text(field: str, value: object) -> None:

@@ -11,6 +11,7 @@ from tools.config import ToolsConfig
 from tools.errors import ManifestError
 from tools.files import FileRuntime
 from tools.http_fetch import HttpRuntime
+from tools.mcp.config import McpConfig
 from tools.memory_tools import MemoryStore, MemoryToolsRuntime
 from tools.plugins import load_plugins
 from tools.runtime import ToolRuntime
@@ -20,11 +21,17 @@ __all__ = ["build_catalog"]
 
 
 def build_catalog(
-    config: ToolsConfig, memory: MemoryStore | None = None, checkpoint_dir: Path | None = None
+    config: ToolsConfig,
+    memory: MemoryStore | None = None,
+    checkpoint_dir: Path | None = None,
+    mcp: McpConfig | None = None,
+    mcp_state_dir: Path | None = None,
 ) -> ToolCatalog:
-    """Builtins, the memory tools, workspace files, http.fetch, shell.run, and the plugins in
-    ``plugin_dir``. ``memory`` is the node's memory (the memory tools are listed without it,
-    so every catalog declares the same tools, but their calls then fail).
+    """Builtins, the memory tools, workspace files, http.fetch, shell.run, the plugins in
+    ``plugin_dir``, and the tools of the MCP servers in ``mcp`` (each server started, with
+    ``mcp_state_dir/NAME`` its writable directory). ``memory`` is the node's memory (the
+    memory tools are listed without it, so every catalog declares the same tools, but their
+    calls then fail).
 
     ``checkpoint_dir``: where workspace checkpoints keep their blobs (the node's
     ``<data>/checkpoints``); None: writing calls are not checkpointed.
@@ -53,4 +60,9 @@ def build_catalog(
             if spec.name in taken:
                 raise ManifestError(f"plugin {spec.name!r}: name clashes with a built-in tool")
         runtimes.append(plugins)
+    if mcp is not None and mcp.servers:
+        from tools.mcp.runtime import McpRuntime
+
+        assert mcp_state_dir is not None, "MCP servers need a state dir"
+        runtimes.append(McpRuntime(config, mcp, mcp_state_dir))
     return ToolCatalog(runtimes, checkpoints)

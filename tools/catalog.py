@@ -31,6 +31,7 @@ class ToolCatalog:
     ) -> None:
         self.checkpoints = checkpoints
         """Snapshots of what writing calls change (None: no checkpoints, as in unit tests)."""
+        runtimes = tuple(runtimes)
         entries: dict[str, tuple[ToolSpec, ToolRuntime]] = {}
         for runtime in runtimes:
             for spec in runtime.specs():
@@ -38,6 +39,8 @@ class ToolCatalog:
                     raise ValueError(f"duplicate tool name {spec.name!r}")
                 entries[spec.name] = (spec, runtime)
         self._entries: Mapping[str, tuple[ToolSpec, ToolRuntime]] = dict(sorted(entries.items()))
+        self.runtimes: tuple[ToolRuntime, ...] = runtimes
+        """Every runtime, in the order given (one that declares no tool included)."""
 
     def names(self) -> list[str]:
         """Tool names, sorted."""
@@ -68,12 +71,19 @@ class ToolCatalog:
         try:
             if isinstance(arguments, bytes | str):
                 text = arguments.strip() or b"{}"
-                return msgspec.json.decode(text, type=spec.args_type)
-            return msgspec.convert(arguments, type=spec.args_type)
+                args = msgspec.json.decode(text, type=spec.args_type)
+            else:
+                args = msgspec.convert(arguments, type=spec.args_type)
         except msgspec.ValidationError as exc:
             raise InvalidArguments(name, str(exc)) from None
         except msgspec.DecodeError as exc:
             raise InvalidArguments(name, f"malformed JSON: {exc}") from None
+        if spec.validator is not None:
+            try:
+                spec.validator(msgspec.to_builtins(args))
+            except ValueError as exc:
+                raise InvalidArguments(name, str(exc)) from None
+        return args
 
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         """Run a validated call to completion, failure, time-out or cancellation.
@@ -127,6 +137,11 @@ class ToolCatalog:
     def unavailable(self) -> dict[str, str]:
         """Tools that cannot run on this node, with the reason (e.g. no working sandbox)."""
         return {s.name: s.unavailable for s in self.specs() if s.unavailable is not None}
+
+    def close(self) -> None:
+        """Close every runtime (:meth:`ToolRuntime.close`)."""
+        for runtime in self.runtimes:
+            runtime.close()
 
     def _entry(self, name: str) -> tuple[ToolSpec, ToolRuntime]:
         try:

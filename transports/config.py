@@ -26,6 +26,7 @@ from actors.watchdog.checks import WatchdogConfig
 from events.redaction.redact import redact_text
 from projections.pool import ReaderLimits
 from tools import ToolsConfig
+from tools.mcp.config import McpConfig
 from tools.spec import Posture
 from transports.models.openai_wire import check_options
 
@@ -239,6 +240,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     learning: LearningSection = LearningSection()
     tasks: TasksSection = TasksSection()
     views: ViewsSection = ViewsSection()
+    mcp: McpConfig = McpConfig()
+    """``[mcp.servers.<name>]``: MCP servers whose tools join the catalog (docs/mcp.md)."""
     vault: VaultConfig = VaultConfig()
 
     def actors(self) -> ActorsConfig:

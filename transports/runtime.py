@@ -48,6 +48,7 @@ from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
+from transports.mcp_servers import journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
@@ -95,6 +96,7 @@ class Runtime:
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
+            self.catalog.close()  # MCP servers stop once no run can call them
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -311,19 +313,32 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(tools_config, memory=memory, checkpoint_dir=data_dir / "checkpoints")
-    gate = ToolGate(engine, cfg.tools.postures)
-    unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
-    if unknown:
-        raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
-    check_tool_choice(cfg, catalog, gate)
-    model = provider or make_provider(cfg)
-    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-    journal = open_journal(data_dir, cfg, on_tampered)
+    catalog = build_catalog(
+        tools_config,
+        memory=memory,
+        checkpoint_dir=data_dir / "checkpoints",
+        mcp=cfg.mcp,
+        mcp_state_dir=data_dir / "mcp",
+    )
+    try:  # started MCP servers stop if the node does not start
+        gate = ToolGate(engine, cfg.tools.postures)
+        unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
+        if unknown:
+            raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
+        check_tool_choice(cfg, catalog, gate)
+        model = provider or make_provider(cfg)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        journal = open_journal(data_dir, cfg, on_tampered)
+    except BaseException:
+        catalog.close()
+        raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     try:
+        journal_tool_lists(
+            catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
+        )
         tokens = load_tokens(journal, admin_token)
         vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
@@ -350,6 +365,7 @@ def open_runtime(
             projector.close()
         memory.close()
         journal.close()
+        catalog.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)

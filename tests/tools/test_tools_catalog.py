@@ -36,6 +36,7 @@ def test_public_all_is_complete() -> None:
         "files",
         "handles",
         "http_fetch",
+        "mcp",
         "memory_tools",
         "patch",
         "plugins",

@@ -77,6 +77,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         " journal head and last checkpoint, views lag, live runs, pending approvals, open"
         " incidents, the task queue. Exit 1 when no node runs.",
     ),
+    "mcp": ("transports.cli.mcp_cmd:app", "MCP servers: their state, their tools, a test."),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

@@ -31,6 +31,7 @@ from projections import (
     SessionRecord,
     TaskRecord,
 )
+from tools.mcp.config import SERVER_NAME
 from transports.build import version
 from transports.channels import MintedCode, RouteResult
 from transports.http.bodies import (
@@ -96,6 +97,7 @@ from transports.http.postures import SessionPostures
 from transports.http.routes import ROUTES
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
+from transports.mcp_servers import McpServerRow, McpServers
 
 REF = "#/components/schemas/{name}"
 
@@ -183,6 +185,13 @@ CHANNEL = {
     "required": True,
     "description": "A configured channel's name ([channels.<name>]).",
     "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_.-]{0,31}$"},
+}
+MCP_SERVER = {
+    "name": "server",
+    "in": "path",
+    "required": True,
+    "description": "A configured MCP server's name ([mcp.servers.<name>]).",
+    "schema": {"type": "string", "pattern": SERVER_NAME},
 }
 AFTER_ID = {
     "name": "after",
@@ -779,6 +788,24 @@ def _paths() -> dict[str, Any]:
                 (400, 404, 409, 413, 503),
                 parameters=(_id("candidate_id", "learning candidate"),),
                 body=ReviewRequest,
+            )
+        },
+        "/v1/mcp/servers": {
+            "get": _op(
+                "The configured MCP servers: state, why one failed, and every tool each "
+                "announced or config names, allowed or not, with its posture (docs/mcp.md). "
+                "tool.list.",
+                {200: _json(McpServers, "The servers by name.")},
+                (),
+            )
+        },
+        "/v1/mcp/servers/{server}/test": {
+            "post": _op(
+                "Start the server if it is not running (a failed one at once) and read its "
+                "tool list again; the server after. mcp.test.",
+                {200: _json(McpServerRow, "The server.")},
+                (404,),
+                parameters=(MCP_SERVER,),
             )
         },
         "/v1/channels": {
