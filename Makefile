@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed
 DATA ?= ./.reel
 TYPED := events projections actors policies tools transports tests bench
 CHROMIUM := /usr/bin/chromium
+POSTGRES := /usr/lib/postgresql/15/bin/initdb
 BWRAP := /usr/bin/bwrap
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -16,8 +17,29 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp]' --config-settings editable_mode=compat
 	touch $(STAMP)
+
+# The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,
+# which sees /usr but not the node's venv: so they run on Debian's python3.11 in a venv of their
+# own with the SDK installed (bound read-only into the sandbox by the tests' config).
+MCP_SERVERS_VENV := .venv-mcp-servers
+MCP_SERVERS_STAMP := $(MCP_SERVERS_VENV)/.installed
+$(MCP_SERVERS_STAMP):
+	/usr/bin/python3.11 -m venv $(MCP_SERVERS_VENV)
+	$(MCP_SERVERS_VENV)/bin/pip install --quiet mcp==2.3.0
+	touch $(MCP_SERVERS_STAMP)
+
+# ...and a reference server nobody here wrote (npm's @modelcontextprotocol/server-everything,
+# pinned in tests/tools/mcp/npm/, run on Debian's node inside the sandbox). Test-only.
+MCP_NPM := .cache/mcp-npm
+MCP_NPM_STAMP := $(MCP_NPM)/.installed
+$(MCP_NPM_STAMP): tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json
+	rm -rf $(MCP_NPM)
+	mkdir -p $(MCP_NPM)
+	cp tests/tools/mcp/npm/package.json tests/tools/mcp/npm/package-lock.json $(MCP_NPM)/
+	cd $(MCP_NPM) && npm ci --no-audit --no-fund --silent
+	touch $@
 
 # The Matrix tests run a real Synapse homeserver (AGPL-3.0: test-only, never vendored), in a venv
 # of its own so its pins never meet reel's (tests/transports/channels_matrix/synapse.py).
@@ -56,6 +78,11 @@ $(BWRAP):
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq bubblewrap
 
+# The PostgreSQL journal tests start a throwaway server per test session (tests/postgres_server.py).
+$(POSTGRES):
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq postgresql-15
+
 run: $(STAMP)
 	$(BIN)/reel node --data $(DATA) --provider deterministic
 
@@ -69,22 +96,23 @@ typecheck: $(STAMP)
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on
 # the nodes it starts. --dist loadscope keeps a module's tests on one worker, so a module's shared
-# node, homeserver or browser starts once; a session fixture (a corpus, a pristine journal) is
-# built once per worker that needs it.
+# node, homeserver or browser starts once; a session fixture (a corpus, a pristine journal, a
+# PostgreSQL server) is built once per worker that needs it.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
-pytest: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+SUITE_NEEDS = $(STAMP) $(CHROMIUM) $(BWRAP) $(POSTGRES) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
+pytest: $(SUITE_NEEDS)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q $(PYTEST_XDIST)
 
 # mypy runs beside the suite rather than before it (its one line may land among pytest's dots);
 # what the suite needs is installed first, one at a time (two apt-get runs would fight over its lock).
-test: lint $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+test: lint $(SUITE_NEEDS)
 	$(MAKE) --no-print-directory -j2 typecheck pytest
 
 # What the default run keeps a representative of (marked slow): every split point of every
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
-test-slow: $(STAMP) $(CHROMIUM) $(BWRAP) $(SYNAPSE_STAMP) $(OPENAPI_STAMP)
+test-slow: $(SUITE_NEEDS)
 	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow $(PYTEST_XDIST)
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).
@@ -94,6 +122,7 @@ proto: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/journal.py
 	$(BIN)/python bench/runs.py
+	$(BIN)/python -m bench.peers
 	$(BIN)/python bench/policy.py
 	$(BIN)/python bench/grpc.py
 	$(BIN)/python bench/http.py

@@ -27,7 +27,9 @@ Exceptions (delivered through command reply futures)::
     └── IllegalTransition         a forbidden run state change (a bug)
 
 Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`` (NotFound),
-``TaskNotActive`` and ``CandidateConflict`` (Conflict). The provider seam (``actors.provider``)
+``TaskNotActive`` and ``CandidateConflict`` (Conflict); workspace checkpoints
+(``actors.checkpoints``) ``UnknownCheckpoint`` (NotFound) and ``CheckpointUnrestorable``
+(Conflict). The provider seam (``actors.provider``)
 has its own: ProviderError → ProviderTimeout. Inside a task, a handler raises
 ``PermanentFailure`` (fail now, no retry), is stopped by ``TaskInterrupted``, and reflection
 refuses a model's answer with ``InvalidReflection`` and a run the journal lacks with

@@ -52,6 +52,15 @@ class GrantNotActive(Conflict):
     """The principal holds no ``always`` grant for that tool (never granted, or revoked)."""
 
 
+class UnknownCheckpoint(NotFound):
+    """No workspace checkpoint has that id."""
+
+
+class CheckpointUnrestorable(Conflict):
+    """A workspace restore cannot be done: a version it needs is gone from the checkpoint
+    store (pruned or deleted), or the workspace refuses the write (a symlink on the path)."""
+
+
 class NodeDraining(ActorsError):
     """The node is shutting down and accepts no new work."""
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pykka
 
     from actors.tasks.queue import TaskQueue
+    from actors.vault.store import Vault
 
 
 class Learned(Protocol):
@@ -72,6 +73,9 @@ class Services:
     memory, nothing is injected)."""
     tasks: TaskQueue | None = None
     """The background task queue (actors.tasks.queue): post-run work is enqueued here."""
+    vault: Vault | None = None
+    """The data dir's vault: tool calls' handles resolve through it and its values are
+    redacted from every result (None: no vault, a handle is a tool error)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

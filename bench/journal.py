@@ -5,8 +5,10 @@ Every figure is measured next to its ceiling, on the same disk, with the same ro
 - ``ceiling``: raw APSW, the journal's own DDL, WAL + ``synchronous=FULL``, one transaction of
   ``executemany`` inserts; the loop builds each row as reel does (ULID, identity bytes, SHA-256
   chain hash, payload digest) from pre-encoded payload bytes;
-- ``bare``: the same raw connection doing one single-row INSERT per transaction (one fsync per
-  event), the floor a durable one-event append can reach;
+- ``bare``: a raw connection to a journal file (the real schema and indexes, WAL,
+  ``synchronous=FULL``) doing one single-row INSERT per ``BEGIN IMMEDIATE``/``COMMIT``, as the
+  writer commits, of rows built before the clock starts: one fsync per event and nothing else,
+  the floor a durable one-event append can reach;
 - ``append``: :meth:`events.Journal.append` of one ``RunOutput`` (~16 words) per call, from
   1, 8 and 64 threads, each on its own stream with ``expected_seq`` (group commit does the rest);
 - ``verify``: :func:`events.sqlite.verify` over a journal of ``--verify-events`` rows, written
@@ -71,7 +73,7 @@ TARGET_WRITERS_RATIO = 0.50
 TARGET_VERIFY_S_PER_MILLION = 10.0
 TARGET_START_S = 1.0
 """The node's check before it serves, at any size (measured at ``--verify-events``)."""
-TARGET_SINGLE_VS_BARE = 0.50  # reel's rate at least half the bare rate: "within 2x"
+TARGET_SINGLE_VS_BARE = 0.80  # reel's rate at least 0.8 of the bare rate (issue 23)
 
 Row = tuple[
     int, str, str, int, str, int, int, str, str | None, str | None, bytes, bytes, bytes, bytes
@@ -196,16 +198,21 @@ def ceiling(work: Path, events: int, streams: int, index: int) -> float:
 
 
 def bare_commits(work: Path, events: int, index: int) -> float:
-    """Events/s of one single-row INSERT per transaction (WAL, synchronous=FULL)."""
+    """Events/s of one single-row INSERT per transaction on a journal file (its schema and
+    indexes, WAL, synchronous=FULL), rows built before the clock starts: a bare commit."""
     path = work / f"bare-{index}.db"
-    conn = raw_connection(path)
+    conn = connect(path, writable=True)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
     stream = RunStream(UlidGenerator())
     chain = Chain()
+    at = now_ms()
+    rows = [chain.row(stream, seq, at) for seq in range(events)]
     started = time.perf_counter()
-    for seq in range(events):
-        row = chain.row(stream, seq, now_ms())
-        with conn:
-            conn.execute(INSERT, row)
+    for row in rows:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(INSERT, row)
+        conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     conn.close()
     return events / elapsed
@@ -493,8 +500,8 @@ def run(work: Path, args: argparse.Namespace) -> None:
         f"under {TARGET_START_S:.1f} s: {start_s:.2f} s"
     )
     print(
-        f"{verdict(single >= TARGET_SINGLE_VS_BARE)}     1 writer's durable append within 2x of a "
-        f"bare 1-row commit: {bare / rate['1']:.2f}x the time"
+        f"{verdict(single >= TARGET_SINGLE_VS_BARE)}     1 writer's durable append >= "
+        f"{TARGET_SINGLE_VS_BARE:.2f} of a bare 1-row commit's rate: {single:.2f}"
     )
 
 

@@ -7,11 +7,13 @@ Each phase runs in its own child process (``--phase``), so its thread count and 
   sessions at once, each running ``--runs / --sessions`` runs one after another. Every run is
   ``StartRun`` with the deterministic provider and one builtin tool call (``echo``), so it
   takes two turns. A run's latency is from ``node.send(StartRun)`` to the commit of its
-  ``run.completed`` (timed by a ``Journal.listen`` callback in the writer thread). The driver
-  is one thread: it learns of ends from the journal and sends each session's next run at
-  once (a closed loop; nothing is queued behind a live run). ``paced``: the same sessions with
-  runs offered at 150 runs/s in total, for latency at the target load (a closed loop of 100
-  sessions has latency = 100 / throughput by Little's law, whatever the system does).
+  ``run.completed`` (timed by a callback on that append's commit future, in the writer
+  thread). The driver is one thread: it learns of ends by that subscription, never by reading
+  the journal, and sends each session's next run at once (a closed loop; nothing is queued
+  behind a live run); a run that has not ended within two minutes fails the phase.
+  ``paced``: the same sessions with runs offered at 150 runs/s in total, for latency at the
+  target load (a closed loop of 100 sessions has latency = 100 / throughput by Little's law,
+  whatever the system does).
 - ``ceiling`` (in the same child, after the runs): the events those runs produced, read back
   from the journal and appended again with :meth:`events.Journal.append` to a fresh journal:
   same streams, kinds, payloads and envelopes, one event per append as the actors do, one
@@ -34,7 +36,6 @@ Run: ``.venv/bin/python bench/runs.py [--runs N] [--dir DIR]`` (about a minute o
 from __future__ import annotations
 
 import argparse
-import bisect
 import contextlib
 import heapq
 import json
@@ -48,7 +49,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -67,8 +68,7 @@ from actors.messages import (  # noqa: E402
     SessionInfo,
     StartRun,
 )
-from actors.sessions.actor import SessionActor  # noqa: E402
-from events import Event, Journal, NodeKey, StoredEvent  # noqa: E402
+from events import Event, Journal, NodeKey, StoredEvent, kind_of  # noqa: E402
 from policies import PolicyEngine  # noqa: E402
 from tools import ToolsConfig, build_catalog  # noqa: E402
 from transports.models import DeterministicProvider  # noqa: E402
@@ -77,7 +77,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 TEXT = 'benchmark run: say hello back\n/tool echo {"text": "hi"}'
 """Two turns: the first proposes ``echo``, the second answers the text and the tool result."""
-TERMINAL = ("run.completed", "run.failed", "run.cancelled")
+TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+"""By name, not imported: ``--repo`` checkouts older than ``events.lifecycle`` run this too."""
 TARGET_RUNS_PER_S = 150.0
 TARGET_P99_S = 0.250
 CREATE_WINDOW = 256
@@ -97,7 +98,7 @@ folded state in its bounded cache: well under 10 KiB. With its thread it cost ~2
 (2,000 sessions: +51.5 MiB before this change), so the target fails if idle sessions still
 cost about a thread's worth of memory, and a node with 100,000 of them fits in 1 GiB."""
 RUN_TIMEOUT_S = 120.0
-"""A phase that has not seen every run end by then stops and reports what it has."""
+"""A phase that has not seen every run end by then fails (the child exits non-zero)."""
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -179,16 +180,20 @@ class Driver:
     """Keeps every session busy with one run at a time, from one thread.
 
     ``node.send`` is non-blocking; the ticket's ``run_id`` arrives on the reply future. The
-    driver learns of commits only from its own ``Journal.listen`` callback (in the writer
-    thread), which records each commit's head position and time and wakes it; it then reads
-    the new events up to that signalled head and, for each run that ended, sends its session's
-    next run. So a run's latency does not include the driver's own reaction time, and every run
-    counted as ended has the time of its commit recorded.
+    driver learns of ends by subscription, never by reading the journal: for the duration of
+    :meth:`run` it taps the journal's ``submit`` (every append passes through it, ``append``
+    too), and when an append's last event ends a run it adds a callback to that append's
+    commit future. The callback runs in the journal's writer thread when the commit is
+    durable, records the run's end and the time, and wakes the driver, which sends that
+    session's next run. So a run's latency is from ``node.send`` to its terminal commit and
+    does not include the driver's own reaction time, and the driver costs the node one
+    kind lookup per append.
 
     With ``rate`` None the loop is closed: a session's next run is sent as soon as the last one
     ended (every session always has a run live: throughput). With ``rate`` runs/s, run ``k``
     of session ``i`` is due at ``k * sessions + i`` / rate seconds after the start, and sent
     then or when the session's previous run ends, whichever is later (latency at that load).
+    Every run must end within :data:`RUN_TIMEOUT_S`, or :meth:`run` raises.
     """
 
     def __init__(
@@ -210,29 +215,39 @@ class Driver:
         self.started = 0.0
         self.errors: list[BaseException] = []
         self.signalled = threading.Condition()
-        self.commits: list[tuple[int, float]] = []
-        """(committed head position, perf_counter) per commit, appended by the writer thread
-        (under ``signalled``), in commit order."""
-        self.ended: dict[str, tuple[str, int]] = {}
-        """run_id -> (terminal kind, position)."""
-        self.unmatched: dict[str, tuple[str, int]] = {}
-        """Ends read before their ticket's reply callback ran (the session replies after it
+        self.commits: list[tuple[str, str, int, float]] = []
+        """(run_id, terminal kind, position, perf_counter) per terminal commit, appended by the
+        writer thread (under ``signalled``) and taken by the driver."""
+        self.ticketed = False
+        """A ticket arrived since the driver last woke (under ``signalled``)."""
+        self.ended: dict[str, tuple[str, int, float]] = {}
+        """run_id -> (terminal kind, position, perf_counter at its commit)."""
+        self.unmatched: dict[str, tuple[str, int, float]] = {}
+        """Ends seen before their ticket's reply callback ran (the session replies after it
         launched the run, so on a busy machine the reply can come late): matched later."""
 
-    def _on_commit(self, position: int) -> None:
-        """The journal's listener, called in the writer thread after each commit."""
-        with self.signalled:
-            self.commits.append((position, time.perf_counter()))
-            self.signalled.notify()
+    def _tap(self) -> Callable[[], None]:
+        """Wrap the journal's ``submit`` to see each run's terminal append; returns the undo."""
+        submit = self.journal.submit
 
-    def _signalled_head(self, after: int, timeout: float) -> int:
-        """Wait (up to ``timeout``) until the listener has signalled a commit past ``after``;
-        returns the last signalled head (``after`` if none came)."""
-        with self.signalled:
-            self.signalled.wait_for(
-                lambda: bool(self.commits) and self.commits[-1][0] > after, timeout
-            )
-            return max(after, self.commits[-1][0]) if self.commits else after
+        def tapped(stream: str, events: Sequence[Event], **envelope: Any) -> Future[Any]:
+            future = submit(stream, events, **envelope)
+            run_id = envelope.get("correlation_id")
+            kind = kind_of(events[-1])
+            if run_id is not None and kind in TERMINAL:
+                future.add_done_callback(lambda done: self._on_end(run_id, kind, done))
+            return future
+
+        self.journal.submit = tapped  # type: ignore[method-assign]
+        return lambda: vars(self.journal).pop("submit", None)
+
+    def _on_end(self, run_id: str, kind: str, done: Future[Any]) -> None:
+        """A terminal append's commit future resolved (in the writer thread, at the commit)."""
+        at = time.perf_counter()
+        if done.exception() is None:
+            with self.signalled:
+                self.commits.append((run_id, kind, done.result().last_position, at))
+                self.signalled.notify()
 
     def _schedule(self, lane: int, now: float) -> None:
         if self.left[lane] <= 0:
@@ -264,20 +279,17 @@ class Driver:
                 self.sent_at[ticket.run_id] = started
                 self.session_of_run[ticket.run_id] = lane
                 self.session_ids[lane] = ticket.session_id
+            with self.signalled:  # an end seen before this ticket waits for it
+                self.ticketed = True
+                self.signalled.notify()
 
         reply.add_done_callback(accepted)
 
     def run(self) -> float:
         """Drive every run to its end; returns the seconds from first send to last commit.
-
-        Only events at or before the head the listener has signalled are read. A row is
-        readable as soon as its transaction commits, a moment before the writer thread calls
-        the listeners, so a driver that polled the journal itself could count a run as ended
-        whose commit time was not recorded yet (and, unsubscribed, never would be):
-        ``_commit_time`` then raised IndexError.
-        """
-        unsubscribe = self.journal.listen(self._on_commit)
-        position = self.journal.committed_position  # after subscribing: no commit is missed
+        Raises RuntimeError when a StartRun failed or not every run ended within
+        :data:`RUN_TIMEOUT_S` (no partial figure)."""
+        untap = self._tap()
         total = self.sessions * self.runs_each
         self.started = time.perf_counter()
         deadline = self.started + RUN_TIMEOUT_S
@@ -294,65 +306,48 @@ class Driver:
                 while self.due and self.due[0][0] <= now:
                     self._send(heapq.heappop(self.due)[1])
                 wait = min(0.5, self.due[0][0] - now) if self.due else 0.5
-                head = self._signalled_head(position, max(wait, 0.0))
+                with self.signalled:
+                    self.signalled.wait_for(lambda: self.commits or self.ticketed, max(wait, 0))
+                    fresh, self.commits, self.ticketed = self.commits, [], False
                 now = time.perf_counter()
                 for run_id, end in list(self.unmatched.items()):
                     self._ended(run_id, *end, now)
-                while position < head:
-                    fresh = self.journal.read(position, limit=10_000)
-                    if not fresh:
-                        break
-                    for stored in fresh:
-                        if stored.position > head:
-                            break  # committed, but not signalled yet: read again next time
-                        if stored.kind in TERMINAL and stored.correlation_id is not None:
-                            self._ended(stored.correlation_id, stored.kind, stored.position, now)
-                    position = min(fresh[-1].position, head)
+                for run_id, kind, position, at in fresh:
+                    self._ended(run_id, kind, position, at, now)
         finally:
-            unsubscribe()
+            untap()
         if self.errors:
             raise RuntimeError(f"a StartRun failed: {self.errors[0]!r}")
-        if not self.ended:
-            raise RuntimeError("no run ended")
-        return self._commit_time(max(p for _, p in self.ended.values())) - self.started
+        return max(at for _, _, at in self.ended.values()) - self.started
 
-    def _ended(self, run_id: str, kind: str, position: int, now: float) -> None:
-        """Every end read after the start is one of ours (the warm-up run ended before)."""
+    @property
+    def last_position(self) -> int:
+        """The position of the last terminal event seen."""
+        return max(position for _, position, _ in self.ended.values())
+
+    def _ended(self, run_id: str, kind: str, position: int, at: float, now: float) -> None:
+        """Every end seen while tapped is one of ours (the warm-up run ended before)."""
         with self.lock:
             lane = self.session_of_run.get(run_id)
         if lane is None:
-            self.unmatched[run_id] = (kind, position)
+            self.unmatched[run_id] = (kind, position, at)
             return
         self.unmatched.pop(run_id, None)
         if run_id in self.ended:
             return
-        self.ended[run_id] = (kind, position)
+        self.ended[run_id] = (kind, position, at)
         self._schedule(lane, now)
 
-    def _commit_time(self, position: int) -> float:
-        """When the commit holding ``position`` was signalled (the first commit at or past it;
-        there is one for every position the driver read)."""
-        at = bisect.bisect_left(self.commits, (position, float("-inf")))
-        return self.commits[at][1]
-
     def latencies(self) -> list[float]:
-        return [
-            self._commit_time(position) - self.sent_at[run_id]
-            for run_id, (_, position) in self.ended.items()
-        ]
+        return [at - self.sent_at[run_id] for run_id, (_, _, at) in self.ended.items()]
 
 
 def warm_up(journal: Journal, node: Node) -> int:
-    """One run in a session of its own (imports, first tool call); returns a position at or
-    past its last event (its end is readable a moment before ``committed_position`` moves)."""
-    ticket: RunTicket = node.ask(StartRun(text=TEXT, create=True))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        ends = [e for e in journal.read_correlated(ticket.run_id) if e.kind in TERMINAL]
-        if ends:
-            return max(journal.committed_position, ends[-1].position)
-        time.sleep(0.01)
-    raise RuntimeError("the warm-up run did not end within 30 s")
+    """One run in a session of its own (imports, first tool call), driven as the measured ones;
+    returns a position at or past its last event."""
+    driver = Driver(journal, node, 1, 1, None)
+    driver.run()
+    return max(journal.committed_position, driver.last_position)
 
 
 # --- the ceiling ----------------------------------------------------------------------------
@@ -453,14 +448,15 @@ def phase_runs(
     latencies = driver.latencies()
     open_fds = len(os.listdir("/proc/self/fd"))
     node.stop()
-    events = [e for e in read_all(journal, warm)]
+    # The journal's own checkpoint rows (one per 10,000 events) are no run's: not replayed.
+    events = [e for e in read_all(journal, warm) if e.kind != "journal.checkpoint"]
     journal.close()
 
     kinds: dict[str, int] = {}
     for stored in events:
         kinds[stored.kind] = kinds.get(stored.kind, 0) + 1
     ends: dict[str, int] = {}
-    for kind, _ in driver.ended.values():
+    for kind, _, _ in driver.ended.values():
         ends[kind] = ends.get(kind, 0) + 1
     runs = len(driver.ended)
     lanes = lanes_of(events, driver.session_of_run)
@@ -526,7 +522,9 @@ def thread_room() -> int:
 
 
 def live_sessions() -> int:
-    return len(pykka.ActorRegistry.get_by_class(SessionActor))
+    """Live session actors, found by class name: the class's module moved with the layout
+    (``--repo`` may be a checkout from before)."""
+    return sum(r.actor_class.__name__ == "SessionActor" for r in pykka.ActorRegistry.get_all())
 
 
 def settle_sessions(config: ActorsConfig) -> int:

@@ -61,7 +61,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 from actors import Node, ToolGate  # noqa: E402
 from actors.tasks.queue import TasksConfig  # noqa: E402
-from events import Journal, NodeKey, StoredEvent, new_id  # noqa: E402
+from events import Journal, JournalReadPort, NodeKey, StoredEvent, new_id  # noqa: E402
 from events.catalog import TaskEnqueued  # noqa: E402
 from events.task_lifecycle import TASK_KINDS  # noqa: E402
 from policies import PolicyEngine  # noqa: E402
@@ -267,7 +267,7 @@ def reflection_round(
     return per * sessions / elapsed, lag if enabled else 0.0, candidates
 
 
-def reflected(journal: Journal, runs: set[str]) -> bool:
+def reflected(journal: JournalReadPort, runs: set[str]) -> bool:
     """Whether every run is in a reflection task's payload and every such task has ended."""
     from actors.learning.reflection import runs_of
 

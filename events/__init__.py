@@ -21,6 +21,8 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     │   ├── ConcurrencyConflict   expected_seq is not the stream's next seq
     │   └── InvalidField          an identifier field that does not fit or looks like a secret
     │                             (events.fields; .kind, .field; never quotes the value)
+    ├── Fenced                    a shard append with a token no longer current (PostgreSQL)
+    ├── ShardsFixed               journal init asked for another shard count than the database's
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
     ├── JournalTampered           opening for writing found it altered (.kind, .position)
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
         AppendRejected,
         CheckpointKeyError,
         ConcurrencyConflict,
+        Fenced,
         JournalClosed,
         JournalError,
         JournalLocked,
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
         NotAJournal,
         SchemaTooNew,
         SchemaTooOld,
+        ShardsFixed,
         UnknownEventKind,
         VerifyStopped,
         WitnessError,
@@ -84,6 +88,7 @@ __all__ = [
     "ConcurrencyConflict",
     "Event",
     "Fault",
+    "Fenced",
     "Head",
     "InvalidField",
     "Journal",
@@ -100,6 +105,7 @@ __all__ = [
     "NotAJournal",
     "SchemaTooNew",
     "SchemaTooOld",
+    "ShardsFixed",
     "StoredEvent",
     "StreamRedactor",
     "UnknownEventKind",
@@ -133,6 +139,7 @@ __getattr__ = exports(
             "AppendRejected",
             "CheckpointKeyError",
             "ConcurrencyConflict",
+            "Fenced",
             "JournalClosed",
             "JournalError",
             "JournalLocked",
@@ -141,6 +148,7 @@ __getattr__ = exports(
             "NotAJournal",
             "SchemaTooNew",
             "SchemaTooOld",
+            "ShardsFixed",
             "UnknownEventKind",
             "VerifyStopped",
             "WitnessError",

@@ -19,7 +19,16 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 
 import msgspec
 
-from events.fields import Channel, Id, Identifier, PlatformId, Principal, SessionKey, ToolName
+from events.fields import (
+    Channel,
+    Id,
+    Identifier,
+    PlatformId,
+    Principal,
+    SessionKey,
+    ToolName,
+    VaultName,
+)
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
@@ -178,10 +187,10 @@ class RunContextAssembled(Event, frozen=True, kw_only=True, tag="run.context_ass
     ``memory``: one object per injected item: ``item_id``, ``text`` (as injected), and the
     scores ``lexical``, ``vector``, ``recency``, ``final`` (basis points, 0-10000).
     ``references``: one object per ``@kind:target`` in the message, in order: ``kind``
-    (``file``, ``url``, ``memory``, ``run``), ``target``, ``outcome`` (``included``,
-    ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included), ``call_id`` (the
-    governed tool call that read a file or URL), and ``text`` (a memory item's or a run's
-    content, as included)."""
+    (``file``, ``folder``, ``diff``, ``url``, ``memory``, ``run``), ``target``, ``outcome``
+    (``included``, ``denied``, ``failed``, ``not_found``), ``note`` (why, when not included),
+    ``call_id`` (the governed tool call that read a file, folder, diff or URL), and ``text`` (a
+    memory item's or a run's content, as included)."""
 
     run_id: Id
     compaction_id: Id | None = None
@@ -312,6 +321,9 @@ class ToolDecided(Event, frozen=True, kw_only=True, tag="tool.decided"):
     posture: str = ""
     grant: str | None = None
     """Set when a cached approval grant (scope session/always) allowed the call."""
+    vault: tuple[VaultName, ...] = ()
+    """The vault secrets the call names by handle, each decided by ``vault.use`` with the call
+    (their policies are among ``policy_ids``): names only, never a value."""
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
@@ -364,6 +376,43 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     error_kind: str | None = None
     truncated: bool = False
     duration_ms: int = 0
+
+
+# --- workspace checkpoints (stream ``workspace/<checkpoint_id>``) -------------------------
+
+
+class WorkspaceCheckpointed(Event, frozen=True, kw_only=True, tag="workspace.checkpointed"):
+    """A mutating call (or a restore) changed workspace files: one object per file, sorted by
+    path, with ``path``, ``before`` and ``after``, the hex SHA-256 of its content (``null``:
+    absent). The contents are blobs in ``<data>/checkpoints`` (tools/checkpoints.py).
+
+    Set for a tool call: ``tool``, ``invocation_id``, ``run_id``, ``session_id`` (the envelope's
+    principal is the run's). Set for a restore: ``restored`` (the checkpoint gone back to) and
+    ``restored_before`` (to the state before it rather than after); the envelope's principal
+    is who asked. A call that changed many files is recorded as several of these events with
+    the same ``checkpoint_id`` in one append (each a part of ``files``, in path order)."""
+
+    checkpoint_id: Id
+    files: tuple[dict[str, Any], ...]
+    complete: bool = True
+    """False: the tree walk stopped at ``checkpoint_scan_max_files``; other changes were not
+    recorded."""
+    tool: ToolName | None = None
+    invocation_id: Id | None = None
+    run_id: Id | None = None
+    session_id: Id | None = None
+    restored: Id | None = None
+    restored_before: bool = False
+
+
+class WorkspaceBlobsPruned(Event, frozen=True, kw_only=True, tag="workspace.blobs_pruned"):
+    """Retention (``checkpoint_blob_max_bytes``) deleted these blobs (hex SHA-256) while
+    checkpoint ``checkpoint_id`` was recorded: versions only they held can no longer be
+    restored."""
+
+    checkpoint_id: Id
+    blobs: tuple[str, ...]
+    freed_bytes: int
 
 
 # --- memory (stream ``memory/<item_id>``) ------------------------------------------------
@@ -867,6 +916,31 @@ class TokenUsed(Event, frozen=True, kw_only=True, tag="token.used"):
     token_id: Id
 
 
+# --- the vault (stream ``vault/<name>``): names and versions, never a value ----------------
+
+
+class VaultSecretSet(Event, frozen=True, kw_only=True, tag="vault.secret_set"):
+    """A secret named ``name`` exists (again, after a delete) at ``revision``; its value is
+    encrypted in the data dir (docs/vault.md), never on the journal."""
+
+    name: VaultName
+    revision: int
+
+
+class VaultSecretRotated(Event, frozen=True, kw_only=True, tag="vault.secret_rotated"):
+    """``name`` has a new value, ``revision``: the next call that names it uses that value."""
+
+    name: VaultName
+    revision: int
+
+
+class VaultSecretDeleted(Event, frozen=True, kw_only=True, tag="vault.secret_deleted"):
+    """``name`` (last at ``revision``) is gone: its values are erased, a handle naming it fails."""
+
+    name: VaultName
+    revision: int
+
+
 # --- the journal's own checkpoints (stream ``journal``, written by the journal writer only) -----
 
 
@@ -906,6 +980,28 @@ class AccessDecided(Event, frozen=True, kw_only=True, tag="access.decided"):
     """Which of the principal's tokens was used (``admin`` for the data dir's admin token)."""
 
 
+# --- MCP servers (stream ``mcp/<server>``) ----------------------------------------------
+
+
+class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
+    """An MCP server announced a tool list different from the last one this node saw (at its
+    first start, and at each change after), so no tool a server grows goes unrecorded."""
+
+    server: Id
+    tools: tuple[str, ...]
+    """Every tool the server announced, by name, sorted."""
+    schema_sha256: tuple[str, ...]
+    """The SHA-256 of each tool's input schema as canonical JSON, in the order of ``tools``: a
+    changed schema is a new digest."""
+    allowed: tuple[str, ...]
+    """The tools named in ``[mcp.servers.<server>.tools]``: only those can be offered and
+    called."""
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    """Tools whose schema differs from the previous list."""
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -930,6 +1026,8 @@ CATALOG: tuple[type[Event], ...] = (
     ApprovalRequested,
     ApprovalResolved,
     ToolCompleted,
+    WorkspaceCheckpointed,
+    WorkspaceBlobsPruned,
     MemoryItemWritten,
     MemoryItemDeleted,
     TaskEnqueued,
@@ -961,7 +1059,11 @@ CATALOG: tuple[type[Event], ...] = (
     TokenRevoked,
     TokenUsed,
     AccessDecided,
+    VaultSecretSet,
+    VaultSecretRotated,
+    VaultSecretDeleted,
     JournalCheckpoint,
+    McpToolsListed,
 )
 """Every current event class. Adding a kind means adding it here."""
 
@@ -987,6 +1089,10 @@ INCIDENT_KINDS = kinds_of(IncidentOpened, IncidentResolved)
 """The kinds of ``incident/<id>`` streams (the watchdog's fold and the incidents view)."""
 TOKEN_KINDS = kinds_of(TokenCreated, TokenRevoked, TokenUsed)
 """The kinds the auth view folds."""
+VAULT_KINDS = kinds_of(VaultSecretSet, VaultSecretRotated, VaultSecretDeleted)
+"""The kinds the vault folds (actors/vault/state.py)."""
+WORKSPACE_KINDS = kinds_of(WorkspaceCheckpointed, WorkspaceBlobsPruned)
+"""The kinds of ``workspace/<checkpoint_id>`` streams (actors/checkpoints.py folds them)."""
 APPROVAL_KINDS = kinds_of(
     ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
 )

@@ -10,6 +10,13 @@ the envelope fields in this order, each encoded as:
 
 Order: position, event_id, stream, stream_seq, kind, version, recorded_at_ms, principal,
 correlation_id, causation_id. Every field is self-delimiting, so the payload needs no length.
+
+Format v3 (:func:`shard_identity`) chains each shard of a journal of S shards on its own: the
+position is the row's ``shard_pos`` (dense from 1 within its shard), and a journal of S > 1
+shards puts the shard (8 bytes) in front of it. A journal of one shard (SQLite: shard 0 of 1)
+has one chain and nothing to tell apart, so its v3 bytes are exactly the v2 bytes above: every
+existing journal is a valid v3 journal unchanged. The PostgreSQL backend computes the same
+bytes in SQL (``reel_row_hash`` in :mod:`events.postgres.schema`).
 """
 
 from __future__ import annotations
@@ -68,6 +75,36 @@ def identity_bytes(
             _optional(causation_id),
         )
     )
+
+
+def shard_identity(
+    shards: int,
+    shard: int,
+    shard_pos: int,
+    event_id: str,
+    stream: str,
+    stream_seq: int,
+    kind: str,
+    version: int,
+    recorded_at_ms: int,
+    principal: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+) -> bytes:
+    """The format v3 identity of a row of shard ``shard`` of a journal of ``shards`` shards."""
+    rest = identity_bytes(
+        shard_pos,
+        event_id,
+        stream,
+        stream_seq,
+        kind,
+        version,
+        recorded_at_ms,
+        principal,
+        correlation_id,
+        causation_id,
+    )
+    return rest if shards == 1 else _I64.pack(shard) + rest
 
 
 def row_hash(prev_hash: bytes, identity: bytes, payload: bytes) -> bytes:

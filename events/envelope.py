@@ -28,6 +28,10 @@ class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
     payload: bytes
     prev_hash: bytes
     hash: bytes
+    shard: int = 0
+    """The shard chain the row is in (chain format v3; always 0 in a journal of one shard)."""
+    shard_pos: int = 0
+    """Dense from 1 within its shard: the position the v3 chain hashes (SQLite: ``position``)."""
 
     def decode(self) -> Event:
         """The payload decoded to the current catalog class (upcast when older)."""

@@ -56,6 +56,16 @@ class ConcurrencyConflict(AppendRejected):
         self.actual_seq = actual_seq
 
 
+class Fenced(JournalError):
+    """A shard append carried a fencing token that is no longer the shard's current one: another
+    writer took the shard over. Nothing was written (PostgreSQL backend)."""
+
+
+class ShardsFixed(JournalError):
+    """``reel journal init`` was asked for a shard count other than the one the journal
+    database was created with: S is fixed at creation (a stream's shard is a function of S)."""
+
+
 class UnknownEventKind(JournalError):
     """A stored payload names a kind/version the catalog cannot decode or upcast."""
 

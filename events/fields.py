@@ -66,6 +66,11 @@ PRINCIPAL = Identifier("principal", re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+=/-]{
 ``channel:matrix:@alice:example.org``). ``=`` and ``/`` are there for chat platforms' user ids
 (a Matrix localpart may hold both); a value shaped like a token is still refused."""
 
+VAULT_NAME = Identifier("vault secret name", re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}"))
+"""A secret's name in the vault (``github_token``, ``GH.deploy-key``): what handles name
+(``{"vault": NAME}``, ``${vault:NAME}``) and what the journal records instead of the value. A
+name shaped like a secret is refused, so a value pasted as a name is never stored."""
+
 PLATFORM_ID = Identifier("platform id", re.compile(r"[!-~]{1,255}"), secret_checked=False)
 """An id a chat platform made (a Matrix event or room id, a webhook's message id): printable
 ASCII without spaces. Not scanned for secrets: platforms make ids that look like tokens (about
@@ -79,6 +84,7 @@ SessionKey = Annotated[str, SESSION_KEY]
 Channel = Annotated[str, CHANNEL]
 ToolName = Annotated[str, TOOL_NAME]
 Principal = Annotated[str, PRINCIPAL]
+VaultName = Annotated[str, VAULT_NAME]
 
 INVALID_TOOL_NAME = "invalid_tool_name"
 """Recorded instead of a tool name a model proposed that is not a valid tool name (the model's

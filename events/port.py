@@ -3,9 +3,10 @@
 Two structural protocols. :class:`JournalReadPort` is what a reader needs (projections, replay,
 recovery, the CLI's offline commands); :class:`JournalPort` adds appending, the commit
 subscription and checkpoint signing, which only the process that owns the journal for writing
-has. The SQLite :class:`events.Journal` and :class:`events.JournalReader` implement them (mypy
-checks this in ``events/__init__.py``); a second backend (PostgreSQL, say) implements the same
-methods and passes the same conformance suite (``tests/events/journal_conformance.py``).
+has. The SQLite :class:`events.Journal` and :class:`events.JournalReader` implement them, and
+so do the PostgreSQL ``events.postgres`` classes (mypy checks this in ``events/__init__.py`` and
+``events/postgres/journal.py``);
+both pass the same conformance suite (``tests/events/journal_conformance.py``).
 
 Left out on purpose, because only ``reel journal verify|export`` use them and they expose how
 SQLite stores rows rather than what a journal means: ``scan`` (raw rows with the stored
@@ -49,6 +50,8 @@ from typing import Literal, Protocol, runtime_checkable
 from events.catalog import Event
 from events.checkpoint import Checkpoint, NodeKey
 from events.envelope import AppendResult, Head, StoredEvent
+from events.errors import JournalTampered
+from events.witness import Witness
 
 Listener = Callable[[int], None]
 """Called with the committed head position after a commit."""
@@ -192,3 +195,28 @@ class JournalPort(JournalReadPort, Protocol):
         the journal; wakes ``wait_for`` callers. Idempotent; later appends raise
         :class:`events.JournalClosed`."""
         ...
+
+
+@runtime_checkable
+class NodeJournal(JournalPort, Protocol):
+    """What ``reel node`` needs of the journal it writes beyond the port: where it names the
+    journal, its witness and how its verification stands (SQLite :class:`events.Journal`;
+    the PostgreSQL journal has no witness yet and is verified before it opens)."""
+
+    @property
+    def path(self) -> object:
+        """What messages name the journal by (a file, or a database without its password)."""
+        ...
+
+    @property
+    def witness(self) -> Witness | None: ...
+
+    @property
+    def verified(self) -> bool: ...
+
+    @property
+    def tampered(self) -> JournalTampered | None: ...
+
+    def wait_verified(self) -> None: ...
+
+    def stop_verifying(self) -> None: ...

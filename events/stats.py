@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+from collections.abc import Sequence
 
 import msgspec
 
@@ -43,11 +44,21 @@ class LatencyHistogram:
         self._lock = threading.Lock()
 
     def observe(self, seconds: float) -> None:
-        index = bisect.bisect_left(self.bounds, seconds)
+        self.observe_many((seconds,))
+
+    def observe_many(self, seconds: Sequence[float]) -> None:
+        """Record each of ``seconds`` (one lock for all: the journal records a commit's
+        appends together)."""
+        if not seconds:
+            return
+        bounds = self.bounds
+        indexes = [bisect.bisect_left(bounds, s) for s in seconds]
         with self._lock:
-            self._counts[index] += 1
-            self._sum += seconds
-            self._count += 1
+            counts = self._counts
+            for index in indexes:
+                counts[index] += 1
+            self._sum += sum(seconds)
+            self._count += len(seconds)
 
     def snapshot(self) -> LatencySnapshot:
         with self._lock:

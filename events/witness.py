@@ -263,9 +263,8 @@ class Witness:
                 try:
                     self._write([c.note() for c in backlog])
                 except OSError as exc:
-                    with self._lock:
-                        self._failures += 1
-                        self._last_error = f"{exc.strerror or exc}"
+                    # Logged before it is counted: whoever sees the failure in the status
+                    # finds it in the log too.
                     log.error(
                         "witness %s: cannot append %d checkpoint(s) (last covers 1..%d): %s; "
                         "retrying every %.0f s",
@@ -275,6 +274,9 @@ class Witness:
                         exc.strerror or exc,
                         RETRY_S,
                     )
+                    with self._lock:
+                        self._failures += 1
+                        self._last_error = f"{exc.strerror or exc}"
                 else:
                     with self._idle:
                         self._notes.extend(parse_checkpoint_note(c.note()) for c in backlog)

@@ -4,8 +4,9 @@ The package imports nothing of reel's: the node describes a tool call (:class:`T
 or an API request (:class:`AccessRequest`: principal, roles, action, resource, context) with
 plain values and gets a plain :class:`Decision` back, naming the policies that decided. Files:
 ``schema.cedarschema`` (the vocabulary), ``read_only.cedar``, ``approvals.cedar``,
-``roles.cedar`` (who may do what through the API) and ``tool_execute.cedar`` (the baseline,
-deny by default), plus the operator's ``*.cedar`` files from the data dir's ``policies/``.
+``roles.cedar`` (who may do what through the API), ``tool_execute.cedar`` (the baseline,
+deny by default) and ``vault.cedar`` (which runs' tool calls may use a vault secret), plus
+the operator's ``*.cedar`` files from the data dir's ``policies/``.
 Everything is parsed and validated once, in :meth:`PolicyEngine.load`.
 
 Exceptions::
@@ -21,7 +22,7 @@ Exceptions::
 
 from policies.access import ACTIONS, ROLES, SCOPES, AccessRequest, ActionSpec
 from policies.decision import Decision, Outcome
-from policies.engine import TOOL_EXECUTE, PolicyEngine
+from policies.engine import TOOL_EXECUTE, VAULT_USE, PolicyEngine
 from policies.errors import (
     PolicyError,
     PolicyLoadError,
@@ -37,6 +38,7 @@ from policies.request import (
     RISKS,
     SENSITIVE_CAPABILITIES,
     SENSITIVE_RISKS,
+    SecretRequest,
     ToolRequest,
 )
 
@@ -53,6 +55,7 @@ __all__ = [
     "SENSITIVE_CAPABILITIES",
     "SENSITIVE_RISKS",
     "TOOL_EXECUTE",
+    "VAULT_USE",
     "AccessRequest",
     "ActionSpec",
     "Decision",
@@ -64,5 +67,6 @@ __all__ = [
     "PolicyRequestError",
     "PolicySource",
     "PolicyValidationError",
+    "SecretRequest",
     "ToolRequest",
 ]

@@ -25,10 +25,12 @@ from policies.decision import Decision, allow_or_deny
 from policies.errors import PolicyRequestError
 
 ROLES: Final[dict[str, str]] = {
-    "admin": "everything: every API action, tokens and postures included",
+    "admin": "everything: every API action, tokens, postures and the vault included; its "
+    "runs' tool calls may use vault secrets",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
     "revoke always grants, review learning candidates, "
-    "write and delete memory, cancel background tasks",
+    "write and delete memory, cancel background tasks; its runs' tool calls may use vault "
+    "secrets",
     "approver": "read everything, decide approvals, revoke always grants, review learning "
     "candidates",
     "viewer": "read everything",
@@ -75,6 +77,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "status": _TEXT,
         "decision": _TEXT,
     },
+    "vault": {"name": _TEXT, "operation": _TEXT},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -121,14 +124,20 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "learning.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "learning.read": ActionSpec(resource_type="Learning", scope="learning", changes_state=False),
     "learning.review": ActionSpec(resource_type="Learning", scope="learning", changes_state=True),
+    "workspace.read": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "workspace.restore": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "channel.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "channel.route": ActionSpec(resource_type="Channel", scope="none", changes_state=True),
     "channel.pair": ActionSpec(resource_type="Channel", scope="none", changes_state=True),
     "channel.command": ActionSpec(
         resource_type="Channel", scope="channel_command", changes_state=True
     ),
+    "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
+    "vault.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "vault.manage": ActionSpec(resource_type="Secret", scope="vault", changes_state=True),
 }
-"""Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`)."""
+"""Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`, ``vault.use``
+by :meth:`PolicyEngine.decide_secret`)."""
 
 NODE: Final = "local"
 """The id of the one ``Node`` resource (lists, session creation, node status)."""

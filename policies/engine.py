@@ -37,10 +37,12 @@ from policies.request import (
     RISKS,
     SENSITIVE_CAPABILITIES,
     SENSITIVE_RISKS,
+    SecretRequest,
     ToolRequest,
 )
 
 TOOL_EXECUTE: Final = "tool.execute"
+VAULT_USE: Final = "vault.use"
 _ACTION_TOOL_EXECUTE: Final = {"type": "Action", "id": TOOL_EXECUTE}
 _TOOL_CACHE_LIMIT: Final = 4096
 """Tool declarations are few; the bound only stops a caller that invents them."""
@@ -62,6 +64,10 @@ class _CallFields(msgspec.Struct, frozen=True, omit_defaults=True):
     run_id: str
     stranger: bool
     channel: _EntityValue | None = None
+    mcp_server: str | None = None
+    """For an MCP tool (``mcp.SERVER.TOOL``): the server's configured name."""
+    mcp_tool: str | None = None
+    """For an MCP tool: the tool's name as the server announces it."""
 
 
 class _ToolEntity(msgspec.Struct, frozen=True):
@@ -182,6 +188,35 @@ class PolicyEngine:
             why = ("the principal is a chat sender with no role", *why)
         return _approval_required(unapproved_result, approved_result, why)
 
+    def decide_secret(self, request: SecretRequest) -> Decision:
+        """Whether the call of ``request.tool`` may have ``request.secret`` resolved into it
+        (``vault.use``, policies/vault.cedar): ``allow`` or ``deny``, naming the policies.
+
+        Raises :class:`~policies.errors.PolicyRequestError` naming the field when the request
+        is malformed (an empty principal, tool or secret, an unknown role)."""
+        for field in ("principal", "tool", "secret"):
+            _require_text(field, getattr(request, field))
+        roles = request.roles
+        if type(roles) is not tuple or any(type(r) is not str or r not in ROLES for r in roles):
+            raise PolicyRequestError("roles", f"must be a tuple of roles: {list(ROLES)}")
+        refs = [{"type": "Role", "id": r} for r in roles]
+        doc = [
+            {"uid": {"type": "Principal", "id": request.principal}, "attrs": {}, "parents": refs}
+        ]
+        doc += [{"uid": r, "attrs": {}, "parents": []} for r in refs]
+        query = {
+            "principal": {"type": "Principal", "id": request.principal},
+            "action": {"type": "Action", "id": VAULT_USE},
+            "resource": {"type": "Secret", "id": request.secret},
+            "context": {
+                "tool": request.tool,
+                "session_id": request.session_id,
+                "run_id": request.run_id,
+            },
+        }
+        result = cedarpy.is_authorized(query, self._policy_set, _encode(doc).decode(), self._schema)
+        return allow_or_deny(result, VAULT_USE)
+
     def authorize(self, request: AccessRequest) -> Decision:
         """Decide one API request (see :mod:`policies.access`): ``allow`` or ``deny``.
 
@@ -278,7 +313,10 @@ class PolicyEngine:
 def _call_fields(request: ToolRequest) -> _CallFields:
     channel = request.channel
     entity = None if channel is None else _EntityValue(_EntityRef("Channel", channel))
-    return _CallFields(request.session_id, request.run_id, request.stranger, entity)
+    server = tool = None
+    if request.tool.startswith("mcp."):
+        server, _, tool = request.tool.removeprefix("mcp.").partition(".")
+    return _CallFields(request.session_id, request.run_id, request.stranger, entity, server, tool)
 
 
 def _require_text(field: str, value: object) -> None:

@@ -77,3 +77,16 @@ class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
         """The principal is a chat sender holding no role: paired or not, it gets no tool
         without a human's approval (``baseline.tool.stranger``, the context's ``stranger``)."""
         return self.principal.startswith(CHANNEL_PRINCIPAL_PREFIX) and not self.roles
+
+
+class SecretRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """One secret a proposed tool call names by handle (``vault.use``), described to the
+    engine: who the run acts for (with its roles), the tool and the secret's name."""
+
+    principal: str
+    tool: str
+    secret: str
+    """The secret's name (``Secret::"<name>"``)."""
+    roles: tuple[str, ...] = ()
+    session_id: str = ""
+    run_id: str = ""

@@ -51,10 +51,10 @@ if TYPE_CHECKING:
     from projections.records import (
         ApprovalRecord,
         GrantOption,
-        RawTapeEntry,
+        RawTapeRecord,
         RunRecord,
         SessionRecord,
-        TapeEntry,
+        TapeRecord,
         ToolUsageRecord,
     )
     from projections.replay import Difference, ReplayReport, compare, rebuild, replay
@@ -94,7 +94,7 @@ __all__ = [
     "Offered",
     "PendingApproval",
     "Projector",
-    "RawTapeEntry",
+    "RawTapeRecord",
     "ReplayReport",
     "RunActivity",
     "RunFilter",
@@ -102,7 +102,7 @@ __all__ = [
     "SearchWeights",
     "SessionFilter",
     "SessionRecord",
-    "TapeEntry",
+    "TapeRecord",
     "TaskFilter",
     "TaskLease",
     "TaskRecord",
@@ -155,10 +155,10 @@ __getattr__ = exports(
         "projections.records": (
             "ApprovalRecord",
             "GrantOption",
-            "RawTapeEntry",
+            "RawTapeRecord",
             "RunRecord",
             "SessionRecord",
-            "TapeEntry",
+            "TapeRecord",
             "ToolUsageRecord",
         ),
         "projections.replay": ("Difference", "ReplayReport", "compare", "rebuild", "replay"),

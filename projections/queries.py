@@ -16,10 +16,10 @@ from events.lifecycle import TERMINAL_STATUSES, is_terminal
 from projections.pool import PooledReader, ReaderLimits
 from projections.records import (
     ApprovalRecord,
-    RawTapeEntry,
+    RawTapeRecord,
     RunRecord,
     SessionRecord,
-    TapeEntry,
+    TapeRecord,
     ToolUsageRecord,
 )
 
@@ -124,7 +124,7 @@ def _typed(cls: type[R], names: list[str], raw: list[tuple[Any, ...]]) -> list[R
     out = []
     for row in raw:
         values: dict[str, Any] = dict(zip(names, row, strict=True))
-        if cls is TapeEntry:
+        if cls is TapeRecord:
             values["event"] = _event_json.decode(values.pop("entry"))
         elif cls is ApprovalRecord:
             values["arguments"] = _json.decode(values["arguments"])
@@ -140,7 +140,7 @@ class Views(PooledReader):
         self._guard = threading.Lock()
         """Held while the caches of ended runs change."""
         self._ended: dict[str, RunRecord] = {}
-        self._final_pages: dict[tuple[str, int, int], list[RawTapeEntry]] = {}
+        self._final_pages: dict[tuple[str, int, int], list[RawTapeRecord]] = {}
 
     def _rows(self, cls: type[R], sql: str, args: tuple[Any, ...] = ()) -> list[R]:
         with self._borrow() as conn:
@@ -199,10 +199,10 @@ class Views(PooledReader):
                 self._ended[run_id] = record
         return record
 
-    def tape(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[TapeEntry]:
+    def tape(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[TapeRecord]:
         """The run's tape entries with ``tape_seq > after_seq``, in order."""
         return self._rows(
-            TapeEntry,
+            TapeRecord,
             "SELECT * FROM tape WHERE run_id = ? AND tape_seq > ? ORDER BY tape_seq LIMIT ?",
             (run_id, after_seq, limit),
         )
@@ -215,7 +215,7 @@ class Views(PooledReader):
             ).get
         return -1 if value is None else int(value)
 
-    def tape_raw(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[RawTapeEntry]:
+    def tape_raw(self, run_id: str, after_seq: int = -1, limit: int = 1000) -> list[RawTapeRecord]:
         """:meth:`tape` with each event as its stored JSON. A page that ends with the run's
         terminal entry can never change, so it is cached."""
         key = (run_id, after_seq, limit)
@@ -225,7 +225,7 @@ class Views(PooledReader):
         with self._borrow() as conn:
             rows: list[tuple[Any, ...]] = conn.execute(_TAPE_RAW, key).fetchall()
         page = [
-            RawTapeEntry(
+            RawTapeRecord(
                 run_id=run_id_,
                 tape_seq=tape_seq,
                 position=position,

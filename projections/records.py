@@ -42,7 +42,26 @@ class RunRecord(msgspec.Struct, frozen=True, kw_only=True):
     answer: str | None
 
 
-class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
+def session_text(session: SessionRecord) -> tuple[str | None, ...]:
+    """What a search of sessions looks in (``GET /v1/sessions?q=``, ``reel sessions list
+    --search``): the id, the key, the label and the owner."""
+    return (session.session_id, session.session_key, session.label, session.principal)
+
+
+def run_text(run: RunRecord) -> tuple[str | None, ...]:
+    """What a search of runs looks in (``GET /v1/runs?q=``, ``reel runs list --search``): the
+    ids, who the run acts for, how it ended, its message and its answer."""
+    return (
+        run.run_id,
+        run.session_id,
+        run.principal,
+        run.termination_reason,
+        run.message,
+        run.answer,
+    )
+
+
+class TapeRecord(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str
     tape_seq: int
     """Dense per run, from 0."""
@@ -56,8 +75,8 @@ class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
     field breaks the transports' type check, not their clients)."""
 
 
-class RawTapeEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A :class:`TapeEntry` whose ``event`` is the stored JSON, passed on without decoding
+class RawTapeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A :class:`TapeRecord` whose ``event`` is the stored JSON, passed on without decoding
     (what streams and pages send: decoding and re-encoding was most of their cost)."""
 
     run_id: str

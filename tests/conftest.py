@@ -3,9 +3,13 @@ package's own ``tests/<package>/conftest.py``."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests import postgres_server
+from tests.postgres_server import PostgresServer
 
 
 @pytest.fixture
@@ -15,3 +19,16 @@ def data_dir(tmp_path: Path) -> Path:
     path = tmp_path / "data"
     path.mkdir(mode=0o700)
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL for the session (tests/postgres_server.py); skips when the
+    postgresql-15 binaries are absent."""
+    if not postgres_server.available():
+        pytest.skip(f"PostgreSQL 15 is not installed ({postgres_server.BIN}): make installs it")
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()

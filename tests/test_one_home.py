@@ -9,7 +9,9 @@
   (``transports/config.py`` embeds them or names their values);
 - the gRPC scope and match tables are written once (``transports/grpc/tape.py``);
 - a view is folded only by its own ``apply``: an offline read runs it in memory
-  (``projections.base.folded``), never a second fold beside it.
+  (``projections.base.folded``), never a second fold beside it;
+- a public class name is defined once in the project and its tests (a reader who finds
+  ``TapeEntry`` finds one class).
 """
 
 from __future__ import annotations
@@ -249,3 +251,46 @@ def test_a_view_is_folded_only_by_its_own_apply() -> None:
                 if matched & names and not is_view and owner not in OVERLAYS:
                     found.append(f"{where(path, node.lineno)}: {sorted(matched & names)}")
     assert not found, "events folded outside a view's apply:\n" + "\n".join(found)
+
+
+# --- class names ------------------------------------------------------------------------------
+
+TWICE_ON_PURPOSE = {
+    # The event (``events.catalog``) and the 202 body of ``POST /v1/sessions/{id}/messages``
+    # (``transports.http.bodies``): the OpenAPI document names the body ``RunStarted`` and the
+    # event ``RunStartedEvent``, and generated clients name their classes after those.
+    "RunStarted",
+}
+
+
+def class_homes(paths: list[Path]) -> dict[str, list[str]]:
+    """Each public class name defined at module level in ``paths``, with where."""
+    homes: dict[str, list[str]] = {}
+    for path in paths:
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                homes.setdefault(node.name, []).append(f"{shown}:{node.lineno}")
+    return homes
+
+
+def test_a_public_class_name_is_defined_once() -> None:
+    # The generated gRPC messages (proto/) mirror the API's names by design.
+    paths = [
+        *sources(),
+        *sorted((ROOT / "tests").rglob("*.py")),
+        *sorted((ROOT / "bench").rglob("*.py")),
+    ]
+    twice = {
+        name: homes
+        for name, homes in class_homes(paths).items()
+        if len(homes) > 1 and name not in TWICE_ON_PURPOSE
+    }
+    assert not twice
+
+
+def test_the_class_name_guard_sees_a_second_definition(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("class Tape:\n    pass\n")
+    (tmp_path / "b.py").write_text("class Tape:\n    pass\n\n\nclass _Private:\n    pass\n")
+    homes = class_homes([tmp_path / "a.py", tmp_path / "b.py"])
+    assert len(homes["Tape"]) == 2 and "_Private" not in homes

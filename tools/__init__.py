@@ -7,25 +7,29 @@ with an `ExecutionContext` on its own thread and records the `ToolResult`.
 
 Runtimes: builtins (echo, time.now, sleep), memory (memory.search,
 memory.write, over a `MemoryStore` the node injects), workspace files (fs.read,
-fs.list, fs.write; `tools.workspace`: no symlink followed, no multi-link
-file opened), http.fetch, shell.run (only inside the bubblewrap sandbox of
-`tools.sandbox`; exec wrappers per `tools.wrappers`), and WASM plugins on
-wasmtime. A tool that cannot run on this node says why in
-`ToolSpec.unavailable` (`ToolCatalog.unavailable`).
+fs.list, fs.write, fs.search on ripgrep, fs.apply_patch, fs.diff; `tools.workspace`: no
+symlink followed, no multi-link file opened), http.fetch, shell.run (only inside the
+bubblewrap sandbox of `tools.sandbox`; exec wrappers per `tools.wrappers`), and WASM plugins
+on wasmtime. A tool that cannot run on this node says why in
+`ToolSpec.unavailable` (`ToolCatalog.unavailable`). Every call of a tool that may write is
+a workspace checkpoint (`tools.checkpoints`: what it changed, the contents kept by hash).
 
-Exceptions (only for unknown tools, bad arguments, bad plugins and
+Exceptions (only for unknown tools, bad arguments, bad plugins, lost checkpoint blobs and
 programming errors; runtime failures come back as ``ToolResult(ok=False)``)::
 
     ToolsError
     ├── UnknownTool          the catalog has no tool of that name
     ├── InvalidArguments     arguments do not match the schema (names the field path)
-    └── PluginError          a plugin cannot be loaded (names the plugin and file)
-        ├── ManifestError    malformed manifest: unknown key, bad value, bad schema
-        └── PluginLoadError  module missing, too large or not valid WebAssembly
+    ├── PluginError          a plugin cannot be loaded (names the plugin and file)
+    │   ├── ManifestError    malformed manifest: unknown key, bad value, bad schema
+    │   └── PluginLoadError  module missing, too large or not valid WebAssembly
+    └── StoreFault           a checkpoint blob is missing or altered (tools.checkpoints)
 
 Inside a runtime, ``ToolFault`` (``tools.result``) is a failed call the catalog turns into
-``ToolResult(ok=False)``; a plugin's argument schema outside the supported subset is a
-``SchemaError`` (a ``ValueError``) that loading reports as a ``ManifestError``.
+``ToolResult(ok=False)``; a vault lookup that finds no secret raises ``MissingSecret``
+(``tools.handles``), which the runtime turns into such a fault naming the handle; a plugin's
+argument schema outside the supported subset is a ``SchemaError`` (a ``ValueError``) that
+loading reports as a ``ManifestError``.
 """
 
 import typing as _typing

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from tools.checkpoints import WRITES, Checkpointer
 from tools.context import ExecutionContext
 from tools.errors import InvalidArguments, UnknownTool
 from tools.result import Output, ToolFault, ToolResult, decode_text
@@ -25,7 +26,12 @@ __all__ = ["ToolCatalog"]
 class ToolCatalog:
     """An immutable set of tools, each bound to the runtime that executes it."""
 
-    def __init__(self, runtimes: Iterable[ToolRuntime]) -> None:
+    def __init__(
+        self, runtimes: Iterable[ToolRuntime], checkpoints: Checkpointer | None = None
+    ) -> None:
+        self.checkpoints = checkpoints
+        """Snapshots of what writing calls change (None: no checkpoints, as in unit tests)."""
+        runtimes = tuple(runtimes)
         entries: dict[str, tuple[ToolSpec, ToolRuntime]] = {}
         for runtime in runtimes:
             for spec in runtime.specs():
@@ -33,6 +39,8 @@ class ToolCatalog:
                     raise ValueError(f"duplicate tool name {spec.name!r}")
                 entries[spec.name] = (spec, runtime)
         self._entries: Mapping[str, tuple[ToolSpec, ToolRuntime]] = dict(sorted(entries.items()))
+        self.runtimes: tuple[ToolRuntime, ...] = runtimes
+        """Every runtime, in the order given (one that declares no tool included)."""
 
     def names(self) -> list[str]:
         """Tool names, sorted."""
@@ -63,12 +71,19 @@ class ToolCatalog:
         try:
             if isinstance(arguments, bytes | str):
                 text = arguments.strip() or b"{}"
-                return msgspec.json.decode(text, type=spec.args_type)
-            return msgspec.convert(arguments, type=spec.args_type)
+                args = msgspec.json.decode(text, type=spec.args_type)
+            else:
+                args = msgspec.convert(arguments, type=spec.args_type)
         except msgspec.ValidationError as exc:
             raise InvalidArguments(name, str(exc)) from None
         except msgspec.DecodeError as exc:
             raise InvalidArguments(name, f"malformed JSON: {exc}") from None
+        if spec.validator is not None:
+            try:
+                spec.validator(msgspec.to_builtins(args))
+            except ValueError as exc:
+                raise InvalidArguments(name, str(exc)) from None
+        return args
 
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         """Run a validated call to completion, failure, time-out or cancellation.
@@ -87,13 +102,33 @@ class ToolCatalog:
             )
         started = time.monotonic()
         bounded = ctx.with_deadline(started + spec.timeout_s)
+        cap = bounded.output_cap(spec.output_cap_bytes)
+        snap = None
+        if self.checkpoints is not None and spec.capabilities & WRITES:
+            try:  # no checkpoint, no call: a write that could not be undone is not made
+                snap = self.checkpoints.snapshot(ctx.workspace, runtime.touches(name, args))
+            except OSError as exc:
+                refusal = ToolFault("failed", f"the workspace checkpoint failed: {exc.strerror}")
+                return _finish(cap, started, Output(text=""), refusal)
+        fault: ToolFault | None = None
         try:
             checkpoint(bounded)
             out = runtime.run(name, args, bounded)
-        except ToolFault as fault:
-            out = Output(text=fault.output, truncated=fault.truncated, lossy=fault.lossy)
-            return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, fault)
-        return _finish(bounded.output_cap(spec.output_cap_bytes), started, out, None)
+        except ToolFault as exc:
+            fault = exc
+            out = Output(text=exc.output, truncated=exc.truncated, lossy=exc.lossy)
+        result = _finish(cap, started, out, fault)
+        if snap is not None and self.checkpoints is not None:
+            try:
+                changes = self.checkpoints.changes(ctx.workspace, snap)
+            except OSError as exc:  # it ran: say so, and that what it changed is not recorded
+                lost = ToolFault(
+                    "failed", f"the call ran but its workspace checkpoint failed: {exc.strerror}"
+                )
+                return _finish(cap, started, out, lost)
+            if changes is not None:
+                result = msgspec.structs.replace(result, workspace=changes)
+        return result
 
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """The runtime's :meth:`ToolRuntime.precheck` for a validated call."""
@@ -102,6 +137,11 @@ class ToolCatalog:
     def unavailable(self) -> dict[str, str]:
         """Tools that cannot run on this node, with the reason (e.g. no working sandbox)."""
         return {s.name: s.unavailable for s in self.specs() if s.unavailable is not None}
+
+    def close(self) -> None:
+        """Close every runtime (:meth:`ToolRuntime.close`)."""
+        for runtime in self.runtimes:
+            runtime.close()
 
     def _entry(self, name: str) -> tuple[ToolSpec, ToolRuntime]:
         try:

@@ -40,6 +40,19 @@ class ToolsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     fs_write_cap_bytes: Positive = 1 * _MiB
     fs_list_max_entries: Positive = 1000
     fs_timeout_s: Seconds = 10.0
+    fs_search_max_results: Positive = 200
+    """The most matches one fs.search returns (a call may ask for fewer)."""
+    fs_search_file_max_bytes: Positive = 4 * _MiB
+    """Files larger than this are not searched."""
+
+    checkpoint_blob_max_bytes: Positive = 256 * _MiB
+    """Retention of workspace checkpoints' blobs (``<data>/checkpoints``): past it the least
+    recently used are deleted, and the deletion recorded (``workspace.blobs_pruned``)."""
+    checkpoint_scan_max_files: Positive = 20_000
+    """The most files a checkpoint's tree walk (around a shell.run call) compares; past it the
+    checkpoint is recorded as incomplete."""
+    checkpoint_file_max_bytes: Positive = 8 * _MiB
+    """Files larger than this are hashed but not kept (a restore of such a version refuses)."""
 
     shell_allowlist: tuple[str, ...] = ()
     """Bare executable names that may run; empty means nothing runs."""

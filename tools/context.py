@@ -7,6 +7,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from tools.handles import Secrets
+
 __all__ = ["ExecutionContext"]
 
 
@@ -37,6 +39,9 @@ class ExecutionContext:
     """The session the call belongs to (the memory tools' scope ``session``)."""
     invocation_id: str | None = None
     """The tool invocation (``tool/<id>``): what a fact the tool records was caused by."""
+    secrets: Secrets | None = None
+    """The node's vault, for the runtime to resolve the call's handles (tools/handles.py) at
+    execution and nowhere else; None: no vault (a handle is then a tool error)."""
 
     @classmethod
     def start(
@@ -49,6 +54,7 @@ class ExecutionContext:
         principal: str | None = None,
         session_id: str | None = None,
         invocation_id: str | None = None,
+        secrets: Secrets | None = None,
     ) -> ExecutionContext:
         """A context whose deadline is ``timeout_s`` from now."""
         return cls(
@@ -59,6 +65,7 @@ class ExecutionContext:
             principal=principal,
             session_id=session_id,
             invocation_id=invocation_id,
+            secrets=secrets,
         )
 
     def output_cap(self, spec_cap: int) -> int:

@@ -1,4 +1,5 @@
-"""Workspace file tools: fs.read, fs.list, fs.write (confined by `tools.workspace`)."""
+"""Workspace file tools: fs.read, fs.list, fs.write, fs.search (`tools.search`) and fs.apply_patch
+(`tools.patch`), all confined by `tools.workspace`."""
 
 from __future__ import annotations
 
@@ -9,15 +10,26 @@ from typing import Annotated, Any
 
 import msgspec
 
+from tools import patch
+from tools.checkpoints import Checkpointer
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
 from tools.result import Output, ToolFault, decode_text, fit_json
 from tools.runtime import ToolRuntime, checkpoint
+from tools.search import find_rg, search
 from tools.spec import Capability, Posture, Risk, ToolSpec
 from tools.subjects import parse_path_prefix, path_subject
 from tools.workspace import confine, open_dir, open_for_read, open_for_write
 
-__all__ = ["FileRuntime", "FsListArgs", "FsReadArgs", "FsWriteArgs"]
+__all__ = [
+    "FileRuntime",
+    "FsApplyPatchArgs",
+    "FsDiffArgs",
+    "FsListArgs",
+    "FsReadArgs",
+    "FsSearchArgs",
+    "FsWriteArgs",
+]
 
 _CHUNK = 64 * 1024
 
@@ -58,11 +70,53 @@ class FsWriteArgs(_PathSubject, msgspec.Struct, frozen=True, forbid_unknown_fiel
     create_dirs: Annotated[bool, msgspec.Meta(description="Create missing parents.")] = False
 
 
+class FsSearchArgs(_PathSubject, msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    pattern: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description="A regular expression (Rust regex syntax), or text with literal.",
+        ),
+    ]
+    path: Annotated[
+        str, msgspec.Meta(description="Directory to search, relative to the workspace.")
+    ] = "."
+    literal: Annotated[bool, msgspec.Meta(description="Match pattern as plain text.")] = False
+    ignore_case: bool = False
+    globs: Annotated[
+        tuple[str, ...],
+        msgspec.Meta(
+            max_length=16,
+            description="Only files matching these globs (a leading ! excludes), e.g. *.py.",
+        ),
+    ] = ()
+    max_results: Annotated[
+        int, msgspec.Meta(gt=0, description="Return at most this many matches.")
+    ] = 50
+
+
+class FsApplyPatchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    patch: Annotated[
+        str,
+        msgspec.Meta(
+            min_length=1,
+            description="A unified diff (paths relative to the workspace, a/ and b/ prefixes "
+            "allowed); every hunk applies or nothing changes.",
+        ),
+    ]
+
+
+class FsDiffArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    since: Annotated[str, msgspec.Meta(min_length=1, description="A workspace checkpoint id.")]
+
+
 class FileRuntime(ToolRuntime):
     """Reads, lists and writes files inside ``ctx.workspace`` only."""
 
-    def __init__(self, config: ToolsConfig) -> None:
+    def __init__(self, config: ToolsConfig, checkpoints: Checkpointer | None = None) -> None:
         self._config = config
+        self._checkpoints = checkpoints
+        self._rg = find_rg()
         # JSON escaping can grow file text; leave room so a capped read stays valid JSON.
         # The caller's budget (the journal's payload limit) may lower it per call.
         self._read_out_cap = max(
@@ -95,7 +149,40 @@ class FileRuntime(ToolRuntime):
                 runtime="files",
             )
 
+        searcher = spec(
+            "fs.search",
+            f"Search workspace files for a pattern (at most {cfg.fs_search_max_results} "
+            "matches; symlinks are not followed).",
+            FsSearchArgs,
+            "fs.read",
+            "medium",
+            "always_allow",
+            cfg.default_output_cap_bytes,
+        )
+        if self._rg is None:
+            searcher = msgspec.structs.replace(
+                searcher, unavailable="ripgrep (rg) is not installed", default_posture="disabled"
+            )
         return (
+            searcher,
+            spec(
+                "fs.apply_patch",
+                "Apply a unified diff to workspace files: all hunks or none.",
+                FsApplyPatchArgs,
+                "fs.write",
+                "high",
+                "ask_each_time",
+                cfg.default_output_cap_bytes,
+            ),
+            spec(
+                "fs.diff",
+                "What changed in workspace files since a checkpoint, as unified diffs.",
+                FsDiffArgs,
+                "fs.read",
+                "medium",
+                "always_allow",
+                cfg.default_output_cap_bytes,
+            ),
             spec(
                 "fs.read",
                 f"Read a workspace file as text (at most {cfg.fs_read_cap_bytes} bytes).",
@@ -132,7 +219,80 @@ class FileRuntime(ToolRuntime):
             return self._list(args, ctx)
         if isinstance(args, FsWriteArgs):
             return self._write(args, ctx)
+        if isinstance(args, FsSearchArgs):
+            return self._search(args, ctx)
+        if isinstance(args, FsApplyPatchArgs):
+            return self._patch(args, ctx)
+        if isinstance(args, FsDiffArgs):
+            return self._diff(args, ctx)
         raise ValueError(f"file runtime has no tool {name!r}")
+
+    def touches(self, name: str, args: msgspec.Struct) -> tuple[str, ...] | None:
+        if isinstance(args, FsWriteArgs):
+            return (args.path,)
+        if isinstance(args, FsApplyPatchArgs):
+            return patch.touched_paths(args.patch)
+        return ()
+
+    def _search(self, args: FsSearchArgs, ctx: ExecutionContext) -> Output:
+        if self._rg is None:
+            raise ToolFault("failed", "fs.search needs ripgrep (rg), and none is installed")
+        body = search(
+            self._rg,
+            ctx,
+            path=args.path,
+            pattern=args.pattern,
+            literal=args.literal,
+            ignore_case=args.ignore_case,
+            globs=args.globs,
+            max_results=min(args.max_results, self._config.fs_search_max_results),
+            file_max_bytes=self._config.fs_search_file_max_bytes,
+        )
+        matches: list[Any] = body["matches"]
+        budget = ctx.output_cap(self._config.default_output_cap_bytes)
+        text = _json(body)
+        while len(text.encode()) > budget and matches:
+            matches = matches[: len(matches) // 2]
+            body = {**body, "matches": matches, "truncated": True}
+            text = _json(body)
+        return Output(text=text, truncated=bool(body["truncated"]))
+
+    def _diff(self, args: FsDiffArgs, ctx: ExecutionContext) -> Output:
+        history = None if self._checkpoints is None else self._checkpoints.history
+        if history is None:
+            raise ToolFault("failed", "this node keeps no workspace checkpoints")
+        body = dict(history(args.since))
+        cap = ctx.output_cap(self._config.default_output_cap_bytes)
+        text = _json(body)
+        files: list[dict[str, Any]] = list(body["files"])
+        truncated = False
+        while len(text.encode()) > cap and files:
+            files = files[: len(files) // 2]
+            body["files"] = files
+            body["truncated"] = truncated = True
+            text = _json(body)
+        return Output(text=text, truncated=truncated)
+
+    def _patch(self, args: FsApplyPatchArgs, ctx: ExecutionContext) -> Output:
+        cap = self._config.fs_write_cap_bytes
+        size = len(args.patch.encode("utf-8"))
+        if size > cap:
+            raise ToolFault("limit", f"patch: {size} bytes exceeds the write cap of {cap}")
+        edits = patch.plan(ctx.workspace, args.patch, cap)
+        checkpoint(ctx)
+        patch.apply_edits(ctx.workspace, edits)
+        files = [
+            {
+                "path": e.path,
+                "change": "created"
+                if e.before is None
+                else "deleted"
+                if e.after is None
+                else "modified",
+            }
+            for e in edits
+        ]
+        return Output(text=_json({"files": files}))
 
     def _read(self, args: FsReadArgs, ctx: ExecutionContext) -> Output:
         limit = self._config.fs_read_cap_bytes

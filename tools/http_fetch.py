@@ -29,6 +29,7 @@ from yarl import URL
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
 from tools.egress import EgressPolicy, IPAddress
+from tools.handles import HandleValue, names_of, resolve_all
 from tools.result import Output, ToolFault, decode_text
 from tools.runtime import POLL_S, ToolRuntime, checkpoint
 from tools.spec import ToolSpec
@@ -45,7 +46,17 @@ class HttpFetchArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     url: Annotated[str, msgspec.Meta(description="http:// or https:// URL.")]
     method: Literal["GET", "POST"] = "GET"
     body: Annotated[str, msgspec.Meta(description="Request body (POST only).")] | None = None
-    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    headers: Annotated[
+        dict[str, HandleValue],
+        msgspec.Meta(
+            description='Request headers; a value may name a vault secret: {"vault": "NAME"} '
+            'or text with ${vault:NAME} in it ("Bearer ${vault:NAME}").'
+        ),
+    ] = msgspec.field(default_factory=dict)
+
+    def handles(self) -> list[str]:
+        """The vault secrets the headers name (tools/handles.py)."""
+        return names_of(self.headers.values())
 
     def subject(self) -> tuple[str, ...]:
         """The grant subject: method, scheme, host, port and path (tools/subjects.py)."""
@@ -118,7 +129,9 @@ class HttpRuntime(ToolRuntime):
         if not isinstance(args, HttpFetchArgs):
             raise ValueError(f"http runtime has no tool {name!r}")
         self._check(args)
-        return asyncio.run(_watched(self._fetch(args, ctx), ctx))
+        headers = resolve_all(args.headers, ctx.secrets, "headers")
+        _check_headers(headers)  # a secret's value must be a valid header value too
+        return asyncio.run(_watched(self._fetch(args, headers, ctx), ctx))
 
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """The checks of `_check` (no DNS: addresses are vetted when the call runs), so no
@@ -140,19 +153,25 @@ class HttpRuntime(ToolRuntime):
         body_cap = self._config.http_request_body_cap_bytes
         if args.body is not None and len(_utf8(args.body, "body")) > body_cap:
             raise ToolFault("limit", f"body: exceeds the request body cap of {body_cap} bytes")
-        _check_headers(args.headers)
+        _check_headers({k: v if isinstance(v, str) else "" for k, v in args.headers.items()})
 
-    async def _fetch(self, args: HttpFetchArgs, ctx: ExecutionContext) -> Output:
+    async def _fetch(
+        self, args: HttpFetchArgs, headers: dict[str, str], ctx: ExecutionContext
+    ) -> Output:
         # DNS runs on a private thread that is abandoned, not awaited, on cancel:
         # asyncio.run would otherwise wait for a hung lookup before returning.
         dns = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reel-http-dns")
         try:
-            return await self._fetch_with(args, ctx, dns)
+            return await self._fetch_with(args, headers, ctx, dns)
         finally:
             dns.shutdown(wait=False, cancel_futures=True)
 
     async def _fetch_with(
-        self, args: HttpFetchArgs, ctx: ExecutionContext, dns: ThreadPoolExecutor
+        self,
+        args: HttpFetchArgs,
+        headers: dict[str, str],
+        ctx: ExecutionContext,
+        dns: ThreadPoolExecutor,
     ) -> Output:
         resolver = _PinnedResolver()
         connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
@@ -166,7 +185,6 @@ class HttpRuntime(ToolRuntime):
             url = _parse(args.url)
             method: str = args.method
             body = args.body
-            headers = dict(args.headers)
             for hop in range(self._config.http_max_redirects + 1):
                 host = await self._vet(url, resolver, dns)
                 try:

@@ -12,7 +12,18 @@ from typing import Any, Literal
 
 import msgspec
 
-__all__ = ["ErrorKind", "Output", "ToolFault", "ToolResult", "cap_bytes", "decode_text", "fit_json"]
+__all__ = [
+    "ErrorKind",
+    "FileChange",
+    "Output",
+    "Pruned",
+    "ToolFault",
+    "ToolResult",
+    "WorkspaceChanges",
+    "cap_bytes",
+    "decode_text",
+    "fit_json",
+]
 
 ErrorKind = Literal["timeout", "cancelled", "denied", "invalid", "failed", "limit"]
 """Why a call failed:
@@ -23,6 +34,32 @@ ErrorKind = Literal["timeout", "cancelled", "denied", "invalid", "failed", "limi
 - ``failed``: the tool ran and failed (non-zero exit, trap, HTTP error);
 - ``limit``: a resource limit stopped it (CPU, memory, fuel, output cap).
 """
+
+
+class FileChange(msgspec.Struct, frozen=True):
+    """One file a call changed: its path and the hex SHA-256 of its content before and after
+    (``None``: the file did not exist, or was not a file a tool may read)."""
+
+    path: str
+    before: str | None
+    after: str | None
+
+
+class Pruned(msgspec.Struct, frozen=True):
+    """Checkpoint blobs that retention deleted: their hashes and the bytes freed."""
+
+    blobs: tuple[str, ...]
+    freed_bytes: int
+
+
+class WorkspaceChanges(msgspec.Struct, frozen=True, kw_only=True):
+    """What a mutating call did to the workspace (`tools.checkpoints`), for the tool actor to
+    record as ``workspace.checkpointed`` (and ``workspace.blobs_pruned``)."""
+
+    files: tuple[FileChange, ...]
+    complete: bool = True
+    """False when the tree walk stopped at its bound: changes past it are not recorded."""
+    pruned: Pruned | None = None
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,6 +76,8 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
     lossy: bool = False
     """Some output was not valid UTF-8 and was decoded with replacement characters."""
     duration_ms: int = 0
+    workspace: WorkspaceChanges | None = None
+    """Set for a call that changed workspace files (not part of ``tool.completed``)."""
 
 
 class Output(msgspec.Struct, frozen=True, kw_only=True):

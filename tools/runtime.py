@@ -35,6 +35,16 @@ class ToolRuntime(ABC):
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
         """Execute tool ``name``; raise `ToolFault` for any runtime failure."""
 
+    def close(self) -> None:
+        """Stop what the runtime keeps running between calls (MCP servers); the node calls it
+        when it drains. Nothing by default."""
+        return None
+
+    def touches(self, name: str, args: msgspec.Struct) -> tuple[str, ...] | None:
+        """The workspace paths a call of a writing tool may change, for its checkpoint; None
+        (the default): it cannot say, so the whole workspace tree is compared."""
+        return None
+
     def precheck(self, name: str, args: msgspec.Struct) -> str | None:
         """Why this call would be refused when it runs whatever a human decides (say, argv[0]
         not on the shell allowlist), or None. Asked before an approval is requested, so no

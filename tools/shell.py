@@ -6,7 +6,8 @@ resolves through, is an exec wrapper (`tools.wrappers`: env, xargs, find, sh, py
 it must also be in ``shell_allowed_wrappers``. The program then runs inside the sandbox of
 `tools.sandbox` (only the workspace visible and writable, at ``/workspace``; own PID and
 network namespaces; no capabilities; a seccomp filter; never host root; a scrubbed
-environment: PATH, LANG=C.UTF-8, HOME=/workspace), with its working directory inside the
+environment: PATH, LANG=C.UTF-8, HOME=/workspace, plus the call's ``env``, which holds only
+vault handles resolved at execution, tools/handles.py), with its working directory inside the
 workspace. Without a working sandbox (probed when the runtime is built) the tool is
 unavailable, never unconfined. When the node is root, the workspace's root-owned entries are
 given to the sandbox's unprivileged user before each call (`tools.sandbox_user.adopt`).
@@ -49,6 +50,7 @@ import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
+from tools.handles import HandleValue, names_in, names_of, resolve_all
 from tools.result import ErrorKind, Output, ToolFault, decode_text, fit_json
 from tools.runtime import POLL_S, ToolRuntime
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
@@ -84,6 +86,17 @@ class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         None
     )
     stdin: Annotated[str, msgspec.Meta(description="Text fed to standard input.")] | None = None
+    env: Annotated[
+        dict[str, HandleValue],
+        msgspec.Meta(
+            description="Environment variables that carry vault secrets, each value a handle: "
+            '{"vault": "NAME"} or "${vault:NAME}" (nothing else: the environment is for secrets).'
+        ),
+    ] = msgspec.field(default_factory=dict)
+
+    def handles(self) -> list[str]:
+        """The vault secrets the environment names (tools/handles.py)."""
+        return names_of(self.env.values())
 
     def subject(self) -> tuple[str, ...]:
         """The grant subject: the argument vector (tools/subjects.py)."""
@@ -100,6 +113,28 @@ class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     @classmethod
     def subject_kind(cls) -> str:
         return "argv"
+
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+_ENV_RESERVED = frozenset({"PATH", "LANG", "HOME"})
+_WHOLE_HANDLE = re.compile(r"\$\{vault:[^}]*\}")
+
+
+def _check_env(env: dict[str, HandleValue]) -> None:
+    """Refuse an environment variable the sandbox sets itself (PATH, LANG, HOME), one of the
+    loader's (``LD_*``), a name that is not ``[A-Z_][A-Z0-9_]*``, or a value that is not one
+    whole handle: the call's environment carries secrets, not settings that change what the
+    allowlisted program does."""
+    for name, value in env.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise ToolFault("invalid", f"env.{name[:64]}: not a variable name ([A-Z_][A-Z0-9_]*)")
+        if name in _ENV_RESERVED or name.startswith("LD_"):
+            raise ToolFault("invalid", f"env.{name}: set by the sandbox, may not be given")
+        if isinstance(value, str) and not (_WHOLE_HANDLE.fullmatch(value) and names_in(value)):
+            raise ToolFault(
+                "invalid",
+                f'env.{name}: must be a vault handle ({{"vault": "NAME"}} or ${{vault:NAME}})',
+            )
 
 
 class ShellRuntime(ToolRuntime):
@@ -171,7 +206,9 @@ class ShellRuntime(ToolRuntime):
         stdin_cap = self._config.shell_stdin_cap_bytes
         if len(stdin) > stdin_cap:
             raise ToolFault("limit", f"stdin: exceeds the cap of {stdin_cap} bytes")
-        env = {"PATH": self._config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
+        _check_env(args.env)
+        env = resolve_all(args.env, ctx.secrets, "env")
+        env |= {"PATH": self._config.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
         real = os.path.realpath(ctx.workspace)
         hidden = (real, os.path.dirname(real))
         conflict = sandbox.conflicts(hidden)
@@ -222,6 +259,7 @@ class ShellRuntime(ToolRuntime):
         if not isinstance(args, ShellArgs) or self.sandbox is None:
             return None  # an unavailable shell.run is disabled by posture already
         try:
+            _check_env(args.env)
             self._resolve(args.argv, self.sandbox)
         except ToolFault as fault:
             return str(fault)

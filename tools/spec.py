@@ -8,6 +8,7 @@ handed to a model provider as a function's `parameters` as is).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -36,7 +37,7 @@ CAPABILITIES: frozenset[str] = frozenset(
 
 Risk = Literal["low", "medium", "high", "critical"]
 Posture = Literal["always_allow", "ask_each_time", "disabled"]
-RuntimeKind = Literal["builtin", "files", "http", "shell", "wasm"]
+RuntimeKind = Literal["builtin", "files", "http", "shell", "wasm", "mcp"]
 """Which runtime executes the tool (recorded by the tool actor)."""
 
 
@@ -60,9 +61,17 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     unavailable: str | None = None
     """Why the tool cannot run on this node (e.g. no working sandbox), or None. An unavailable
     tool is listed with its reason, its posture is ``disabled`` and its runtime refuses it."""
+    parameters: dict[str, Any] | None = None
+    """The argument schema as the tool's author declared it (an MCP server's ``inputSchema``),
+    offered to the model instead of ``args_type``'s; None: ``args_type``'s."""
+    validator: Callable[[Any], None] | None = None
+    """A check of the decoded arguments (as plain JSON values) on top of ``args_type``, raising
+    ValueError naming the field (an MCP tool's schema); `ToolCatalog.validate` runs it."""
 
     def json_schema(self) -> dict[str, Any]:
         """The argument schema as one JSON schema object, `$defs` inlined."""
+        if self.parameters is not None:
+            return self.parameters
         return inline_schema(msgspec.json.schema(self.args_type))
 
 

@@ -25,6 +25,9 @@ has more than one link, any symlink is absolute or contains ``..``, or a device 
 there. Residual race: a link made after the scan and before the plugin opens it (by a
 concurrent ``shell.run`` — which can only link files it sees, i.e. inside the workspace — or
 by another process on the host) is not caught.
+
+wasmtime is imported where a plugin is compiled or run, not with the module: a node without
+plugins never loads it (a tenth of a second of its start).
 """
 
 from __future__ import annotations
@@ -35,15 +38,18 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
-import wasmtime
 
 from tools.context import ExecutionContext
 from tools.result import ErrorKind, Output, ToolFault, decode_text
 from tools.runtime import POLL_S, ToolRuntime
 from tools.spec import ToolSpec
 from tools.workspace import confine, open_dir, scan_tree
+
+if TYPE_CHECKING:
+    import wasmtime
 
 __all__ = ["WASI_MODULE", "WasmProgram", "WasmRuntime", "compile_module"]
 
@@ -67,6 +73,8 @@ class WasmProgram(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _engine() -> wasmtime.Engine:
+    import wasmtime
+
     config = wasmtime.Config()
     config.consume_fuel = True
     config.epoch_interruption = True
@@ -79,6 +87,8 @@ def compile_module(source: bytes, *, is_text: bool) -> bytes:
     Also checks the module's shape: it must export a ``_start`` function and
     import nothing but WASI preview 1 functions (ValueError otherwise).
     """
+    import wasmtime
+
     engine = _engine()
     module = wasmtime.Module(engine, source.decode("utf-8") if is_text else source)
     for imp in module.imports:
@@ -172,6 +182,8 @@ class WasmRuntime(ToolRuntime):
         return self._specs
 
     def run(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> Output:
+        import wasmtime
+
         program = self._programs.get(name)
         if program is None:
             raise ValueError(f"wasm runtime has no tool {name!r}")
@@ -236,6 +248,8 @@ class WasmRuntime(ToolRuntime):
         module: wasmtime.Module,
         program: WasmProgram,
     ) -> int:
+        import wasmtime
+
         try:
             instance = linker.instantiate(store, module)
         except wasmtime.Trap:
@@ -284,6 +298,8 @@ class WasmRuntime(ToolRuntime):
 def _trap_fault(
     trap: wasmtime.Trap, watchdog: _Watchdog, program: WasmProgram, stdout: _Capture
 ) -> ToolFault:
+    import wasmtime
+
     partial, truncated, lossy = stdout.text()
     code = trap.trap_code
     kind: ErrorKind

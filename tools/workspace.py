@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tools.result import ToolFault
 
-__all__ = ["confine", "open_dir", "open_for_read", "open_for_write", "scan_tree"]
+__all__ = ["confine", "open_dir", "open_for_read", "open_for_write", "remove", "scan_tree"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NO_FOLLOW = "symlinks are not followed"
@@ -174,6 +174,22 @@ def open_for_write(
         yield fd, before is None
     finally:
         os.close(fd)
+
+
+def remove(workspace: Path, parts: tuple[str, ...], shown: str) -> bool:
+    """Delete the file ``parts`` once `open_for_read` vouches for it (regular, one link, no
+    symlink on the way); False when it (or its directory) does not exist."""
+    try:
+        with open_dir(workspace, parts[:-1]) as dfd:
+            if _lstat(parts[-1], dfd) is None:
+                return False
+            with open_for_read(workspace, parts, shown):
+                os.unlink(parts[-1], dir_fd=dfd)
+    except ToolFault as fault:
+        if fault.kind == "invalid" and "does not exist" in fault.message:
+            return False
+        raise
+    return True
 
 
 def _open_leaf(name: str, flags: int, dfd: int, shown: str) -> int:

@@ -26,6 +26,7 @@ from actors.watchdog.checks import WatchdogConfig
 from events.redaction.redact import redact_text
 from projections.pool import ReaderLimits
 from tools import ToolsConfig
+from tools.mcp.config import McpConfig
 from tools.spec import Posture
 from transports.models.openai_wire import check_options
 
@@ -107,6 +108,15 @@ class ApprovalsConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    """Where the journal lives (``REEL_JOURNAL_BACKEND``): ``sqlite``, the data dir's
+    journal.db (the default), or ``postgres``, the database ``dsn`` names, created with
+    ``reel journal init`` (one node only so far: docs/scale-out.md)."""
+    dsn: str = ""
+    """The PostgreSQL connection string (``REEL_JOURNAL_DSN``; keep its password there, in
+    ``PGPASSWORD`` or in ~/.pgpass rather than in config.toml). Never shown with its password."""
+    shards: Annotated[int, msgspec.Meta(ge=0, le=4096)] = 0
+    """The shard count the database must have been created with (0: whatever it has)."""
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     checkpoint_every_events: int = 10_000
     checkpoint_every_s: float = 60.0
@@ -114,6 +124,14 @@ class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """A file outside the data dir (ideally on another volume) where every signed checkpoint
     is also appended (``REEL_JOURNAL_WITNESS``); empty: no witness. The node refuses to start
     when it is set but cannot be used (docs/journal-format.md section 7)."""
+
+
+class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    key_file: str = ""
+    """The file of the key the vault's values are encrypted with (``REEL_VAULT_KEY_FILE``);
+    empty: ``<data dir>/vault.key``. Made 0600 on first use, refused when others may read it.
+    Keep it outside the data dir (another volume, a secrets mount) so that a copy of the data
+    dir alone reads no value (docs/vault.md)."""
 
 
 class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -222,6 +240,9 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     learning: LearningSection = LearningSection()
     tasks: TasksSection = TasksSection()
     views: ViewsSection = ViewsSection()
+    mcp: McpConfig = McpConfig()
+    """``[mcp.servers.<name>]``: MCP servers whose tools join the catalog (docs/mcp.md)."""
+    vault: VaultConfig = VaultConfig()
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

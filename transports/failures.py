@@ -60,6 +60,8 @@ KINDS: Final[dict[str, Kind]] = {
     "events.errors.JournalError": "unusable",
     "events.errors.JournalUnavailable": "unavailable",
     "events.errors.JournalClosed": "unavailable",
+    "events.errors.Fenced": "unavailable",
+    "events.errors.ShardsFixed": "invalid_argument",
     "events.errors.AppendRejected": "invalid_argument",
     "events.note.NoteError": "unusable",
     "events.redaction.vendor_rules.RulesError": "unusable",
@@ -79,6 +81,10 @@ KINDS: Final[dict[str, Kind]] = {
     "actors.memory.items.MemoryInputError": "invalid_argument",
     "actors.memory.items.UnknownMemoryItem": "not_found",
     "actors.memory.items.MemoryItemAlreadyDeleted": "conflict",
+    "actors.vault.decide.VaultError": "invalid_argument",
+    "actors.vault.decide.SecretExists": "already_exists",
+    "actors.vault.decide.UnknownSecret": "not_found",
+    "actors.vault.store.VaultKeyError": "unusable",
     # tools
     "tools.errors.ToolsError": "internal",
     "tools.errors.UnknownTool": "not_found",
@@ -86,6 +92,7 @@ KINDS: Final[dict[str, Kind]] = {
     "tools.errors.PluginError": "unusable",
     "tools.plugins.schema.SchemaError": "unusable",
     "tools.result.ToolFault": "internal",
+    "tools.handles.MissingSecret": "not_found",
     # policies
     "policies.errors.PolicyError": "unusable",
     "policies.errors.PolicyRequestError": "invalid_argument",

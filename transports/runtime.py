@@ -14,9 +14,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
-from events import Journal, JournalError, JournalTampered, NodeKey, Witness
+from actors.vault.store import Vault, open_vault
+from events import (
+    Journal,
+    JournalError,
+    JournalReader,
+    JournalTampered,
+    NodeKey,
+    VerifyReport,
+    Witness,
+    verify,
+)
+from events.port import NodeJournal
 from policies import PolicyEngine
 from projections import (
     Embedder,
@@ -36,6 +48,7 @@ from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
+from transports.mcp_servers import journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
@@ -47,7 +60,7 @@ class Runtime:
 
     data_dir: Path
     config: NodeConfig
-    journal: Journal
+    journal: NodeJournal
     node: Node
     projector: Projector
     views: Views
@@ -65,6 +78,9 @@ class Runtime:
     """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
     learning: NodeLearning
     """The learning view, the desk that reviews candidates, and post-run reflection."""
+    vault: Vault
+    """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
+    and ``reel vault`` change it."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -80,6 +96,7 @@ class Runtime:
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
+            self.catalog.close()  # MCP servers stop once no run can call them
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -165,14 +182,18 @@ def open_journal(
     data_dir: Path,
     cfg: NodeConfig,
     on_tampered: Callable[[JournalTampered], None] | None = None,
-) -> Journal:
+) -> NodeJournal:
     """The data dir's journal opened for writing the node's way: its key, its witness
     (``[journal] witness``), the start-up check (``JournalTampered`` before anything is written
     or signed), then the walk over every row. With ``on_tampered`` (the node) the walk runs on a
     thread while the node serves, nothing is signed until it passes and ``on_tampered`` hears
     when it fails; without it (an offline command) the walk ends before this returns and a
     failure is the same ``JournalTampered``: nothing is appended to a journal the node refuses.
+
+    ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`).
     """
+    if cfg.journal.backend == "postgres":
+        return open_postgres(cfg)
     witness = (
         Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
@@ -197,6 +218,62 @@ def open_journal(
             journal.close(checkpoint=False)  # tampered, or interrupted before the walk ended
             raise
     return journal
+
+
+def open_postgres(cfg: NodeConfig) -> NodeJournal:
+    """The PostgreSQL journal of ``[journal] dsn``, after every shard chain verified (a fault is
+    ``JournalTampered``: nothing is appended to it). psycopg is imported only here. Settings
+    only the SQLite journal has (a witness) are refused rather than silently ignored, and a
+    ``shards`` that is not the database's is a ``ConfigError`` naming it."""
+    section = cfg.journal
+    if not section.dsn:
+        raise ConfigError("config key journal.dsn: backend postgres needs a dsn (REEL_JOURNAL_DSN)")
+    if section.witness:
+        raise ConfigError(
+            "config key journal.witness: the postgres backend keeps no witness yet "
+            "(docs/scale-out.md)"
+        )
+    try:
+        from events.postgres.journal import PostgresJournal
+        from events.postgres.verify import verify_database
+    except ImportError:
+        raise ConfigError(
+            "config key journal.backend: postgres needs the postgres extra "
+            "(pip install 'reel[postgres]')"
+        ) from None
+    journal = PostgresJournal(section.dsn, node=os.uname().nodename)  # the writer lock first
+    try:
+        if section.shards and section.shards != journal.shards:
+            raise ConfigError(
+                f"config key journal.shards: {section.shards}, but the journal database was "
+                f"created with {journal.shards} (the count is fixed at creation)"
+            )
+        fault = verify_database(section.dsn).fault
+        if fault is not None:
+            raise JournalTampered(
+                f"the journal database fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing",
+                fault.kind,
+                fault.position,
+            )
+    except BaseException:
+        journal.close()
+        raise
+    return journal
+
+
+def verify_own(journal: NodeJournal) -> VerifyReport:
+    """Walk every row of the node's own journal against its own key and witness (the API's
+    journal verify): the SQLite walk, or every shard chain of the PostgreSQL journal."""
+    if isinstance(journal, JournalReader):
+        key = journal.node_key.public_key if journal.node_key is not None else None
+        notes = journal.witness.notes() if journal.witness is not None else None
+        return verify(journal, trusted_public_key=key, key_source="node", witness=notes)
+    from events.postgres.journal import PostgresJournal
+    from events.postgres.verify import verify_database
+
+    assert isinstance(journal, PostgresJournal)
+    return verify_database(journal.dsn)
 
 
 def _told_by_wait(_error: JournalTampered) -> None:
@@ -236,18 +313,34 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(tools_config, memory=memory)
-    gate = ToolGate(engine, cfg.tools.postures)
-    unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
-    if unknown:
-        raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
-    check_tool_choice(cfg, catalog, gate)
-    model = provider or make_provider(cfg)
-    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-    journal = open_journal(data_dir, cfg, on_tampered)
+    catalog = build_catalog(
+        tools_config,
+        memory=memory,
+        checkpoint_dir=data_dir / "checkpoints",
+        mcp=cfg.mcp,
+        mcp_state_dir=data_dir / "mcp",
+    )
+    try:  # started MCP servers stop if the node does not start
+        gate = ToolGate(engine, cfg.tools.postures)
+        unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
+        if unknown:
+            raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
+        check_tool_choice(cfg, catalog, gate)
+        model = provider or make_provider(cfg)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        journal = open_journal(data_dir, cfg, on_tampered)
+    except BaseException:
+        catalog.close()
+        raise
+    if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
+        catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     try:
+        journal_tool_lists(
+            catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
+        )
         tokens = load_tokens(journal, admin_token)
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
@@ -262,6 +355,7 @@ def open_runtime(
             tasks=cfg.tasks,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
+        node.services.vault = vault
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -271,6 +365,7 @@ def open_runtime(
             projector.close()
         memory.close()
         journal.close()
+        catalog.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)
@@ -288,6 +383,7 @@ def open_runtime(
         memory=memory,
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
+        vault=vault,
     )
     try:
         channels.start(

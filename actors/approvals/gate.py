@@ -1,10 +1,13 @@
-"""The decision pipeline for one tool call: posture -> Cedar -> cached grants.
+"""The decision pipeline for one tool call: posture -> Cedar -> cached grants -> ``vault.use``.
 
 ``policies`` decides from plain values; this module supplies them (the tool's capabilities,
 risk and effective posture) and applies approval grants: a ``session`` grant that covers the
 call (:func:`actors.approvals.grants.covers`: any arguments, these exact arguments, or a subject
 prefix; until the session resets) or an ``always`` grant (principal + tool) turns
-``approval_required`` into ``allow`` when Cedar also permits the call as approved.
+``approval_required`` into ``allow`` when Cedar also permits the call as approved. A call that
+names vault secrets by handle (tools/handles.py) is then decided once more per secret
+(``vault.use``: principal, tool, secret): one refused refuses the call, before any approval is
+asked, and the secrets and their policies are recorded with the decision.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from actors.approvals.grants import Grant, covers
-from policies import Decision, PolicyEngine, ToolRequest
+from policies import Decision, PolicyEngine, SecretRequest, ToolRequest
 from tools import Posture, ToolSpec
+from tools.handles import handles_of
 
 
 class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,6 +31,8 @@ class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
     policy_ids: tuple[str, ...]
     posture: str
     grant: str | None = None
+    vault: tuple[str, ...] = ()
+    """The secrets the call names by handle (all permitted by ``vault.use`` unless denied)."""
 
 
 class ToolGate:
@@ -118,10 +124,41 @@ class ToolGate:
                     )
                 else:
                     grant = None
+        names = handles_of(args)
+        if names and decision.outcome != "deny":
+            decision = self._use_secrets(request, names, decision)
         return GateDecision(
             outcome=decision.outcome,
             reason=decision.reason,
             policy_ids=decision.policy_ids,
             posture=posture,
             grant=grant,
+            vault=names,
         )
+
+    def _use_secrets(
+        self, request: ToolRequest, names: tuple[str, ...], decision: Decision
+    ) -> Decision:
+        """``decision`` with the ``vault.use`` decisions of ``names``: the first refused one
+        denies the call, naming the secret and the policies; else their policies join."""
+        ids = set(decision.policy_ids)
+        for name in names:
+            use = self.engine.decide_secret(
+                SecretRequest(
+                    principal=request.principal,
+                    tool=request.tool,
+                    secret=name,
+                    roles=request.roles,
+                    session_id=request.session_id,
+                    run_id=request.run_id,
+                )
+            )
+            if not use.allowed:
+                return Decision(
+                    outcome="deny",
+                    policy_ids=use.policy_ids,
+                    reason=f"vault.use of secret {name!r}: {use.reason}",
+                    errors=use.errors,
+                )
+            ids.update(use.policy_ids)
+        return msgspec.structs.replace(decision, policy_ids=tuple(sorted(ids)))

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors import checkpoints
 from actors.approvals.grants import Grant, check_decision
 from actors.errors import ApprovalAlreadyResolved, InvalidCommand
 from actors.invocations.decide import (
@@ -54,7 +55,8 @@ from actors.services import Services
 from actors.stream import OwnedStream
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
-from tools import ExecutionContext, InvalidArguments, ToolSpec, UnknownTool
+from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
+from tools.handles import handles_of
 from tools.subjects import arguments_digest
 
 TOOL_OUTPUT_BUDGET = MAX_PAYLOAD_BYTES - 16 * 1024
@@ -204,6 +206,13 @@ class ToolInvocationActor(pykka.ThreadingActor):
         except InvalidArguments as exc:
             self._complete(refused(self.state, f"invalid arguments for {name}: {exc}", "invalid"))
             return False
+        vault = self.s.vault
+        for handle in handles_of(self.args):
+            if vault is None or not vault.has(handle):
+                self._complete(
+                    refused(self.state, f"vault handle {handle[:64]!r} names no secret", "invalid")
+                )
+                return False
         return True
 
     def _propose(self) -> None:
@@ -335,8 +344,21 @@ class ToolInvocationActor(pykka.ThreadingActor):
             principal=self.principal,
             session_id=self.session_id,
             invocation_id=self.state.invocation_id,
+            secrets=None if self.s.vault is None else self.s.vault.resolve,
         )
-        result = self.s.catalog.execute(self.spec.name, self.args, ctx)
+        result = self._scrubbed(self.s.catalog.execute(self.spec.name, self.args, ctx))
+        if result.workspace is not None:  # what the call changed, before its result
+            checkpoints.record(
+                self.s.journal,
+                result.workspace,
+                principal=self.principal,
+                correlation_id=self.run_id,
+                causation_id=self.state.invocation_id,
+                tool=self.spec.name,
+                invocation_id=self.state.invocation_id,
+                run_id=self.run_id,
+                session_id=self.session_id,
+            )
         try:
             self._complete(completed(self.state, result))
         except ConcurrencyConflict:
@@ -345,6 +367,18 @@ class ToolInvocationActor(pykka.ThreadingActor):
             # Redaction can lengthen the output past the budget (a marker longer than the
             # secret it replaces); nothing was written, so record that instead of crashing.
             self._complete(refused(self.state, f"the result could not be recorded: {exc}", "limit"))
+
+    def _scrubbed(self, result: ToolResult) -> ToolResult:
+        """``result`` with every value of the vault (in each form a runtime may echo it)
+        replaced, before the detectors' pass on the append: the model never sees one."""
+        terms = self.s.vault.terms() if self.s.vault is not None else None
+        if not terms:
+            return result
+        output, found = terms.scrub(result.output)
+        error, more = terms.scrub(result.error) if result.error else (result.error, 0)
+        if not found + more:
+            return result
+        return msgspec.structs.replace(result, output=output, error=error)
 
     def _close_approval(self) -> None:
         if self.timer is not None:

@@ -100,6 +100,7 @@ def judged(
         decision.policy_ids,
         decision.posture,
         decision.grant,
+        decision.vault,
     )
     if decision.outcome == "allow":
         return (decided,)
@@ -253,6 +254,7 @@ def _decided(
     policy_ids: tuple[str, ...],
     posture: str,
     grant: str | None = None,
+    vault: tuple[str, ...] = (),
 ) -> ToolDecided:
     proposed = _proposed(state)
     return ToolDecided(
@@ -264,4 +266,5 @@ def _decided(
         policy_ids=policy_ids,
         posture=posture,
         grant=grant,
+        vault=vault,
     )

@@ -78,6 +78,7 @@ from actors.runs.decide import (
     StartTool,
     Stopping,
     WaitApproval,
+    assembles_when_started,
     awaiting,
     cancel_requested,
     end,
@@ -90,7 +91,7 @@ from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
 from actors.services import Services
 from actors.stream import OwnedStream
-from events import new_id
+from events import new_id, redact_event
 from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
@@ -199,7 +200,7 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(message, FlushTick):
             self.flush_timer = None
             if self._current(message.turn):
-                self._flush(force=False)
+                self._flush()
         elif isinstance(message, ToolAppended):
             self._on_tool_events(message)
         elif isinstance(message, CancelRun):
@@ -297,15 +298,17 @@ class RunActor(pykka.ThreadingActor):
             step = next_step(self.state)
             if isinstance(step, Start):
                 b = self.s.config.budgets
-                self._append(
-                    started(
-                        self.state,
-                        max_turns=b.max_turns,
-                        max_tool_calls=b.max_tool_calls,
-                        wall_clock_s=b.wall_clock_s,
-                        provider=self.s.provider.name,
-                    )
+                start = started(
+                    self.state,
+                    max_turns=b.max_turns,
+                    max_tool_calls=b.max_tool_calls,
+                    wall_clock_s=b.wall_clock_s,
+                    provider=self.s.provider.name,
                 )
+                if assembles_when_started(self.state):  # one commit for both
+                    self._append(start, self._assembled(self.state))
+                else:
+                    self._append(start)
                 self._run_clock()
             elif isinstance(step, MarkAwaiting):
                 self._pause_clock()
@@ -322,7 +325,7 @@ class RunActor(pykka.ThreadingActor):
                 self._ensure_tool(step.call, new_id())
                 return
             elif isinstance(step, Assemble):
-                self._assemble()
+                self._append(self._assembled(self.state))
             elif isinstance(step, CallModel):
                 self._call_model(step.turn)
                 return
@@ -335,27 +338,24 @@ class RunActor(pykka.ThreadingActor):
 
     # --- context ---------------------------------------------------------------------------
 
-    def _assemble(self) -> None:
-        """Record what goes into the model input besides the message: the memory items that
-        match it and the ``@memory`` / ``@run`` references (file and URL references were read
-        by governed tool calls already)."""
+    def _assembled(self, state: RunState) -> Event:
+        """What goes into the model input besides the message (``run.context_assembled``):
+        the memory items that match it and the ``@memory`` / ``@run`` references (file and URL
+        references were read by governed tool calls already)."""
         cfg = self.s.config
-        state = self.state
         reads = {
             r.index: self._read(r.kind, r.target)
             for r in state.references[:MAX_REFERENCES]
             if r.kind in ("memory", "run")
         }
-        self._append(
-            assembled(
-                state,
-                self.prior,
-                memory=self._memory_hits(),
-                reads=reads,
-                learned=self._learned(),
-                budget_tokens=cfg.context_budget_tokens,
-                system_prompt=cfg.system_prompt,
-            )
+        return assembled(
+            state,
+            self.prior,
+            memory=self._memory_hits(),
+            reads=reads,
+            learned=self._learned(),
+            budget_tokens=cfg.context_budget_tokens,
+            system_prompt=cfg.system_prompt,
         )
 
     def _learned(self) -> tuple[dict[str, str], ...]:
@@ -475,24 +475,19 @@ class RunActor(pykka.ThreadingActor):
         elif isinstance(item, TurnEnd):
             self.turn.finish = item.finish_reason
 
+    def _output_event(self, turn: int, chunk: Chunk) -> RunOutput:
+        return RunOutput(run_id=self.run_id, turn=turn, text=chunk.text, redacted=chunk.redacted)
+
     def _output(self, chunk: Chunk) -> None:
         assert self.turn is not None
-        self._append(
-            RunOutput(
-                run_id=self.run_id,
-                turn=self.turn.number,
-                text=chunk.text,
-                redacted=chunk.redacted,
-            )
-        )
+        self._append(self._output_event(self.turn.number, chunk))
 
-    def _flush(self, *, force: bool) -> None:
-        """``force``: the turn is over, so the redactor releases what it held."""
-        now = time.monotonic()
-        chunk = self.coalescer.end_turn(now) if force else self.coalescer.tick(now)
+    def _flush(self) -> None:
+        """Write what the coalescer lets go by age (the turn goes on)."""
+        chunk = self.coalescer.tick(time.monotonic())
         if chunk is not None:
             self._output(chunk)
-        if not force and self.flush_timer is None and self.coalescer.pending:
+        if self.flush_timer is None and self.coalescer.pending:
             self._schedule_flush()
 
     def _schedule_flush(self) -> None:
@@ -505,11 +500,20 @@ class RunActor(pykka.ThreadingActor):
     def _on_turn_done(self) -> None:
         assert self.turn is not None
         self.provider_task = None
-        self._flush(force=True)
+        # The redactor releases what it held: that last output and the turn's end (with the
+        # run's, for a final answer, whose text ends with that output as stored) in one commit.
+        chunk = self.coalescer.end_turn(time.monotonic())
         turn, self.turn = self.turn, None
-        self._append(
-            *finish_turn(self.state, turn.number, turn.usage, tuple(turn.calls), turn.finish)
+        last = () if chunk is None else (redact_event(self._output_event(turn.number, chunk)),)
+        closing = finish_turn(
+            self.state,
+            turn.number,
+            turn.usage,
+            tuple(turn.calls),
+            turn.finish,
+            last_output=last[0].text if last else "",
         )
+        self._append(*last, *closing)
         self._advance()
 
     # --- tools -----------------------------------------------------------------------------

@@ -59,8 +59,8 @@ def estimate_tokens(text: str) -> int:
 def estimate_messages(messages: tuple[ChatMessage, ...] | list[ChatMessage]) -> int:
     """Estimated input tokens of ``messages``, tool calls' arguments included."""
     total = 0
-    for m in messages:
-        total += MESSAGE_OVERHEAD_TOKENS + estimate_tokens(m.content or "")
+    for m in messages:  # estimate_tokens inlined: a session's history is hundreds of messages
+        total += MESSAGE_OVERHEAD_TOKENS - (-len(m.content or "") // CHARS_PER_TOKEN)
         for call in m.tool_calls or ():
             total += estimate_tokens(call.name) + estimate_tokens(call.arguments)
     return total
@@ -191,12 +191,22 @@ def _reference_text(state: RunState, ref: dict[str, Any], cap: int) -> str:
 
 
 class _Turn:
-    __slots__ = ("answer", "finished", "text")
+    __slots__ = ("answer", "cost", "finished", "pair", "text")
 
     def __init__(self, text: str | None, answer: str | None, finished: bool) -> None:
         self.text = text
         self.answer = answer
         self.finished = finished
+        self.pair: tuple[ChatMessage, ChatMessage] | None = None
+        """The user/assistant messages of a completed run, and their estimated ``cost``: made
+        once, as every later run of the session shows them again."""
+        self.cost = 0
+        if text is not None and answer is not None:
+            self.pair = (
+                ChatMessage(role="user", content=text),
+                ChatMessage(role="assistant", content=answer),
+            )
+            self.cost = estimate_messages(self.pair)
 
 
 class TurnCache:
@@ -237,45 +247,45 @@ class TurnCache:
         left = budget_tokens if budget_tokens is not None else None
         if left is not None and summary:
             left -= MESSAGE_OVERHEAD_TOKENS + estimate_tokens(summary)
-        pairs: list[tuple[str, ChatMessage, ChatMessage]] = []
+        window = [r for r in reversed(history[-MAX_PRIOR_RUNS:]) if r not in covered]
+        turns = self._turns_of(reader, window)
+        pairs: list[tuple[str, tuple[ChatMessage, ChatMessage]]] = []
         dropped = 0
-        for run_id in reversed(history[-MAX_PRIOR_RUNS:]):
-            if run_id in covered:
+        for run_id, turn in zip(window, turns, strict=True):
+            pair = turn.pair
+            if pair is None:
                 continue
-            turn = self._turn(reader, run_id)
-            if turn.text is None or turn.answer is None:
-                continue
-            pair = (
-                run_id,
-                ChatMessage(role="user", content=turn.text),
-                ChatMessage(role="assistant", content=turn.answer),
-            )
             if left is not None:
-                cost = estimate_messages(pair[1:])
-                if cost > left:
+                if turn.cost > left:
                     dropped += 1
                     left = 0  # an older turn never skips ahead of a newer one
                     continue
-                left -= cost
-            pairs.append(pair)
+                left -= turn.cost
+            pairs.append((run_id, pair))
         pairs.reverse()
         return Prior(
-            messages=tuple(m for _, user, answer in pairs for m in (user, answer)),
-            runs=tuple(run_id for run_id, _, _ in pairs),
+            messages=tuple(m for _, pair in pairs for m in pair),
+            runs=tuple(run_id for run_id, _ in pairs),
             summary=summary,
             compaction_id=compaction.compaction_id if compaction is not None else None,
             dropped=dropped,
         )
 
-    def _turn(self, reader: JournalReadPort, run_id: str) -> _Turn:
+    def _turns_of(self, reader: JournalReadPort, run_ids: list[str]) -> list[_Turn]:
+        """The turns of ``run_ids``, in that order: from the cache (one lock for all of
+        them), or read from the journal when absent or not known to have ended."""
         with self._lock:
-            turn = self._turns.get(run_id)
-            if turn is not None:
-                self._turns.move_to_end(run_id)
-        if turn is None or not turn.finished:
-            turn = _load(reader, run_id)
-            self._put(run_id, turn)
-        return turn
+            cached = [self._turns.get(run_id) for run_id in run_ids]
+            for run_id, turn in zip(run_ids, cached, strict=True):
+                if turn is not None:
+                    self._turns.move_to_end(run_id)
+        turns: list[_Turn] = []
+        for run_id, turn in zip(run_ids, cached, strict=True):
+            if turn is None or not turn.finished:
+                turn = _load(reader, run_id)
+                self._put(run_id, turn)
+            turns.append(turn)
+        return turns
 
 
 def _load(reader: JournalReadPort, run_id: str) -> _Turn:
@@ -385,7 +395,7 @@ def assembled(
         entry: dict[str, Any] = {"kind": ref.kind, "target": ref.target}
         if ref.index > MAX_REFERENCES:
             entry |= {"outcome": "skipped", "note": f"only {MAX_REFERENCES} are read"}
-        elif ref.kind in ("file", "url"):
+        elif ref.call() is not None:
             entry["call_id"] = ref.call_id
             done = state.result_of(ref.call_id)
             if done is not None and done.ok:

@@ -159,6 +159,15 @@ def next_step(state: RunState) -> Step:
     return CallModel(len(state.turns) + 1)
 
 
+def assembles_when_started(state: RunState) -> bool:
+    """Whether the run's step after :class:`Start` is :class:`Assemble` (it has no reference
+    to read by a tool call first), so ``run.context_assembled`` goes in ``run.started``'s
+    append. The context is decided from the accepted state: ``run.started`` changes only the
+    status and the budgets, which :func:`~actors.runs.context.assembled` does not read."""
+    then = msgspec.structs.replace(state, status=RunStatus.IN_PROGRESS)
+    return isinstance(next_step(then), Assemble)
+
+
 def resumable(step: Step) -> bool:
     """Whether a run whose next step is ``step`` continues after a restart.
 
@@ -229,12 +238,19 @@ def unusable_calls(calls: tuple[ToolCall, ...], finish_reason: str) -> str | Non
 
 
 def finish_turn(
-    state: RunState, turn: int, usage: Usage, calls: tuple[ToolCall, ...], finish_reason: str
+    state: RunState,
+    turn: int,
+    usage: Usage,
+    calls: tuple[ToolCall, ...],
+    finish_reason: str,
+    last_output: str = "",
 ) -> tuple[Event, ...]:
     """The events that close a turn, once all its output is on the tape: ``run.turn_completed``,
     then the run's end when the model gave a final answer, proposed more calls than the budget
     has left, or calls that cannot be made (:func:`unusable_calls`: the run fails
-    ``provider_error`` with the reason, the turn is recorded with no calls)."""
+    ``provider_error`` with the reason, the turn is recorded with no calls). ``last_output``:
+    the text (as stored) of the turn's last ``run.output``, appended with these events, so not
+    folded into ``state`` yet."""
     unusable = unusable_calls(calls, finish_reason)
     kept = () if unusable else calls
     completed = RunTurnCompleted(
@@ -249,7 +265,7 @@ def finish_turn(
     if unusable:
         return completed, end(state, "failed", "provider_error", unusable, closing=usage)
     if not calls:
-        answer = "".join(state.output)
+        answer = "".join(state.output) + last_output
         return completed, end(state, "completed", "final_answer", answer, closing=usage)
     if state.tool_calls + len(calls) > state.max_tool_calls:
         why = f"the run may make {state.max_tool_calls} tool calls"

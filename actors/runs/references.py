@@ -1,5 +1,5 @@
-"""Context references in a message: ``@file:path``, ``@url:https://...``, ``@memory:ID``,
-``@run:ID`` (docs/context.md).
+"""Context references in a message: ``@file:path``, ``@folder:path``, ``@diff:CHECKPOINT``,
+``@url:https://...``, ``@memory:ID``, ``@run:ID`` (docs/context.md).
 
 A reference starts at an ``@`` that begins the message or follows whitespace or an opening
 bracket, and runs to the next whitespace; trailing sentence punctuation (``.,;:!?)``) is not
@@ -7,7 +7,8 @@ part of it. ``@@`` is a literal ``@`` and never starts a reference. A reference 
 the message is one reference, read once. At most :data:`MAX_REFERENCES` are resolved; the rest
 are noted as skipped.
 
-A file or URL reference becomes a governed tool call (``fs.read`` / ``http.fetch``) that the
+A file, folder, diff or URL reference becomes a governed tool call (``fs.read``, ``fs.list``,
+``fs.diff``: what changed in the workspace since that checkpoint, ``http.fetch``) that the
 run makes before its first turn, through the same posture, policy and approval as if the model
 had asked for it: its call id is ``ref-N``, so the tape tells it from the model's calls.
 Memory items and runs are read by the run itself, within what its principal may see.
@@ -27,11 +28,18 @@ import msgspec
 from actors.provider import ToolCall
 from events.lifecycle import REFERENCE_CALL_PREFIX
 
-Kind = Literal["file", "url", "memory", "run"]
+Kind = Literal["file", "folder", "diff", "url", "memory", "run"]
 MAX_REFERENCES = 8
 """References resolved per message; more are noted, not read."""
 
-_REFERENCE = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))@(file|url|memory|run):(\S+)")
+_REFERENCE = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))@(file|folder|diff|url|memory|run):(\S+)")
+_CALLS: dict[str, tuple[str, str]] = {
+    "file": ("fs.read", "path"),
+    "folder": ("fs.list", "path"),
+    "diff": ("fs.diff", "since"),
+    "url": ("http.fetch", "url"),
+}
+"""The governed call that reads each kind of reference: the tool and its one argument."""
 _TRAILING = ".,;:!?)]"
 
 
@@ -52,12 +60,13 @@ class Reference(msgspec.Struct, frozen=True, kw_only=True):
         return f"@{self.kind}:{self.target}"
 
     def call(self) -> ToolCall | None:
-        """The governed tool call that reads a file or URL reference (None otherwise)."""
-        if self.kind == "file":
-            return ToolCall(self.call_id, "fs.read", json.dumps({"path": self.target}))
-        if self.kind == "url":
-            return ToolCall(self.call_id, "http.fetch", json.dumps({"url": self.target}))
-        return None
+        """The governed tool call that reads a file, folder, diff or URL reference (None for
+        memory items and runs, which the run reads itself)."""
+        found = _CALLS.get(self.kind)
+        if found is None:
+            return None
+        tool, argument = found
+        return ToolCall(self.call_id, tool, json.dumps({argument: self.target}))
 
 
 def parse(text: str) -> tuple[Reference, ...]:

@@ -26,6 +26,7 @@ Exceptions (through :meth:`TaskQueue.enqueue` and :meth:`TaskQueue.cancel`)::
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from concurrent.futures import Future
 from typing import Annotated, Any
@@ -45,7 +46,7 @@ from actors.tasks.handlers import (
     noop,
 )
 from actors.tasks.state import TaskState
-from actors.tasks.store import TaskTicket, enqueue, load_task
+from actors.tasks.store import TaskTicket, enqueue, load_open_tasks, load_task
 from actors.tasks.workers import (
     CancelTask,
     Drain,
@@ -124,6 +125,9 @@ class TaskQueue:
         self._shared = Shared(journal, self.registry, settings, self.node_id)
         self._dispatcher: pykka.ActorRef[Any] | None = None
         self._heartbeats: Heartbeats | None = None
+        self._deferred = False
+        """Started with no unfinished task: the dispatcher starts with the first enqueue."""
+        self._starting = threading.Lock()
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -177,9 +181,10 @@ class TaskQueue:
             dedupe_key=dedupe_key,
             causation_id=causation_id,
         )
-        dispatcher = self._dispatcher
-        if state is not None and dispatcher is not None:
-            dispatcher.tell(Known(state))
+        if state is not None:
+            dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
+            if dispatcher is not None:
+                dispatcher.tell(Known(state))
         return ticket
 
     def cancel(
@@ -217,14 +222,34 @@ class TaskQueue:
     # --- life ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the dispatcher (it folds every unfinished task), its workers and heartbeats;
-        returns once they run. Blocks: call it from the composition, never from an actor."""
-        if self._dispatcher is not None:
+        """Start the dispatcher when a task is unfinished (it folds them all; returns once it
+        runs), else with the first enqueue; its workers and the heartbeat thread start with
+        the first attempt. So a node that runs no task has no thread for them. Blocks: call it
+        from the composition, never from an actor."""
+        if self._dispatcher is not None or self._deferred:
             return
-        self._dispatcher = TaskDispatcher.start(self._shared, self.io)
-        self._dispatcher.ask(Ready(), timeout=60)
-        self._heartbeats = Heartbeats(self._shared)
-        self._heartbeats.start()
+        open_tasks = load_open_tasks(self.journal)
+        if not open_tasks:
+            self._deferred = True
+            return
+        dispatcher = self._start_dispatcher(open_tasks, lazily=False)
+        assert dispatcher is not None
+        dispatcher.ask(Ready(), timeout=60)
+
+    def _start_dispatcher(
+        self, open_tasks: dict[str, TaskState] | None, *, lazily: bool
+    ) -> pykka.ActorRef[Any] | None:
+        """The dispatcher, started once: by the composition, or ``lazily`` by the first
+        enqueue (in whatever thread made it; it never waits for the dispatcher), unless the
+        queue drained since. None when it is not running and must not start."""
+        with self._starting:
+            if self._dispatcher is None and (self._deferred or not lazily):
+                self._deferred = False
+                self._heartbeats = Heartbeats(self._shared)
+                self._dispatcher = TaskDispatcher.start(
+                    self._shared, self.io, self._heartbeats, open_tasks
+                )
+            return self._dispatcher
 
     def drain(self) -> None:
         """Start no more attempts; running ones go on. Returns once the dispatcher has taken
@@ -232,7 +257,9 @@ class TaskQueue:
         :meth:`running` counts every attempt that will ever start here, so a caller waiting
         for it to reach 0 cannot miss one handed out a moment later. Blocks, like
         :meth:`start`."""
-        dispatcher = self._dispatcher
+        with self._starting:
+            self._deferred = False  # an enqueue from now on is left for the next start
+            dispatcher = self._dispatcher
         if dispatcher is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 dispatcher.ask(Drain(), timeout=10)
@@ -241,10 +268,10 @@ class TaskQueue:
         """Drain, give running attempts ``grace_s`` to end, then set their flags (``stopping``:
         a handler that stops records nothing, and its claim lapses and is reclaimed on the
         next start) and stop the actors. Idempotent."""
+        self.drain()
         dispatcher = self._dispatcher
         if dispatcher is None:
             return
-        self.drain()
         deadline = time.monotonic() + grace_s
         while self.running() and time.monotonic() < deadline:
             time.sleep(0.02)

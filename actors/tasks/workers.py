@@ -182,17 +182,29 @@ class TaskDispatcher(pykka.ThreadingActor):
 
     use_daemon_thread = True
 
-    def __init__(self, shared: Shared, io: IoLoop) -> None:
+    def __init__(
+        self,
+        shared: Shared,
+        io: IoLoop,
+        heartbeats: Heartbeats,
+        open_tasks: dict[str, TaskState] | None = None,
+    ) -> None:
+        """``open_tasks``: the unfinished tasks when the caller has just folded them (None:
+        folded here). Workers and ``heartbeats`` start with the first attempt handed out: a
+        node that runs no task keeps no thread for them."""
         super().__init__()
         self.shared = shared
         self.io = io
+        self.heartbeats = heartbeats
+        self.open_tasks = open_tasks
         self.tasks: dict[str, TaskState] = {}
         self.generation: dict[str, int] = {}
         self.waiting: list[tuple[int, int, str]] = []
         """Heap of (when to look again, generation, task id)."""
         self.ready: deque[tuple[int, str]] = deque()
         """(generation, task id) of due tasks waiting for a worker, in due order."""
-        self.workers: list[pykka.ActorRef[Any]] = []
+        self.workers: list[pykka.ActorRef[Any] | None] = []
+        """By index; None until the first attempt handed to it."""
         self.idle: list[int] = []
         self.timer: Timer | None = None
         self.timer_at: int | None = None
@@ -203,11 +215,12 @@ class TaskDispatcher(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         count = self.shared.settings.workers
-        self.workers = [
-            TaskWorker.start(index, self.shared, self.actor_ref) for index in range(count)
-        ]
+        self.workers = [None] * count
         self.idle = list(reversed(range(count)))
-        for state in load_open_tasks(self.shared.journal).values():
+        open_tasks, self.open_tasks = self.open_tasks, None
+        if open_tasks is None:
+            open_tasks = load_open_tasks(self.shared.journal)
+        for state in open_tasks.values():
             self._track(state)
         self._dispatch()
 
@@ -215,8 +228,17 @@ class TaskDispatcher(pykka.ThreadingActor):
         if self.timer is not None:
             self.timer.cancel()
         for ref in self.workers:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.stop(block=False)
+            if ref is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    ref.stop(block=False)
+
+    def _worker(self, index: int) -> pykka.ActorRef[Any]:
+        """Worker ``index``, started on first use (and the heartbeats with the first one)."""
+        ref = self.workers[index]
+        if ref is None:
+            self.heartbeats.start()
+            ref = self.workers[index] = TaskWorker.start(index, self.shared, self.actor_ref)
+        return ref
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Known):
@@ -294,7 +316,7 @@ class TaskDispatcher(pykka.ThreadingActor):
             entry = Running(state, f"{self.shared.node_id}.{index}")
             with self.shared.guard:
                 self.shared.running[task_id] = entry
-            self.workers[index].tell(RunTask(entry))
+            self._worker(index).tell(RunTask(entry))
         if self.waiting and self.waiting[0][0] <= clock():
             self.actor_ref.tell(Wake())  # settled or re-tracked tasks to look at now
         else:
@@ -503,9 +525,14 @@ class Heartbeats:
         self.shared = shared
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="task-heartbeats", daemon=True)
+        self._started = False
 
     def start(self) -> None:
-        self._thread.start()
+        """Start the thread unless it was started (or stopped) before; idempotent, for the
+        dispatcher's thread only."""
+        if not self._started and not self._stop.is_set():
+            self._started = True
+            self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()

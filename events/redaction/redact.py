@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from events.catalog import Event, kind_of
-from events.fields import Check, InvalidField, OneOf, Text, plan_of
+from events.fields import Check, Identifier, InvalidField, OneOf, Text, plan_of
 from events.redaction import vendor_rules
 from events.redaction.detectors import (
     LOCAL_PASSWORD_WORDS,
@@ -48,6 +48,7 @@ from events.redaction.detectors import (
     trie,
 )
 from events.redaction.escapes import unescaped
+from events.redaction.terms import is_handle
 
 __all__ = [
     "MARKER",
@@ -310,13 +311,13 @@ def scan(text: str, start: int = 0) -> tuple[list[Span], list[Guard]]:
 
 
 def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
-    if not _COMPILED:
-        _compile()
     size = len(text)
     found: list[Span] = []
     guards: list[Guard] = []
     if size - start < _SHORTEST or (size < vendor_rules.RUN and text.isalnum()):
         return found, guards  # a short word (a mapping's key): no shape fits in it
+    if not _COMPILED:
+        _compile()
     lowered = text.lower()
     chosen, windows = _detectors_for(text, lowered, start)
     anchored: dict[str, list[int]] = {}  # detectors sharing an anchor share its starts
@@ -503,6 +504,9 @@ def _redact_mapping(value: dict[Any, Any], depth: int) -> tuple[dict[Any, Any], 
             secret = is_secret_key(key) or (jwk and key in _JWK_PRIVATE)
             if isinstance(item, str) and not secret:
                 secret = secret_pair(key, item)  # {"slack_token": "..."} as 'slack_token="..."'
+            if secret and is_handle(item, looks_secret):
+                out[key] = item  # a vault handle names a secret, holds none (terms.py)
+                continue
             if (
                 secret
                 and item not in (None, "", MARKER)
@@ -538,6 +542,28 @@ def _redact_command_line(items: list[str]) -> tuple[list[str], int]:
     return out, len(spans)
 
 
+_VALID_IDENTIFIERS: set[tuple[Identifier, str]] = set()
+"""Identifier values found valid, by kind: the same principal, tool name or channel is on
+most events, and its verdict (the pattern, the detectors: both fixed) never changes. Only
+valid values are kept (a refused one may be a secret); cleared when full."""
+_VALID_IDENTIFIERS_MAX = 65_536
+
+
+def _identifier_problem(kind: Identifier, value: object) -> str | None:
+    """``kind.problem(value)``, remembered for valid text."""
+    if type(value) is not str:
+        return kind.problem(value, looks_secret)
+    key = (kind, value)
+    if key in _VALID_IDENTIFIERS:
+        return None
+    problem = kind.problem(value, looks_secret)
+    if problem is None:
+        if len(_VALID_IDENTIFIERS) >= _VALID_IDENTIFIERS_MAX:
+            _VALID_IDENTIFIERS.clear()
+        _VALID_IDENTIFIERS.add(key)
+    return problem
+
+
 def redact_event(event: T) -> T:
     """Return ``event`` with every free-text field redacted and ``redacted`` incremented, after
     checking its identifier and ``Literal`` fields.
@@ -564,7 +590,7 @@ def redact_event(event: T) -> T:
             for item in value if rule.many else (value,):
                 if item == "":
                     continue
-                problem = rule.kind.problem(item, looks_secret)
+                problem = _identifier_problem(rule.kind, item)
                 if problem is not None:
                     raise InvalidField(kind_of(event), name, problem)
         elif isinstance(rule, OneOf):

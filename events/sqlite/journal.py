@@ -1,10 +1,14 @@
-"""The journal: one writer thread, group commit, optimistic concurrency, idempotency, checkpoints.
+"""The journal: one committer at a time, group commit, optimistic concurrency, idempotency,
+checkpoints.
 
-Appends from any thread are queued; the writer thread drains the queue and commits everything it
-drained in one transaction (group commit), then resolves each caller's future. An append
-therefore returns only after the transaction holding its rows has committed (durable with
-``synchronous=FULL``, the default). Per request, either every event is written or none:
-a conflicting ``expected_seq`` or a bad request fails that request alone.
+Appends from any thread are queued; whoever holds the commit lock drains the queue and commits
+everything it drained in one transaction (group commit), then resolves each caller's future.
+Every request wakes the writer thread; a blocking :meth:`Journal.append` that finds the lock
+free commits in its own thread instead of waiting for the writer to be scheduled and to hand
+the outcome back (one writer's append costs its commit and little else). An append therefore
+returns only after the transaction holding its rows has committed (durable with
+``synchronous=FULL``, the default). Per request, either every event is written or none: a
+conflicting ``expected_seq`` or a bad request fails that request alone.
 
 Checkpoints are rows too: when one is due (every N events, every T seconds, on request, at
 close) the writer signs the head it just built and appends a ``journal.checkpoint`` row after
@@ -20,9 +24,9 @@ Subscribers are woken after each commit (:meth:`Journal.wait_for`, :meth:`Journa
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -57,7 +61,6 @@ _INSERT = (
     " principal, correlation_id, causation_id, payload, payload_sha256, prev_hash, hash)"
     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
-_STOP = object()
 
 MAX_PAYLOAD_BYTES = 1 << 20
 """The default cap on one event's stored payload (after redaction); a bigger event is refused
@@ -115,6 +118,65 @@ def _check_text(name: str, value: str | None) -> None:
         ) from None
 
 
+def prepare(
+    stream: str,
+    events: Sequence[Event],
+    *,
+    expected_seq: int | None,
+    principal: str,
+    correlation_id: str | None,
+    causation_id: str | None,
+    idempotency_key: str | None,
+    max_payload_bytes: int,
+) -> _Append:
+    """Check, redact and encode one append request, in the caller's thread: every backend's
+    writer takes what this returns. Raises :class:`AppendRejected` for a request that can never
+    be written."""
+    if not stream:
+        raise AppendRejected("stream must be a non-empty string")
+    if stream == CHECKPOINT_STREAM:
+        raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
+    if not events:
+        raise AppendRejected("an append needs at least one event")
+    if expected_seq is not None and expected_seq < 0:
+        raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
+    # Checked here, not in the writer thread, where a bad field would fail the whole batch.
+    _check_text("stream", stream)
+    _check_text("principal", principal)
+    _check_text("correlation_id", correlation_id)
+    _check_text("causation_id", causation_id)
+    _check_text("idempotency_key", idempotency_key)
+    payloads: list[tuple[str, int, bytes]] = []
+    for event in events:
+        if not isinstance(event, Event):
+            raise AppendRejected(f"not an event: {type(event).__name__}")
+        if isinstance(event, JournalCheckpoint):
+            raise AppendRejected("journal.checkpoint rows are written by the journal itself")
+        try:
+            payload = encode(redact_event(event))
+        except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+            raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
+        if len(payload) > max_payload_bytes:
+            raise AppendRejected(
+                f"{kind_of(event)} payload is {len(payload)} bytes; "
+                f"the limit is {max_payload_bytes}"
+            )
+        payloads.append((kind_of(event), type(event).version, payload))
+    return _Append(
+        stream,
+        payloads,
+        expected_seq,
+        principal,
+        correlation_id,
+        causation_id,
+        idempotency_key,
+    )
+
+
+AppendRequest = _Append
+"""What :func:`prepare` returns and every backend's writer thread takes."""
+
+
 class _CheckpointRequest:
     __slots__ = ("future",)
 
@@ -166,7 +228,12 @@ class Journal(JournalReader):
         self._ids = UlidGenerator()
         self.append_latency = LatencyHistogram()
         """Submit-to-commit time of every append (``/metrics``)."""
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._pending: deque[_Append | _CheckpointRequest] = deque()
+        """Requests not yet drained, in submit order (under ``_submit_guard``)."""
+        self._commit_lock = threading.Lock()
+        """Held by the one thread draining ``_pending`` and committing (the writer thread, or
+        an appender that found it free): commits are serial and in queue order."""
+        self._stopping = False
         self._stream_next: dict[str, int] = {}
         head = self._load_head()
         self._head_position = head.position
@@ -182,6 +249,8 @@ class Journal(JournalReader):
         self._listeners: list[Listener] = []
         self._accepting = True
         self._submit_guard = threading.Lock()
+        self._wake = threading.Condition(self._submit_guard)
+        """Wakes the writer thread: requests are pending."""
         self._verified = threading.Event()
         """Set once every row has been verified (at once without ``on_tampered``): until then
         no checkpoint is signed, so a signature never vouches for rows nobody checked."""
@@ -220,46 +289,17 @@ class Journal(JournalReader):
 
         ``expected_seq`` is the ``stream_seq`` the first event must get: the stream's current
         length. ``None`` skips the check (only for streams with no competing writer).
-        Events are redacted and encoded here, in the caller's thread.
+        Events are redacted and encoded here, in the caller's thread (:func:`prepare`).
         """
-        if not stream:
-            raise AppendRejected("stream must be a non-empty string")
-        if stream == CHECKPOINT_STREAM:
-            raise AppendRejected(f"stream {CHECKPOINT_STREAM!r} is the journal's own (checkpoints)")
-        if not events:
-            raise AppendRejected("an append needs at least one event")
-        if expected_seq is not None and expected_seq < 0:
-            raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
-        # Checked here, not in the writer thread, where a bad field would fail the whole batch.
-        _check_text("stream", stream)
-        _check_text("principal", principal)
-        _check_text("correlation_id", correlation_id)
-        _check_text("causation_id", causation_id)
-        _check_text("idempotency_key", idempotency_key)
-        payloads: list[tuple[str, int, bytes]] = []
-        for event in events:
-            if not isinstance(event, Event):
-                raise AppendRejected(f"not an event: {type(event).__name__}")
-            if isinstance(event, JournalCheckpoint):
-                raise AppendRejected("journal.checkpoint rows are written by the journal itself")
-            try:
-                payload = encode(redact_event(event))
-            except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-                raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
-            if len(payload) > self.max_payload_bytes:
-                raise AppendRejected(
-                    f"{kind_of(event)} payload is {len(payload)} bytes; "
-                    f"the limit is {self.max_payload_bytes}"
-                )
-            payloads.append((kind_of(event), type(event).version, payload))
-        request = _Append(
+        request = prepare(
             stream,
-            payloads,
-            expected_seq,
-            principal,
-            correlation_id,
-            causation_id,
-            idempotency_key,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
         )
         self._enqueue(request)
         return request.future
@@ -276,8 +316,12 @@ class Journal(JournalReader):
         idempotency_key: str | None = None,
     ) -> AppendResult:
         """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
-        next seq is not ``expected_seq`` (nothing written)."""
-        return self.submit(
+        next seq is not ``expected_seq`` (nothing written).
+
+        Queued as :meth:`submit` queues it; then, when no commit is under way, this thread
+        commits it (with whatever else is queued) itself rather than wait for the writer thread
+        to be scheduled, and otherwise waits for the commit under way and the next."""
+        future = self.submit(
             stream,
             events,
             expected_seq=expected_seq,
@@ -285,7 +329,14 @@ class Journal(JournalReader):
             correlation_id=correlation_id,
             causation_id=causation_id,
             idempotency_key=idempotency_key,
-        ).result()
+        )
+        if not future.done() and self._commit_lock.acquire(blocking=False):
+            try:
+                while not future.done() and self._commit_pending():
+                    pass
+            finally:
+                self._commit_lock.release()
+        return future.result()
 
     def checkpoint(self) -> Checkpoint | None:
         """Sign the current head now (after everything queued before this call has committed).
@@ -330,10 +381,11 @@ class Journal(JournalReader):
         self._verify_ended.wait()
 
     def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
-        with self._submit_guard:
+        with self._wake:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
-            self._queue.put(request)
+            self._pending.append(request)
+            self._wake.notify()
 
     # --- subscription -------------------------------------------------------------------
 
@@ -353,7 +405,8 @@ class Journal(JournalReader):
             return self._committed_position
 
     def listen(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(head_position)`` from the writer thread after each commit.
+        """Call ``listener(head_position)`` after each commit, from the thread that committed
+        (the writer thread, or an appender that committed its own append).
 
         Listeners must return quickly (hand off to a queue or an event loop). Returns a function
         that unsubscribes.
@@ -378,16 +431,18 @@ class Journal(JournalReader):
         self.stop_verifying()
         if not self._verified.is_set():
             checkpoint = False  # never sign rows nobody checked: the next start signs them
-        with self._submit_guard:
+        with self._wake:
             was_open = self._accepting
             if was_open and checkpoint and self.node_key is not None and self.tampered is None:
                 final = _CheckpointRequest()
-                self._queue.put(final)
+                self._pending.append(final)
             self._accepting = False
-            if was_open:
-                self._queue.put(_STOP)
+            self._stopping = True
+            self._wake.notify()
         if was_open:
             self._writer.join()
+            with self._commit_lock:  # an appender committing in its own thread has finished
+                pass  # and nothing is pending: no commit can start any more
             with self._committed:
                 self._committed.notify_all()
             if self.witness is not None:
@@ -414,27 +469,33 @@ class Journal(JournalReader):
         return Head(int(position), bytes(hash_))
 
     def _run(self) -> None:
+        """The writer thread: commit what is pending whenever woken; after :meth:`close`,
+        everything queued before it, then end."""
         while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            batch: list[_Append | _CheckpointRequest] = [first]  # type: ignore[list-item]
-            events = len(first.payloads) if isinstance(first, _Append) else 0
-            stop = False
-            while events < self._max_batch_events:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    stop = True
-                    break
-                batch.append(item)  # type: ignore[arg-type]
+            with self._wake:
+                while not self._pending and not self._stopping:
+                    self._wake.wait()
+                if not self._pending:
+                    return
+            with self._commit_lock:
+                while self._commit_pending():
+                    pass
+
+    def _commit_pending(self) -> bool:
+        """Drain up to ``max_batch_events`` pending requests and commit them as one batch
+        (hold ``_commit_lock``); False when nothing was pending."""
+        batch: list[_Append | _CheckpointRequest] = []
+        events = 0
+        with self._wake:
+            pending = self._pending
+            while pending and (not batch or events < self._max_batch_events):
+                item = pending.popleft()
+                batch.append(item)
                 if isinstance(item, _Append):
                     events += len(item.payloads)
+        if batch:
             self._commit(batch)
-            if stop:
-                return
+        return bool(batch)
 
     def _next_seq(self, stream: str) -> int:
         seq = self._stream_next.get(stream)
@@ -591,9 +652,9 @@ class Journal(JournalReader):
             if self.witness is not None:
                 self.witness.submit(signed)
         committed = time.perf_counter()
-        for request in batch:
-            if isinstance(request, _Append):
-                self.append_latency.observe(committed - request.submitted)
+        self.append_latency.observe_many(
+            [committed - r.submitted for r in batch if isinstance(r, _Append)]
+        )
         for future, outcome in outcomes:
             if isinstance(outcome, BaseException):
                 future.set_exception(outcome)

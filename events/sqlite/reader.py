@@ -48,6 +48,7 @@ def to_event(row: RawRow) -> StoredEvent:
         payload=row[10],
         prev_hash=row[11],
         hash=row[12],
+        shard_pos=row[0],
     )
 
 

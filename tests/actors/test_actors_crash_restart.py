@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from actors.messages import GetSessionState, ResolveApproval, StartRun
-from events import Journal, NodeKey, new_id, verify
+from events import Journal, JournalReader, NodeKey, new_id, verify
 from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
@@ -42,6 +42,12 @@ from transports.runtime import Runtime, open_runtime
 
 CHILD = Path(__file__).with_name("crash_child.py")
 TERMINAL = ("run.completed", "run.failed", "run.cancelled")
+
+
+def on_sqlite(runtime: Runtime) -> JournalReader:
+    """The runtime's journal as the SQLite one it is here (``verify`` walks that backend)."""
+    assert isinstance(runtime.journal, JournalReader)
+    return runtime.journal
 
 
 def read_line(process: subprocess.Popen[str], timeout: float) -> str:
@@ -117,7 +123,7 @@ def test_a_run_busy_in_the_provider_fails_interrupted(
     last = tape[-1].decode()
     assert isinstance(last, RunFailed) and last.reason == "interrupted"
     assert sum(s.kind in TERMINAL for s in tape) == 1
-    report = verify(runtime.journal)
+    report = verify(on_sqlite(runtime))
     assert report.ok, report
     # the session is usable: a new message completes
     node = runtime.node
@@ -162,7 +168,7 @@ def test_a_run_waiting_for_approval_resumes_after_the_crash(
     assert first < started.position
     state = node.ask(GetSessionState(session_id=ids["waiting_session"]))
     assert state.runs == (run_id, queued.run_id)
-    assert verify(runtime.journal).ok
+    assert verify(on_sqlite(runtime)).ok
 
 
 def test_a_clean_stop_leaves_an_approval_pending_for_the_next_start(data_dir: Path) -> None:
@@ -180,7 +186,7 @@ def test_a_clean_stop_leaves_an_approval_pending_for_the_next_start(data_dir: Pa
         runtime.node.ask(ResolveApproval(approval_id=request.approval_id, decision="deny"))
         end = wait_tape(runtime, ticket.run_id, "run.completed")
         assert "shell.run -> error (denied)" in end.answer
-        assert verify(runtime.journal).ok
+        assert verify(on_sqlite(runtime)).ok
     finally:
         runtime.close(grace_s=0.5)
 
@@ -270,7 +276,7 @@ def test_a_waiting_run_that_cannot_be_resumed_fails_and_its_approval_is_closed(
         assert [e.error_kind for e in completed] == ["interrupted"]
         kind, last = tape[-1]
         assert kind == "run.failed" and isinstance(last, RunFailed) and last.reason == "interrupted"
-        assert verify(runtime.journal).ok
+        assert verify(on_sqlite(runtime)).ok
         ticket = runtime.node.ask(StartRun(text="new", session_id=session_id))
         assert wait_tape(runtime, ticket.run_id, "run.completed").answer == "new"
     finally:

@@ -20,6 +20,7 @@ from actors.memory import items as memory
 from actors.runs import state as run_fold
 from actors.sessions import state as session_state
 from actors.tasks import state as task_state
+from actors.vault import state as vault_state
 from actors.watchdog import decide as watchdog_decider
 from events import JournalReader
 from tests.conformance.aggregate import Tape, recording
@@ -43,6 +44,7 @@ AGGREGATES = (
     router,
     memory,
     tokens,
+    vault_state,
 )
 SHELL = '/tool shell.run {"argv": ["echo", "yo"]}'
 """A call that waits for a human (shell.run is critical: ask each time)."""
@@ -175,6 +177,14 @@ def _scenario(node: HttpNode, receiver: Receiver) -> None:
     assert routed["accepted"], routed
     node.finish(routed["run_id"])
     receiver.wait_for("hello again")
+
+    # The vault: a secret set, rotated, deleted and set again; another left as it is.
+    for value in ("first-value-1", "kept-value-22"):
+        name = "deploy" if value.startswith("first") else "kept"
+        _ok(node.call("POST", "/v1/vault", {"name": name, "value": value}), 201)
+    _ok(node.call("POST", "/v1/vault/deploy/rotate", {"value": "second-value-2"}))
+    _ok(node.call("DELETE", "/v1/vault/deploy"))
+    _ok(node.call("POST", "/v1/vault", {"name": "deploy", "value": "third-value-3"}), 201)
 
     # The token's end, and the incident's: the stalled run's is resolved once it ended.
     _ok(node.call("DELETE", f"/v1/tokens/{made['id']}"))

@@ -41,11 +41,16 @@ from actors.tasks.decide import (
     succeeded,
 )
 from actors.tasks.state import TaskState
+from actors.vault import decide as vault_decide
+from actors.vault import state as vault_state
+from actors.vault.decide import UnknownSecret
+from actors.vault.state import VaultState
 from actors.watchdog import decide as watchdog_decider
 from actors.watchdog.decide import Incidents
 from events.catalog import (
     INCIDENT_KINDS,
     TOKEN_KINDS,
+    VAULT_KINDS,
     ApprovalRequested,
     ApprovalResolved,
     ChannelMessageRefused,
@@ -85,6 +90,9 @@ from events.catalog import (
     ToolCompleted,
     ToolDecided,
     ToolProposed,
+    VaultSecretDeleted,
+    VaultSecretRotated,
+    VaultSecretSet,
     kind_of,
 )
 from tests.conformance.aggregate import AggregateConformance, Tape, example
@@ -345,4 +353,22 @@ class TestTokenAggregate(AggregateConformance[Tokens]):
             partial(revocation, state, token_id, "")
             for token_id, record in state.records.items()
             if record.revoked_at_ms is not None
+        ]
+
+
+class TestVaultAggregate(AggregateConformance[VaultState]):
+    aggregate = vault_state
+    kinds_on_tape = kinds(VaultSecretSet, VaultSecretRotated, VaultSecretDeleted)
+    refusals = (UnknownSecret,)
+
+    def key(self, state: VaultState) -> str:
+        return "vault"
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return {"vault": of_kinds(tape, VAULT_KINDS)}
+
+    def finished(self, state: VaultState) -> Decisions:
+        gone = [name for name, record in state.secrets.items() if record.deleted]
+        return [partial(vault_decide.rotation, state, name, "a-new-value") for name in gone] + [
+            partial(vault_decide.deletion, state, name) for name in gone
         ]

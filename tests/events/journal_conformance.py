@@ -6,7 +6,9 @@ exactly as docs/journal-format.md specifies; atomic multi-event appends that ret
 commit; ``expected_seq`` conflicts that write nothing; idempotency keys that return the original
 result; every read in journal order with its ``after`` filter; the commit subscription; signed
 checkpoints; and appends from many threads that all land. Each backend's test module subclasses
-:class:`JournalConformance` once and says how to open it (``make_journal``, ``make_reader``).
+:class:`JournalConformance` once and says how to open it (``make_journal``, ``make_reader``) and
+how many shard chains it keeps (``shards``: SQLite 1, the PostgreSQL runs 4): the chain is
+checked per shard (chain format v3, docs/journal-format.md), positions globally.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from events import (
     StoredEvent,
 )
 from events.catalog import JournalCheckpoint, RunOutput, SessionCreated, ToolProposed
-from events.chain import identity_bytes, row_hash
+from events.chain import row_hash, shard_identity
 from events.checkpoint import signature_valid
 from tests.events.journal_testkit import all_events
 
@@ -64,18 +66,26 @@ def run_threads(count: int, target: Callable[[int], None]) -> None:
             future.result()
 
 
-def assert_dense_chain(reader: JournalReadPort) -> list[StoredEvent]:
-    """Positions are 1..head, every stream's seqs are 0..n-1, and every row links to the one
-    before it with the hash docs/journal-format.md defines; returns the rows."""
+def assert_dense_chain(reader: JournalReadPort, shards: int = 1) -> list[StoredEvent]:
+    """Positions are 1..head, every stream's seqs are 0..n-1 and all in one shard, every
+    shard's ``shard_pos`` is 1..k, and every row links to the row before it in its shard with
+    the hash docs/journal-format.md defines (v3); returns the rows."""
     rows = all_events(reader)
     assert [e.position for e in rows] == list(range(1, len(rows) + 1))
     seqs: dict[str, list[int]] = {}
-    prev = GENESIS
+    shard_of: dict[str, int] = {}
+    tips: dict[int, tuple[int, bytes]] = {}
     for e in rows:
         seqs.setdefault(e.stream, []).append(e.stream_seq)
+        assert shard_of.setdefault(e.stream, e.shard) == e.shard, f"{e.stream} in two shards"
+        assert 0 <= e.shard < shards
+        pos, prev = tips.get(e.shard, (0, GENESIS))
+        assert e.shard_pos == pos + 1, f"shard {e.shard} is not dense at {e.position}"
         assert e.prev_hash == prev, f"position {e.position} does not link to the row before it"
-        identity = identity_bytes(
-            e.position,
+        identity = shard_identity(
+            shards,
+            e.shard,
+            e.shard_pos,
             e.event_id,
             e.stream,
             e.stream_seq,
@@ -87,7 +97,7 @@ def assert_dense_chain(reader: JournalReadPort) -> list[StoredEvent]:
             e.causation_id,
         )
         assert e.hash == row_hash(prev, identity, e.payload), f"bad hash at {e.position}"
-        prev = e.hash
+        tips[e.shard] = (e.shard_pos, e.hash)
     for stream, got in seqs.items():
         assert got == list(range(len(got))), f"stream {stream} is not dense: {got}"
     assert reader.head() == (Head(rows[-1].position, rows[-1].hash) if rows else Head(0, GENESIS))
@@ -115,6 +125,20 @@ class Heard:
 
 class JournalConformance(ABC):
     """Subclass once per backend (named ``Test...``) and implement the two factories."""
+
+    shards = 1
+    """How many shard chains the backend under test keeps."""
+    signs_checkpoints = True
+    """Whether ``checkpoint()`` and ``close()`` sign (the PostgreSQL journal signs nothing
+    before issue 24's super-checkpoints)."""
+
+    def dense_chain(self, reader: JournalReadPort) -> list[StoredEvent]:
+        """:func:`assert_dense_chain` with this backend's shard count."""
+        return assert_dense_chain(reader, self.shards)
+
+    def needs_checkpoints(self) -> None:
+        if not self.signs_checkpoints:
+            pytest.skip("this backend signs no checkpoints yet (issue 24 step 4)")
 
     @abstractmethod
     def make_journal(self, tmp_path: Path) -> JournalPort:
@@ -173,7 +197,7 @@ class JournalConformance(ABC):
         assert (b1.first_position, b1.last_position, b1.first_seq, b1.last_seq) == (3, 3, 0, 0)
         assert (a2.first_position, a2.last_position, a2.first_seq, a2.last_seq) == (4, 6, 2, 4)
         assert (a2.stream, a2.next_seq, a2.duplicate) == ("run/a", 5, False)
-        rows = assert_dense_chain(journal)
+        rows = self.dense_chain(journal)
         assert [(e.stream, e.stream_seq) for e in rows] == [
             ("run/a", 0),
             ("run/a", 1),
@@ -239,16 +263,24 @@ class JournalConformance(ABC):
         journal.append("run/1", [out("a"), out("b")], expected_seq=0)
         head = journal.head()
         journal.close()  # signs the head: a checkpoint row at 3 covering 1..2
+        signed_rows = 1 if self.signs_checkpoints else 0
         journal = self.make_journal(tmp_path)
         try:
-            assert journal.head().position == head.position + 1 == journal.committed_position
-            (signed,) = journal.checkpoints()
-            assert (signed.position, signed.hash, signed.row_position) == (2, head.hash, 3)
+            assert journal.head().position == head.position + signed_rows
+            assert journal.committed_position == head.position + signed_rows
+            if self.signs_checkpoints:
+                (signed,) = journal.checkpoints()
+                assert (signed.position, signed.hash, signed.row_position) == (2, head.hash, 3)
+            else:
+                assert journal.head() == head
             assert journal.stream_next_seq("run/1") == 2
             with pytest.raises(ConcurrencyConflict):
                 journal.append("run/1", [out("c")], expected_seq=0)
-            assert journal.append("run/1", [out("c")], expected_seq=2).first_position == 4
-            assert texts(assert_dense_chain(journal)) == ["a", "b", "c"]
+            next_position = 3 + signed_rows
+            assert journal.append("run/1", [out("c")], expected_seq=2).first_position == (
+                next_position
+            )
+            assert texts(self.dense_chain(journal)) == ["a", "b", "c"]
         finally:
             journal.close()
 
@@ -295,7 +327,7 @@ class JournalConformance(ABC):
             except ConcurrencyConflict:
                 conflicted += 1
         assert (ok, conflicted) == (34, 6)
-        assert len(assert_dense_chain(journal)) == 34
+        assert len(self.dense_chain(journal)) == 34
 
     def test_many_threads_keep_streams_and_positions_dense(
         self, journal: JournalPort, tmp_path: Path
@@ -323,7 +355,7 @@ class JournalConformance(ABC):
         threads = 12
         run_threads(threads, worker)
         assert journal.head().position == threads * per_thread * 4
-        events = assert_dense_chain(journal)
+        events = self.dense_chain(journal)
         assert len(journal.read_stream("contended")) == threads * per_thread
         assert len(journal.read_stream("shared")) == threads * per_thread * 2
         for t in range(threads):
@@ -392,7 +424,7 @@ class JournalConformance(ABC):
             )
             assert sorted([a.duplicate, b.duplicate]) == [False, True]
             assert len(journal.read_stream(stream)) == 2
-        assert_dense_chain(journal)
+        self.dense_chain(journal)
 
     # --- reads --------------------------------------------------------------------------------
 
@@ -566,6 +598,7 @@ class JournalConformance(ABC):
     # --- checkpoints --------------------------------------------------------------------------
 
     def test_checkpoint_signs_the_head(self, journal: JournalPort, tmp_path: Path) -> None:
+        self.needs_checkpoints()
         key = journal.node_key
         assert key is not None
         journal.append("run/1", [out(), out()], expected_seq=0)
@@ -587,7 +620,7 @@ class JournalConformance(ABC):
         assert later is not None
         assert (later.position, later.row_position, later.previous) == (4, 5, 3)
         assert journal.checkpoints() == [signed, later]
-        assert_dense_chain(journal)
+        self.dense_chain(journal)
         reader = self.make_reader(tmp_path)
         try:
             assert reader.checkpoints() == [signed, later]
@@ -605,6 +638,7 @@ class JournalConformance(ABC):
         assert journal.head() == Head(0, GENESIS)
 
     def test_close_signs_a_final_checkpoint_unless_told_not_to(self, tmp_path: Path) -> None:
+        self.needs_checkpoints()
         journal = self.make_journal(tmp_path)
         journal.append("run/1", [out()], expected_seq=0)
         journal.close(checkpoint=False)

@@ -4,6 +4,7 @@ journal port's contract: see tests/events/journal_conformance.py."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +71,32 @@ def test_closed_journal_refuses_appends(data_dir: Path) -> None:
     reader = JournalReader.open(data_dir / "journal.db")
     assert reader.count() == 1
     reader.close()
+
+
+def test_a_lone_append_commits_in_its_own_thread_and_many_still_commit_in_order(
+    journal: Journal,
+) -> None:
+    """With no commit under way an append commits itself (no hand-off to the writer thread
+    and back: what one writer's durable append costs); appends from many threads at once still
+    commit every event once, each stream dense, in the order each thread appended them."""
+    committed_in: list[str] = []
+    unsubscribe = journal.listen(lambda _head: committed_in.append(threading.current_thread().name))
+    journal.append("run/solo", [out()], expected_seq=0)
+    assert committed_in == [threading.current_thread().name]
+    unsubscribe()
+
+    def write(lane: int) -> None:
+        for seq in range(25):
+            journal.append(f"run/{lane}", [out(str(seq))], expected_seq=seq)
+
+    threads = [threading.Thread(target=write, args=(lane,)) for lane in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for lane in range(8):
+        rows = journal.read_stream(f"run/{lane}")
+        assert [r.stream_seq for r in rows] == list(range(25))
+        assert [r.decode().text for r in rows] == [str(s) for s in range(25)]  # type: ignore[attr-defined]
+    positions = [r.position for r in journal.read(0, limit=10_000)]
+    assert positions == list(range(1, len(positions) + 1))

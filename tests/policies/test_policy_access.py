@@ -14,7 +14,8 @@ from policies.access import ACTIONS, ROLES, SCOPES, AccessRequest
 
 from .conftest import write_policies
 
-READS = {a for a in ACTIONS if a.endswith((".read", ".list"))}
+READS = {a for a in ACTIONS if a.endswith((".read", ".list")) and not a.startswith("vault.")}
+"""Every read but the vault's list of names: that is for admins only (docs/vault.md)."""
 ALICE, BOB = "user:alice", "user:bob"
 
 ALLOWED: dict[str, set[str]] = {
@@ -25,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     | {"session.compact", "session.restore"}
     | {"memory.write", "memory.delete"}
     | {"task.cancel"}
+    | {"workspace.restore"}
     | {"learning.review"}
     | {"channel.route", "channel.pair"},
     "approver": READS | {"approval.resolve", "grant.revoke", "learning.review"},
@@ -91,6 +93,8 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "command": "approve",
         "conversation": "c1",
         "status": "pending",
+        "name": "deploy_key",
+        "operation": "set",
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

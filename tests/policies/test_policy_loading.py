@@ -47,6 +47,7 @@ BASELINE_IDS = {
     "baseline.channel.stop_own_run",
     "baseline.channel.reset_own_session",
     "baseline.role.operator.channels",
+    "baseline.vault.use",
 }
 
 

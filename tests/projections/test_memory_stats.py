@@ -20,6 +20,7 @@ from projections import MemoryHit, MemoryView
 from projections.memory import bm25 as memory_bm25
 from projections.memory.search import audiences, fts_match, fts_terms
 from projections.memory.stats import StatisticsCache
+from projections.memory.view import NO_EXPIRY, audience_key, pack_vector
 from tests.projections.memory_kit import delete, fold, write
 
 QUERIES = ["garage parking", "parking code", "tea", "deploys tuesday", "garage tea deploys"]
@@ -275,5 +276,57 @@ def test_lexical_candidates_are_the_filtered_walks_whoever_asks(
                     for pool in (1, 5, 20, 200):
                         expected = filtered_walk(conn, match, seen, now, pool)
                         found = v._lexical_top(conn, match, seen, now, pool)
+                        assert found == expected, (principal, query, now, pool)
+    v.close()
+
+
+def filtered_scan(
+    conn: apsw.Connection, vector: bytes, seen: list[str], now: int, pool: int
+) -> list[int]:
+    """The vector candidates as the KNN filtered on the index's metadata finds them."""
+    marks = ",".join("?" * len(seen))
+    return [
+        int(r)
+        for (r,) in conn.execute(
+            "SELECT item_row FROM memory_vec WHERE embedding MATCH ? AND k = ?"
+            f" AND audience_key IN ({marks}) AND expires_at_ms > ?",
+            (vector, pool, *(audience_key(a) for a in seen), min(now, NO_EXPIRY - 1)),
+        )
+    ]
+
+
+def test_vector_candidates_are_the_filtered_scans_whoever_asks(
+    journal: Journal, views: Path
+) -> None:
+    """As for the lexical candidates: for alice the nearest rows whoever sees them hold too
+    few of hers (the filtered scan is made), for bob enough; the same rows either way. Each
+    text holds a word of its own, so no two items are at the same distance. A pool past half
+    of vec0's largest k widens only up to it."""
+    rng = random.Random(5)
+    words = ["lamp", "desk", "chair", "window", "door", "floor", "wall"]
+    for n in range(160):
+        roll = rng.random()
+        fields: dict[str, Any] = {"scope": "principal", "principal": "user:bob"}
+        if roll < 0.15:
+            fields = {"scope": "global"}
+        elif roll < 0.2:
+            fields = {"scope": "session", "session_id": "S1"}
+        if rng.random() < 0.1:
+            fields["expires_at_ms"] = 500
+        text = " ".join([*rng.choices(words, k=rng.randint(1, 8)), f"item{n}"])
+        write(journal, f"i{n:03d}", text, **fields)
+    write(journal, "mine", "lamp mine", scope="principal", principal="user:alice")
+    delete(journal, "i007")
+    fold(journal, views)
+    v = MemoryView(views)
+    with v._read() as conn:
+        for principal, session in [("user:alice", None), ("user:bob", "S1"), (None, "S1")]:
+            seen = audiences(principal, session)
+            for query in ["lamp", "desk chair", "window door floor wall", "lamp desk"]:
+                qvec = v.embedder.embed_query(query)
+                for now in (1, 1_000):
+                    for pool in (1, 5, 20, 200, 4096):  # 4096: vec0's largest k
+                        expected = filtered_scan(conn, pack_vector(qvec), seen, now, pool)
+                        found = v._vector_top(conn, qvec, seen, now, pool)
                         assert found == expected, (principal, query, now, pool)
     v.close()

@@ -28,18 +28,23 @@ def test_public_all_is_complete() -> None:
         "build",
         "builtins",
         "catalog",
+        "checkpoints",
         "config",
         "context",
         "egress",
         "errors",
         "files",
+        "handles",
         "http_fetch",
+        "mcp",
         "memory_tools",
+        "patch",
         "plugins",
         "result",
         "runtime",
         "sandbox",
         "sandbox_user",
+        "search",
         "seccomp",
         "shell",
         "spec",
@@ -55,8 +60,11 @@ def test_public_all_is_complete() -> None:
 def test_default_catalog_lists_the_builtin_tools(catalog: tools.ToolCatalog) -> None:
     assert catalog.names() == [
         "echo",
+        "fs.apply_patch",
+        "fs.diff",
         "fs.list",
         "fs.read",
+        "fs.search",
         "fs.write",
         "http.fetch",
         "memory.search",
@@ -74,6 +82,9 @@ def test_declared_risk_posture_and_capabilities(catalog: tools.ToolCatalog) -> N
     assert declared["echo"] == ("low", "always_allow", [])
     assert declared["fs.read"] == ("medium", "always_allow", ["fs.read"])
     assert declared["fs.write"] == ("high", "ask_each_time", ["fs.write"])
+    assert declared["fs.search"] == ("medium", "always_allow", ["fs.read"])
+    assert declared["fs.diff"] == ("medium", "always_allow", ["fs.read"])
+    assert declared["fs.apply_patch"] == ("high", "ask_each_time", ["fs.write"])
     assert declared["http.fetch"] == ("high", "ask_each_time", ["net.egress"])
     assert declared["shell.run"] == ("critical", "ask_each_time", ["process.exec"])
     assert declared["memory.search"] == ("low", "always_allow", [])

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import wasmtime
-
 from tools.config import ToolsConfig
 from tools.errors import ManifestError, PluginLoadError
 from tools.plugins.manifest import MANIFEST_FILE, PluginManifest, read_manifest
@@ -101,6 +99,8 @@ def _compile(manifest: PluginManifest, directory: Path, config: ToolsConfig) -> 
             f"{where}: module is {len(source)} bytes, over the cap of "
             f"{config.wasm_max_module_bytes}"
         )
+    import wasmtime  # here, not with the module: a node without plugins never loads it
+
     try:
         return compile_module(source, is_text=module_path.suffix == ".wat")
     except (wasmtime.WasmtimeError, UnicodeDecodeError) as exc:

@@ -25,6 +25,7 @@ from transports.cli.options import DataOption, TokenFileOption
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
 
 if TYPE_CHECKING:
+    from actors.messages import RunTicket
     from events.catalog import ApprovalRequested
     from projections import GrantOption
     from transports.runtime import Runtime
@@ -98,9 +99,13 @@ def chat(
     if sum((session is not None, key is not None, new)) > 1:
         raise typer.BadParameter("give at most one of --session, --key and --new")
     overrides = [_posture(p) for p in posture or ()]
+    from transports.cli import last_chat
     from transports.runtime import open_runtime
 
     data_dir = resolve(data)
+    remembered = None
+    if session is None and key is None and not new:
+        remembered = session = last_chat.remembered(data_dir)
     # The journal is checked as reel node checks it (JournalTampered), with its config's witness.
     runtime = open_runtime(data_dir, config_path=node_config(data_dir))
     done = False
@@ -108,7 +113,8 @@ def chat(
         if overrides:
             session = _apply_postures(runtime, session, key, overrides)
             key = None
-        code = _converse(runtime, message, session, key, approve, deny)
+        code, session_id = _converse(runtime, message, session, key, approve, deny, remembered)
+        last_chat.remember(data_dir, session_id)
         done = True
     finally:
         runtime.close(grace_s=0, sign=done)  # a refused command signs nothing
@@ -160,16 +166,21 @@ def _converse(
     key: str | None,
     approve: bool,
     deny: bool,
-) -> int:
+    remembered: str | None,
+) -> tuple[int, str]:
+    """Run ``text`` to its end; the exit code and the run's session. ``remembered``: the last
+    chat's session, continued unless the node no longer has it (then a new one)."""
     from actors import ActorsError
+    from actors.errors import UnknownSession
     from actors.messages import CancelRun, ResolveApproval, StartRun
     from events.catalog import ApprovalRequested, RunCompleted
     from transports.cli.follow import follow_run
     from transports.cli.render import TapePrinter
 
     node = runtime.node
-    try:
-        ticket = node.ask(
+
+    def start(session: str | None) -> RunTicket:
+        ticket: RunTicket = node.ask(
             StartRun(
                 text=text,
                 session_id=session,
@@ -178,6 +189,18 @@ def _converse(
                 principal=CLI_PRINCIPAL,
             )
         )
+        return ticket
+
+    try:
+        if session is not None and session == remembered:
+            print(f"continuing session {session} (reel chat --new starts a new one)", flush=True)
+            try:
+                ticket = start(session)
+            except UnknownSession:
+                print(f"session {session} is gone: starting a new one", flush=True)
+                ticket = start(None)
+        else:
+            ticket = start(session)
     except ActorsError as exc:
         raise CliError(str(exc)) from None
     print(f"run {ticket.run_id} (session {ticket.session_id})", flush=True)
@@ -196,10 +219,12 @@ def _converse(
                         + NO_ANSWER_HELP.format(approval_id=event.approval_id)
                         + " (the run goes on when a node starts)"
                     )
-                    return EXIT_PENDING
+                    return EXIT_PENDING, ticket.session_id
                 if isinstance(answer, _Decided):
                     printer.line("   (decided elsewhere; no answer needed)")
                     continue  # its resolution (the time-out) is next on the tape
+                if isinstance(answer, _Cancel):
+                    raise KeyboardInterrupt  # the same cancel as Ctrl-C
                 choice, prefix = answer or (None, "")
                 try:
                     node.ask(
@@ -221,24 +246,28 @@ def _converse(
         node.ask(CancelRun(run_id=ticket.run_id, principal=CLI_PRINCIPAL))
         for event in follow_run(runtime, ticket.run_id):
             printer.show(event)
-        return EXIT_NEGATIVE
-    return EXIT_OK if status == "done" else EXIT_NEGATIVE
+        return EXIT_NEGATIVE, ticket.session_id
+    return EXIT_OK if status == "done" else EXIT_NEGATIVE, ticket.session_id
 
 
 class _Decided:
     """The approval was decided while its prompt waited (its time-out): no answer is needed."""
 
 
+class _Cancel:
+    """``/cancel`` was typed at the prompt: cancel the run."""
+
+
 def _decide(
     runtime: Runtime, answers: _Answers, event: ApprovalRequested, approve: bool, deny: bool
-) -> tuple[GrantOption, str] | _Decided | None:
+) -> tuple[GrantOption, str] | _Decided | _Cancel | None:
     """The approver's choice and the prefix typed for it ("" unless ``p``) at the terminal
-    (the same menu as the gRPC chat), None to deny, or :class:`_Decided`. EOFError when the
-    input ends: no answer, never a deny."""
+    (the same menu as the gRPC chat), None to deny, :class:`_Decided`, or :class:`_Cancel`.
+    EOFError when the input ends: no answer, never a deny."""
     from actors.approvals.grants import options
     from events.catalog import GRANT_SCOPES
     from projections import GrantOption
-    from transports.cli.grant_menu import known, menu, pick
+    from transports.cli.grant_menu import cancels, known, menu, pick
 
     if approve:
         return GrantOption(scope="once", match="any", covers=""), ""
@@ -253,6 +282,8 @@ def _decide(
         answer = answers.read("   choice: ", event.approval_id)
         if answer is None:
             return _Decided()
+        if cancels(answer):
+            return _Cancel()
         option = pick(answer, offered)
         if option is False:
             return None

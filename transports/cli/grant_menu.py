@@ -17,6 +17,8 @@ KEYS: dict[tuple[str, str], str] = {
     ("always", "any"): "a",
 }
 """The letter for each (scope, match) choice; ``d`` (or an empty answer) denies."""
+CANCEL = "/cancel"
+"""The answer that cancels the run instead of deciding (its approval ends with the run)."""
 
 
 class Option(Protocol):
@@ -33,7 +35,13 @@ def menu(tool: str, options: Sequence[Option]) -> str:
     lines = [f"   allow {tool}?"]
     lines += [f"     [{KEYS[(o.scope, o.match)]}] {o.scope}: {o.covers}" for o in options]
     lines.append("     [d] deny")
+    lines.append(f"     {CANCEL}: cancel the run")
     return "\n".join(lines)
+
+
+def cancels(answer: str) -> bool:
+    """The answer asks to cancel the run (:data:`CANCEL`)."""
+    return answer.strip().lower() == CANCEL
 
 
 OptionT = TypeVar("OptionT", bound=Option)

@@ -48,6 +48,7 @@ from proto.reel.v1 import (
     TapeEvent,
     ToolOutcome,
 )
+from transports.cli import last_chat
 from transports.cli.data_dir import resolve
 from transports.cli.errors import (
     EXIT_DENIED,
@@ -57,7 +58,7 @@ from transports.cli.errors import (
     EXIT_UNUSABLE,
     CliError,
 )
-from transports.cli.grant_menu import known, menu, pick
+from transports.cli.grant_menu import cancels, known, menu, pick
 from transports.cli.node_address import grpc_address
 from transports.cli.node_api import node_token
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
@@ -101,6 +102,14 @@ class ChatUsageError(Exception):
     """Bad combination of options (exit 2)."""
 
 
+class _CancelAsked(Exception):
+    """``/cancel`` was typed at an approval prompt."""
+
+
+class _Forgotten(Exception):
+    """The remembered session cannot be continued (gone, or not the token's to use)."""
+
+
 def chat_over_grpc(
     message: str | None,
     *,
@@ -127,7 +136,13 @@ def chat_over_grpc(
         token = node_token(data_dir, token_file)
         where = address or grpc_address(data_dir)
         chat = _Chat(where, token, stdout, ask, approve=approve, deny=deny)
-        return asyncio.run(chat.main(message, session, key, resume, after))
+        if resume is None and session is None and key is None and not new:
+            chat.remembered = session = last_chat.remembered(data_dir)
+        try:
+            return asyncio.run(chat.main(message, session, key, resume, after))
+        finally:
+            if chat.session_id is not None and resume is None:
+                last_chat.remember(data_dir, chat.session_id)
     except (ChatUsageError, GrpcClientError, CliError) as exc:
         print(f"reel: error: {exc}", file=stderr)
         return EXIT_UNUSABLE
@@ -179,6 +194,8 @@ class _Chat:
         self.approve = approve
         self.deny = deny
         self.session_id: str | None = None
+        self.remembered: str | None = None
+        """The last chat's session, continued unless the node refuses it (then a new one)."""
         self.prompts: dict[str, asyncio.Task[None]] = {}
         """Approval prompts on screen, by approval id: a decision made elsewhere (the console,
         another CLI) closes its prompt at once."""
@@ -207,9 +224,12 @@ class _Chat:
             if resume is not None:
                 return await self._run(channel, resume=resume, after=after)
             if message is not None:
-                return await self._run(channel, text=message, session=session, key=key)
+                return await self._send(channel, message, session, key)
             code = EXIT_OK
-            self.printer.line("one message per line; end of input (Ctrl-D) quits, Ctrl-C cancels")
+            self.printer.line(
+                "one message per line; end of input (Ctrl-D) quits, Ctrl-C (or /cancel at an "
+                "approval prompt) cancels the run"
+            )
             while True:
                 try:
                     line = await self.lines.read("> ")
@@ -217,13 +237,27 @@ class _Chat:
                     return code
                 if not line.strip():
                     continue
-                code = await self._run(
-                    channel, text=line, session=self.session_id or session, key=key
-                )
+                code = await self._send(channel, line, self.session_id or session, key)
                 if code == EXIT_PENDING:  # the input has ended
                     return code
         finally:
             channel.close()
+
+    async def _send(self, channel: Channel, text: str, session: str | None, key: str | None) -> int:
+        """One message as a run: in ``session`` (or by ``key``), and when ``session`` is the one
+        remembered from the last chat, in a new session if the node refuses that one."""
+        if session is None or session != self.remembered:
+            return await self._run(channel, text=text, session=session, key=key)
+        self.printer.line(f"continuing session {session} (reel chat --new starts a new one)")
+        try:
+            return await self._run(channel, text=text, session=session)
+        except _Forgotten:
+            self.printer.line(
+                f"session {session} cannot be continued (gone, or not this token's): "
+                "starting a new one"
+            )
+            self.remembered = None
+            return await self._run(channel, text=text)
 
     async def _run(
         self,
@@ -249,6 +283,10 @@ class _Chat:
                 with self._interrupts(run):
                     return await self._follow(run, unanswered)
         except GRPCError as exc:
+            refused = exc.status in (Status.NOT_FOUND, Status.PERMISSION_DENIED)
+            accepted = bool(self.position[0])
+            if refused and not accepted and session is not None and session == self.remembered:
+                raise _Forgotten from None
             code = EXIT_DENIED if exc.status == Status.PERMISSION_DENIED else EXIT_UNUSABLE
             raise _Failure(self._describe(exc, *self.position), code) from None
         except BrokenPipeError:
@@ -317,6 +355,11 @@ class _Chat:
             except EOFError:  # no answer, never a decision: listed still, it is left pending
                 if self.unanswered is not None and not self.unanswered.done():
                     self.unanswered.set_result(None)
+                return
+            except _CancelAsked:  # the run's cancel ends its approval too
+                self.prompts.pop(approval_id, None)
+                self.printer.line("cancelling...")
+                await run.cancel()
                 return
             self.prompts.pop(approval_id, None)
             self.answered = (approval_id, tool)
@@ -410,7 +453,10 @@ class _Chat:
         options = await self._options(approval_id, tool)
         self.printer.line(menu(tool, options))
         while True:
-            option = pick(await self.lines.read("   choice: "), options)
+            answer = await self.lines.read("   choice: ")
+            if cancels(answer):
+                raise _CancelAsked
+            option = pick(answer, options)
             if option is False:
                 return None
             if not isinstance(option, GrantOptionView):

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "incidents": ("transports.cli.incidents_cmd:app", "What the node's watchdog found."),
     "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
     "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
+    "vault": ("transports.cli.vault_cmd:app", "Set, list, rotate and delete vault secrets."),
     "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
     "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
     "learning": (
@@ -53,13 +54,30 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "sessions": (
         "transports.cli.sessions_cmd:app",
-        "Compact a session's context, list its checkpoints, restore one.",
+        "List and show sessions, reset or branch one, compact its context, restore a checkpoint.",
+    ),
+    "runs": ("transports.cli.runs_cmd:app", "List runs, show one, print its tape, cancel it."),
+    "workspace": (
+        "transports.cli.workspace_cmd:app",
+        "Workspace checkpoints: list them, show what changed since one, restore one.",
     ),
     "channels": (
         "transports.cli.channels_cmd:app",
         "Chat channels: list them, mint pairing codes.",
     ),
     "config": ("transports.cli.config_cmd:app", "The node's configuration."),
+    "doctor": (
+        "transports.cli.doctor_cmd:doctor",
+        "Check a data dir and the node on it: modes, config, journal and clock, witness, sandbox,"
+        " ports, disk space; each finding with its fix. Exit 1 when any check fails.",
+    ),
+    "status": (
+        "transports.cli.status_cmd:status",
+        "Whether a node runs on the data dir and what it is doing: address, version, uptime,"
+        " journal head and last checkpoint, views lag, live runs, pending approvals, open"
+        " incidents, the task queue. Exit 1 when no node runs.",
+    ),
+    "mcp": ("transports.cli.mcp_cmd:app", "MCP servers: their state, their tools, a test."),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

@@ -46,6 +46,32 @@ def call(
     """``(status, decoded JSON)`` of one request to the node holding ``data_dir``; a 401 or
     403 is a :class:`CliError` with the node's message (a 403, Cedar's denial, exits
     :data:`EXIT_DENIED`)."""
+    status, raw = _request(data_dir, token_file, method, path, body)
+    try:
+        decoded = json.loads(raw) if raw else None
+    except ValueError:
+        decoded = None
+    if status in (401, 403):
+        kind: Kind = "permission_denied" if status == 403 else "unauthenticated"
+        raise refusal(kind, f"the node refused: {error_message(decoded, status)}")
+    return status, decoded
+
+
+def text(data_dir: Path, token_file: Path | None, path: str) -> str:
+    """The text body of ``GET path`` (``/metrics``), which must answer 200."""
+    status, raw = _request(data_dir, token_file, "GET", path, None)
+    if status != 200:
+        try:
+            decoded = json.loads(raw) if raw else None
+        except ValueError:
+            decoded = None
+        raise refused(decoded, status)
+    return raw.decode("utf-8", "replace")
+
+
+def _request(
+    data_dir: Path, token_file: Path | None, method: str, path: str, body: Any
+) -> tuple[int, bytes]:
     base = http_base(data_dir)
     parts = urlsplit(base)
     token = node_token(data_dir, token_file)
@@ -58,7 +84,7 @@ def call(
     try:
         conn.request(method, path, body=payload, headers=headers)
         response = conn.getresponse()
-        status, raw = response.status, response.read()
+        return response.status, response.read()
     except OSError as exc:
         raise CliError(
             f"a node holds {data_dir} but its API at {base} cannot be reached "
@@ -66,14 +92,6 @@ def call(
         ) from None
     finally:
         conn.close()
-    try:
-        decoded = json.loads(raw) if raw else None
-    except ValueError:
-        decoded = None
-    if status in (401, 403):
-        kind: Kind = "permission_denied" if status == 403 else "unauthenticated"
-        raise refusal(kind, f"the node refused: {error_message(decoded, status)}")
-    return status, decoded
 
 
 def error_message(decoded: Any, status: int) -> str:
@@ -115,18 +133,25 @@ def api(
 def online(data: Path | None) -> Path | None:
     """The data dir when a node holds it (its API is to be asked), else None. Only the writer
     lock is probed: opening the journal would verify it, and could sign and witness."""
-    from events.errors import JournalLocked
-    from events.sqlite.lock import WriterLock
-    from transports.cli.data_dir import existing, journal_path
+    from transports.cli.data_dir import existing
 
     data_dir = existing(data)
+    return data_dir if held(data_dir) else None
+
+
+def held(data_dir: Path) -> bool:
+    """A node (or another writer) holds ``data_dir``'s journal now; changes nothing."""
+    from events.errors import JournalLocked
+    from events.sqlite.lock import WriterLock
+    from transports.cli.data_dir import journal_path
+
     path = journal_path(data_dir)
     if not path.exists():
-        return None
+        return False
     lock = WriterLock(path.with_name(path.name + ".lock"))
     try:
         lock.acquire(str(path))
     except JournalLocked:
-        return data_dir
+        return True
     lock.release()
-    return None
+    return False

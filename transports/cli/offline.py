@@ -44,15 +44,23 @@ def journal_writer(
     (:func:`transports.cli.errors.failed`; ``options`` names a bad field as the command line
     does). A node holding the data dir is a :class:`CliError` ending "stop the node, or
     ``instead``"."""
+    from events import Journal
     from events.errors import JournalLocked
     from transports.cli.data_dir import node_config
     from transports.config import load_config
     from transports.runtime import open_journal
 
+    config = load_config(node_config(data_dir))
+    if config.journal.backend != "sqlite":
+        raise CliError(
+            f"journal.backend is {config.journal.backend}: offline commands write the data "
+            f"dir's SQLite journal only; {instead}"
+        )
     try:
-        journal = open_journal(data_dir, load_config(node_config(data_dir)))
+        journal = open_journal(data_dir, config)
     except JournalLocked as exc:
         raise CliError(f"{exc}: stop the node, or {instead}") from exc
+    assert isinstance(journal, Journal)
     done = False
     try:
         yield journal

@@ -19,7 +19,11 @@ def tools(data: DataOption = None, json: JsonOption = False) -> None:
 
     data_dir = resolve(data)
     config = load_config(data_dir / "config.toml")
-    catalog = build_catalog(config.tools_config(data_dir))
+    # MCP servers are started to read their tool lists (and stopped): docs/mcp.md.
+    catalog = build_catalog(
+        config.tools_config(data_dir), mcp=config.mcp, mcp_state_dir=data_dir / "mcp"
+    )
+    catalog.close()
     gate = ToolGate(PolicyEngine.load(None), config.tools.postures)
     rows = [
         {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from events import StoredEvent, verify
+from events import StoredEvent
 from projections.follow import pages
 from proto.reel.v1 import (
     Envelope,
@@ -25,6 +25,7 @@ from proto.reel.v1 import (
 from transports.grpc.context import ServiceContext
 from transports.grpc.records import checkpoint_message, envelope_message, verify_message
 from transports.grpc.status import beyond_head, invalid
+from transports.runtime import verify_own
 
 READ_BATCH = 1000
 
@@ -49,11 +50,7 @@ class JournalService(JournalBase):
     async def verify(self, message: VerifyJournalRequest) -> VerifyJournalResponse:
         await self.ctx.permit("journal.read")
         journal = self.ctx.runtime.journal
-        key = journal.node_key.public_key if journal.node_key is not None else None
-        notes = journal.witness.notes() if journal.witness is not None else None
-        report = await asyncio.to_thread(
-            verify, journal, trusted_public_key=key, key_source="node", witness=notes
-        )
+        report = await asyncio.to_thread(verify_own, journal)
         return verify_message(report)
 
     async def read(self, message: ReadJournalRequest) -> AsyncIterator[Envelope]:

@@ -33,7 +33,7 @@ from events.catalog import (
     GrantMatch as GrantMatchName,
 )
 from events.lifecycle import STATUS_OF, TERMINAL_EVENTS
-from projections import TapeEntry
+from projections import TapeRecord
 from proto.reel.v1 import (
     ApprovalRequest,
     ApprovalResolution,
@@ -201,7 +201,7 @@ def _body(event: Event) -> dict[str, Any] | None:
     return None
 
 
-def tape_event(entry: TapeEntry) -> TapeEvent:
+def tape_event(entry: TapeRecord) -> TapeEvent:
     """The message for one tape entry."""
     body = _body(entry.event)
     if body is None:

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from actors.checkpoints import WorkspaceCheckpoint
+from actors.vault.info import SecretInfo as SecretInfo  # the CLI prints them too
 from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
@@ -72,6 +74,22 @@ class RestoreSessionRequest(_Request, frozen=True, kw_only=True, forbid_unknown_
     of ``GET /v1/sessions/{id}/checkpoints``)."""
 
     checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+
+
+class RestoreWorkspaceRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/workspace/restore``: put the workspace back to a checkpoint (one of
+    ``GET /v1/workspace/checkpoints``): as right after it, or right before it (``before``)."""
+
+    checkpoint: Annotated[str, msgspec.Meta(pattern=ULID_PATTERN)]
+    before: bool = False
+
+
+class WorkspaceCheckpointPage(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/workspace/checkpoints``: the newest ``limit`` checkpoints, newest first."""
+
+    items: tuple[WorkspaceCheckpoint, ...]
+    limit: int
+    limit_clamped: bool = False
 
 
 class CancelRunRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -165,7 +183,7 @@ class ApprovalPage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TapeEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """A tape entry as the API sends it (:class:`projections.TapeEntry`): ``event`` is the
+    """A tape entry as the API sends it (:class:`projections.TapeRecord`): ``event`` is the
     event as stored (redacted), one of the catalog's kinds, tagged by ``kind``."""
 
     run_id: str
@@ -241,3 +259,25 @@ class TokenList(msgspec.Struct, frozen=True, kw_only=True):
     """``GET /v1/tokens``: every token, oldest first."""
 
     items: list[TokenInfo]
+
+
+class SetSecretRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/vault``: a new secret ``name`` with ``value`` (docs/vault.md). The value is
+    encrypted in the data dir and answered never; the journal records the name only."""
+
+    name: str
+    """Letters, digits, ``_ . -``, starting with a letter, at most 64 characters."""
+    value: str
+    """At least 8 characters, at most 16 KiB."""
+
+
+class RotateSecretRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/vault/{name}/rotate``: the secret's next value."""
+
+    value: str
+
+
+class SecretList(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/vault``: every secret, by name (never a value)."""
+
+    items: list[SecretInfo]

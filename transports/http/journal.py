@@ -8,11 +8,12 @@ import asyncio
 import msgspec
 from aiohttp import web
 
-from events import Checkpoint, WitnessStatus, verify
+from events import Checkpoint, WitnessStatus
 from transports.http.bodies import JournalHead, VerifyRequest
 from transports.http.context import CONTEXT, permit
 from transports.http.inputs import LIST_CAP, after_seq, page_limit, read_body
 from transports.http.replies import json_reply
+from transports.runtime import verify_own
 
 routes = web.RouteTableDef()
 
@@ -113,10 +114,6 @@ async def verify_journal(request: web.Request) -> web.Response:
     await read_body(request, VerifyRequest, optional=True)
     await permit(request, "journal.read")
     journal = ctx.runtime.journal
-    key = journal.node_key.public_key if journal.node_key is not None else None
-    notes = journal.witness.notes() if journal.witness is not None else None
     async with ctx.verify_lock:
-        report = await asyncio.to_thread(
-            verify, journal, trusted_public_key=key, key_source="node", witness=notes
-        )
+        report = await asyncio.to_thread(verify_own, journal)
     return json_reply(report)

@@ -21,7 +21,11 @@ Families:
   repeats of a message id already routed, since the node started;
 - ``reel_witness_appended_total``, ``reel_witness_failures_total`` (counters),
   ``reel_witness_pending`` (gauge): the checkpoint witness's appends since the node started,
-  failed attempts, and checkpoints waiting to be written (only when a witness is configured).
+  failed attempts, and checkpoints waiting to be written (only when a witness is configured);
+- ``reel_process_threads``, ``reel_process_open_fds``, ``reel_views_connections{reader}``
+  (gauges): the process's threads, its open file descriptors, and the connections each views
+  reader holds; ``reel_process_start_time_seconds`` (gauge): when the process started
+  (``reel status`` shows the uptime from it).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -44,6 +49,23 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RUN_STATES = tuple(RunStatus)
 
 routes = web.RouteTableDef()
+
+
+def _process_start() -> float:
+    """When this process started (seconds since the epoch): its start in clock ticks after
+    boot (``/proc/self/stat`` field 22) plus the boot time (``/proc/stat`` btime), as
+    Prometheus' client libraries compute ``process_start_time_seconds``."""
+    try:
+        with open("/proc/self/stat") as stat:
+            ticks = int(stat.read().rpartition(")")[2].split()[19])
+        with open("/proc/stat") as boot:
+            btime = next(int(line.split()[1]) for line in boot if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+STARTED = _process_start()
 
 
 class HistogramFigures(Protocol):
@@ -173,6 +195,12 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
         "gauge",
         "Threads of the node's process.",
         [f"reel_process_threads {threading.active_count()}"],
+    )
+    lines += _family(
+        "reel_process_start_time_seconds",
+        "gauge",
+        "When the node's process started, in seconds since the epoch (uptime: now minus this).",
+        [f"reel_process_start_time_seconds {STARTED:.3f}"],
     )
     lines += _family(
         "reel_process_open_fds",

@@ -19,6 +19,7 @@ import msgspec
 from aiohttp import web
 
 from actors.channels.message import MessageBody
+from actors.checkpoints import WorkspaceCheckpoint, WorkspaceDiff
 from actors.messages import CompactionOutcome
 from actors.sessions.compaction import Checkpoints
 from events import VerifyReport
@@ -30,6 +31,7 @@ from projections import (
     SessionRecord,
     TaskRecord,
 )
+from tools.mcp.config import SERVER_NAME
 from transports.build import version
 from transports.channels import MintedCode, RouteResult
 from transports.http.bodies import (
@@ -48,17 +50,23 @@ from transports.http.bodies import (
     PostureRequest,
     ResetSessionRequest,
     RestoreSessionRequest,
+    RestoreWorkspaceRequest,
     RevokedGrant,
     RevokeGrantRequest,
+    RotateSecretRequest,
     RunPage,
     RunStarted,
+    SecretInfo,
+    SecretList,
     SendMessageRequest,
     SessionPage,
+    SetSecretRequest,
     TapeEntry,
     TapePage,
     TokenInfo,
     TokenList,
     VerifyRequest,
+    WorkspaceCheckpointPage,
 )
 from transports.http.channels import ChannelList, PairCodeRequest
 from transports.http.context import permit
@@ -89,6 +97,7 @@ from transports.http.postures import SessionPostures
 from transports.http.routes import ROUTES
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
+from transports.mcp_servers import McpServerRow, McpServers
 
 REF = "#/components/schemas/{name}"
 
@@ -177,6 +186,13 @@ CHANNEL = {
     "description": "A configured channel's name ([channels.<name>]).",
     "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_.-]{0,31}$"},
 }
+MCP_SERVER = {
+    "name": "server",
+    "in": "path",
+    "required": True,
+    "description": "A configured MCP server's name ([mcp.servers.<name>]).",
+    "schema": {"type": "string", "pattern": SERVER_NAME},
+}
 AFTER_ID = {
     "name": "after",
     "in": "query",
@@ -236,6 +252,15 @@ def _op(
     if public:
         op["security"] = []
     return op
+
+
+_SECRET_NAME: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The secret's name (letters, digits, _ . -; starting with a letter).",
+    "schema": {"type": "string"},
+}
 
 
 def _paths() -> dict[str, Any]:
@@ -360,6 +385,45 @@ def _paths() -> dict[str, Any]:
                 write,
                 parameters=(session,),
                 body=RestoreSessionRequest,
+                body_required=True,
+            )
+        },
+        "/v1/workspace/checkpoints": {
+            "get": _op(
+                "The workspace's checkpoints (one per call or restore that changed files), "
+                "newest first: each file's path and SHA-256 before and after. workspace.read.",
+                {200: _json(WorkspaceCheckpointPage, "The newest checkpoints.")},
+                (),
+                parameters=(_limit(LIST_CAP),),
+            )
+        },
+        "/v1/workspace/diff": {
+            "get": _op(
+                "What changed in the workspace since a checkpoint: each file's hash then and "
+                "now, with a unified diff when both versions are kept text. workspace.read. "
+                "An unknown checkpoint is a 404.",
+                {200: _json(WorkspaceDiff, "The files changed since the checkpoint.")},
+                (404, 503),
+                parameters=(
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "required": True,
+                        "description": "A checkpoint id.",
+                        "schema": {"type": "string", "pattern": ULID_PATTERN},
+                    },
+                ),
+            )
+        },
+        "/v1/workspace/restore": {
+            "post": _op(
+                "Restore the workspace to a checkpoint (as right after it, or right before it "
+                "with before): itself recorded as a checkpoint, so it can be restored in turn. "
+                "workspace.restore. An unknown checkpoint is a 404; a version no longer kept "
+                "(pruned or deleted) a 409 naming the file, with nothing written.",
+                {200: _json(WorkspaceCheckpoint, "The checkpoint the restore recorded.")},
+                write,
+                body=RestoreWorkspaceRequest,
                 body_required=True,
             )
         },
@@ -532,6 +596,40 @@ def _paths() -> dict[str, Any]:
                 ),
             )
         },
+        "/v1/vault": {
+            "get": _op(
+                "Every secret of the vault, by name (never a value). vault.list.",
+                {200: _json(SecretList, "The secrets.")},
+                (),
+            ),
+            "post": _op(
+                "Set a new secret (its value encrypted in the data dir, answered never). "
+                "vault.manage.",
+                {201: _json(SecretInfo, "Set.")},
+                (409, 413, 503),
+                body=SetSecretRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/vault/{name}/rotate": {
+            "post": _op(
+                "Give a secret its next value: the next tool call uses it, and the old one "
+                "stays redacted. vault.manage.",
+                {200: _json(SecretInfo, "Rotated.")},
+                (404, 413, 503),
+                parameters=(_SECRET_NAME,),
+                body=RotateSecretRequest,
+                body_required=True,
+            )
+        },
+        "/v1/vault/{name}": {
+            "delete": _op(
+                "Delete a secret and erase its values: a handle naming it fails. vault.manage.",
+                {200: _json(SecretInfo, "Deleted.")},
+                (404, 503),
+                parameters=(_SECRET_NAME,),
+            )
+        },
         "/v1/memory": {
             "post": _op(
                 "Write a memory item (memory.write): text at most 8,000 characters, at most 16 "
@@ -690,6 +788,24 @@ def _paths() -> dict[str, Any]:
                 (400, 404, 409, 413, 503),
                 parameters=(_id("candidate_id", "learning candidate"),),
                 body=ReviewRequest,
+            )
+        },
+        "/v1/mcp/servers": {
+            "get": _op(
+                "The configured MCP servers: state, why one failed, and every tool each "
+                "announced or config names, allowed or not, with its posture (docs/mcp.md). "
+                "tool.list.",
+                {200: _json(McpServers, "The servers by name.")},
+                (),
+            )
+        },
+        "/v1/mcp/servers/{server}/test": {
+            "post": _op(
+                "Start the server if it is not running (a failed one at once) and read its "
+                "tool list again; the server after. mcp.test.",
+                {200: _json(McpServerRow, "The server.")},
+                (404,),
+                parameters=(MCP_SERVER,),
             )
         },
         "/v1/channels": {

@@ -15,6 +15,7 @@ from transports.http import (
     incidents,
     journal,
     learning,
+    mcp,
     memory,
     metrics,
     postures,
@@ -23,7 +24,9 @@ from transports.http import (
     stream,
     tasks,
     tokens,
+    vault,
     whoami,
+    workspace,
 )
 
 ROUTES = (
@@ -35,9 +38,12 @@ ROUTES = (
     incidents.routes,
     journal.routes,
     tokens.routes,
+    vault.routes,
     memory.routes,
     tasks.routes,
     learning.routes,
+    mcp.routes,
+    workspace.routes,
     whoami.routes,
     channels.routes,
     metrics.routes,

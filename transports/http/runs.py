@@ -10,7 +10,8 @@ import msgspec
 from aiohttp import web
 
 from actors.messages import CancelRun
-from projections import RawTapeEntry, RunFilter, RunRecord
+from projections import RawTapeRecord, RunFilter, RunRecord
+from projections.records import run_text
 from transports.http.bodies import CancelRunRequest, RunPage, TapePage
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.failures import ApiError
@@ -32,7 +33,7 @@ routes = web.RouteTableDef()
 class _TapePageWire(msgspec.Struct, frozen=True, kw_only=True):
     """:class:`TapePage` as sent: the same fields, entries with their events as stored JSON."""
 
-    items: list[RawTapeEntry]
+    items: list[RawTapeRecord]
     limit: int
     limit_clamped: bool
     next_after: int | None
@@ -57,18 +58,6 @@ async def list_runs(request: web.Request) -> web.Response:
         actions=("run.list", "run.read"),
         scope=lambda authority: authority.run_scope,
         page=RunPage,
-    )
-
-
-def run_text(run: RunRecord) -> tuple[str | None, ...]:
-    """What ``?q=`` looks in: the ids, who the run acts for, how it ended and its answer."""
-    return (
-        run.run_id,
-        run.session_id,
-        run.principal,
-        run.termination_reason,
-        run.message,
-        run.answer,
     )
 
 

@@ -21,6 +21,7 @@ from actors.messages import (
 )
 from actors.sessions.compaction import Checkpoints, checkpoints_of
 from projections import SessionFilter, SessionRecord
+from projections.records import session_text
 from transports.http.bodies import (
     BranchSessionRequest,
     CompactSessionRequest,
@@ -66,11 +67,6 @@ async def list_sessions(request: web.Request) -> web.Response:
         scope=lambda authority: authority.session_scope,
         page=SessionPage,
     )
-
-
-def session_text(session: SessionRecord) -> tuple[str | None, ...]:
-    """What ``?q=`` looks in: the id, the key, the label and the owner."""
-    return (session.session_id, session.session_key, session.label, session.principal)
 
 
 @routes.get("/v1/sessions/{session_id}")

@@ -18,7 +18,7 @@ import asyncio
 import msgspec
 from aiohttp import web
 
-from projections import RawTapeEntry
+from projections import RawTapeRecord
 from projections.follow import follow_tape
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
@@ -31,7 +31,7 @@ _encoder = msgspec.json.Encoder()
 routes = web.RouteTableDef()
 
 
-def frame(entry: RawTapeEntry) -> bytes:
+def frame(entry: RawTapeRecord) -> bytes:
     """One SSE event for a tape entry (the JSON is one line: msgspec escapes newlines)."""
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (
         entry.tape_seq,

@@ -32,6 +32,7 @@ import msgspec
 
 from actors.log_fields import fields
 from events import JournalTampered
+from events.redaction.redact import detectors
 from transports.access.auth import is_recognisable, load_or_create_token, token_path
 from transports.build import version
 from transports.config import NodeConfig, env_overrides, load_config
@@ -100,6 +101,10 @@ def serve(
     give_back_terminal = take_terminal()
     stopper = Stopper(give_back_terminal)
     stopper.install()
+    # The first log line and the first append need the redaction detectors (a third of a
+    # second or more of pure Python): compiled on their own thread while the node opens, whose
+    # SQLite reads (the journal check, recovery) release the GIL. The thread ends once done.
+    threading.Thread(target=detectors, name="redaction-compile", daemon=True).start()
     try:
         cfg = config or load_config(config_file)
         return _serve(
@@ -150,7 +155,13 @@ def _serve(
             ),
         )
     witness = runtime.journal.witness
-    if witness is None:
+    if runtime.config.journal.backend == "postgres":
+        log.warning(
+            "journal unsigned: the postgres backend signs no checkpoints and keeps no witness "
+            "yet, so whoever can write the database can rewrite a shard chain whole "
+            "(docs/scale-out.md)"
+        )
+    elif witness is None:
         log.warning(
             "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
             "the data dir, or whoever holds the data dir can rewrite the journal and sign it again"

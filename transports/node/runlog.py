@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.log_fields import fields
-from events import Journal, JournalClosed
+from events import JournalClosed, JournalPort
 from events.catalog import RunAccepted, kind_of
 from events.lifecycle import STATUS_OF_KIND, is_terminal
 from transports.logs import timestamp
@@ -32,7 +32,7 @@ class RunStateLogger:
     """Follows the journal on its own thread and writes a line per run state change."""
 
     def __init__(
-        self, journal: Journal, emit: Callable[[dict[str, Any]], None] = log_run_state
+        self, journal: JournalPort, emit: Callable[[dict[str, Any]], None] = log_run_state
     ) -> None:
         self.journal = journal
         self.emit = emit

@@ -201,3 +201,28 @@ def test_the_default_provider_is_named_on_run_started(make_node: MakeNode) -> No
     (started,) = kit.events(ticket.run_id, "run.started")
     assert started.provider == "det-test"
     assert (started.max_turns, started.max_tool_calls) == (4, 8)
+
+
+def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: NodeKit) -> None:
+    """``run.started`` with ``run.context_assembled``, and a turn's last ``run.output`` with
+    ``run.turn_completed`` and ``run.completed``, each land in one commit (one fsync, not one
+    per event); the tape is the same events in the same order."""
+    heads: list[int] = []
+    unsubscribe = kit.journal.listen(heads.append)
+    try:
+        ticket, end = kit.run('hello\n/tool echo {"text": "hi"}')
+    finally:
+        unsubscribe()
+    assert isinstance(end, RunCompleted)
+    stored = kit.stored(ticket.run_id)
+    at = {row.kind: row.position for row in stored if row.kind != "run.turn_completed"}
+    last_turn = max(row.position for row in stored if row.kind == "run.turn_completed")
+
+    def commit_of(position: int) -> int:
+        return min(head for head in heads if head >= position)
+
+    assert commit_of(at["run.started"]) == commit_of(at["run.context_assembled"])
+    assert commit_of(at["run.output"]) == commit_of(last_turn) == commit_of(at["run.completed"])
+    kinds = [row.kind for row in stored]
+    assert kinds[-3:] == ["run.output", "run.turn_completed", "run.completed"]
+    assert end.answer.endswith(stored[-3].decode().text)  # type: ignore[attr-defined]

@@ -89,7 +89,7 @@ class Totals(TypedDict):
     completion_tokens: int
 
 
-class Tape:
+class Steps:
     """A run's tape built append by append; ``boundaries`` are the prefix lengths that end an
     (atomic) append, the only states a live run or a recovery can observe."""
 
@@ -109,7 +109,7 @@ class Tape:
             )
             self.run(RunContextAssembled(run_id=RUN))
 
-    def add(self, event: Event, stream: str, *, joined: bool = False) -> Tape:
+    def add(self, event: Event, stream: str, *, joined: bool = False) -> Steps:
         self.clock += 10
         self.records.append(Recorded(event, stream, self.clock))
         if joined:
@@ -117,15 +117,15 @@ class Tape:
         self.boundaries.append(len(self.records))
         return self
 
-    def run(self, event: Event, *, joined: bool = False) -> Tape:
+    def run(self, event: Event, *, joined: bool = False) -> Steps:
         return self.add(event, RUN_STREAM, joined=joined)
 
-    def tool(self, c: ToolCall, event: Event, *, joined: bool = False) -> Tape:
+    def tool(self, c: ToolCall, event: Event, *, joined: bool = False) -> Steps:
         return self.add(event, f"tool/{inv(c)}", joined=joined)
 
     # run events
 
-    def model_turn(self, *calls: ToolCall, end_with: str | None = None) -> Tape:
+    def model_turn(self, *calls: ToolCall, end_with: str | None = None) -> Steps:
         self.turn += 1
         self.run(RunOutput(run_id=RUN, turn=self.turn, text=f"thinking {self.turn}. "))
         self.prompt += 10
@@ -160,7 +160,7 @@ class Tape:
 
     # tool events
 
-    def propose(self, c: ToolCall) -> Tape:
+    def propose(self, c: ToolCall) -> Steps:
         self.calls += 1
         return self.tool(
             c,
@@ -174,7 +174,7 @@ class Tape:
             ),
         )
 
-    def decide(self, c: ToolCall, outcome: str) -> Tape:
+    def decide(self, c: ToolCall, outcome: str) -> Steps:
         decided = ToolDecided(
             invocation_id=inv(c),
             run_id=RUN,
@@ -184,7 +184,7 @@ class Tape:
         )
         return self.tool(c, decided)
 
-    def request(self, c: ToolCall) -> Tape:
+    def request(self, c: ToolCall) -> Steps:
         return self.tool(
             c,
             ApprovalRequested(
@@ -200,7 +200,7 @@ class Tape:
             joined=True,
         )
 
-    def resolve(self, c: ToolCall, decision: str = "allow", *, offline: bool = False) -> Tape:
+    def resolve(self, c: ToolCall, decision: str = "allow", *, offline: bool = False) -> Steps:
         event = ApprovalResolved(
             approval_id=aid(c),
             invocation_id=inv(c),
@@ -212,13 +212,13 @@ class Tape:
         )
         return self.add(event, f"approval/{aid(c)}" if offline else f"tool/{inv(c)}")
 
-    def mark(self, c: ToolCall) -> Tape:
+    def mark(self, c: ToolCall) -> Steps:
         return self.run(RunAwaitingApproval(run_id=RUN, approval_id=aid(c)))
 
-    def resume(self, c: ToolCall) -> Tape:
+    def resume(self, c: ToolCall) -> Steps:
         return self.run(RunResumed(run_id=RUN, approval_id=aid(c)))
 
-    def complete(self, c: ToolCall, ok: bool = True, *, joined: bool = False) -> Tape:
+    def complete(self, c: ToolCall, ok: bool = True, *, joined: bool = False) -> Steps:
         event = ToolCompleted(
             invocation_id=inv(c),
             run_id=RUN,
@@ -230,7 +230,7 @@ class Tape:
         )
         return self.tool(c, event, joined=joined)
 
-    def outcome(self, c: ToolCall, how: str) -> Tape:
+    def outcome(self, c: ToolCall, how: str) -> Steps:
         """One call, start to finish, the way the live actors write it."""
         self.propose(c)
         if how == "allow":
@@ -254,15 +254,15 @@ class Tape:
 OUTCOMES = ("allow", "deny", "ask_allow", "ask_deny", "timeout", "offline", "race")
 
 
-def build(tool_turns: list[list[str]], ending: str, last_calls: int = 1) -> Tape:
+def build(tool_turns: list[list[str]], ending: str, last_calls: int = 1) -> Steps:
     """A complete valid tape: ``tool_turns`` (each a list of call outcomes), then the end."""
     total = sum(len(t) for t in tool_turns)
     if ending == "max_turns":
-        tape = Tape(max_turns=len(tool_turns), max_tool_calls=total)
+        tape = Steps(max_turns=len(tool_turns), max_tool_calls=total)
     elif ending == "max_tool_calls":
-        tape = Tape(max_turns=len(tool_turns) + 1, max_tool_calls=total + last_calls - 1)
+        tape = Steps(max_turns=len(tool_turns) + 1, max_tool_calls=total + last_calls - 1)
     else:
-        tape = Tape(max_turns=len(tool_turns) + 1, max_tool_calls=total)
+        tape = Steps(max_turns=len(tool_turns) + 1, max_tool_calls=total)
     n = 0
     for outcomes in tool_turns:
         calls = [call(n + i) for i in range(len(outcomes))]
@@ -296,33 +296,33 @@ def test_accepted_starts() -> None:
 
 
 def test_in_progress_without_turns_calls_the_model() -> None:
-    assert next_step(Tape().state()) == CallModel(1)
+    assert next_step(Steps().state()) == CallModel(1)
 
 
 def test_output_of_a_turn_in_progress_does_not_change_the_step() -> None:
-    tape = Tape().run(RunOutput(run_id=RUN, turn=1, text="partial"))
+    tape = Steps().run(RunOutput(run_id=RUN, turn=1, text="partial"))
     assert next_step(tape.state()) == CallModel(1)
 
 
 def test_a_turn_with_calls_starts_the_first_call() -> None:
-    tape = Tape().model_turn(C1, C2)
+    tape = Steps().model_turn(C1, C2)
     assert next_step(tape.state()) == StartTool(C1)
 
 
 def test_a_proposed_call_is_awaited() -> None:
-    tape = Tape().model_turn(C1, C2).propose(C1)
+    tape = Steps().model_turn(C1, C2).propose(C1)
     assert next_step(tape.state()) == AwaitTool(C1, inv(C1))
     tape.decide(C1, "allow")
     assert next_step(tape.state()) == AwaitTool(C1, inv(C1))
 
 
 def test_an_approval_request_while_in_progress_marks_the_run_awaiting() -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
     assert next_step(tape.state()) == MarkAwaiting(aid(C1))
 
 
 def test_awaiting_waits_for_the_approval() -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
     assert tape.state().status is RunStatus.AWAITING_APPROVAL
     assert next_step(tape.state()) == WaitApproval(C1, inv(C1), aid(C1))
 
@@ -330,40 +330,40 @@ def test_awaiting_waits_for_the_approval() -> None:
 @pytest.mark.parametrize("offline", [False, True], ids=["live", "offline"])
 @pytest.mark.parametrize("decision", ["allow", "deny"])
 def test_awaiting_and_resolved_resumes(decision: str, offline: bool) -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
     tape.resolve(C1, decision, offline=offline)
     assert next_step(tape.state()) == Resume(C1, inv(C1), aid(C1))
 
 
 def test_a_decision_committed_before_the_mark_resumes_once_marked() -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
     tape.resolve(C1).mark(C1)
     assert next_step(tape.state()) == Resume(C1, inv(C1), aid(C1))
 
 
 def test_after_resuming_the_call_is_awaited() -> None:
-    tape = Tape().model_turn(C1).outcome(C1, "ask_allow")
+    tape = Steps().model_turn(C1).outcome(C1, "ask_allow")
     tape.records.pop()  # not completed yet
     assert next_step(tape.state()) == AwaitTool(C1, inv(C1))
 
 
 def test_the_second_call_starts_after_the_first_result() -> None:
-    tape = Tape().model_turn(C1, C2).outcome(C1, "allow")
+    tape = Steps().model_turn(C1, C2).outcome(C1, "allow")
     assert next_step(tape.state()) == StartTool(C2)
 
 
 def test_the_second_call_starts_after_a_denied_first_call() -> None:
-    tape = Tape().model_turn(C1, C2).outcome(C1, "ask_deny")
+    tape = Steps().model_turn(C1, C2).outcome(C1, "ask_deny")
     assert next_step(tape.state()) == StartTool(C2)
 
 
 def test_after_all_results_the_model_is_called_again() -> None:
-    tape = Tape().model_turn(C1, C2).outcome(C1, "allow").outcome(C2, "deny")
+    tape = Steps().model_turn(C1, C2).outcome(C1, "allow").outcome(C2, "deny")
     assert next_step(tape.state()) == CallModel(2)
 
 
 def test_turns_used_up_finish_the_run() -> None:
-    tape = Tape(max_turns=1, max_tool_calls=1).model_turn(C1).outcome(C1, "allow")
+    tape = Steps(max_turns=1, max_tool_calls=1).model_turn(C1).outcome(C1, "allow")
     step = next_step(tape.state())
     assert step == Finish(
         RunFailed(
@@ -379,7 +379,7 @@ def test_turns_used_up_finish_the_run() -> None:
 
 
 def test_turns_are_only_used_up_by_completed_turns() -> None:
-    tape = Tape(max_turns=2).model_turn(C1).outcome(C1, "allow")
+    tape = Steps(max_turns=2).model_turn(C1).outcome(C1, "allow")
     assert next_step(tape.state()) == CallModel(2)
 
 
@@ -393,14 +393,14 @@ def test_turns_are_only_used_up_by_completed_turns() -> None:
     ids=lambda e: type(e).__name__,
 )
 def test_terminal_runs_have_ended(ending: Event) -> None:
-    assert next_step(Tape().run(ending).state()) == Ended()
+    assert next_step(Steps().run(ending).state()) == Ended()
 
 
 @pytest.mark.parametrize("where", ["running", "awaiting", "decided"])
 def test_a_recorded_cancel_stops_the_run_whatever_it_was_doing(where: str) -> None:
     """``run.cancel_requested`` wins over every other step, and is never resumed: the cancel
     the node acknowledged survives a restart."""
-    tape = Tape().model_turn(C1).propose(C1)
+    tape = Steps().model_turn(C1).propose(C1)
     if where != "running":
         tape.decide(C1, "approval_required").request(C1).mark(C1)
     if where == "decided":
@@ -412,7 +412,7 @@ def test_a_recorded_cancel_stops_the_run_whatever_it_was_doing(where: str) -> No
 
 
 def test_a_run_cancelled_while_queued_has_ended() -> None:
-    tape = Tape(start_run=False).run(RunCancelled(run_id=RUN, requested_by="bob"))
+    tape = Steps(start_run=False).run(RunCancelled(run_id=RUN, requested_by="bob"))
     assert next_step(tape.state()) == Ended()
 
 
@@ -490,7 +490,7 @@ def _agrees_with_the_tape(step: Step, rest: list[Recorded]) -> None:
         assert following == step.end
 
 
-def _prefixes(tape: Tape) -> Iterator[tuple[int, RunState]]:
+def _prefixes(tape: Steps) -> Iterator[tuple[int, RunState]]:
     state = start(ACCEPTED, "alice")
     yield 0, state
     for i, rec in enumerate(tape.records, 1):
@@ -498,7 +498,7 @@ def _prefixes(tape: Tape) -> Iterator[tuple[int, RunState]]:
         yield i, state
 
 
-def check_every_prefix(tape: Tape) -> None:
+def check_every_prefix(tape: Steps) -> None:
     boundaries = set(tape.boundaries)
     for i, state in _prefixes(tape):
         prefix = tape.records[:i]
@@ -542,7 +542,7 @@ def test_the_builder_makes_tapes_that_end_as_planned() -> None:
 
 @pytest.mark.parametrize("offline", [True, False], ids=["offline", "live"])
 def test_a_decision_made_before_the_mark_survives_a_restart(offline: bool) -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
     assert resumable(next_step(tape.state()))  # MarkAwaiting: the crash window
     tape.resolve(C1, "allow", offline=offline)  # `reel approvals approve` on the stopped node
     assert resumable(next_step(tape.state()))
@@ -561,13 +561,13 @@ def test_started_carries_the_budgets() -> None:
 
 
 def test_awaiting_and_resumed_name_the_approval() -> None:
-    state = Tape().state()
+    state = Steps().state()
     assert awaiting(state, MarkAwaiting("a9")) == RunAwaitingApproval(run_id=RUN, approval_id="a9")
     assert resumed(state, Resume(C1, "i", "a9")) == RunResumed(run_id=RUN, approval_id="a9")
 
 
 def _after_one_tool_turn(max_tool_calls: int = 5) -> RunState:
-    tape = Tape(max_tool_calls=max_tool_calls).model_turn(C1).outcome(C1, "allow")
+    tape = Steps(max_tool_calls=max_tool_calls).model_turn(C1).outcome(C1, "allow")
     tape.run(RunOutput(run_id=RUN, turn=2, text="The answer "))
     tape.run(RunOutput(run_id=RUN, turn=2, text="is 42."))
     return tape.state()
@@ -706,7 +706,7 @@ def test_end_puts_detail_where_each_kind_keeps_it(kind: Any, expected: Event) ->
 
 
 def test_end_counts_the_run_so_far() -> None:
-    state = Tape().model_turn(C1, C2).outcome(C1, "allow").propose(C2).state()
+    state = Steps().model_turn(C1, C2).outcome(C1, "allow").propose(C2).state()
     ending = end(state, "cancelled", "cancelled", "bob")
     assert isinstance(ending, RunCancelled)
     assert (ending.turns, ending.tool_calls, ending.prompt_tokens, ending.completion_tokens) == (
@@ -722,17 +722,17 @@ def test_end_counts_the_run_so_far() -> None:
 # --- interrupt --------------------------------------------------------------------------------
 
 
-def _interrupted(tape: Tape) -> list[tuple[str, int, tuple[Event, ...]]]:
+def _interrupted(tape: Steps) -> list[tuple[str, int, tuple[Event, ...]]]:
     return interrupt(tape.state(), fold_invocations(tape.records))
 
 
-def _next_seq(tape: Tape, stream: str) -> int:
+def _next_seq(tape: Steps, stream: str) -> int:
     return sum(1 for r in tape.records if r.stream == stream)
 
 
 def test_interrupt_denies_a_pending_approval_before_completing_the_call() -> None:
     c3 = call(3)
-    tape = Tape().model_turn(C1, C2, c3).outcome(C1, "allow").outcome(C2, "ask_allow")
+    tape = Steps().model_turn(C1, C2, c3).outcome(C1, "allow").outcome(C2, "ask_allow")
     tape.propose(c3).decide(c3, "approval_required").request(c3).mark(c3)
     appends = _interrupted(tape)
     assert [(stream, seq) for stream, seq, _ in appends] == [
@@ -771,7 +771,7 @@ def test_interrupt_denies_a_pending_approval_before_completing_the_call() -> Non
 
 
 def test_interrupt_completes_a_running_call_and_leaves_finished_ones() -> None:
-    tape = Tape().model_turn(C1, C2).outcome(C1, "ask_allow").propose(C2).decide(C2, "allow")
+    tape = Steps().model_turn(C1, C2).outcome(C1, "ask_allow").propose(C2).decide(C2, "allow")
     appends = _interrupted(tape)
     assert [(s, seq, [type(e).__name__ for e in events]) for s, seq, events in appends] == [
         (f"tool/{inv(C2)}", 2, ["ToolCompleted"]),
@@ -780,7 +780,7 @@ def test_interrupt_completes_a_running_call_and_leaves_finished_ones() -> None:
 
 
 def test_interrupt_does_not_deny_an_approval_decided_offline_again() -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1)
     tape.mark(C1).resolve(C1, "allow", offline=True)
     appends = _interrupted(tape)
     # the invocation's own stream holds proposed, decided, requested: seq 3, whatever
@@ -790,7 +790,7 @@ def test_interrupt_does_not_deny_an_approval_decided_offline_again() -> None:
 
 
 def test_interrupt_of_a_run_that_never_called_a_tool() -> None:
-    tape = Tape().run(RunOutput(run_id=RUN, turn=1, text="hal"))
+    tape = Steps().run(RunOutput(run_id=RUN, turn=1, text="hal"))
     appends = _interrupted(tape)
     assert appends == [  # started, context assembled, output: seq 3
         (RUN_STREAM, 3, (RunFailed(run_id=RUN, reason="interrupted", message=INTERRUPTED),))
@@ -804,7 +804,7 @@ def test_interrupt_of_a_queued_run_states_seq_zero() -> None:
 
 def test_interrupt_folds_to_a_failed_run_whose_last_event_is_terminal() -> None:
     tape = (
-        Tape().model_turn(C1, C2).outcome(C1, "allow").propose(C2).decide(C2, "approval_required")
+        Steps().model_turn(C1, C2).outcome(C1, "allow").propose(C2).decide(C2, "approval_required")
     )
     tape.request(C2)
     for stream, seq, events in _interrupted(tape):
@@ -828,7 +828,7 @@ def test_interrupt_folds_to_a_failed_run_whose_last_event_is_terminal() -> None:
 # ``approval_id`` (and its ``awaiting_approval`` status): see the tests below.
 
 
-def _closed_undecided(tape: Tape, c: ToolCall, how: str) -> Tape:
+def _closed_undecided(tape: Steps, c: ToolCall, how: str) -> Steps:
     """``c``'s invocation completed by the tool decider with its approval still pending."""
     invocation = fold_invocations(tape.records)[inv(c)]
     assert invocation.pending_approval is not None
@@ -841,7 +841,7 @@ def _closed_undecided(tape: Tape, c: ToolCall, how: str) -> Tape:
     return tape
 
 
-def _drive(tape: Tape) -> RunState:
+def _drive(tape: Steps) -> RunState:
     """Perform the run's steps the way its actor does, the model answering at once."""
     for _ in range(10):
         state = tape.state()
@@ -865,7 +865,7 @@ def _drive(tape: Tape) -> RunState:
 
 @pytest.mark.parametrize("how", ["unknown_tool", "internal_error"])
 def test_a_call_closed_while_the_run_awaits_its_approval_lets_the_run_finish(how: str) -> None:
-    tape = Tape().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
+    tape = Steps().model_turn(C1).propose(C1).decide(C1, "approval_required").request(C1).mark(C1)
     assert next_step(tape.state()) == WaitApproval(C1, inv(C1), aid(C1))
     _closed_undecided(tape, C1, how)
     state = _drive(tape)
@@ -873,7 +873,7 @@ def test_a_call_closed_while_the_run_awaits_its_approval_lets_the_run_finish(how
 
 
 def test_a_call_closed_before_the_mark_leaves_no_approval_behind() -> None:
-    tape = Tape().model_turn(C1, C2).propose(C1).decide(C1, "approval_required").request(C1)
+    tape = Steps().model_turn(C1, C2).propose(C1).decide(C1, "approval_required").request(C1)
     _closed_undecided(tape, C1, "internal_error")
     assert next_step(tape.state()) == StartTool(C2)
     tape.propose(C2).decide(C2, "allow")

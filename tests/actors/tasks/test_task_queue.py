@@ -312,3 +312,40 @@ def test_a_drain_is_a_barrier_for_what_the_dispatcher_was_told(tmp_path: Path) -
                 assert kit.kinds(ticket.task_id) == ["task.enqueued"], i
         finally:
             kit.close()
+
+
+def task_threads() -> list[str]:
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith(("TaskDispatcher", "TaskWorker", "task-heartbeats"))
+    )
+
+
+def test_a_node_with_no_task_keeps_no_thread_for_the_queue_until_one_is_enqueued(
+    kits: list[TaskKit], tmp_path: Path
+) -> None:
+    """The queue costs a node that runs no task nothing: no dispatcher, worker or heartbeat
+    thread until the first enqueue, and then only the workers attempts need."""
+    before = task_threads()
+    kit = make(kits, tmp_path / "n")
+    assert task_threads() == before
+    ticket = kit.queue.enqueue("noop", {})
+    assert kit.wait_for_end(ticket.task_id).status is TaskStatus.SUCCEEDED
+    started = [n for n in task_threads() if n not in before]
+    assert sum(n.startswith("TaskDispatcher") for n in started) == 1
+    assert sum(n.startswith("TaskWorker") for n in started) == 1  # of QUICK's 2
+    assert sum(n == "task-heartbeats" for n in started) == 1
+
+
+def test_a_node_restarted_with_an_unfinished_task_runs_it(
+    kits: list[TaskKit], tmp_path: Path
+) -> None:
+    """A task left queued by the last run of the node starts the dispatcher with the node."""
+    root = tmp_path / "n"
+    root.mkdir()
+    journal = Journal(root / "journal.db", node_key=NodeKey.load_or_create(root / "key"))
+    ticket, _ = enqueue(journal, "noop", {}, principal="node", max_attempts=1)
+    journal.close()
+    kit = make(kits, root)
+    assert kit.wait_for_end(ticket.task_id).status is TaskStatus.SUCCEEDED

@@ -1,32 +1,5 @@
-"""Fixtures for the channel tests: the webhook secret in the environment (as an operator sets
-it), the platform's receiving end of the outbound webhook, and the process's log records."""
+"""The webhook-channel fixtures (tests/transports/channels/fixtures.py) for connector tests."""
 
-from __future__ import annotations
+from tests.transports.channels.fixtures import log, receiver, webhook_secret
 
-from collections.abc import Iterator
-
-import pytest
-
-from tests.transports.channels.kit import SECRET, SECRET_ENV, Receiver
-from tests.transports.records import Records
-
-
-@pytest.fixture(autouse=True)
-def webhook_secret(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(SECRET_ENV, SECRET)
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    running = Receiver().start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-def log() -> Iterator[Records]:
-    """Every log record while the test runs (``faults()``: tracebacks and errors)."""
-    with Records() as records:
-        yield records
+__all__ = ["log", "receiver", "webhook_secret"]

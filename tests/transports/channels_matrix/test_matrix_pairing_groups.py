@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.transports.channels.test_sender_tools import SECRET_PLAN, workspace
+from tests.actors.channels.test_sender_tools import SECRET_PLAN, workspace
 from tests.transports.channels_matrix.kit import Person, run, settled
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.channels_matrix.test_matrix_connector import (

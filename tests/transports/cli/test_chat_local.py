@@ -197,3 +197,30 @@ def test_a_data_dir_held_by_a_node_is_refused_naming_the_pid(data_dir: Path) -> 
         finally:
             node.send_signal(signal.SIGTERM)
             assert node.wait(30) == 0
+
+
+def test_local_chat_continues_the_last_session_unless_new(data_dir: Path) -> None:
+    first = chat(data_dir, "one")
+    assert first.returncode == 0, first
+    match = RUN_LINE.search(first.stdout)
+    assert match and "continuing" not in first.stdout
+    second = chat(data_dir, "two")
+    assert second.returncode == 0, second
+    assert second.stdout.startswith(
+        f"continuing session {match[2]} (reel chat --new starts a new one)\n"
+    )
+    assert f"(session {match[2]})" in second.stdout
+    fresh = chat(data_dir, "three", "--new")
+    again = RUN_LINE.search(fresh.stdout)
+    assert fresh.returncode == 0 and again and again[2] != match[2]
+    (data_dir / "chat.session").write_text("01ARZ3NDEKTSV4RRFFQ69G5FAV\n")
+    gone = chat(data_dir, "four")
+    assert gone.returncode == 0, gone
+    assert "session 01ARZ3NDEKTSV4RRFFQ69G5FAV is gone: starting a new one" in gone.stdout
+
+
+def test_cancel_at_the_local_prompt_cancels_the_run(shell_data: Path) -> None:
+    done = chat(shell_data, SHELL, "--new", stdin="/cancel\n")
+    assert done.returncode == 1, done
+    assert "/cancel: cancel the run" in done.stdout and "cancelling..." in done.stdout
+    assert "run cancelled (" in done.stdout

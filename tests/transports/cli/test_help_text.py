@@ -76,8 +76,9 @@ HEAVY = (
         ([], []),
         (["tokens"], ["transports.cli.tokens_cmd"]),
         (["tokens", "list"], ["transports.cli.tokens_cmd"]),
+        (["vault", "list"], ["transports.cli.vault_cmd"]),
     ],
-    ids=["reel", "reel tokens", "reel tokens list"],
+    ids=["reel", "reel tokens", "reel tokens list", "reel vault list"],
 )
 def test_help_and_a_client_command_import_none_of_the_node(
     argv: list[str], loaded: list[str]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,8 @@ def chat(
 ) -> tuple[int, str, str]:
     answers = answers if answers is not None else iter(())
     out, err = io.StringIO(), io.StringIO()
+    if not {"session", "key", "resume"} & options.keys():
+        options.setdefault("new", True)  # each test its own session unless it says otherwise
 
     def ask(prompt: str) -> str:
         out.write(prompt)
@@ -149,7 +152,7 @@ def test_ctrl_c_cancels_the_run_and_exits_1(node: GrpcNode) -> None:
         from pathlib import Path
         from transports.cli.grpc_chat import chat_over_grpc
         sys.exit(chat_over_grpc("/sleep 20000\\nslow", address={node.address!r},
-                                data=Path({str(node.data_dir)!r})))
+                                data=Path({str(node.data_dir)!r}), new=True))
         """
     )
     child = subprocess.Popen(
@@ -228,7 +231,7 @@ def test_a_decision_made_elsewhere_closes_the_prompt_and_the_run_goes_on(node: G
     decider = _resolve_when_pending(node, principal="user:carol", after=asked)
     started = time.monotonic()
     code = chat_over_grpc(
-        SHELL_ECHO, address=node.address, data=node.data_dir, out=out, err=err, ask=ask
+        SHELL_ECHO, address=node.address, data=node.data_dir, out=out, err=err, ask=ask, new=True
     )
     decider.join(5)
     text = out.getvalue()
@@ -267,3 +270,37 @@ def test_the_address_comes_from_the_data_dirs_config_and_env(
     monkeypatch.setenv("REEL_GRPC_PORT", "1")
     code = chat_over_grpc("nowhere", data=node.data_dir, out=out, err=out)
     assert code == 2 and "127.0.0.1:1" in out.getvalue() and "--address" in out.getvalue()
+
+
+def test_chat_continues_the_last_chats_session_unless_new(node: GrpcNode) -> None:
+    (node.data_dir / "chat.session").unlink(missing_ok=True)
+    code, first, _ = chat(node, "first", new=False)
+    assert code == 0 and "continuing" not in first
+    session = re.search(r"\(session (\w+)\)", first)
+    assert session is not None
+    code, second, _ = chat(node, "second", new=False)
+    assert code == 0
+    assert second.startswith(
+        f"continuing session {session[1]} (reel chat --new starts a new one)\n"
+    )
+    assert f"(session {session[1]})" in second
+    code, fresh, _ = chat(node, "third", new=True)
+    assert code == 0 and "continuing" not in fresh and f"(session {session[1]})" not in fresh
+    assert (node.data_dir / "chat.session").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_remembered_session_the_node_does_not_have_starts_a_new_one(node: GrpcNode) -> None:
+    gone = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
+    (node.data_dir / "chat.session").write_text(gone + "\n")
+    code, out, err = chat(node, "hello", new=False)
+    assert code == 0, err
+    assert f"session {gone} cannot be continued (gone, or not this token's): starting a new " in out
+    assert "run done" in out
+    assert (node.data_dir / "chat.session").read_text().strip() != gone
+
+
+def test_cancel_at_the_approval_prompt_cancels_the_run(node: GrpcNode) -> None:
+    code, out, err = chat(node, SHELL_ECHO, iter(["/cancel"]))
+    assert code == 1, err
+    assert "/cancel: cancel the run" in out and "cancelling..." in out
+    assert "run cancelled (" in out

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +115,18 @@ def test_histogram_text_adds_inf_when_the_source_has_none() -> None:
         ("h_sum", None): 1.25,
         ("h_count", None): 4,
     }
+
+
+def test_the_start_time_is_the_process_start_ps_reports(node: HttpNode) -> None:
+    started = value(
+        families(node)["reel_process_start_time_seconds"], "reel_process_start_time_seconds"
+    )
+    shown = subprocess.run(
+        ["ps", "-o", "lstart=", "-p", str(os.getpid())],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LC_ALL": "C", "TZ": "UTC"},
+    ).stdout.strip()
+    by_ps = datetime.strptime(shown, "%a %b %d %H:%M:%S %Y").replace(tzinfo=UTC).timestamp()
+    assert abs(started - by_ps) <= 2.0 and started <= time.time()

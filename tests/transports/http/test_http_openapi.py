@@ -201,6 +201,7 @@ def test_each_operation_documents_the_errors_it_answers(node: HttpNode) -> None:
     doc = document()
     for path, item in doc["paths"].items():
         concrete = re.sub(r"\{channel\}", "web", re.sub(r"\{[a-z_]+_id\}", UNKNOWN, path))
+        concrete = concrete.replace("{name}", "no_such_secret").replace("{server}", "probe")
         for method, operation in item.items():
             upper = method.upper()
             probes = [node.call(upper, concrete, raw=b"x" * (MAX_BODY + 1))]

@@ -8,6 +8,7 @@
 import { ApiError, TOKEN_KEY, api, health } from "./api.js";
 import { refreshApprovals, refreshHistory, showApprovalsTab } from "./approvals.js";
 import { channelsPage } from "./channels.js";
+import { mcpPage } from "./mcp.js";
 import { $, reportError } from "./dom.js";
 import { incidentsPage, refreshIncidentBanner } from "./incidents.js";
 import { journalPage } from "./journal.js";
@@ -67,6 +68,7 @@ const PAGES = [
   memoryPage,
   learningPage,
   channelsPage,
+  mcpPage,
   tokensPage,
   journalPage,
 ];

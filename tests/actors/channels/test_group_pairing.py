@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from events.catalog import ChannelMessageRefused, ChannelMessageRouted
+from tests.actors.channels.test_sender_tools import SECRET_PLAN, workspace
 from tests.transports.channels.kit import (
     Receiver,
     channel,
@@ -22,7 +23,6 @@ from tests.transports.channels.kit import (
     post_webhook,
     signature,
 )
-from tests.transports.channels.test_sender_tools import SECRET_PLAN, workspace
 from tests.transports.http.httpkit import eventually
 from tests.transports.records import Records
 

@@ -1,0 +1,111 @@
+"""Connecting to the journal database: one-line errors that never carry the DSN's password.
+
+A DSN is either a URI (``postgresql://user:secret@host:5432/reel``) or key/value pairs
+(``host=... password=secret``). :func:`safe_dsn` is what reel ever shows of one; every
+psycopg error becomes :class:`events.JournalUnavailable` with the database's own first line, the
+password scrubbed from it too (a server may echo what it was sent).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, ShardsFixed
+from events.postgres.schema import INIT_LOCK, LOCK_CLASS, SCHEMA_VERSION, create
+
+CONNECT_TIMEOUT_S = 5
+
+
+def _parts(dsn: str) -> dict[str, Any]:
+    try:
+        return conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        raise JournalUnavailable(
+            "journal.dsn is not a PostgreSQL connection string (a URI or key=value pairs)"
+        ) from None
+
+
+def safe_dsn(dsn: str) -> str:
+    """``dsn`` without its password, for messages: ``user@host:port/dbname``."""
+    parts = _parts(dsn)
+    user = parts.get("user", "")
+    host = parts.get("host", "") or "localhost"
+    port = parts.get("port", "") or "5432"
+    name = parts.get("dbname", "") or user
+    return f"{user + '@' if user else ''}{host}:{port}/{name}"
+
+
+def _scrub(message: str, dsn: str) -> str:
+    line = " ".join(str(message).split())
+    password = str(_parts(dsn).get("password") or "")
+    return line.replace(password, "***") if password else line
+
+
+def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+    """A connection to the journal database, or :class:`JournalUnavailable` in one line."""
+    with failures(dsn):
+        return psycopg.connect(
+            dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None
+        )
+
+
+@contextlib.contextmanager
+def failures(dsn: str, doing: str = "cannot use") -> Iterator[None]:
+    """Turn a psycopg error raised inside into :class:`JournalUnavailable` naming the database
+    (never its password)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise JournalUnavailable(
+            f"{doing} the journal database {safe_dsn(dsn)}: {_scrub(str(exc), dsn)}"
+        ) from None
+
+
+def shard_count(conn: psycopg.Connection[Any], dsn: str) -> int:
+    """S, as ``reel journal init`` fixed it; :class:`NotAJournal` when the database has no reel
+    journal, :class:`SchemaTooNew` when a newer reel made it."""
+    with failures(dsn):
+        exists = conn.execute("SELECT to_regclass('cluster') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            raise NotAJournal(
+                f"the database {safe_dsn(dsn)} holds no reel journal: create it with "
+                f"reel journal init --dsn ..."
+            )
+        row = conn.execute("SELECT shards, schema_version FROM cluster").fetchone()
+    if row is None:
+        raise NotAJournal(f"the database {safe_dsn(dsn)} holds an unfinished reel journal")
+    shards, version = int(row[0]), int(row[1])
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the journal database {safe_dsn(dsn)} has schema version {version}; this reel "
+            f"reads up to {SCHEMA_VERSION} - upgrade reel"
+        )
+    return shards
+
+
+def initialise(dsn: str, shards: int) -> bool:
+    """Create the journal schema with ``shards`` shard chains in the database ``dsn`` names;
+    ``False`` (nothing done) when it is there with that many already. :class:`ShardsFixed`
+    when it is there with another count: S never changes after creation."""
+    with connect(dsn, autocommit=False) as conn:
+        with failures(dsn, "cannot initialise"):
+            conn.execute(f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, %s)", (INIT_LOCK,))
+            exists = conn.execute("SELECT to_regclass('cluster') IS NOT NULL").fetchone()
+        if exists and exists[0]:
+            have = shard_count(conn, dsn)
+            conn.rollback()
+            if have != shards:
+                raise ShardsFixed(
+                    f"shards: the journal database {safe_dsn(dsn)} was created with {have} "
+                    f"shards; the shard count is fixed at creation (asked for {shards})"
+                )
+            return False
+        with failures(dsn, "cannot initialise"):
+            create(conn, shards)
+            conn.commit()
+        return True

@@ -1,0 +1,359 @@
+"""The PostgreSQL journal opened for writing by this node: one writer thread, one statement per
+shard per batch, the fencing token checked inside every append.
+
+Appends from any thread are queued (:func:`events.sqlite.journal.prepare` checks, redacts and
+encodes them in the caller's thread, as on SQLite); the writer thread drains the queue, cuts
+what it drained into runs of consecutive appends to one shard (``shard_of``), runs one
+autocommit ``shard_append`` statement per run, in submission order, then resolves each caller's
+future: an append returns only after its commit (with ``synchronous_commit`` on, durable on the
+primary). A connection the server dropped is opened again for the next statement.
+
+Opening takes the node-wide writer lock (a session advisory lock held by a connection of its
+own: a second node on the same database gets :class:`JournalLocked`) and then every shard's lease,
+bumping each token: whatever a writer before this one still has in flight is refused
+(:class:`Fenced`). Several nodes sharing the shards are step 2 of issue 24 (docs/scale-out.md).
+
+Checkpoints: none yet. A signed checkpoint over a sharded journal signs every shard's head at
+once (step 4's super-checkpoints); until then :meth:`checkpoint` returns ``None`` and the chains
+alone protect the rows (``reel journal verify --dsn`` walks them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from events.catalog import Event
+from events.checkpoint import Checkpoint, NodeKey
+from events.envelope import AppendResult
+from events.errors import (
+    AppendRejected,
+    ConcurrencyConflict,
+    Fenced,
+    JournalClosed,
+    JournalError,
+    JournalLocked,
+    JournalTampered,
+    JournalUnavailable,
+)
+from events.ids import UlidGenerator
+from events.postgres.database import connect, failures
+from events.postgres.reader import PostgresReader
+from events.postgres.schema import FENCED, LOCK_CLASS, WRITER_LOCK
+from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
+from events.stats import LatencyHistogram
+from events.witness import Witness
+
+Listener = Callable[[int], None]
+_STOP = object()
+_APPEND = "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def shard_of(stream: str, shards: int) -> int:
+    """The shard a stream's rows live in: the first 8 bytes of SHA-256 of its name, mod S.
+
+    Step 1 places by stream; step 3 places a session and all its streams together
+    (``hash(session_id) mod S``), which needs the session in the append (docs/scale-out.md)."""
+    if shards == 1:
+        return 0
+    return int.from_bytes(hashlib.sha256(stream.encode("utf-8")).digest()[:8], "big") % shards
+
+
+def _runs_by_shard(
+    batch: list[AppendRequest], shards: int
+) -> list[tuple[int, list[AppendRequest]]]:
+    """The batch's requests cut into runs of consecutive requests of one shard: each run is one
+    statement, and the runs commit in the order they were submitted (an append submitted after
+    another, on any stream, never gets the lower positions)."""
+    runs: list[tuple[int, list[AppendRequest]]] = []
+    for request in batch:
+        if not request.future.set_running_or_notify_cancel():
+            continue
+        shard = shard_of(request.stream, shards)
+        if runs and runs[-1][0] == shard:
+            runs[-1][1].append(request)
+        else:
+            runs.append((shard, [request]))
+    return runs
+
+
+class PostgresJournal(PostgresReader):
+    """The journal in the database ``dsn`` names, opened for writing by this process."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        node: str = "node",
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        max_batch_events: int = 4096,
+    ) -> None:
+        super().__init__(dsn)
+        try:
+            self._lock_conn = connect(dsn)
+            with failures(dsn):
+                got = self._lock_conn.execute(
+                    f"SELECT pg_try_advisory_lock({LOCK_CLASS}, %s)", (WRITER_LOCK,)
+                ).fetchone()
+            if not got or not got[0]:
+                raise JournalLocked(
+                    f"journal {self.path} is held for writing by another reel node "
+                    "(several nodes are not supported yet: docs/scale-out.md)",
+                    None,
+                )
+            self._wconn = connect(dsn)
+            with failures(dsn):
+                rows = self._wconn.execute(
+                    "UPDATE shard_lease SET node = %s, incarnation = incarnation + 1, "
+                    "token = token + 1 RETURNING shard, token",
+                    (node,),
+                ).fetchall()
+        except BaseException:
+            for name in ("_wconn", "_lock_conn"):
+                with contextlib.suppress(Exception):
+                    getattr(self, name).close()
+            super().close()
+            raise
+        self._tokens = {int(shard): int(token) for shard, token in rows}
+        self.node_key: NodeKey | None = None
+        """Signs nothing yet (super-checkpoints are step 4)."""
+        self.witness: Witness | None = None
+        """Records nothing yet (a witness file per node is step 4)."""
+        self.tampered: JournalTampered | None = None
+        """Always ``None``: the node walks every chain before it opens this (``open_journal``)."""
+        self.max_payload_bytes = max_payload_bytes
+        self._max_batch_events = max_batch_events
+        self._ids = UlidGenerator()
+        self.append_latency = LatencyHistogram()
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._committed = threading.Condition()
+        self._committed_position = self.head().position
+        self._listeners: list[Listener] = []
+        self._accepting = True
+        self._submit_guard = threading.Lock()
+        self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
+        self._writer.start()
+
+    # --- appending ----------------------------------------------------------------------
+
+    def submit(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Future[AppendResult]:
+        for name, value in (
+            ("stream", stream),
+            ("principal", principal),
+            ("correlation_id", correlation_id),
+            ("causation_id", causation_id),
+            ("idempotency_key", idempotency_key),
+        ):
+            if isinstance(value, str) and "\x00" in value:
+                raise AppendRejected(f"{name} holds a NUL character (PostgreSQL text cannot)")
+        request = prepare(
+            stream,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(request)
+        return request.future
+
+    def append(
+        self,
+        stream: str,
+        events: Sequence[Event],
+        *,
+        expected_seq: int | None,
+        principal: str = "system",
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        return self.submit(
+            stream,
+            events,
+            expected_seq=expected_seq,
+            principal=principal,
+            correlation_id=correlation_id,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key,
+        ).result()
+
+    def checkpoint(self) -> Checkpoint | None:
+        """``None``: nothing is signed before step 4's super-checkpoints."""
+        return None
+
+    @property
+    def verified(self) -> bool:
+        """True: the node verified every shard chain before it opened the journal."""
+        return True
+
+    def wait_verified(self) -> None:
+        """Returns at once (see :attr:`verified`)."""
+
+    def stop_verifying(self) -> None:
+        """Nothing runs in the background to stop."""
+
+    # --- subscription -------------------------------------------------------------------
+
+    @property
+    def committed_position(self) -> int:
+        return self._committed_position
+
+    def wait_for(self, after_position: int, timeout: float | None = None) -> int:
+        with self._committed:
+            self._committed.wait_for(
+                lambda: self._committed_position > after_position or not self._accepting,
+                timeout,
+            )
+            return self._committed_position
+
+    def listen(self, listener: Listener) -> Callable[[], None]:
+        with self._committed:
+            self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            with self._committed, contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return unsubscribe
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        with self._submit_guard:
+            if not self._accepting:
+                return
+            self._accepting = False
+            self._queue.put(_STOP)
+        self._writer.join()
+        with self._committed:
+            self._committed.notify_all()
+        for conn in (self._wconn, self._lock_conn):
+            with contextlib.suppress(Exception):
+                conn.close()
+        super().close()
+
+    # --- the writer thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            assert isinstance(first, AppendRequest)
+            batch = [first]
+            events = len(first.payloads)
+            stop = False
+            while events < self._max_batch_events:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                assert isinstance(item, AppendRequest)
+                batch.append(item)
+                events += len(item.payloads)
+            for shard, requests in _runs_by_shard(batch, self.shards):
+                self._commit(shard, requests)
+            if stop:
+                return
+
+    def _commit(self, shard: int, requests: list[AppendRequest]) -> None:
+        now_ms = time.time_ns() // 1_000_000
+        ids = [[self._ids.new(now_ms) for _ in r.payloads] for r in requests]
+        args: tuple[Any, ...] = (
+            shard,
+            self._tokens[shard],
+            [r.stream for r in requests],
+            [len(r.payloads) for r in requests],
+            [r.expected_seq for r in requests],
+            [r.principal for r in requests],
+            [r.correlation_id for r in requests],
+            [r.causation_id for r in requests],
+            [r.idempotency_key for r in requests],
+            [i for group in ids for i in group],
+            [kind for r in requests for kind, _, _ in r.payloads],
+            [version for r in requests for _, version, _ in r.payloads],
+            [payload for r in requests for _, _, payload in r.payloads],
+        )
+        try:
+            if self._wconn.broken or self._wconn.closed:  # the server restarted, say
+                self._wconn = connect(self.dsn)
+            rows = self._wconn.execute(_APPEND, args).fetchall()
+        except JournalUnavailable as exc:
+            for request in requests:
+                request.future.set_exception(exc)
+            return
+        except psycopg.Error as exc:
+            error: JournalError
+            if exc.sqlstate == FENCED:
+                error = Fenced(f"journal {self.path}: shard {shard} was taken over; not written")
+            else:
+                first = " ".join(str(exc).split())
+                error = JournalError(f"append failed, nothing written: {first}")
+            for request in requests:
+                request.future.set_exception(error)
+            return
+        committed = time.perf_counter()
+        last = 0
+        for request, row in zip(requests, rows, strict=True):
+            _, outcome, first_pos, last_pos, first_seq, last_seq, at_ms, event_ids = row
+            self.append_latency.observe(committed - request.submitted)
+            if outcome == "conflict":
+                assert request.expected_seq is not None
+                request.future.set_exception(
+                    ConcurrencyConflict(request.stream, request.expected_seq, int(first_seq))
+                )
+                continue
+            request.future.set_result(
+                AppendResult(
+                    stream=request.stream,
+                    first_position=int(first_pos),
+                    last_position=int(last_pos),
+                    first_seq=int(first_seq),
+                    last_seq=int(last_seq),
+                    event_ids=tuple(event_ids),
+                    duplicate=outcome == "duplicate",
+                    recorded_at_ms=int(at_ms),
+                )
+            )
+            if outcome == "ok":
+                last = max(last, int(last_pos))
+        if last:
+            with self._committed:
+                self._committed_position = last
+                self._committed.notify_all()
+                listeners = list(self._listeners)
+            for listener in listeners:
+                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+                    listener(last)
+
+
+if TYPE_CHECKING:  # mypy proves the PostgreSQL classes implement the ports (no runtime cost)
+    from events.port import JournalReadPort, NodeJournal
+
+    _reader_port: type[JournalReadPort] = PostgresReader
+    _journal_port: type[NodeJournal] = PostgresJournal

@@ -1,0 +1,106 @@
+"""``reel node`` on the PostgreSQL journal (issue 24 step 1): a real node process on a throwaway
+PostgreSQL runs a run with a tool call, a second node on the same database is refused, the node
+restarts and its session continues; ``reel journal verify --dsn`` walks what it wrote; the
+DSN's password is in no log line or output."""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Any
+
+import psycopg
+
+from tests.postgres_server import PostgresServer
+from tests.transports.node.test_daemon import assert_one_error_line, reel
+from tests.transports.test_node_process import PORTS, ServingNode
+
+DEADLINE_S = 30.0
+
+
+def finished(node: ServingNode, run_id: str) -> dict[str, Any]:
+    """The run's record once it ended (done, failed or cancelled)."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        status, run = node.http("GET", f"/v1/runs/{run_id}")
+        if status == 200 and run["state"] in ("done", "failed", "cancelled"):
+            return dict(run)
+        assert time.monotonic() < deadline, f"run {run_id} did not end: {run}"
+        time.sleep(0.05)
+
+
+def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
+    postgres: PostgresServer, data_dir: Any
+) -> None:
+    dsn = postgres.database()
+    env = {"REEL_JOURNAL_DSN": dsn}
+    init = reel("journal", "init", "--shards", "4", env=env)
+    assert init.returncode == 0, init.stderr
+    assert "created, 4 shards" in init.stdout
+    node_env = {**env, "REEL_JOURNAL_BACKEND": "postgres", "REEL_JOURNAL_SHARDS": "4"}
+    said: list[str] = []
+    node = ServingNode(data_dir, node_env)
+    try:
+        status, session = node.http("POST", "/v1/sessions", {})
+        assert status == 201, session
+        session_id = session["session_id"]
+        status, started = node.http(
+            "POST",
+            f"/v1/sessions/{session_id}/messages",
+            {"text": 'look it up\n/tool echo {"text": "from-postgres"}'},
+        )
+        assert status == 202, started
+        first = finished(node, started["run_id"])
+        assert first["state"] == "done", first
+        assert "from-postgres" in first["answer"]
+        other = data_dir.parent / "other"
+        other.mkdir(mode=0o700)
+        second_node = reel("node", "--data", str(other), env={**node_env, **PORTS})
+        assert_one_error_line(second_node, "held for writing by another reel node")
+        assert (
+            node.wait_for(
+                "journal unsigned: the postgres backend signs no checkpoints and "
+                "keeps no witness yet, so whoever can write the database can rewrite a shard chain "
+                "whole (docs/scale-out.md)"
+            )["level"]
+            == "warning"
+        )
+    finally:
+        node.process.send_signal(signal.SIGINT)
+        assert node.finish() == 0
+        said += node.lines + node.stdout
+    assert not (data_dir / "journal.db").exists()  # nothing went to SQLite
+
+    node = ServingNode(data_dir, node_env)  # a restart: the node reads it all back
+    try:
+        status, again = node.http("GET", f"/v1/sessions/{session_id}")
+        assert status == 200, again
+        status, started = node.http(
+            "POST", f"/v1/sessions/{session_id}/messages", {"text": "and now?"}
+        )
+        assert status == 202, started
+        second = finished(node, started["run_id"])
+        assert second["state"] == "done", second
+        status, runs = node.http("GET", f"/v1/sessions/{session_id}/runs")
+        assert status == 200
+        assert [r["run_id"] for r in runs["items"]] == [first["run_id"], second["run_id"]]
+        status, report = node.http("POST", "/v1/journal/verify", {})
+        assert status == 200 and report["ok"], report
+    finally:
+        node.process.send_signal(signal.SIGINT)
+        assert node.finish() == 0
+        said += node.lines + node.stdout
+
+    with psycopg.connect(dsn) as conn:
+        kinds = {k for (k,) in conn.execute("SELECT DISTINCT kind FROM events").fetchall()}
+        shards = conn.execute("SELECT count(DISTINCT shard) FROM events").fetchone()
+    assert {"tool.proposed", "tool.completed", "run.completed"} <= kinds, kinds
+    assert shards is not None and shards[0] > 1  # the streams spread over the shard chains
+    verify = reel("journal", "verify", env=env)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "every shard chain intact" in verify.stdout
+    shown = reel("config", "show", "--data", str(data_dir), env=node_env)
+    assert shown.returncode == 0, shown.stderr
+    assert "journal.dsn = " in shown.stdout
+    said += [init.stdout, init.stderr, verify.stdout, verify.stderr, shown.stdout, shown.stderr]
+    assert not [line for line in said if postgres.password in line]
