@@ -5,6 +5,7 @@ client lists and describes the services; grpcio asks the standard health service
 from __future__ import annotations
 
 import importlib
+import os
 import queue
 import subprocess
 import sys
@@ -12,6 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+# grpcio (this test's client only; reel serves with grpclib) is imported into every pytest
+# process at collection. Its fork handlers log from a forked child ("epoll_wait error: Bad file
+# descriptor") into the stderr of whatever the suite forks next, which the shell sandbox reads as
+# a failed start: the interop client needs no fork support.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 import grpc  # type: ignore[import-untyped]  # grpcio ships no type information
 import pytest
