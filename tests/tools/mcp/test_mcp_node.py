@@ -13,19 +13,20 @@ from pathlib import Path
 import pytest
 
 from tests import processes
-from tests.tools.mcp.test_mcp_tools import SERVERS, VENV
+from tests.tools.mcp.test_mcp_tools import servers, venv
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
 
 
 def _config(data: Path) -> None:
     data.mkdir(parents=True, exist_ok=True)
+    python, scripts = venv() / "bin" / "python", servers()
     (data / "config.toml").write_text(
         f"""
 [mcp.servers.probe]
-command = "{VENV / "bin" / "python"}"
-args = ["{SERVERS / "probe_server.py"}"]
-read_only_paths = ["{VENV}", "{SERVERS}"]
+command = "{python}"
+args = ["{scripts / "probe_server.py"}"]
+read_only_paths = ["{venv()}", "{scripts}"]
 start_timeout_s = 60
 
 [mcp.servers.probe.tools.add]
@@ -111,7 +112,7 @@ def test_a_node_lists_tests_and_stops_its_mcp_servers(tmp_path: Path) -> None:
 
 def _probe_servers() -> list[int]:
     """Processes running this checkout's probe server (the suite runs one node at a time)."""
-    script = str(SERVERS / "probe_server.py").encode()
+    script = str(servers() / "probe_server.py").encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

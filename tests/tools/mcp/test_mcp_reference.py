@@ -7,16 +7,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.tools.mcp.staged import staged
 from tests.tools.mcp.test_mcp_tools import ROOT, call
 from tools import ToolCatalog, ToolsConfig
 from tools.build import build_catalog
 from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
 
-NPM = ROOT / ".cache" / "mcp-npm"
-ENTRY = NPM / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+NPM_SOURCE = ROOT / ".cache" / "mcp-npm"
+ENTRY = Path("node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 CANARY = "NODE-ENV-CANARY-3f9a"
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
@@ -24,14 +26,15 @@ pytestmark = pytest.mark.usefixtures("sandbox_required")
 
 @pytest.fixture(scope="module")
 def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolCatalog]:
-    if not ENTRY.exists():
-        pytest.fail(f"{ENTRY} is missing: run `make .cache/mcp-npm/.installed`")
+    if not (NPM_SOURCE / ENTRY).exists():
+        pytest.fail(f"{NPM_SOURCE / ENTRY} is missing: run `make .cache/mcp-npm/.installed`")
+    npm = staged(NPM_SOURCE)  # where the sandbox can bind it (tests/tools/mcp/staged.py)
     data = tmp_path_factory.mktemp("everything")
     os.environ["REEL_TEST_CANARY"] = CANARY  # in the node's environment, never the server's
     server = McpServerConfig(
         command="node",
-        args=(str(ENTRY), "stdio"),
-        read_only_paths=(str(NPM),),
+        args=(str(npm / ENTRY), "stdio"),
+        read_only_paths=(str(npm),),
         tools={name: McpToolConfig() for name in ("echo", "get-sum", "get-tiny-image", "get-env")},
         start_timeout_s=60,
     )

@@ -22,26 +22,39 @@ from events.catalog import McpToolsListed
 from tests import processes
 from tests.actors.nodekit import NodeKit
 from tests.events.decoded import decoded
+from tests.tools.mcp.staged import public_dir, staged
 from tools import ExecutionContext, InvalidArguments, ToolCatalog, ToolsConfig, UnknownTool
 from tools.build import build_catalog
 from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
 from transports.mcp_servers import journal_tool_lists, mcp_runtime
 
 ROOT = Path(__file__).resolve().parents[3]
-VENV = ROOT / ".venv-mcp-servers"
-SERVERS = Path(__file__).resolve().parent / "servers"
+VENV_SOURCE = ROOT / ".venv-mcp-servers"
+SERVERS_SOURCE = Path(__file__).resolve().parent / "servers"
+
+
+def venv() -> Path:
+    """The servers' venv, staged where the sandbox can bind it (tests/tools/mcp/staged.py)."""
+    if not (VENV_SOURCE / "bin" / "python").exists():
+        pytest.fail(f"{VENV_SOURCE} is missing: run `make .venv-mcp-servers/.installed`")
+    return staged(VENV_SOURCE)
+
+
+def servers() -> Path:
+    """The servers' scripts, staged likewise."""
+    return staged(SERVERS_SOURCE)
+
+
 PROBE_TOOLS = ("add", "crash", "echo", "fail", "flood", "grow", "hang", "image", "late", "snoop")
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
 
 
 def probe_server(*args: str, **tools: McpToolConfig) -> McpServerConfig:
-    if not (VENV / "bin" / "python").exists():
-        pytest.fail(f"{VENV} is missing: run `make .venv-mcp-servers/.installed`")
     return McpServerConfig(
-        command=str(VENV / "bin" / "python"),
-        args=(str(SERVERS / "probe_server.py"), *args),
-        read_only_paths=(str(VENV), str(SERVERS)),
+        command=str(venv() / "bin" / "python"),
+        args=(str(servers() / "probe_server.py"), *args),
+        read_only_paths=(str(venv()), str(servers())),
         tools=tools or {name: McpToolConfig() for name in PROBE_TOOLS},
         start_timeout_s=30.0,
     )
@@ -226,7 +239,7 @@ def test_a_server_slow_to_start_leaves_its_tools_unavailable(tmp_path: Path) -> 
 
 def test_a_wrong_protocol_version_leaves_its_tools_unavailable(tmp_path: Path) -> None:
     wrong = msgspec.structs.replace(
-        probe_server(), args=(str(SERVERS / "wrong_version_server.py"),)
+        probe_server(), args=(str(servers() / "wrong_version_server.py"),)
     )
     cat = catalog_for(tmp_path, wrong=wrong)
     try:
@@ -289,7 +302,7 @@ def http_server() -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    argv = [str(VENV / "bin" / "python"), str(SERVERS / "probe_server.py"), "--http", str(port)]
+    argv = [str(venv() / "bin" / "python"), str(servers() / "probe_server.py"), "--http", str(port)]
     with processes.spawned(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
         for _ in range(600):
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
@@ -347,8 +360,7 @@ def test_an_allowed_http_server_on_loopback_runs_its_tools(
 
 def test_a_read_only_path_inside_the_data_dir_is_refused() -> None:
     # Outside /tmp (a path under it is refused for another reason, the sandbox's own /tmp).
-    (ROOT / ".cache").mkdir(exist_ok=True)
-    data = Path(tempfile.mkdtemp(prefix="mcp-data-", dir=ROOT / ".cache"))
+    data = Path(tempfile.mkdtemp(prefix="mcp-data-", dir=public_dir()))
     (data / "secrets").mkdir(parents=True)
     server = msgspec.structs.replace(
         probe_server(), read_only_paths=(*probe_server().read_only_paths, str(data / "secrets"))

@@ -199,7 +199,7 @@ def test_the_node_refuses_a_bad_provider_key_in_one_line(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("choice", "postures", "words"),
     [
-        ("fs.raed", {}, "no tool 'fs.raed' (tools: echo, fs.list, fs.read,"),
+        ("fs.raed", {}, "no tool 'fs.raed' (tools: echo, fs.apply_patch, fs.diff, fs.list,"),
         ("shell.run", {"shell.run": "disabled"}, "'shell.run' is disabled (tools.postures)"),
     ],
 )
