@@ -20,12 +20,13 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from unidiff.errors import UnidiffParseError
-from unidiff.patch import Hunk, PatchedFile, PatchSet
+from typing import TYPE_CHECKING
 
 from tools.result import ToolFault
 from tools.workspace import confine, open_dir, open_for_read, open_for_write, remove
+
+if TYPE_CHECKING:
+    from unidiff.patch import Hunk, PatchedFile
 
 __all__ = ["FileEdit", "apply_edits", "parse", "plan", "touched_paths"]
 
@@ -45,7 +46,11 @@ class FileEdit:
 
 def parse(diff: str) -> list[PatchedFile]:
     """The files of ``diff``; `ToolFault("invalid")` naming the problem when it is no unified
-    diff, is empty, renames a file or is binary."""
+    diff, is empty, renames a file or is binary. ``unidiff`` is imported here, by the first patch:
+    every command that builds the tool catalog imports this module, and none of them needs it."""
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet
+
     try:
         files = list(PatchSet(diff))
     except UnidiffParseError as exc:

@@ -82,7 +82,9 @@ class AgentsLocalModel(Model):  # type: ignore[misc]
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the benchmark never streams")
+        """The SDK's ``Model`` requires it; ``Runner.run`` (what the benchmark calls, as the
+        peers' non-streamed runs) never does: a call is the benchmark's bug."""
+        raise RuntimeError("bench.peers drives the Agents SDK with Runner.run, which never streams")
 
 
 def make_agent() -> Any:

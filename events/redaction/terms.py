@@ -4,8 +4,8 @@ The detectors (:mod:`events.redaction.redact`) find secrets by their shape; a va
 holds in its vault is known exactly, whatever its shape, so every text a tool runtime returns is
 scrubbed of it first (:meth:`ExactTerms.scrub`). A value is also found as a tool would echo it:
 
-- as written, JSON-escaped (a runtime's JSON result; non-ASCII as is or as ``\\uXXXX``), and
-  URL-encoded (``%XX``, with or without ``/`` kept, and ``+`` for a space);
+- as written, JSON-escaped (a runtime's JSON result; non-ASCII as is or as ``\\u`` and four
+  hex digits), and URL-encoded (``%XX``, with or without ``/`` kept, and ``+`` for a space);
 - base64-encoded (standard and URL-safe alphabets), at each of the three byte alignments a value
   can have inside a longer encoded text (``Basic base64(user:secret)``): the characters that
   only the value's bytes determine, so the bytes around it do not matter.
@@ -45,7 +45,7 @@ def forms(value: str) -> set[str]:
     out = {
         value,
         msgspec.json.encode(value).decode()[1:-1],
-        json.dumps(value)[1:-1],  # non-ASCII as \uXXXX
+        json.dumps(value)[1:-1],  # non-ASCII as \u and four hex digits
         urllib.parse.quote(value, safe=""),
         urllib.parse.quote(value),
         urllib.parse.quote_plus(value, safe=""),
