@@ -102,10 +102,17 @@ class TextDelta(msgspec.Struct, frozen=True):
 
 
 class Usage(msgspec.Struct, frozen=True):
-    """Token accounting for the turn, as the provider reports it."""
+    """Token accounting for the turn, as the provider reports it.
+
+    ``cached_tokens`` is the part of ``prompt_tokens`` the provider served from its prompt cache
+    (0 when it does not say); ``model`` is the model that answered as the provider names it, and
+    ``endpoint`` the configured endpoint that answered ("" when the provider does not know)."""
 
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+    model: str = ""
+    endpoint: str = ""
 
 
 class TurnEnd(msgspec.Struct, frozen=True):

@@ -218,6 +218,9 @@ class RunOutput(Event, frozen=True, kw_only=True, tag="run.output"):
 class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed"):
     """One provider call finished; token counts are the provider's usage for that call.
 
+    ``cached_tokens`` is the part of ``prompt_tokens`` served from the provider's prompt cache;
+    ``model`` and ``endpoint`` name the model and the configured endpoint that answered ("" in
+    journals written before they were recorded, or when the provider does not say).
     ``calls`` records the tool calls the model proposed (``{"id", "name", "arguments"}``, the
     arguments as the model's JSON text, redacted), so a run can be resumed after a restart."""
 
@@ -228,6 +231,9 @@ class RunTurnCompleted(Event, frozen=True, kw_only=True, tag="run.turn_completed
     tool_calls: int
     finish_reason: str
     calls: tuple[dict[str, str], ...] = ()
+    cached_tokens: int = 0
+    model: str = ""
+    endpoint: str = ""
 
 
 class RunAwaitingApproval(Event, frozen=True, kw_only=True, tag="run.awaiting_approval"):

@@ -261,6 +261,9 @@ def finish_turn(
         tool_calls=len(kept),
         finish_reason=finish_reason,
         calls=tuple({"id": c.id, "name": c.name, "arguments": c.arguments} for c in kept),
+        cached_tokens=usage.cached_tokens,
+        model=usage.model,
+        endpoint=usage.endpoint,
     )
     if unusable:
         return completed, end(state, "failed", "provider_error", unusable, closing=usage)

@@ -214,9 +214,14 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
+class _PromptDetailsWire(msgspec.Struct):
+    cached_tokens: int | None = None
+
+
 class _UsageWire(msgspec.Struct):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    prompt_tokens_details: _PromptDetailsWire | None = None
 
 
 class _ErrorWire(msgspec.Struct):
@@ -224,6 +229,7 @@ class _ErrorWire(msgspec.Struct):
 
 
 class _Chunk(msgspec.Struct):
+    model: str | None = None
     choices: list[_Choice] | None = None
     usage: _UsageWire | None = None
     error: _ErrorWire | str | None = None
@@ -257,6 +263,7 @@ class _FullChoice(msgspec.Struct):
 
 
 class _Completion(msgspec.Struct):
+    model: str | None = None
     choices: list[_FullChoice] | None = None
     usage: _UsageWire | None = None
     error: _ErrorWire | str | None = None
@@ -294,9 +301,13 @@ def error_message(body: bytes) -> str:
     return _clip(body.decode("utf-8", errors="replace")) or "(empty body)"
 
 
-def _usage(wire: _UsageWire) -> Usage:
+def _usage(wire: _UsageWire, model: str | None) -> Usage:
+    details = wire.prompt_tokens_details
     return Usage(
-        prompt_tokens=wire.prompt_tokens or 0, completion_tokens=wire.completion_tokens or 0
+        prompt_tokens=wire.prompt_tokens or 0,
+        completion_tokens=wire.completion_tokens or 0,
+        cached_tokens=(details.cached_tokens or 0) if details is not None else 0,
+        model=model or "",
     )
 
 
@@ -332,7 +343,7 @@ def decode_completion(body: bytes, names: ToolNameMap) -> list[ProviderEvent]:
             )
         )
     if completion.usage is not None:
-        events.append(_usage(completion.usage))
+        events.append(_usage(completion.usage, completion.model))
     events.append(TurnEnd(finish_reason=choice.finish_reason))
     return events
 
@@ -368,6 +379,7 @@ class StreamAssembler:
         self._at: dict[int, _PartialCall] = {}
         """The call each wire index currently continues."""
         self._usage: Usage | None = None
+        self._model = ""
         self._finish_reason: str | None = None
         self.done = False
 
@@ -386,8 +398,10 @@ class StreamAssembler:
             raise ProviderError(
                 f"provider reported an error mid-stream: {_error_text(chunk.error)}"
             )
+        if chunk.model:
+            self._model = chunk.model
         if chunk.usage is not None:
-            self._usage = _usage(chunk.usage)
+            self._usage = _usage(chunk.usage, chunk.model or self._model)
         events: list[ProviderEvent] = []
         for choice in chunk.choices or ():
             if choice.index != 0:
