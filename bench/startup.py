@@ -12,9 +12,10 @@ last run is cut off mid-way (a crash): the first start resolves it, like a node 
 
 Each round, with real ``reel node`` subprocesses on kernel-chosen ports (rounds alternate):
 
-- ``current``: views.db is up to date: seconds from ``Popen`` to the ready line on stdout,
-  then SIGTERM right after it and the seconds until the process exits (the drain grace counts
-  only when runs are in flight: none are);
+- ``current``: views.db is up to date: seconds from ``Popen`` to the ready line on stdout (and
+  the CPU seconds the node had used by then, every thread: the honest figure on a loaded
+  machine), then SIGTERM right after it and the seconds until the process exits (the drain
+  grace counts only when runs are in flight: none are);
 - ``missing``: views.db deleted: seconds to the ready line, and (for scale) until
   ``/healthz`` no longer says ``catching_up`` (the projector folding the whole journal again);
   the node is then stopped, so the next ``current`` round finds current views.
@@ -47,6 +48,7 @@ import json  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import pstats  # noqa: E402
+import resource  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import statistics  # noqa: E402
@@ -203,6 +205,8 @@ class Started:
         )
         self.ready = threading.Event()
         self.ready_at = 0.0
+        self.ready_cpu = 0.0
+        """CPU seconds the node had used (all its threads) when its ready line was read."""
         self.console = ""
         self.stderr: list[str] = []
         threading.Thread(target=self._stdout, daemon=True).start()
@@ -213,6 +217,7 @@ class Started:
         for line in self.process.stdout:
             if line.startswith("reel node ready") and not self.ready.is_set():
                 self.ready_at = time.perf_counter()
+                self.ready_cpu = cpu_of(self.process.pid)
                 self.console = line.split("console ", 1)[1].split()[0].rstrip("/")
                 self.ready.set()
 
@@ -249,6 +254,12 @@ class Started:
         raise RuntimeError("views did not catch up")
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def node_env(work: Path) -> dict[str, str]:
     return {
         **os.environ,
@@ -258,10 +269,14 @@ def node_env(work: Path) -> dict[str, str]:
     }
 
 
-def seconds_of(argv: list[str]) -> float:
+def seconds_of(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of running ``argv`` to its end."""
+    cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, check=True, cwd=REPO)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
 
 
 def drop_views(data: Path) -> None:
@@ -309,34 +324,40 @@ def run(work: Path, args: argparse.Namespace) -> None:
     first.stop()
     print(f"first    ready after {first_ready:.2f} s, views after {first_views:.2f} s (setup)")
 
-    figures: dict[str, list[float]] = {
-        k: [] for k in ("pass", "import", "check", "current", "stop", "missing", "views")
-    }
+    names = ("pass", "import", "check", "current", "stop", "missing", "views")
+    figures: dict[str, list[float]] = {k: [] for k in names}
+    cpu: dict[str, list[float]] = {k: [] for k in ("pass", "import", "current", "missing")}
     for _ in range(args.rounds):
-        figures["pass"].append(seconds_of([sys.executable, "-c", "pass"]))
-        figures["import"].append(
-            seconds_of([sys.executable, "-c", "import transports.node.daemon"])
-        )
+        for name, code in (("pass", "pass"), ("import", "import transports.node.daemon")):
+            wall, used = seconds_of([sys.executable, "-c", code])
+            figures[name].append(wall)
+            cpu[name].append(used)
         figures["check"].append(start_check(data / "journal.db", key, witness))
         node = Started(argv, env)
         figures["current"].append(node.wait_ready())
+        cpu["current"].append(node.ready_cpu)
         figures["stop"].append(node.stop())
         drop_views(data)
         node = Started(argv, env)
         figures["missing"].append(node.wait_ready())
+        cpu["missing"].append(node.ready_cpu)
         figures["views"].append(node.caught_up())
         node.stop()
         if args.verbose:
-            print("round    " + "  ".join(f"{k} {v[-1]:.2f}" for k, v in figures.items()))
+            print("round    " + "  ".join(f"{k} {v[-1]:.2f}" for k, v in figures.items())
+                  + "  cpu " + "  ".join(f"{k} {v[-1]:.2f}" for k, v in cpu.items()))  # fmt: skip
     med = {k: statistics.median(v) for k, v in figures.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     floor = med["import"] + med["check"]
     n = f"{args.events:,}"
-    print(f"floor    python -c pass {med['pass']:.2f} s; import transports.node.daemon "
-          f"{med['import']:.2f} s; journal start-up check {med['check']:.2f} s")  # fmt: skip
-    print(f"ready    views current: {med['current']:.2f} s   ({med['current'] / floor:.1f}x "
-          f"import + check = {floor:.2f} s)")  # fmt: skip
-    print(f"ready    views missing: {med['missing']:.2f} s   ({med['missing'] / floor:.1f}x "
-          f"import + check); views current {med['views']:.2f} s after the start")  # fmt: skip
+    print(f"floor    python -c pass {med['pass']:.2f} s (CPU {cpu_med['pass']:.2f}); import "
+          f"transports.node.daemon {med['import']:.2f} s (CPU {cpu_med['import']:.2f}); journal "
+          f"start-up check {med['check']:.2f} s")  # fmt: skip
+    print(f"ready    views current: {med['current']:.2f} s, CPU {cpu_med['current']:.2f} s   "
+          f"({med['current'] / floor:.1f}x import + check = {floor:.2f} s)")  # fmt: skip
+    print(f"ready    views missing: {med['missing']:.2f} s, CPU {cpu_med['missing']:.2f} s   "
+          f"({med['missing'] / floor:.1f}x import + check); views current {med['views']:.2f} s "
+          "after the start")  # fmt: skip
     print(f"stop     SIGTERM right after the ready line: exit after {med['stop']:.2f} s")
     for case, target in (("current", TARGET_READY_CURRENT_S), ("missing", TARGET_READY_MISSING_S)):
         print(f"{verdict(med[case] < target)}     ready at {n} events with views {case} under "

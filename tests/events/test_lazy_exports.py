@@ -1,6 +1,7 @@
-"""The packages that export lazily (:mod:`events.lazy`): ``events``, ``projections`` and
-``actors`` offer every name of ``__all__``, each the object its module defines, whatever was
-imported first; mypy's list (the ``TYPE_CHECKING`` imports) names the same ones."""
+"""The packages that export lazily (:mod:`events.lazy`): ``events``, ``projections``,
+``actors`` and ``transports.grpc`` offer every name of ``__all__``, each the object its module
+defines, whatever was imported first; mypy's list (the ``TYPE_CHECKING`` imports) names the same
+ones."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ("events", "projections", "actors")
+PACKAGES = ("events", "projections", "actors", "transports.grpc")
 
 
 def type_checking_names(package: str) -> dict[str, str]:

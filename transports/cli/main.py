@@ -1,23 +1,23 @@
-"""The ``reel`` entry point: mounts each command group and maps failures to exit codes."""
+"""The ``reel`` entry point: :data:`COMMANDS`, and failures mapped to exit codes.
+
+The command tree itself is typer's (:mod:`transports.cli.group`), imported only when a command
+line needs it: ``reel node`` with nothing but ``--data``, ``--config`` and ``--provider`` starts
+without typer (:mod:`transports.cli.node_start`), a tenth of a second or more sooner.
+"""
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
-import typer.main
-from typer._click import Context, HelpFormatter
-from typer._click.core import Command
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
-from typer._click.utils import make_default_short_help
-from typer.core import TyperGroup
-
-from transports.build import version
 from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE, CliError, failed
 from transports.logs import configure as configure_logging
+
+if TYPE_CHECKING:
+    from transports.cli.group import app, load
+
+__all__ = ["COMMANDS", "app", "load", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "node": (
@@ -87,75 +87,13 @@ client command need none of it. tests/transports/cli/test_help_text.py holds eac
 equal to the first paragraph of the command's own help."""
 
 
-def load(name: str) -> Command:
-    """The click command ``name`` of :data:`COMMANDS`, its module imported now. A function
-    command takes its module's ``epilog()`` when it has one (``reel node``'s environment)."""
-    module_name, attribute = COMMANDS[name][0].split(":")
-    module = importlib.import_module(module_name)
-    target = getattr(module, attribute)
-    holder = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False)
-    if isinstance(target, typer.Typer):
-        holder.add_typer(target, name=name)
-    else:
-        epilog = getattr(module, "epilog", None)
-        holder.command(name, epilog=epilog() if epilog else None)(target)
-        holder.callback()(lambda: None)  # a group even with one command: mounted by name
-    group = typer.main.get_command(holder)
-    assert isinstance(group, TyperGroup)
-    return group.commands[name]
+def __getattr__(name: str) -> Any:
+    """``app`` and ``load`` (:mod:`transports.cli.group`), imported with typer on first use."""
+    if name in ("app", "load"):
+        from transports.cli import group
 
-
-class _Commands(TyperGroup):
-    """reel's top-level group: :data:`COMMANDS`, each loaded on first use."""
-
-    def list_commands(self, ctx: Context) -> list[str]:
-        return list(COMMANDS)
-
-    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
-        if cmd_name not in self.commands and cmd_name in COMMANDS:
-            self.commands[cmd_name] = load(cmd_name)
-        return self.commands.get(cmd_name)
-
-    def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        rows = [
-            (name, make_default_short_help(summary, limit))
-            for name, (_, summary) in COMMANDS.items()
-        ]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-app = typer.Typer(
-    name="reel",
-    help="reel: run AI agents under policy, on a hash-chained journal.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode=None,
-    cls=_Commands,
-)
-
-
-def _print_version(asked: bool) -> None:
-    if asked:
-        print(f"reel {version()}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _options(
-    _version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            help="Print reel's version (and commit, from a checkout) and exit.",
-            is_eager=True,
-            callback=_print_version,
-        ),
-    ] = False,
-) -> None:
-    pass
+        return getattr(group, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -164,16 +102,11 @@ def main() -> None:
     while a command runs (the node, libraries) writes JSON lines (transports.logs)."""
     configure_logging()
     try:
-        code = app(standalone_mode=False)
-    except NoArgsIsHelpError as exc:
-        exc.show()
-        sys.exit(EXIT_UNUSABLE)
-    except UsageError as exc:
-        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
-        print(f"reel: error: {exc.format_message()}{hint}", file=sys.stderr)
-        sys.exit(EXIT_UNUSABLE)
-    except typer.Abort:
-        sys.exit(EXIT_INTERRUPTED)
+        code = _node(sys.argv[1:])
+        if code is None:
+            from transports.cli.group import run
+
+            code = run()
     except CliError as exc:
         print(f"reel: error: {exc}", file=sys.stderr)
         sys.exit(exc.code)
@@ -192,4 +125,17 @@ def main() -> None:
             file=sys.stderr,
         )
         sys.exit(EXIT_UNUSABLE)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(code)
+
+
+def _node(argv: list[str]) -> int | None:
+    """``reel node``'s exit code when typer is not needed to read ``argv``, else None."""
+    from transports.cli import node_start
+
+    options = node_start.read(argv)
+    if options is None:
+        return None
+    try:
+        return node_start.start(options)
+    except node_start.OptionRefused:
+        return None  # typer's path says so, in its words (nothing was opened yet)

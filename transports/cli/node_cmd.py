@@ -6,10 +6,9 @@ import textwrap
 from pathlib import Path
 from typing import Annotated
 
-import msgspec
 import typer
 
-from transports.cli.data_dir import resolve
+from transports.cli import node_start
 from transports.cli.options import DataOption
 from transports.config import NodeConfig, env_names
 
@@ -30,11 +29,11 @@ ProviderOption = Annotated[
 
 
 def chosen_config(data_dir: Path, config: Path | None) -> Path:
-    """The config file ``reel node`` reads: ``--config`` (or ``$REEL_CONFIG``), which must
-    exist, else ``<data>/config.toml`` (which may not: the embedded defaults)."""
-    if config is not None and not config.is_file():
-        raise typer.BadParameter(f"no config file at {config}", param_hint="--config")
-    return config or data_dir / "config.toml"
+    """:func:`transports.cli.node_start.chosen_config`, refusing as typer does."""
+    try:
+        return node_start.chosen_config(data_dir, config)
+    except node_start.OptionRefused as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
 
 
 def epilog() -> str:
@@ -66,16 +65,9 @@ def node(
     data: DataOption = None, config: ConfigOption = None, provider: ProviderOption = None
 ) -> None:
     """Run the node in the foreground until SIGTERM or SIGINT (then drain and exit 0)."""
-    from transports.config import load_config
-    from transports.node.daemon import serve
-
-    data_dir = resolve(data)
-    config_file = chosen_config(data_dir, config)
-    cfg = load_config(config_file)
-    if provider is not None:
-        if provider not in ("deterministic", "openai"):
-            raise typer.BadParameter("must be deterministic or openai", param_hint="--provider")
-        cfg = msgspec.structs.replace(
-            cfg, provider=msgspec.structs.replace(cfg.provider, kind=provider)
-        )
-    raise typer.Exit(serve(data_dir, config=cfg, config_path=config_file))
+    options = node_start.NodeOptions(data=data, config=config, provider=provider)
+    try:
+        code = node_start.start(options)
+    except node_start.OptionRefused as exc:
+        raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+    raise typer.Exit(code)

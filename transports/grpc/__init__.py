@@ -19,15 +19,22 @@ Exceptions::
     └── GrpcClientError       a client cannot reach or use a node (address, token file)
 """
 
-from transports.grpc.client import (
-    DEFAULT_ADDRESS,
-    RunStreamClient,
-    auth_metadata,
-    open_channel,
-    parse_address,
-)
-from transports.grpc.errors import GrpcClientError, GrpcStartError, GrpcTransportError
-from transports.grpc.server import GrpcServer, start_grpc
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from events.lazy import exports
+
+if TYPE_CHECKING:
+    from transports.grpc.client import (
+        DEFAULT_ADDRESS,
+        RunStreamClient,
+        auth_metadata,
+        open_channel,
+        parse_address,
+    )
+    from transports.grpc.errors import GrpcClientError, GrpcStartError, GrpcTransportError
+    from transports.grpc.server import GrpcServer, start_grpc
 
 __all__ = [
     "DEFAULT_ADDRESS",
@@ -41,3 +48,20 @@ __all__ = [
     "parse_address",
     "start_grpc",
 ]
+
+# Lazily (events.lazy): the node never loads the client (grpclib's client side), a client never
+# the server and the services.
+__getattr__ = exports(
+    __name__,
+    {
+        "transports.grpc.client": (
+            "DEFAULT_ADDRESS",
+            "RunStreamClient",
+            "auth_metadata",
+            "open_channel",
+            "parse_address",
+        ),
+        "transports.grpc.errors": ("GrpcClientError", "GrpcStartError", "GrpcTransportError"),
+        "transports.grpc.server": ("GrpcServer", "start_grpc"),
+    },
+)
