@@ -186,8 +186,9 @@ def open_journal(
     """The data dir's journal opened for writing the node's way: its key, its witness
     (``[journal] witness``), the start-up check (``JournalTampered`` before anything is written
     or signed), then the walk over every row. With ``on_tampered`` (the node) the walk runs on a
-    thread while the node serves, nothing is signed until it passes and ``on_tampered`` hears
-    when it fails; without it (an offline command) the walk ends before this returns and a
+    thread once the node serves (``journal.start_verifying()``, after the ready line: the walk
+    would slow the rest of the start-up), nothing is signed until it passes and ``on_tampered``
+    hears when it fails; without it (an offline command) the walk ends before this returns and a
     failure is the same ``JournalTampered``: nothing is appended to a journal the node refuses.
 
     ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`).
@@ -203,6 +204,7 @@ def open_journal(
             node_key=NodeKey.load_or_create(data_dir / "node.key"),
             witness=witness,
             on_tampered=on_tampered or _told_by_wait,
+            walk_when_told=on_tampered is not None,
             synchronous=cfg.journal.synchronous,
             checkpoint_every_events=cfg.journal.checkpoint_every_events,
             checkpoint_every_s=cfg.journal.checkpoint_every_s,
@@ -298,7 +300,8 @@ def open_runtime(
 
     Raises ConfigError, PolicyError, ToolsError or JournalError with one clear line; nothing is
     left open when it raises. The journal is checked as :func:`open_journal` says: with
-    ``on_tampered`` (``reel node``) every row is verified on a thread while the node serves;
+    ``on_tampered`` (``reel node``) every row is verified on a thread while the node serves,
+    from ``runtime.journal.start_verifying()`` on;
     without it (``reel chat --local``) before the node starts, so a journal that fails is
     refused (``JournalTampered``) before anything is appended.
     """

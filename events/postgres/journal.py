@@ -213,6 +213,9 @@ class PostgresJournal(PostgresReader):
     def wait_verified(self) -> None:
         """Returns at once (see :attr:`verified`)."""
 
+    def start_verifying(self) -> None:
+        """Nothing runs in the background to start."""
+
     def stop_verifying(self) -> None:
         """Nothing runs in the background to stop."""
 

@@ -194,6 +194,7 @@ class Journal(JournalReader):
         node_key: NodeKey | None = None,
         witness: Witness | None = None,
         on_tampered: Callable[[JournalTampered], None] | None = None,
+        walk_when_told: bool = False,
         synchronous: str = "FULL",
         checkpoint_every_events: int = 10_000,
         checkpoint_every_s: float = 60.0,
@@ -259,6 +260,11 @@ class Journal(JournalReader):
         self._stop_verifying = threading.Event()
         self._verify_ended = threading.Event()
         """Set when the full verification ended: passed, failed or stopped (by close)."""
+        self._may_walk = threading.Event()
+        """Set when the full verification may begin: at once, or (``walk_when_told``) at
+        :meth:`start_verifying` or :meth:`stop_verifying`."""
+        if not walk_when_told:
+            self._may_walk.set()
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._writer.start()
         if on_tampered is None:
@@ -372,12 +378,21 @@ class Journal(JournalReader):
         ``on_tampered``); false while it runs, after it found tampering or was stopped."""
         return self._verified.is_set() and self.tampered is None
 
+    def start_verifying(self) -> None:
+        """Let the full verification begin, for a journal opened with ``walk_when_told``
+        (idempotent; a no-op otherwise). ``reel node`` calls it once it serves: a walk of a
+        million rows holds the interpreter most of the time, and started with the journal it
+        slowed the rest of the start-up (recovery, the listeners) by half or more."""
+        self._may_walk.set()
+
     def stop_verifying(self) -> None:
-        """Stop the full verification if it still runs (within a few thousand rows) and
-        return once it ended. A walk cut short vouches for nothing: no checkpoint is signed
-        on its word (a checkpoint covers every row before it), and the next start walks
-        again. Called by :meth:`close`, so a stop never waits for the walk."""
+        """Stop the full verification if it still runs (within a few thousand rows), or
+        before it began, and return once it ended. A walk cut short (or never begun) vouches
+        for nothing: no checkpoint is signed on its word (a checkpoint covers every row before
+        it), and the next start walks again. Called by :meth:`close`, so a stop never waits
+        for the walk."""
         self._stop_verifying.set()
+        self._may_walk.set()
         self._verify_ended.wait()
 
     def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
@@ -762,7 +777,9 @@ class Journal(JournalReader):
         edit between two older checkpoints). Until it passes nothing is signed; when it fails
         :attr:`tampered` is set, nothing is ever signed, and ``on_tampered`` is told."""
         try:
-            self._walk(notes, on_tampered)
+            self._may_walk.wait()
+            if not self._stop_verifying.is_set():
+                self._walk(notes, on_tampered)
         finally:
             self._verify_ended.set()
 

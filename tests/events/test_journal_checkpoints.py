@@ -112,6 +112,37 @@ def test_no_node_key_means_no_checkpoints(data_dir: Path) -> None:
     reader.close()
 
 
+def test_a_walk_held_back_waits_for_start_verifying_and_a_stop_before_it_signs_nothing(
+    data_dir: Path,
+) -> None:
+    """``walk_when_told`` (``reel node``, so the walk does not slow its start): nothing is
+    verified, so nothing is signed, until ``start_verifying``; then the walk runs and signing
+    resumes. A journal stopped before it told the walk to begin ends at once, unverified, and
+    signs no final checkpoint."""
+    path = data_dir / "journal.db"
+    key = NodeKey.load_or_create(data_dir / "node.key")
+    with Journal(path, node_key=key, checkpoint_every_events=10**9) as journal:
+        journal.append("run/r", [out()], expected_seq=0)
+    head = JournalReader.open(path).head()
+    heard: list[JournalTampered] = []
+    journal = Journal(path, node_key=key, on_tampered=heard.append, walk_when_told=True)
+    try:
+        journal.append("run/r", [out()], expected_seq=1)  # appends go on meanwhile
+        assert not journal._verify_ended.wait(0.5) and not journal.verified
+        journal.start_verifying()
+        journal.wait_verified()
+        assert journal.verified and journal.checkpoint() is not None
+    finally:
+        journal.close()
+    stopped = Journal(path, node_key=key, on_tampered=heard.append, walk_when_told=True)
+    signed = JournalReader.open(path).head().position
+    stopped.close()
+    assert not stopped.verified and JournalReader.open(path).head().position == signed
+    with pytest.raises(VerifyStopped):
+        stopped.wait_verified()
+    assert head.position < signed and heard == []
+
+
 def test_closing_during_the_full_verification_stops_it_and_signs_nothing(data_dir: Path) -> None:
     """``on_tampered`` walks every row on a thread; ``close`` stops that walk rather than wait
     for it, and a walk cut short vouches for nothing: ``checkpoint`` refuses
