@@ -221,14 +221,17 @@ class TaskQueue:
 
     # --- life ------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, open_tasks: dict[str, TaskState] | None = None) -> None:
         """Start the dispatcher when a task is unfinished (it folds them all; returns once it
         runs), else with the first enqueue; its workers and the heartbeat thread start with
         the first attempt. So a node that runs no task has no thread for them. Blocks: call it
-        from the composition, never from an actor."""
+        from the composition, never from an actor. ``open_tasks``: what
+        :func:`~actors.tasks.store.load_open_tasks` read, when the caller read it already (and
+        nothing could enqueue since); else it is read here."""
         if self._dispatcher is not None or self._deferred:
             return
-        open_tasks = load_open_tasks(self.journal)
+        if open_tasks is None:
+            open_tasks = load_open_tasks(self.journal)
         if not open_tasks:
             self._deferred = True
             return
