@@ -43,7 +43,7 @@ from typing import Any, Literal
 import msgspec
 import psycopg
 
-from events.errors import JournalError, JournalLocked, JournalUnavailable, ShardNotOwned
+from events.errors import JournalError, JournalLocked, ShardNotOwned
 from events.postgres.database import connect, failures, safe_dsn, shard_count, upgrade
 from events.postgres.placement import place
 from events.postgres.verify import verify_shard
@@ -104,9 +104,7 @@ _RENEW = (
     "WHERE node = %(node)s AND incarnation = %(inc)s AND expires_at > clock_timestamp() "
     "RETURNING (extract(epoch FROM expires_at) * 1000)::bigint"
 )
-_TARGETS = (
-    "SELECT node FROM nodes WHERE expires_at > clock_timestamp() AND ready"
-)
+_TARGETS = "SELECT node FROM nodes WHERE expires_at > clock_timestamp() AND ready"
 _LEASES = (
     "SELECT l.shard, l.node, l.incarnation, l.token, n.node IS NOT NULL FROM shard_lease l "
     "LEFT JOIN nodes n ON n.node = l.node AND n.incarnation = l.incarnation "
@@ -212,7 +210,7 @@ class LeaseKeeper:
         limit = self._clock() + (
             timeout if timeout is not None else self.settings.ttl_s + self.settings.tick_s
         )
-        while not self._register():
+        while not self.register():
             if self._clock() >= limit:
                 raise JournalLocked(
                     f"journal {safe_dsn(self.dsn)}: node name {self.node} is live in another "
@@ -233,8 +231,7 @@ class LeaseKeeper:
             owned, self._owned = dict(self._owned), {}
         now = self._clock()
         for shard, token in sorted(owned.items()):
-            self._emit(LeaseChange(change="released", at=now, incarnation=self._incarnation,
-                                   shard=shard, token=token, reason="drain"))
+            self._emit("released", at=now, shard=shard, token=token, reason="drain")
         with contextlib.suppress(JournalError):  # unreachable: the TTL frees them instead
             self._sql(_LEAVE, {"node": self.node, "inc": self._incarnation})
         self._close()
@@ -285,14 +282,20 @@ class LeaseKeeper:
             if not self._owned or self._clock() < self._deadline:
                 return
             owned, self._owned = self._owned, {}
-            self._healthy = 0
             deadline = self._deadline
         for shard, token in sorted(owned.items()):
-            self._emit(LeaseChange(change="fenced", at=deadline,
-                                   incarnation=self._incarnation, shard=shard, token=token,
-                                   reason="no renewal before the deadline"))
+            self._emit(
+                "fenced",
+                at=deadline,
+                shard=shard,
+                token=token,
+                reason="no renewal before the deadline",
+            )
 
-    def _register(self) -> bool:
+    def register(self) -> bool:
+        """Register a new incarnation of this node (its earlier one's leases die with it);
+        ``False`` while another process's row of the same name is live. :meth:`start` does
+        this; a test that ticks by hand calls it itself."""
         rows = self._sql(_REGISTER, {"node": self.node, "ttl": self.settings.ttl_s})
         if not rows:
             return False
@@ -306,8 +309,12 @@ class LeaseKeeper:
         ready = self._healthy >= self.settings.ready_ticks
         rows = self._sql(
             _RENEW,
-            {"node": self.node, "inc": self._incarnation, "ttl": self.settings.ttl_s,
-             "ready": ready},
+            {
+                "node": self.node,
+                "inc": self._incarnation,
+                "ttl": self.settings.ttl_s,
+                "ready": ready,
+            },
         )
         if not rows:  # lapsed (frozen or cut off past the TTL) or replaced: start again
             with self._lock:
@@ -315,16 +322,14 @@ class LeaseKeeper:
                 self._deadline = float("-inf")
             now = self._clock()
             for shard, token in sorted(owned.items()):
-                self._emit(LeaseChange(change="lapsed", at=now, incarnation=self._incarnation,
-                                       shard=shard, token=token))
-            self._register()
+                self._emit("lapsed", at=now, shard=shard, token=token)
+            self.register()
             return False
         deadline = sent + self.settings.ttl_s - self.settings.margin_s
-        with self._lock:
+        with self._lock:  # a renewal sent past the deadline starts the healthy count again
+            self._healthy = self._healthy + 1 if sent < self._deadline else 1
             self._deadline = deadline
-            self._healthy += 1
-        self._emit(LeaseChange(change="renewed", at=self._clock(), incarnation=self._incarnation,
-                               deadline=deadline, expires_at_ms=int(rows[0][0])))
+        self._emit("renewed", at=self._clock(), deadline=deadline, expires_at_ms=int(rows[0][0]))
         return True
 
     def _place(self) -> None:
@@ -341,13 +346,11 @@ class LeaseKeeper:
                 del self._owned[shard]
             unused = {s: t for s, _, _, t, _ in leases if s in mine and s not in self._owned}
         for shard, token in sorted(lost.items()):  # taken by someone (our row was replaced)
-            self._emit(LeaseChange(change="lapsed", at=self._clock(),
-                                   incarnation=self._incarnation, shard=shard, token=token))
+            self._emit("lapsed", at=self._clock(), shard=shard, token=token)
         for shard, token in sorted(unused.items()):
             # Ours in the database but fenced here (a renewal came late, or verifying outlasted
             # the deadline): freed with its token bumped, and placed again like any free shard.
-            self._sql(_RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard,
-                                 "token": token})
+            self._free(shard, token)
         for shard, _node, _incarnation, _token, live in leases:
             free = not live or shard in unused
             if free and targets.get(shard) == self.node and shard not in self._refused:
@@ -368,14 +371,21 @@ class LeaseKeeper:
         with failures(self.dsn, "cannot verify"):
             fault = verify_shard(self._conn, self.shards, shard)
         if fault is not None:
-            log.error("shard %d refused: its chain fails verification (%s: %s)",
-                      shard, fault.kind, fault.message)
+            log.error(
+                "shard %d refused: its chain fails verification (%s: %s)",
+                shard,
+                fault.kind,
+                fault.message,
+            )
             self._refused.add(shard)
-            self._emit(LeaseChange(change="refused", at=self._clock(),
-                                   incarnation=self._incarnation, shard=shard, token=token,
-                                   reason=f"{fault.kind}: {fault.message}"))
-            self._sql(_RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard,
-                                 "token": token})
+            self._emit(
+                "refused",
+                at=self._clock(),
+                shard=shard,
+                token=token,
+                reason=f"{fault.kind}: {fault.message}",
+            )
+            self._free(shard, token)
             return
         if self._on_acquired is not None:
             self._on_acquired(shard, token)
@@ -386,19 +396,21 @@ class LeaseKeeper:
                 self._owned[shard] = token
         if late:  # fenced while verifying: the next tick frees it (``unused``)
             return
-        self._emit(LeaseChange(change="acquired", at=at, incarnation=self._incarnation,
-                               shard=shard, token=token))
+        self._emit("acquired", at=at, shard=shard, token=token)
 
     def _release(self, shard: int, reason: str) -> None:
         with self._lock:
             token = self._owned.pop(shard, None)
         if token is None:
             return
-        self._emit(LeaseChange(change="released", at=self._clock(),
-                               incarnation=self._incarnation, shard=shard, token=token,
-                               reason=reason))
-        self._sql(_RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard,
-                             "token": token})
+        self._emit("released", at=self._clock(), shard=shard, token=token, reason=reason)
+        self._free(shard, token)
+
+    def _free(self, shard: int, token: int) -> None:
+        """Free ``shard`` in the database, its token bumped (only while ``token`` is ours)."""
+        self._sql(
+            _RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard, "token": token}
+        )
 
     # --- plumbing -----------------------------------------------------------------------
 
@@ -409,7 +421,8 @@ class LeaseKeeper:
             cursor = self._conn.execute(sql, args)
             return cursor.fetchall() if cursor.description is not None else []
 
-    def _emit(self, change: LeaseChange) -> None:
+    def _emit(self, change: Change, *, at: float, **fields: Any) -> None:
         if self._on_change is not None:
+            event = LeaseChange(change=change, at=at, incarnation=self._incarnation, **fields)
             with contextlib.suppress(Exception):  # a faulty listener must not stop the leases
-                self._on_change(change)
+                self._on_change(event)

@@ -88,8 +88,9 @@ class Node:
                 try:
                     future.result()
                 except JournalError as exc:  # fenced: expected around a takeover
-                    self.write(change="append", shard=shard, at=time.monotonic(),
-                               error=type(exc).__name__)
+                    self.write(
+                        change="append", shard=shard, at=time.monotonic(), error=type(exc).__name__
+                    )
             time.sleep(PAUSE_S)
         self.journal.close()
         self.keeper.drain()
@@ -107,15 +108,28 @@ class Node:
                     conn.execute(
                         "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
                         "%s, %s, %s)",
-                        (shard, token, [self.streams[shard]], [1], [None],
-                         [f"zombie:{self.name}"], [None], [None], [None], ["01J"],
-                         ["run.output"], [1], [b"\x80"]),
+                        (
+                            shard,
+                            token,
+                            [self.streams[shard]],
+                            [1],
+                            [None],
+                            [f"zombie:{self.name}"],
+                            [None],
+                            [None],
+                            [None],
+                            ["01J"],
+                            ["run.output"],
+                            [1],
+                            [b"\x80"],
+                        ),
                     ).fetchall()
                 outcome = "written"
             except psycopg.Error as exc:
                 outcome = exc.sqlstate or "error"
-            self.write(change="zombie", shard=shard, token=token, incarnation=incarnation,
-                       outcome=outcome)
+            self.write(
+                change="zombie", shard=shard, token=token, incarnation=incarnation, outcome=outcome
+            )
 
 
 def main(argv: list[str]) -> int:
