@@ -124,8 +124,9 @@ class PostgresJournal(PostgresReader):
                     None,
                 )
             self._wconn = connect(dsn)
-            if leases is None:
+            if leases is None:  # a cluster node's row of this name would fence our leases
                 with failures(dsn):
+                    self._wconn.execute("DELETE FROM nodes WHERE node = %s", (node,))
                     rows = self._wconn.execute(
                         "UPDATE shard_lease SET node = %s, incarnation = incarnation + 1, "
                         "token = token + 1 RETURNING shard, token",

@@ -236,6 +236,11 @@ def test_a_lone_writer_and_a_cluster_exclude_each_other(dsn: str) -> None:
     finally:
         clustered.close()
         a.stop()
+    again = PostgresJournal(dsn, node="a")  # a lone node named as a cluster node once was
+    try:
+        assert again.append("run/1", [out()], expected_seq=0).first_seq == 0
+    finally:
+        again.close()
 
 
 def test_a_node_name_live_elsewhere_is_refused(dsn: str) -> None:
