@@ -66,10 +66,6 @@ def raw_append(dsn: str, shard: int, token: int) -> None:
         ).fetchall()
 
 
-def stream_in(shard: int) -> str:
-    return next(f"s/{i}" for i in range(10_000) if shard_of(f"s/{i}", SHARDS) == shard)
-
-
 class Clock:
     """A monotonic clock a test moves by hand."""
 
