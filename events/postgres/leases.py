@@ -171,7 +171,10 @@ class LeaseKeeper:
         """The keeper's connection: no statement of it may outlast a TTL."""
         conn = connect(self.dsn)
         with failures(self.dsn):
-            conn.execute("SET statement_timeout = %s", (f"{int(self.settings.ttl_s * 1000)}ms",))
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)",
+                (f"{int(self.settings.ttl_s * 1000)}ms",),
+            )
         return conn
 
     # --- what a writer asks -------------------------------------------------------------
