@@ -11,13 +11,13 @@ database.
 
 Self-fencing runs on the node's **monotonic** clock: a renewal sent at ``t`` makes the node's
 deadline ``t + TTL - margin``; past it, :meth:`LeaseKeeper.token` refuses every shard
-(:class:`events.ShardNotOwned`), whether the database is reachable or not, renewed or not. The
-database cannot have expired the row before ``t + TTL`` (it stamps the expiry after it received
-the renewal), so the node stops before its lease can lapse. A renewal that finds the row lapsed
+(:class:`events.ShardNotOwned`), whether the database is reachable or not, a renewal in flight or
+not. The database cannot have expired the row before ``t + TTL`` (it stamps the expiry after it
+received the renewal), so the node stops before its lease can lapse. A renewal that finds the row lapsed
 means the node was frozen or cut off past its TTL: it drops every shard and registers again as a
 new incarnation.
 
-Placement (:mod:`events.postgres.placement`) runs every tick over the nodes that are live,
+Placement (:mod:`events.postgres.placement`) runs every tick over the nodes that are live and
 *ready* (renewed ``ready_ticks`` healthy ticks in a row: a node back from a pause gets shards
 only after that). A node acquires the free shards placed on it, verifies each
 one's chain (:func:`events.postgres.verify.verify_shard`) and only then calls ``on_acquired``
