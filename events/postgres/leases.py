@@ -13,9 +13,9 @@ Self-fencing runs on the node's **monotonic** clock: a renewal sent at ``t`` mak
 deadline ``t + TTL - margin``; past it, :meth:`LeaseKeeper.token` refuses every shard
 (:class:`events.ShardNotOwned`), whether the database is reachable or not, a renewal in flight or
 not. The database cannot have expired the row before ``t + TTL`` (it stamps the expiry after it
-received the renewal), so the node stops before its lease can lapse. A renewal that finds the row lapsed
-means the node was frozen or cut off past its TTL: it drops every shard and registers again as a
-new incarnation.
+received the renewal), so the node stops before its lease can lapse. A renewal that finds the
+row lapsed means the node was frozen or cut off past its TTL: it drops every shard and registers
+again as a new incarnation.
 
 Placement (:mod:`events.postgres.placement`) runs every tick over the nodes that are live and
 *ready* (renewed ``ready_ticks`` healthy ticks in a row: a node back from a pause gets shards
@@ -391,7 +391,12 @@ class LeaseKeeper:
             self._free(shard, token)
             return
         if self._on_acquired is not None:
-            self._on_acquired(shard, token)
+            try:
+                self._on_acquired(shard, token)
+            except Exception as exc:  # recovery failed: not ours to append to; another may try
+                log.error("shard %d freed: its recovery at acquisition failed: %r", shard, exc)
+                self._free(shard, token)
+                return
         with self._lock:
             at = self._clock()
             late = at >= self._deadline

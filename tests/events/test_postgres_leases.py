@@ -269,6 +269,24 @@ def test_a_shard_whose_chain_fails_verification_is_not_taken(dsn: str) -> None:
     a.stop()
 
 
+def test_a_shard_whose_recovery_fails_is_freed_not_owned(dsn: str) -> None:
+    recovered: list[tuple[int, int]] = []
+
+    def recover(shard: int, token: int) -> None:
+        if shard == 3:
+            raise RuntimeError("recovery failed")
+        recovered.append((shard, token))
+
+    a = keeper(dsn, "a", on_acquired=recover)
+    a.register()
+    a.tick()
+    assert sorted(a.owned()) == [s for s in range(SHARDS) if s != 3]
+    assert sorted(recovered) == sorted(a.owned().items())  # recovered before owned
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT node FROM shard_lease WHERE shard = 3").fetchone() == (None,)
+    a.stop()
+
+
 def test_a_version_1_journal_is_upgraded_in_place(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE nodes")
