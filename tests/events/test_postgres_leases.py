@@ -318,11 +318,12 @@ class Nodes:
     def start(self, name: str) -> None:
         log = self.root / f"{name}.{len(self.runs)}"
         self.runs.append((name, log))
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, str(NODE), self.dsn, name, str(TTL_S), str(log)],
-            stdin=subprocess.DEVNULL,
-            stderr=open(log.with_suffix(".err"), "ab"),  # noqa: SIM115
-        )
+        with open(log.with_suffix(".err"), "ab") as err:  # the child keeps its own copy
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, str(NODE), self.dsn, name, str(TTL_S), str(log)],
+                stdin=subprocess.DEVNULL,
+                stderr=err,
+            )
 
     @staticmethod
     def read(log: Path) -> list[dict[str, Any]]:
