@@ -9,7 +9,7 @@ before, skipping its own fence, and logs what the database said. SIGINT or SIGTE
 closes (what is queued is written), the keeper drains, the process exits 0.
 
 ``reel node`` runs no cluster yet (commands for a shard another node owns need step 3's
-forwarding): this is the part of a node steps 2 builds, in a process of its own.
+forwarding): this is the part of a node step 2 builds, in a process of its own.
 """
 
 from __future__ import annotations
