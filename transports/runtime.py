@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from actors import Node, ToolGate
 from actors.checkpoints import history_of
@@ -148,7 +149,7 @@ def make_provider(
         return FailoverProvider(config.providers, secrets)
     if p.kind == "deterministic":
         return DeterministicProvider(chunk_delay_s=p.chunk_delay_s)
-    options = {
+    options: dict[str, Any] = {
         "base_url": p.base_url,
         "model": p.model,
         "timeout_s": p.timeout_s,

@@ -243,13 +243,12 @@ class FailoverProvider:
                             passed_on = True
                             yield event
                     except ProviderError as error:
-                        if passed_on or not _fault_of_endpoint(error):
-                            if _fault_of_endpoint(error):
-                                self._failed(endpoint, error)
-                                settled = True
-                            raise
-                        self._failed(endpoint, error)
-                        settled = True
+                        fault = _fault_of_endpoint(error)
+                        if fault:
+                            self._failed(endpoint, error)
+                            settled = True
+                        if passed_on or not fault:
+                            raise  # never a second stream of a turn; the request's own fault
                         delay = self._retry_delay(endpoint, error, attempt, attempts)
                         if delay is None:
                             why.append(f"{endpoint.name}: {error.message}")

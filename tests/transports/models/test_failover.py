@@ -429,3 +429,17 @@ def test_the_whole_list_is_checked_when_the_provider_is_made() -> None:
     both = _load('[provider]\nkind = "openai"\n[[providers]]\nkind = "deterministic"\n')
     with pytest.raises(ConfigError, match="config key provider: .* both set"):
         make_provider(both)
+
+
+def test_an_unnamed_endpoint_is_named_by_its_url_without_the_password(
+    servers: list[FakeOpenAI],
+) -> None:
+    primary, _ = servers
+    url = primary.base_url.replace("http://", "http://bob:hunter2-secret@")
+    harness = Harness(EndpointConfig(kind="openai", base_url=url, model="m"))
+
+    events = harness.turn()
+
+    (usage,) = [e for e in events if isinstance(e, Usage)]
+    assert usage.endpoint == primary.base_url
+    assert "hunter2" not in repr(harness.provider.statuses())
