@@ -136,13 +136,16 @@ async def main(rounds: int, turns: int) -> int:
     medians = {name: statistics.median(values) for name, values in figures.items()}
     added = medians["failover"] - medians["direct"]
     load = os.getloadavg()
-    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {rounds} rounds x {turns} turns")
+    print(
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {rounds} rounds x {turns} turns"
+    )
     for name, values in figures.items():
         rounds_ms = ", ".join(f"{v:.2f}" for v in values)
         print(f"{name:<9} median turn {medians[name]:7.2f} ms  (rounds: {rounds_ms})")
     verdict = "PASS" if added < TARGET_MS else "MISS"
-    print(f"failover with an open circuit adds {added:.2f} ms a turn (target < {TARGET_MS:g} ms): {verdict}")
-    print(f"a refused connection first (circuit closed) adds {medians['cold'] - medians['direct']:.2f} ms")
+    print(f"failover, first circuit open: +{added:.2f} ms a turn (< {TARGET_MS:g} ms): {verdict}")
+    refused = medians["cold"] - medians["direct"]
+    print(f"a refused connection first (circuit closed): +{refused:.2f} ms a turn")
     return 0
 
 

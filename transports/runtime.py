@@ -19,7 +19,6 @@ from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
 from actors.vault.store import Vault, open_vault
-from tools.handles import MissingSecret
 from events import (
     Journal,
     JournalError,
@@ -44,6 +43,7 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
+from tools.handles import MissingSecret
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import load_tokens

@@ -66,9 +66,9 @@ def test_cmd(
     and the model that answered; exit 1 when one failed."""
     node = online(data)
     if node is not None:
-        items: list[dict[str, Any]] = api(
-            node, token_file, "POST", "/v1/providers/test", {}, 200
-        )["items"]
+        items: list[dict[str, Any]] = api(node, token_file, "POST", "/v1/providers/test", {}, 200)[
+            "items"
+        ]
     else:
         items = msgspec.to_builtins(_probe_all(data))
     if json:

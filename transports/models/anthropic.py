@@ -73,7 +73,10 @@ class AnthropicConfig(msgspec.Struct, frozen=True, kw_only=True):
         if self.temperature is not None and not 0 <= self.temperature <= 1:
             raise ValueError(f"temperature: must be between 0 and 1, got {self.temperature}")
         check_options(
-            max_tokens=self.max_tokens, temperature=None, tool_choice=self.tool_choice, extra_body={}
+            max_tokens=self.max_tokens,
+            temperature=None,
+            tool_choice=self.tool_choice,
+            extra_body={},
         )
 
     def __repr__(self) -> str:

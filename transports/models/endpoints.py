@@ -90,7 +90,9 @@ class EndpointConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             if self.kind == "openai" and not self.base_url:
                 raise ValueError("base_url: an openai endpoint needs one")
             if self.base_url and not re.match(r"https?://[^/\s]+", self.base_url):
-                raise ValueError(f"base_url: must be an http:// or https:// URL, got {self.base_url!r}")
+                raise ValueError(
+                    f"base_url: must be an http:// or https:// URL, got {self.base_url!r}"
+                )
             if not self.model.strip():
                 raise ValueError(f"model: a {self.kind} endpoint needs one")
         if isinstance(self.api_key, str) and not names_in(self.api_key):
@@ -102,9 +104,9 @@ class EndpointConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
             raise ValueError("api_key_env: set api_key or api_key_env, not both")
         if self.api_key_env and not _ENV_NAME.fullmatch(self.api_key_env):
             raise ValueError(f"api_key_env: not a variable name: {self.api_key_env[:40]!r}")
-        if self.kind == "anthropic" and self.temperature is not None:
-            if not 0 <= self.temperature <= 1:
-                raise ValueError(f"temperature: must be between 0 and 1, got {self.temperature}")
+        temperature = self.temperature
+        if self.kind == "anthropic" and temperature is not None and not 0 <= temperature <= 1:
+            raise ValueError(f"temperature: must be between 0 and 1, got {self.temperature}")
         check_options(
             max_tokens=self.max_tokens,
             temperature=self.temperature,
@@ -226,4 +228,3 @@ def make_endpoint(
         ),
         name=endpoint.label,
     )
-

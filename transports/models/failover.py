@@ -37,7 +37,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 
 import msgspec
 
@@ -152,13 +152,13 @@ class FailoverProvider:
         *,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], object] = asyncio.sleep,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         if not endpoints:
             raise ValueError("providers: at least one endpoint")
         self.endpoints = [Endpoint(e, secrets, clock) for e in endpoints]
         kinds = {e.kind for e in endpoints}
-        self.name = kinds.pop() if len(kinds) == 1 else "failover"
+        self.name: str = kinds.pop() if len(kinds) == 1 else "failover"
         """The kind when every endpoint is of one (``deterministic`` keeps its extractive
         compaction and rules-based learning), else ``failover``."""
         self._rng = rng or random.Random()
@@ -176,9 +176,7 @@ class FailoverProvider:
                 await endpoint.aclose()
 
     def _order(self) -> list[Endpoint]:
-        weighted = [
-            e for e in self.endpoints if e.config.weight > 0 and e.breaker.state != "open"
-        ]
+        weighted = [e for e in self.endpoints if e.config.weight > 0 and e.breaker.state != "open"]
         if not weighted:
             return list(self.endpoints)
         first = self._rng.choices(weighted, weights=[e.config.weight for e in weighted])[0]

@@ -389,7 +389,9 @@ def anthropic_text(index: int, pieces: list[str]) -> list[bytes]:
     ]
 
 
-def anthropic_tool(index: int, call_id: str, name: str, arguments: str, fragment: int = 5) -> list[bytes]:
+def anthropic_tool(
+    index: int, call_id: str, name: str, arguments: str, fragment: int = 5
+) -> list[bytes]:
     """A ``tool_use`` block: its start (empty input), ``input_json_delta`` fragments, its stop."""
     return [
         anthropic_event(

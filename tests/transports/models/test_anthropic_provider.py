@@ -119,7 +119,9 @@ def test_max_tokens_ends_length_and_unknown_events_and_deltas_are_skipped(
                     delta={"type": "thinking_delta", "thinking": "hmm"},
                 ),
                 fake_anthropic.event(
-                    "content_block_delta", index=0, delta={"type": "signature_delta", "signature": "s"}
+                    "content_block_delta",
+                    index=0,
+                    delta={"type": "signature_delta", "signature": "s"},
                 ),
                 fake_anthropic.event("content_block_stop", index=0),
                 fake_anthropic.event("a_future_event", detail=1),
@@ -214,7 +216,9 @@ def test_an_error_status_names_the_api_error_without_the_key(
     error = failure(fake_anthropic)
 
     assert error.status == 401 and not error.retryable
-    assert error.message.startswith("provider returned 401: authentication_error: invalid x-api-key")
+    assert error.message.startswith(
+        "provider returned 401: authentication_error: invalid x-api-key"
+    )
     assert KEY not in error.message
 
 
@@ -233,7 +237,9 @@ def test_overloaded_is_retryable_with_the_servers_retry_after(
     assert error.status == 529 and error.retryable and error.retry_after_s == 7
 
 
-@pytest.mark.parametrize(("kind", "retryable"), [("overloaded_error", True), ("invalid_request_error", False)])
+@pytest.mark.parametrize(
+    ("kind", "retryable"), [("overloaded_error", True), ("invalid_request_error", False)]
+)
 def test_an_error_event_mid_stream_fails_the_turn(
     fake_anthropic: FakeAnthropic, kind: str, retryable: bool
 ) -> None:

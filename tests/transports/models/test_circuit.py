@@ -38,7 +38,7 @@ def test_half_open_lets_one_probe_through_and_its_outcome_decides() -> None:
     clock.now += 10
     assert breaker.acquire() == "probe"
     assert breaker.success() == "closed"
-    assert breaker.state == "closed" and breaker.acquire() == "go"
+    assert (breaker.state, breaker.acquire()) == ("closed", "go")
 
 
 def test_a_probe_without_a_verdict_frees_the_slot() -> None:
@@ -52,5 +52,5 @@ def test_a_probe_without_a_verdict_frees_the_slot() -> None:
 
 @pytest.mark.parametrize(("threshold", "cooldown"), [(0, 1.0), (1, -1.0)])
 def test_bad_settings_name_the_field(threshold: int, cooldown: float) -> None:
-    with pytest.raises(ValueError, match="failure_threshold|cooldown_s"):
+    with pytest.raises(ValueError, match=r"failure_threshold|cooldown_s"):
         Breaker(threshold, cooldown)

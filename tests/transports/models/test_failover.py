@@ -136,7 +136,7 @@ def test_every_endpoint_down_fails_unavailable_then_fast_until_a_probe_succeeds(
     b.always = None  # b recovers; its next probe closes its circuit
     harness.now += 30
     events = harness.turn()
-    assert [e for e in events if isinstance(e, Usage)][0].endpoint == "b"
+    assert next(e for e in events if isinstance(e, Usage)).endpoint == "b"
     assert (len(a.requests), len(b.requests)) == (5, 5)
     assert harness.states() == {"a": "open", "b": "closed"}
     harness.turn()
@@ -224,16 +224,14 @@ def test_a_short_retry_after_is_waited_out_on_the_same_endpoint(
 
     events = harness.turn()
 
-    assert [e for e in events if isinstance(e, Usage)][0].endpoint == "primary"
+    assert next(e for e in events if isinstance(e, Usage)).endpoint == "primary"
     assert harness.waits == [2.0]
     assert len(primary.requests) == 2 and backup.requests == []
 
 
 def test_weights_share_the_first_try(servers: list[FakeOpenAI]) -> None:
     a, b = servers
-    harness = Harness(
-        endpoint("a", a, weight=1), endpoint("b", b, weight=3), rng=random.Random(7)
-    )
+    harness = Harness(endpoint("a", a, weight=1), endpoint("b", b, weight=3), rng=random.Random(7))
     for _ in range(40):
         harness.turn()
     assert len(a.requests) + len(b.requests) == 40
@@ -263,7 +261,7 @@ def test_an_endpoint_without_usage_still_names_itself_and_its_model(
 def test_a_vault_key_is_sent_and_a_missing_one_fails_over_without_its_value(
     servers: list[FakeOpenAI], fake_anthropic: FakeAnthropic
 ) -> None:
-    primary, backup = servers
+    primary = servers[0]
     vault = {"openai_key": SECRET}
 
     def secrets(name: str) -> str:
@@ -285,7 +283,7 @@ def test_a_vault_key_is_sent_and_a_missing_one_fails_over_without_its_value(
 
     assert primary.requests == []  # no key, no request
     assert fake_anthropic.requests[0].headers["x-api-key"] == SECRET
-    assert [e for e in events if isinstance(e, Usage)][0].endpoint == "claude"
+    assert next(e for e in events if isinstance(e, Usage)).endpoint == "claude"
 
     with pytest.raises(ProviderUnavailable) as caught:
         asyncio.run(_turn(FailoverProvider([gone], secrets)))
@@ -416,9 +414,7 @@ def test_the_whole_list_is_checked_when_the_provider_is_made() -> None:
     from transports.config import ConfigError
     from transports.runtime import make_provider
 
-    two = _load(
-        '[[providers]]\nkind = "deterministic"\n[[providers]]\nkind = "deterministic"\n'
-    )
+    two = _load('[[providers]]\nkind = "deterministic"\n[[providers]]\nkind = "deterministic"\n')
     with pytest.raises(ConfigError, match=r"providers\[1\]\.name: 'deterministic' is also"):
         make_provider(two)
     unset = _load(
@@ -427,7 +423,7 @@ def test_the_whole_list_is_checked_when_the_provider_is_made() -> None:
     with pytest.raises(ConfigError, match=r"providers\[0\]\.api_key_env: the variable"):
         make_provider(unset, environ={})
     both = _load('[provider]\nkind = "openai"\n[[providers]]\nkind = "deterministic"\n')
-    with pytest.raises(ConfigError, match="config key provider: .* both set"):
+    with pytest.raises(ConfigError, match=r"config key provider: .* both set"):
         make_provider(both)
 
 

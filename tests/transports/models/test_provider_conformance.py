@@ -227,5 +227,7 @@ class TestFailoverConformance(TestOpenAIConformance):
         dead = EndpointConfig(
             kind="openai", name="dead", base_url="http://127.0.0.1:9/v1", model="m", max_retries=0
         )
-        live = EndpointConfig(kind="openai", name="live", base_url=self.server.base_url, model="gpt-test")
+        live = EndpointConfig(
+            kind="openai", name="live", base_url=self.server.base_url, model="gpt-test"
+        )
         return FailoverProvider([dead, live])
