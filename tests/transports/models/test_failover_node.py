@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from events.catalog import AccessDecided
 from tests.transports.cli.nodekit import bare_environment, reel
 from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from tests.transports.models.conftest import FakeAnthropic, FakeOpenAI, ScriptedReply
@@ -227,3 +228,25 @@ def test_a_vault_key_naming_no_secret_stops_the_node_naming_the_key(
     )
     with pytest.raises(ConfigError, match=r"providers\[0\]\.api_key: the vault holds no secret"):
         open_node(data_dir, providers=[claude])
+
+
+def test_only_admins_test_providers_and_each_decision_is_journaled(
+    data_dir: Path, fake_openai: FakeOpenAI
+) -> None:
+    node = open_node(data_dir, providers=[openai("gpt", fake_openai)])
+    try:
+        made = node.call("POST", "/v1/tokens", {"principal": "user:op", "roles": ["operator"]})
+        operator = f"Bearer {made.json()['token']}"
+        refused = node.call("POST", "/v1/providers/test", {}, auth=operator)
+        assert refused.status == 403 and "provider.test" in refused.error["message"], refused
+        assert fake_openai.requests == []  # refused before any request
+        assert node.call("GET", "/v1/providers", auth=operator).status == 200  # node.read
+        assert node.call("POST", "/v1/providers/test", {}).status == 200
+        decided = [
+            (row.principal, event.outcome)
+            for row in node.runtime.journal.events_of_kinds(("access.decided",))
+            if isinstance(event := row.decode(), AccessDecided) and event.action == "provider.test"
+        ]
+        assert decided == [("user:op", "deny"), ("admin", "allow")]
+    finally:
+        close_node(node)
