@@ -96,6 +96,20 @@ def test_text_is_streamed_as_deltas_then_usage_then_turn_end(fake_openai: Any) -
     ]
 
 
+def test_usage_names_the_answering_model_and_the_cached_prompt_tokens(fake_openai: Any) -> None:
+    """The model as the server names it (it may differ from the one asked for: an alias) and
+    the prompt tokens served from its cache reach ``run.turn_completed`` (issue 26's usage)."""
+    stream = fake_openai.text_stream(["ok"])
+    stream[-2] = fake_openai.usage_chunk(120, 1, cached_tokens=96)
+    fake_openai.queue(fake_openai.reply(pieces=stream))
+
+    events = stream_all(config(fake_openai), HELLO)
+
+    assert Usage(prompt_tokens=120, completion_tokens=1, cached_tokens=96, model="gpt-test") in (
+        events
+    )
+
+
 def test_sse_bytes_split_at_arbitrary_boundaries_are_reassembled(fake_openai: Any) -> None:
     whole = b"".join(fake_openai.text_stream(["caf\u00e9 ", "na\u00efve"]))
     pieces = [whole[i : i + 7] for i in range(0, len(whole), 7)]
