@@ -21,29 +21,22 @@ Run: ``.venv/bin/python bench/failover.py [--rounds 5] [--turns 200]`` (a few se
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
+import logging
+import os
+import socket
+import statistics
 import sys
-from pathlib import Path
+import time
+from contextlib import aclosing
 
-# Run as a script, bench/ comes first on sys.path, where bench/http.py would shadow the standard
-# library's ``http`` that aiohttp imports: drop the folder, put the repository root instead.
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [str(HERE.parent), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+from aiohttp import web
 
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import socket  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from contextlib import aclosing  # noqa: E402
-
-from aiohttp import web  # noqa: E402
-
-from actors.provider import ChatMessage, ProviderRequest, TurnEnd  # noqa: E402
-from transports.models.endpoints import EndpointConfig  # noqa: E402
-from transports.models.failover import FailoverProvider  # noqa: E402
+from actors.provider import ChatMessage, ProviderRequest, TurnEnd
+from transports.models.endpoints import EndpointConfig
+from transports.models.failover import FailoverProvider
 
 TARGET_MS = 50.0
 REQUEST = ProviderRequest(messages=(ChatMessage(role="user", content="hello"),))
