@@ -3,8 +3,9 @@
 Every table and key is declared here; an unknown one is an error naming its path
 (``runs.max_turnz``), whether it comes from the file or the environment. Environment values are
 parsed as TOML values when they parse (numbers, booleans, arrays), else taken as strings.
-Secrets (the provider's API key) are read from the environment variable named by
-``provider.api_key_env``, never written to the journal or logs.
+Secrets (a provider's API key) are read from the environment variable named by
+``provider.api_key_env`` (or a ``[[providers]]`` endpoint's ``api_key_env``), or from the vault
+an endpoint's ``api_key`` names; never from this file, never written to the journal or logs.
 """
 
 from __future__ import annotations

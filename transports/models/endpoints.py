@@ -3,9 +3,10 @@
 Each entry names a kind (``openai``, ``anthropic``, ``deterministic``), where it is, its model,
 where its key comes from, and how hard to try it (``timeout_s``, ``max_retries`` with jittered
 back-off, the circuit breaker's ``failure_threshold`` and ``cooldown_s``) and how much of the
-traffic it takes first (``weight``). :func:`check_endpoints` checks the list as a whole and
-:func:`build_provider` turns a checked one into the provider a node runs with
-(:class:`~transports.models.failover.FailoverProvider`; docs/providers.md, "Failover").
+traffic it takes first (``weight``). :func:`check_endpoints` checks the list as a whole,
+:func:`make_endpoint` makes one endpoint's provider, and
+:class:`~transports.models.failover.FailoverProvider` fails over between them
+(``transports.runtime.make_provider`` composes it; docs/providers.md, "Failover").
 
 The key is never in the file: ``api_key = { vault = "NAME" }`` or ``"${vault:NAME}"`` names a
 vault secret (docs/vault.md), read when the endpoint is first used; ``api_key_env`` names an
@@ -32,7 +33,6 @@ __all__ = [
     "EndpointKind",
     "Secrets",
     "check_endpoints",
-    "endpoint_names",
     "make_endpoint",
     "vault_names",
 ]
@@ -131,10 +131,6 @@ class EndpointConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     def vault_names(self) -> tuple[str, ...]:
         """The vault secrets its key names."""
         return names_in(self.api_key) if self.api_key is not None else ()
-
-
-def endpoint_names(endpoints: Sequence[EndpointConfig]) -> list[str]:
-    return [e.label for e in endpoints]
 
 
 def check_endpoints(endpoints: Sequence[EndpointConfig], environ: Mapping[str, str]) -> None:
