@@ -439,3 +439,14 @@ def test_an_unnamed_endpoint_is_named_by_its_url_without_the_password(
     (usage,) = [e for e in events if isinstance(e, Usage)]
     assert usage.endpoint == primary.base_url
     assert "hunter2" not in repr(harness.provider.statuses())
+
+
+def test_a_time_out_fails_over_at_once_without_a_retry(servers: list[FakeOpenAI]) -> None:
+    primary, backup = servers
+    primary.always = ScriptedReply(delay_before_headers_s=30, pieces=[])
+    harness = Harness(endpoint("primary", primary, timeout_s=0.3), endpoint("backup", backup))
+
+    events = harness.turn()
+
+    assert next(e for e in events if isinstance(e, Usage)).endpoint == "backup"
+    assert len(primary.requests) == 1 and harness.waits == []
