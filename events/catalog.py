@@ -32,7 +32,7 @@ from events.fields import (
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
-approval_denied, provider_error, interrupted, internal_error, ..."""
+approval_denied, provider_error, provider_unavailable, interrupted, internal_error, ..."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):

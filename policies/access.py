@@ -133,6 +133,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
         resource_type="Channel", scope="channel_command", changes_state=True
     ),
     "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
+    "provider.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "vault.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "vault.manage": ActionSpec(resource_type="Secret", scope="vault", changes_state=True),
 }

@@ -3,8 +3,9 @@
 Every table and key is declared here; an unknown one is an error naming its path
 (``runs.max_turnz``), whether it comes from the file or the environment. Environment values are
 parsed as TOML values when they parse (numbers, booleans, arrays), else taken as strings.
-Secrets (the provider's API key) are read from the environment variable named by
-``provider.api_key_env``, never written to the journal or logs.
+Secrets (a provider's API key) are read from the environment variable named by
+``provider.api_key_env`` (or a ``[[providers]]`` endpoint's ``api_key_env``), or from the vault
+an endpoint's ``api_key`` names; never from this file, never written to the journal or logs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from projections.pool import ReaderLimits
 from tools import ToolsConfig
 from tools.mcp.config import McpConfig
 from tools.spec import Posture
+from transports.models.endpoints import EndpointConfig
 from transports.models.openai_wire import check_options
 
 
@@ -225,6 +227,9 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     http: HttpConfig = HttpConfig()
     grpc: GrpcConfig = GrpcConfig()
     provider: ProviderConfig = ProviderConfig()
+    providers: list[EndpointConfig] = []
+    """``[[providers]]``: endpoints failed over in order, instead of ``[provider]``
+    (docs/providers.md, "Failover")."""
     runs: RunsConfig = RunsConfig()
     sessions: SessionsConfig = SessionsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
@@ -256,13 +261,17 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
             max_message_bytes=self.sessions.max_message_bytes,
             idle_passivate_s=self.sessions.idle_passivate_s,
             approval_timeout_s=self.approvals.timeout_s,
-            context_budget_tokens=self.context.budget_for(self.provider.model),
+            context_budget_tokens=self.context.budget_for(self.primary_model()),
             compact_at=self.context.compact_at,
             compact_cooldown_s=self.context.cooldown_s,
             memory_inject_k=self.memory.inject_k,
             memory_min_score=self.memory.min_score,
             memory_min_evidence=self.memory.min_evidence,
         )
+
+    def primary_model(self) -> str:
+        """The model of the first endpoint (``[[providers]]``), else ``provider.model``."""
+        return self.providers[0].model if self.providers else self.provider.model
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:
         """The tool runtimes' settings, rooted in the data dir."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from actors import Node, ToolGate
 from actors.checkpoints import history_of
@@ -42,14 +43,17 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
+from tools.handles import MissingSecret
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
-from transports.config import ConfigError, NodeConfig, load_config
+from transports.config import ConfigError, NodeConfig, ProviderConfig, load_config
 from transports.learning import NodeLearning
 from transports.mcp_servers import journal_tool_lists
-from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
+from transports.models import DeterministicProvider, OpenAIConfig
+from transports.models.endpoints import EndpointConfig, Secrets, check_endpoints, vault_names
+from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
 
@@ -124,48 +128,77 @@ def prepare_data_dir(data_dir: Path) -> None:
         (data_dir / sub).mkdir(exist_ok=True, mode=0o700)
 
 
-def make_provider(config: NodeConfig) -> ModelProvider:
-    """The configured model provider (the deterministic one by default)."""
+def make_provider(
+    config: NodeConfig, secrets: Secrets | None = None, environ: Mapping[str, str] | None = None
+) -> ModelProvider:
+    """The configured model provider: failover over ``[[providers]]``, or over the one endpoint
+    ``[provider]`` describes (the deterministic one, by default, alone: it has nothing to fail
+    over). ``secrets`` reads the vault keys endpoints name, when each is first used."""
+    env = os.environ if environ is None else environ
     p = config.provider
+    if config.providers:
+        if p != ProviderConfig():
+            raise ConfigError(
+                "config key provider: [provider] and [[providers]] are both set; move the "
+                "[provider] endpoint into the [[providers]] list"
+            )
+        try:
+            check_endpoints(config.providers, env)
+        except ValueError as exc:
+            raise ConfigError(f"config key {exc}") from None
+        return FailoverProvider(config.providers, secrets)
     if p.kind == "deterministic":
         return DeterministicProvider(chunk_delay_s=p.chunk_delay_s)
-    api_key = os.environ.get(p.api_key_env) or None
+    options: dict[str, Any] = {
+        "base_url": p.base_url,
+        "model": p.model,
+        "timeout_s": p.timeout_s,
+        "max_retries": p.max_retries,
+        "stream": p.stream,
+        "max_tokens": p.max_tokens,
+        "temperature": p.temperature,
+        "tool_choice": p.tool_choice,
+        "extra_body": p.extra_body,
+    }
     try:
-        return OpenAIProvider(
-            OpenAIConfig(
-                base_url=p.base_url,
-                model=p.model,
-                api_key=api_key,
-                timeout_s=p.timeout_s,
-                max_retries=p.max_retries,
-                stream=p.stream,
-                max_tokens=p.max_tokens,
-                temperature=p.temperature,
-                tool_choice=p.tool_choice,
-                extra_body=p.extra_body,
-            )
-        )
+        OpenAIConfig(**options)  # [provider]'s own checks, and their messages
+        endpoint = EndpointConfig(kind="openai", api_key_env=p.api_key_env, **options)
     except ValueError as exc:
         raise ConfigError(f"config key provider.{exc}") from None
+    return FailoverProvider([endpoint], secrets)
+
+
+def check_provider_keys(config: NodeConfig, vault: Vault) -> None:
+    """Every vault secret an endpoint's key names exists (a ConfigError naming the key)."""
+    for index, name in vault_names(config.providers):
+        if not vault.has(name):
+            raise ConfigError(
+                f"config key providers[{index}].api_key: the vault holds no secret {name!r} "
+                f"(reel vault set {name})"
+            )
 
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
-    """``[provider] tool_choice`` naming a tool must name one the model is offered: in the
-    catalog and not ``disabled`` by ``[tools] postures`` (what runs are offered is fixed when the
-    node starts; a session's posture only changes what the gate allows)."""
-    choice = config.provider.tool_choice
-    if choice is None or choice in TOOL_CHOICES:
-        return
+    """A ``tool_choice`` naming a tool (``[provider]``'s, or an endpoint's of ``[[providers]]``)
+    must name one the model is offered: in the catalog and not ``disabled`` by ``[tools]
+    postures`` (what runs are offered is fixed when the node starts; a session's posture only
+    changes what the gate allows)."""
+    choices = [("provider.tool_choice", config.provider.tool_choice)] + [
+        (f"providers[{i}].tool_choice", e.tool_choice) for i, e in enumerate(config.providers)
+    ]
     specs = {spec.name: spec for spec in catalog.specs()}
-    spec = specs.get(choice)
-    if spec is None:
-        names = ", ".join(sorted(specs))
-        raise ConfigError(f"config key provider.tool_choice: no tool {choice!r} (tools: {names})")
-    if gate.posture(spec) == "disabled":
-        raise ConfigError(
-            f"config key provider.tool_choice: {choice!r} is disabled (tools.postures), so the "
-            "model is never offered it"
-        )
+    for key, choice in choices:
+        if choice is None or choice in TOOL_CHOICES:
+            continue
+        spec = specs.get(choice)
+        if spec is None:
+            names = ", ".join(sorted(specs))
+            raise ConfigError(f"config key {key}: no tool {choice!r} (tools: {names})")
+        if gate.posture(spec) == "disabled":
+            raise ConfigError(
+                f"config key {key}: {choice!r} is disabled (tools.postures), so the "
+                "model is never offered it"
+            )
 
 
 def load_embedder(config: NodeConfig) -> Embedder:
@@ -326,7 +359,14 @@ def open_runtime(
         if unknown:
             raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
         check_tool_choice(cfg, catalog, gate)
-        model = provider or make_provider(cfg)
+        vaults: list[Vault] = []  # the vault opens with the journal, after the provider
+
+        def secrets(name: str) -> str:
+            if not vaults:
+                raise MissingSecret(name)
+            return vaults[0].resolve(name)
+
+        model = provider or make_provider(cfg, secrets)
         channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
         journal = open_journal(data_dir, cfg, on_tampered)
     except BaseException:
@@ -341,6 +381,8 @@ def open_runtime(
         )
         tokens = load_tokens(journal, admin_token)
         vault = open_vault(journal, data_dir, cfg.vault.key_file)
+        vaults.append(vault)
+        check_provider_keys(cfg, vault)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)

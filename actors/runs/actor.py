@@ -51,6 +51,7 @@ from actors.messages import (
 from actors.provider import (
     ProviderError,
     ProviderRequest,
+    ProviderUnavailable,
     TextDelta,
     ToolCall,
     TurnEnd,
@@ -196,7 +197,7 @@ class RunActor(pykka.ThreadingActor):
                 self._on_turn_done()
         elif isinstance(message, ProviderFailed):
             if self._current(message.turn):
-                self._stop_with("failed", "provider_error", message.message)
+                self._stop_with("failed", message.reason, message.message)
         elif isinstance(message, FlushTick):
             self.flush_timer = None
             if self._current(message.turn):
@@ -450,6 +451,8 @@ class RunActor(pykka.ThreadingActor):
             raise
         except pykka.ActorDeadError:
             return
+        except ProviderUnavailable as exc:
+            _tell(ref, ProviderFailed(turn, exc.message, "provider_unavailable"))
         except ProviderError as exc:
             _tell(ref, ProviderFailed(turn, exc.message))
         except Exception as exc:

@@ -94,6 +94,7 @@ from transports.http.memory import (
     MemoryWritten,
 )
 from transports.http.postures import SessionPostures
+from transports.http.providers import EndpointList, ProbeList
 from transports.http.routes import ROUTES
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
@@ -806,6 +807,23 @@ def _paths() -> dict[str, Any]:
                 {200: _json(McpServerRow, "The server.")},
                 (404,),
                 parameters=(MCP_SERVER,),
+            )
+        },
+        "/v1/providers": {
+            "get": _op(
+                "The model endpoints ([[providers]], or [provider]'s one): kind, model, circuit "
+                "state, consecutive failures, attempts since start (docs/providers.md). "
+                "node.read.",
+                {200: _json(EndpointList, "The endpoints, in failover order.")},
+                (),
+            )
+        },
+        "/v1/providers/test": {
+            "post": _op(
+                "One tiny request to each endpoint (no retry, no failover, circuits untouched): "
+                "its latency and the model that answered, or the error. provider.test.",
+                {200: _json(ProbeList, "Each endpoint's result.")},
+                (),
             )
         },
         "/v1/channels": {
