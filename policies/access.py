@@ -78,6 +78,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "decision": _TEXT,
     },
     "vault": {"name": _TEXT, "operation": _TEXT},
+    "schedule": {"name": _TEXT, "runs_as": _PRINCIPAL, "operation": _TEXT},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -135,6 +136,9 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "vault.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "vault.manage": ActionSpec(resource_type="Secret", scope="vault", changes_state=True),
+    "schedule.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "schedule.create": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
+    "schedule.manage": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`, ``vault.use``
 by :meth:`PolicyEngine.decide_secret`)."""

@@ -17,6 +17,7 @@ from actors import Node, ToolGate
 from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
+from actors.schedules.desk import ScheduleBook, ScheduleDesk, load_schedules
 from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
@@ -81,6 +82,13 @@ class Runtime:
     vault: Vault
     """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
     and ``reel vault`` change it."""
+    schedules: ScheduleDesk
+    """The schedules (docs/schedules.md): the API changes them through its book, its thread
+    fires them."""
+
+    def principal_live(self, principal: str) -> bool:
+        """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
+        return bool(self.authority.tokens.roles_of(principal, int(time.time() * 1000)))
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -92,6 +100,7 @@ class Runtime:
         command that failed appends nothing, not even a checkpoint), let the views catch up
         with it, then close the journal."""
         try:
+            self.schedules.stop()  # nothing fires while the node drains
             self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
@@ -335,6 +344,7 @@ def open_runtime(
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
+    schedules: ScheduleDesk | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
@@ -356,11 +366,28 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
+        registry = node.services.registry
+        schedules = ScheduleDesk(
+            ScheduleBook(
+                journal,
+                load_schedules(journal),
+                max_text_bytes=node.services.config.max_message_bytes,
+            ),
+            start_run=node.send,
+            run_live=lambda run_id: (
+                registry.live_run(run_id) is not None or registry.queued_session(run_id) is not None
+            ),
+            principal_live=lambda who: bool(tokens.roles_of(who, int(time.time() * 1000))),
+        )
+        node.services.schedules = schedules  # the watchdog's incidents about stopped ones
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
         learning.start(node)
+        schedules.start()  # after recovery: fired runs never answered are asked for again
     except BaseException:
+        if schedules is not None:
+            schedules.stop()
         if projector is not None:
             projector.close()
         memory.close()
@@ -384,6 +411,7 @@ def open_runtime(
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
         vault=vault,
+        schedules=schedules,
     )
     try:
         channels.start(
