@@ -29,13 +29,13 @@ ROLES: Final[dict[str, str]] = {
     "runs' tool calls may use vault secrets",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
     "revoke always grants, review learning candidates, "
-    "write and delete memory, cancel background tasks; its runs' tool calls may use vault "
-    "secrets",
+    "write and delete memory, cancel background tasks, schedule runs as itself; its runs' tool "
+    "calls may use vault secrets",
     "approver": "read everything, decide approvals, revoke always grants, review learning "
     "candidates",
     "viewer": "read everything",
     "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
-    "global memory and its own, write and delete only its own",
+    "global memory and its own, write and delete only its own; schedule runs as itself",
 }
 """The built-in roles and, in words, what ``policies/*.cedar`` lets each do."""
 
