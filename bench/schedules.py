@@ -73,15 +73,14 @@ def measure(work: Path, sessions: int, runs_each: int) -> None:
     elapsed = driver.run()
     desk.stop()
     node.stop()
-    fired = {
-        row.decode().run_id: (row.decode().due_ms, row.recorded_at_ms)
-        for row in journal.events_of_kinds(kinds_of(ScheduleFired))
-    }
-    accepted = {
-        row.decode().run_id: row.recorded_at_ms
-        for row in journal.events_of_kinds(kinds_of(RunAccepted))
-        if row.decode().run_id in fired
-    }
+    fired: dict[str, tuple[int, int]] = {}
+    accepted: dict[str, int] = {}
+    for row in journal.events_of_kinds(kinds_of(ScheduleFired, RunAccepted)):
+        event = row.decode()
+        if isinstance(event, ScheduleFired):
+            fired[event.run_id] = (event.due_ms, row.recorded_at_ms)
+        elif isinstance(event, RunAccepted) and event.run_id in fired:
+            accepted[event.run_id] = row.recorded_at_ms
     journal.close()
     to_fired = [(at - due) / 1000 for due, at in fired.values()]
     to_accepted = [(accepted[r] - fired[r][0]) / 1000 for r in fired if r in accepted]

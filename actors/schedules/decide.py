@@ -12,6 +12,7 @@ one that exists. :func:`tick` decides what a schedule's due times up to now make
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from actors.schedules import times
 from actors.schedules.state import Schedule, Schedules
@@ -125,8 +126,6 @@ def creation(
         raise InvalidSchedule("overlap", f"must be one of {', '.join(OVERLAPS)}")
     if state.named(name) is not None:
         raise ScheduleExists(f"a schedule named {name!r} exists")
-    chosen_catch_up: CatchUp = catch_up  # type: ignore[assignment]  # checked above
-    chosen_overlap: Overlap = overlap  # type: ignore[assignment]
     return ScheduleCreated(
         schedule_id=schedule_id,
         name=name,
@@ -137,8 +136,8 @@ def creation(
         session_key=session_key,
         text=text,
         runs_as=runs_as,
-        catch_up=chosen_catch_up,
-        overlap=chosen_overlap,
+        catch_up=cast(CatchUp, catch_up),  # checked above
+        overlap=cast(Overlap, overlap),
     )
 
 

@@ -71,7 +71,8 @@ class ScheduleBook:
     def __init__(self, journal: JournalPort, state: Schedules, *, max_text_bytes: int) -> None:
         self._journal = journal
         self._state = state
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
+        """Held while a change is decided and appended (the desk decides under it too)."""
         self.max_text_bytes = max_text_bytes
         self.changed: Callable[[], None] = lambda: None
         """Called after every change the API or the CLI made (the desk wakes up)."""
@@ -83,7 +84,7 @@ class ScheduleBook:
     def append(self, schedule_id: str, events: Sequence[Event], principal: str) -> list[Recorded]:
         """Append ``events`` to the schedule's stream at the seq its fold expects, and fold
         them."""
-        with self._lock:
+        with self.lock:
             old = self._state.by_id.get(schedule_id)
             stream = OwnedStream(
                 self._journal,
@@ -115,7 +116,7 @@ class ScheduleBook:
         now_ms: int | None = None,
     ) -> ScheduleInfo:
         """Make a schedule (``by`` is whoever asked; it runs as ``runs_as``)."""
-        with self._lock:
+        with self.lock:
             event = decide.creation(
                 self._state,
                 schedule_id=new_id(),
@@ -135,26 +136,26 @@ class ScheduleBook:
             return self._changed(event.schedule_id)
 
     def pause(self, name: str, *, by: str) -> ScheduleInfo:
-        with self._lock:
+        with self.lock:
             event = decide.pausing(self._state, name)
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
 
     def resume(self, name: str, *, by: str) -> ScheduleInfo:
-        with self._lock:
+        with self.lock:
             event = decide.resuming(self._state, name, wall_ms())
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
 
     def delete(self, name: str, *, by: str) -> ScheduleInfo:
-        with self._lock:
+        with self.lock:
             event = decide.deletion(self._state, name)
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
 
     def fire_now(self, name: str, *, by: str, now_ms: int) -> tuple[Schedule, str]:
         """Record ``run-now``'s ``schedule.fired``; the schedule and the run id it chose."""
-        with self._lock:
+        with self.lock:
             event = decide.run_now(self._state, name, run_id=new_id(), now_ms=now_ms)
             self.append(event.schedule_id, [event], by)
             return self._state.by_id[event.schedule_id], event.run_id
@@ -270,34 +271,35 @@ class ScheduleDesk:
             self._wake.wait(self._sleep_s())
 
     def look(self) -> None:
-        """Fire (or skip, or stop) every active schedule whose due time has come."""
+        """Fire (or skip, or stop) every active schedule whose due time has come. Each is
+        decided and appended under the book's lock, so a pause the API appends meanwhile is
+        either before the decision (nothing fires) or after the fire."""
         now = self._clock()
-        for s in list(self.book.state.by_id.values()):
-            if not s.active:
-                continue
-            last = s.last_run_id
-            events = decide.tick(
-                s,
-                now_ms=now,
-                boot_ms=self.boot_ms,
-                previous_live=last is not None and (last in s.pending or self._run_live(last)),
-                principal_live=self._principal_live(s.runs_as),
-                new_id=new_id,
-            )
-            if not events:
-                continue
-            stops = [e for e in events if isinstance(e, ScheduleStopped)]
-            if stops:
-                self.book.append(s.schedule_id, events, NODE_PRINCIPAL)
+        for schedule_id in list(self.book.state.by_id):
+            with self.book.lock:
+                s = self.book.state.by_id[schedule_id]
+                last = s.last_run_id
+                events = decide.tick(
+                    s,
+                    now_ms=now,
+                    boot_ms=self.boot_ms,
+                    previous_live=last is not None and (last in s.pending or self._run_live(last)),
+                    principal_live=self._principal_live(s.runs_as),
+                    new_id=new_id,
+                )
+                if not events:
+                    continue
+                stopped = any(isinstance(e, ScheduleStopped) for e in events)
+                self.book.append(schedule_id, events, NODE_PRINCIPAL if stopped else s.runs_as)
+                s = self.book.state.by_id[schedule_id]
+            if stopped:
                 log.warning(
                     "schedule stopped: its principal holds no live token",
                     extra=fields(schedule=s.name, principal=s.runs_as),
                 )
-                continue
-            self.book.append(s.schedule_id, events, s.runs_as)
             for event in events:
                 if isinstance(event, ScheduleFired):
-                    self._ask(self.book.state.by_id[s.schedule_id], event.run_id)
+                    self._ask(s, event.run_id)
 
     def _sleep_s(self) -> float:
         now = self._clock()

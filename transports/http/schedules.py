@@ -2,9 +2,10 @@
 
 ``schedule.list`` is a read; ``schedule.create`` and ``schedule.manage`` are Cedar decisions
 with the schedule's ``name``, the principal it ``runs_as`` and the ``operation`` in context
-(admins for anyone, operators and agents for themselves: policies/schedules.cedar). A bad field
-is a 400 naming it before any decision; the principal a schedule runs as must hold a live token
-(its runs have that principal's roles).
+(admins for anyone, operators and agents for themselves: policies/schedules.cedar). Bad timing
+or a bad name is a 400 naming the field before any decision; the principal a schedule runs as
+must hold a live token (its runs have that principal's roles), checked after the decision so a
+caller Cedar refuses learns nothing about whose tokens live.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ async def create_schedule(request: web.Request) -> web.Response:
     check_name(body.name)
     check_timing(body.cron, body.every, body.tz)
     runs_as = body.runs_as if body.runs_as is not None else caller(request).principal
-    if not ctx.runtime.principal_live(runs_as):
-        raise InvalidSchedule("runs_as", f"{runs_as!r} holds no live token (its runs need roles)")
     scope = (body.name, {"name": body.name, "runs_as": runs_as, "operation": "create"})
     who = await permit(request, "schedule.create", scope)
+    if not ctx.runtime.principal_live(runs_as):  # after the decision: no probing whose tokens live
+        raise InvalidSchedule("runs_as", f"{runs_as!r} holds no live token (its runs need roles)")
     book = ctx.runtime.schedules.book
     info = await asyncio.to_thread(
         lambda: book.create(
