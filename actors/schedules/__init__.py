@@ -9,4 +9,6 @@ Exceptions (their failure kinds are in :mod:`transports.failures`)::
     ├── ScheduleExists          create of a name that exists
     ├── UnknownSchedule         no schedule of that name
     └── ScheduleConflict        pause of a paused one, resume of a stopped one, ...
+    InvalidSpec                 (times.py) malformed timing; .field is cron, every or tz
+                                (decide.py reports it as InvalidSchedule)
 """

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from actors.schedules.desk import ScheduleBook
 
 app = typer.Typer(
-    help="Create, list, pause, resume, delete and run-now schedules.", no_args_is_help=True
+    help="Create, list, pause, resume, delete and run-now schedules (runs on a timetable).",
+    no_args_is_help=True,
 )
 _json = msgspec.json.Encoder()
 _OPTIONS = {
