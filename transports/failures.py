@@ -90,6 +90,7 @@ KINDS: Final[dict[str, Kind]] = {
     "actors.schedules.decide.ScheduleExists": "already_exists",
     "actors.schedules.decide.UnknownSchedule": "not_found",
     "actors.schedules.times.InvalidSpec": "invalid_argument",
+    "actors.schedules.desk.ScheduleRefused": "permission_denied",
     # tools
     "tools.errors.ToolsError": "internal",
     "tools.errors.UnknownTool": "not_found",

@@ -11,13 +11,17 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from actors import Node, ToolGate
 from actors.checkpoints import history_of
+from actors.errors import UnknownSession
 from actors.memory.items import NodeMemory
+from actors.messages import GetSessionState, ResolveSession, SessionInfo
 from actors.provider import ModelProvider
 from actors.schedules.desk import ScheduleBook, ScheduleDesk, load_schedules
+from actors.sessions.state import SessionState
 from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
@@ -30,7 +34,7 @@ from events import (
     verify,
 )
 from events.port import NodeJournal
-from policies import PolicyEngine
+from policies import AccessRequest, PolicyEngine
 from projections import (
     Embedder,
     EmbedderUnavailable,
@@ -45,7 +49,7 @@ from projections import (
 from tools import ToolCatalog, build_catalog
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
-from transports.access.tokens import load_tokens
+from transports.access.tokens import TokenBook, load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
@@ -123,6 +127,34 @@ class Runtime:
                 self.incidents.close()
             finally:
                 self.journal.close(checkpoint=sign)
+
+
+def may_run_in(
+    node: Node, engine: PolicyEngine, tokens: TokenBook, principal: str, key: str
+) -> str | None:
+    """Why ``principal`` may not start a run in the session ``key`` now (None: it may), as an
+    API call would be decided: ``run.start`` in the session with its owner, ``session.create``
+    when no session has that key. What a schedule's run is checked against before it is asked
+    for, so a schedule cannot reach into a session its principal could not run in."""
+    roles = tokens.roles_of(principal, int(time.time() * 1000))
+    try:
+        found: SessionInfo = node.ask(ResolveSession(session_key=key), timeout=10)
+    except UnknownSession:
+        request = AccessRequest(principal=principal, roles=roles, action="session.create")
+    else:
+        state: SessionState = node.ask(GetSessionState(session_id=found.session_id), timeout=10)
+        context = {"session_id": found.session_id, "owner": state.principal}
+        request = AccessRequest(
+            principal=principal,
+            roles=roles,
+            action="run.start",
+            resource_id=found.session_id,
+            context=context,
+        )
+    decision = engine.authorize(request)
+    if decision.allowed:
+        return None
+    return f"{principal} may not {request.action} for session key {key!r}: {decision.reason}"
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -378,6 +410,7 @@ def open_runtime(
                 registry.live_run(run_id) is not None or registry.queued_session(run_id) is not None
             ),
             principal_live=lambda who: bool(tokens.roles_of(who, int(time.time() * 1000))),
+            may_run=partial(may_run_in, node, engine, tokens),
         )
         node.services.schedules = schedules  # the watchdog's incidents about stopped ones
         learning.attach(node)  # before start: runs read the view, the queue runs reflections

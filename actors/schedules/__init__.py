@@ -9,6 +9,8 @@ Exceptions (their failure kinds are in :mod:`transports.failures`)::
     ├── ScheduleExists          create of a name that exists
     ├── UnknownSchedule         no schedule of that name
     └── ScheduleConflict        pause of a paused one, resume of a stopped one, ...
+    ScheduleRefused             (desk.py) the principal may not run in the session now;
+                                recorded as schedule.run_not_started, never raised out
     InvalidSpec                 (times.py) malformed timing; .field is cron, every or tz
                                 (decide.py reports it as InvalidSchedule)
 """

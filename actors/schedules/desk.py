@@ -56,6 +56,11 @@ MAX_SLEEP_S = 1.0
 end, and a clock that jumps is noticed, within this."""
 
 
+class ScheduleRefused(Exception):
+    """Policy does not let the schedule's principal run in its session now (recorded as
+    ``schedule.run_not_started``; never raised out of the desk)."""
+
+
 def wall_ms() -> int:
     return int(time.time() * 1000)
 
@@ -203,7 +208,10 @@ class ScheduleDesk:
 
     ``start_run`` hands a :class:`StartRun` to the node and returns its reply future;
     ``run_live(run_id)`` says whether a run is not over (live or queued in its session);
-    ``principal_live(principal)`` whether the principal holds a live token (its roles)."""
+    ``principal_live(principal)`` whether the principal holds a live token (its roles);
+    ``may_run(principal, session_key)`` why the principal may not run in that session now (the
+    session's ``run.start`` for its owner, or ``session.create`` when there is none; None: it
+    may): a run it may not start is recorded as not started, never asked for."""
 
     def __init__(
         self,
@@ -212,12 +220,14 @@ class ScheduleDesk:
         start_run: Callable[[StartRun], Future[Any]],
         run_live: Callable[[str], bool],
         principal_live: Callable[[str], bool],
+        may_run: Callable[[str, str], str | None] = lambda _principal, _key: None,
         clock: Callable[[], int] = wall_ms,
     ) -> None:
         self.book = book
         self._start_run = start_run
         self._run_live = run_live
         self._principal_live = principal_live
+        self._may_run = may_run
         self._clock = clock
         self._wake = threading.Event()
         self._stopping = False
@@ -309,6 +319,12 @@ class ScheduleDesk:
         return max(0.0, min(MAX_SLEEP_S, (min(dues) - now) / 1000))
 
     def _ask(self, s: Schedule, run_id: str) -> None:
+        refused = self._may_run(s.runs_as, s.session_key)
+        if refused is not None:
+            done: Future[Any] = Future()
+            done.set_exception(ScheduleRefused(refused))
+            self._answer(s, run_id, done)
+            return
         try:
             reply = self._start_run(
                 StartRun(

@@ -20,6 +20,7 @@ from events.catalog import (
     RunAccepted,
     ScheduleCreated,
     ScheduleFired,
+    ScheduleRunNotStarted,
     ScheduleRunStarted,
     ScheduleStopped,
     kinds_of,
@@ -175,6 +176,24 @@ def test_who_may_schedule_as_whom_is_cedars(node: HttpNode) -> None:
         node.call("POST", "/v1/schedules/ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X/run").status
         == 404
     )
+
+
+def test_a_schedule_cannot_reach_into_a_session_its_principal_may_not_run_in(
+    node: HttpNode,
+) -> None:
+    alice, _ = token(node, "agent:alice", "agent")
+    bob, _ = token(node, "agent:bob", "agent")
+    hers = node.call("POST", "/v1/sessions", {"session_key": "hers"}, auth=alice)
+    assert hers.status == 201, hers
+    made = create(node, bob, name="sneak", every="1s", session_key="hers")
+    assert made.status == 201, made  # bob may schedule as himself; the session is checked per run
+    journal = node.runtime.journal
+    assert eventually(lambda: of(journal, ScheduleRunNotStarted), timeout=20)
+    (who, refused), *_ = of(journal, ScheduleRunNotStarted)
+    assert who == "agent:bob" and "may not run.start" in refused.error, refused
+    assert [e for _, e in of(journal, RunAccepted) if e.channel == "schedule"] == []
+    sessions = node.call("GET", "/v1/sessions", auth=alice).json()["items"]
+    assert [s["runs"] for s in sessions if s["session_key"] == "hers"] == [0]
 
 
 def test_a_run_fired_and_never_started_is_started_once_at_the_next_start(tmp_path: Path) -> None:
