@@ -201,7 +201,8 @@ def _scenario(node: HttpNode, receiver: Receiver) -> None:
     _ok(node.call("POST", "/v1/schedules/nightly/resume"))
     fired = _ok(node.call("POST", "/v1/schedules/nightly/run"), 202)
     node.finish(fired["run_id"])
-    assert eventually(lambda: not node.runtime.schedules.book.state.named("nightly").pending)
+    book = node.runtime.schedules.book
+    assert eventually(lambda: (s := book.state.named("nightly")) is not None and not s.pending)
     _ok(node.call("DELETE", "/v1/schedules/nightly"))
 
     # The token's end, and the incident's: the stalled run's is resolved once it ended.
