@@ -18,10 +18,10 @@ from actors import Node, ToolGate
 from actors.checkpoints import history_of
 from actors.errors import UnknownSession
 from actors.memory.items import NodeMemory
-from actors.messages import GetSessionState, ResolveSession, SessionInfo
+from actors.messages import ResolveSession, SessionInfo
 from actors.provider import ModelProvider
 from actors.schedules.desk import ScheduleBook, ScheduleDesk, load_schedules
-from actors.sessions.state import SessionState
+from actors.sessions.state import stream_of as session_stream
 from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
@@ -142,8 +142,8 @@ def may_run_in(
     except UnknownSession:
         request = AccessRequest(principal=principal, roles=roles, action="session.create")
     else:
-        state: SessionState = node.ask(GetSessionState(session_id=found.session_id), timeout=10)
-        context = {"session_id": found.session_id, "owner": state.principal}
+        (created,) = node.services.journal.read_stream(session_stream(found.session_id), limit=1)
+        context = {"session_id": found.session_id, "owner": created.principal}
         request = AccessRequest(
             principal=principal,
             roles=roles,

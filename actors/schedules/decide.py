@@ -12,7 +12,6 @@ one that exists. :func:`tick` decides what a schedule's due times up to now make
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
 
 from actors.schedules import times
 from actors.schedules.state import Schedule, Schedules
@@ -21,9 +20,7 @@ from events.catalog import (
     CATCH_UPS,
     OVERLAPS,
     SCHEDULE_NAME,
-    CatchUp,
     Event,
-    Overlap,
     ScheduleCreated,
     ScheduleDeleted,
     ScheduleFired,
@@ -136,8 +133,8 @@ def creation(
         session_key=session_key,
         text=text,
         runs_as=runs_as,
-        catch_up=cast(CatchUp, catch_up),  # checked above
-        overlap=cast(Overlap, overlap),
+        catch_up=catch_up,
+        overlap=overlap,
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actors.schedules.desk import ScheduleBook, load_schedules
-from events import Journal, JournalReader
+from events import JournalReader
 from events.catalog import (
     Event,
     RunAccepted,
@@ -56,6 +56,10 @@ def of(journal: Any, *classes: type[Event]) -> list[Any]:
 def started(journal: Any, run_id: str) -> bool:
     """Whether ``schedule.run_started`` names ``run_id``."""
     return any(e.run_id == run_id for _, e in of(journal, ScheduleRunStarted))
+
+
+def started_twice(journal: Any) -> bool:
+    return len(of(journal, ScheduleRunStarted)) == 2
 
 
 def create(node: HttpNode, auth: str = "default", **fields: Any) -> Any:
@@ -204,9 +208,8 @@ def test_a_run_fired_and_never_started_is_started_once_at_the_next_start(tmp_pat
     finally:
         close_node(first)
     # What a crash between the two appends leaves: schedule.fired and no run.
-    with journal_writer(data, "test") as journal:
-        assert isinstance(journal, Journal)
-        book = ScheduleBook(journal, load_schedules(journal), max_text_bytes=1000)
+    with journal_writer(data, "test") as offline:
+        book = ScheduleBook(offline, load_schedules(offline), max_text_bytes=1000)
         _, run_id = book.fire_now("tick", by="cli", now_ms=1)
     for _ in range(2):  # a second start has nothing left to ask for
         again = open_node(data)
@@ -216,8 +219,8 @@ def test_a_run_fired_and_never_started_is_started_once_at_the_next_start(tmp_pat
         finally:
             close_node(again)
     # And one whose run did start: asked for again, the session answers with it.
-    with journal_writer(data, "test") as journal:
-        book = ScheduleBook(journal, load_schedules(journal), max_text_bytes=1000)
+    with journal_writer(data, "test") as offline:
+        book = ScheduleBook(offline, load_schedules(offline), max_text_bytes=1000)
         schedule = book.state.named("tick")
         assert schedule is not None and schedule.pending == ()
         book.append(
@@ -231,13 +234,12 @@ def test_a_run_fired_and_never_started_is_started_once_at_the_next_start(tmp_pat
         )
     last = open_node(data)
     try:
-        journal = last.runtime.journal
-        assert eventually(lambda: len(of(journal, ScheduleRunStarted)) == 2, timeout=20)
+        assert eventually(partial(started_twice, last.runtime.journal), timeout=20)
     finally:
         close_node(last)
     reader = JournalReader(data / "journal.db")
     try:
-        accepted = [e for e in (r.decode() for r in reader.events_of_kinds(kinds_of(RunAccepted)))]
+        accepted = [e.run_id for _, e in of(reader, RunAccepted)]
     finally:
         reader.close()
-    assert [e.run_id for e in accepted].count(run_id) == 1
+    assert accepted.count(run_id) == 1
