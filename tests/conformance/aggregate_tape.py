@@ -200,6 +200,8 @@ def _scenario(node: HttpNode, receiver: Receiver) -> None:
     _ok(node.call("POST", "/v1/schedules/nightly/pause"))
     _ok(node.call("POST", "/v1/schedules/nightly/resume"))
     fired = _ok(node.call("POST", "/v1/schedules/nightly/run"), 202)
+    # the run is asked for after the answer: wait for it to exist before following it
+    assert eventually(lambda: node.call("GET", f"/v1/runs/{fired['run_id']}").status == 200)
     node.finish(fired["run_id"])
     book = node.runtime.schedules.book
     assert eventually(lambda: (s := book.state.named("nightly")) is not None and not s.pending)
