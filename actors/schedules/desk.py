@@ -311,11 +311,13 @@ class ScheduleDesk:
                 if isinstance(event, ScheduleFired):
                     self._ask(s, event.run_id)
 
-    def _sleep_s(self) -> float:
+    def _sleep_s(self) -> float | None:
+        """Until the earliest due time, at most :data:`MAX_SLEEP_S`; None (until a change or an
+        answer wakes the desk) when no schedule is active."""
         now = self._clock()
         dues = [d for s in self.book.state.by_id.values() if (d := decide.next_due(s)) is not None]
         if not dues:
-            return MAX_SLEEP_S
+            return None
         return max(0.0, min(MAX_SLEEP_S, (min(dues) - now) / 1000))
 
     def _ask(self, s: Schedule, run_id: str) -> None:
