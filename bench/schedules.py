@@ -15,19 +15,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from actors import ActorsConfig  # noqa: E402
-from actors.schedules.desk import ScheduleBook, ScheduleDesk  # noqa: E402
-from actors.schedules.state import Schedules  # noqa: E402
-from bench.runs import Driver, open_node, percentile, warm_up  # noqa: E402
-from events.catalog import RunAccepted, ScheduleFired, kinds_of  # noqa: E402
+from actors import ActorsConfig
+from actors.schedules.desk import ScheduleBook, ScheduleDesk
+from actors.schedules.state import Schedules
+from bench.runs import Driver, open_node, percentile, warm_up
+from events.catalog import RunAccepted, ScheduleFired, kinds_of
 
 TARGET_S = 1.0
 """The issue's target: fired within 1 s of the due time."""
@@ -87,6 +83,9 @@ def measure(work: Path, sessions: int, runs_each: int) -> None:
     print(f"load: {sessions} sessions x {runs_each} runs, closed loop, {elapsed:.1f} s")
     print(f"      {driver.sessions * driver.runs_each / elapsed:.0f} runs/s; cpus={os.cpu_count()}")
     print(f"due times during the load: {len(fired)} (every 1 s from {time.ctime(started)})")
+    if not to_fired:
+        print("no due time passed during the load: give it more --runs-each")
+        return
     for label, delays in (("to schedule.fired", to_fired), ("to run.accepted", to_accepted)):
         worst = max(delays, default=float("nan"))
         print(
