@@ -152,8 +152,10 @@ def create_cmd(
         made = _api(online, token_file, "POST", "/v1/schedules", fields, 201, _OPTIONS)
         _print(msgspec.convert(made, ScheduleInfo), json, "created")
         return
+    from transports.access.tokens import ADMIN_PRINCIPAL
+
     with _offline(data) as (book, live):
-        who = runs_as if runs_as is not None else "admin"
+        who = runs_as if runs_as is not None else ADMIN_PRINCIPAL
         if not live(who):
             raise CliError(f"--as: {who!r} holds no live token (its runs need roles)")
         info = book.create(by=CLI_PRINCIPAL, **{**fields, "runs_as": who})
