@@ -86,6 +86,12 @@ KINDS: Final[dict[str, Kind]] = {
     "actors.vault.decide.SecretExists": "already_exists",
     "actors.vault.decide.UnknownSecret": "not_found",
     "actors.vault.store.VaultKeyError": "unusable",
+    "actors.schedules.decide.ScheduleError": "conflict",
+    "actors.schedules.decide.InvalidSchedule": "invalid_argument",
+    "actors.schedules.decide.ScheduleExists": "already_exists",
+    "actors.schedules.decide.UnknownSchedule": "not_found",
+    "actors.schedules.times.InvalidSpec": "invalid_argument",
+    "actors.schedules.desk.ScheduleRefused": "permission_denied",
     # tools
     "tools.errors.ToolsError": "internal",
     "tools.errors.UnknownTool": "not_found",

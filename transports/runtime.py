@@ -11,13 +11,18 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from actors import Node, ToolGate
 from actors.checkpoints import history_of
+from actors.errors import UnknownSession
 from actors.memory.items import NodeMemory
+from actors.messages import ResolveSession, SessionInfo
 from actors.provider import ModelProvider
+from actors.schedules.desk import ScheduleBook, ScheduleDesk, load_schedules
+from actors.sessions.state import stream_of as session_stream
 from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
@@ -30,7 +35,7 @@ from events import (
     verify,
 )
 from events.port import NodeJournal
-from policies import PolicyEngine
+from policies import AccessRequest, PolicyEngine
 from projections import (
     Embedder,
     EmbedderUnavailable,
@@ -46,7 +51,7 @@ from tools import ToolCatalog, build_catalog
 from tools.handles import MissingSecret
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
-from transports.access.tokens import load_tokens
+from transports.access.tokens import TokenBook, load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, ProviderConfig, load_config
 from transports.learning import NodeLearning
@@ -85,6 +90,13 @@ class Runtime:
     vault: Vault
     """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
     and ``reel vault`` change it."""
+    schedules: ScheduleDesk
+    """The schedules (docs/schedules.md): the API changes them through its book, its thread
+    fires them."""
+
+    def principal_live(self, principal: str) -> bool:
+        """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
+        return bool(self.authority.tokens.roles_of(principal, int(time.time() * 1000)))
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -96,6 +108,7 @@ class Runtime:
         command that failed appends nothing, not even a checkpoint), let the views catch up
         with it, then close the journal."""
         try:
+            self.schedules.stop()  # nothing fires while the node drains
             self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
@@ -118,6 +131,34 @@ class Runtime:
                 self.incidents.close()
             finally:
                 self.journal.close(checkpoint=sign)
+
+
+def may_run_in(
+    node: Node, engine: PolicyEngine, tokens: TokenBook, principal: str, key: str
+) -> str | None:
+    """Why ``principal`` may not start a run in the session ``key`` now (None: it may), as an
+    API call would be decided: ``run.start`` in the session with its owner, ``session.create``
+    when no session has that key. What a schedule's run is checked against before it is asked
+    for, so a schedule cannot reach into a session its principal could not run in."""
+    roles = tokens.roles_of(principal, int(time.time() * 1000))
+    try:
+        found: SessionInfo = node.ask(ResolveSession(session_key=key), timeout=10)
+    except UnknownSession:
+        request = AccessRequest(principal=principal, roles=roles, action="session.create")
+    else:
+        (created,) = node.services.journal.read_stream(session_stream(found.session_id), limit=1)
+        context = {"session_id": found.session_id, "owner": created.principal}
+        request = AccessRequest(
+            principal=principal,
+            roles=roles,
+            action="run.start",
+            resource_id=found.session_id,
+            context=context,
+        )
+    decision = engine.authorize(request)
+    if decision.allowed:
+        return None
+    return f"{principal} may not {request.action} for session key {key!r}: {decision.reason}"
 
 
 def prepare_data_dir(data_dir: Path) -> None:
@@ -375,6 +416,7 @@ def open_runtime(
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
+    schedules: ScheduleDesk | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
@@ -398,11 +440,29 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
+        registry = node.services.registry
+        schedules = ScheduleDesk(
+            ScheduleBook(
+                journal,
+                load_schedules(journal),
+                max_text_bytes=node.services.config.max_message_bytes,
+            ),
+            start_run=node.send,
+            run_live=lambda run_id: (
+                registry.live_run(run_id) is not None or registry.queued_session(run_id) is not None
+            ),
+            principal_live=lambda who: bool(tokens.roles_of(who, int(time.time() * 1000))),
+            may_run=partial(may_run_in, node, engine, tokens),
+        )
+        node.services.schedules = schedules  # the watchdog's incidents about stopped ones
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
         learning.start(node)
+        schedules.start()  # after recovery: fired runs never answered are asked for again
     except BaseException:
+        if schedules is not None:
+            schedules.stop()
         if projector is not None:
             projector.close()
         memory.close()
@@ -426,6 +486,7 @@ def open_runtime(
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
         vault=vault,
+        schedules=schedules,
     )
     try:
         channels.start(

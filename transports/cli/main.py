@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
     "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
     "vault": ("transports.cli.vault_cmd:app", "Set, list, rotate and delete vault secrets."),
+    "schedules": (
+        "transports.cli.schedules_cmd:app",
+        "Create, list, pause, resume, delete and run-now schedules (runs on a timetable).",
+    ),
     "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
     "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
     "learning": (

@@ -41,10 +41,12 @@ from transports.http.bodies import (
     CancelRunRequest,
     CompactSessionRequest,
     CreatedToken,
+    CreateScheduleRequest,
     CreateSessionRequest,
     CreateTokenRequest,
     DecisionRequest,
     ErrorBody,
+    FiredRun,
     Health,
     JournalHead,
     PostureRequest,
@@ -56,6 +58,8 @@ from transports.http.bodies import (
     RotateSecretRequest,
     RunPage,
     RunStarted,
+    ScheduleInfo,
+    ScheduleList,
     SecretInfo,
     SecretList,
     SendMessageRequest,
@@ -254,6 +258,14 @@ def _op(
         op["security"] = []
     return op
 
+
+_SCHEDULE_NAME: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The schedule's name (letters, digits, _ . -; starting with a letter).",
+    "schema": {"type": "string"},
+}
 
 _SECRET_NAME: dict[str, Any] = {
     "name": "name",
@@ -629,6 +641,56 @@ def _paths() -> dict[str, Any]:
                 {200: _json(SecretInfo, "Deleted.")},
                 (404, 503),
                 parameters=(_SECRET_NAME,),
+            )
+        },
+        "/v1/schedules": {
+            "get": _op(
+                "Every schedule that exists, by name, with its next due time. schedule.list.",
+                {200: _json(ScheduleList, "The schedules.")},
+                (),
+            ),
+            "post": _op(
+                "Create a schedule: a cron line in a time zone or an interval; its runs start "
+                "in session_key as runs_as (default the caller), who must hold a live token. "
+                "schedule.create.",
+                {201: _json(ScheduleInfo, "Created.")},
+                (409, 503),
+                body=CreateScheduleRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/schedules/{name}/pause": {
+            "post": _op(
+                "Pause a schedule: its due times pass without a run. schedule.manage.",
+                {200: _json(ScheduleInfo, "Paused.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}/resume": {
+            "post": _op(
+                "Resume a paused schedule from its next due time (no catch-up of the pause). "
+                "schedule.manage.",
+                {200: _json(ScheduleInfo, "Resumed.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}/run": {
+            "post": _op(
+                "Fire a schedule now (paused or not): its run id is recorded before the run "
+                "is asked for. schedule.manage.",
+                {202: _json(FiredRun, "Fired: the run starts or waits in its session.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}": {
+            "delete": _op(
+                "Delete a schedule: it fires nothing more and its name is free. schedule.manage.",
+                {200: _json(ScheduleInfo, "Deleted.")},
+                (404, 503),
+                parameters=(_SCHEDULE_NAME,),
             )
         },
         "/v1/memory": {
