@@ -13,6 +13,7 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
+from actors.tracing import Tracer
 from events import JournalPort
 from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
@@ -76,6 +77,9 @@ class Services:
     vault: Vault | None = None
     """The data dir's vault: tool calls' handles resolve through it and its values are
     redacted from every result (None: no vault, a handle is a tool error)."""
+    tracer: Tracer | None = None
+    """Where runs and tool calls record their spans (actors.tracing; None: no telemetry, and
+    no span is built)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
