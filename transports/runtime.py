@@ -52,6 +52,7 @@ from transports.mcp_servers import journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
+from transports.telemetry import NodeTracer, open_tracer
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Runtime:
     vault: Vault
     """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
     and ``reel vault`` change it."""
+    tracer: NodeTracer | None = None
+    """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -97,6 +100,8 @@ class Runtime:
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
             self.catalog.close()  # MCP servers stop once no run can call them
+            if self.tracer is not None:  # the spans of runs that ended while draining go out
+                self.tracer.close()
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -328,9 +333,16 @@ def open_runtime(
         check_tool_choice(cfg, catalog, gate)
         model = provider or make_provider(cfg)
         channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        tracer = open_tracer(cfg.telemetry)
+    except BaseException:
+        catalog.close()
+        raise
+    try:
         journal = open_journal(data_dir, cfg, on_tampered)
     except BaseException:
         catalog.close()
+        if tracer is not None:
+            tracer.close()
         raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
@@ -356,6 +368,7 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
+        node.services.tracer = tracer
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -366,6 +379,8 @@ def open_runtime(
         memory.close()
         journal.close()
         catalog.close()
+        if tracer is not None:
+            tracer.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)
@@ -384,6 +399,7 @@ def open_runtime(
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
         vault=vault,
+        tracer=tracer,
     )
     try:
         channels.start(
