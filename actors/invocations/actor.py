@@ -121,15 +121,19 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.routed: str | None = None
         """The approval id this actor is registered for (decisions are routed here)."""
         self.finished = False
-        self.tracer = services.tracer
-        """Where the call's spans go (None: no telemetry, no span is built)."""
-        self.trace = CallTrace(
-            run_id=run_id,
-            session_id=session_id,
-            principal=principal,
-            invocation_id=invocation_id,
-            span_id=stream_span_id(self.state.stream),
+        self.trace = (
+            None
+            if services.tracer is None
+            else CallTrace(
+                tracer=services.tracer,
+                run_id=run_id,
+                session_id=session_id,
+                principal=principal,
+                invocation_id=invocation_id,
+                span_id=stream_span_id(self.state.stream),
+            )
         )
+        """The call's ids and where its spans go (None: no telemetry, no span is built)."""
         self.began_ns = time.time_ns()
         self.waiting: tuple[str, int] | None = None
         """The approval id and when its wait began, while a traced approval is pending."""
@@ -195,7 +199,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self._append(*events, principal=principal)
         self.finished = True
         self.stop()
-        if self.tracer is not None:
+        if self.trace is not None:
             self._trace_approval()
             arguments = self.call.arguments or ""
             span = call_span(
@@ -206,7 +210,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 start_ns=self.began_ns,
                 end_ns=time.time_ns(),
             )
-            self.tracer.record(span)
+            self.trace.tracer.record(span)
 
     # --- pipeline --------------------------------------------------------------------------
 
@@ -290,7 +294,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._append(*events)
         else:
             self._complete(*events)
-        if self.tracer is not None:
+        if self.trace is not None:
             span = decision_span(
                 self.trace,
                 self.state,
@@ -298,7 +302,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 start_ns=deciding_ns,
                 end_ns=decided_ns,
             )
-            self.tracer.record(span)
+            self.trace.tracer.record(span)
         if decision.outcome == "allow":
             self._execute()
         elif decision.outcome == "approval_required":
@@ -308,7 +312,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         """Route decisions for ``approval_id`` here and deny it when ``remaining_s`` ends."""
         self.routed = approval_id
         self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
-        if self.tracer is not None:
+        if self.trace is not None:
             self.waiting = (approval_id, time.time_ns())
         ref = self.actor_ref
         self.timer = self.s.io.call_later(
@@ -408,11 +412,11 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 session_id=self.session_id,
             )
         done = completed(self.state, result)
-        if self.tracer is not None:
+        if self.trace is not None:
             span = execute_span(
                 self.trace, done, span_id=new_span_id(), start_ns=executing_ns, end_ns=executed_ns
             )
-            self.tracer.record(span)
+            self.trace.tracer.record(span)
         try:
             self._complete(done)
         except ConcurrencyConflict:
@@ -437,7 +441,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
     def _trace_approval(self) -> None:
         """Record the traced approval's wait, once it has ended (decided, timed out, or the
         call ended without a decision)."""
-        if self.tracer is None or self.waiting is None:
+        if self.trace is None or self.waiting is None:
             return
         approval_id, start_ns = self.waiting
         self.waiting = None
@@ -452,7 +456,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             start_ns=start_ns,
             end_ns=time.time_ns(),
         )
-        self.tracer.record(span)
+        self.trace.tracer.record(span)
 
     def _close_approval(self) -> None:
         if self.timer is not None:

@@ -12,14 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.invocations.state import InvocationState
-from actors.tracing import APPROVAL, DECISION, EXECUTE, TOOL, Attribute, Span, run_span_id
+from actors.tracing import (
+    APPROVAL,
+    DECISION,
+    EXECUTE,
+    TOOL,
+    Attribute,
+    Span,
+    Tracer,
+    run_span_id,
+)
 from events.catalog import ApprovalResolved, ToolCompleted
 
 
 @dataclass(frozen=True, slots=True)
 class CallTrace:
-    """What every span of one call names, fixed when the call's actor starts."""
+    """What every span of one call names, fixed when the call's actor starts, and where its
+    spans go."""
 
+    tracer: Tracer
     run_id: str
     session_id: str
     principal: str
