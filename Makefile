@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp,telemetry]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,

@@ -13,6 +13,7 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
+from actors.tracing import Tracer
 from events import JournalPort
 from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
@@ -86,6 +87,9 @@ class Services:
     redacted from every result (None: no vault, a handle is a tool error)."""
     schedules: SchedulesPort | None = None
     """The node's schedule desk: the watchdog reads the schedules it stopped (None: none)."""
+    tracer: Tracer | None = None
+    """Where runs and tool calls record their spans (actors.tracing; None: no telemetry, and
+    no span is built)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

@@ -16,6 +16,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -136,6 +137,58 @@ class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True
     dir alone reads no value (docs/vault.md)."""
 
 
+class TelemetryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[telemetry]``: OpenTelemetry traces of runs over OTLP/HTTP (docs/telemetry.md). Nothing
+    is sent, and the SDK is not even imported, unless ``otlp_endpoint`` is set."""
+
+    otlp_endpoint: str = ""
+    """The collector's OTLP/HTTP base URL (``http://127.0.0.1:4318``; traces go to its
+    ``/v1/traces``) (``REEL_TELEMETRY_OTLP_ENDPOINT``); empty: no traces. Credentials never go
+    in the URL: the exporter reads headers from ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    service_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "reel"
+    """The ``service.name`` of the node's spans."""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 5.0
+    """How long one export (with its retries) may take, and the node's stop waits for the
+    last one at most."""
+    export_every_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 2.0
+    """How often queued spans are sent (sooner when a batch is full)."""
+    max_queue_spans: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 4096
+    """Spans waiting for export at most; past it the oldest are dropped, never waited for."""
+    max_batch_spans: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 512
+    """Spans per export request at most (no more than ``max_queue_spans``)."""
+
+    def __post_init__(self) -> None:
+        if self.otlp_endpoint:
+            _check_endpoint(self.otlp_endpoint)
+        if self.max_batch_spans > self.max_queue_spans:
+            raise ValueError("max_batch_spans: must not exceed max_queue_spans")
+
+    @property
+    def traces_url(self) -> str:
+        """Where spans are posted: the endpoint's ``/v1/traces`` (an endpoint that already
+        ends with it is taken as it is)."""
+        base = self.otlp_endpoint.rstrip("/")
+        return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+
+
+def _check_endpoint(url: str) -> None:
+    """An http(s) URL with a host, no credentials, query or fragment (``ValueError``
+    naming ``otlp_endpoint``)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError:
+        raise ValueError("otlp_endpoint: not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("otlp_endpoint: must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "otlp_endpoint: must not hold credentials (set OTEL_EXPORTER_OTLP_HEADERS)"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError("otlp_endpoint: must have no query or fragment")
+
+
 class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[context]``: how much a run's model input may hold, and when a session's older runs
     are condensed into a summary (docs/context.md)."""
@@ -248,6 +301,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     mcp: McpConfig = McpConfig()
     """``[mcp.servers.<name>]``: MCP servers whose tools join the catalog (docs/mcp.md)."""
     vault: VaultConfig = VaultConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    """``[telemetry]``: traces of runs over OTLP/HTTP (docs/telemetry.md)."""
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""

@@ -61,6 +61,7 @@ from transports.models.endpoints import EndpointConfig, Secrets, check_endpoints
 from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
+from transports.telemetry import NodeTracer, open_tracer
 
 
 @dataclass
@@ -93,6 +94,8 @@ class Runtime:
     schedules: ScheduleDesk
     """The schedules (docs/schedules.md): the API changes them through its book, its thread
     fires them."""
+    tracer: NodeTracer | None = None
+    """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
 
     def principal_live(self, principal: str) -> bool:
         """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
@@ -114,6 +117,8 @@ class Runtime:
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
             self.catalog.close()  # MCP servers stop once no run can call them
+            if self.tracer is not None:  # the spans of runs that ended while draining go out
+                self.tracer.close()
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -409,9 +414,16 @@ def open_runtime(
 
         model = provider or make_provider(cfg, secrets)
         channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        tracer = open_tracer(cfg.telemetry)
+    except BaseException:
+        catalog.close()
+        raise
+    try:
         journal = open_journal(data_dir, cfg, on_tampered)
     except BaseException:
         catalog.close()
+        if tracer is not None:
+            tracer.close()
         raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
@@ -455,6 +467,7 @@ def open_runtime(
             may_run=partial(may_run_in, node, engine, tokens),
         )
         node.services.schedules = schedules  # the watchdog's incidents about stopped ones
+        node.services.tracer = tracer
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -468,6 +481,8 @@ def open_runtime(
         memory.close()
         journal.close()
         catalog.close()
+        if tracer is not None:
+            tracer.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)
@@ -487,6 +502,7 @@ def open_runtime(
         learning=learning,
         vault=vault,
         schedules=schedules,
+        tracer=tracer,
     )
     try:
         channels.start(
