@@ -13,6 +13,7 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
+from actors.tracing import Tracer
 from events import JournalPort
 from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
@@ -20,6 +21,7 @@ from tools import ToolCatalog
 if TYPE_CHECKING:
     import pykka
 
+    from actors.schedules.state import Schedule
     from actors.tasks.queue import TaskQueue
     from actors.vault.store import Vault
 
@@ -52,6 +54,13 @@ class MemoryPort(Protocol):
     def get(self, item_id: str) -> MemoryItem | None: ...
 
 
+class SchedulesPort(Protocol):
+    """What the watchdog reads of the schedule desk (:class:`actors.schedules.desk.
+    ScheduleDesk`)."""
+
+    def stopped(self) -> Sequence[Schedule]: ...
+
+
 @dataclass
 class Services:
     """Collaborators handed to actors at start (composition happens in the node)."""
@@ -76,6 +85,11 @@ class Services:
     vault: Vault | None = None
     """The data dir's vault: tool calls' handles resolve through it and its values are
     redacted from every result (None: no vault, a handle is a tool error)."""
+    schedules: SchedulesPort | None = None
+    """The node's schedule desk: the watchdog reads the schedules it stopped (None: none)."""
+    tracer: Tracer | None = None
+    """Where runs and tool calls record their spans (actors.tracing; None: no telemetry, and
+    no span is built)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

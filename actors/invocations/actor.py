@@ -39,6 +39,13 @@ from actors.invocations.decide import (
     resolve as resolution,
 )
 from actors.invocations.state import InvocationState, apply
+from actors.invocations.trace import (
+    CallTrace,
+    approval_span,
+    call_span,
+    decision_span,
+    execute_span,
+)
 from actors.io_loop import Timer
 from actors.messages import (
     ApprovalTimedOut,
@@ -53,6 +60,7 @@ from actors.messages import (
 from actors.provider import ToolCall
 from actors.services import Services
 from actors.stream import OwnedStream
+from actors.tracing import new_span_id, stream_span_id
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
 from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
@@ -113,6 +121,22 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.routed: str | None = None
         """The approval id this actor is registered for (decisions are routed here)."""
         self.finished = False
+        self.trace = (
+            None
+            if services.tracer is None
+            else CallTrace(
+                tracer=services.tracer,
+                run_id=run_id,
+                session_id=session_id,
+                principal=principal,
+                invocation_id=invocation_id,
+                span_id=stream_span_id(self.state.stream),
+            )
+        )
+        """The call's ids and where its spans go (None: no telemetry, no span is built)."""
+        self.began_ns = time.time_ns()
+        self.waiting: tuple[str, int] | None = None
+        """The approval id and when its wait began, while a traced approval is pending."""
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -175,6 +199,18 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self._append(*events, principal=principal)
         self.finished = True
         self.stop()
+        if self.trace is not None:
+            self._trace_approval()
+            arguments = self.call.arguments or ""
+            span = call_span(
+                self.trace,
+                self.state,
+                tool=self.spec.name if self.spec is not None else "unknown",
+                arguments_bytes=len(arguments.encode()),
+                start_ns=self.began_ns,
+                end_ns=time.time_ns(),
+            )
+            self.trace.tracer.record(span)
 
     # --- pipeline --------------------------------------------------------------------------
 
@@ -221,6 +257,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             return
         assert self.spec is not None
         assert self.args is not None
+        deciding_ns = time.time_ns()
         decision = self.s.gate.decide(
             self.spec,
             args=self.args,
@@ -237,6 +274,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 decision = msgspec.structs.replace(
                     decision, outcome="deny", reason=f"refused before asking: {refusal}"
                 )
+        decided_ns = time.time_ns()
         approval_id = new_id()
         timeout = self.s.config.approval_timeout_s
         if decision.outcome == "approval_required":
@@ -252,19 +290,30 @@ class ToolInvocationActor(pykka.ThreadingActor):
             now_ms=time.time_ns() // 1_000_000,
             timeout_s=timeout,
         )
-        if decision.outcome == "allow":
+        if decision.outcome in ("allow", "approval_required"):
             self._append(*events)
-            self._execute()
-        elif decision.outcome == "approval_required":
-            self._append(*events)
-            self._await(approval_id, timeout)
         else:
             self._complete(*events)
+        if self.trace is not None:
+            span = decision_span(
+                self.trace,
+                self.state,
+                span_id=new_span_id(),
+                start_ns=deciding_ns,
+                end_ns=decided_ns,
+            )
+            self.trace.tracer.record(span)
+        if decision.outcome == "allow":
+            self._execute()
+        elif decision.outcome == "approval_required":
+            self._await(approval_id, timeout)
 
     def _await(self, approval_id: str, remaining_s: float) -> None:
         """Route decisions for ``approval_id`` here and deny it when ``remaining_s`` ends."""
         self.routed = approval_id
         self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
+        if self.trace is not None:
+            self.waiting = (approval_id, time.time_ns())
         ref = self.actor_ref
         self.timer = self.s.io.call_later(
             max(remaining_s, 0.0), lambda: _tell_quietly(ref, ApprovalTimedOut(approval_id))
@@ -307,6 +356,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         )
         self._append(event, principal=message.principal)
         self._close_approval()
+        self._trace_approval()
         if event.decision == "allow" and event.scope == "always" and event.tool:
             self.s.gate.grant_always(self.principal, event.tool)
 
@@ -346,7 +396,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
             invocation_id=self.state.invocation_id,
             secrets=None if self.s.vault is None else self.s.vault.resolve,
         )
+        executing_ns = time.time_ns()
         result = self._scrubbed(self.s.catalog.execute(self.spec.name, self.args, ctx))
+        executed_ns = time.time_ns()
         if result.workspace is not None:  # what the call changed, before its result
             checkpoints.record(
                 self.s.journal,
@@ -359,8 +411,14 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 run_id=self.run_id,
                 session_id=self.session_id,
             )
+        done = completed(self.state, result)
+        if self.trace is not None:
+            span = execute_span(
+                self.trace, done, span_id=new_span_id(), start_ns=executing_ns, end_ns=executed_ns
+            )
+            self.trace.tracer.record(span)
         try:
-            self._complete(completed(self.state, result))
+            self._complete(done)
         except ConcurrencyConflict:
             raise
         except AppendRejected as exc:
@@ -379,6 +437,26 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if not found + more:
             return result
         return msgspec.structs.replace(result, output=output, error=error)
+
+    def _trace_approval(self) -> None:
+        """Record the traced approval's wait, once it has ended (decided, timed out, or the
+        call ended without a decision)."""
+        if self.trace is None or self.waiting is None:
+            return
+        approval_id, start_ns = self.waiting
+        self.waiting = None
+        resolved = self.state.resolution
+        if resolved is not None and resolved.approval_id != approval_id:
+            resolved = None
+        span = approval_span(
+            self.trace,
+            approval_id,
+            resolved,
+            span_id=new_span_id(),
+            start_ns=start_ns,
+            end_ns=time.time_ns(),
+        )
+        self.trace.tracer.record(span)
 
     def _close_approval(self) -> None:
         if self.timer is not None:

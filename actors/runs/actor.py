@@ -51,6 +51,7 @@ from actors.messages import (
 from actors.provider import (
     ProviderError,
     ProviderRequest,
+    ProviderUnavailable,
     TextDelta,
     ToolCall,
     TurnEnd,
@@ -89,10 +90,12 @@ from actors.runs.decide import (
 )
 from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
+from actors.runs.trace import Searched, context_spans, run_span, turn_span
 from actors.services import Services
 from actors.stream import OwnedStream
+from actors.tracing import new_span_id
 from events import new_id, redact_event
-from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
+from events.catalog import Event, RunCompleted, RunOutput, RunTurnCompleted, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
 log = logging.getLogger("reel.run")
@@ -101,13 +104,15 @@ log = logging.getLogger("reel.run")
 class _Turn:
     """The provider call in flight: what it has said so far, before ``run.turn_completed``."""
 
-    __slots__ = ("calls", "finish", "number", "usage")
+    __slots__ = ("calls", "finish", "number", "output_chars", "started_ns", "usage")
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, started_ns: int) -> None:
         self.number = number
+        self.started_ns = started_ns
         self.calls: list[ToolCall] = []
         self.usage = Usage(prompt_tokens=0, completion_tokens=0)
         self.finish = "stop"
+        self.output_chars = 0
 
 
 class _Tool:
@@ -168,6 +173,11 @@ class RunActor(pykka.ThreadingActor):
         self.stopped_by: str | None = None
         """Who stopped the run when it is neither its own doing nor a cancel (the watchdog)."""
         self.ended = False
+        self.tracer = services.tracer
+        """Where the run's spans go (None: no telemetry, no span is built)."""
+        self.began_ns = time.time_ns()
+        """When this actor took the run up: the root span's start (a restarted run's trace
+        goes on from its restart)."""
 
     @property
     def run_id(self) -> str:
@@ -196,7 +206,7 @@ class RunActor(pykka.ThreadingActor):
                 self._on_turn_done()
         elif isinstance(message, ProviderFailed):
             if self._current(message.turn):
-                self._stop_with("failed", "provider_error", message.message)
+                self._stop_with("failed", message.reason, message.message)
         elif isinstance(message, FlushTick):
             self.flush_timer = None
             if self._current(message.turn):
@@ -235,7 +245,8 @@ class RunActor(pykka.ThreadingActor):
         """Append, fold, and when the batch ends the run, finish the actor. ``principal``: who
         caused the events when it is not the run's principal (a canceller)."""
         check(self.state, events)
-        ending = isinstance(events[-1], TERMINAL_EVENTS)
+        last = events[-1]
+        ending = isinstance(last, TERMINAL_EVENTS)
         if ending:
             self._cancel_io()
             self.coalescer.drop()  # a stopped turn's unflushed output is dropped, not recorded
@@ -245,11 +256,16 @@ class RunActor(pykka.ThreadingActor):
         for rec in self.out.append(self.state.next_seq, *events, principal=principal):
             self.state = apply(self.state, rec)
         if ending:
+            if self.turn is not None:  # the run stopped in the middle of a model turn
+                self._trace_turn(self.turn, None, error=getattr(last, "reason", "stopped"))
+                self.turn = None
             self._finished()
 
     def _finished(self) -> None:
         self.ended = True
         state = self.state
+        if self.tracer is not None:
+            self.tracer.record(run_span(state, self.began_ns, time.time_ns()))
         answer = state.end.answer if isinstance(state.end, RunCompleted) else None
         self.s.turns.finished(self.run_id, state.text, answer)
         self._to_session(RunFinished(run_id=self.run_id, status=state.status.value))
@@ -343,20 +359,34 @@ class RunActor(pykka.ThreadingActor):
         the memory items that match it and the ``@memory`` / ``@run`` references (file and URL
         references were read by governed tool calls already)."""
         cfg = self.s.config
+        start_ns = time.time_ns()
         reads = {
             r.index: self._read(r.kind, r.target)
             for r in state.references[:MAX_REFERENCES]
             if r.kind in ("memory", "run")
         }
-        return assembled(
+        memory, searched = self._memory_hits()
+        event = assembled(
             state,
             self.prior,
-            memory=self._memory_hits(),
+            memory=memory,
             reads=reads,
             learned=self._learned(),
             budget_tokens=cfg.context_budget_tokens,
             system_prompt=cfg.system_prompt,
         )
+        if self.tracer is not None:
+            spans = context_spans(
+                state,
+                event,
+                span_id=new_span_id(),
+                start_ns=start_ns,
+                end_ns=time.time_ns(),
+                searched=searched,
+            )
+            for span in spans:
+                self.tracer.record(span)
+        return event
 
     def _learned(self) -> tuple[dict[str, str], ...]:
         """Applied preferences of the run's principal and procedure hints for its request."""
@@ -372,10 +402,13 @@ class RunActor(pykka.ThreadingActor):
             {"candidate_id": o.candidate_id, "kind": o.kind, "text": o.text} for o in offered
         )
 
-    def _memory_hits(self) -> tuple[Injected, ...]:
+    def _memory_hits(self) -> tuple[tuple[Injected, ...], Searched | None]:
+        """The memory items injected into the run's context, and the search as its span
+        tells it (None when there is no tracer or no search)."""
         memory, cfg = self.s.memory, self.s.config
         if memory is None or cfg.memory_inject_k <= 0:
-            return ()
+            return (), None
+        start_ns = time.time_ns()
         try:
             hits = memory.search(
                 unescape(self.state.text),
@@ -385,7 +418,7 @@ class RunActor(pykka.ThreadingActor):
             )
         except Exception:  # a memory view that cannot answer injects nothing; the run goes on
             log.warning("memory search failed for run %s", self.run_id, exc_info=True)
-            return ()
+            return (), self._searched(start_ns, 0, 0, failed=True)
         chosen: list[Injected] = []
         for h in hits:
             by = injected_by(
@@ -403,7 +436,15 @@ class RunActor(pykka.ThreadingActor):
                         by=by,
                     )
                 )
-        return tuple(chosen)
+        return tuple(chosen), self._searched(start_ns, len(hits), len(chosen))
+
+    def _searched(
+        self, start_ns: int, hits: int, injected: int, *, failed: bool = False
+    ) -> Searched | None:
+        if self.tracer is None:
+            return None
+        k = self.s.config.memory_inject_k
+        return Searched(new_span_id(), start_ns, time.time_ns(), k, hits, injected, failed)
 
     def _read(self, kind: str, target: str) -> Read:
         """A ``@memory:ID`` or ``@run:ID`` reference, within what the run's principal may see:
@@ -431,7 +472,7 @@ class RunActor(pykka.ThreadingActor):
         return self.turn is not None and self.turn.number == turn and self.ending is None
 
     def _call_model(self, turn: int) -> None:
-        self.turn = _Turn(turn)
+        self.turn = _Turn(turn, time.time_ns())
         cfg = self.s.config
         messages = model_input(cfg.system_prompt, self.prior, self.state, cfg.tool_result_max_chars)
         request = ProviderRequest(messages=messages, tools=self.s.tool_definitions)
@@ -450,6 +491,8 @@ class RunActor(pykka.ThreadingActor):
             raise
         except pykka.ActorDeadError:
             return
+        except ProviderUnavailable as exc:
+            _tell(ref, ProviderFailed(turn, exc.message, "provider_unavailable"))
         except ProviderError as exc:
             _tell(ref, ProviderFailed(turn, exc.message))
         except Exception as exc:
@@ -461,6 +504,7 @@ class RunActor(pykka.ThreadingActor):
         assert self.turn is not None
         item = message.item
         if isinstance(item, TextDelta):
+            self.turn.output_chars += len(item.text)
             # Redacted as one stream before it is chunked (actors/runs/coalesce.py): a secret split
             # across deltas is caught whole, and held text waits for its verdict.
             chunk = self.coalescer.add(item.text, time.monotonic())
@@ -513,8 +557,29 @@ class RunActor(pykka.ThreadingActor):
             turn.finish,
             last_output=last[0].text if last else "",
         )
+        completed = closing[0]
+        assert isinstance(completed, RunTurnCompleted)
+        self._trace_turn(turn, completed)
         self._append(*last, *closing)
         self._advance()
+
+    def _trace_turn(
+        self, turn: _Turn, completed: RunTurnCompleted | None, error: str | None = None
+    ) -> None:
+        if self.tracer is None:
+            return
+        span = turn_span(
+            self.state,
+            turn.number,
+            span_id=new_span_id(),
+            provider=self.s.provider.name,
+            start_ns=turn.started_ns,
+            end_ns=time.time_ns(),
+            completed=completed,
+            output_chars=turn.output_chars,
+            error=error,
+        )
+        self.tracer.record(span)
 
     # --- tools -----------------------------------------------------------------------------
 

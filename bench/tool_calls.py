@@ -34,7 +34,7 @@ Targets are printed as PASS/MISS, never asserted.
   is paid once, at the server's start, and is not in the per-call figure). Skipped without
   ``.venv-mcp-servers`` (``make .venv-mcp-servers/.installed``).
 
-Run: ``.venv/bin/python bench/tools.py`` (about twenty seconds).
+Run: ``.venv/bin/python bench/tool_calls.py`` (about twenty seconds).
 """
 
 from __future__ import annotations
@@ -45,21 +45,19 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from tools import ExecutionContext, ToolCatalog, ToolsConfig
+from tools.checkpoints import BlobStore, Checkpointer
+from tools.files import FileRuntime
+from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe
+from tools.sandbox_user import sandbox_user
+from tools.shell import ShellRuntime, _limits
 
-from tools import ExecutionContext, ToolCatalog, ToolsConfig  # noqa: E402
-from tools.checkpoints import BlobStore, Checkpointer  # noqa: E402
-from tools.files import FileRuntime  # noqa: E402
-from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe  # noqa: E402
-from tools.sandbox_user import sandbox_user  # noqa: E402
-from tools.shell import ShellRuntime, _limits  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 TARGET_OVERHEAD_MS = 20.0
 TARGET_VAULT_MS = 1.0
