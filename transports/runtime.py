@@ -48,7 +48,7 @@ from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, load_config
 from transports.learning import NodeLearning
-from transports.mcp_servers import journal_tool_lists
+from transports.mcp_servers import NodeSecrets, journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
@@ -313,13 +313,22 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(
-        tools_config,
-        memory=memory,
-        checkpoint_dir=data_dir / "checkpoints",
-        mcp=cfg.mcp,
-        mcp_state_dir=data_dir / "mcp",
-    )
+    # The journal and the vault first: MCP servers start with the catalog, and the vault
+    # handles in their env are decided (vault.use, on the journal) and resolved as they start.
+    journal = open_journal(data_dir, cfg, on_tampered)
+    try:
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
+        catalog = build_catalog(
+            tools_config,
+            memory=memory,
+            checkpoint_dir=data_dir / "checkpoints",
+            mcp=cfg.mcp,
+            mcp_state_dir=data_dir / "mcp",
+            mcp_secrets=NodeSecrets(vault, engine, journal),
+        )
+    except BaseException:
+        journal.close()
+        raise
     try:  # started MCP servers stop if the node does not start
         gate = ToolGate(engine, cfg.tools.postures)
         unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
@@ -327,10 +336,10 @@ def open_runtime(
             raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
         check_tool_choice(cfg, catalog, gate)
         model = provider or make_provider(cfg)
-        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-        journal = open_journal(data_dir, cfg, on_tampered)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, none started
     except BaseException:
         catalog.close()
+        journal.close()
         raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
@@ -340,7 +349,6 @@ def open_runtime(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
         )
         tokens = load_tokens(journal, admin_token)
-        vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
