@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from events.catalog import McpSecretsDecided, McpToolsListed
-from policies import PolicyEngine, SecretRequest
 from tools.catalog import ToolCatalog
 from tools.handles import Secrets
 from tools.result import ToolFault
@@ -24,6 +23,7 @@ from tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from actors.vault.store import Vault
+    from policies import PolicyEngine
     from events.port import JournalPort
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
@@ -103,6 +103,8 @@ class NodeSecrets:
         self._journal = journal
 
     def use(self, server: str, names: tuple[str, ...]) -> Secrets:
+        from policies import SecretRequest
+
         if not all(self._vault.has(name) for name in names):
             return self._vault.resolve
         tool = f"mcp.{server}"

@@ -548,7 +548,9 @@ class RunActor(pykka.ThreadingActor):
         """Start the tool actor for ``call`` unless one is already working on it; with
         ``proceed``, let it act on its approval's decision. The actor records its result only
         after the call before it in the turn (if that one is still at work) recorded its own."""
-        tool = self.tools.get(invocation_id)
+        # By call: a call started moments ago has no invocation in the state until its
+        # tool.proposed is folded, and a step asked meanwhile names it again with a new id.
+        tool = next((t for t in self.tools.values() if t.call_id == call.id), None)
         if tool is not None:
             if proceed:
                 _tell(tool.ref, Proceed())
