@@ -280,7 +280,7 @@ def parallel_line(work: Path, rounds: int) -> None:
     from transports.models import DeterministicProvider
 
     class Slow(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+        def do_GET(self) -> None:
             time.sleep(SLOW_READ_S)
             body = b"read"
             self.send_response(200)

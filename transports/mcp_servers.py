@@ -23,8 +23,8 @@ from tools.spec import ToolSpec
 
 if TYPE_CHECKING:
     from actors.vault.store import Vault
-    from policies import PolicyEngine
     from events.port import JournalPort
+    from policies import PolicyEngine
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
 
@@ -122,12 +122,13 @@ class NodeSecrets:
             server=server,
             secrets=names,
             outcome="deny" if refused else "allow",
-            reason=f"secret {refused[0]!r}: {refused[1]}" if refused else "permitted",
+            # the name after the reason: "'api_key': forbidden" reads as a key and its value
+            reason=f"vault.use of {refused[0]!r} refused ({refused[1]})"
+            if refused
+            else "permitted",
             policy_ids=tuple(sorted(ids)),
         )
-        self._journal.append(
-            f"mcp/{server}", [event], expected_seq=None, principal=NODE_PRINCIPAL
-        )
+        self._journal.append(f"mcp/{server}", [event], expected_seq=None, principal=NODE_PRINCIPAL)
         if refused is not None:
             raise ToolFault(
                 "denied", f"env: vault.use of secret {refused[0]!r} by the node: {refused[1]}"

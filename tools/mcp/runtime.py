@@ -284,7 +284,8 @@ class McpRuntime(ToolRuntime):
             return resolve_all(server.env, None, "env")
         if self._secrets is None:  # an offline catalog (`reel tools`): no vault, no decision
             raise ToolFault(
-                "failed", f"env names vault secrets ({', '.join(names)}): only the node resolves them"
+                "failed",
+                f"env names vault secrets ({', '.join(names)}): only the node resolves them",
             )
         return resolve_all(server.env, self._secrets.use(name, names), "env")
 

@@ -48,7 +48,9 @@ def main(data_dir: Path, base: str) -> None:
     runtime = open_runtime(data_dir, config=CONFIG)
     ticket = runtime.node.ask(StartRun(text=text(base), session_key="reader", create=True))
     deadline = time.monotonic() + 30
-    while sum(s.kind == "tool.completed" for s in runtime.journal.read_correlated(ticket.run_id)) < 2:
+    while (
+        sum(s.kind == "tool.completed" for s in runtime.journal.read_correlated(ticket.run_id)) < 2
+    ):
         if time.monotonic() > deadline:
             raise SystemExit("timed out waiting for two results")
         time.sleep(0.01)

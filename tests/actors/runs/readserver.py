@@ -86,9 +86,7 @@ class ReadServer(LoopbackServer):
             members.add(n)
             self._changed.notify_all()
             try:
-                await asyncio.wait_for(
-                    self._changed.wait_for(lambda: len(members) >= size), GATE_S
-                )
+                await asyncio.wait_for(self._changed.wait_for(lambda: len(members) >= size), GATE_S)
                 higher = {m for m in members if m > n}
                 await asyncio.wait_for(
                     self._changed.wait_for(lambda: higher <= set(self.answered)), GATE_S

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,9 @@ def test_a_run_killed_with_two_of_four_parallel_reads_done_resumes_and_completes
         assert [r.state.run_id for r in runtime.node.recovery.resumed] == [run_id]
         assert runtime.node.recovery.interrupted_runs == ()
         end = wait_tape(runtime, run_id, "run.completed", timeout=30)
-        tape = [(s.kind, s.decode()) for s in runtime.journal.read_correlated(run_id)]
+        tape: list[tuple[str, Any]] = [
+            (s.kind, s.decode()) for s in runtime.journal.read_correlated(run_id)
+        ]
         assert verify(on_sqlite(runtime)).ok
     finally:
         runtime.close(grace_s=0.5)

@@ -190,11 +190,12 @@ def test_a_node_refused_vault_use_starts_no_server_and_records_the_refusal(
         reason = runtime.node.services.catalog.unavailable()["mcp.envy.env"]
         assert "vault.use of secret 'api_key' by the node" in reason
         (decided,) = [
-            s.decode()
-            for s in runtime.journal.read_stream("mcp/envy")
-            if s.kind == "mcp.secrets_decided"
+            e
+            for e in (s.decode() for s in runtime.journal.read_stream("mcp/envy"))
+            if isinstance(e, McpSecretsDecided)
         ]
-        assert decided.outcome == "deny" and "ops.no_envy" in decided.policy_ids
+        assert decided.outcome == "deny" and decided.policy_ids == ("no_envy.ops.no_envy",)
+        assert decided.reason.startswith("vault.use of 'api_key' refused (")
     finally:
         runtime.close(grace_s=0.5)
     assert SECRET.encode() not in everything_under(data_dir)
