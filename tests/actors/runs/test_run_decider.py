@@ -436,7 +436,9 @@ STEPS: list[tuple[Step, bool]] = [
 
 
 @pytest.mark.parametrize(("step", "expected"), STEPS, ids=[type(s).__name__ for s, _ in STEPS])
-def test_resumable_exactly_for_a_human_wait_and_a_batch_of_reads(step: Step, expected: bool) -> None:
+def test_resumable_exactly_for_a_human_wait_and_a_batch_of_reads(
+    step: Step, expected: bool
+) -> None:
     assert resumable(step) is expected
 
 
