@@ -124,9 +124,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/runs.py
 	$(BIN)/python -m bench.peers
 	$(BIN)/python bench/policy.py
-	$(BIN)/python bench/grpc.py
-	$(BIN)/python bench/http.py
-	$(BIN)/python bench/tools.py
+	$(BIN)/python bench/grpc_stream.py
+	$(BIN)/python bench/http_reads.py
+	$(BIN)/python bench/tool_calls.py
 	$(BIN)/python bench/redact.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py

@@ -61,6 +61,7 @@ KINDS: Final[dict[str, Kind]] = {
     "events.errors.JournalUnavailable": "unavailable",
     "events.errors.JournalClosed": "unavailable",
     "events.errors.Fenced": "unavailable",
+    "events.errors.ShardNotOwned": "unavailable",
     "events.errors.ShardsFixed": "invalid_argument",
     "events.errors.AppendRejected": "invalid_argument",
     "events.note.NoteError": "unusable",

@@ -29,6 +29,7 @@ from events import JournalPort, JournalReadPort, new_id
 from events.catalog import TOKEN_KINDS, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
+from transports.access.token_info import CreatedToken, TokenInfo
 
 if TYPE_CHECKING:
     from actors.stream import Recorded
@@ -91,30 +92,6 @@ class TokenRecord(msgspec.Struct, frozen=True, kw_only=True):
         return self.revoked_at_ms is None and (
             self.expires_at_ms is None or now_ms < self.expires_at_ms
         )
-
-
-class TokenInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One token as every surface shows it (``GET /v1/tokens``, ``reel tokens list --json``,
-    ``DELETE /v1/tokens/{id}``): never the token itself. One shape, so a script reads the CLI's
-    JSON and the API's alike."""
-
-    id: str
-    principal: str
-    roles: tuple[str, ...]
-    created_at_ms: int
-    expires_at_ms: int | None
-    revoked_at_ms: int | None
-    last_used_at_ms: int | None
-    """When the token last authenticated a request, to the hour (None: never)."""
-    note: str
-    state: Literal["active", "expired", "revoked"]
-
-
-class CreatedToken(TokenInfo, frozen=True, kw_only=True):
-    """A token just created (``POST /v1/tokens``, ``reel tokens create --json``): its
-    :class:`TokenInfo` and, this once, the token."""
-
-    token: str
 
 
 def token_info(record: TokenRecord, now_ms: int) -> TokenInfo:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated
 import msgspec
 import typer
 
-from transports.access.tokens import CreatedToken, TokenBook, TokenInfo
+from transports.access.token_info import CreatedToken, TokenInfo
 from transports.cli.node_api import api as _api
 from transports.cli.node_api import online as _online
 from transports.cli.offline import CLI_PRINCIPAL
@@ -27,6 +27,7 @@ from transports.cli.options import DataOption, JsonOption, TokenFileOption
 
 if TYPE_CHECKING:
     from events import Journal
+    from transports.access.tokens import TokenBook
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 _json = msgspec.json.Encoder()
@@ -122,15 +123,15 @@ def list_cmd(
 ) -> None:
     """Every token: id, principal, roles, created, expires, last used (to the hour), state
     (never the token). With --json: the items of GET /v1/tokens, in its shape."""
-    from events import JournalReader
-    from transports.access.tokens import load_tokens, token_info
-    from transports.cli.data_dir import journal_path, resolve
-
     online = _online(data)
     if online is not None:
         listed = _api(online, token_file, "GET", "/v1/tokens", None, 200)["items"]
         infos = msgspec.convert(listed, list[TokenInfo])
     else:
+        from events import JournalReader
+        from transports.access.tokens import load_tokens, token_info
+        from transports.cli.data_dir import journal_path, resolve
+
         reader = JournalReader.open(journal_path(resolve(data)))
         try:
             book = load_tokens(reader, admin_token="")
@@ -163,14 +164,14 @@ def revoke_cmd(
 ) -> None:
     """Revoke a token: it stops working at once. With --json: the token as
     DELETE /v1/tokens/{id} answers it."""
-    from transports.access.tokens import revoke_token, token_info
-
     online = _online(data)
     if online is not None:
         query = f"?{urllib.parse.urlencode({'reason': reason})}" if reason else ""
         path = f"/v1/tokens/{token_id}{query}"
         revoked = msgspec.convert(_api(online, token_file, "DELETE", path, None, 200), TokenInfo)
     else:
+        from transports.access.tokens import revoke_token, token_info
+
         with _offline(data) as (journal, book):
             record = revoke_token(journal, book, token_id, revoked_by=CLI_PRINCIPAL, reason=reason)
         revoked = token_info(record, int(time.time() * 1000))

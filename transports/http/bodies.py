@@ -16,8 +16,8 @@ from actors.vault.info import SecretInfo as SecretInfo  # the CLI prints them to
 from events.catalog import GrantMatch, GrantScope, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
-from transports.access.tokens import CreatedToken as CreatedToken  # the CLI prints them too
-from transports.access.tokens import TokenInfo as TokenInfo
+from transports.access.token_info import CreatedToken as CreatedToken  # the CLI prints them too
+from transports.access.token_info import TokenInfo as TokenInfo
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
 """What every id looks like (Crockford base32, 26 characters)."""

@@ -577,6 +577,15 @@ def _after_one_tool_turn(max_tool_calls: int = 5) -> RunState:
     return tape.state()
 
 
+def test_finish_turn_records_the_cached_tokens_model_and_endpoint_of_the_answer() -> None:
+    usage = Usage(
+        prompt_tokens=7, completion_tokens=3, cached_tokens=5, model="m-2", endpoint="backup"
+    )
+    turn = finish_turn(_after_one_tool_turn(), 2, usage, (), "stop")[0]
+    assert isinstance(turn, RunTurnCompleted)
+    assert (turn.cached_tokens, turn.model, turn.endpoint) == (5, "m-2", "backup")
+
+
 def test_finish_turn_without_calls_completes_the_run() -> None:
     state = _after_one_tool_turn()
     events = finish_turn(state, 2, Usage(prompt_tokens=7, completion_tokens=3), (), "stop")

@@ -67,7 +67,7 @@ def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> by
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _usage_chunk(prompt_tokens: int, completion_tokens: int) -> bytes:
+def _usage_chunk(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
     payload = {
         "id": "chatcmpl-test",
         "object": "chat.completion.chunk",
@@ -79,7 +79,7 @@ def _usage_chunk(prompt_tokens: int, completion_tokens: int) -> bytes:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
@@ -196,6 +196,7 @@ class FakeOpenAI:
     llama_cpp_python_tool_stream = staticmethod(llama_cpp_python_tool_stream)
     ollama_tool_stream = staticmethod(ollama_tool_stream)
     completion_reply = staticmethod(completion_reply)
+    usage_chunk = staticmethod(_usage_chunk)
     chunk = staticmethod(_chunk)
     usage_chunk = staticmethod(_usage_chunk)
     DONE = DONE

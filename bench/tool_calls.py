@@ -40,7 +40,7 @@ Targets are printed as PASS/MISS, never asserted.
   as before): the run's wall time from ``StartRun`` to its end, median of ``--rounds``
   alternated rounds; target >= 3x.
 
-Run: ``.venv/bin/python bench/tools.py`` (about half a minute).
+Run: ``.venv/bin/python bench/tool_calls.py`` (about half a minute).
 """
 
 from __future__ import annotations
@@ -51,21 +51,19 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from tools import ExecutionContext, ToolCatalog, ToolsConfig
+from tools.checkpoints import BlobStore, Checkpointer
+from tools.files import FileRuntime
+from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe
+from tools.sandbox_user import sandbox_user
+from tools.shell import ShellRuntime, _limits
 
-from tools import ExecutionContext, ToolCatalog, ToolsConfig  # noqa: E402
-from tools.checkpoints import BlobStore, Checkpointer  # noqa: E402
-from tools.files import FileRuntime  # noqa: E402
-from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, _probe, probe  # noqa: E402
-from tools.sandbox_user import sandbox_user  # noqa: E402
-from tools.shell import ShellRuntime, _limits  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 TARGET_OVERHEAD_MS = 20.0
 TARGET_VAULT_MS = 1.0
