@@ -21,7 +21,7 @@ import pytest
 
 from actors.messages import StartRun
 from events.catalog import McpSecretsDecided, RunCompleted
-from tests.tools.mcp.test_mcp_tools import servers, venv
+from tests.tools.mcp.test_mcp_tools import catalog_for, servers, venv
 from tools.handles import VaultHandle
 from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
 from transports.config import NodeConfig
@@ -199,3 +199,14 @@ def test_a_node_refused_vault_use_starts_no_server_and_records_the_refusal(
     finally:
         runtime.close(grace_s=0.5)
     assert SECRET.encode() not in everything_under(data_dir)
+
+
+def test_an_offline_catalog_starts_no_server_whose_env_names_secrets(tmp_path: Path) -> None:
+    """``reel tools`` without a node builds the catalog with no vault: nothing is resolved."""
+    (server,) = config(HANDLES).mcp.servers.values()
+    catalog = catalog_for(tmp_path / "offline", envy=server)
+    try:
+        reason = catalog.unavailable()["mcp.envy.env"]
+    finally:
+        catalog.close()
+    assert "env names vault secrets (api_key): only the node resolves them" in reason
