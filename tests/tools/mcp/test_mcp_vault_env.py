@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from events.catalog import McpSecretsDecided, RunCompleted
 from tests.tools.mcp.test_mcp_tools import catalog_for, servers, venv
 from tools.handles import VaultHandle
 from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
+from tools.mcp.transport import NOT_JSON_RPC
 from transports.config import NodeConfig
 from transports.mcp_servers import mcp_runtime, server_rows
 from transports.runtime import Runtime, open_runtime
@@ -35,7 +37,7 @@ SECRET = "correct-horse-battery-staple-42"
 ROTATED = "second-horse-battery-staple-43"
 TOOLS = {
     name: McpToolConfig(posture="always_allow", read_only=True)
-    for name in ("env", "env_digest", "env_fail")
+    for name in ("env", "env_digest", "env_fail", "env_print")
 }
 
 
@@ -136,6 +138,19 @@ def test_the_server_gets_the_value_and_nothing_else_does(node: Runtime, data_dir
     dumped = msgspec.json.encode(node.config).decode()
     assert SECRET not in dumped and '"vault":"api_key"' in dumped
     assert SECRET.encode() not in everything_under(data_dir)
+
+
+def test_a_value_the_server_prints_outside_the_framing_reaches_no_log(
+    node: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line that is not JSON-RPC is reported without its text: the SDK's parse error quoted
+    its start, a cut-short value no exact-match redaction finds (logged by the SDK at debug)."""
+    caplog.set_level(logging.DEBUG)
+    printed = call(node, "env_print", "TOKEN")
+    assert printed.ok
+    assert NOT_JSON_RPC in caplog.text  # the line was seen, and reported without its text
+    logged = caplog.text + printed.output
+    assert not [SECRET[:n] for n in range(8, len(SECRET) + 1) if SECRET[:n] in logged]
 
 
 def test_a_read_only_mcp_tool_is_read_only_by_its_catalog_entry(node: Runtime) -> None:
