@@ -13,6 +13,7 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
+from actors.runs.decide import Batching
 from actors.tracing import Tracer
 from events import JournalPort
 from projections.memory.search import MemoryHit, MemoryItem
@@ -93,6 +94,15 @@ class Services:
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
+
+    def batching(self) -> Batching:
+        """Which calls runs batch: read-only by the catalog's entry, at most the configured
+        number at once (recovery and the live runs ask the same)."""
+        catalog = self.catalog
+        return Batching(
+            lambda call: catalog.reads_only(call.name, call.arguments),
+            self.config.budgets.max_parallel_tool_calls,
+        )
 
     def offer_tools(self) -> None:
         """Compute the tool list the model is offered (tools not disabled by posture)."""

@@ -1128,6 +1128,21 @@ class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
     """Tools whose schema differs from the previous list."""
 
 
+# --- an MCP server's vault secrets (stream ``mcp/<server>``, principal ``node``) ---------------
+
+
+class McpSecretsDecided(Event, frozen=True, kw_only=True, tag="mcp.secrets_decided"):
+    """The node is starting MCP server ``server``, whose ``env`` names vault ``secrets`` by
+    handle: Cedar's ``vault.use`` for each (principal ``node``, context tool ``mcp.<server>``).
+    Names and policies only, never a value; on a deny the server does not start."""
+
+    server: Id
+    secrets: tuple[VaultName, ...]
+    outcome: Literal["allow", "deny"]
+    reason: str
+    policy_ids: tuple[str, ...] = ()
+
+
 CATALOG: tuple[type[Event], ...] = (
     SessionCreated,
     SessionReset,
@@ -1199,6 +1214,7 @@ CATALOG: tuple[type[Event], ...] = (
     ScheduleRunStarted,
     ScheduleRunNotStarted,
     ScheduleStopped,
+    McpSecretsDecided,
 )
 """Every current event class. Adding a kind means adding it here."""
 

@@ -311,6 +311,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
                 max_turns=self.runs.max_turns,
                 max_tool_calls=self.runs.max_tool_calls,
                 wall_clock_s=self.runs.wall_clock_s,
+                max_parallel_tool_calls=self.runs.max_parallel_tool_calls,
             ),
             system_prompt=self.runs.system_prompt,
             max_message_bytes=self.sessions.max_message_bytes,

@@ -48,14 +48,13 @@ from projections import (
     make_embedder,
 )
 from tools import ToolCatalog, build_catalog
-from tools.handles import MissingSecret
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, load_tokens
 from transports.channels import ChannelHub
 from transports.config import ConfigError, NodeConfig, ProviderConfig, load_config
 from transports.learning import NodeLearning
-from transports.mcp_servers import journal_tool_lists
+from transports.mcp_servers import NodeSecrets, journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig
 from transports.models.endpoints import EndpointConfig, Secrets, check_endpoints, vault_names
 from transports.models.failover import FailoverProvider
@@ -395,38 +394,35 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(
-        tools_config,
-        memory=memory,
-        checkpoint_dir=data_dir / "checkpoints",
-        mcp=cfg.mcp,
-        mcp_state_dir=data_dir / "mcp",
-    )
+    # The journal and the vault first: MCP servers start with the catalog, and the vault
+    # handles in their env are decided (vault.use, on the journal) and resolved as they start.
+    journal = open_journal(data_dir, cfg, on_tampered)
+    try:
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
+        catalog = build_catalog(
+            tools_config,
+            memory=memory,
+            checkpoint_dir=data_dir / "checkpoints",
+            mcp=cfg.mcp,
+            mcp_state_dir=data_dir / "mcp",
+            mcp_secrets=NodeSecrets(vault, engine, journal),
+        )
+    except BaseException:
+        journal.close()
+        raise
     try:  # started MCP servers stop if the node does not start
         gate = ToolGate(engine, cfg.tools.postures)
         unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
         if unknown:
             raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
         check_tool_choice(cfg, catalog, gate)
-        vaults: list[Vault] = []  # the vault opens with the journal, after the provider
-
-        def secrets(name: str) -> str:
-            if not vaults:
-                raise MissingSecret(name)
-            return vaults[0].resolve(name)
-
-        model = provider or make_provider(cfg, secrets)
-        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
+        check_provider_keys(cfg, vault)
+        model = provider or make_provider(cfg, vault.resolve)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, none started
         tracer = open_tracer(cfg.telemetry)
     except BaseException:
         catalog.close()
-        raise
-    try:
-        journal = open_journal(data_dir, cfg, on_tampered)
-    except BaseException:
-        catalog.close()
-        if tracer is not None:
-            tracer.close()
+        journal.close()
         raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
@@ -437,9 +433,6 @@ def open_runtime(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
         )
         tokens = load_tokens(journal, admin_token)
-        vault = open_vault(journal, data_dir, cfg.vault.key_file)
-        vaults.append(vault)
-        check_provider_keys(cfg, vault)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)

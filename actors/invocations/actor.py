@@ -10,7 +10,14 @@ Blocking work (a subprocess, a WASM module) runs on this actor's own thread, so 
 responsive.
 
 After a restart the actor starts with its folded state: a pending approval is pending again
-(with the time it has left), a decided one waits for the run to proceed.
+(with the time it has left), a decided one waits for the run to proceed, and a read-only call of
+a batch that the crash cut off (not decided, or allowed but without a result) is decided again
+and, if allowed, runs again.
+
+In a batch of read-only calls (:class:`actors.runs.decide.ParallelCalls`) the actors execute at
+once, but each appends ``tool.completed`` only after the one before it (``after``) did, and
+sets ``done`` when its own is on the journal (or the actor is gone): the tape records the
+results in proposal order whatever order they finish in.
 """
 
 from __future__ import annotations
@@ -93,6 +100,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
         posture_overrides: dict[str, str] | None = None,
         state: InvocationState | None = None,
         proceed: bool = False,
+        after: threading.Event | None = None,
+        done: threading.Event | None = None,
     ) -> None:
         super().__init__()
         self.s = services
@@ -108,6 +117,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.posture_overrides = posture_overrides or {}
         self.proceed = proceed
         """The run is in progress after this call's decision: act on it once begun."""
+        self.after = after
+        """Set once the call before this one in its batch recorded its result (None: alone)."""
+        self.done = done or threading.Event()
         self.out = OwnedStream(
             services.journal,
             self.state.stream,
@@ -182,6 +194,10 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 )
             self._complete(refused(self.state, error, "internal_error"))
         self.finished = True
+        self.done.set()
+
+    def on_stop(self) -> None:
+        self.done.set()  # the calls after this one never wait for an actor that is gone
 
     # --- journal ---------------------------------------------------------------------------
 
@@ -194,10 +210,14 @@ class ToolInvocationActor(pykka.ThreadingActor):
         _tell_quietly(self.run_ref, ToolAppended(tuple(records)))
 
     def _complete(self, *events: Event, principal: str | None = None) -> None:
-        """Append the events that end the invocation (the last is ``tool.completed``)."""
+        """Append the events that end the invocation (the last is ``tool.completed``), after
+        the call before it in its batch recorded its own."""
         self._close_approval()
+        if self.after is not None:
+            self.after.wait()
         self._append(*events, principal=principal)
         self.finished = True
+        self.done.set()
         self.stop()
         if self.trace is not None:
             self._trace_approval()
@@ -227,6 +247,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._await(pending.approval_id, pending.expires_at_ms / 1000 - time.time())
         elif self.proceed:
             self._act()
+        elif state.decided is None or state.decided.outcome == "allow":
+            self._decide()  # a batch's read-only call the crash cut off: decided again
 
     def _load_spec(self) -> bool:
         """The tool's spec and validated arguments; False (and the invocation completed) when
@@ -253,8 +275,12 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     def _propose(self) -> None:
         self._append(propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id))
-        if not self._load_spec():
-            return
+        if self._load_spec():
+            self._decide()
+
+    def _decide(self) -> None:
+        """Posture, Cedar, grants and ``vault.use`` (the gate), recorded as ``tool.decided``;
+        then execute, ask a human, or record the refusal."""
         assert self.spec is not None
         assert self.args is not None
         deciding_ns = time.time_ns()

@@ -7,9 +7,13 @@ do next, which events to append). Every event it appends, and every event its to
 (items come back as messages), start a :class:`ToolInvocationActor`, run the wall clock. A run
 resumed after a restart is started with its folded state and continues through the same steps.
 
-Cancellation and budgets stop the provider task and set the in-flight tool's cancel event at
-once; the terminal event is written when the tool has stopped (or after a short grace), so it is
-always the run's last event.
+Read-only calls of a turn run at once (:class:`~actors.runs.decide.ParallelCalls`): one tool
+actor each, started one after another as each is decided, each recording its result only after
+the one before it (``after``/``done`` below), so the tape keeps proposal order.
+
+Cancellation and budgets stop the provider task and set every in-flight tool's cancel event at
+once; the terminal event is written when the tools have stopped (or after a short grace), so it
+is always the run's last event.
 """
 
 from __future__ import annotations
@@ -70,10 +74,12 @@ from actors.runs.context import (
 from actors.runs.decide import (
     Assemble,
     AwaitTool,
+    Batching,
     CallModel,
     EndKind,
     Finish,
     MarkAwaiting,
+    ParallelCalls,
     Resume,
     Start,
     StartTool,
@@ -116,14 +122,22 @@ class _Turn:
 
 
 class _Tool:
-    """The tool actor working on the run's current call."""
+    """A tool actor working on one of the run's calls."""
 
-    __slots__ = ("cancel", "invocation_id", "ref")
+    __slots__ = ("call_id", "cancel", "done", "ref")
 
-    def __init__(self, invocation_id: str, ref: pykka.ActorRef[Any], cancel: threading.Event):
-        self.invocation_id = invocation_id
+    def __init__(
+        self,
+        call_id: str,
+        ref: pykka.ActorRef[Any],
+        cancel: threading.Event,
+        done: threading.Event,
+    ) -> None:
+        self.call_id = call_id
         self.ref = ref
         self.cancel = cancel
+        self.done = done
+        """Set once the call's result is on the journal (or its actor is gone)."""
 
 
 class RunActor(pykka.ThreadingActor):
@@ -141,7 +155,7 @@ class RunActor(pykka.ThreadingActor):
         grants: tuple[Grant, ...],
         postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
-        invocation: InvocationState | None = None,
+        invocations: tuple[InvocationState, ...] = (),
     ) -> None:
         super().__init__()
         self.s = services
@@ -151,8 +165,8 @@ class RunActor(pykka.ThreadingActor):
         """The session's ``session`` grants by :attr:`Grant.key` (offered to the gate)."""
         self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
-        self.resumed_invocation = invocation
-        """The folded invocation a restarted run continues (its approval)."""
+        self.resumed = {i.invocation_id: i for i in invocations}
+        """The folded invocations a restarted run continues (an approval, a batch's calls)."""
         self.out = OwnedStream(
             services.journal,
             state.stream,
@@ -163,7 +177,17 @@ class RunActor(pykka.ThreadingActor):
         cfg = services.config
         self.coalescer = Coalescer(cfg.chunk_max_words, cfg.chunk_max_age_s)
         self.turn: _Turn | None = None
-        self.tool: _Tool | None = None
+        self.tools: dict[str, _Tool] = {}
+        """The tool actors at work, by invocation id (several in a batch of read-only calls)."""
+        batching = services.batching()
+        known: dict[str, bool] = {}
+
+        def reads_only(call: ToolCall) -> bool:  # asked after every event: validate once
+            if call.id not in known:
+                known[call.id] = batching.reads_only(call)
+            return known[call.id]
+
+        self.batching = Batching(reads_only, batching.limit)
         self.provider_task: Future[None] | None = None
         self.flush_timer: Timer | None = None
         self.clock_timer: Timer | None = None
@@ -230,8 +254,8 @@ class RunActor(pykka.ThreadingActor):
         if self.ended:
             return
         self._cancel_io()
-        if self.tool is not None:
-            self.tool.cancel.set()
+        for tool in self.tools.values():
+            tool.cancel.set()
         with contextlib.suppress(Exception):
             name = exc_type.__name__ if exc_type else "error"
             self._append(end(self.state, "failed", "internal_error", f"{name}: {exc}"))
@@ -274,17 +298,11 @@ class RunActor(pykka.ThreadingActor):
     def _on_tool_events(self, message: ToolAppended) -> None:
         for rec in message.records:
             self.state = apply(self.state, rec)
-            tool = self.tool
-            event = rec.event
-            if (
-                isinstance(event, ToolCompleted)
-                and tool
-                and event.invocation_id == tool.invocation_id
-            ):
-                self.tool = None
+            if isinstance(rec.event, ToolCompleted):
+                self.tools.pop(rec.event.invocation_id, None)
         self._announce_grants()
         if self.ending is not None:
-            if self.tool is None:
+            if not self.tools:
                 self._write_ending()
             return
         self._advance()
@@ -306,12 +324,14 @@ class RunActor(pykka.ThreadingActor):
             )
             return
         self._announce_grants()
+        if self.state.status is RunStatus.IN_PROGRESS:  # resumed in a batch of read-only calls
+            self._run_clock()
         self._advance()
 
     def _advance(self) -> None:
         """Do what the decider says until the run has to wait for something."""
         while not self.ended and self.ending is None:
-            step = next_step(self.state)
+            step = next_step(self.state, self.batching)
             if isinstance(step, Start):
                 b = self.s.config.budgets
                 start = started(
@@ -339,6 +359,12 @@ class RunActor(pykka.ThreadingActor):
                 return
             elif isinstance(step, StartTool):
                 self._ensure_tool(step.call, new_id())
+                return
+            elif isinstance(step, ParallelCalls):
+                for call, invocation_id in step.running:
+                    self._ensure_tool(call, invocation_id)
+                if step.start is not None:
+                    self._ensure_tool(step.start, new_id())
                 return
             elif isinstance(step, Assemble):
                 self._append(self._assembled(self.state))
@@ -584,15 +610,23 @@ class RunActor(pykka.ThreadingActor):
     # --- tools -----------------------------------------------------------------------------
 
     def _ensure_tool(self, call: ToolCall, invocation_id: str, *, proceed: bool = False) -> None:
-        """Start the tool actor for ``call`` unless it is already working on it; with
-        ``proceed``, let it act on its approval's decision."""
-        if self.tool is not None:
+        """Start the tool actor for ``call`` unless one is already working on it; with
+        ``proceed``, let it act on its approval's decision. The actor records its result only
+        after the call before it in the turn (if that one is still at work) recorded its own."""
+        # By call: a call started moments ago has no invocation in the state until its
+        # tool.proposed is folded, and a step asked meanwhile names it again with a new id.
+        tool = next((t for t in self.tools.values() if t.call_id == call.id), None)
+        if tool is not None:
             if proceed:
-                _tell(self.tool.ref, Proceed())
+                _tell(tool.ref, Proceed())
             return
-        folded = self.resumed_invocation
-        state = folded if folded and folded.invocation_id == invocation_id else None
-        cancel = threading.Event()
+        before = None
+        for other in self.state.open_calls():
+            if other.id == call.id:
+                break
+            before = other.id
+        after = next((t.done for t in self.tools.values() if t.call_id == before), None)
+        cancel, done = threading.Event(), threading.Event()
         ref = ToolInvocationActor.start(
             self.s,
             invocation_id=invocation_id,
@@ -605,10 +639,12 @@ class RunActor(pykka.ThreadingActor):
             cancel=cancel,
             session_grants=tuple(self.grants.values()),
             posture_overrides=self.postures,
-            state=state,
+            state=self.resumed.pop(invocation_id, None),
             proceed=proceed,
+            after=after,
+            done=done,
         )
-        self.tool = _Tool(invocation_id, ref, cancel)
+        self.tools[invocation_id] = _Tool(call.id, ref, cancel, done)
 
     # --- ending ----------------------------------------------------------------------------
 
@@ -616,9 +652,10 @@ class RunActor(pykka.ThreadingActor):
         """Stop everything in flight; write the end now, or once the tool has stopped."""
         self.ending = (kind, reason, detail)
         self._cancel_io()
-        if self.tool is not None:
-            self.tool.cancel.set()
-            _tell(self.tool.ref, CancelTool(reason))
+        if self.tools:
+            for tool in self.tools.values():
+                tool.cancel.set()
+                _tell(tool.ref, CancelTool(reason))
             ref = self.actor_ref
             self.s.io.call_later(
                 self.s.config.cancel_grace_s, lambda: _tell(ref, CancelGraceExpired())
@@ -631,7 +668,7 @@ class RunActor(pykka.ThreadingActor):
         call to stop, so the cancel is journaled (``run.cancel_requested``) before it is
         acknowledged: a crash in between fails the run, it never comes back."""
         if self.ending is None:
-            if self.tool is not None:
+            if self.tools:
                 try:
                     self._append(
                         cancel_requested(self.state, message.principal),

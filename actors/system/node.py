@@ -86,7 +86,9 @@ class Node:
         # and nothing enqueues before the queue starts (the reflection feed starts after it).
         with ThreadPoolExecutor(1, thread_name_prefix="open-tasks") as reader:
             reading = reader.submit(load_open_tasks, self.journal)
-            self.recovery = recover(self.journal, services.gate, services.turns, services.config)
+            self.recovery = recover(
+                self.journal, services.gate, services.turns, services.config, services.batching()
+            )
             open_tasks = reading.result()
         services.offer_tools()
         services.directory = SessionDirectory.start(services)
@@ -97,7 +99,7 @@ class Node:
                 prior=run.prior,
                 grants=run.grants,
                 postures=dict(run.postures),
-                invocation=run.invocation,
+                invocations=run.invocations,
             )
         self.tasks.start(open_tasks)
         self._started = True

@@ -44,7 +44,7 @@ def probe_streams(shards: int) -> dict[int, str]:
     return streams
 
 
-class Node:
+class LeaseNode:
     def __init__(self, dsn: str, name: str, ttl_s: float, out: IO[str]) -> None:
         self.dsn = dsn
         self.name = name
@@ -135,7 +135,7 @@ class Node:
 def main(argv: list[str]) -> int:
     dsn, name, ttl, path = argv
     with open(path, "a", encoding="utf-8") as out:
-        node = Node(dsn, name, float(ttl), out)
+        node = LeaseNode(dsn, name, float(ttl), out)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: node.stopping.set())
         signal.signal(signal.SIGUSR1, node.zombie)

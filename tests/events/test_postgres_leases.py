@@ -66,7 +66,7 @@ def raw_append(dsn: str, shard: int, token: int) -> None:
         ).fetchall()
 
 
-class Clock:
+class LeaseClock:
     """A monotonic clock a test moves by hand."""
 
     def __init__(self) -> None:
@@ -101,7 +101,7 @@ def test_a_node_leaving_moves_its_own_shards_and_few_others() -> None:
 # --- the fences, in one process ------------------------------------------------------------------
 
 
-def keeper(dsn: str, node: str, clock: Clock | None = None, **kw: Any) -> LeaseKeeper:
+def keeper(dsn: str, node: str, clock: LeaseClock | None = None, **kw: Any) -> LeaseKeeper:
     settings = LeaseSettings(ttl_s=2.0, ready_ticks=0)
     return LeaseKeeper(dsn, node, settings=settings, clock=clock or time.monotonic, **kw)
 
@@ -126,7 +126,7 @@ def test_a_lone_node_takes_every_shard_and_appends_with_its_tokens(dsn: str) -> 
 def test_past_its_deadline_a_node_sends_nothing(dsn: str) -> None:
     """Self-fencing on the node's own clock: past ``renewal + TTL - margin`` every append fails
     ShardNotOwned before it reaches the database, though the database still holds the lease."""
-    clock = Clock()
+    clock = LeaseClock()
     k = keeper(dsn, "a", clock)
     k.register()
     k.tick()
@@ -171,7 +171,7 @@ def test_a_lapsed_node_row_fences_its_current_token_in_the_database(dsn: str) ->
 
 
 def test_a_takeover_fences_the_old_owner(dsn: str) -> None:
-    clock = Clock()
+    clock = LeaseClock()
     a = keeper(dsn, "a", clock)
     a.register()
     a.tick()

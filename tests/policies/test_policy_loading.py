@@ -49,6 +49,7 @@ BASELINE_IDS = {
     "baseline.role.operator.channels",
     "baseline.vault.use",
     "baseline.schedule.own",
+    "baseline.vault.use.mcp_server",
 }
 
 

@@ -23,6 +23,7 @@ from actors.runs.decide import (
     Ended,
     Finish,
     MarkAwaiting,
+    ParallelCalls,
     Resume,
     Start,
     StartTool,
@@ -424,6 +425,7 @@ STEPS: list[tuple[Step, bool]] = [
     (CallModel(1), False),
     (StartTool(C1), False),
     (AwaitTool(C1, "i"), False),
+    (ParallelCalls(((C1, "i"),), None), True),  # read-only calls cut off run again
     (MarkAwaiting("a"), True),
     (WaitApproval(C1, "i", "a"), True),
     (Resume(C1, "i", "a"), True),
@@ -434,7 +436,9 @@ STEPS: list[tuple[Step, bool]] = [
 
 
 @pytest.mark.parametrize(("step", "expected"), STEPS, ids=[type(s).__name__ for s, _ in STEPS])
-def test_resumable_exactly_for_a_human_wait(step: Step, expected: bool) -> None:
+def test_resumable_exactly_for_a_human_wait_and_a_batch_of_reads(
+    step: Step, expected: bool
+) -> None:
     assert resumable(step) is expected
 
 

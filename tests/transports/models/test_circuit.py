@@ -7,7 +7,7 @@ import pytest
 from transports.models.circuit import Breaker
 
 
-class Clock:
+class BreakerClock:
     def __init__(self) -> None:
         self.now = 50.0
 
@@ -16,7 +16,7 @@ class Clock:
 
 
 def test_opens_after_the_threshold_of_consecutive_failures_and_a_success_resets() -> None:
-    breaker = Breaker(3, 10, Clock())
+    breaker = Breaker(3, 10, BreakerClock())
     assert [breaker.failure(), breaker.failure()] == [None, None]
     assert breaker.success() is None and breaker.failures == 0  # closed all along
     assert [breaker.failure(), breaker.failure(), breaker.failure()] == [None, None, "open"]
@@ -24,7 +24,7 @@ def test_opens_after_the_threshold_of_consecutive_failures_and_a_success_resets(
 
 
 def test_half_open_lets_one_probe_through_and_its_outcome_decides() -> None:
-    clock = Clock()
+    clock = BreakerClock()
     breaker = Breaker(1, 10, clock)
     breaker.failure()
     clock.now += 9.9
@@ -42,7 +42,7 @@ def test_half_open_lets_one_probe_through_and_its_outcome_decides() -> None:
 
 
 def test_a_probe_without_a_verdict_frees_the_slot() -> None:
-    clock = Clock()
+    clock = BreakerClock()
     breaker = Breaker(1, 0, clock)
     breaker.failure()
     assert breaker.acquire() == "probe"
