@@ -3,9 +3,10 @@ checkpoints.
 
 Appends from any thread are queued; whoever holds the commit lock drains the queue and commits
 everything it drained in one transaction (group commit), then resolves each caller's future.
-Every request wakes the writer thread; a blocking :meth:`Journal.append` that finds the lock
-free commits in its own thread instead of waiting for the writer to be scheduled and to hand
-the outcome back (one writer's append costs its commit and little else). An append therefore
+A blocking :meth:`Journal.append` that finds the lock free commits in its own thread, without
+waking the writer thread, instead of waiting for the writer to be scheduled and to hand the
+outcome back (one writer's append costs its commit and little else); every other request wakes
+the writer thread. An append therefore
 returns only after the transaction holding its rows has committed (durable with
 ``synchronous=FULL``, the default). Per request, either every event is written or none: a
 conflicting ``expected_seq`` or a bad request fails that request alone.
@@ -318,10 +319,12 @@ class Journal(JournalReader):
         """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
         next seq is not ``expected_seq`` (nothing written).
 
-        Queued as :meth:`submit` queues it; then, when no commit is under way, this thread
-        commits it (with whatever else is queued) itself rather than wait for the writer thread
-        to be scheduled, and otherwise waits for the commit under way and the next."""
-        future = self.submit(
+        Checked, redacted and encoded as :meth:`submit` does it; then, when no commit is under
+        way, this thread queues it without waking the writer thread and commits it (after
+        whatever was queued before it) itself: a lone writer's append costs its commit and no
+        thread hand-off. Otherwise it is queued for the writer thread, as :meth:`submit`
+        queues it, and this waits for the commit under way and the next."""
+        request = prepare(
             stream,
             events,
             expected_seq=expected_seq,
@@ -329,13 +332,21 @@ class Journal(JournalReader):
             correlation_id=correlation_id,
             causation_id=causation_id,
             idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
         )
-        if not future.done() and self._commit_lock.acquire(blocking=False):
+        future = request.future
+        if self._commit_lock.acquire(blocking=False):
             try:
+                # Queued behind everything submitted before it, so commits stay in queue
+                # order; nobody else drains while this thread holds the lock, and requests
+                # queued meanwhile woke the writer thread, which commits them after this.
+                self._enqueue(request, wake=False)
                 while not future.done() and self._commit_pending():
                     pass
             finally:
                 self._commit_lock.release()
+        else:
+            self._enqueue(request)
         return future.result()
 
     def checkpoint(self) -> Checkpoint | None:
@@ -380,12 +391,15 @@ class Journal(JournalReader):
         self._stop_verifying.set()
         self._verify_ended.wait()
 
-    def _enqueue(self, request: _Append | _CheckpointRequest) -> None:
+    def _enqueue(self, request: _Append | _CheckpointRequest, *, wake: bool = True) -> None:
+        """Queue ``request``; ``wake=False`` only for a caller holding ``_commit_lock``, which
+        commits it itself."""
         with self._wake:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
             self._pending.append(request)
-            self._wake.notify()
+            if wake:
+                self._wake.notify()
 
     # --- subscription -------------------------------------------------------------------
 

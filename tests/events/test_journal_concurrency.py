@@ -73,6 +73,28 @@ def test_closed_journal_refuses_appends(data_dir: Path) -> None:
     reader.close()
 
 
+def test_a_lone_writer_never_wakes_the_writer_thread(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One writer's appends commit in its own thread without waking the writer thread (a wake
+    per append was a thread switch on the durable append's path); what is only submitted still
+    wakes it, and commits."""
+    wakes: list[str] = []
+    notify = journal._wake.notify
+
+    def counted(n: int = 1) -> None:
+        wakes.append(threading.current_thread().name)
+        notify(n)
+
+    monkeypatch.setattr(journal._wake, "notify", counted)
+    for seq in range(20):
+        journal.append("run/solo", [out(str(seq))], expected_seq=seq)
+    assert wakes == []
+    assert journal.submit("run/solo", [out()], expected_seq=20).result().first_seq == 20
+    assert wakes == [threading.current_thread().name]
+    assert [r.stream_seq for r in journal.read_stream("run/solo")] == list(range(21))
+
+
 def test_a_lone_append_commits_in_its_own_thread_and_many_still_commit_in_order(
     journal: Journal,
 ) -> None:
