@@ -27,7 +27,11 @@ which only makes the ratios stricter), with the least process CPU per event of i
 (every thread's: the writer thread's too), the figure a loaded machine does not move much.
 Targets are printed as PASS/MISS, never asserted.
 
-Run: ``.venv/bin/python bench/journal.py`` (about one minute on 2 cores).
+Run: ``.venv/bin/python bench/journal.py`` (about one minute on 2 cores). With ``--synchronous
+OFF`` the bare and append cases run without fsync (not durable): what is left of each commit is
+CPU, and the append's CPU beyond the bare commit's is reel's own work, a figure the disk's
+fsync latency on a shared machine does not swing. ``PYTHONPATH=CHECKOUT`` runs this script on
+another checkout's ``events`` (before and after, alternated).
 """
 
 from __future__ import annotations
@@ -203,13 +207,13 @@ def ceiling(work: Path, events: int, streams: int, index: int) -> Measured:
     return events / elapsed, cpu / events
 
 
-def bare_commits(work: Path, events: int, index: int) -> Measured:
+def bare_commits(work: Path, events: int, index: int, synchronous: str = "FULL") -> Measured:
     """Events/s of one single-row INSERT per transaction on a journal file (its schema and
     indexes, WAL, synchronous=FULL), rows built before the clock starts: a bare commit."""
     path = work / f"bare-{index}.db"
     conn = connect(path, writable=True)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     stream = RunStream(UlidGenerator())
     chain = Chain()
     at = now_ms()
@@ -225,12 +229,18 @@ def bare_commits(work: Path, events: int, index: int) -> Measured:
 
 
 def appends(
-    work: Path, key: NodeKey, writers: int, events: int, index: int, per_append: int = 1
+    work: Path,
+    key: NodeKey,
+    writers: int,
+    events: int,
+    index: int,
+    per_append: int = 1,
+    synchronous: str = "FULL",
 ) -> Measured:
     """Events/s of ``Journal.append`` (``per_append`` events per call) from ``writers``
     threads, each on its own stream."""
     path = work / f"append-{writers}x{per_append}-{index}.db"
-    journal = Journal(path, node_key=key, synchronous="FULL")
+    journal = Journal(path, node_key=key, synchronous=synchronous)
     ids = UlidGenerator()
     calls = max(1, events // writers // per_append)
     lanes = [RunStream(ids) for _ in range(writers)]
@@ -394,6 +404,7 @@ def run(work: Path, args: argparse.Namespace) -> None:
     rounds: int = args.rounds
     events: int = args.events
     commits: int = args.commit_events
+    sync: str = args.synchronous
     payload = RunStream(UlidGenerator()).payload
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
@@ -409,15 +420,17 @@ def run(work: Path, args: argparse.Namespace) -> None:
     # contention from elsewhere on the machine hits every case alike.
     cases: dict[str, Callable[[int], Measured]] = {
         "ceiling": lambda r: ceiling(work, events, 64, r),
-        "bare": lambda r: bare_commits(work, commits, r),
-        "1": lambda r: appends(work, key, 1, commits, r),
-        "8": lambda r: appends(work, key, 8, events, r),
-        "64": lambda r: appends(work, key, 64, events, r),
-        "64x16": lambda r: appends(work, key, 64, events, r, per_append=16),
+        "bare": lambda r: bare_commits(work, commits, r, sync),
+        "1": lambda r: appends(work, key, 1, commits, r, synchronous=sync),
+        "8": lambda r: appends(work, key, 8, events, r, synchronous=sync),
+        "64": lambda r: appends(work, key, 64, events, r, synchronous=sync),
+        "64x16": lambda r: appends(work, key, 64, events, r, per_append=16, synchronous=sync),
         "handoff": lambda r: handoff(64, events),
     }
     rate = dict.fromkeys(cases, 0.0)
     cpu = dict.fromkeys(cases, float("inf"))
+    if sync != "FULL":
+        print(f"mode     synchronous={sync}: no fsync (not durable); the targets are for FULL")
     for r in range(rounds):
         for name, case in cases.items():
             speed, cpu_per_event = case(r)
@@ -436,32 +449,32 @@ def run(work: Path, args: argparse.Namespace) -> None:
     )
     show(
         "bare",
-        "raw apsw 1-row commit (WAL, FULL)",
+        f"raw apsw 1-row commit (WAL, {sync})",
         f"{bare:,.0f} ev/s",
         f"{us('bare')}   {commits:,} commits",
     )
     single = rate["1"] / bare
     show(
         "append",
-        "1 writer  (1 event/commit, FULL)",
+        f"1 writer  (1 event/commit, {sync})",
         f"{rate['1']:,.0f} ev/s",
         f"{us('1')}   ratio {rate['1'] / top:.3f}   vs bare 1-row commit: {single:.2f}x",
     )
     show(
         "append",
-        "8 writers (1 event/append, FULL)",
+        f"8 writers (1 event/append, {sync})",
         f"{rate['8']:,.0f} ev/s",
         f"{us('8')}   ratio {rate['8'] / top:.3f}",
     )
     show(
         "append",
-        "64 writers (1 event/append, FULL)",
+        f"64 writers (1 event/append, {sync})",
         f"{rate['64']:,.0f} ev/s",
         f"{us('64')}   ratio {rate['64'] / top:.3f} (target >= {TARGET_WRITERS_RATIO:.2f})",
     )
     show(
         "append",
-        "64 writers (16 events/append, FULL)",
+        f"64 writers (16 events/append, {sync})",
         f"{rate['64x16']:,.0f} ev/s",
         f"{us('64x16')}   ratio {rate['64x16'] / top:.3f}   (for reference: hand-offs amortized)",
     )
@@ -542,6 +555,13 @@ def main() -> None:
         type=int,
         default=3_000,
         help="events for the one-commit-per-event cases (bare, 1 writer)",
+    )
+    parser.add_argument(
+        "--synchronous",
+        choices=("FULL", "OFF"),
+        default="FULL",
+        help="the bare and append cases' mode; OFF (no fsync, not durable) leaves only the CPU"
+        " of each commit, the part that is reel's own",
     )
     parser.add_argument("--verify-events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
