@@ -17,7 +17,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp]' --config-settings editable_mode=compat
+	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp,telemetry]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 # The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,
@@ -124,9 +124,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/runs.py
 	$(BIN)/python -m bench.peers
 	$(BIN)/python bench/policy.py
-	$(BIN)/python bench/grpc.py
-	$(BIN)/python bench/http.py
-	$(BIN)/python bench/tools.py
+	$(BIN)/python bench/grpc_stream.py
+	$(BIN)/python bench/http_reads.py
+	$(BIN)/python bench/tool_calls.py
 	$(BIN)/python bench/redact.py
 	$(BIN)/python bench/memory.py
 	$(BIN)/python bench/tasks.py

@@ -30,7 +30,8 @@ Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`
 ``TaskNotActive`` and ``CandidateConflict`` (Conflict); workspace checkpoints
 (``actors.checkpoints``) ``UnknownCheckpoint`` (NotFound) and ``CheckpointUnrestorable``
 (Conflict). The provider seam (``actors.provider``)
-has its own: ProviderError → ProviderTimeout. Inside a task, a handler raises
+has its own: ProviderError → ProviderTimeout, ProviderUnavailable (no endpoint could answer).
+Inside a task, a handler raises
 ``PermanentFailure`` (fail now, no retry), is stopped by ``TaskInterrupted``, and reflection
 refuses a model's answer with ``InvalidReflection`` and a run the journal lacks with
 ``UnknownRunToReflect`` (a ``LookupError``); none leaves the task. A chat message no router

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 
@@ -14,6 +16,9 @@ class RunBudgets(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     """Tool calls per run (reason ``max_tool_calls``)."""
     wall_clock_s: float = 900.0
     """Time in progress, not counting time awaiting approval (reason ``wall_clock``)."""
+    max_parallel_tool_calls: Annotated[int, msgspec.Meta(ge=1, le=64)] = 4
+    """Read-only calls of one turn that run at once (``[runs] max_parallel_tool_calls``; 1: one
+    call at a time). Calls that may write, or that wait for a human, always run alone."""
 
 
 class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -298,10 +298,12 @@ class ProviderDone(msgspec.Struct, frozen=True):
 
 
 class ProviderFailed(msgspec.Struct, frozen=True):
-    """I/O loop -> run: the provider call for ``turn`` failed."""
+    """I/O loop -> run: the provider call for ``turn`` failed; ``reason`` is the run's end
+    reason (``provider_unavailable`` when no endpoint could answer)."""
 
     turn: int
     message: str
+    reason: str = "provider_error"
 
 
 class FlushTick(msgspec.Struct, frozen=True):

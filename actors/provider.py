@@ -21,8 +21,10 @@ Contract of :class:`ModelProvider.stream`:
 
 Exception tree::
 
-    ProviderError            a provider call failed (.retryable, .status)
-    └── ProviderTimeout      connect, response or between-chunk time-out
+    ProviderError            a provider call failed (.retryable, .status, .retry_after_s)
+    ├── ProviderTimeout      connect, response or between-chunk time-out
+    └── ProviderUnavailable  no configured endpoint could answer (all failed, or their circuits
+                             are open): the run fails ``provider_unavailable``
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "ProviderEvent",
     "ProviderRequest",
     "ProviderTimeout",
+    "ProviderUnavailable",
     "Role",
     "TextDelta",
     "ToolCall",
@@ -149,14 +152,23 @@ class ProviderError(Exception):
     """A provider call failed.
 
     ``retryable`` says whether the same request might succeed later (rate limits, server
-    errors, lost connections); ``status`` is the HTTP status when there was one. The message
+    errors, lost connections); ``status`` is the HTTP status when there was one;
+    ``retry_after_s`` the wait the server asked for (``Retry-After``), when it did. The message
     is safe to record and show: it never contains credentials.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False, status: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.status = status
+        self.retry_after_s = retry_after_s
 
     @property
     def message(self) -> str:
@@ -166,6 +178,14 @@ class ProviderError(Exception):
 
 class ProviderTimeout(ProviderError):
     """The provider did not connect, answer, or send the next chunk in time."""
+
+    def __init__(self, message: str, *, retryable: bool = True, status: int | None = None):
+        super().__init__(message, retryable=retryable, status=status)
+
+
+class ProviderUnavailable(ProviderError):
+    """No configured endpoint could answer the turn: each failed, or its circuit breaker is open
+    (``transports.models.failover``). The run fails ``provider_unavailable``."""
 
     def __init__(self, message: str, *, retryable: bool = True, status: int | None = None):
         super().__init__(message, retryable=retryable, status=status)

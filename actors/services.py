@@ -13,6 +13,8 @@ from actors.io_loop import IoLoop
 from actors.provider import ModelProvider, ToolDefinition
 from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
+from actors.runs.decide import Batching
+from actors.tracing import Tracer
 from events import JournalPort
 from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
@@ -20,6 +22,7 @@ from tools import ToolCatalog
 if TYPE_CHECKING:
     import pykka
 
+    from actors.schedules.state import Schedule
     from actors.tasks.queue import TaskQueue
     from actors.vault.store import Vault
 
@@ -52,6 +55,13 @@ class MemoryPort(Protocol):
     def get(self, item_id: str) -> MemoryItem | None: ...
 
 
+class SchedulesPort(Protocol):
+    """What the watchdog reads of the schedule desk (:class:`actors.schedules.desk.
+    ScheduleDesk`)."""
+
+    def stopped(self) -> Sequence[Schedule]: ...
+
+
 @dataclass
 class Services:
     """Collaborators handed to actors at start (composition happens in the node)."""
@@ -76,9 +86,23 @@ class Services:
     vault: Vault | None = None
     """The data dir's vault: tool calls' handles resolve through it and its values are
     redacted from every result (None: no vault, a handle is a tool error)."""
+    schedules: SchedulesPort | None = None
+    """The node's schedule desk: the watchdog reads the schedules it stopped (None: none)."""
+    tracer: Tracer | None = None
+    """Where runs and tool calls record their spans (actors.tracing; None: no telemetry, and
+    no span is built)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
+
+    def batching(self) -> Batching:
+        """Which calls runs batch: read-only by the catalog's entry, at most the configured
+        number at once (recovery and the live runs ask the same)."""
+        catalog = self.catalog
+        return Batching(
+            lambda call: catalog.reads_only(call.name, call.arguments),
+            self.config.budgets.max_parallel_tool_calls,
+        )
 
     def offer_tools(self) -> None:
         """Compute the tool list the model is offered (tools not disabled by posture)."""

@@ -24,32 +24,27 @@ Target: route >= 50% of http. Printed as PASS/MISS, never asserted. Run:
 
 from __future__ import annotations
 
-import sys
+import argparse
+import asyncio
+import itertools
+import os
+import tempfile
+import time
 from pathlib import Path
 
-# Run as a script, this file's directory comes first on sys.path, and bench/http.py would shadow
-# the standard library's ``http`` package: drop the directory, put the repository root instead.
+import aiohttp
+from grpclib.client import Channel
+
+from actors.channels.config import ChannelConfig
+from proto.reel.v1 import GatewayStub, RouteMessageRequest
+from transports.config import HttpConfig, NodeConfig
+from transports.grpc import start_grpc
+from transports.grpc.client import auth_metadata
+from transports.http import start_http
+from transports.runtime import Runtime, open_runtime
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import itertools  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import aiohttp  # noqa: E402
-from grpclib.client import Channel  # noqa: E402
-
-from actors.channels.config import ChannelConfig  # noqa: E402
-from proto.reel.v1 import GatewayStub, RouteMessageRequest  # noqa: E402
-from transports.config import HttpConfig, NodeConfig  # noqa: E402
-from transports.grpc import start_grpc  # noqa: E402
-from transports.grpc.client import auth_metadata  # noqa: E402
-from transports.http import start_http  # noqa: E402
-from transports.runtime import Runtime, open_runtime  # noqa: E402
 
 SECRET_ENV = "REEL_BENCH_CHANNEL_SECRET"
 _ids = itertools.count()

@@ -51,20 +51,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-# Run as a script, bench/ comes first on sys.path, where bench/http.py would shadow the
-# standard library's ``http`` that aiohttp imports: drop the folder.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import apsw
 
-import apsw  # noqa: E402
-
-from actors import ActorsConfig, Node, ToolGate  # noqa: E402
-from actors.messages import RunTicket, StartRun  # noqa: E402
-from events import Journal, NodeKey, new_id  # noqa: E402
-from events.catalog import MemoryItemWritten  # noqa: E402
-from policies import PolicyEngine  # noqa: E402
-from projections import (  # noqa: E402
+from actors import ActorsConfig, Node, ToolGate
+from actors.messages import RunTicket, StartRun
+from events import Journal, NodeKey, new_id
+from events.catalog import MemoryItemWritten
+from policies import PolicyEngine
+from projections import (
     Embedder,
     EmbedderUnavailable,
     MemoryView,
@@ -72,10 +66,12 @@ from projections import (  # noqa: E402
     all_projections,
     make_embedder,
 )
-from projections.memory.search import MMAP_BYTES, fts_match, fts_terms  # noqa: E402
-from projections.memory.view import load_vec, pack_vector  # noqa: E402
-from tools import ToolsConfig, build_catalog  # noqa: E402
-from transports.models import DeterministicProvider  # noqa: E402
+from projections.memory.search import MMAP_BYTES, fts_match, fts_terms
+from projections.memory.view import load_vec, pack_vector
+from tools import ToolsConfig, build_catalog
+from transports.models import DeterministicProvider
+
+REPO = Path(__file__).resolve().parent.parent
 
 TARGET_P99_MS = 50.0
 TARGET_RATIO = 2.0

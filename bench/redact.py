@@ -51,8 +51,13 @@ from events.catalog import (  # noqa: E402
     ToolProposed,
 )
 from events.ids import UlidGenerator  # noqa: E402
-from events.redaction.redact import redact_event  # noqa: E402
-from events.redaction.redact_stream import StreamRedactor  # noqa: E402
+
+try:  # the layout since issue 22
+    from events.redaction.redact import redact_event
+    from events.redaction.redact_stream import StreamRedactor
+except ModuleNotFoundError:  # the baseline's (``BASELINE``), before the move
+    from events.redact import redact_event  # type: ignore[import-untyped,no-redef,unused-ignore]
+    from events.redact_stream import StreamRedactor  # type: ignore[import-untyped,no-redef,unused-ignore]
 
 BASELINE = "b0cf6f5"
 """main before issue 21: today's redaction."""

@@ -54,24 +54,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-# Run as a script, bench/ comes first on sys.path, where bench/http.py (named by the HTTP issue)
-# would shadow the standard library's ``http`` that aiohttp imports: drop the folder.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import pykka
 
-import pykka  # noqa: E402
-
-from actors import ActorsConfig, Node, ToolGate  # noqa: E402
-from actors.messages import (  # noqa: E402
+from actors import ActorsConfig, Node, ToolGate
+from actors.messages import (
     GetSessionState,
     ResolveSession,
     RunTicket,
     SessionInfo,
     StartRun,
 )
-from events import Event, Journal, NodeKey, StoredEvent, kind_of  # noqa: E402
-from policies import PolicyEngine  # noqa: E402
-from tools import ToolsConfig, build_catalog  # noqa: E402
-from transports.models import DeterministicProvider  # noqa: E402
+from events import Event, Journal, NodeKey, StoredEvent, kind_of
+from policies import PolicyEngine
+from tools import ToolsConfig, build_catalog
+from transports.models import DeterministicProvider
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -33,38 +33,31 @@ Run: ``.venv/bin/python bench/startup.py`` (several minutes at 1M events on 2 co
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import platform
+import pstats
+import shutil
+import signal
+import statistics
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
-# Run as a script, this file's directory comes first on sys.path, and bench/http.py would shadow
-# the standard library's ``http`` package: drop the directory, put the repository root instead.
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import pstats  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-
-from bench.journal import (  # noqa: E402
+from bench.journal import (
     TEXT,
     Entry,
     build_verify_journal,
     start_check,
 )
-from events import NodeKey, encode  # noqa: E402
-from events.catalog import (  # noqa: E402
+from events import NodeKey, encode
+from events.catalog import (
     ApprovalRequested,
     ApprovalResolved,
     Event,
@@ -87,8 +80,11 @@ from events.catalog import (  # noqa: E402
     ToolProposed,
     kind_of,
 )
-from events.ids import UlidGenerator  # noqa: E402
-from transports.access.tokens import mint  # noqa: E402
+from events.ids import UlidGenerator
+from transports.access.tokens import mint
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 
 REEL = Path(sys.executable).with_name("reel")
 TARGET_READY_CURRENT_S = 1.0

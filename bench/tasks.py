@@ -49,24 +49,19 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-# Run as a script, bench/ comes first on sys.path, where bench/http.py would shadow the
-# standard library's ``http`` that aiohttp imports: drop the folder.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from actors import Node, ToolGate  # noqa: E402
-from actors.tasks.queue import TasksConfig  # noqa: E402
-from events import Journal, JournalReadPort, NodeKey, StoredEvent, new_id  # noqa: E402
-from events.catalog import TaskEnqueued  # noqa: E402
-from events.task_lifecycle import TASK_KINDS  # noqa: E402
-from policies import PolicyEngine  # noqa: E402
-from tools import ToolsConfig, build_catalog  # noqa: E402
-from transports.models import DeterministicProvider  # noqa: E402
+from actors import Node, ToolGate
+from actors.tasks.queue import TasksConfig
+from events import Journal, JournalReadPort, NodeKey, StoredEvent, new_id
+from events.catalog import TaskEnqueued
+from events.task_lifecycle import TASK_KINDS
+from policies import PolicyEngine
+from tools import ToolsConfig, build_catalog
+from transports.models import DeterministicProvider
 
 REPO = Path(__file__).resolve().parent.parent
 TARGET_VS_BARE = 0.5

@@ -22,6 +22,7 @@ Exceptions (all raised on purpose derive from :class:`JournalError`)::
     │   └── InvalidField          an identifier field that does not fit or looks like a secret
     │                             (events.fields; .kind, .field; never quotes the value)
     ├── Fenced                    a shard append with a token no longer current (PostgreSQL)
+    ├── ShardNotOwned             an append to a shard this node holds no live lease on
     ├── ShardsFixed               journal init asked for another shard count than the database's
     ├── UnknownEventKind          a payload the catalog cannot decode or upcast
     ├── CheckpointKeyError        node key (or pinned public key) missing, unreadable, unsafe
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         NotAJournal,
         SchemaTooNew,
         SchemaTooOld,
+        ShardNotOwned,
         ShardsFixed,
         UnknownEventKind,
         VerifyStopped,
@@ -105,6 +107,7 @@ __all__ = [
     "NotAJournal",
     "SchemaTooNew",
     "SchemaTooOld",
+    "ShardNotOwned",
     "ShardsFixed",
     "StoredEvent",
     "StreamRedactor",
@@ -148,6 +151,7 @@ __getattr__ = exports(
             "NotAJournal",
             "SchemaTooNew",
             "SchemaTooOld",
+            "ShardNotOwned",
             "ShardsFixed",
             "UnknownEventKind",
             "VerifyStopped",

@@ -32,7 +32,7 @@ from events.fields import (
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
-approval_denied, provider_error, interrupted, internal_error, ..."""
+approval_denied, provider_error, provider_unavailable, interrupted, internal_error, ..."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
@@ -466,10 +466,18 @@ class MemoryItemDeleted(Event, frozen=True, kw_only=True, tag="memory.item_delet
 
 # --- incidents (stream ``incident/<incident_id>``, written by the watchdog only) -------------
 
-IncidentDomain = Literal["run", "task", "approval", "projector", "journal"]
+IncidentDomain = Literal["run", "task", "approval", "projector", "journal", "schedule"]
 """What an incident is about: a run without progress, a task whose lease lapsed, an approval
-pending past its time-out, the views lagging the journal, the journal failing verification."""
-INCIDENT_DOMAINS: tuple[IncidentDomain, ...] = ("run", "task", "approval", "projector", "journal")
+pending past its time-out, the views lagging the journal, the journal failing verification, a
+schedule the node stopped (its principal holds no live token)."""
+INCIDENT_DOMAINS: tuple[IncidentDomain, ...] = (
+    "run",
+    "task",
+    "approval",
+    "projector",
+    "journal",
+    "schedule",
+)
 """Every domain, in the order surfaces list them (``reel_incidents_open`` has one per domain)."""
 IncidentAction = Literal["fail_run", "expire_approval", "reclaim_task"]
 """What the watchdog does about an incident in ``auto`` mode (the act itself is recorded by
@@ -947,6 +955,118 @@ class VaultSecretDeleted(Event, frozen=True, kw_only=True, tag="vault.secret_del
     revision: int
 
 
+# --- schedules (stream ``schedule/<schedule_id>``; docs/schedules.md) ---------------------------
+
+SCHEDULE_NAME = Identifier("schedule name", re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}"))
+"""What a schedule is called (``daily-report``): unique among the schedules that exist, stored
+in clear."""
+ScheduleName = Annotated[str, SCHEDULE_NAME]
+CatchUp = Literal["skip", "one", "all"]
+"""What a schedule does about due times missed while its node was down: none of them, the
+latest one, or each (docs/schedules.md)."""
+CATCH_UPS: tuple[CatchUp, ...] = get_args(CatchUp)
+Overlap = Literal["skip", "queue"]
+"""What a due time does while the schedule's previous run is still live: nothing (recorded as
+skipped), or start a run that waits behind it in the session."""
+OVERLAPS: tuple[Overlap, ...] = get_args(Overlap)
+FireTrigger = Literal["due", "catch_up", "manual"]
+"""Why a schedule fired: a due time on a running node, a missed one caught up at start, or
+``run-now``."""
+SkipReason = Literal["catch_up", "overlap"]
+"""Why due times passed without a run: missed while the node was down (and ``catch_up`` left
+them), or the previous run was still live (``overlap = "skip"``)."""
+StopReason = Literal["principal_revoked"]
+"""Why the node stopped a schedule: the principal it runs as holds no live token any more."""
+
+
+class ScheduleCreated(Event, frozen=True, kw_only=True, tag="schedule.created"):
+    """A schedule exists: at each due time of ``cron`` (five fields, read in ``tz``) or every
+    ``every_ms`` from ``anchor_ms``, a run with ``text`` starts in the session ``session_key``
+    (created if new) as ``runs_as``, with that principal's roles. Exactly one of ``cron`` and
+    ``every_ms`` is set."""
+
+    schedule_id: Id
+    name: ScheduleName
+    cron: str = ""
+    every_ms: int = 0
+    tz: str = "UTC"
+    anchor_ms: int
+    """Due times are after this instant (the creation time): the first is the first one past it."""
+    session_key: SessionKey
+    text: str
+    runs_as: Principal
+    catch_up: CatchUp = "one"
+    overlap: Overlap = "skip"
+
+
+class SchedulePaused(Event, frozen=True, kw_only=True, tag="schedule.paused"):
+    """The schedule fires nothing until resumed; due times while paused are passed over."""
+
+    schedule_id: Id
+
+
+class ScheduleResumed(Event, frozen=True, kw_only=True, tag="schedule.resumed"):
+    """The schedule fires again from its next due time after ``after_ms`` (the resume's time):
+    due times while it was paused are not caught up."""
+
+    schedule_id: Id
+    after_ms: int
+
+
+class ScheduleDeleted(Event, frozen=True, kw_only=True, tag="schedule.deleted"):
+    """The schedule is gone: it fires nothing more, and its name is free again."""
+
+    schedule_id: Id
+
+
+class ScheduleFired(Event, frozen=True, kw_only=True, tag="schedule.fired"):
+    """The schedule fired for ``due_ms`` as the run ``run_id``, chosen here and recorded before
+    the run is asked for: a node that stops before ``schedule.run_started`` (or
+    ``schedule.run_not_started``) asks again at its next start with the same id, and a session
+    that already has that run starts nothing twice."""
+
+    schedule_id: Id
+    run_id: Id
+    due_ms: int
+    trigger: FireTrigger = "due"
+
+
+class ScheduleSkipped(Event, frozen=True, kw_only=True, tag="schedule.skipped"):
+    """``count`` due times, the latest ``due_ms``, passed without a run (``reason``)."""
+
+    schedule_id: Id
+    due_ms: int
+    count: int = 1
+    reason: SkipReason
+
+
+class ScheduleRunStarted(Event, frozen=True, kw_only=True, tag="schedule.run_started"):
+    """The run a ``schedule.fired`` chose exists in ``session_id`` (started, or queued behind
+    an earlier run of the session)."""
+
+    schedule_id: Id
+    run_id: Id
+    session_id: Id
+
+
+class ScheduleRunNotStarted(Event, frozen=True, kw_only=True, tag="schedule.run_not_started"):
+    """The node refused the run a ``schedule.fired`` chose (``error`` says why, in words); it is
+    not asked for again."""
+
+    schedule_id: Id
+    run_id: Id
+    error: str
+
+
+class ScheduleStopped(Event, frozen=True, kw_only=True, tag="schedule.stopped"):
+    """The node stopped the schedule at a due time (``reason``): it fires nothing more and a
+    watchdog incident stays open until it is deleted."""
+
+    schedule_id: Id
+    due_ms: int
+    reason: StopReason
+
+
 # --- the journal's own checkpoints (stream ``journal``, written by the journal writer only) -----
 
 
@@ -1006,6 +1126,21 @@ class McpToolsListed(Event, frozen=True, kw_only=True, tag="mcp.tools_listed"):
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     """Tools whose schema differs from the previous list."""
+
+
+# --- an MCP server's vault secrets (stream ``mcp/<server>``, principal ``node``) ---------------
+
+
+class McpSecretsDecided(Event, frozen=True, kw_only=True, tag="mcp.secrets_decided"):
+    """The node is starting MCP server ``server``, whose ``env`` names vault ``secrets`` by
+    handle: Cedar's ``vault.use`` for each (principal ``node``, context tool ``mcp.<server>``).
+    Names and policies only, never a value; on a deny the server does not start."""
+
+    server: Id
+    secrets: tuple[VaultName, ...]
+    outcome: Literal["allow", "deny"]
+    reason: str
+    policy_ids: tuple[str, ...] = ()
 
 
 CATALOG: tuple[type[Event], ...] = (
@@ -1070,6 +1205,16 @@ CATALOG: tuple[type[Event], ...] = (
     VaultSecretDeleted,
     JournalCheckpoint,
     McpToolsListed,
+    ScheduleCreated,
+    SchedulePaused,
+    ScheduleResumed,
+    ScheduleDeleted,
+    ScheduleFired,
+    ScheduleSkipped,
+    ScheduleRunStarted,
+    ScheduleRunNotStarted,
+    ScheduleStopped,
+    McpSecretsDecided,
 )
 """Every current event class. Adding a kind means adding it here."""
 
@@ -1103,3 +1248,15 @@ APPROVAL_KINDS = kinds_of(
     ApprovalRequested, ApprovalResolved, ChannelPairingRequested, ChannelPairingResolved
 )
 """The kinds the approvals view folds: tool calls' approvals and channels' pairing requests."""
+SCHEDULE_KINDS = kinds_of(
+    ScheduleCreated,
+    SchedulePaused,
+    ScheduleResumed,
+    ScheduleDeleted,
+    ScheduleFired,
+    ScheduleSkipped,
+    ScheduleRunStarted,
+    ScheduleRunNotStarted,
+    ScheduleStopped,
+)
+"""The kinds of ``schedule/<schedule_id>`` streams (actors/schedules/state.py folds them)."""

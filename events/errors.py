@@ -61,6 +61,12 @@ class Fenced(JournalError):
     writer took the shard over. Nothing was written (PostgreSQL backend)."""
 
 
+class ShardNotOwned(JournalError):
+    """This node holds no live lease on the shard an append goes to: it never had it, handed it
+    over, or fenced itself (its lease could lapse before a renewal). Nothing was sent to the
+    database. The shard's owner takes the append (forwarding to it is step 3 of issue 24)."""
+
+
 class ShardsFixed(JournalError):
     """``reel journal init`` was asked for a shard count other than the one the journal
     database was created with: S is fixed at creation (a stream's shard is a function of S)."""

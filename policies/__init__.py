@@ -5,8 +5,9 @@ or an API request (:class:`AccessRequest`: principal, roles, action, resource, c
 plain values and gets a plain :class:`Decision` back, naming the policies that decided. Files:
 ``schema.cedarschema`` (the vocabulary), ``read_only.cedar``, ``approvals.cedar``,
 ``roles.cedar`` (who may do what through the API), ``tool_execute.cedar`` (the baseline,
-deny by default) and ``vault.cedar`` (which runs' tool calls may use a vault secret), plus
-the operator's ``*.cedar`` files from the data dir's ``policies/``.
+deny by default), ``vault.cedar`` (which runs' tool calls may use a vault secret) and
+``schedules.cedar`` (who may schedule runs as whom), plus the operator's ``*.cedar`` files
+from the data dir's ``policies/``.
 Everything is parsed and validated once, in :meth:`PolicyEngine.load`.
 
 Exceptions::

@@ -29,13 +29,13 @@ ROLES: Final[dict[str, str]] = {
     "runs' tool calls may use vault secrets",
     "operator": "start and cancel runs in any session, read everything, decide approvals, "
     "revoke always grants, review learning candidates, "
-    "write and delete memory, cancel background tasks; its runs' tool calls may use vault "
-    "secrets",
+    "write and delete memory, cancel background tasks, schedule runs as itself; its runs' tool "
+    "calls may use vault secrets",
     "approver": "read everything, decide approvals, revoke always grants, review learning "
     "candidates",
     "viewer": "read everything",
     "agent": "create sessions; start, cancel and read runs only in the sessions it owns; read "
-    "global memory and its own, write and delete only its own",
+    "global memory and its own, write and delete only its own; schedule runs as itself",
 }
 """The built-in roles and, in words, what ``policies/*.cedar`` lets each do."""
 
@@ -78,6 +78,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "decision": _TEXT,
     },
     "vault": {"name": _TEXT, "operation": _TEXT},
+    "schedule": {"name": _TEXT, "runs_as": _PRINCIPAL, "operation": _TEXT},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -133,8 +134,12 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
         resource_type="Channel", scope="channel_command", changes_state=True
     ),
     "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
+    "provider.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "vault.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "vault.manage": ActionSpec(resource_type="Secret", scope="vault", changes_state=True),
+    "schedule.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
+    "schedule.create": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
+    "schedule.manage": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`, ``vault.use``
 by :meth:`PolicyEngine.decide_secret`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tools.builtins import BuiltinRuntime
 from tools.catalog import ToolCatalog
@@ -17,6 +18,9 @@ from tools.plugins import load_plugins
 from tools.runtime import ToolRuntime
 from tools.shell import ShellRuntime
 
+if TYPE_CHECKING:
+    from tools.mcp.runtime import ServerSecrets
+
 __all__ = ["build_catalog"]
 
 
@@ -26,10 +30,12 @@ def build_catalog(
     checkpoint_dir: Path | None = None,
     mcp: McpConfig | None = None,
     mcp_state_dir: Path | None = None,
+    mcp_secrets: ServerSecrets | None = None,
 ) -> ToolCatalog:
     """Builtins, the memory tools, workspace files, http.fetch, shell.run, the plugins in
     ``plugin_dir``, and the tools of the MCP servers in ``mcp`` (each server started, with
-    ``mcp_state_dir/NAME`` its writable directory). ``memory`` is the node's memory (the
+    ``mcp_state_dir/NAME`` its writable directory, ``mcp_secrets`` the node's vault for the
+    handles in their ``env``). ``memory`` is the node's memory (the
     memory tools are listed without it, so every catalog declares the same tools, but their
     calls then fail).
 
@@ -64,5 +70,5 @@ def build_catalog(
         from tools.mcp.runtime import McpRuntime
 
         assert mcp_state_dir is not None, "MCP servers need a state dir"
-        runtimes.append(McpRuntime(config, mcp, mcp_state_dir))
+        runtimes.append(McpRuntime(config, mcp, mcp_state_dir, mcp_secrets))
     return ToolCatalog(runtimes, checkpoints)

@@ -85,6 +85,18 @@ class ToolCatalog:
                 raise InvalidArguments(name, str(exc)) from None
         return args
 
+    def reads_only(self, name: str, arguments: str) -> bool:
+        """Whether the model's call of ``name`` with ``arguments`` (JSON text) is read-only by
+        its catalog entry (`ToolSpec.reads_only`); False for an unknown or unavailable tool and
+        for arguments that do not validate (such a call is refused on its own)."""
+        spec = self._entries.get(name, (None,))[0]
+        if spec is None or spec.unavailable is not None or spec.read_only is False:
+            return False
+        try:
+            return spec.reads_only(self.validate(name, arguments))
+        except InvalidArguments:
+            return False
+
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         """Run a validated call to completion, failure, time-out or cancellation.
 

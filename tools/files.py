@@ -147,6 +147,7 @@ class FileRuntime(ToolRuntime):
                 timeout_s=cfg.fs_timeout_s,
                 output_cap_bytes=out_cap,
                 runtime="files",
+                read_only=cap == "fs.read",
             )
 
         searcher = spec(

@@ -99,6 +99,11 @@ class _PinnedResolver(AbstractResolver):
         return None
 
 
+def _reads_only(args: HttpFetchArgs) -> bool:
+    """A GET changes nothing on the server it asks (RFC 9110's safe method); a POST may."""
+    return args.method == "GET"
+
+
 class HttpRuntime(ToolRuntime):
     """The http.fetch tool."""
 
@@ -122,6 +127,7 @@ class HttpRuntime(ToolRuntime):
                     cfg.default_output_cap_bytes, cfg.http_response_cap_bytes * 2 + 16 * 1024
                 ),
                 runtime="http",
+                read_only=_reads_only,
             ),
         )
 

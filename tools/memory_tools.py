@@ -137,6 +137,7 @@ class MemoryToolsRuntime(ToolRuntime):
                 timeout_s=TIMEOUT_S,
                 output_cap_bytes=cap,
                 runtime="builtin",
+                read_only=True,
             ),
             ToolSpec(
                 name="memory.write",

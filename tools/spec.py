@@ -67,6 +67,15 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     validator: Callable[[Any], None] | None = None
     """A check of the decoded arguments (as plain JSON values) on top of ``args_type``, raising
     ValueError naming the field (an MCP tool's schema); `ToolCatalog.validate` runs it."""
+    read_only: bool | Callable[[Any], bool] = False
+    """Whether a call changes nothing (no file, no memory, no remote state), so the calls of one
+    turn may run at once and one a crash cut off may run again (docs/tools.md, "Parallel
+    read-only calls"): a constant, or a test of the validated arguments (``http.fetch``: GET
+    only). The one home of the property: ask :meth:`reads_only`."""
+
+    def reads_only(self, args: Any) -> bool:
+        """Whether the call with the validated ``args`` is read-only (:attr:`read_only`)."""
+        return self.read_only(args) if callable(self.read_only) else self.read_only
 
     def json_schema(self) -> dict[str, Any]:
         """The argument schema as one JSON schema object, `$defs` inlined."""

@@ -3,8 +3,9 @@
 Every table and key is declared here; an unknown one is an error naming its path
 (``runs.max_turnz``), whether it comes from the file or the environment. Environment values are
 parsed as TOML values when they parse (numbers, booleans, arrays), else taken as strings.
-Secrets (the provider's API key) are read from the environment variable named by
-``provider.api_key_env``, never written to the journal or logs.
+Secrets (a provider's API key) are read from the environment variable named by
+``provider.api_key_env`` (or a ``[[providers]]`` endpoint's ``api_key_env``), or from the vault
+an endpoint's ``api_key`` names; never from this file, never written to the journal or logs.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -28,6 +30,7 @@ from projections.pool import ReaderLimits
 from tools import ToolsConfig
 from tools.mcp.config import McpConfig
 from tools.spec import Posture
+from transports.models.endpoints import EndpointConfig
 from transports.models.openai_wire import check_options
 
 
@@ -134,6 +137,58 @@ class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True
     dir alone reads no value (docs/vault.md)."""
 
 
+class TelemetryConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[telemetry]``: OpenTelemetry traces of runs over OTLP/HTTP (docs/telemetry.md). Nothing
+    is sent, and the SDK is not even imported, unless ``otlp_endpoint`` is set."""
+
+    otlp_endpoint: str = ""
+    """The collector's OTLP/HTTP base URL (``http://127.0.0.1:4318``; traces go to its
+    ``/v1/traces``) (``REEL_TELEMETRY_OTLP_ENDPOINT``); empty: no traces. Credentials never go
+    in the URL: the exporter reads headers from ``OTEL_EXPORTER_OTLP_HEADERS``."""
+    service_name: Annotated[str, msgspec.Meta(min_length=1, max_length=64)] = "reel"
+    """The ``service.name`` of the node's spans."""
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 5.0
+    """How long one export (with its retries) may take, and the node's stop waits for the
+    last one at most."""
+    export_every_s: Annotated[float, msgspec.Meta(gt=0, le=60)] = 2.0
+    """How often queued spans are sent (sooner when a batch is full)."""
+    max_queue_spans: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 4096
+    """Spans waiting for export at most; past it the oldest are dropped, never waited for."""
+    max_batch_spans: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 512
+    """Spans per export request at most (no more than ``max_queue_spans``)."""
+
+    def __post_init__(self) -> None:
+        if self.otlp_endpoint:
+            _check_endpoint(self.otlp_endpoint)
+        if self.max_batch_spans > self.max_queue_spans:
+            raise ValueError("max_batch_spans: must not exceed max_queue_spans")
+
+    @property
+    def traces_url(self) -> str:
+        """Where spans are posted: the endpoint's ``/v1/traces`` (an endpoint that already
+        ends with it is taken as it is)."""
+        base = self.otlp_endpoint.rstrip("/")
+        return base if base.endswith("/v1/traces") else f"{base}/v1/traces"
+
+
+def _check_endpoint(url: str) -> None:
+    """An http(s) URL with a host, no credentials, query or fragment (``ValueError``
+    naming ``otlp_endpoint``)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port out of range)
+    except ValueError:
+        raise ValueError("otlp_endpoint: not a URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("otlp_endpoint: must be an http:// or https:// URL with a host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "otlp_endpoint: must not hold credentials (set OTEL_EXPORTER_OTLP_HEADERS)"
+        )
+    if parts.query or parts.fragment:
+        raise ValueError("otlp_endpoint: must have no query or fragment")
+
+
 class ContextSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """``[context]``: how much a run's model input may hold, and when a session's older runs
     are condensed into a summary (docs/context.md)."""
@@ -225,6 +280,9 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     http: HttpConfig = HttpConfig()
     grpc: GrpcConfig = GrpcConfig()
     provider: ProviderConfig = ProviderConfig()
+    providers: list[EndpointConfig] = []
+    """``[[providers]]``: endpoints failed over in order, instead of ``[provider]``
+    (docs/providers.md, "Failover")."""
     runs: RunsConfig = RunsConfig()
     sessions: SessionsConfig = SessionsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
@@ -243,6 +301,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     mcp: McpConfig = McpConfig()
     """``[mcp.servers.<name>]``: MCP servers whose tools join the catalog (docs/mcp.md)."""
     vault: VaultConfig = VaultConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
+    """``[telemetry]``: traces of runs over OTLP/HTTP (docs/telemetry.md)."""
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""
@@ -251,18 +311,23 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
                 max_turns=self.runs.max_turns,
                 max_tool_calls=self.runs.max_tool_calls,
                 wall_clock_s=self.runs.wall_clock_s,
+                max_parallel_tool_calls=self.runs.max_parallel_tool_calls,
             ),
             system_prompt=self.runs.system_prompt,
             max_message_bytes=self.sessions.max_message_bytes,
             idle_passivate_s=self.sessions.idle_passivate_s,
             approval_timeout_s=self.approvals.timeout_s,
-            context_budget_tokens=self.context.budget_for(self.provider.model),
+            context_budget_tokens=self.context.budget_for(self.primary_model()),
             compact_at=self.context.compact_at,
             compact_cooldown_s=self.context.cooldown_s,
             memory_inject_k=self.memory.inject_k,
             memory_min_score=self.memory.min_score,
             memory_min_evidence=self.memory.min_evidence,
         )
+
+    def primary_model(self) -> str:
+        """The model of the first endpoint (``[[providers]]``), else ``provider.model``."""
+        return self.providers[0].model if self.providers else self.provider.model
 
     def tools_config(self, data_dir: Path) -> ToolsConfig:
         """The tool runtimes' settings, rooted in the data dir."""

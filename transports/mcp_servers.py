@@ -2,7 +2,8 @@
 
 `tools.mcp` knows nothing of events; this module records each tool list a server announces as
 ``mcp.tools_listed`` on the stream ``mcp/<server>`` (by ``system``: a server's announcement is
-the node's observation, not a principal's action) and lists the servers for ``GET /v1/mcp``.
+the node's observation, not a principal's action), lists the servers for ``GET /v1/mcp``, and
+lends the vault to the servers' ``env`` handles (:class:`NodeSecrets`).
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from events.catalog import McpToolsListed
+from events.catalog import McpSecretsDecided, McpToolsListed
 from tools.catalog import ToolCatalog
+from tools.handles import Secrets
+from tools.result import ToolFault
 from tools.spec import ToolSpec
 
 if TYPE_CHECKING:
+    from actors.vault.store import Vault
     from events.port import JournalPort
+    from policies import PolicyEngine
     from tools.mcp.runtime import McpRuntime
     from tools.mcp.server import AnnouncedTool
 
@@ -27,6 +32,7 @@ __all__ = [
     "McpServerRow",
     "McpServers",
     "McpToolRow",
+    "NodeSecrets",
     "journal_tool_lists",
     "mcp_runtime",
     "server_rows",
@@ -75,6 +81,62 @@ def journal_tool_lists(
             log.exception("could not record the tool list of MCP server %r", server)
 
     runtime.listen(record)
+
+
+NODE_PRINCIPAL = "node"
+"""Who uses a server's ``env`` secrets: the server runs for the node, from the operator's
+config, not for any run's principal (no token can be named ``node``: tokens.PRINCIPAL_PATTERN)."""
+
+
+class NodeSecrets:
+    """The vault as MCP servers' ``env`` handles use it (``tools.mcp.runtime.ServerSecrets``).
+
+    At each start of a server whose ``env`` names secrets, Cedar decides ``vault.use`` for each
+    (principal ``node``, context tool ``mcp.<server>``; policies/vault.cedar permits it by
+    default, an operator forbids it per server or secret), and the decision is recorded as
+    ``mcp.secrets_decided`` on ``mcp/<server>`` before any value is read. A handle that names
+    no secret is left to the lookup, which fails the start naming it."""
+
+    def __init__(self, vault: Vault, engine: PolicyEngine, journal: JournalPort) -> None:
+        self._vault = vault
+        self._engine = engine
+        self._journal = journal
+
+    def use(self, server: str, names: tuple[str, ...]) -> Secrets:
+        from policies import SecretRequest
+
+        if not all(self._vault.has(name) for name in names):
+            return self._vault.resolve
+        tool = f"mcp.{server}"
+        ids: set[str] = set()
+        refused: tuple[str, str] | None = None
+        for name in names:
+            use = self._engine.decide_secret(
+                SecretRequest(principal=NODE_PRINCIPAL, tool=tool, secret=name)
+            )
+            ids.update(use.policy_ids)
+            if not use.allowed:
+                refused = (name, use.reason)
+                break
+        event = McpSecretsDecided(
+            server=server,
+            secrets=names,
+            outcome="deny" if refused else "allow",
+            # the name after the reason: "'api_key': forbidden" reads as a key and its value
+            reason=f"vault.use of {refused[0]!r} refused ({refused[1]})"
+            if refused
+            else "permitted",
+            policy_ids=tuple(sorted(ids)),
+        )
+        self._journal.append(f"mcp/{server}", [event], expected_seq=None, principal=NODE_PRINCIPAL)
+        if refused is not None:
+            raise ToolFault(
+                "denied", f"env: vault.use of secret {refused[0]!r} by the node: {refused[1]}"
+            )
+        return self._vault.resolve
+
+    def scrub(self, text: str) -> str:
+        return self._vault.terms().scrub(text)[0]
 
 
 class McpToolRow(msgspec.Struct, frozen=True, kw_only=True):

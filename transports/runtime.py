@@ -9,14 +9,20 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from actors import Node, ToolGate
 from actors.checkpoints import history_of
+from actors.errors import UnknownSession
 from actors.memory.items import NodeMemory
+from actors.messages import ResolveSession, SessionInfo
 from actors.provider import ModelProvider
+from actors.schedules.desk import ScheduleBook, ScheduleDesk, load_schedules
+from actors.sessions.state import stream_of as session_stream
 from actors.vault.store import Vault, open_vault
 from events import (
     Journal,
@@ -29,7 +35,7 @@ from events import (
     verify,
 )
 from events.port import NodeJournal
-from policies import PolicyEngine
+from policies import AccessRequest, PolicyEngine
 from projections import (
     Embedder,
     EmbedderUnavailable,
@@ -44,14 +50,17 @@ from projections import (
 from tools import ToolCatalog, build_catalog
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
-from transports.access.tokens import load_tokens
+from transports.access.tokens import TokenBook, load_tokens
 from transports.channels import ChannelHub
-from transports.config import ConfigError, NodeConfig, load_config
+from transports.config import ConfigError, NodeConfig, ProviderConfig, load_config
 from transports.learning import NodeLearning
-from transports.mcp_servers import journal_tool_lists
-from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
+from transports.mcp_servers import NodeSecrets, journal_tool_lists
+from transports.models import DeterministicProvider, OpenAIConfig
+from transports.models.endpoints import EndpointConfig, Secrets, check_endpoints, vault_names
+from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
+from transports.telemetry import NodeTracer, open_tracer
 
 
 @dataclass
@@ -81,6 +90,15 @@ class Runtime:
     vault: Vault
     """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
     and ``reel vault`` change it."""
+    schedules: ScheduleDesk
+    """The schedules (docs/schedules.md): the API changes them through its book, its thread
+    fires them."""
+    tracer: NodeTracer | None = None
+    """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
+
+    def principal_live(self, principal: str) -> bool:
+        """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
+        return bool(self.authority.tokens.roles_of(principal, int(time.time() * 1000)))
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -92,11 +110,14 @@ class Runtime:
         command that failed appends nothing, not even a checkpoint), let the views catch up
         with it, then close the journal."""
         try:
+            self.schedules.stop()  # nothing fires while the node drains
             self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             self.channels.stop()  # ...then connectors, followers and channel actors stop
             self.node.stop(grace_s)
             self.catalog.close()  # MCP servers stop once no run can call them
+            if self.tracer is not None:  # the spans of runs that ended while draining go out
+                self.tracer.close()
         finally:
             try:
                 # The final checkpoint is a row: sign it before the views' last catch-up, so
@@ -116,6 +137,34 @@ class Runtime:
                 self.journal.close(checkpoint=sign)
 
 
+def may_run_in(
+    node: Node, engine: PolicyEngine, tokens: TokenBook, principal: str, key: str
+) -> str | None:
+    """Why ``principal`` may not start a run in the session ``key`` now (None: it may), as an
+    API call would be decided: ``run.start`` in the session with its owner, ``session.create``
+    when no session has that key. What a schedule's run is checked against before it is asked
+    for, so a schedule cannot reach into a session its principal could not run in."""
+    roles = tokens.roles_of(principal, int(time.time() * 1000))
+    try:
+        found: SessionInfo = node.ask(ResolveSession(session_key=key), timeout=10)
+    except UnknownSession:
+        request = AccessRequest(principal=principal, roles=roles, action="session.create")
+    else:
+        (created,) = node.services.journal.read_stream(session_stream(found.session_id), limit=1)
+        context = {"session_id": found.session_id, "owner": created.principal}
+        request = AccessRequest(
+            principal=principal,
+            roles=roles,
+            action="run.start",
+            resource_id=found.session_id,
+            context=context,
+        )
+    decision = engine.authorize(request)
+    if decision.allowed:
+        return None
+    return f"{principal} may not {request.action} for session key {key!r}: {decision.reason}"
+
+
 def prepare_data_dir(data_dir: Path) -> None:
     """Create the data dir (mode 0700, or make an existing one private: transports.node.private_dir)
     and its subdirectories."""
@@ -124,48 +173,77 @@ def prepare_data_dir(data_dir: Path) -> None:
         (data_dir / sub).mkdir(exist_ok=True, mode=0o700)
 
 
-def make_provider(config: NodeConfig) -> ModelProvider:
-    """The configured model provider (the deterministic one by default)."""
+def make_provider(
+    config: NodeConfig, secrets: Secrets | None = None, environ: Mapping[str, str] | None = None
+) -> ModelProvider:
+    """The configured model provider: failover over ``[[providers]]``, or over the one endpoint
+    ``[provider]`` describes (the deterministic one, by default, alone: it has nothing to fail
+    over). ``secrets`` reads the vault keys endpoints name, when each is first used."""
+    env = os.environ if environ is None else environ
     p = config.provider
+    if config.providers:
+        if p != ProviderConfig():
+            raise ConfigError(
+                "config key provider: [provider] and [[providers]] are both set; move the "
+                "[provider] endpoint into the [[providers]] list"
+            )
+        try:
+            check_endpoints(config.providers, env)
+        except ValueError as exc:
+            raise ConfigError(f"config key {exc}") from None
+        return FailoverProvider(config.providers, secrets)
     if p.kind == "deterministic":
         return DeterministicProvider(chunk_delay_s=p.chunk_delay_s)
-    api_key = os.environ.get(p.api_key_env) or None
+    options: dict[str, Any] = {
+        "base_url": p.base_url,
+        "model": p.model,
+        "timeout_s": p.timeout_s,
+        "max_retries": p.max_retries,
+        "stream": p.stream,
+        "max_tokens": p.max_tokens,
+        "temperature": p.temperature,
+        "tool_choice": p.tool_choice,
+        "extra_body": p.extra_body,
+    }
     try:
-        return OpenAIProvider(
-            OpenAIConfig(
-                base_url=p.base_url,
-                model=p.model,
-                api_key=api_key,
-                timeout_s=p.timeout_s,
-                max_retries=p.max_retries,
-                stream=p.stream,
-                max_tokens=p.max_tokens,
-                temperature=p.temperature,
-                tool_choice=p.tool_choice,
-                extra_body=p.extra_body,
-            )
-        )
+        OpenAIConfig(**options)  # [provider]'s own checks, and their messages
+        endpoint = EndpointConfig(kind="openai", api_key_env=p.api_key_env, **options)
     except ValueError as exc:
         raise ConfigError(f"config key provider.{exc}") from None
+    return FailoverProvider([endpoint], secrets)
+
+
+def check_provider_keys(config: NodeConfig, vault: Vault) -> None:
+    """Every vault secret an endpoint's key names exists (a ConfigError naming the key)."""
+    for index, name in vault_names(config.providers):
+        if not vault.has(name):
+            raise ConfigError(
+                f"config key providers[{index}].api_key: the vault holds no secret {name!r} "
+                f"(reel vault set {name})"
+            )
 
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
-    """``[provider] tool_choice`` naming a tool must name one the model is offered: in the
-    catalog and not ``disabled`` by ``[tools] postures`` (what runs are offered is fixed when the
-    node starts; a session's posture only changes what the gate allows)."""
-    choice = config.provider.tool_choice
-    if choice is None or choice in TOOL_CHOICES:
-        return
+    """A ``tool_choice`` naming a tool (``[provider]``'s, or an endpoint's of ``[[providers]]``)
+    must name one the model is offered: in the catalog and not ``disabled`` by ``[tools]
+    postures`` (what runs are offered is fixed when the node starts; a session's posture only
+    changes what the gate allows)."""
+    choices = [("provider.tool_choice", config.provider.tool_choice)] + [
+        (f"providers[{i}].tool_choice", e.tool_choice) for i, e in enumerate(config.providers)
+    ]
     specs = {spec.name: spec for spec in catalog.specs()}
-    spec = specs.get(choice)
-    if spec is None:
-        names = ", ".join(sorted(specs))
-        raise ConfigError(f"config key provider.tool_choice: no tool {choice!r} (tools: {names})")
-    if gate.posture(spec) == "disabled":
-        raise ConfigError(
-            f"config key provider.tool_choice: {choice!r} is disabled (tools.postures), so the "
-            "model is never offered it"
-        )
+    for key, choice in choices:
+        if choice is None or choice in TOOL_CHOICES:
+            continue
+        spec = specs.get(choice)
+        if spec is None:
+            names = ", ".join(sorted(specs))
+            raise ConfigError(f"config key {key}: no tool {choice!r} (tools: {names})")
+        if gate.posture(spec) == "disabled":
+            raise ConfigError(
+                f"config key {key}: {choice!r} is disabled (tools.postures), so the "
+                "model is never offered it"
+            )
 
 
 def load_embedder(config: NodeConfig) -> Embedder:
@@ -313,34 +391,45 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    catalog = build_catalog(
-        tools_config,
-        memory=memory,
-        checkpoint_dir=data_dir / "checkpoints",
-        mcp=cfg.mcp,
-        mcp_state_dir=data_dir / "mcp",
-    )
+    # The journal and the vault first: MCP servers start with the catalog, and the vault
+    # handles in their env are decided (vault.use, on the journal) and resolved as they start.
+    journal = open_journal(data_dir, cfg, on_tampered)
+    try:
+        vault = open_vault(journal, data_dir, cfg.vault.key_file)
+        catalog = build_catalog(
+            tools_config,
+            memory=memory,
+            checkpoint_dir=data_dir / "checkpoints",
+            mcp=cfg.mcp,
+            mcp_state_dir=data_dir / "mcp",
+            mcp_secrets=NodeSecrets(vault, engine, journal),
+        )
+    except BaseException:
+        journal.close()
+        raise
     try:  # started MCP servers stop if the node does not start
         gate = ToolGate(engine, cfg.tools.postures)
         unknown = sorted(set(cfg.tools.postures) - set(catalog.names()))
         if unknown:
             raise ConfigError(f"config key tools.postures: unknown tool {unknown[0]!r}")
         check_tool_choice(cfg, catalog, gate)
-        model = provider or make_provider(cfg)
-        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing open yet
-        journal = open_journal(data_dir, cfg, on_tampered)
+        check_provider_keys(cfg, vault)
+        model = provider or make_provider(cfg, vault.resolve)
+        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, none started
+        tracer = open_tracer(cfg.telemetry)
     except BaseException:
         catalog.close()
+        journal.close()
         raise
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
+    schedules: ScheduleDesk | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
         )
         tokens = load_tokens(journal, admin_token)
-        vault = open_vault(journal, data_dir, cfg.vault.key_file)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
@@ -356,16 +445,37 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
+        registry = node.services.registry
+        schedules = ScheduleDesk(
+            ScheduleBook(
+                journal,
+                load_schedules(journal),
+                max_text_bytes=node.services.config.max_message_bytes,
+            ),
+            start_run=node.send,
+            run_live=lambda run_id: (
+                registry.live_run(run_id) is not None or registry.queued_session(run_id) is not None
+            ),
+            principal_live=lambda who: bool(tokens.roles_of(who, int(time.time() * 1000))),
+            may_run=partial(may_run_in, node, engine, tokens),
+        )
+        node.services.schedules = schedules  # the watchdog's incidents about stopped ones
+        node.services.tracer = tracer
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
         learning.start(node)
+        schedules.start()  # after recovery: fired runs never answered are asked for again
     except BaseException:
+        if schedules is not None:
+            schedules.stop()
         if projector is not None:
             projector.close()
         memory.close()
         journal.close()
         catalog.close()
+        if tracer is not None:
+            tracer.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
     authority = Authority(engine, tokens, views, journal)
@@ -384,6 +494,8 @@ def open_runtime(
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
         vault=vault,
+        schedules=schedules,
+        tracer=tracer,
     )
     try:
         channels.start(

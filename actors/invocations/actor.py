@@ -10,7 +10,14 @@ Blocking work (a subprocess, a WASM module) runs on this actor's own thread, so 
 responsive.
 
 After a restart the actor starts with its folded state: a pending approval is pending again
-(with the time it has left), a decided one waits for the run to proceed.
+(with the time it has left), a decided one waits for the run to proceed, and a read-only call of
+a batch that the crash cut off (not decided, or allowed but without a result) is decided again
+and, if allowed, runs again.
+
+In a batch of read-only calls (:class:`actors.runs.decide.ParallelCalls`) the actors execute at
+once, but each appends ``tool.completed`` only after the one before it (``after``) did, and
+sets ``done`` when its own is on the journal (or the actor is gone): the tape records the
+results in proposal order whatever order they finish in.
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ from actors.invocations.decide import (
     resolve as resolution,
 )
 from actors.invocations.state import InvocationState, apply
+from actors.invocations.trace import (
+    CallTrace,
+    approval_span,
+    call_span,
+    decision_span,
+    execute_span,
+)
 from actors.io_loop import Timer
 from actors.messages import (
     ApprovalTimedOut,
@@ -53,6 +67,7 @@ from actors.messages import (
 from actors.provider import ToolCall
 from actors.services import Services
 from actors.stream import OwnedStream
+from actors.tracing import new_span_id, stream_span_id
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
 from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
@@ -85,6 +100,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
         posture_overrides: dict[str, str] | None = None,
         state: InvocationState | None = None,
         proceed: bool = False,
+        after: threading.Event | None = None,
+        done: threading.Event | None = None,
     ) -> None:
         super().__init__()
         self.s = services
@@ -100,6 +117,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.posture_overrides = posture_overrides or {}
         self.proceed = proceed
         """The run is in progress after this call's decision: act on it once begun."""
+        self.after = after
+        """Set once the call before this one in its batch recorded its result (None: alone)."""
+        self.done = done or threading.Event()
         self.out = OwnedStream(
             services.journal,
             self.state.stream,
@@ -113,6 +133,22 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.routed: str | None = None
         """The approval id this actor is registered for (decisions are routed here)."""
         self.finished = False
+        self.trace = (
+            None
+            if services.tracer is None
+            else CallTrace(
+                tracer=services.tracer,
+                run_id=run_id,
+                session_id=session_id,
+                principal=principal,
+                invocation_id=invocation_id,
+                span_id=stream_span_id(self.state.stream),
+            )
+        )
+        """The call's ids and where its spans go (None: no telemetry, no span is built)."""
+        self.began_ns = time.time_ns()
+        self.waiting: tuple[str, int] | None = None
+        """The approval id and when its wait began, while a traced approval is pending."""
 
     # --- pykka hooks -----------------------------------------------------------------------
 
@@ -158,6 +194,10 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 )
             self._complete(refused(self.state, error, "internal_error"))
         self.finished = True
+        self.done.set()
+
+    def on_stop(self) -> None:
+        self.done.set()  # the calls after this one never wait for an actor that is gone
 
     # --- journal ---------------------------------------------------------------------------
 
@@ -170,11 +210,27 @@ class ToolInvocationActor(pykka.ThreadingActor):
         _tell_quietly(self.run_ref, ToolAppended(tuple(records)))
 
     def _complete(self, *events: Event, principal: str | None = None) -> None:
-        """Append the events that end the invocation (the last is ``tool.completed``)."""
+        """Append the events that end the invocation (the last is ``tool.completed``), after
+        the call before it in its batch recorded its own."""
         self._close_approval()
+        if self.after is not None:
+            self.after.wait()
         self._append(*events, principal=principal)
         self.finished = True
+        self.done.set()
         self.stop()
+        if self.trace is not None:
+            self._trace_approval()
+            arguments = self.call.arguments or ""
+            span = call_span(
+                self.trace,
+                self.state,
+                tool=self.spec.name if self.spec is not None else "unknown",
+                arguments_bytes=len(arguments.encode()),
+                start_ns=self.began_ns,
+                end_ns=time.time_ns(),
+            )
+            self.trace.tracer.record(span)
 
     # --- pipeline --------------------------------------------------------------------------
 
@@ -191,6 +247,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self._await(pending.approval_id, pending.expires_at_ms / 1000 - time.time())
         elif self.proceed:
             self._act()
+        elif state.decided is None or state.decided.outcome == "allow":
+            self._decide()  # a batch's read-only call the crash cut off: decided again
 
     def _load_spec(self) -> bool:
         """The tool's spec and validated arguments; False (and the invocation completed) when
@@ -217,10 +275,15 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     def _propose(self) -> None:
         self._append(propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id))
-        if not self._load_spec():
-            return
+        if self._load_spec():
+            self._decide()
+
+    def _decide(self) -> None:
+        """Posture, Cedar, grants and ``vault.use`` (the gate), recorded as ``tool.decided``;
+        then execute, ask a human, or record the refusal."""
         assert self.spec is not None
         assert self.args is not None
+        deciding_ns = time.time_ns()
         decision = self.s.gate.decide(
             self.spec,
             args=self.args,
@@ -237,6 +300,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 decision = msgspec.structs.replace(
                     decision, outcome="deny", reason=f"refused before asking: {refusal}"
                 )
+        decided_ns = time.time_ns()
         approval_id = new_id()
         timeout = self.s.config.approval_timeout_s
         if decision.outcome == "approval_required":
@@ -252,19 +316,30 @@ class ToolInvocationActor(pykka.ThreadingActor):
             now_ms=time.time_ns() // 1_000_000,
             timeout_s=timeout,
         )
-        if decision.outcome == "allow":
+        if decision.outcome in ("allow", "approval_required"):
             self._append(*events)
-            self._execute()
-        elif decision.outcome == "approval_required":
-            self._append(*events)
-            self._await(approval_id, timeout)
         else:
             self._complete(*events)
+        if self.trace is not None:
+            span = decision_span(
+                self.trace,
+                self.state,
+                span_id=new_span_id(),
+                start_ns=deciding_ns,
+                end_ns=decided_ns,
+            )
+            self.trace.tracer.record(span)
+        if decision.outcome == "allow":
+            self._execute()
+        elif decision.outcome == "approval_required":
+            self._await(approval_id, timeout)
 
     def _await(self, approval_id: str, remaining_s: float) -> None:
         """Route decisions for ``approval_id`` here and deny it when ``remaining_s`` ends."""
         self.routed = approval_id
         self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
+        if self.trace is not None:
+            self.waiting = (approval_id, time.time_ns())
         ref = self.actor_ref
         self.timer = self.s.io.call_later(
             max(remaining_s, 0.0), lambda: _tell_quietly(ref, ApprovalTimedOut(approval_id))
@@ -307,6 +382,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
         )
         self._append(event, principal=message.principal)
         self._close_approval()
+        self._trace_approval()
         if event.decision == "allow" and event.scope == "always" and event.tool:
             self.s.gate.grant_always(self.principal, event.tool)
 
@@ -346,7 +422,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
             invocation_id=self.state.invocation_id,
             secrets=None if self.s.vault is None else self.s.vault.resolve,
         )
+        executing_ns = time.time_ns()
         result = self._scrubbed(self.s.catalog.execute(self.spec.name, self.args, ctx))
+        executed_ns = time.time_ns()
         if result.workspace is not None:  # what the call changed, before its result
             checkpoints.record(
                 self.s.journal,
@@ -359,8 +437,14 @@ class ToolInvocationActor(pykka.ThreadingActor):
                 run_id=self.run_id,
                 session_id=self.session_id,
             )
+        done = completed(self.state, result)
+        if self.trace is not None:
+            span = execute_span(
+                self.trace, done, span_id=new_span_id(), start_ns=executing_ns, end_ns=executed_ns
+            )
+            self.trace.tracer.record(span)
         try:
-            self._complete(completed(self.state, result))
+            self._complete(done)
         except ConcurrencyConflict:
             raise
         except AppendRejected as exc:
@@ -379,6 +463,26 @@ class ToolInvocationActor(pykka.ThreadingActor):
         if not found + more:
             return result
         return msgspec.structs.replace(result, output=output, error=error)
+
+    def _trace_approval(self) -> None:
+        """Record the traced approval's wait, once it has ended (decided, timed out, or the
+        call ended without a decision)."""
+        if self.trace is None or self.waiting is None:
+            return
+        approval_id, start_ns = self.waiting
+        self.waiting = None
+        resolved = self.state.resolution
+        if resolved is not None and resolved.approval_id != approval_id:
+            resolved = None
+        span = approval_span(
+            self.trace,
+            approval_id,
+            resolved,
+            span_id=new_span_id(),
+            start_ns=start_ns,
+            end_ns=time.time_ns(),
+        )
+        self.trace.tracer.record(span)
 
     def _close_approval(self) -> None:
         if self.timer is not None:

@@ -7,9 +7,13 @@ do next, which events to append). Every event it appends, and every event its to
 (items come back as messages), start a :class:`ToolInvocationActor`, run the wall clock. A run
 resumed after a restart is started with its folded state and continues through the same steps.
 
-Cancellation and budgets stop the provider task and set the in-flight tool's cancel event at
-once; the terminal event is written when the tool has stopped (or after a short grace), so it is
-always the run's last event.
+Read-only calls of a turn run at once (:class:`~actors.runs.decide.ParallelCalls`): one tool
+actor each, started one after another as each is decided, each recording its result only after
+the one before it (``after``/``done`` below), so the tape keeps proposal order.
+
+Cancellation and budgets stop the provider task and set every in-flight tool's cancel event at
+once; the terminal event is written when the tools have stopped (or after a short grace), so it
+is always the run's last event.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from actors.messages import (
 from actors.provider import (
     ProviderError,
     ProviderRequest,
+    ProviderUnavailable,
     TextDelta,
     ToolCall,
     TurnEnd,
@@ -69,10 +74,12 @@ from actors.runs.context import (
 from actors.runs.decide import (
     Assemble,
     AwaitTool,
+    Batching,
     CallModel,
     EndKind,
     Finish,
     MarkAwaiting,
+    ParallelCalls,
     Resume,
     Start,
     StartTool,
@@ -89,10 +96,12 @@ from actors.runs.decide import (
 )
 from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
+from actors.runs.trace import Searched, context_spans, run_span, turn_span
 from actors.services import Services
 from actors.stream import OwnedStream
+from actors.tracing import new_span_id
 from events import new_id, redact_event
-from events.catalog import Event, RunCompleted, RunOutput, ToolCompleted
+from events.catalog import Event, RunCompleted, RunOutput, RunTurnCompleted, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
 log = logging.getLogger("reel.run")
@@ -101,24 +110,34 @@ log = logging.getLogger("reel.run")
 class _Turn:
     """The provider call in flight: what it has said so far, before ``run.turn_completed``."""
 
-    __slots__ = ("calls", "finish", "number", "usage")
+    __slots__ = ("calls", "finish", "number", "output_chars", "started_ns", "usage")
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, started_ns: int) -> None:
         self.number = number
+        self.started_ns = started_ns
         self.calls: list[ToolCall] = []
         self.usage = Usage(prompt_tokens=0, completion_tokens=0)
         self.finish = "stop"
+        self.output_chars = 0
 
 
 class _Tool:
-    """The tool actor working on the run's current call."""
+    """A tool actor working on one of the run's calls."""
 
-    __slots__ = ("cancel", "invocation_id", "ref")
+    __slots__ = ("call_id", "cancel", "done", "ref")
 
-    def __init__(self, invocation_id: str, ref: pykka.ActorRef[Any], cancel: threading.Event):
-        self.invocation_id = invocation_id
+    def __init__(
+        self,
+        call_id: str,
+        ref: pykka.ActorRef[Any],
+        cancel: threading.Event,
+        done: threading.Event,
+    ) -> None:
+        self.call_id = call_id
         self.ref = ref
         self.cancel = cancel
+        self.done = done
+        """Set once the call's result is on the journal (or its actor is gone)."""
 
 
 class RunActor(pykka.ThreadingActor):
@@ -136,7 +155,7 @@ class RunActor(pykka.ThreadingActor):
         grants: tuple[Grant, ...],
         postures: dict[str, str] | None = None,
         cancelled_by: str | None = None,
-        invocation: InvocationState | None = None,
+        invocations: tuple[InvocationState, ...] = (),
     ) -> None:
         super().__init__()
         self.s = services
@@ -146,8 +165,8 @@ class RunActor(pykka.ThreadingActor):
         """The session's ``session`` grants by :attr:`Grant.key` (offered to the gate)."""
         self.postures = dict(postures or {})
         self.cancelled_by = cancelled_by
-        self.resumed_invocation = invocation
-        """The folded invocation a restarted run continues (its approval)."""
+        self.resumed = {i.invocation_id: i for i in invocations}
+        """The folded invocations a restarted run continues (an approval, a batch's calls)."""
         self.out = OwnedStream(
             services.journal,
             state.stream,
@@ -158,7 +177,17 @@ class RunActor(pykka.ThreadingActor):
         cfg = services.config
         self.coalescer = Coalescer(cfg.chunk_max_words, cfg.chunk_max_age_s)
         self.turn: _Turn | None = None
-        self.tool: _Tool | None = None
+        self.tools: dict[str, _Tool] = {}
+        """The tool actors at work, by invocation id (several in a batch of read-only calls)."""
+        batching = services.batching()
+        known: dict[str, bool] = {}
+
+        def reads_only(call: ToolCall) -> bool:  # asked after every event: validate once
+            if call.id not in known:
+                known[call.id] = batching.reads_only(call)
+            return known[call.id]
+
+        self.batching = Batching(reads_only, batching.limit)
         self.provider_task: Future[None] | None = None
         self.flush_timer: Timer | None = None
         self.clock_timer: Timer | None = None
@@ -168,6 +197,11 @@ class RunActor(pykka.ThreadingActor):
         self.stopped_by: str | None = None
         """Who stopped the run when it is neither its own doing nor a cancel (the watchdog)."""
         self.ended = False
+        self.tracer = services.tracer
+        """Where the run's spans go (None: no telemetry, no span is built)."""
+        self.began_ns = time.time_ns()
+        """When this actor took the run up: the root span's start (a restarted run's trace
+        goes on from its restart)."""
 
     @property
     def run_id(self) -> str:
@@ -196,7 +230,7 @@ class RunActor(pykka.ThreadingActor):
                 self._on_turn_done()
         elif isinstance(message, ProviderFailed):
             if self._current(message.turn):
-                self._stop_with("failed", "provider_error", message.message)
+                self._stop_with("failed", message.reason, message.message)
         elif isinstance(message, FlushTick):
             self.flush_timer = None
             if self._current(message.turn):
@@ -220,8 +254,8 @@ class RunActor(pykka.ThreadingActor):
         if self.ended:
             return
         self._cancel_io()
-        if self.tool is not None:
-            self.tool.cancel.set()
+        for tool in self.tools.values():
+            tool.cancel.set()
         with contextlib.suppress(Exception):
             name = exc_type.__name__ if exc_type else "error"
             self._append(end(self.state, "failed", "internal_error", f"{name}: {exc}"))
@@ -235,7 +269,8 @@ class RunActor(pykka.ThreadingActor):
         """Append, fold, and when the batch ends the run, finish the actor. ``principal``: who
         caused the events when it is not the run's principal (a canceller)."""
         check(self.state, events)
-        ending = isinstance(events[-1], TERMINAL_EVENTS)
+        last = events[-1]
+        ending = isinstance(last, TERMINAL_EVENTS)
         if ending:
             self._cancel_io()
             self.coalescer.drop()  # a stopped turn's unflushed output is dropped, not recorded
@@ -245,11 +280,16 @@ class RunActor(pykka.ThreadingActor):
         for rec in self.out.append(self.state.next_seq, *events, principal=principal):
             self.state = apply(self.state, rec)
         if ending:
+            if self.turn is not None:  # the run stopped in the middle of a model turn
+                self._trace_turn(self.turn, None, error=getattr(last, "reason", "stopped"))
+                self.turn = None
             self._finished()
 
     def _finished(self) -> None:
         self.ended = True
         state = self.state
+        if self.tracer is not None:
+            self.tracer.record(run_span(state, self.began_ns, time.time_ns()))
         answer = state.end.answer if isinstance(state.end, RunCompleted) else None
         self.s.turns.finished(self.run_id, state.text, answer)
         self._to_session(RunFinished(run_id=self.run_id, status=state.status.value))
@@ -258,17 +298,11 @@ class RunActor(pykka.ThreadingActor):
     def _on_tool_events(self, message: ToolAppended) -> None:
         for rec in message.records:
             self.state = apply(self.state, rec)
-            tool = self.tool
-            event = rec.event
-            if (
-                isinstance(event, ToolCompleted)
-                and tool
-                and event.invocation_id == tool.invocation_id
-            ):
-                self.tool = None
+            if isinstance(rec.event, ToolCompleted):
+                self.tools.pop(rec.event.invocation_id, None)
         self._announce_grants()
         if self.ending is not None:
-            if self.tool is None:
+            if not self.tools:
                 self._write_ending()
             return
         self._advance()
@@ -290,12 +324,14 @@ class RunActor(pykka.ThreadingActor):
             )
             return
         self._announce_grants()
+        if self.state.status is RunStatus.IN_PROGRESS:  # resumed in a batch of read-only calls
+            self._run_clock()
         self._advance()
 
     def _advance(self) -> None:
         """Do what the decider says until the run has to wait for something."""
         while not self.ended and self.ending is None:
-            step = next_step(self.state)
+            step = next_step(self.state, self.batching)
             if isinstance(step, Start):
                 b = self.s.config.budgets
                 start = started(
@@ -324,6 +360,12 @@ class RunActor(pykka.ThreadingActor):
             elif isinstance(step, StartTool):
                 self._ensure_tool(step.call, new_id())
                 return
+            elif isinstance(step, ParallelCalls):
+                for call, invocation_id in step.running:
+                    self._ensure_tool(call, invocation_id)
+                if step.start is not None:
+                    self._ensure_tool(step.start, new_id())
+                return
             elif isinstance(step, Assemble):
                 self._append(self._assembled(self.state))
             elif isinstance(step, CallModel):
@@ -343,20 +385,34 @@ class RunActor(pykka.ThreadingActor):
         the memory items that match it and the ``@memory`` / ``@run`` references (file and URL
         references were read by governed tool calls already)."""
         cfg = self.s.config
+        start_ns = time.time_ns()
         reads = {
             r.index: self._read(r.kind, r.target)
             for r in state.references[:MAX_REFERENCES]
             if r.kind in ("memory", "run")
         }
-        return assembled(
+        memory, searched = self._memory_hits()
+        event = assembled(
             state,
             self.prior,
-            memory=self._memory_hits(),
+            memory=memory,
             reads=reads,
             learned=self._learned(),
             budget_tokens=cfg.context_budget_tokens,
             system_prompt=cfg.system_prompt,
         )
+        if self.tracer is not None:
+            spans = context_spans(
+                state,
+                event,
+                span_id=new_span_id(),
+                start_ns=start_ns,
+                end_ns=time.time_ns(),
+                searched=searched,
+            )
+            for span in spans:
+                self.tracer.record(span)
+        return event
 
     def _learned(self) -> tuple[dict[str, str], ...]:
         """Applied preferences of the run's principal and procedure hints for its request."""
@@ -372,10 +428,13 @@ class RunActor(pykka.ThreadingActor):
             {"candidate_id": o.candidate_id, "kind": o.kind, "text": o.text} for o in offered
         )
 
-    def _memory_hits(self) -> tuple[Injected, ...]:
+    def _memory_hits(self) -> tuple[tuple[Injected, ...], Searched | None]:
+        """The memory items injected into the run's context, and the search as its span
+        tells it (None when there is no tracer or no search)."""
         memory, cfg = self.s.memory, self.s.config
         if memory is None or cfg.memory_inject_k <= 0:
-            return ()
+            return (), None
+        start_ns = time.time_ns()
         try:
             hits = memory.search(
                 unescape(self.state.text),
@@ -385,7 +444,7 @@ class RunActor(pykka.ThreadingActor):
             )
         except Exception:  # a memory view that cannot answer injects nothing; the run goes on
             log.warning("memory search failed for run %s", self.run_id, exc_info=True)
-            return ()
+            return (), self._searched(start_ns, 0, 0, failed=True)
         chosen: list[Injected] = []
         for h in hits:
             by = injected_by(
@@ -403,7 +462,15 @@ class RunActor(pykka.ThreadingActor):
                         by=by,
                     )
                 )
-        return tuple(chosen)
+        return tuple(chosen), self._searched(start_ns, len(hits), len(chosen))
+
+    def _searched(
+        self, start_ns: int, hits: int, injected: int, *, failed: bool = False
+    ) -> Searched | None:
+        if self.tracer is None:
+            return None
+        k = self.s.config.memory_inject_k
+        return Searched(new_span_id(), start_ns, time.time_ns(), k, hits, injected, failed)
 
     def _read(self, kind: str, target: str) -> Read:
         """A ``@memory:ID`` or ``@run:ID`` reference, within what the run's principal may see:
@@ -431,7 +498,7 @@ class RunActor(pykka.ThreadingActor):
         return self.turn is not None and self.turn.number == turn and self.ending is None
 
     def _call_model(self, turn: int) -> None:
-        self.turn = _Turn(turn)
+        self.turn = _Turn(turn, time.time_ns())
         cfg = self.s.config
         messages = model_input(cfg.system_prompt, self.prior, self.state, cfg.tool_result_max_chars)
         request = ProviderRequest(messages=messages, tools=self.s.tool_definitions)
@@ -450,6 +517,8 @@ class RunActor(pykka.ThreadingActor):
             raise
         except pykka.ActorDeadError:
             return
+        except ProviderUnavailable as exc:
+            _tell(ref, ProviderFailed(turn, exc.message, "provider_unavailable"))
         except ProviderError as exc:
             _tell(ref, ProviderFailed(turn, exc.message))
         except Exception as exc:
@@ -461,6 +530,7 @@ class RunActor(pykka.ThreadingActor):
         assert self.turn is not None
         item = message.item
         if isinstance(item, TextDelta):
+            self.turn.output_chars += len(item.text)
             # Redacted as one stream before it is chunked (actors/runs/coalesce.py): a secret split
             # across deltas is caught whole, and held text waits for its verdict.
             chunk = self.coalescer.add(item.text, time.monotonic())
@@ -513,21 +583,50 @@ class RunActor(pykka.ThreadingActor):
             turn.finish,
             last_output=last[0].text if last else "",
         )
+        completed = closing[0]
+        assert isinstance(completed, RunTurnCompleted)
+        self._trace_turn(turn, completed)
         self._append(*last, *closing)
         self._advance()
+
+    def _trace_turn(
+        self, turn: _Turn, completed: RunTurnCompleted | None, error: str | None = None
+    ) -> None:
+        if self.tracer is None:
+            return
+        span = turn_span(
+            self.state,
+            turn.number,
+            span_id=new_span_id(),
+            provider=self.s.provider.name,
+            start_ns=turn.started_ns,
+            end_ns=time.time_ns(),
+            completed=completed,
+            output_chars=turn.output_chars,
+            error=error,
+        )
+        self.tracer.record(span)
 
     # --- tools -----------------------------------------------------------------------------
 
     def _ensure_tool(self, call: ToolCall, invocation_id: str, *, proceed: bool = False) -> None:
-        """Start the tool actor for ``call`` unless it is already working on it; with
-        ``proceed``, let it act on its approval's decision."""
-        if self.tool is not None:
+        """Start the tool actor for ``call`` unless one is already working on it; with
+        ``proceed``, let it act on its approval's decision. The actor records its result only
+        after the call before it in the turn (if that one is still at work) recorded its own."""
+        # By call: a call started moments ago has no invocation in the state until its
+        # tool.proposed is folded, and a step asked meanwhile names it again with a new id.
+        tool = next((t for t in self.tools.values() if t.call_id == call.id), None)
+        if tool is not None:
             if proceed:
-                _tell(self.tool.ref, Proceed())
+                _tell(tool.ref, Proceed())
             return
-        folded = self.resumed_invocation
-        state = folded if folded and folded.invocation_id == invocation_id else None
-        cancel = threading.Event()
+        before = None
+        for other in self.state.open_calls():
+            if other.id == call.id:
+                break
+            before = other.id
+        after = next((t.done for t in self.tools.values() if t.call_id == before), None)
+        cancel, done = threading.Event(), threading.Event()
         ref = ToolInvocationActor.start(
             self.s,
             invocation_id=invocation_id,
@@ -540,10 +639,12 @@ class RunActor(pykka.ThreadingActor):
             cancel=cancel,
             session_grants=tuple(self.grants.values()),
             posture_overrides=self.postures,
-            state=state,
+            state=self.resumed.pop(invocation_id, None),
             proceed=proceed,
+            after=after,
+            done=done,
         )
-        self.tool = _Tool(invocation_id, ref, cancel)
+        self.tools[invocation_id] = _Tool(call.id, ref, cancel, done)
 
     # --- ending ----------------------------------------------------------------------------
 
@@ -551,9 +652,10 @@ class RunActor(pykka.ThreadingActor):
         """Stop everything in flight; write the end now, or once the tool has stopped."""
         self.ending = (kind, reason, detail)
         self._cancel_io()
-        if self.tool is not None:
-            self.tool.cancel.set()
-            _tell(self.tool.ref, CancelTool(reason))
+        if self.tools:
+            for tool in self.tools.values():
+                tool.cancel.set()
+                _tell(tool.ref, CancelTool(reason))
             ref = self.actor_ref
             self.s.io.call_later(
                 self.s.config.cancel_grace_s, lambda: _tell(ref, CancelGraceExpired())
@@ -566,7 +668,7 @@ class RunActor(pykka.ThreadingActor):
         call to stop, so the cancel is journaled (``run.cancel_requested``) before it is
         acknowledged: a crash in between fails the run, it never comes back."""
         if self.ending is None:
-            if self.tool is not None:
+            if self.tools:
                 try:
                     self._append(
                         cancel_requested(self.state, message.principal),

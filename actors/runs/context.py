@@ -48,6 +48,9 @@ MESSAGE_OVERHEAD_TOKENS = 4
 """Role and framing tokens each message costs."""
 TURN_CACHE_RUNS = 50_000
 """How many runs' (text, answer) pairs the node keeps in memory (least recently used dropped)."""
+PRIOR_MEMO = 256
+"""How many assembled histories :meth:`TurnCache.prior` remembers: a session asks for the same
+one several times around each run (the run's context, the compaction check after it)."""
 CUT_NOTE = "\n[cut for the model]"
 
 
@@ -215,6 +218,7 @@ class TurnCache:
     def __init__(self, capacity: int = TURN_CACHE_RUNS) -> None:
         self._capacity = capacity
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self._memo: OrderedDict[tuple[object, ...], Prior] = OrderedDict()
         self._lock = threading.Lock()
 
     def _put(self, run_id: str, turn: _Turn) -> None:
@@ -242,13 +246,37 @@ class TurnCache:
         """The compaction summary and the user/assistant pairs of the completed runs of
         ``history`` it does not cover, newest first until ``budget_tokens`` (the summary counts
         against it) would be exceeded; returned oldest first."""
+        recent = history[-MAX_PRIOR_RUNS:]
+        key = (recent, compaction.compaction_id if compaction else None, budget_tokens)
+        with self._lock:
+            known = self._memo.get(key)
+            if known is not None:
+                self._memo.move_to_end(key)
+                return known
+        prior, settled = self._assemble(reader, recent, compaction, budget_tokens)
+        if settled:  # every run of the window has ended: what it shows can no longer change
+            with self._lock:
+                self._memo[key] = prior
+                if len(self._memo) > PRIOR_MEMO:
+                    self._memo.popitem(last=False)
+        return prior
+
+    def _assemble(
+        self,
+        reader: JournalReadPort,
+        recent: tuple[str, ...],
+        compaction: Compaction | None,
+        budget_tokens: int | None,
+    ) -> tuple[Prior, bool]:
+        """:meth:`prior` made afresh, and whether every run of ``recent`` had ended."""
         covered = set(compaction.covers) if compaction is not None else set()
         summary = compaction.summary if compaction is not None else None
         left = budget_tokens if budget_tokens is not None else None
         if left is not None and summary:
             left -= MESSAGE_OVERHEAD_TOKENS + estimate_tokens(summary)
-        window = [r for r in reversed(history[-MAX_PRIOR_RUNS:]) if r not in covered]
+        window = [r for r in reversed(recent) if r not in covered]
         turns = self._turns_of(reader, window)
+        settled = all(turn.finished for turn in turns)
         pairs: list[tuple[str, tuple[ChatMessage, ChatMessage]]] = []
         dropped = 0
         for run_id, turn in zip(window, turns, strict=True):
@@ -263,13 +291,14 @@ class TurnCache:
                 left -= turn.cost
             pairs.append((run_id, pair))
         pairs.reverse()
-        return Prior(
+        prior = Prior(
             messages=tuple(m for _, pair in pairs for m in pair),
             runs=tuple(run_id for run_id, _ in pairs),
             summary=summary,
             compaction_id=compaction.compaction_id if compaction is not None else None,
             dropped=dropped,
         )
+        return prior, settled
 
     def _turns_of(self, reader: JournalReadPort, run_ids: list[str]) -> list[_Turn]:
         """The turns of ``run_ids``, in that order: from the cache (one lock for all of

@@ -9,6 +9,8 @@ not (machine work that was cut off: it is failed ``interrupted``, see :func:`int
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import msgspec
@@ -64,6 +66,18 @@ class AwaitTool(msgspec.Struct, frozen=True):
     invocation_id: str
 
 
+class ParallelCalls(msgspec.Struct, frozen=True):
+    """Read-only calls of the turn run at once (:class:`Batching`). Each call of ``running``
+    needs its tool actor (running, deciding, or asking a human: nothing after that one starts);
+    ``start``, when set, is the next call to propose: every call before it was allowed, and
+    fewer than the limit run. Results are recorded in proposal order (the tool actors wait for
+    the one before), and a restart runs again those cut off: they change nothing."""
+
+    running: tuple[tuple[ToolCall, str], ...]
+    """(call, invocation id) in proposal order."""
+    start: ToolCall | None
+
+
 class MarkAwaiting(msgspec.Struct, frozen=True):
     """The current call asked for an approval: append ``run.awaiting_approval``."""
 
@@ -111,6 +125,7 @@ Step = (
     | CallModel
     | StartTool
     | AwaitTool
+    | ParallelCalls
     | MarkAwaiting
     | WaitApproval
     | Resume
@@ -120,7 +135,21 @@ Step = (
 )
 
 
-def next_step(state: RunState) -> Step:
+@dataclass(frozen=True)
+class Batching:
+    """Which calls may run at once: ``reads_only`` says whether a call is read-only by its
+    catalog entry (:meth:`tools.ToolCatalog.reads_only`), ``limit`` how many run at most
+    (``[runs] max_parallel_tool_calls``)."""
+
+    reads_only: Callable[[ToolCall], bool]
+    limit: int
+
+
+SEQUENTIAL = Batching(lambda _call: False, 1)
+"""One call at a time (a caller that does not know the catalog)."""
+
+
+def next_step(state: RunState, batching: Batching = SEQUENTIAL) -> Step:
     """The one thing the run must do now."""
     status = state.status
     if status.terminal:
@@ -135,7 +164,11 @@ def next_step(state: RunState) -> Step:
         and state.resolved is None
     ):
         return Resume(None, None, state.marked or "")
-    call = state.open_call()
+    calls = state.open_calls()
+    batch = _batch(state, calls, batching)
+    if batch is not None:
+        return batch
+    call = calls[0] if calls else None
     if call is not None:
         invocation_id = state.invocation_of(call.id)
         if invocation_id is None:
@@ -159,6 +192,33 @@ def next_step(state: RunState) -> Step:
     return CallModel(len(state.turns) + 1)
 
 
+def _batch(
+    state: RunState, calls: tuple[ToolCall, ...], batching: Batching
+) -> ParallelCalls | None:
+    """The leading read-only calls of ``calls`` as a batch, or None when the first open call
+    runs alone: it may write, or it is the one waiting for a human (an approval is asked and
+    acted on one call at a time, exactly as for any other call). A call that may write ends the
+    batch, so it starts only once every call before it completed, and nothing after it starts
+    before it completes."""
+    if not calls or not batching.reads_only(calls[0]):
+        return None
+    head = state.invocation_of(calls[0].id)
+    if head is not None and head == state.approval_invocation:
+        return None
+    running: list[tuple[ToolCall, str]] = []
+    for call in calls:
+        if not batching.reads_only(call):
+            break
+        invocation_id = state.invocation_of(call.id)
+        if invocation_id is None:
+            start = call if len(running) < batching.limit else None
+            return ParallelCalls(tuple(running), start)
+        running.append((call, invocation_id))
+        if invocation_id not in state.allowed:
+            break  # still deciding, or asking a human: the calls after it wait
+    return ParallelCalls(tuple(running), None)
+
+
 def assembles_when_started(state: RunState) -> bool:
     """Whether the run's step after :class:`Start` is :class:`Assemble` (it has no reference
     to read by a tool call first), so ``run.context_assembled`` goes in ``run.started``'s
@@ -172,11 +232,13 @@ def resumable(step: Step) -> bool:
     """Whether a run whose next step is ``step`` continues after a restart.
 
     A run waiting for a human (or about to) loses nothing by the restart: the approval stays
-    pending, or takes effect if it was decided meanwhile. Every other unfinished run was doing
-    machine work that the crash cut off: it is failed ``interrupted``."""
+    pending, or takes effect if it was decided meanwhile. A batch of read-only calls continues
+    too: the results recorded stay, and the calls cut off run again (decided again first), which
+    changes nothing they had not. Every other unfinished run was doing machine work that the
+    crash cut off: it is failed ``interrupted``."""
     if isinstance(step, Resume):
         return step.call is not None
-    return isinstance(step, MarkAwaiting | WaitApproval)
+    return isinstance(step, MarkAwaiting | WaitApproval | ParallelCalls)
 
 
 # --- commands --------------------------------------------------------------------------------

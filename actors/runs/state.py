@@ -39,6 +39,7 @@ from events.catalog import (
     RunStarted,
     RunTurnCompleted,
     ToolCompleted,
+    ToolDecided,
     ToolProposed,
 )
 from events.lifecycle import REFERENCE_CALL_PREFIX, TERMINAL_EVENTS, RunEnd, RunStatus
@@ -78,6 +79,11 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     """(call id, result) of every tool call that completed."""
     approval_id: str | None = None
     """The approval the run's current tool call waits for (requested, not yet resolved)."""
+    approval_invocation: str | None = None
+    """The invocation that asked for the last approval, until it completes (in a batch of
+    read-only calls it may ask while the calls before it still run)."""
+    allowed: tuple[str, ...] = ()
+    """Invocations decided ``allow`` without asking anyone, until they complete (running)."""
     resolved: ApprovalResolved | None = None
     """The decision on the current call's approval, until the call completes."""
     marked: str | None = None
@@ -121,16 +127,20 @@ class RunState(msgspec.Struct, frozen=True, kw_only=True):
     def result_of(self, call_id: str) -> ToolCompleted | None:
         return next((done for call, done in self.results if call == call_id), None)
 
-    def open_call(self) -> ToolCall | None:
-        """The first call without a result yet: of the last turn, or before the first turn, of
-        the reference calls (until the context is assembled)."""
+    def open_calls(self) -> tuple[ToolCall, ...]:
+        """The calls without a result yet, in proposal order: of the last turn, or before the
+        first turn, of the reference calls (until the context is assembled)."""
         if not self.turns:
             if self.context is not None:
-                return None
+                return ()
             calls = self.reference_calls()
         else:
             calls = self.turns[-1].calls
-        return next((c for c in calls if self.result_of(c.id) is None), None)
+        return tuple(c for c in calls if self.result_of(c.id) is None)
+
+    def open_call(self) -> ToolCall | None:
+        """The first call without a result yet (:meth:`open_calls`)."""
+        return next(iter(self.open_calls()), None)
 
     def spent_s(self, now_ms: int | None = None) -> float:
         """Wall-clock budget used; counts up to ``now_ms`` while in progress."""
@@ -197,8 +207,17 @@ def apply(state: RunState, rec: Recorded) -> RunState:
         return replace(
             state, invocations=(*state.invocations, (event.call_id, event.invocation_id))
         )
+    if isinstance(event, ToolDecided):
+        if event.outcome != "allow":
+            return state
+        return replace(state, allowed=(*state.allowed, event.invocation_id))
     if isinstance(event, ApprovalRequested):
-        return replace(state, approval_id=event.approval_id, resolved=None)
+        return replace(
+            state,
+            approval_id=event.approval_id,
+            resolved=None,
+            approval_invocation=event.invocation_id,
+        )
     if isinstance(event, ApprovalResolved) and event.approval_id == state.approval_id:
         grants = state.session_grants
         if event.decision == "allow" and event.scope == "session" and event.tool:
@@ -208,11 +227,16 @@ def apply(state: RunState, rec: Recorded) -> RunState:
         call_id = next((c for c, inv in state.invocations if inv == event.invocation_id), None)
         if call_id is None:
             return state
+        state = replace(
+            state,
+            results=(*state.results, (call_id, event)),
+            allowed=tuple(i for i in state.allowed if i != event.invocation_id),
+        )
+        if state.approval_invocation not in (None, event.invocation_id):
+            return state  # a read-only call before the one that asked for the approval
         # A call closed without a decision (unknown tool after a restart, a failed tool actor)
         # leaves no approval behind either.
-        return replace(
-            state, results=(*state.results, (call_id, event)), resolved=None, approval_id=None
-        )
+        return replace(state, resolved=None, approval_id=None, approval_invocation=None)
     if isinstance(event, RunAwaitingApproval):
         return replace(state, marked=event.approval_id)
     if isinstance(event, RunCancelRequested):

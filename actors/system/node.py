@@ -79,7 +79,9 @@ class Node:
         from actors.system.directory import SessionDirectory
 
         services = self.services
-        self.recovery = recover(self.journal, services.gate, services.turns, services.config)
+        self.recovery = recover(
+            self.journal, services.gate, services.turns, services.config, services.batching()
+        )
         services.offer_tools()
         services.directory = SessionDirectory.start(services)
         for run in self.recovery.resumed:
@@ -89,7 +91,7 @@ class Node:
                 prior=run.prior,
                 grants=run.grants,
                 postures=dict(run.postures),
-                invocation=run.invocation,
+                invocations=run.invocations,
             )
         self.tasks.start()
         self._started = True

@@ -7,6 +7,8 @@ the run decider is asked what it would do next (:func:`actors.runs.decide.next_s
 * a run waiting for a human (or about to) is *resumed*: its actor starts with the folded state,
   the approval is pending again, or takes effect if an operator decided it while the node was
   down (``reel approvals``);
+* a run in a batch of read-only calls (``batching``: the catalog's, as the live run uses) is
+  resumed too: the results recorded stay, the calls cut off run again;
 * every other run was doing machine work the crash cut off: it fails ``interrupted``, its
   unfinished tool invocations completed ``interrupted`` first, so its terminal event stays last
   in its tape. Each append states the seq its stream's folded state expects.
@@ -26,7 +28,7 @@ from actors.config import ActorsConfig
 from actors.invocations.state import InvocationState, fold_invocations
 from actors.runs import state as run_fold
 from actors.runs.context import Prior, TurnCache, prior_budget, prior_of
-from actors.runs.decide import interrupt, next_step, resumable
+from actors.runs.decide import SEQUENTIAL, Batching, interrupt, next_step, resumable
 from actors.runs.state import RunState
 from actors.sessions import state as session_state
 from actors.stream import recorded
@@ -39,8 +41,9 @@ class Resumed(msgspec.Struct, frozen=True, kw_only=True):
     """A run to continue: its folded state and what its actor needs besides."""
 
     state: RunState
-    invocation: InvocationState
-    """The call waiting for its approval."""
+    invocations: tuple[InvocationState, ...]
+    """The run's unfinished calls (the one waiting for its approval, the read-only calls of a
+    batch)."""
     prior: Prior
     grants: tuple[Grant, ...] = ()
     postures: tuple[tuple[str, str], ...] = ()
@@ -56,9 +59,14 @@ class RecoveryReport(msgspec.Struct, frozen=True):
 
 
 def recover(
-    journal: JournalPort, gate: ToolGate, turns: TurnCache, config: ActorsConfig
+    journal: JournalPort,
+    gate: ToolGate,
+    turns: TurnCache,
+    config: ActorsConfig,
+    batching: Batching = SEQUENTIAL,
 ) -> RecoveryReport:
-    """Resolve in-flight runs, tools and approvals; reload ``always`` grants."""
+    """Resolve in-flight runs, tools and approvals; reload ``always`` grants. ``batching``:
+    which calls the live runs batch (the same answer decides which runs resume)."""
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
@@ -74,7 +82,7 @@ def recover(
         state = fold(run_fold, tape)
         assert state is not None, "a run's tape starts with its run.accepted"
         invocations = fold_invocations(tape)
-        if resumable(next_step(state)):
+        if resumable(next_step(state, batching)):
             resumed.append(_resume(journal, turns, state, invocations, config))
             continue
         for stream, expected_seq, events in interrupt(state, invocations):
@@ -101,9 +109,6 @@ def _resume(
     invocations: dict[str, InvocationState],
     config: ActorsConfig,
 ) -> Resumed:
-    call = state.open_call()
-    invocation_id = state.invocation_of(call.id) if call is not None else None
-    assert invocation_id is not None, "a resumable run waits on a started call"
     stream = session_state.stream_of(state.session_id)
     session = fold(session_state, recorded(journal.read_stream(stream)))
     history = session.history if session is not None else ()
@@ -115,7 +120,7 @@ def _resume(
     )
     return Resumed(
         state=state,
-        invocation=invocations[invocation_id],
+        invocations=tuple(i for i in invocations.values() if i.completed is None),
         prior=prior,
         grants=session.grants if session is not None else (),
         postures=tuple(session.overrides.items()) if session is not None else (),

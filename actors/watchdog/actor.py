@@ -35,7 +35,7 @@ from actors.messages import ResolveApproval, StallRun
 from actors.services import Services
 from actors.stream import Recorded, recorded
 from actors.watchdog import decide as watchdog_decider
-from actors.watchdog.checks import Memory, Snapshot, WatchdogConfig, check
+from actors.watchdog.checks import Memory, Snapshot, StoppedSchedule, WatchdogConfig, check
 from actors.watchdog.decide import Act, Incidents, apply, decide
 from events import new_id
 from events.catalog import INCIDENT_KINDS, kind_of
@@ -170,6 +170,18 @@ class WatchdogActor(pykka.ThreadingActor):
             journal = port.verify_journal()
             self.next_journal_check_ms = now + int(self.config.journal_check_s * 1000)
         tasks = port.task_leases()
+        desk = self.s.schedules
+        schedules = None
+        if desk is not None:
+            schedules = tuple(
+                StoppedSchedule(
+                    schedule_id=s.schedule_id,
+                    name=s.name,
+                    runs_as=s.runs_as,
+                    stopped_at_ms=s.stopped_at_ms,
+                )
+                for s in desk.stopped()
+            )
         return Snapshot(
             now_ms=now,
             runs=tuple(port.runs_in_progress()),
@@ -177,6 +189,7 @@ class WatchdogActor(pykka.ThreadingActor):
             lag=port.lag(),
             journal=journal,
             tasks=tuple(tasks) if tasks is not None else None,
+            schedules=schedules,
         )
 
     def _act(self, act: Act) -> None:

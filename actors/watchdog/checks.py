@@ -12,6 +12,9 @@ What is wrong, and the limit that says so (``[watchdog]`` in config.toml, docs/o
 - ``journal``: verification from the last checkpoint fails (run every ``journal_check_s``).
 - ``task``: a running task whose claim lapsed (no heartbeat renewed its lease) more than
   ``task_lapse_s`` ago: the task queue reclaims a lapsed claim at once, so it is stuck.
+- ``schedule``: a schedule the node stopped because the principal it runs as holds no live
+  token (docs/schedules.md); open until the schedule is deleted. Nothing to act on: someone
+  decides whether it should run as someone else.
 
 A domain the snapshot did not look at (``None``) has no findings and is not in ``checked``: its
 open incidents stay open, neither cleared nor acted on.
@@ -35,6 +38,7 @@ ACTIONS: dict[IncidentDomain, IncidentAction | None] = {
     "task": "reclaim_task",
     "projector": None,
     "journal": None,
+    "schedule": None,
 }
 """What ``auto`` mode does about each domain (nothing can be done about views or the journal
 but telling someone)."""
@@ -63,6 +67,15 @@ class WatchdogConfig(msgspec.Struct, frozen=True, kw_only=True):
     """How often the watchdog looks."""
 
 
+class StoppedSchedule(msgspec.Struct, frozen=True, kw_only=True):
+    """A schedule the node stopped (its principal holds no live token)."""
+
+    schedule_id: str
+    name: str
+    runs_as: str
+    stopped_at_ms: int
+
+
 class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     """What the watchdog saw at ``now_ms``; ``None``: not looked at this time."""
 
@@ -72,6 +85,7 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     lag: Lag | None = None
     journal: JournalVerdict | None = None
     tasks: tuple[TaskLease, ...] | None = None
+    schedules: tuple[StoppedSchedule, ...] | None = None
 
 
 class Measured(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -143,6 +157,9 @@ def check(config: WatchdogConfig, snapshot: Snapshot, memory: Memory | None = No
     if snapshot.tasks is not None:
         checked.add("task")
         findings += lapsed_tasks(snapshot.tasks, now, config.task_lapse_s)
+    if snapshot.schedules is not None:
+        checked.add("schedule")
+        findings += [stopped_schedule(s) for s in snapshot.schedules]
     order = {domain: i for i, domain in enumerate(INCIDENT_DOMAINS)}
     findings.sort(key=lambda f: (order[f.domain], f.subject))
     return Checked(findings=tuple(findings), checked=frozenset(checked), memory=memory)
@@ -246,3 +263,16 @@ def lapsed_tasks(tasks: tuple[TaskLease, ...], now_ms: int, limit_s: float) -> l
             )
             out.append(Finding(domain="task", subject=task.task_id, evidence=evidence))
     return out
+
+
+def stopped_schedule(schedule: StoppedSchedule) -> Finding:
+    """A schedule stopped for want of a live token of its principal."""
+    evidence = Measured(
+        measure="live_tokens_of_principal",
+        value=0,
+        limit=1,
+        unit="tokens",
+        since_ms=schedule.stopped_at_ms,
+        detail=f"schedule {schedule.name} runs as {schedule.runs_as}",
+    )
+    return Finding(domain="schedule", subject=schedule.schedule_id, evidence=evidence)

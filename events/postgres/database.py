@@ -16,7 +16,7 @@ import psycopg
 from psycopg import conninfo
 
 from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, ShardsFixed
-from events.postgres.schema import INIT_LOCK, LOCK_CLASS, SCHEMA_VERSION, create
+from events.postgres.schema import FUNCTIONS, INIT_LOCK, LOCK_CLASS, NODES, SCHEMA_VERSION, create
 
 CONNECT_TIMEOUT_S = 5
 
@@ -98,7 +98,9 @@ def initialise(dsn: str, shards: int) -> bool:
             exists = conn.execute("SELECT to_regclass('cluster') IS NOT NULL").fetchone()
         if exists and exists[0]:
             have = shard_count(conn, dsn)
-            conn.rollback()
+            if have == shards:
+                _upgrade_locked(conn, dsn)
+            conn.commit()
             if have != shards:
                 raise ShardsFixed(
                     f"shards: the journal database {safe_dsn(dsn)} was created with {have} "
@@ -109,3 +111,25 @@ def initialise(dsn: str, shards: int) -> bool:
             create(conn, shards)
             conn.commit()
         return True
+
+
+def upgrade(dsn: str) -> None:
+    """Bring a journal an older reel created up to :data:`SCHEMA_VERSION` in place (version 1:
+    add ``nodes`` and the liveness check in ``shard_append``); nothing when it is current. Run
+    by ``reel journal init`` and by every writer before it appends."""
+    with connect(dsn, autocommit=False) as conn:
+        with failures(dsn, "cannot upgrade"):
+            conn.execute(f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, %s)", (INIT_LOCK,))
+        shard_count(conn, dsn)
+        _upgrade_locked(conn, dsn)
+        with failures(dsn, "cannot upgrade"):
+            conn.commit()
+
+
+def _upgrade_locked(conn: psycopg.Connection[Any], dsn: str) -> None:
+    with failures(dsn, "cannot upgrade"):
+        row = conn.execute("SELECT schema_version FROM cluster").fetchone()
+        if row is not None and int(row[0]) < SCHEMA_VERSION:
+            conn.execute(NODES)
+            conn.execute(FUNCTIONS)
+            conn.execute("UPDATE cluster SET schema_version = %s", (SCHEMA_VERSION,))

@@ -8,10 +8,15 @@ autocommit ``shard_append`` statement per run, in submission order, then resolve
 future: an append returns only after its commit (with ``synchronous_commit`` on, durable on the
 primary). A connection the server dropped is opened again for the next statement.
 
-Opening takes the node-wide writer lock (a session advisory lock held by a connection of its
-own: a second node on the same database gets :class:`JournalLocked`) and then every shard's lease,
-bumping each token: whatever a writer before this one still has in flight is refused
-(:class:`Fenced`). Several nodes sharing the shards are step 2 of issue 24 (docs/scale-out.md).
+Alone (no ``leases``), opening takes the node-wide writer lock (a session advisory lock held by
+a connection of its own: a second node on the same database gets :class:`JournalLocked`) and then
+every shard's lease, bumping each token: whatever a writer before this one still has in flight is
+refused (:class:`Fenced`). In a cluster (``leases``, a started
+:class:`events.postgres.leases.LeaseKeeper`) it holds the same lock *shared* (a lone writer and
+a cluster never write one database at once) and appends to a shard with the token the keeper
+gives, asked for right before each statement: an append to a shard the node does not hold, or
+past its self-fencing deadline, fails :class:`ShardNotOwned` without reaching the database.
+Close the journal before draining the keeper, so what is queued is written first.
 
 Checkpoints: none yet. A signed checkpoint over a sharded journal signs every shard's head at
 once (step 4's super-checkpoints); until then :meth:`checkpoint` returns ``None`` and the chains
@@ -43,14 +48,18 @@ from events.errors import (
     JournalLocked,
     JournalTampered,
     JournalUnavailable,
+    ShardNotOwned,
 )
 from events.ids import UlidGenerator
-from events.postgres.database import connect, failures
+from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, LOCK_CLASS, WRITER_LOCK
 from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
 from events.stats import LatencyHistogram
 from events.witness import Witness
+
+if TYPE_CHECKING:
+    from events.postgres.leases import LeaseKeeper
 
 Listener = Callable[[int], None]
 _STOP = object()
@@ -93,29 +102,36 @@ class PostgresJournal(PostgresReader):
         dsn: str,
         *,
         node: str = "node",
+        leases: LeaseKeeper | None = None,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         max_batch_events: int = 4096,
     ) -> None:
+        upgrade(dsn)
         super().__init__(dsn)
+        self.leases = leases
+        rows: list[tuple[Any, ...]] = []
         try:
             self._lock_conn = connect(dsn)
+            shared = "_shared" if leases is not None else ""
             with failures(dsn):
                 got = self._lock_conn.execute(
-                    f"SELECT pg_try_advisory_lock({LOCK_CLASS}, %s)", (WRITER_LOCK,)
+                    f"SELECT pg_try_advisory_lock{shared}({LOCK_CLASS}, %s)", (WRITER_LOCK,)
                 ).fetchone()
             if not got or not got[0]:
                 raise JournalLocked(
-                    f"journal {self.path} is held for writing by another reel node "
-                    "(several nodes are not supported yet: docs/scale-out.md)",
+                    f"journal {self.path} is held for writing by "
+                    + ("a lone reel node (not a cluster)" if leases else "another reel node"),
                     None,
                 )
             self._wconn = connect(dsn)
-            with failures(dsn):
-                rows = self._wconn.execute(
-                    "UPDATE shard_lease SET node = %s, incarnation = incarnation + 1, "
-                    "token = token + 1 RETURNING shard, token",
-                    (node,),
-                ).fetchall()
+            if leases is None:  # a cluster node's row of this name would fence our leases
+                with failures(dsn):
+                    self._wconn.execute("DELETE FROM nodes WHERE node = %s", (node,))
+                    rows = self._wconn.execute(
+                        "UPDATE shard_lease SET node = %s, incarnation = incarnation + 1, "
+                        "token = token + 1 RETURNING shard, token",
+                        (node,),
+                    ).fetchall()
         except BaseException:
             for name in ("_wconn", "_lock_conn"):
                 with contextlib.suppress(Exception):
@@ -284,9 +300,15 @@ class PostgresJournal(PostgresReader):
     def _commit(self, shard: int, requests: list[AppendRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
         ids = [[self._ids.new(now_ms) for _ in r.payloads] for r in requests]
+        try:
+            token = self._tokens[shard] if self.leases is None else self.leases.token(shard)
+        except ShardNotOwned as exc:
+            for request in requests:
+                request.future.set_exception(exc)
+            return
         args: tuple[Any, ...] = (
             shard,
-            self._tokens[shard],
+            token,
             [r.stream for r in requests],
             [len(r.payloads) for r in requests],
             [r.expected_seq for r in requests],

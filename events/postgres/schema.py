@@ -1,14 +1,18 @@
 """The journal database's schema and ``shard_append()``, the one way rows get in.
 
 Tables (docs/journal-format.md section 9): ``cluster`` (one row: the fixed shard count S and the
-schema version), ``shard_lease`` (each shard's fencing token), ``shard_head`` (each shard chain's
-last ``shard_pos`` and hash), ``log_head`` (the last global position), ``events`` and
-``idempotency``. ``events`` rows are append-only (triggers refuse updates and deletes).
+schema version), ``nodes`` (one liveness row per node of a cluster: its incarnation and when its
+lease on life lapses, on the database clock), ``shard_lease`` (each shard's owner and fencing
+token), ``shard_head`` (each shard chain's last ``shard_pos`` and hash), ``log_head`` (the last
+global position), ``events`` and ``idempotency``. ``events`` rows are append-only (triggers
+refuse updates and deletes).
 
 ``shard_append(shard, token, ...)`` appends one batch of requests to one shard in one statement,
 in this order: ``pg_advisory_xact_lock`` on the shard (it serialises the shard's appenders before
 the transaction has an id, so within a shard id order is commit order); the lease row ``FOR
-SHARE`` and a refusal (SQLSTATE ``RL001``) when the token is not the current one; then per request
+SHARE`` and a refusal (SQLSTATE ``RL001``) when the token is not the current one or the node the
+lease names has a ``nodes`` row that lapsed or belongs to another incarnation (a lease is only as
+live as its node: :mod:`events.postgres.leases`); then per request
 the idempotency key, ``expected_seq``, and the chain computed in SQL (:sql:`reel_row_hash`, byte
 for byte :func:`events.chain.shard_identity`), stamped with the database clock.
 """
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 1
-"""The PostgreSQL schema's version, kept in ``cluster.schema_version``."""
+SCHEMA_VERSION = 2
+"""The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
+the liveness check in ``shard_append`` (a version 1 journal is upgraded in place by
+:func:`events.postgres.database.upgrade`)."""
 
 LOCK_CLASS = "hashtext('reel.' || current_schema())"
 """The first key of every advisory lock reel takes (SQL): one per schema holding a journal, so
@@ -95,6 +101,17 @@ CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON events
     FOR EACH STATEMENT EXECUTE FUNCTION reel_append_only();
 """
 
+NODES = r"""
+CREATE TABLE IF NOT EXISTS nodes(
+    node text PRIMARY KEY,
+    incarnation bigint NOT NULL,
+    expires_at timestamptz NOT NULL,
+    ready boolean NOT NULL DEFAULT false,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+"""
+"""Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`)."""
+
 FUNCTIONS = r"""
 CREATE OR REPLACE FUNCTION reel_text(v text) RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS
@@ -128,6 +145,9 @@ CREATE OR REPLACE FUNCTION shard_append(
 ) LANGUAGE plpgsql AS $$
 DECLARE
     v_token bigint;
+    v_node text;
+    v_incarnation bigint;
+    v_live boolean;
     v_shards int;
     v_pos bigint;
     v_hash bytea;
@@ -140,9 +160,19 @@ DECLARE
     v_digest bytea;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('reel.' || current_schema()), p_shard);
-    SELECT token INTO v_token FROM shard_lease WHERE shard = p_shard FOR SHARE;
+    SELECT token, node, incarnation INTO v_token, v_node, v_incarnation
+        FROM shard_lease WHERE shard = p_shard FOR SHARE;
     IF NOT FOUND OR v_token IS DISTINCT FROM p_token THEN
         RAISE EXCEPTION 'shard % is fenced: token % is not its current one', p_shard, p_token
+            USING ERRCODE = 'RL001';
+    END IF;
+    -- A lease is only as live as its node: a node of a cluster whose row lapsed (or was
+    -- replaced by a restart) writes nothing, whether or not another took the shard yet. A
+    -- lease naming no nodes row is the one writer's of a single node (it holds WRITER_LOCK).
+    SELECT n.incarnation = v_incarnation AND n.expires_at > clock_timestamp() INTO v_live
+        FROM nodes n WHERE n.node = v_node;
+    IF FOUND AND NOT v_live THEN
+        RAISE EXCEPTION 'shard % is fenced: the lease of node % lapsed', p_shard, v_node
             USING ERRCODE = 'RL001';
     END IF;
     SELECT shards INTO v_shards FROM cluster;
@@ -226,6 +256,7 @@ def create(conn: Any, shards: int) -> None:
     """Create every table, function and per-shard row for ``shards`` shards in the caller's
     transaction (``conn`` is not in autocommit; the caller commits)."""
     conn.execute(TABLES)
+    conn.execute(NODES)
     conn.execute(FUNCTIONS)
     conn.execute(
         "INSERT INTO cluster(id, shards, schema_version) VALUES (1, %s, %s)",

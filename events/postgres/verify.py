@@ -143,3 +143,19 @@ def _walk(rows: Rows, shards: int, shard: int, recorded: Head | None) -> int:
             )
         )
     return pos
+
+
+def verify_shard(conn: Any, shards: int, shard: int) -> Fault | None:
+    """Walk one shard's chain on ``conn`` (the walk :func:`verify_database` does for each
+    shard, against its ``shard_head``): the first fault, or ``None``. A node runs it on every
+    shard it acquires before it appends to it (:mod:`events.postgres.leases`)."""
+
+    def rows(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return list(conn.execute(sql, args).fetchall())
+
+    head = rows("SELECT pos, hash FROM shard_head WHERE shard = %s", (shard,))
+    try:
+        _walk(rows, shards, shard, Head(int(head[0][0]), bytes(head[0][1])) if head else None)
+    except _Found as found:
+        return found.fault
+    return None

@@ -545,8 +545,9 @@ def _redact_command_line(items: list[str]) -> tuple[list[str], int]:
 _VALID_IDENTIFIERS: set[tuple[Identifier, str]] = set()
 """Identifier values found valid, by kind: the same principal, tool name or channel is on
 most events, and its verdict (the pattern, the detectors: both fixed) never changes. Only
-valid values are kept (a refused one may be a secret); cleared when full."""
-_VALID_IDENTIFIERS_MAX = 65_536
+valid values are kept (a refused one may be a secret); cleared when full. Sized for the values
+in use at once: every session id is one, and 65,536 of them held ~9 MiB after 100,000 sessions."""
+_VALID_IDENTIFIERS_MAX = 8_192
 
 
 def _identifier_problem(kind: Identifier, value: object) -> str | None:

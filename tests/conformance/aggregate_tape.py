@@ -18,6 +18,7 @@ from actors.invocations import state as tool_fold
 from actors.learning import state as learning_state
 from actors.memory import items as memory
 from actors.runs import state as run_fold
+from actors.schedules import state as schedule_state
 from actors.sessions import state as session_state
 from actors.tasks import state as task_state
 from actors.vault import state as vault_state
@@ -45,6 +46,7 @@ AGGREGATES = (
     memory,
     tokens,
     vault_state,
+    schedule_state,
 )
 SHELL = '/tool shell.run {"argv": ["echo", "yo"]}'
 """A call that waits for a human (shell.run is critical: ask each time)."""
@@ -185,6 +187,25 @@ def _scenario(node: HttpNode, receiver: Receiver) -> None:
     _ok(node.call("POST", "/v1/vault/deploy/rotate", {"value": "second-value-2"}))
     _ok(node.call("DELETE", "/v1/vault/deploy"))
     _ok(node.call("POST", "/v1/vault", {"name": "deploy", "value": "third-value-3"}), 201)
+
+    # A schedule: created, paused, resumed, fired now (its run started and ended), deleted.
+    schedule = {
+        "name": "nightly",
+        "cron": "30 2 * * *",
+        "tz": "Europe/Berlin",
+        "session_key": "schedule-tape",
+        "text": "scheduled hello",
+    }
+    _ok(node.call("POST", "/v1/schedules", schedule), 201)
+    _ok(node.call("POST", "/v1/schedules/nightly/pause"))
+    _ok(node.call("POST", "/v1/schedules/nightly/resume"))
+    fired = _ok(node.call("POST", "/v1/schedules/nightly/run"), 202)
+    # the run is asked for after the answer: wait for it to exist before following it
+    assert eventually(lambda: node.call("GET", f"/v1/runs/{fired['run_id']}").status == 200)
+    node.finish(fired["run_id"])
+    book = node.runtime.schedules.book
+    assert eventually(lambda: (s := book.state.named("nightly")) is not None and not s.pending)
+    _ok(node.call("DELETE", "/v1/schedules/nightly"))
 
     # The token's end, and the incident's: the stalled run's is resolved once it ended.
     _ok(node.call("DELETE", f"/v1/tokens/{made['id']}"))

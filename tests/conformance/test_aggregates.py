@@ -25,6 +25,10 @@ from actors.messages import ResolveApproval
 from actors.runs import state as run_fold
 from actors.runs.decide import Ended, interrupt, next_step
 from actors.runs.state import RunState
+from actors.schedules import decide as schedule_decide
+from actors.schedules import state as schedule_state
+from actors.schedules.decide import UnknownSchedule
+from actors.schedules.state import Schedules
 from actors.sessions import state as session_state
 from actors.sessions.state import SessionState
 from actors.stream import Recorded
@@ -49,6 +53,7 @@ from actors.watchdog import decide as watchdog_decider
 from actors.watchdog.decide import Incidents
 from events.catalog import (
     INCIDENT_KINDS,
+    SCHEDULE_KINDS,
     TOKEN_KINDS,
     VAULT_KINDS,
     ApprovalRequested,
@@ -75,6 +80,12 @@ from events.catalog import (
     RunFailed,
     RunResumed,
     RunStarted,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleFired,
+    SchedulePaused,
+    ScheduleResumed,
+    ScheduleRunStarted,
     SessionCompacted,
     SessionCreated,
     SessionGrantAdded,
@@ -371,4 +382,36 @@ class TestVaultAggregate(AggregateConformance[VaultState]):
         gone = [name for name, record in state.secrets.items() if record.deleted]
         return [partial(vault_decide.rotation, state, name, "a-new-value") for name in gone] + [
             partial(vault_decide.deletion, state, name) for name in gone
+        ]
+
+
+class TestScheduleAggregate(AggregateConformance[Schedules]):
+    aggregate = schedule_state
+    kinds_on_tape = kinds(
+        ScheduleCreated,
+        SchedulePaused,
+        ScheduleResumed,
+        ScheduleFired,
+        ScheduleRunStarted,
+        ScheduleDeleted,
+    )
+    refusals = (UnknownSchedule,)
+
+    def key(self, state: Schedules) -> str:
+        return "schedules"
+
+    def instances(self, tape: Tape) -> dict[str, list[Recorded]]:
+        return {"schedules": of_kinds(tape, SCHEDULE_KINDS)}
+
+    def finished(self, state: Schedules) -> Decisions:
+        gone = [s.name for s in state.by_id.values() if s.deleted]
+        return [
+            decision
+            for name in gone
+            for decision in (
+                partial(schedule_decide.pausing, state, name),
+                partial(schedule_decide.resuming, state, name, 0),
+                partial(schedule_decide.deletion, state, name),
+                partial(schedule_decide.run_now, state, name, run_id="r", now_ms=0),
+            )
         ]

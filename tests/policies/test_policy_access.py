@@ -17,6 +17,9 @@ from .conftest import write_policies
 READS = {a for a in ACTIONS if a.endswith((".read", ".list")) and not a.startswith("vault.")}
 """Every read but the vault's list of names: that is for admins only (docs/vault.md)."""
 ALICE, BOB = "user:alice", "user:bob"
+SCHEDULING = {"schedule.create", "schedule.manage"}
+"""Operators and agents schedule runs as themselves only (``runs_as`` is the owner here);
+admins as anyone (docs/schedules.md)."""
 
 ALLOWED: dict[str, set[str]] = {
     "admin": set(ACTIONS),
@@ -28,7 +31,8 @@ ALLOWED: dict[str, set[str]] = {
     | {"task.cancel"}
     | {"workspace.restore"}
     | {"learning.review"}
-    | {"channel.route", "channel.pair"},
+    | {"channel.route", "channel.pair"}
+    | SCHEDULING,
     "approver": READS | {"approval.resolve", "grant.revoke", "learning.review"},
     "viewer": set(READS),
     "agent": {
@@ -50,6 +54,7 @@ ALLOWED: dict[str, set[str]] = {
         "memory.read",
         "memory.write",
         "memory.delete",
+        *SCHEDULING,
     },
 }
 """What each role may do in a session it owns (docs/policy.md has the same table)."""
@@ -95,6 +100,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "status": "pending",
         "name": "deploy_key",
         "operation": "set",
+        "runs_as": owner,
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 
@@ -117,7 +123,10 @@ def ask(
 def test_roles_by_actions_in_someone_elses_session(
     engine_for: Callable[[str], PolicyEngine], role: str, action: str
 ) -> None:
-    expected = action in ALLOWED[role] and not (role == "agent" and action in OWNED_ONLY)
+    owned_only = (role == "agent" and action in OWNED_ONLY) or (
+        role != "admin" and action in SCHEDULING
+    )
+    expected = action in ALLOWED[role] and not owned_only
     assert ask(engine_for("none"), role, action, owner=BOB) == ("allow" if expected else "deny")
 
 

@@ -48,6 +48,8 @@ BASELINE_IDS = {
     "baseline.channel.reset_own_session",
     "baseline.role.operator.channels",
     "baseline.vault.use",
+    "baseline.schedule.own",
+    "baseline.vault.use.mcp_server",
 }
 
 

@@ -170,3 +170,29 @@ def test_defaults_deny() -> None:
     assert config.http_allowlist == ()
     assert config.http_allow_private == ()
     assert config.plugin_dir is None
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "expected"),
+    [
+        ("fs.read", '{"path": "a.txt"}', True),
+        ("fs.list", '{"path": "."}', True),
+        ("fs.search", '{"pattern": "x"}', True),
+        ("memory.search", '{"query": "x"}', True),
+        ("http.fetch", '{"url": "https://example.com/"}', True),
+        ("http.fetch", '{"url": "https://example.com/", "method": "GET"}', True),
+        ("http.fetch", '{"url": "https://example.com/", "method": "POST"}', False),
+        ("fs.write", '{"path": "a.txt", "content": "x"}', False),
+        ("fs.apply_patch", '{"patch": "x"}', False),
+        ("memory.write", '{"text": "x"}', False),
+        ("echo", '{"text": "x"}', False),
+        ("fs.read", '{"path": 3}', False),  # arguments that do not validate run alone
+        ("no.such.tool", "{}", False),
+    ],
+)
+def test_read_only_is_a_field_of_the_catalog_entry(
+    catalog: tools.ToolCatalog, name: str, arguments: str, expected: bool
+) -> None:
+    if name == "fs.search" and catalog.spec(name).unavailable:
+        pytest.skip("no ripgrep")
+    assert catalog.reads_only(name, arguments) is expected

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import msgspec
 
+from tools.handles import HandleValue
 from tools.spec import Posture, Risk
 
 __all__ = ["SERVER_NAME", "TOOL_NAME", "McpConfig", "McpServerConfig", "McpToolConfig"]
@@ -30,6 +31,10 @@ class McpToolConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
     risk: Risk = "high"
     posture: Posture = "ask_each_time"
+    read_only: bool = False
+    """The operator vouches that the tool changes nothing, so several of its calls in one turn
+    run at once (docs/tools.md, "Parallel read-only calls"). The server's own ``readOnlyHint``
+    is not trusted: a server may say anything about itself."""
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -38,9 +43,11 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     command: str | None = None
     """The program (absolute, or a name on ``[tools] shell_path``); visible inside the sandbox."""
     args: tuple[str, ...] = ()
-    env: dict[str, str] = {}
-    """Extra environment for the server (the sandbox starts from an empty one). A seam for the
-    vault's handles: values are passed as given today."""
+    env: dict[str, HandleValue] = {}
+    """Extra environment for the server (the sandbox starts from an empty one). A value may name
+    a vault secret, ``{vault = "NAME"}`` or text with ``${vault:NAME}`` in it: resolved only as
+    the server starts, after the node's ``vault.use`` decision (docs/mcp.md, "Secrets"); config
+    dumps, listings and the journal carry the handle, never the value."""
     url: str | None = None
     """A Streamable HTTP endpoint; its host must pass ``[tools] http_allowlist`` and
     ``http_allow_private`` like ``http.fetch``."""

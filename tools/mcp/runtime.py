@@ -12,6 +12,13 @@ Results: text blocks as text, ``structuredContent`` as JSON, images, audio and r
 typed references (type, MIME type, URI, size and SHA-256 of the bytes; never the bytes), all in
 one JSON object fitted to the tool's output cap. ``isError`` results and protocol errors are
 tool errors naming the server.
+
+Secrets: a stdio server's ``env`` may name vault secrets by handle. They are resolved in the
+starter, each time the server starts, through the node's :class:`ServerSecrets` (which decides
+``vault.use`` for the node and records it): a rotation is picked up at the server's next start.
+A refusal, or a handle that names no secret, fails the start with the reason naming the handle
+(its tools unavailable). Reasons this runtime reports (states, unavailable tools) pass through
+``ServerSecrets.scrub``, like every tool result does in the tool actor.
 """
 
 from __future__ import annotations
@@ -29,13 +36,14 @@ import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from tools.config import ToolsConfig
 from tools.context import ExecutionContext
 from tools.egress import EgressPolicy
+from tools.handles import Secrets, names_of, resolve_all
 from tools.mcp.arguments import arguments_type, schema_validator
 from tools.mcp.config import McpConfig, McpServerConfig
 from tools.mcp.server import AnnouncedTool, McpLoop, McpServer, ServerState
@@ -45,18 +53,38 @@ from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
 from tools.sandbox_user import adopt, sandbox_user
 from tools.spec import Capability, ToolSpec
 
-__all__ = ["PREFIX", "McpRuntime", "ToolsListener"]
+__all__ = ["PREFIX", "McpRuntime", "ServerSecrets", "ToolsListener"]
 
 PREFIX = "mcp."
 ToolsListener = Callable[[str, tuple[AnnouncedTool, ...]], None]
 """Told each tool list a server announces that differs from its last (the node journals it)."""
 
 
+class ServerSecrets(Protocol):
+    """The node's vault as servers' ``env`` handles use it (transports/mcp_servers.py)."""
+
+    def use(self, server: str, names: tuple[str, ...]) -> Secrets:
+        """The lookup for ``names`` in ``server``'s env, once the node may use them (decided
+        and recorded); raises ToolFault ``denied`` naming the secret when it may not."""
+        ...
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every value of the vault replaced."""
+        ...
+
+
 class McpRuntime(ToolRuntime):
     """Every configured server's allowed tools."""
 
-    def __init__(self, config: ToolsConfig, mcp: McpConfig, state_dir: Path) -> None:
+    def __init__(
+        self,
+        config: ToolsConfig,
+        mcp: McpConfig,
+        state_dir: Path,
+        secrets: ServerSecrets | None = None,
+    ) -> None:
         self._config = config
+        self._secrets = secrets
         self._mcp = mcp
         self._state_dir = state_dir
         self._loop = McpLoop()
@@ -82,7 +110,15 @@ class McpRuntime(ToolRuntime):
             listener(name, tools)
 
     def states(self) -> list[ServerState]:
-        return [server.state() for server in self.servers.values()]
+        return [self._state(server) for server in self.servers.values()]
+
+    def _state(self, server: McpServer) -> ServerState:
+        """The server's state, its reason scrubbed of the vault's values (a server may echo
+        what it was given into the error its start failed with)."""
+        state = server.state()
+        if state.reason is None or self._secrets is None:
+            return state
+        return msgspec.structs.replace(state, reason=self._secrets.scrub(state.reason))
 
     def test(self, name: str, timeout_s: float) -> ServerState:
         """Start ``name`` if it is not running (a failed one at once, without its backoff) and
@@ -91,7 +127,7 @@ class McpRuntime(ToolRuntime):
         ctx = ExecutionContext.start(Path("/"), timeout_s)
         with contextlib.suppress(ToolFault):
             server.probe(ctx)
-        return server.state()
+        return self._state(server)
 
     def close(self) -> None:
         """Stop every server (the node is draining)."""
@@ -138,7 +174,7 @@ class McpRuntime(ToolRuntime):
         allowed: dict[str, AnnouncedTool] = {}
         for name, server in self.servers.items():
             cfg = self._mcp.servers[name]
-            state = server.state()
+            state = self._state(server)
             announced = {t.name: t for t in state.tools or ()}
             for tool, tool_cfg in sorted(cfg.tools.items()):
                 full = f"{PREFIX}{name}.{tool}"
@@ -172,6 +208,7 @@ class McpRuntime(ToolRuntime):
                         unavailable=why,
                         parameters=schema,
                         validator=checker,
+                        read_only=tool_cfg.read_only,
                     )
                 )
                 if why is None and found is not None:
@@ -220,7 +257,7 @@ class McpRuntime(ToolRuntime):
                 if sandbox.user is not None:
                     adopt(root, sandbox.user)
                 env = {"PATH": cfg.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
-                env.update(server.env)
+                env.update(self._env(name, server))
                 launch = Launch.prepare(
                     sandbox,
                     workspace_fd=root,
@@ -237,6 +274,20 @@ class McpRuntime(ToolRuntime):
                 os.close(root)
 
         return start
+
+    def _env(self, name: str, server: McpServerConfig) -> dict[str, str]:
+        """``server.env`` with its vault handles resolved (the node decides ``vault.use`` at
+        every start, so a rotated value reaches the next start); raises ToolFault naming the
+        handle when one names no secret or may not be used."""
+        names = tuple(sorted(set(names_of(server.env.values()))))
+        if not names:
+            return resolve_all(server.env, None, "env")
+        if self._secrets is None:  # an offline catalog (`reel tools`): no vault, no decision
+            raise ToolFault(
+                "failed",
+                f"env names vault secrets ({', '.join(names)}): only the node resolves them",
+            )
+        return resolve_all(server.env, self._secrets.use(name, names), "env")
 
     def _sandbox(self, server: McpServerConfig) -> Sandbox:
         cfg = self._config

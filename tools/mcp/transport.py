@@ -28,7 +28,10 @@ from mcp.shared.message import SessionMessage
 from tools.result import ToolFault
 from tools.sandbox import Launch
 
-__all__ = ["sandboxed_stdio"]
+__all__ = ["NOT_JSON_RPC", "sandboxed_stdio"]
+
+NOT_JSON_RPC = "the server wrote a line that is not a JSON-RPC message"
+"""What the session is told of such a line: never the line itself."""
 
 
 @contextlib.asynccontextmanager
@@ -68,8 +71,11 @@ async def sandboxed_stdio(
                 while line := await proc.stdout.readline():
                     try:
                         message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError as exc:
-                        await read_send.send(exc)
+                    except ValueError:
+                        # Not pydantic's error: it quotes the start of the line, and a server
+                        # may print a secret of its env (a vault value) that exact-match
+                        # redaction would not find cut short. The session logs what it gets.
+                        await read_send.send(ValueError(NOT_JSON_RPC))
                         continue
                     await read_send.send(SessionMessage(message))
         closed.set()

@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("transports.cli.policy_cmd:app", "Inspect the policy set."),
     "tokens": ("transports.cli.tokens_cmd:app", "Create, list and revoke API tokens."),
     "vault": ("transports.cli.vault_cmd:app", "Set, list, rotate and delete vault secrets."),
+    "schedules": (
+        "transports.cli.schedules_cmd:app",
+        "Create, list, pause, resume, delete and run-now schedules (runs on a timetable).",
+    ),
     "tasks": ("transports.cli.tasks_cmd:app", "List, show and cancel background tasks."),
     "memory": ("transports.cli.memory_cmd:app", "Write, search, list and delete memory items."),
     "learning": (
@@ -75,9 +79,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "transports.cli.status_cmd:status",
         "Whether a node runs on the data dir and what it is doing: address, version, uptime,"
         " journal head and last checkpoint, views lag, live runs, pending approvals, open"
-        " incidents, the task queue. Exit 1 when no node runs.",
+        " incidents, the task queue, each model endpoint's circuit. Exit 1 when no node runs.",
     ),
     "mcp": ("transports.cli.mcp_cmd:app", "MCP servers: their state, their tools, a test."),
+    "providers": (
+        "transports.cli.providers_cmd:app",
+        "Model endpoints: their circuit states, and a test of each.",
+    ),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

@@ -1,6 +1,6 @@
 """``reel status``: is the node up, and what is it doing: where it listens, its version and
 uptime, the journal's head and last signed checkpoint, how far the views trail, live runs,
-pending approvals, open incidents and the task queue.
+pending approvals, open incidents, the task queue and each model endpoint's circuit state.
 
 Read from the node's own answers (``/healthz``, ``/v1/journal/head``,
 ``/v1/journal/checkpoints``, ``/metrics``; the token needs ``node.read`` and ``journal.read``),
@@ -47,6 +47,9 @@ class Status(msgspec.Struct, kw_only=True):
     approvals_pending: int | None = None
     incidents_open: dict[str, int] = msgspec.field(default_factory=dict)
     tasks: dict[str, int] = msgspec.field(default_factory=dict)
+    providers: dict[str, str] = msgspec.field(default_factory=dict)
+    """Each model endpoint's circuit state (closed, open, half_open); none on a node with the
+    deterministic provider alone."""
 
 
 def status(
@@ -54,7 +57,7 @@ def status(
 ) -> None:
     """Whether a node runs on the data dir and what it is doing: address, version, uptime,
     journal head and last checkpoint, views lag, live runs, pending approvals, open incidents,
-    the task queue. Exit 1 when no node runs."""
+    the task queue, each model endpoint's circuit. Exit 1 when no node runs."""
     from transports.cli.data_dir import existing
 
     data_dir = existing(data)
@@ -100,6 +103,11 @@ def _live(node: Path, token_file: Path | None) -> Status:
         approvals_pending=int(_one(samples, "reel_approvals_pending") or 0),
         incidents_open=_by(samples, "reel_incidents_open", "domain"),
         tasks=_by(samples, "reel_tasks", "state"),
+        providers={
+            labels["endpoint"]: labels["state"]
+            for n, labels, value in samples
+            if n == "reel_provider_circuit" and value == 1 and "endpoint" in labels
+        },
     )
 
 
@@ -213,6 +221,7 @@ def _lines(s: Status) -> list[tuple[str, str]]:
             + (f" ({_counts(open_incidents)})" if open_incidents else ""),
         ),
         ("tasks", f"{sum(queue.values())} owed ({_counts(queue)})"),
+        ("providers", ", ".join(f"{n} {state}" for n, state in s.providers.items()) or "-"),
     ]
 
 

@@ -12,8 +12,10 @@ from typing import Annotated, Literal
 import msgspec
 
 from actors.checkpoints import WorkspaceCheckpoint
+from actors.schedules.info import FiredRun as FiredRun  # the CLI prints them too
+from actors.schedules.info import ScheduleInfo as ScheduleInfo
 from actors.vault.info import SecretInfo as SecretInfo  # the CLI prints them too
-from events.catalog import GrantMatch, GrantScope, Posture, Verdict
+from events.catalog import CatchUp, GrantMatch, GrantScope, Overlap, Posture, Verdict
 from events.codec import AnyEvent
 from projections import ApprovalRecord, RunRecord, SessionRecord
 from transports.access.token_info import CreatedToken as CreatedToken  # the CLI prints them too
@@ -281,3 +283,29 @@ class SecretList(msgspec.Struct, frozen=True, kw_only=True):
     """``GET /v1/vault``: every secret, by name (never a value)."""
 
     items: list[SecretInfo]
+
+
+class CreateScheduleRequest(_Request, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/schedules``: a schedule (docs/schedules.md). Exactly one of ``cron`` and
+    ``every``; ``runs_as`` defaults to the caller (scheduling for someone else is Cedar's to
+    allow: ``schedule.create`` with ``context.runs_as``)."""
+
+    name: str
+    """Letters, digits, ``_ . -``, starting with a letter, at most 64 characters."""
+    cron: str | None = None
+    """Five fields (minute hour day month weekday), read in ``tz``: ``0 9 * * 1-5``."""
+    every: str | None = None
+    """An interval: a whole number and a unit of ms, s, m, h, d (``15m``), 1s to 366d."""
+    tz: str = "UTC"
+    """An IANA time zone (``Europe/Berlin``); the cron line is read in it."""
+    session_key: str
+    text: str
+    runs_as: str | None = None
+    catch_up: CatchUp = "one"
+    overlap: Overlap = "skip"
+
+
+class ScheduleList(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/schedules``: every schedule that exists, by name."""
+
+    items: list[ScheduleInfo]

@@ -25,7 +25,11 @@ Families:
 - ``reel_process_threads``, ``reel_process_open_fds``, ``reel_views_connections{reader}``
   (gauges): the process's threads, its open file descriptors, and the connections each views
   reader holds; ``reel_process_start_time_seconds`` (gauge): when the process started
-  (``reel status`` shows the uptime from it).
+  (``reel status`` shows the uptime from it);
+- ``reel_provider_circuit{endpoint,state}`` (gauge, 1 for the endpoint's state) and
+  ``reel_provider_attempts_total{endpoint,outcome}`` (counter): each model endpoint's circuit
+  breaker and its requests since the node started (only when the node fails over between
+  endpoints: docs/providers.md, "Failover").
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ from events.task_lifecycle import TaskStatus
 from transports.build import version
 from transports.http import tasks
 from transports.http.context import CONTEXT, ApiContext, permit
+from transports.http.providers import failover_of
+from transports.models.circuit import CIRCUIT_STATES
+from transports.models.failover import EndpointStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RUN_STATES = tuple(RunStatus)
@@ -224,6 +231,9 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
             for name, r in readers.items()
         ),
     )
+    failover = failover_of(runtime.node.services.provider)
+    if failover is not None:
+        lines += _provider_lines(failover.statuses())
     witness = getattr(runtime.journal, "witness", None)
     if witness is not None:
         status = witness.status
@@ -246,6 +256,37 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
             [f"reel_witness_pending {status.pending}"],
         )
     return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the exposition format asks."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _provider_lines(statuses: Sequence[EndpointStatus]) -> list[str]:
+    lines = _family(
+        "reel_provider_circuit",
+        "gauge",
+        "Each model endpoint's circuit breaker: 1 for its state (closed, open, half_open), 0 for "
+        "the others (docs/providers.md, Failover).",
+        (
+            f'reel_provider_circuit{{endpoint="{_label(s.name)}",state="{state}"}} '
+            f"{int(s.state == state)}"
+            for s in statuses
+            for state in CIRCUIT_STATES
+        ),
+    )
+    lines += _family(
+        "reel_provider_attempts_total",
+        "counter",
+        "Requests to each model endpoint since the node started, by outcome (success, failure).",
+        (
+            f'reel_provider_attempts_total{{endpoint="{_label(s.name)}",outcome="{outcome}"}} {n}'
+            for s in statuses
+            for outcome, n in (("success", s.successes), ("failure", s.failures))
+        ),
+    )
+    return lines
 
 
 def open_fds() -> int:

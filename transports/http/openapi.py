@@ -41,10 +41,12 @@ from transports.http.bodies import (
     CancelRunRequest,
     CompactSessionRequest,
     CreatedToken,
+    CreateScheduleRequest,
     CreateSessionRequest,
     CreateTokenRequest,
     DecisionRequest,
     ErrorBody,
+    FiredRun,
     Health,
     JournalHead,
     PostureRequest,
@@ -56,6 +58,8 @@ from transports.http.bodies import (
     RotateSecretRequest,
     RunPage,
     RunStarted,
+    ScheduleInfo,
+    ScheduleList,
     SecretInfo,
     SecretList,
     SendMessageRequest,
@@ -94,6 +98,7 @@ from transports.http.memory import (
     MemoryWritten,
 )
 from transports.http.postures import SessionPostures
+from transports.http.providers import EndpointList, ProbeList
 from transports.http.routes import ROUTES
 from transports.http.tasks import TASK_FILTERS, CancelTaskRequest, TaskPage
 from transports.http.whoami import Whoami
@@ -253,6 +258,14 @@ def _op(
         op["security"] = []
     return op
 
+
+_SCHEDULE_NAME: dict[str, Any] = {
+    "name": "name",
+    "in": "path",
+    "required": True,
+    "description": "The schedule's name (letters, digits, _ . -; starting with a letter).",
+    "schema": {"type": "string"},
+}
 
 _SECRET_NAME: dict[str, Any] = {
     "name": "name",
@@ -630,6 +643,56 @@ def _paths() -> dict[str, Any]:
                 parameters=(_SECRET_NAME,),
             )
         },
+        "/v1/schedules": {
+            "get": _op(
+                "Every schedule that exists, by name, with its next due time. schedule.list.",
+                {200: _json(ScheduleList, "The schedules.")},
+                (),
+            ),
+            "post": _op(
+                "Create a schedule: a cron line in a time zone or an interval; its runs start "
+                "in session_key as runs_as (default the caller), who must hold a live token. "
+                "schedule.create.",
+                {201: _json(ScheduleInfo, "Created.")},
+                (409, 503),
+                body=CreateScheduleRequest,
+                body_required=True,
+            ),
+        },
+        "/v1/schedules/{name}/pause": {
+            "post": _op(
+                "Pause a schedule: its due times pass without a run. schedule.manage.",
+                {200: _json(ScheduleInfo, "Paused.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}/resume": {
+            "post": _op(
+                "Resume a paused schedule from its next due time (no catch-up of the pause). "
+                "schedule.manage.",
+                {200: _json(ScheduleInfo, "Resumed.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}/run": {
+            "post": _op(
+                "Fire a schedule now (paused or not): its run id is recorded before the run "
+                "is asked for. schedule.manage.",
+                {202: _json(FiredRun, "Fired: the run starts or waits in its session.")},
+                (404, 409, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
+        "/v1/schedules/{name}": {
+            "delete": _op(
+                "Delete a schedule: it fires nothing more and its name is free. schedule.manage.",
+                {200: _json(ScheduleInfo, "Deleted.")},
+                (404, 503),
+                parameters=(_SCHEDULE_NAME,),
+            )
+        },
         "/v1/memory": {
             "post": _op(
                 "Write a memory item (memory.write): text at most 8,000 characters, at most 16 "
@@ -806,6 +869,23 @@ def _paths() -> dict[str, Any]:
                 {200: _json(McpServerRow, "The server.")},
                 (404,),
                 parameters=(MCP_SERVER,),
+            )
+        },
+        "/v1/providers": {
+            "get": _op(
+                "The model endpoints ([[providers]], or [provider]'s one): kind, model, circuit "
+                "state, consecutive failures, attempts since start (docs/providers.md). "
+                "node.read.",
+                {200: _json(EndpointList, "The endpoints, in failover order.")},
+                (),
+            )
+        },
+        "/v1/providers/test": {
+            "post": _op(
+                "One tiny request to each endpoint (no retry, no failover, circuits untouched): "
+                "its latency and the model that answered, or the error. provider.test.",
+                {200: _json(ProbeList, "Each endpoint's result.")},
+                (),
             )
         },
         "/v1/channels": {

@@ -51,7 +51,7 @@ from transports.models.openai_wire import (
 from transports.models.sse import SSEDecoder, SSEError
 from transports.models.tool_names import ToolNameMap
 
-__all__ = ["OpenAIConfig", "OpenAIProvider"]
+__all__ = ["OpenAIConfig", "OpenAIProvider", "retry_after_s", "scrub"]
 
 _log = logging.getLogger("reel.provider")
 
@@ -152,7 +152,7 @@ class OpenAIConfig(msgspec.Struct, frozen=True, kw_only=True):
     __str__ = __repr__
 
 
-def _retry_after_s(headers: Mapping[str, str]) -> float | None:
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait, from ``retry-after-ms`` or ``Retry-After``."""
     millis = headers.get("retry-after-ms")
     if millis is not None:
@@ -172,6 +172,14 @@ def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def scrub(text: str, key: str | None) -> str:
+    """``text`` with ``key``, and anything shaped like an API key, replaced: a server's error
+    text may echo what it was sent."""
+    if key:
+        text = text.replace(key, _REDACTED)
+    return _KEY_LIKE.sub(_REDACTED, text)
 
 
 class OpenAIProvider:
@@ -205,10 +213,7 @@ class OpenAIProvider:
             await session.close()
 
     def _scrub(self, text: str) -> str:
-        key = self._config.api_key
-        if key:
-            text = text.replace(key, _REDACTED)
-        return _KEY_LIKE.sub(_REDACTED, text)
+        return scrub(text, self._config.api_key)
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -326,10 +331,14 @@ class OpenAIProvider:
         detail = self._scrub(error_message(raw))
         retryable = status == 429 or status >= 500
         after = f" after {attempts} attempts" if retryable and attempts > 1 else ""
+        wait_s = retry_after_s(response.headers) if retryable else None
         error = ProviderError(
-            f"provider returned {status}{after}: {detail}", retryable=retryable, status=status
+            f"provider returned {status}{after}: {detail}",
+            retryable=retryable,
+            status=status,
+            retry_after_s=wait_s,
         )
-        return error, _retry_after_s(response.headers) if retryable else None
+        return error, wait_s
 
     async def _events(
         self, response: aiohttp.ClientResponse, names: ToolNameMap

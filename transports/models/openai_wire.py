@@ -41,6 +41,7 @@ __all__ = [
     "decode_completion",
     "encode_request",
     "error_message",
+    "forced_choice",
 ]
 
 _MAX_ERROR_TEXT = 300
@@ -120,7 +121,7 @@ def _encode_message(message: ChatMessage, names: ToolNameMap) -> dict[str, Any]:
     return {"role": message.role, "content": message.content}
 
 
-def _tool_choice(
+def forced_choice(
     choice: str | None, request: ProviderRequest, names: ToolNameMap
 ) -> str | dict[str, Any] | None:
     """The wire ``tool_choice`` for ``request``, or None to send none.
@@ -156,7 +157,7 @@ def encode_request(
     """The JSON body for a chat completion of ``request`` (streamed unless ``stream=False``).
 
     ``model`` is used when the request names none, ``max_tokens`` when it sets no limit of its
-    own. ``tool_choice`` is applied as :func:`_tool_choice` says. ``extra_body`` (checked by
+    own. ``tool_choice`` is applied as :func:`forced_choice` says. ``extra_body`` (checked by
     :func:`check_options`) is merged in under reel's own fields, which win. Tool names are
     written through ``names``, which must be the table the response will be decoded with.
     """
@@ -181,7 +182,7 @@ def encode_request(
             }
             for tool in request.tools
         ]
-    choice = _tool_choice(tool_choice, request, names)
+    choice = forced_choice(tool_choice, request, names)
     if choice is not None:
         body["tool_choice"] = choice
     limit = request.max_tokens if request.max_tokens is not None else max_tokens

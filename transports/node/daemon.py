@@ -193,6 +193,8 @@ def _serve(
     # A tool that cannot run here (shell.run without a working sandbox) says so at start.
     unavailable = runtime.node.services.catalog.unavailable()
     provider = cfg.provider.kind + (f" (model {cfg.provider.model})" if cfg.provider.model else "")
+    if cfg.providers:  # [[providers]]: the endpoints in failover order
+        provider = "failover " + ", ".join(f"{e.label} ({e.kind} {e.model})" for e in cfg.providers)
     log.info(
         "reel node ready",
         extra=fields(
@@ -204,8 +206,8 @@ def _serve(
             token_file=str(token_path(data_dir)),
             config_file=str(config_file) if config_file is not None else None,
             env_overrides=env_overrides(),
-            provider=cfg.provider.kind,
-            model=cfg.provider.model or None,
+            provider="failover" if cfg.providers else cfg.provider.kind,
+            model=cfg.primary_model() or None,
             unavailable_tools=unavailable,
             config=msgspec.to_builtins(cfg.runs),
             journal_head=runtime.journal.committed_position,

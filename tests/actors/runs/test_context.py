@@ -16,6 +16,7 @@ from actors.runs.context import (
     MAX_PRIOR_RUNS,
     Prior,
     TurnCache,
+    estimate_messages,
     injected_by,
     model_input,
     prior_of,
@@ -377,3 +378,21 @@ def test_a_memory_hit_is_injected_by_its_score_or_by_its_words(
     final: float, evidence: float, terms: int, min_evidence: float, expected: str | None
 ) -> None:
     assert injected_by(final, evidence, terms, 0.35, min_evidence) == expected
+
+
+def test_turn_cache_assembles_a_settled_history_once_per_window_and_budget() -> None:
+    cache = TurnCache()
+    for n in (1, 2):
+        cache.finished(f"r{n}", f"q{n}", f"a{n}")
+    _, reader = _reader({})
+    first = cache.prior(reader, ("r1", "r2"))
+    assert cache.prior(reader, ("r1", "r2")) is first
+    cut = cache.prior(reader, ("r1", "r2"), budget_tokens=_pair_cost())
+    assert cut is not first and cut.messages == _pair("q2", "a2") and cut.dropped == 1
+    cache.finished("r3", "q3", "a3")
+    assert cache.prior(reader, ("r1", "r2", "r3")).messages[-2:] == _pair("q3", "a3")
+
+
+def _pair_cost() -> int:
+    """What one of the pairs above costs against a budget."""
+    return estimate_messages(_pair("q2", "a2"))

@@ -23,6 +23,7 @@ from actors.runs.decide import (
     Ended,
     Finish,
     MarkAwaiting,
+    ParallelCalls,
     Resume,
     Start,
     StartTool,
@@ -424,6 +425,7 @@ STEPS: list[tuple[Step, bool]] = [
     (CallModel(1), False),
     (StartTool(C1), False),
     (AwaitTool(C1, "i"), False),
+    (ParallelCalls(((C1, "i"),), None), True),  # read-only calls cut off run again
     (MarkAwaiting("a"), True),
     (WaitApproval(C1, "i", "a"), True),
     (Resume(C1, "i", "a"), True),
@@ -434,7 +436,9 @@ STEPS: list[tuple[Step, bool]] = [
 
 
 @pytest.mark.parametrize(("step", "expected"), STEPS, ids=[type(s).__name__ for s, _ in STEPS])
-def test_resumable_exactly_for_a_human_wait(step: Step, expected: bool) -> None:
+def test_resumable_exactly_for_a_human_wait_and_a_batch_of_reads(
+    step: Step, expected: bool
+) -> None:
     assert resumable(step) is expected
 
 
@@ -571,6 +575,15 @@ def _after_one_tool_turn(max_tool_calls: int = 5) -> RunState:
     tape.run(RunOutput(run_id=RUN, turn=2, text="The answer "))
     tape.run(RunOutput(run_id=RUN, turn=2, text="is 42."))
     return tape.state()
+
+
+def test_finish_turn_records_the_cached_tokens_model_and_endpoint_of_the_answer() -> None:
+    usage = Usage(
+        prompt_tokens=7, completion_tokens=3, cached_tokens=5, model="m-2", endpoint="backup"
+    )
+    turn = finish_turn(_after_one_tool_turn(), 2, usage, (), "stop")[0]
+    assert isinstance(turn, RunTurnCompleted)
+    assert (turn.cached_tokens, turn.model, turn.endpoint) == (5, "m-2", "backup")
 
 
 def test_finish_turn_without_calls_completes_the_run() -> None:

@@ -36,3 +36,24 @@ def test_a_server_name_that_cannot_be_a_tool_name_segment_is_refused(tmp_path: P
     path.write_text('[mcp.servers."a.b"]\ncommand = "a"\n')
     with pytest.raises(ConfigError, match=r"in `\$\.mcp\.servers`"):
         load_config(path)
+
+
+def test_env_takes_vault_handles_and_refuses_anything_else(tmp_path: Path) -> None:
+    from tools.handles import VaultHandle
+
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '[mcp.servers.x]\ncommand = "a"\n'
+        'env = { TOKEN = { vault = "api_key" }, AUTH = "Bearer ${vault:api_key}", N = "1" }\n'
+        "[mcp.servers.x.tools.t]\nread_only = true\n"
+    )
+    server = load_config(path).mcp.servers["x"]
+    assert server.env == {
+        "TOKEN": VaultHandle("api_key"),
+        "AUTH": "Bearer ${vault:api_key}",
+        "N": "1",
+    }
+    assert server.tools["t"].read_only is True
+    path.write_text('[mcp.servers.x]\ncommand = "a"\nenv = { TOKEN = { vaul = "api_key" } }\n')
+    with pytest.raises(ConfigError, match="env"):
+        load_config(path)

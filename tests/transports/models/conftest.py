@@ -67,7 +67,7 @@ def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None) -> by
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _usage_chunk(prompt_tokens: int, completion_tokens: int) -> bytes:
+def _usage_chunk(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
     payload = {
         "id": "chatcmpl-test",
         "object": "chat.completion.chunk",
@@ -79,7 +79,7 @@ def _usage_chunk(prompt_tokens: int, completion_tokens: int) -> bytes:
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     }
     return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
@@ -196,6 +196,7 @@ class FakeOpenAI:
     llama_cpp_python_tool_stream = staticmethod(llama_cpp_python_tool_stream)
     ollama_tool_stream = staticmethod(ollama_tool_stream)
     completion_reply = staticmethod(completion_reply)
+    usage_chunk = staticmethod(_usage_chunk)
     chunk = staticmethod(_chunk)
     usage_chunk = staticmethod(_usage_chunk)
     DONE = DONE
@@ -203,6 +204,8 @@ class FakeOpenAI:
     def __init__(self) -> None:
         self.replies: deque[ScriptedReply] = deque()
         self.requests: list[RecordedRequest] = []
+        self.always: ScriptedReply | None = None
+        """Answer every request with this (an endpoint that is down), queued replies or not."""
         self.refuses: set[str] = set()
         """What the fake answers with a server's error: ``string_content``, ``bad_arguments``."""
         self.disconnected = threading.Event()
@@ -233,9 +236,11 @@ class FakeOpenAI:
         self._thread.join(10)
         self._loop.close()
 
+    PATH = "/v1/chat/completions"
+
     async def _start(self) -> None:
         app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post(self.PATH, self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -284,7 +289,7 @@ class FakeOpenAI:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(RecordedRequest(headers=dict(request.headers), body=body))
-        reply = self._refusal(body)
+        reply = self.always or self._refusal(body)
         if reply is None:
             reply = self.replies.popleft() if self.replies else self._echo(body)
         if reply.delay_before_headers_s:
@@ -320,6 +325,130 @@ class FakeOpenAI:
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
     server = FakeOpenAI()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def anthropic_event(kind: str, **data: Any) -> bytes:
+    """One Messages API stream event as Anthropic sends it: the ``event`` line names the type,
+    the ``data`` line carries it again in ``type``."""
+    payload = json.dumps({"type": kind, **data}, separators=(",", ":"))
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+def message_start(
+    input_tokens: int = 9, cache_read: int = 0, cache_creation: int = 0, model: str = "claude-test"
+) -> bytes:
+    return anthropic_event(
+        "message_start",
+        message={
+            "id": "msg_01Test",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": model,
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": input_tokens,
+                "cache_creation_input_tokens": cache_creation,
+                "cache_read_input_tokens": cache_read,
+                "output_tokens": 1,
+            },
+        },
+    )
+
+
+def message_end(stop_reason: str, output_tokens: int) -> list[bytes]:
+    return [
+        anthropic_event(
+            "message_delta",
+            delta={"stop_reason": stop_reason, "stop_sequence": None},
+            usage={"output_tokens": output_tokens},
+        ),
+        anthropic_event("message_stop"),
+    ]
+
+
+def anthropic_text(index: int, pieces: list[str]) -> list[bytes]:
+    """A text block: its start, a ping, a ``text_delta`` per piece, its stop."""
+    return [
+        anthropic_event(
+            "content_block_start", index=index, content_block={"type": "text", "text": ""}
+        ),
+        anthropic_event("ping"),
+        *(
+            anthropic_event(
+                "content_block_delta", index=index, delta={"type": "text_delta", "text": piece}
+            )
+            for piece in pieces
+        ),
+        anthropic_event("content_block_stop", index=index),
+    ]
+
+
+def anthropic_tool(
+    index: int, call_id: str, name: str, arguments: str, fragment: int = 5
+) -> list[bytes]:
+    """A ``tool_use`` block: its start (empty input), ``input_json_delta`` fragments, its stop."""
+    return [
+        anthropic_event(
+            "content_block_start",
+            index=index,
+            content_block={"type": "tool_use", "id": call_id, "name": name, "input": {}},
+        ),
+        *(
+            anthropic_event(
+                "content_block_delta",
+                index=index,
+                delta={"type": "input_json_delta", "partial_json": arguments[i : i + fragment]},
+            )
+            for i in range(0, len(arguments), fragment)
+        ),
+        anthropic_event("content_block_stop", index=index),
+    ]
+
+
+class FakeAnthropic(FakeOpenAI):
+    """The same scripted server speaking the Messages API at ``POST /v1/messages``; with no
+    reply queued it streams an echo of the last user text, word by word."""
+
+    PATH = "/v1/messages"
+    event = staticmethod(anthropic_event)
+    message_start = staticmethod(message_start)
+    message_end = staticmethod(message_end)
+    text = staticmethod(anthropic_text)
+    tool = staticmethod(anthropic_tool)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _echo(self, body: dict[str, Any]) -> ScriptedReply:
+        said = "ack"
+        for message in body.get("messages", []):
+            if message["role"] != "user":
+                continue
+            for block in message["content"]:
+                if block.get("type") == "text":
+                    said = block["text"]
+        words = said.split() or ["ack"]
+        pieces = [word + " " for word in words[:-1]] + [words[-1]]
+        return ScriptedReply(
+            pieces=[
+                message_start(),
+                *anthropic_text(0, pieces),
+                *message_end("end_turn", len(pieces)),
+            ]
+        )
+
+
+@pytest.fixture
+def fake_anthropic() -> Iterator[FakeAnthropic]:
+    server = FakeAnthropic()
     server.start()
     try:
         yield server

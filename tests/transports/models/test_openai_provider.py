@@ -91,9 +91,23 @@ def test_text_is_streamed_as_deltas_then_usage_then_turn_end(fake_openai: Any) -
         TextDelta(text="Hel"),
         TextDelta(text="lo"),
         TextDelta(text=", world"),
-        Usage(prompt_tokens=9, completion_tokens=3),
+        Usage(prompt_tokens=9, completion_tokens=3, model="gpt-test"),
         TurnEnd(finish_reason="stop"),
     ]
+
+
+def test_usage_names_the_answering_model_and_the_cached_prompt_tokens(fake_openai: Any) -> None:
+    """The model as the server names it (it may differ from the one asked for: an alias) and
+    the prompt tokens served from its cache reach ``run.turn_completed`` (issue 26's usage)."""
+    stream = fake_openai.text_stream(["ok"])
+    stream[-2] = fake_openai.usage_chunk(120, 1, cached_tokens=96)
+    fake_openai.queue(fake_openai.reply(pieces=stream))
+
+    events = stream_all(config(fake_openai), HELLO)
+
+    assert Usage(prompt_tokens=120, completion_tokens=1, cached_tokens=96, model="gpt-test") in (
+        events
+    )
 
 
 def test_sse_bytes_split_at_arbitrary_boundaries_are_reassembled(fake_openai: Any) -> None:
@@ -129,7 +143,7 @@ def test_two_parallel_tool_calls_are_assembled_from_fragments(fake_openai: Any) 
     assert events == [
         ToolCall(id="call_A1", name="fs.read", arguments='{"path": "notes/today.md"}'),
         ToolCall(id="call_B2", name="time.now", arguments="{}"),
-        Usage(prompt_tokens=20, completion_tokens=12),
+        Usage(prompt_tokens=20, completion_tokens=12, model="gpt-test"),
         TurnEnd(finish_reason="tool_calls"),
     ]
 
@@ -400,7 +414,7 @@ def test_non_streamed_completion_yields_text_usage_and_turn_end(fake_openai: Any
 
     assert events == [
         TextDelta(text="say hello"),
-        Usage(prompt_tokens=2, completion_tokens=2),
+        Usage(prompt_tokens=2, completion_tokens=2, model="gpt-test"),
         TurnEnd(finish_reason="stop"),
     ]
     [recorded] = fake_openai.requests
@@ -427,6 +441,6 @@ def test_non_streamed_tool_calls_map_names_back(fake_openai: Any) -> None:
 
     assert events == [
         ToolCall(id="call_Q", name="fs.read", arguments='{"path":"b"}'),
-        Usage(prompt_tokens=10, completion_tokens=5),
+        Usage(prompt_tokens=10, completion_tokens=5, model="gpt-test"),
         TurnEnd(finish_reason="tool_calls"),
     ]

@@ -152,7 +152,7 @@ def test_llama_cpp_python_whole_completion_reports_usage_and_the_call(fake_opena
 
     assert events == [
         ToolCall(id="call__0_echo_cmpl-1", name="echo", arguments='{"text": "ping"}'),
-        Usage(prompt_tokens=180, completion_tokens=7),
+        Usage(prompt_tokens=180, completion_tokens=7, model="gpt-test"),
         TurnEnd(finish_reason="tool_calls"),
     ]
     assert fake_openai.requests[0].body["stream"] is False
@@ -197,7 +197,7 @@ def test_ollama_calls_all_at_index_zero_are_told_apart_by_id(fake_openai: Any) -
     assert events == [
         ToolCall(id="call_a1", name="fs.read", arguments='{"path": "a"}'),
         ToolCall(id="call_b2", name="time.now", arguments="{}"),
-        Usage(prompt_tokens=30, completion_tokens=9),
+        Usage(prompt_tokens=30, completion_tokens=9, model="gpt-test"),
         TurnEnd(finish_reason="tool_calls"),
     ]
 

@@ -3,7 +3,8 @@
 :class:`ProviderConformance` states what the run actor relies on from any
 :class:`~actors.provider.ModelProvider`; each subclass supplies the provider and the way to make
 it propose a tool call or answer slowly (a directive for the deterministic provider, a scripted
-reply for the fake OpenAI server).
+reply for the fake OpenAI and Anthropic servers; the failover provider over a dead endpoint and
+the OpenAI one).
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from actors.provider import (
     TurnEnd,
     Usage,
 )
+from transports.models.anthropic import AnthropicConfig, AnthropicProvider
 from transports.models.deterministic import DeterministicProvider
+from transports.models.endpoints import EndpointConfig
+from transports.models.failover import FailoverProvider
 from transports.models.openai import OpenAIConfig, OpenAIProvider
 
 T = TypeVar("T")
@@ -183,3 +187,47 @@ class TestOpenAIConformance(ProviderConformance):
     def slow_request(self) -> ProviderRequest:
         self.server.queue(self.server.reply(delay_before_headers_s=600))
         return ProviderRequest(messages=(ChatMessage(role="user", content="take your time"),))
+
+
+class TestAnthropicConformance(ProviderConformance):
+    @pytest.fixture(autouse=True)
+    def _server(self, fake_anthropic: Any) -> None:
+        self.server = fake_anthropic
+
+    def make_provider(self) -> ModelProvider:
+        return AnthropicProvider(
+            AnthropicConfig(base_url=self.server.base_url, model="claude-test", api_key="k" * 12)
+        )
+
+    def tool_call_request(self, name: str, arguments: str) -> ProviderRequest:
+        server = self.server
+        server.queue(
+            server.reply(
+                pieces=[
+                    server.message_start(),
+                    *server.tool(0, "toolu_x1", name.replace(".", "__"), arguments),
+                    *server.message_end("tool_use", 12),
+                ]
+            )
+        )
+        return ProviderRequest(
+            messages=(ChatMessage(role="user", content="read a.txt"),), tools=(READ_TOOL,)
+        )
+
+    def slow_request(self) -> ProviderRequest:
+        self.server.queue(self.server.reply(delay_before_headers_s=600))
+        return ProviderRequest(messages=(ChatMessage(role="user", content="take your time"),))
+
+
+class TestFailoverConformance(TestOpenAIConformance):
+    """A failover provider whose first endpoint refuses connections: every turn is answered by
+    the second, and the seam's contract holds through the failover layer."""
+
+    def make_provider(self) -> ModelProvider:
+        dead = EndpointConfig(
+            kind="openai", name="dead", base_url="http://127.0.0.1:9/v1", model="m", max_retries=0
+        )
+        live = EndpointConfig(
+            kind="openai", name="live", base_url=self.server.base_url, model="gpt-test"
+        )
+        return FailoverProvider([dead, live])

@@ -15,6 +15,7 @@ import { journalPage } from "./journal.js";
 import { learningPage } from "./learning.js";
 import { memoryPage } from "./memory.js";
 import { runsPage } from "./runs.js";
+import { schedulesPage } from "./schedules.js";
 import { searchPage } from "./search.js";
 import { can, state } from "./state.js";
 import { cancelRun, openRun, renderNoRun } from "./tape.js";
@@ -69,6 +70,7 @@ const PAGES = [
   learningPage,
   channelsPage,
   mcpPage,
+  schedulesPage,
   tokensPage,
   journalPage,
 ];

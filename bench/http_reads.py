@@ -19,36 +19,29 @@
 
 Targets are printed as PASS/MISS, never asserted; the exit status is 0 unless the bench broke.
 
-Run: ``.venv/bin/python bench/http.py [--events N] [--seconds S] [--dir DIR]``
+Run: ``.venv/bin/python bench/http_reads.py [--events N] [--seconds S] [--dir DIR]``
 (about a minute on 2 cores).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import Future
 from pathlib import Path
 
-# Run as a script, this file's directory comes first on sys.path, and its name would shadow the
-# standard library's ``http`` package: drop the directory, put the repository root instead.
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
+from aiohttp import web
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import platform  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import urllib.request  # noqa: E402
-from concurrent.futures import Future  # noqa: E402
-
-from aiohttp import web  # noqa: E402
-
-from events import (  # noqa: E402
+from events import (
     AppendResult,
     Event,
     Journal,
@@ -56,7 +49,7 @@ from events import (  # noqa: E402
     NodeKey,
     new_id,
 )
-from events.catalog import (  # noqa: E402
+from events.catalog import (
     RunAccepted,
     RunCompleted,
     RunOutput,
@@ -67,10 +60,13 @@ from events.catalog import (  # noqa: E402
     ToolDecided,
     ToolProposed,
 )
-from projections import rebuild  # noqa: E402
-from transports.config import HttpConfig, NodeConfig  # noqa: E402
-from transports.http import start_http  # noqa: E402
-from transports.runtime import open_runtime  # noqa: E402
+from projections import rebuild
+from transports.config import HttpConfig, NodeConfig
+from transports.http import start_http
+from transports.runtime import open_runtime
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 
 RUNS_PER_SESSION = 20
 WORDS = [

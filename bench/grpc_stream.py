@@ -18,39 +18,33 @@ In one invocation, one process:
   the ``done`` status: p50 and p99.
 
 Target: reel >= 50% of the ceiling at 1 and at ``--clients`` clients. Printed as PASS/MISS,
-never asserted. Run: ``.venv/bin/python bench/grpc.py`` (about 30 s).
+never asserted. Run: ``.venv/bin/python bench/grpc_stream.py`` (about 30 s).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-# Run as a script, this file's directory comes first on sys.path, and bench/http.py would shadow
-# the standard library's ``http`` package (which grpclib imports): drop the directory, put the
-# repository root instead.
+from grpclib.client import Channel
+from grpclib.const import Cardinality, Handler
+from grpclib.server import Server, Stream
+
+from proto.reel.v1 import ResumeRun, RunStreamRequest, TapeEvent
+from transports.config import NodeConfig, RunsConfig
+from transports.grpc import RunStreamClient, start_grpc
+from transports.grpc.tape import tape_event
+from transports.runtime import open_runtime
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:] = [str(REPO), *(p for p in sys.path if Path(p or ".").resolve() != HERE)]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Awaitable, Callable  # noqa: E402
-from typing import Any  # noqa: E402
-
-from grpclib.client import Channel  # noqa: E402
-from grpclib.const import Cardinality, Handler  # noqa: E402
-from grpclib.server import Server, Stream  # noqa: E402
-
-from proto.reel.v1 import ResumeRun, RunStreamRequest, TapeEvent  # noqa: E402
-from transports.config import NodeConfig, RunsConfig  # noqa: E402
-from transports.grpc import RunStreamClient, start_grpc  # noqa: E402
-from transports.grpc.tape import tape_event  # noqa: E402
-from transports.runtime import open_runtime  # noqa: E402
 
 ECHO_METHOD = "/bench.Echo/RunStream"
 

@@ -1,0 +1,436 @@
+"""A node's leases on shards of the PostgreSQL journal (issue 24, step 2; docs/scale-out.md).
+
+Liveness is one ``nodes`` row per node, renewed every tick (TTL / 4) on the **database** clock:
+``expires_at = clock_timestamp() + TTL``, and only while the row has not lapsed. A shard's lease
+(``shard_lease``) names a node and its incarnation; it is live exactly while that node's row is
+live with that incarnation, so one renewal keeps every shard the node holds. Acquiring a free
+shard (no node, or one whose row lapsed or was replaced by a restart) bumps its fencing token in
+the statement that takes it, and ``shard_append`` refuses any other token, and any append whose
+lease's node row has lapsed: whatever a former owner still has in flight is refused inside the
+database.
+
+Self-fencing runs on the node's **monotonic** clock: a renewal sent at ``t`` makes the node's
+deadline ``t + TTL - margin``; past it, :meth:`LeaseKeeper.token` refuses every shard
+(:class:`events.ShardNotOwned`), whether the database is reachable or not, a renewal in flight or
+not. The database cannot have expired the row before ``t + TTL`` (it stamps the expiry after it
+received the renewal), so the node stops before its lease can lapse. A renewal that finds the
+row lapsed means the node was frozen or cut off past its TTL: it drops every shard and registers
+again as a new incarnation.
+
+Placement (:mod:`events.postgres.placement`) runs every tick over the nodes that are live and
+*ready* (renewed ``ready_ticks`` healthy ticks in a row: a node back from a pause gets shards
+only after that). A node acquires the free shards placed on it, verifies each
+one's chain (:func:`events.postgres.verify.verify_shard`) and only then calls ``on_acquired``
+(where a node recovers what the shard holds) and appends to it. It hands over one shard per tick
+whose target is another node (a join rebalances gradually). :meth:`LeaseKeeper.drain` expires
+the node's row, freeing every shard it holds at once, so the targets take the shards on their
+next tick instead of after the TTL.
+
+Everything that changes what the node believes it owns is reported to ``on_change`` with the
+monotonic time it took effect (the 3-process tests check from these that no two nodes ever
+believed they owned one shard at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import msgspec
+import psycopg
+
+from events.errors import JournalError, JournalLocked, ShardNotOwned
+from events.postgres.database import connect, failures, safe_dsn, shard_count, upgrade
+from events.postgres.placement import place
+from events.postgres.verify import verify_shard
+
+log = logging.getLogger(__name__)
+
+Change = Literal["acquired", "released", "fenced", "lapsed", "refused", "renewed"]
+
+
+class LeaseSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How long a node's lease on life lasts and how often it is renewed."""
+
+    ttl_s: float = 5.0
+    """How long a renewal keeps the node's shards, on the database clock (tests: 2 s)."""
+    ready_ticks: int = 3
+    """Healthy renewals in a row before a node (new, restarted or back from a pause) is given
+    shards."""
+
+    @property
+    def tick_s(self) -> float:
+        """How often the node renews and places: a quarter of the TTL."""
+        return self.ttl_s / 4
+
+    @property
+    def margin_s(self) -> float:
+        """How long before its lease could lapse a node fences itself: a fifth of the TTL
+        (room for the two clocks' rates to differ and for the statement in flight)."""
+        return self.ttl_s / 5
+
+
+class LeaseChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One change to what a node believes it owns (or a renewal), as ``on_change`` hears it."""
+
+    change: Change
+    at: float
+    """``time.monotonic()`` when it took effect (for ``fenced``: the deadline that passed)."""
+    incarnation: int
+    shard: int | None = None
+    token: int | None = None
+    deadline: float | None = None
+    """For ``renewed``: the new monotonic deadline."""
+    expires_at_ms: int | None = None
+    """For ``renewed``: the database's new ``expires_at`` (epoch ms, its clock)."""
+    reason: str = ""
+
+
+_REGISTER = (
+    "INSERT INTO nodes(node, incarnation, expires_at) "
+    "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second') "
+    "ON CONFLICT (node) DO UPDATE SET incarnation = nodes.incarnation + 1, "
+    "expires_at = excluded.expires_at, ready = false, "
+    "started_at = clock_timestamp() WHERE nodes.expires_at <= clock_timestamp() "
+    "RETURNING incarnation"
+)
+_RENEW = (
+    "UPDATE nodes SET expires_at = clock_timestamp() + %(ttl)s * interval '1 second', "
+    "ready = %(ready)s "
+    "WHERE node = %(node)s AND incarnation = %(inc)s AND expires_at > clock_timestamp() "
+    "RETURNING (extract(epoch FROM expires_at) * 1000)::bigint"
+)
+_TARGETS = "SELECT node FROM nodes WHERE expires_at > clock_timestamp() AND ready"
+_LEASES = (
+    "SELECT l.shard, l.node, l.incarnation, l.token, n.node IS NOT NULL FROM shard_lease l "
+    "LEFT JOIN nodes n ON n.node = l.node AND n.incarnation = l.incarnation "
+    "AND n.expires_at > clock_timestamp() ORDER BY l.shard"
+)
+_ACQUIRE = (
+    "UPDATE shard_lease l SET node = %(node)s, incarnation = %(inc)s, token = l.token + 1 "
+    "WHERE l.shard = %(shard)s AND NOT EXISTS (SELECT 1 FROM nodes o WHERE o.node = l.node "
+    "AND o.incarnation = l.incarnation AND o.expires_at > clock_timestamp()) "
+    "AND EXISTS (SELECT 1 FROM nodes m WHERE m.node = %(node)s AND m.incarnation = %(inc)s "
+    "AND m.expires_at > clock_timestamp()) RETURNING l.token"
+)
+_RELEASE = (
+    "UPDATE shard_lease SET node = NULL, token = token + 1 "
+    "WHERE shard = %(shard)s AND node = %(node)s AND incarnation = %(inc)s AND token = %(token)s"
+)
+_LEAVE = (
+    "UPDATE nodes SET expires_at = clock_timestamp() "
+    "WHERE node = %(node)s AND incarnation = %(inc)s"
+)
+
+
+class LeaseKeeper:
+    """The leases one node holds on shards of the journal in the database ``dsn`` names.
+
+    :meth:`start` registers the node (a new incarnation; it waits while a live row of the same
+    name exists, one TTL at most after that process died) and starts the tick thread.
+    :meth:`token` is what a writer asks before every append; :meth:`drain` hands every shard
+    over and leaves; :meth:`stop` stops renewing (the leases then lapse after the TTL).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        node: str,
+        *,
+        settings: LeaseSettings | None = None,
+        on_acquired: Callable[[int, int], None] | None = None,
+        on_change: Callable[[LeaseChange], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not node or "\x00" in node:
+            raise JournalError("node: a lease keeper needs a node name without NUL")
+        self.dsn = dsn
+        self.node = node
+        self.settings = settings or LeaseSettings()
+        self._on_acquired = on_acquired
+        self._on_change = on_change
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._owned: dict[int, int] = {}
+        self._deadline = float("-inf")
+        self._incarnation = 0
+        self._healthy = 0
+        self._refused: set[int] = set()
+        """Shards whose chain failed verification here: not tried again by this incarnation."""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        upgrade(dsn)
+        self._conn = self._connect()
+        self.shards = shard_count(self._conn, dsn)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """The keeper's connection: no statement of it may outlast a TTL."""
+        conn = connect(self.dsn)
+        with failures(self.dsn):
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)",
+                (f"{int(self.settings.ttl_s * 1000)}ms",),
+            )
+        return conn
+
+    # --- what a writer asks -------------------------------------------------------------
+
+    def token(self, shard: int) -> int:
+        """The fencing token to append to ``shard`` with, or :class:`ShardNotOwned` when this
+        node holds no live lease on it (not acquired, handed over, or past its deadline)."""
+        with self._lock:
+            token = self._owned.get(shard)
+            if token is not None and self._clock() < self._deadline:
+                return token
+        raise ShardNotOwned(
+            f"journal {safe_dsn(self.dsn)}: node {self.node} holds no live lease on shard {shard}"
+        )
+
+    def owned(self) -> dict[int, int]:
+        """The shards this node may append to now, with their tokens."""
+        with self._lock:
+            return dict(self._owned) if self._clock() < self._deadline else {}
+
+    @property
+    def incarnation(self) -> int:
+        return self._incarnation
+
+    @property
+    def deadline(self) -> float:
+        """The monotonic time this node's shards are fenced at unless a renewal comes first."""
+        return self._deadline
+
+    # --- life cycle ---------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> None:
+        """Register this node and start ticking. While another process's row of the same name
+        is live this waits (up to ``timeout``, by default one TTL and a tick), then raises
+        :class:`events.JournalLocked`."""
+        limit = self._clock() + (
+            timeout if timeout is not None else self.settings.ttl_s + self.settings.tick_s
+        )
+        while not self.register():
+            if self._clock() >= limit:
+                raise JournalLocked(
+                    f"journal {safe_dsn(self.dsn)}: node name {self.node} is live in another "
+                    "process (each node needs a name of its own)",
+                    None,
+                )
+            time.sleep(self.settings.tick_s / 2)
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    def drain(self) -> None:
+        """Hand every shard over and leave: stop ticking and appending, then expire the node's
+        row in one statement, which frees every shard it holds at once (``shard_append``
+        refuses an append in flight from then on; the next owner bumps each token). The other
+        nodes acquire the shards on their next tick, instead of a TTL later."""
+        self._halt()
+        with self._lock:
+            owned, self._owned = dict(self._owned), {}
+        now = self._clock()
+        for shard, token in sorted(owned.items()):
+            self._emit("released", at=now, shard=shard, token=token, reason="drain")
+        with contextlib.suppress(JournalError):  # unreachable: the TTL frees them instead
+            self._sql(_LEAVE, {"node": self.node, "inc": self._incarnation})
+        self._close()
+
+    def stop(self) -> None:
+        """Stop ticking without handing anything over (the shards wait out the TTL)."""
+        self._halt()
+        with self._lock:
+            self._owned = {}
+        self._close()
+
+    def _halt(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.close()
+
+    # --- the tick thread ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            started = self._clock()
+            try:
+                self.tick()
+            except (JournalError, psycopg.Error) as exc:  # the database away: fence on time
+                log.warning("lease tick failed: %s", " ".join(str(exc).split()))
+                with self._lock:
+                    self._healthy = 0  # ready again only after ready_ticks good ones
+            next_tick = started + self.settings.tick_s
+            with self._lock:
+                wake = min(next_tick, self._deadline) if self._owned else next_tick
+            if self._stop.wait(max(0.0, wake - self._clock())):
+                return
+            self._fence_if_late()
+
+    def tick(self) -> None:
+        """One round: fence if late, renew, place, acquire and hand over."""
+        self._fence_if_late()
+        if not self._renew():
+            return
+        self._place()
+
+    def _fence_if_late(self) -> None:
+        with self._lock:
+            if not self._owned or self._clock() < self._deadline:
+                return
+            owned, self._owned = self._owned, {}
+            deadline = self._deadline
+        for shard, token in sorted(owned.items()):
+            self._emit(
+                "fenced",
+                at=deadline,
+                shard=shard,
+                token=token,
+                reason="no renewal before the deadline",
+            )
+
+    def register(self) -> bool:
+        """Register a new incarnation of this node (its earlier one's leases die with it);
+        ``False`` while another process's row of the same name is live. :meth:`start` does
+        this; a test that ticks by hand calls it itself."""
+        rows = self._sql(_REGISTER, {"node": self.node, "ttl": self.settings.ttl_s})
+        if not rows:
+            return False
+        with self._lock:
+            self._incarnation = int(rows[0][0])
+            self._healthy = 0
+        return True
+
+    def _renew(self) -> bool:
+        sent = self._clock()
+        ready = self._healthy >= self.settings.ready_ticks
+        rows = self._sql(
+            _RENEW,
+            {
+                "node": self.node,
+                "inc": self._incarnation,
+                "ttl": self.settings.ttl_s,
+                "ready": ready,
+            },
+        )
+        if not rows:  # lapsed (frozen or cut off past the TTL) or replaced: start again
+            with self._lock:
+                owned, self._owned = self._owned, {}
+                self._deadline = float("-inf")
+            now = self._clock()
+            for shard, token in sorted(owned.items()):
+                self._emit("lapsed", at=now, shard=shard, token=token)
+            self.register()
+            return False
+        deadline = sent + self.settings.ttl_s - self.settings.margin_s
+        with self._lock:  # a renewal sent past the deadline starts the healthy count again
+            self._healthy = self._healthy + 1 if sent < self._deadline else 1
+            self._deadline = deadline
+        self._emit("renewed", at=self._clock(), deadline=deadline, expires_at_ms=int(rows[0][0]))
+        return True
+
+    def _place(self) -> None:
+        targets = place(self.shards, [str(r[0]) for r in self._sql(_TARGETS)])
+        leases = self._sql(_LEASES)
+        mine = {
+            int(shard)
+            for shard, node, incarnation, _, live in leases
+            if live and node == self.node and int(incarnation) == self._incarnation
+        }
+        with self._lock:
+            lost = {s: t for s, t in self._owned.items() if s not in mine}
+            for shard in lost:
+                del self._owned[shard]
+            unused = {s: t for s, _, _, t, _ in leases if s in mine and s not in self._owned}
+        for shard, token in sorted(lost.items()):  # taken by someone (our row was replaced)
+            self._emit("lapsed", at=self._clock(), shard=shard, token=token)
+        for shard, token in sorted(unused.items()):
+            # Ours in the database but fenced here (a renewal came late, or verifying outlasted
+            # the deadline): freed with its token bumped, and placed again like any free shard.
+            self._free(shard, token)
+        for shard, _node, _incarnation, _token, live in leases:
+            free = not live or shard in unused
+            if free and targets.get(shard) == self.node and shard not in self._refused:
+                if self._clock() + self.settings.tick_s >= self._deadline:
+                    break  # too close to fencing to take on more
+                self._acquire(shard)
+        for shard in sorted(self.owned()):
+            target = targets.get(shard)
+            if target is not None and target != self.node:
+                self._release(shard, f"placed on {target}")
+                break  # one at a time
+
+    def _acquire(self, shard: int) -> None:
+        rows = self._sql(_ACQUIRE, {"node": self.node, "inc": self._incarnation, "shard": shard})
+        if not rows:
+            return  # taken by another node first, or our own row lapsed meanwhile
+        token = int(rows[0][0])
+        with failures(self.dsn, "cannot verify"):
+            fault = verify_shard(self._conn, self.shards, shard)
+        if fault is not None:
+            log.error(
+                "shard %d refused: its chain fails verification (%s: %s)",
+                shard,
+                fault.kind,
+                fault.message,
+            )
+            self._refused.add(shard)
+            self._emit(
+                "refused",
+                at=self._clock(),
+                shard=shard,
+                token=token,
+                reason=f"{fault.kind}: {fault.message}",
+            )
+            self._free(shard, token)
+            return
+        if self._on_acquired is not None:
+            try:
+                self._on_acquired(shard, token)
+            except Exception as exc:  # recovery failed: not ours to append to; another may try
+                log.error("shard %d freed: its recovery at acquisition failed: %r", shard, exc)
+                self._free(shard, token)
+                return
+        with self._lock:
+            at = self._clock()
+            late = at >= self._deadline
+            if not late:
+                self._owned[shard] = token
+        if late:  # fenced while verifying: the next tick frees it (``unused``)
+            return
+        self._emit("acquired", at=at, shard=shard, token=token)
+
+    def _release(self, shard: int, reason: str) -> None:
+        with self._lock:
+            token = self._owned.pop(shard, None)
+        if token is None:
+            return
+        self._emit("released", at=self._clock(), shard=shard, token=token, reason=reason)
+        self._free(shard, token)
+
+    def _free(self, shard: int, token: int) -> None:
+        """Free ``shard`` in the database, its token bumped (only while ``token`` is ours)."""
+        self._sql(
+            _RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard, "token": token}
+        )
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _sql(self, sql: str, args: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        if self._conn.broken or self._conn.closed:
+            self._conn = self._connect()
+        with failures(self.dsn):
+            cursor = self._conn.execute(sql, args)
+            return cursor.fetchall() if cursor.description is not None else []
+
+    def _emit(self, change: Change, *, at: float, **fields: Any) -> None:
+        if self._on_change is not None:
+            event = LeaseChange(change=change, at=at, incarnation=self._incarnation, **fields)
+            with contextlib.suppress(Exception):  # a faulty listener must not stop the leases
+                self._on_change(event)
