@@ -352,9 +352,9 @@ class Journal(JournalReader):
         next seq is not ``expected_seq`` (nothing written).
 
         Checked, redacted and encoded as :meth:`submit` does it; then, when no commit is under
-        way, this thread queues it without waking the writer thread and commits it (after
-        whatever was queued before it) itself: a lone writer's append costs its commit and no
-        thread hand-off. Otherwise it is queued for the writer thread, as :meth:`submit`
+        way, this thread commits it itself (after whatever was queued before it), without
+        waking the writer thread or making a future: a lone writer's append costs its commit and
+        no thread hand-off. Otherwise it is queued for the writer thread, as :meth:`submit`
         queues it, and this waits for the commit under way and the next."""
         request = prepare(
             stream,
