@@ -23,9 +23,15 @@ directly
   resolves the drained batch): what one-thread-per-writer can reach under the GIL at all.
 
 Each case runs ``--rounds`` times on a fresh file; the best round is reported (the ceiling too,
-which only makes the ratios stricter). Targets are printed as PASS/MISS, never asserted.
+which only makes the ratios stricter), with the least process CPU per event of its timed loop
+(every thread's: the writer thread's too), the figure a loaded machine does not move much.
+Targets are printed as PASS/MISS, never asserted.
 
-Run: ``.venv/bin/python bench/journal.py`` (about one minute on 2 cores).
+Run: ``.venv/bin/python bench/journal.py`` (about one minute on 2 cores). With ``--synchronous
+OFF`` the bare and append cases run without fsync (not durable): what is left of each commit is
+CPU, and the append's CPU beyond the bare commit's is reel's own work, a figure the disk's
+fsync latency on a shared machine does not swing. ``PYTHONPATH=CHECKOUT`` runs this script on
+another checkout's ``events`` (before and after, alternated).
 """
 
 from __future__ import annotations
@@ -74,6 +80,10 @@ TARGET_VERIFY_S_PER_MILLION = 10.0
 TARGET_START_S = 1.0
 """The node's check before it serves, at any size (measured at ``--verify-events``)."""
 TARGET_SINGLE_VS_BARE = 0.80  # reel's rate at least 0.8 of the bare rate (issue 23)
+
+Measured = tuple[float, float]
+"""A case's events (or round trips) per second, and process CPU seconds per event, of its timed
+loop."""
 
 Row = tuple[
     int, str, str, int, str, int, int, str, str | None, str | None, bytes, bytes, bytes, bytes
@@ -180,51 +190,57 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def ceiling(work: Path, events: int, streams: int, index: int) -> float:
+def ceiling(work: Path, events: int, streams: int, index: int) -> Measured:
     """Events/s of one executemany transaction, chain computed in the loop."""
     path = work / f"ceiling-{index}.db"
     conn = raw_connection(path)
     ids = UlidGenerator()
     lanes = [RunStream(ids) for _ in range(streams)]
     chain = Chain()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     at = now_ms()
     rows = [chain.row(lanes[i % streams], i // streams, at) for i in range(events)]
     with conn:
         conn.executemany(INSERT, rows)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     conn.close()
-    return events / elapsed
+    return events / elapsed, cpu / events
 
 
-def bare_commits(work: Path, events: int, index: int) -> float:
+def bare_commits(work: Path, events: int, index: int, synchronous: str = "FULL") -> Measured:
     """Events/s of one single-row INSERT per transaction on a journal file (its schema and
     indexes, WAL, synchronous=FULL), rows built before the clock starts: a bare commit."""
     path = work / f"bare-{index}.db"
     conn = connect(path, writable=True)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
     stream = RunStream(UlidGenerator())
     chain = Chain()
     at = now_ms()
     rows = [chain.row(stream, seq, at) for seq in range(events)]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for row in rows:
         conn.execute("BEGIN IMMEDIATE")
         conn.execute(INSERT, row)
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     conn.close()
-    return events / elapsed
+    return events / elapsed, cpu / events
 
 
 def appends(
-    work: Path, key: NodeKey, writers: int, events: int, index: int, per_append: int = 1
-) -> float:
+    work: Path,
+    key: NodeKey,
+    writers: int,
+    events: int,
+    index: int,
+    per_append: int = 1,
+    synchronous: str = "FULL",
+) -> Measured:
     """Events/s of ``Journal.append`` (``per_append`` events per call) from ``writers``
     threads, each on its own stream."""
     path = work / f"append-{writers}x{per_append}-{index}.db"
-    journal = Journal(path, node_key=key, synchronous="FULL")
+    journal = Journal(path, node_key=key, synchronous=synchronous)
     ids = UlidGenerator()
     calls = max(1, events // writers // per_append)
     lanes = [RunStream(ids) for _ in range(writers)]
@@ -249,17 +265,18 @@ def appends(
     for thread in threads:
         thread.start()
     start.wait()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     journal.close()
     if errors:
         raise RuntimeError(f"{len(errors)} writer(s) failed; first: {errors[0]!r}")
-    return writers * calls * per_append / elapsed
+    total = writers * calls * per_append
+    return total / elapsed, cpu / total
 
 
-def handoff(writers: int, events: int) -> float:
+def handoff(writers: int, events: int) -> Measured:
     """Round trips/s of the journal's threading pattern with no work in it: ``writers`` threads
     each queue a Future and wait for it; one thread drains the queue and resolves the batch.
 
@@ -294,13 +311,13 @@ def handoff(writers: int, events: int) -> float:
     for thread in threads:
         thread.start()
     start.wait()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     requests.put(None)
     server.join()
-    return writers * per_writer / elapsed
+    return writers * per_writer / elapsed, cpu / (writers * per_writer)
 
 
 def output_entries() -> Iterator[Entry]:
@@ -387,6 +404,7 @@ def run(work: Path, args: argparse.Namespace) -> None:
     rounds: int = args.rounds
     events: int = args.events
     commits: int = args.commit_events
+    sync: str = args.synchronous
     payload = RunStream(UlidGenerator()).payload
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
@@ -400,54 +418,72 @@ def run(work: Path, args: argparse.Namespace) -> None:
 
     # Rounds are interleaved (every case once per round) so that a burst of disk or CPU
     # contention from elsewhere on the machine hits every case alike.
-    cases: dict[str, Callable[[int], float]] = {
+    cases: dict[str, Callable[[int], Measured]] = {
         "ceiling": lambda r: ceiling(work, events, 64, r),
-        "bare": lambda r: bare_commits(work, commits, r),
-        "1": lambda r: appends(work, key, 1, commits, r),
-        "8": lambda r: appends(work, key, 8, events, r),
-        "64": lambda r: appends(work, key, 64, events, r),
-        "64x16": lambda r: appends(work, key, 64, events, r, per_append=16),
+        "bare": lambda r: bare_commits(work, commits, r, sync),
+        "1": lambda r: appends(work, key, 1, commits, r, synchronous=sync),
+        "8": lambda r: appends(work, key, 8, events, r, synchronous=sync),
+        "64": lambda r: appends(work, key, 64, events, r, synchronous=sync),
+        "64x16": lambda r: appends(work, key, 64, events, r, per_append=16, synchronous=sync),
         "handoff": lambda r: handoff(64, events),
     }
     rate = dict.fromkeys(cases, 0.0)
+    cpu = dict.fromkeys(cases, float("inf"))
+    if sync != "FULL":
+        print(f"mode     synchronous={sync}: no fsync (not durable); the targets are for FULL")
     for r in range(rounds):
         for name, case in cases.items():
-            rate[name] = max(rate[name], case(r))
+            speed, cpu_per_event = case(r)
+            rate[name] = max(rate[name], speed)
+            cpu[name] = min(cpu[name], cpu_per_event)
     top, bare = rate["ceiling"], rate["bare"]
 
-    show("ceiling", "raw apsw executemany + sha256 chain", f"{top:,.0f} ev/s", f"{events:,} ev")
-    show("bare", "raw apsw 1-row commit (WAL, FULL)", f"{bare:,.0f} ev/s", f"{commits:,} commits")
+    def us(name: str) -> str:
+        return f"cpu {cpu[name] * 1e6:6.1f} us/ev"
+
+    show(
+        "ceiling",
+        "raw apsw executemany + sha256 chain",
+        f"{top:,.0f} ev/s",
+        f"{us('ceiling')}   {events:,} ev",
+    )
+    show(
+        "bare",
+        f"raw apsw 1-row commit (WAL, {sync})",
+        f"{bare:,.0f} ev/s",
+        f"{us('bare')}   {commits:,} commits",
+    )
     single = rate["1"] / bare
     show(
         "append",
-        "1 writer  (1 event/commit, FULL)",
+        f"1 writer  (1 event/commit, {sync})",
         f"{rate['1']:,.0f} ev/s",
-        f"ratio {rate['1'] / top:.3f}   vs bare 1-row commit: {single:.2f}x",
+        f"{us('1')}   ratio {rate['1'] / top:.3f}   vs bare 1-row commit: {single:.2f}x",
     )
     show(
         "append",
-        "8 writers (1 event/append, FULL)",
+        f"8 writers (1 event/append, {sync})",
         f"{rate['8']:,.0f} ev/s",
-        f"ratio {rate['8'] / top:.3f}",
+        f"{us('8')}   ratio {rate['8'] / top:.3f}",
     )
     show(
         "append",
-        "64 writers (1 event/append, FULL)",
+        f"64 writers (1 event/append, {sync})",
         f"{rate['64']:,.0f} ev/s",
-        f"ratio {rate['64'] / top:.3f} (target >= {TARGET_WRITERS_RATIO:.2f})",
+        f"{us('64')}   ratio {rate['64'] / top:.3f} (target >= {TARGET_WRITERS_RATIO:.2f})",
     )
-
     show(
         "append",
-        "64 writers (16 events/append, FULL)",
+        f"64 writers (16 events/append, {sync})",
         f"{rate['64x16']:,.0f} ev/s",
-        f"ratio {rate['64x16'] / top:.3f}   (for reference: hand-offs amortized)",
+        f"{us('64x16')}   ratio {rate['64x16'] / top:.3f}   (for reference: hand-offs amortized)",
     )
     show(
         "floor",
         "64 threads, Future round trip only (no I/O)",
         f"{rate['handoff']:,.0f} /s",
-        f"ratio {rate['handoff'] / top:.3f}   (the GIL cap of thread-per-writer; not reel code)",
+        f"{us('handoff')}   ratio {rate['handoff'] / top:.3f}   (the GIL cap of thread-per-writer;"
+        " not reel code)",
     )
 
     n: int = args.verify_events
@@ -501,7 +537,8 @@ def run(work: Path, args: argparse.Namespace) -> None:
     )
     print(
         f"{verdict(single >= TARGET_SINGLE_VS_BARE)}     1 writer's durable append >= "
-        f"{TARGET_SINGLE_VS_BARE:.2f} of a bare 1-row commit's rate: {single:.2f}"
+        f"{TARGET_SINGLE_VS_BARE:.2f} of a bare 1-row commit's rate: {single:.2f} (CPU per "
+        f"append beyond the bare commit's: {(cpu['1'] - cpu['bare']) * 1e6:.1f} us)"
     )
 
 
@@ -518,6 +555,13 @@ def main() -> None:
         type=int,
         default=3_000,
         help="events for the one-commit-per-event cases (bare, 1 writer)",
+    )
+    parser.add_argument(
+        "--synchronous",
+        choices=("FULL", "OFF"),
+        default="FULL",
+        help="the bare and append cases' mode; OFF (no fsync, not durable) leaves only the CPU"
+        " of each commit, the part that is reel's own",
     )
     parser.add_argument("--verify-events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)

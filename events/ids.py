@@ -27,6 +27,10 @@ def encode_ulid(value: int) -> str:
     return _CROCKFORD[value >> 125] + pairs + _CROCKFORD[value & 31]
 
 
+_RANDOM_SHIFTS = (70, 60, 50, 40, 30, 20, 10, 0)
+"""The 80 random bits as 8 pairs of characters (the first 10 characters are the time)."""
+
+
 class UlidGenerator:
     """Monotonic ULIDs; safe to share between threads."""
 
@@ -34,6 +38,10 @@ class UlidGenerator:
         self._lock = threading.Lock()
         self._last = 0
         self._random = random.Random()
+        self._time = -1
+        self._time_text = ""
+        """The encoded time field of the last id (its first 10 characters), kept for the next
+        ids of the same millisecond: only their random part is encoded."""
 
     def new(self, now_ms: int | None = None) -> str:
         """A ULID greater than every one this generator returned before."""
@@ -43,7 +51,11 @@ class UlidGenerator:
             if candidate <= self._last:
                 candidate = self._last + 1
             self._last = candidate
-        return encode_ulid(candidate)
+            stamp = candidate >> _RANDOM_BITS
+            if stamp != self._time:
+                self._time, self._time_text = stamp, encode_ulid(candidate)[:10]
+            head = self._time_text
+        return head + "".join([_PAIRS[(candidate >> s) & 1023] for s in _RANDOM_SHIFTS])
 
 
 _default = UlidGenerator()

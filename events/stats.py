@@ -49,15 +49,12 @@ class LatencyHistogram:
     def observe_many(self, seconds: Sequence[float]) -> None:
         """Record each of ``seconds`` (one lock for all: the journal records a commit's
         appends together)."""
-        if not seconds:
-            return
         bounds = self.bounds
-        indexes = [bisect.bisect_left(bounds, s) for s in seconds]
         with self._lock:
             counts = self._counts
-            for index in indexes:
-                counts[index] += 1
-            self._sum += sum(seconds)
+            for s in seconds:
+                counts[bisect.bisect_left(bounds, s)] += 1
+                self._sum += s
             self._count += len(seconds)
 
     def snapshot(self) -> LatencySnapshot:

@@ -709,6 +709,7 @@ def build() -> tuple[Detector, ...]:
             (),
             accept=_accept_aws_secret,
             min_length=40,
+            run=40,  # its match is such a run: tried only around one (most text has none)
         ),
         Detector(
             "authorization",

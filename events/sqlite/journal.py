@@ -2,13 +2,14 @@
 checkpoints.
 
 Appends from any thread are queued; whoever holds the commit lock drains the queue and commits
-everything it drained in one transaction (group commit), then resolves each caller's future.
-Every request wakes the writer thread; a blocking :meth:`Journal.append` that finds the lock
-free commits in its own thread instead of waiting for the writer to be scheduled and to hand
-the outcome back (one writer's append costs its commit and little else). An append therefore
-returns only after the transaction holding its rows has committed (durable with
-``synchronous=FULL``, the default). Per request, either every event is written or none: a
-conflicting ``expected_seq`` or a bad request fails that request alone.
+everything it drained in one transaction (group commit), then settles each request. A blocking
+:meth:`Journal.append` that finds the lock free commits in its own thread (after whatever was
+queued before it), without waking the writer thread or making a future, instead of waiting for
+the writer to be scheduled and to hand the outcome back: one writer's append costs its commit
+and little else. Every other request wakes the writer thread. An append therefore returns only
+after the transaction holding its rows has committed (durable with ``synchronous=FULL``, the
+default). Per request, either every event is written or none: a conflicting ``expected_seq`` or
+a bad request fails that request alone.
 
 Checkpoints are rows too: when one is due (every N events, every T seconds, on request, at
 close) the writer signs the head it just built and appends a ``journal.checkpoint`` row after
@@ -71,12 +72,17 @@ Listener = Callable[[int], None]
 
 
 class _Append:
+    """One append request. Its outcome is kept here; a :class:`Future` is made only for a caller
+    that waits for another thread's commit (:meth:`Journal.submit`, an append that found a
+    commit under way): an append committed by its own thread never needs one."""
+
     __slots__ = (
+        "_future",
         "causation_id",
         "correlation_id",
         "expected_seq",
-        "future",
         "idempotency_key",
+        "outcome",
         "payloads",
         "principal",
         "stream",
@@ -100,8 +106,32 @@ class _Append:
         self.correlation_id = correlation_id
         self.causation_id = causation_id
         self.idempotency_key = idempotency_key
-        self.future: Future[AppendResult] = Future()
+        self._future: Future[AppendResult] | None = None
+        self.outcome: AppendResult | BaseException | None = None
+        """Set once, by whoever committed (or failed) the request."""
         self.submitted = time.perf_counter()
+
+    @property
+    def future(self) -> Future[AppendResult]:
+        """The future a waiting caller gets; made by the caller before the request is queued."""
+        if self._future is None:
+            self._future = Future()
+        return self._future
+
+    def start(self) -> bool:
+        """Whether to write it (False: its future was cancelled before the commit began)."""
+        return self._future is None or self._future.set_running_or_notify_cancel()
+
+    def settle(self, outcome: AppendResult | BaseException) -> None:
+        """Record the outcome (once) and resolve the future, if any and not cancelled."""
+        if self.outcome is not None:
+            return
+        self.outcome = outcome
+        if self._future is not None and not self._future.done():
+            if isinstance(outcome, BaseException):
+                self._future.set_exception(outcome)
+            else:
+                self._future.set_result(outcome)
 
 
 def _check_text(name: str, value: str | None) -> None:
@@ -152,16 +182,16 @@ def prepare(
             raise AppendRejected(f"not an event: {type(event).__name__}")
         if isinstance(event, JournalCheckpoint):
             raise AppendRejected("journal.checkpoint rows are written by the journal itself")
+        kind = kind_of(event)
         try:
             payload = encode(redact_event(event))
         except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
-            raise AppendRejected(f"{kind_of(event)} cannot be encoded: {exc}") from None
+            raise AppendRejected(f"{kind} cannot be encoded: {exc}") from None
         if len(payload) > max_payload_bytes:
             raise AppendRejected(
-                f"{kind_of(event)} payload is {len(payload)} bytes; "
-                f"the limit is {max_payload_bytes}"
+                f"{kind} payload is {len(payload)} bytes; the limit is {max_payload_bytes}"
             )
-        payloads.append((kind_of(event), type(event).version, payload))
+        payloads.append((kind, event.version, payload))
     return _Append(
         stream,
         payloads,
@@ -247,7 +277,10 @@ class Journal(JournalReader):
         self._last_checkpoint_time = time.monotonic()
         self._committed = threading.Condition()
         self._committed_position = head.position
-        self._listeners: list[Listener] = []
+        self._listeners: tuple[Listener, ...] = ()
+        """Replaced, never changed in place: a commit calls the ones there when it ended."""
+        self._waiting = 0
+        """Threads in :meth:`wait_for` (under ``_committed``): a commit notifies only if any."""
         self._accepting = True
         self._submit_guard = threading.Lock()
         self._wake = threading.Condition(self._submit_guard)
@@ -324,10 +357,12 @@ class Journal(JournalReader):
         """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
         next seq is not ``expected_seq`` (nothing written).
 
-        Queued as :meth:`submit` queues it; then, when no commit is under way, this thread
-        commits it (with whatever else is queued) itself rather than wait for the writer thread
-        to be scheduled, and otherwise waits for the commit under way and the next."""
-        future = self.submit(
+        Checked, redacted and encoded as :meth:`submit` does it; then, when no commit is under
+        way, this thread commits it itself (after whatever was queued before it), without
+        waking the writer thread or making a future: a lone writer's append costs its commit and
+        no thread hand-off. Otherwise it is queued for the writer thread, as :meth:`submit`
+        queues it, and this waits for the commit under way and the next."""
+        request = prepare(
             stream,
             events,
             expected_seq=expected_seq,
@@ -335,14 +370,32 @@ class Journal(JournalReader):
             correlation_id=correlation_id,
             causation_id=causation_id,
             idempotency_key=idempotency_key,
+            max_payload_bytes=self.max_payload_bytes,
         )
-        if not future.done() and self._commit_lock.acquire(blocking=False):
-            try:
-                while not future.done() and self._commit_pending():
-                    pass
-            finally:
-                self._commit_lock.release()
-        return future.result()
+        if not self._commit_lock.acquire(blocking=False):
+            future = request.future
+            self._enqueue(request)
+            return future.result()
+        try:
+            # Behind everything submitted before it, so commits stay in queue order; nobody
+            # else drains while this thread holds the lock, and requests queued meanwhile woke
+            # the writer thread, which commits them after this.
+            with self._wake:
+                if not self._accepting:
+                    raise JournalClosed(f"journal {self.path} is closed")
+                alone = not self._pending
+                if not alone:
+                    self._pending.append(request)
+            if alone:
+                self._commit([request])
+            while request.outcome is None and self._commit_pending():
+                pass
+        finally:
+            self._commit_lock.release()
+        outcome = request.outcome
+        if isinstance(outcome, AppendResult):
+            return outcome
+        raise outcome or JournalError("append failed, nothing written: its commit did not end")
 
     def checkpoint(self) -> Checkpoint | None:
         """Sign the current head now (after everything queued before this call has committed).
@@ -413,10 +466,14 @@ class Journal(JournalReader):
         """Block until a commit moves the head past ``after_position`` (or timeout); returns
         the committed head position."""
         with self._committed:
-            self._committed.wait_for(
-                lambda: self._committed_position > after_position or not self._accepting,
-                timeout,
-            )
+            self._waiting += 1
+            try:
+                self._committed.wait_for(
+                    lambda: self._committed_position > after_position or not self._accepting,
+                    timeout,
+                )
+            finally:
+                self._waiting -= 1
             return self._committed_position
 
     def listen(self, listener: Listener) -> Callable[[], None]:
@@ -427,12 +484,14 @@ class Journal(JournalReader):
         that unsubscribes.
         """
         with self._committed:
-            self._listeners.append(listener)
+            self._listeners = (*self._listeners, listener)
 
         def unsubscribe() -> None:
             with self._committed:
                 if listener in self._listeners:
-                    self._listeners.remove(listener)
+                    kept = list(self._listeners)
+                    kept.remove(listener)
+                    self._listeners = tuple(kept)
 
         return unsubscribe
 
@@ -528,7 +587,7 @@ class Journal(JournalReader):
         prev = self._head_hash
         rows: list[tuple[object, ...]] = []
         keys: list[tuple[str, str, int, int, int, int]] = []
-        outcomes: list[tuple[Future[AppendResult], AppendResult | BaseException]] = []
+        outcomes: list[tuple[_Append, AppendResult | BaseException]] = []
         checkpoints: list[_CheckpointRequest] = []
         batch_next: dict[str, int] = {}
         batch_keys: dict[str, AppendResult] = {}
@@ -537,13 +596,13 @@ class Journal(JournalReader):
                 if isinstance(request, _CheckpointRequest):
                     checkpoints.append(request)
                     continue
-                if request.future.set_running_or_notify_cancel() is False:
+                if not request.start():
                     continue
                 key = request.idempotency_key
                 if key is not None:
                     earlier = batch_keys.get(key) or self._idempotent(key)
                     if earlier is not None:
-                        outcomes.append((request.future, replace(earlier, duplicate=True)))
+                        outcomes.append((request, replace(earlier, duplicate=True)))
                         continue
                 stream = request.stream
                 seq = batch_next.get(stream)
@@ -551,7 +610,7 @@ class Journal(JournalReader):
                     seq = self._next_seq(stream)
                 if request.expected_seq is not None and request.expected_seq != seq:
                     outcomes.append(
-                        (request.future, ConcurrencyConflict(stream, request.expected_seq, seq))
+                        (request, ConcurrencyConflict(stream, request.expected_seq, seq))
                     )
                     continue
                 first_position, first_seq = position + 1, seq
@@ -606,7 +665,7 @@ class Journal(JournalReader):
                 if key is not None:
                     batch_keys[key] = result
                     keys.append((key, stream, first_position, position, first_seq, seq - 1))
-                outcomes.append((request.future, result))
+                outcomes.append((request, result))
             signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
             if signed is not None:
                 # The checkpoint is the next link of the chain: a row like any other, in this
@@ -649,13 +708,10 @@ class Journal(JournalReader):
         except BaseException as exc:  # nothing of this batch was committed
             self._stream_next.clear()
             error = JournalError(f"append failed, nothing written: {exc}")
-            for future, _ in outcomes:
-                if not future.done():
-                    future.set_exception(error)
             for request in batch:
-                if isinstance(request, _Append) and not request.future.done():
-                    request.future.set_exception(error)
-                if isinstance(request, _CheckpointRequest):
+                if isinstance(request, _Append):
+                    request.settle(error)
+                else:
                     request.future.set_exception(error)
             return
         self._stream_next.update(batch_next)
@@ -670,18 +726,16 @@ class Journal(JournalReader):
         self.append_latency.observe_many(
             [committed - r.submitted for r in batch if isinstance(r, _Append)]
         )
-        for future, outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
+        for request, outcome in outcomes:
+            request.settle(outcome)
         for request in checkpoints:
             request.future.set_result(signed)
         if rows:
             with self._committed:
                 self._committed_position = position
-                self._committed.notify_all()
-                listeners = list(self._listeners)
+                if self._waiting:
+                    self._committed.notify_all()
+                listeners = self._listeners
             for listener in listeners:
                 with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
                     listener(position)

@@ -69,14 +69,21 @@ def die_before(runtime: Runtime, fatal: Callable[[str, Any, dict[str, Any]], boo
     """SIGKILL this process just before an append for which ``fatal(stream, events, fields)``
     holds (nothing of that append is written)."""
     journal = runtime.journal
-    submit = journal.submit
+    submit, append = journal.submit, journal.append
 
-    def guarded(stream: str, events: Any, **fields: Any) -> Any:
+    def guarded_submit(stream: str, events: Any, **fields: Any) -> Any:
         if fatal(stream, events, fields):
             os.kill(os.getpid(), signal.SIGKILL)
         return submit(stream, events, **fields)
 
-    journal.submit = guarded  # type: ignore[method-assign]  # Journal.append goes through submit
+    def guarded_append(stream: str, events: Any, **fields: Any) -> Any:
+        if fatal(stream, events, fields):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return append(stream, events, **fields)
+
+    # Both: an append that finds no commit under way commits without going through submit.
+    journal.submit = guarded_submit  # type: ignore[method-assign]
+    journal.append = guarded_append  # type: ignore[method-assign]
 
 
 def main(scenario: str, data_dir: Path) -> None:

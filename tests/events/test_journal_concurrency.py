@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
+import events.sqlite.journal
 from events import (
     AppendRejected,
+    ConcurrencyConflict,
     Journal,
     JournalClosed,
     JournalReader,
@@ -71,6 +74,41 @@ def test_closed_journal_refuses_appends(data_dir: Path) -> None:
     reader = JournalReader.open(data_dir / "journal.db")
     assert reader.count() == 1
     reader.close()
+
+
+def test_a_lone_writer_never_wakes_the_writer_thread(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One writer's appends commit in its own thread without waking the writer thread or
+    making a future (a wake per append was a thread switch on the durable append's path, a
+    future a lock and a condition); what is only submitted still wakes it, and commits; a
+    refused append still raises."""
+    wakes: list[str] = []
+    notify = journal._wake.notify
+
+    def counted(n: int = 1) -> None:
+        wakes.append(threading.current_thread().name)
+        notify(n)
+
+    futures: list[object] = []
+
+    class CountedFuture(Future[object]):
+        def __init__(self) -> None:
+            super().__init__()
+            futures.append(self)
+
+    monkeypatch.setattr(journal._wake, "notify", counted)
+    monkeypatch.setattr(events.sqlite.journal, "Future", CountedFuture)
+    for seq in range(20):
+        assert journal.append("run/solo", [out(str(seq))], expected_seq=seq).first_seq == seq
+    with pytest.raises(ConcurrencyConflict):
+        journal.append("run/solo", [out()], expected_seq=3)
+    assert wakes == []
+    assert futures == []
+    assert journal.submit("run/solo", [out()], expected_seq=20).result().first_seq == 20
+    assert wakes == [threading.current_thread().name]
+    assert len(futures) == 1
+    assert [r.stream_seq for r in journal.read_stream("run/solo")] == list(range(21))
 
 
 def test_a_lone_append_commits_in_its_own_thread_and_many_still_commit_in_order(
