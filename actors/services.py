@@ -20,6 +20,7 @@ from tools import ToolCatalog
 if TYPE_CHECKING:
     import pykka
 
+    from actors.budgets.guard import BudgetGuard
     from actors.tasks.queue import TaskQueue
     from actors.vault.store import Vault
 
@@ -76,6 +77,9 @@ class Services:
     vault: Vault | None = None
     """The data dir's vault: tool calls' handles resolve through it and its values are
     redacted from every result (None: no vault, a handle is a tool error)."""
+    budgets: BudgetGuard | None = None
+    """``[budgets]`` over the usage view (docs/usage.md): checked before a run is accepted and
+    at each turn boundary (None: no budget, nothing is checked)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

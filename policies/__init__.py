@@ -40,6 +40,7 @@ from policies.request import (
     SENSITIVE_RISKS,
     SecretRequest,
     ToolRequest,
+    UsageToday,
 )
 
 __all__ = [
@@ -69,4 +70,5 @@ __all__ = [
     "PolicyValidationError",
     "SecretRequest",
     "ToolRequest",
+    "UsageToday",
 ]

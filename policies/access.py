@@ -78,6 +78,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
         "decision": _TEXT,
     },
     "vault": {"name": _TEXT, "operation": _TEXT},
+    "usage": {"of": _PRINCIPAL},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -135,6 +136,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "mcp.test": ActionSpec(resource_type="Node", scope="none", changes_state=True),
     "vault.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "vault.manage": ActionSpec(resource_type="Secret", scope="vault", changes_state=True),
+    "usage.read": ActionSpec(resource_type="Node", scope="usage", changes_state=False),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`, ``vault.use``
 by :meth:`PolicyEngine.decide_secret`)."""

@@ -7,6 +7,7 @@ one place that knows every package; nothing below ``transports`` imports it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors import Node, ToolGate
+from actors.budgets.guard import BudgetGuard
 from actors.checkpoints import history_of
 from actors.memory.items import NodeMemory
 from actors.provider import ModelProvider
@@ -36,6 +38,7 @@ from projections import (
     IncidentsView,
     MemoryView,
     Projector,
+    UsageView,
     Views,
     WatchReads,
     all_projections,
@@ -46,12 +49,18 @@ from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import load_tokens
 from transports.channels import ChannelHub
-from transports.config import ConfigError, NodeConfig, load_config
+from transports.config import ConfigError, NodeConfig, load_config, unpriced_warnings
 from transports.learning import NodeLearning
 from transports.mcp_servers import journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig, OpenAIProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
+
+log = logging.getLogger("reel.usage")
+
+SETTLE_S = 1.0
+"""How long a budget check at a turn boundary waits for the views to include the journal's
+head (actors.budgets.guard); past it the check counts what is folded."""
 
 
 @dataclass
@@ -81,6 +90,11 @@ class Runtime:
     vault: Vault
     """The data dir's secrets (docs/vault.md): tool calls resolve handles through it, the API
     and ``reel vault`` change it."""
+    usage: UsageView
+    """Tokens and runs by day, principal, session and model (``GET /v1/usage``, ``/metrics``,
+    the budget checks; docs/usage.md)."""
+    guard: BudgetGuard
+    """``[budgets]`` and ``[usage.prices]`` over :attr:`usage`."""
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -112,6 +126,7 @@ class Runtime:
                 self.learning.close()
                 self.views.close()
                 self.incidents.close()
+                self.usage.close()
             finally:
                 self.journal.close(checkpoint=sign)
 
@@ -147,6 +162,23 @@ def make_provider(config: NodeConfig) -> ModelProvider:
         )
     except ValueError as exc:
         raise ConfigError(f"config key provider.{exc}") from None
+
+
+def budget_guard(
+    cfg: NodeConfig, usage: UsageView, gate: ToolGate, journal: NodeJournal, projector: Projector
+) -> BudgetGuard:
+    """The budgets and prices over the usage view; tool calls' ``context.usage_today`` reads
+    through it too. Prices for models no provider is configured with are logged, not refused
+    (:func:`transports.config.unpriced_warnings` says why)."""
+    for line in unpriced_warnings(cfg):
+        log.warning(line)
+
+    def settle() -> None:
+        projector.wait_for(journal.head().position, SETTLE_S)
+
+    guard = BudgetGuard(cfg.budgets, cfg.usage.prices, usage, gate.roles_of, settle)
+    gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
+    return guard
 
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
@@ -335,6 +367,7 @@ def open_runtime(
     if catalog.checkpoints is not None:  # fs.diff reads the checkpoints on the journal
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
+    usage: UsageView | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
@@ -344,6 +377,8 @@ def open_runtime(
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
+        usage = UsageView(data_dir / "views.db", cfg.views)
+        guard = budget_guard(cfg, usage, gate, journal, projector)
         node = Node(
             journal=journal,
             provider=model,
@@ -356,6 +391,7 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
+        node.services.budgets = guard if cfg.budgets else None
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -363,6 +399,8 @@ def open_runtime(
     except BaseException:
         if projector is not None:
             projector.close()
+        if usage is not None:
+            usage.close()
         memory.close()
         journal.close()
         catalog.close()
@@ -384,6 +422,8 @@ def open_runtime(
         incidents=IncidentsView(data_dir / "views.db", cfg.views),
         learning=learning,
         vault=vault,
+        usage=usage,
+        guard=guard,
     )
     try:
         channels.start(

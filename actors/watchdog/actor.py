@@ -170,6 +170,8 @@ class WatchdogActor(pykka.ThreadingActor):
             journal = port.verify_journal()
             self.next_journal_check_ms = now + int(self.config.journal_check_s * 1000)
         tasks = port.task_leases()
+        guard = self.s.budgets
+        budgets = guard.soft_breaches(now) if guard is not None and guard.soft else None
         return Snapshot(
             now_ms=now,
             runs=tuple(port.runs_in_progress()),
@@ -177,6 +179,7 @@ class WatchdogActor(pykka.ThreadingActor):
             lag=port.lag(),
             journal=journal,
             tasks=tuple(tasks) if tasks is not None else None,
+            budgets=tuple(budgets) if budgets is not None else None,
         )
 
     def _act(self, act: Act) -> None:

@@ -78,6 +78,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         " incidents, the task queue. Exit 1 when no node runs.",
     ),
     "mcp": ("transports.cli.mcp_cmd:app", "MCP servers: their state, their tools, a test."),
+    "usage": (
+        "transports.cli.usage_cmd:usage",
+        "Tokens, turns and cost by principal, session or model over UTC days.",
+    ),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

@@ -130,6 +130,7 @@ ErrorCode = Literal[
     "not_found",
     "method_not_allowed",
     "conflict",
+    "budget_exceeded",
     "payload_too_large",
     "unavailable",
     "internal",

@@ -1,0 +1,161 @@
+"""The budget guard: the node's budgets checked against the usage view's fold.
+
+Budget state is never a journal scan: every number comes from the usage view
+(:class:`projections.usage.UsageView`, behind :class:`UsageReads`), which the projector folds
+from the same records as every other view. The view trails the journal by the records not yet
+folded (usually milliseconds), so:
+
+- before a run is accepted (:meth:`BudgetGuard.refusal`) the check counts what is folded;
+  runs started together may each pass before any of them spent a token;
+- at a turn boundary (:meth:`BudgetGuard.crossed`) the guard first lets the view catch up with
+  the journal (``settle``, bounded), so the run's own last turn is counted.
+
+A hard limit therefore bounds use to the limit plus at most one turn per run in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
+
+from actors.budgets.config import Budget
+from actors.budgets.decide import Breach, Column, breach, counted, days_of, measured, period_key
+from policies import UsageToday
+from projections.usage import Price, Tokens, cost_of
+
+Roles = Callable[[str], tuple[str, ...]]
+
+
+class UsageReads(Protocol):
+    """What the guard reads of the usage view (:class:`projections.usage.UsageView`)."""
+
+    def by_model(
+        self, column: Column, value: str, from_day: str, to_day: str
+    ) -> dict[str, Tokens]: ...
+
+    def runs(self, column: Column, value: str, hours: str) -> int: ...
+
+    def principals(self, from_day: str, to_day: str) -> list[str]: ...
+
+
+class BudgetGuard:
+    """``[budgets]`` and ``[usage.prices]`` over the usage view; safe to share between
+    threads (it keeps no state of its own)."""
+
+    def __init__(
+        self,
+        budgets: Mapping[str, Budget],
+        prices: Mapping[str, Price],
+        reads: UsageReads,
+        roles_of: Roles,
+        settle: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.budgets = dict(budgets)
+        self.prices = dict(prices)
+        self.reads = reads
+        self.roles_of = roles_of
+        self.settle = settle
+        """Wait (bounded) until the view includes the journal's head."""
+        self.soft = any(b.soft is not None for b in self.budgets.values())
+
+    def _applying(
+        self, principal: str, session_id: str
+    ) -> Iterator[tuple[str, Budget, Column, str]]:
+        if not self.budgets:
+            return
+        roles = self.roles_of(principal) if any(
+            b.scope == "role" for b in self.budgets.values()
+        ) else ()
+        for name, budget in self.budgets.items():
+            where = counted(budget, principal, roles, session_id)
+            if where is not None:
+                yield name, budget, *where
+
+    def applies(self, principal: str, session_id: str) -> bool:
+        """Whether any budget counts a run of ``principal`` in ``session_id``."""
+        return any(True for _ in self._applying(principal, session_id))
+
+    def _used(self, budget: Budget, column: Column, value: str, now_ms: int) -> float:
+        if budget.measure == "runs":
+            runs = self.reads.runs(column, value, period_key(budget.period, now_ms))
+            return measured("runs", {}, runs, self.prices)
+        first, last = days_of(budget.period, now_ms)
+        return measured(
+            budget.measure, self.reads.by_model(column, value, first, last), 0, self.prices
+        )
+
+    def refusal(self, principal: str, session_id: str, now_ms: int) -> Breach | None:
+        """The hard limit a new run of ``principal`` in ``session_id`` may not start past:
+        tokens or cost already at the limit, or as many runs as the limit allows this hour."""
+        for name, budget, column, value in self._applying(principal, session_id):
+            if budget.hard is None:
+                continue
+            found = breach(
+                name, budget, value, now_ms, self._used(budget, column, value, now_ms), hard=True
+            )
+            if found is not None:
+                return found
+        return None
+
+    def crossed(
+        self, principal: str, session_id: str, now_ms: int, *, settle: bool = True
+    ) -> Breach | None:
+        """The tokens or cost hard limit a run in progress has reached (checked at a turn
+        boundary; with ``settle``, once the view includes the journal's head, the run's own
+        last turn with it)."""
+        applying = [
+            a for a in self._applying(principal, session_id)
+            if a[1].hard is not None and a[1].measure != "runs"
+        ]
+        if not applying:
+            return None
+        if settle:
+            self.settle()
+        for name, budget, column, value in applying:
+            found = breach(
+                name, budget, value, now_ms, self._used(budget, column, value, now_ms), hard=True
+            )
+            if found is not None:
+                return found
+        return None
+
+    def soft_breaches(self, now_ms: int) -> list[Breach]:
+        """Every soft limit reached in its current period (the watchdog's ``budget``
+        findings): one per budget and principal or session counted."""
+        out: list[Breach] = []
+        for name, budget in self.budgets.items():
+            if budget.soft is None:
+                continue
+            subjects: list[tuple[Column, str]]
+            if budget.scope == "principal":
+                subjects = [("principal", budget.subject)]
+            elif budget.scope == "session":
+                subjects = [("session_id", budget.subject)]
+            else:
+                first, last = days_of(budget.period, now_ms)
+                subjects = [
+                    ("principal", p)
+                    for p in self.reads.principals(first, last)
+                    if budget.subject in self.roles_of(p)
+                ]
+            for column, value in subjects:
+                used = self._used(budget, column, value, now_ms)
+                found = breach(name, budget, value, now_ms, used, hard=False)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def usage_today(self, principal: str, now_ms: int) -> UsageToday:
+        """``context.usage_today`` for a tool call of ``principal``'s run."""
+        first, last = days_of("day", now_ms)
+        by_model = self.reads.by_model("principal", principal, first, last)
+        summed = sum(by_model.values(), Tokens())
+        cost = sum(cost_of(m, t, self.prices) or 0.0 for m, t in by_model.items())
+        return UsageToday(
+            tokens=summed.tokens,
+            input_tokens=summed.input_tokens,
+            output_tokens=summed.output_tokens,
+            cached_tokens=summed.cached_tokens,
+            cost_micros=round(cost * 1_000_000),
+            runs=self.reads.runs("principal", principal, first),
+        )
