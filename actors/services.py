@@ -79,7 +79,7 @@ class Services:
     redacted from every result (None: no vault, a handle is a tool error)."""
     budgets: BudgetGuard | None = None
     """``[budgets]`` over the usage view (docs/usage.md): checked before a run is accepted and
-    at each turn boundary (None: no budget, nothing is checked)."""
+    at each turn boundary, and by the watchdog for soft limits (None: nothing is checked)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

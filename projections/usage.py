@@ -146,7 +146,7 @@ def query_days(from_raw: str | None, to_raw: str | None, now_ms: int) -> tuple[s
 class UsageProjection:
     name: str = "usage"
     version: int = 1
-    tables: tuple[str, ...] = ("usage", "usage_runs", "usage_models")
+    tables: tuple[str, ...] = ("usage", "usage_runs", "usage_run_models", "usage_totals")
     kinds: frozenset[str] | None = frozenset(USAGE_KINDS)
     ddl: str = """
     CREATE TABLE IF NOT EXISTS usage(
@@ -170,7 +170,14 @@ class UsageProjection:
         PRIMARY KEY(principal, hour, session_id)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS usage_runs_by_session ON usage_runs(session_id, hour);
-    CREATE TABLE IF NOT EXISTS usage_models(
+    CREATE TABLE IF NOT EXISTS usage_totals(
+        model TEXT PRIMARY KEY,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        turns INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS usage_run_models(
         run_id TEXT PRIMARY KEY,
         model TEXT NOT NULL
     ) WITHOUT ROWID;
@@ -194,6 +201,13 @@ class UsageProjection:
                     event.cached_tokens,
                 ),
             )
+            conn.execute(
+                "INSERT INTO usage_totals VALUES (?,?,?,?,1) ON CONFLICT DO UPDATE SET"
+                " input_tokens = input_tokens + excluded.input_tokens,"
+                " output_tokens = output_tokens + excluded.output_tokens,"
+                " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + 1",
+                (model, event.prompt_tokens, event.completion_tokens, event.cached_tokens),
+            )
         elif isinstance(event, RunAccepted):
             conn.execute(
                 "INSERT INTO usage_runs VALUES (?,?,?,1)"
@@ -203,14 +217,14 @@ class UsageProjection:
         elif isinstance(event, RunStarted):
             if event.model:
                 conn.execute(
-                    "INSERT OR REPLACE INTO usage_models VALUES (?,?)", (event.run_id, event.model)
+                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)", (event.run_id, event.model)
                 )
         elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
-            conn.execute("DELETE FROM usage_models WHERE run_id = ?", (event.run_id,))
+            conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (event.run_id,))
 
 
 def _configured(conn: apsw.Connection, run_id: str) -> str | None:
-    row = conn.execute("SELECT model FROM usage_models WHERE run_id = ?", (run_id,)).fetchone()
+    row = conn.execute("SELECT model FROM usage_run_models WHERE run_id = ?", (run_id,)).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -327,9 +341,9 @@ class UsageView(PooledReader):
     def runs(self, column: Literal["principal", "session_id"], value: str, hours: str) -> int:
         """Runs accepted for one principal or session in the hours starting with ``hours``
         (``2026-11-27T16`` one hour, ``2026-11-27`` a day)."""
-        sql = f"SELECT SUM(runs) FROM usage_runs WHERE {column} = ? AND hour LIKE ? || '%'"
+        sql = f"SELECT SUM(runs) FROM usage_runs WHERE {column} = ? AND hour BETWEEN ? AND ? || '~'"
         with self._borrow() as conn:
-            row = conn.execute(sql, (value, hours)).fetchone()
+            row = conn.execute(sql, (value, hours, hours)).fetchone()
         return int(row[0] or 0) if row else 0
 
     def principals(self, from_day: str, to_day: str) -> list[str]:
@@ -345,7 +359,9 @@ class UsageView(PooledReader):
     def totals(self) -> dict[str, Tokens]:
         """Every model's tokens since the journal began (``/metrics``)."""
         with self._borrow() as conn:
-            rows = conn.execute(f"SELECT model, {_CELLS} FROM usage GROUP BY model").fetchall()
+            rows = conn.execute(
+                "SELECT model, input_tokens, output_tokens, cached_tokens, turns FROM usage_totals"
+            ).fetchall()
         return {str(r[0]): _tokens(r[1:]) for r in rows}
 
 

@@ -391,7 +391,7 @@ def open_runtime(
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
-        node.services.budgets = guard if cfg.budgets else None
+        node.services.budgets = guard
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves

@@ -56,7 +56,6 @@ class BudgetGuard:
         self.roles_of = roles_of
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
-        self.soft = any(b.soft is not None for b in self.budgets.values())
 
     def _applying(
         self, principal: str, session_id: str

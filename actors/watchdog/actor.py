@@ -171,7 +171,7 @@ class WatchdogActor(pykka.ThreadingActor):
             self.next_journal_check_ms = now + int(self.config.journal_check_s * 1000)
         tasks = port.task_leases()
         guard = self.s.budgets
-        budgets = guard.soft_breaches(now) if guard is not None and guard.soft else None
+        budgets = guard.soft_breaches(now) if guard is not None else None
         return Snapshot(
             now_ms=now,
             runs=tuple(port.runs_in_progress()),
