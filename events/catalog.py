@@ -527,15 +527,17 @@ BudgetPeriod = Literal["hour", "day", "month"]
 
 
 class BudgetRefused(Event, frozen=True, kw_only=True, tag="budget.refused"):
-    """A message was refused before any run was accepted for it: ``budget``'s hard limit is
-    reached for its ``subject`` (the principal or session counted) in the period ``period_key``
-    (``2026-11-27``, ``2026-11``, ``2026-11-27T16``). Recorded by the principal that sent the
-    message; a run that crosses a hard limit mid-way fails ``budget_exceeded`` instead."""
+    """A message was refused before any run was accepted for it: the hard limit of ``budget``
+    (on ``scope`` ``subject``: a principal, a role, a session) is reached by ``counted`` (the
+    principal or session whose use was measured) in the period ``period_key`` (``2026-11-27``,
+    ``2026-11``, ``2026-11-27T16``). Recorded by the principal that sent the message; a run that
+    crosses a hard limit mid-way fails ``budget_exceeded`` instead."""
 
     session_id: Id
     budget: str
     scope: BudgetScope
     subject: str
+    counted: str
     measure: BudgetMeasure
     period_key: str
     used: float

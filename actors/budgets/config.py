@@ -6,7 +6,6 @@ from __future__ import annotations
 import msgspec
 
 from events.catalog import BudgetMeasure, BudgetPeriod, BudgetScope
-from policies import ROLES
 
 PERIODS: dict[str, tuple[BudgetPeriod, ...]] = {
     "tokens": ("day", "month"),
@@ -33,8 +32,12 @@ class Budget(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     def __post_init__(self) -> None:
         if not self.subject:
             raise ValueError("subject: must not be empty")
-        if self.scope == "role" and self.subject not in ROLES:
-            raise ValueError(f"subject: unknown role {self.subject!r}; roles: {', '.join(ROLES)}")
+        if self.scope == "role":
+            from policies.access import ROLES  # Cedar loads only for a role's budget
+
+            if self.subject not in ROLES:
+                roles = ", ".join(ROLES)
+                raise ValueError(f"subject: unknown role {self.subject!r}; roles: {roles}")
         periods = PERIODS[self.measure]
         if self.period not in periods:
             raise ValueError(

@@ -19,11 +19,13 @@ Column = Literal["principal", "session_id"]
 
 
 class Breach(msgspec.Struct, frozen=True, kw_only=True):
-    """A limit of ``budget`` reached by ``subject`` (the principal or session counted)."""
+    """A limit of ``budget`` (on ``scope`` ``subject``) reached by ``counted``: the principal
+    or session whose use was measured (a role's budget counts each member)."""
 
     budget: str
     scope: BudgetScope
     subject: str
+    counted: str
     measure: BudgetMeasure
     period: BudgetPeriod
     period_key: str
@@ -35,8 +37,9 @@ class Breach(msgspec.Struct, frozen=True, kw_only=True):
         """One line naming the budget, what it counts and how far it got."""
         kind = "hard" if self.hard else "soft"
         used = f"{self.used:.6g}" if self.measure == "cost" else f"{self.used:.0f}"
+        whom = f", for {self.counted}" if self.counted != self.subject else ""
         return (
-            f"budget {self.budget} ({self.scope} {self.subject}: {self.measure} per "
+            f"budget {self.budget} ({self.scope} {self.subject}{whom}: {self.measure} per "
             f"{self.period}) reached its {kind} limit: {used} of {self.limit:g} in {self.period_key}"
         )
 
@@ -82,16 +85,18 @@ def measured(
 
 
 def breach(
-    name: str, budget: Budget, subject: str, now_ms: int, used: float, *, hard: bool
+    name: str, budget: Budget, counted: str, now_ms: int, used: float, *, hard: bool
 ) -> Breach | None:
-    """The breach of ``budget``'s hard (or soft) limit when ``used`` reached it."""
+    """The breach of ``budget``'s hard (or soft) limit when ``counted``'s ``used`` reached
+    it."""
     limit = budget.hard if hard else budget.soft
     if limit is None or used < limit:
         return None
     return Breach(
         budget=name,
         scope=budget.scope,
-        subject=subject,
+        subject=budget.subject,
+        counted=counted,
         measure=budget.measure,
         period=budget.period,
         period_key=period_key(budget.period, now_ms),

@@ -106,6 +106,7 @@ def refused(state: SessionState, breach: Breach) -> BudgetRefused:
         budget=breach.budget,
         scope=breach.scope,
         subject=breach.subject,
+        counted=breach.counted,
         measure=breach.measure,
         period_key=breach.period_key,
         used=breach.used,

@@ -275,9 +275,9 @@ def soft_budget(breach: Breach) -> Finding:
 
 
 def budget_subject(breach: Breach) -> str:
-    """``<budget>.<period>.<whom>``: the incident's subject (an id: whom it counts is a
+    """``<budget>.<period>.<whom>``: the incident's subject (an id: whom it counted is a
     digest when it is not one, or too long; the evidence names it in full)."""
-    whom = breach.subject
+    whom = breach.counted
     subject = f"{breach.budget}.{breach.period_key}.{whom}"
     if len(subject) > 64 or not _ID.fullmatch(whom):
         digest = hashlib.sha256(whom.encode()).hexdigest()[:16]

@@ -82,17 +82,17 @@ def config(tmp_path: Path, text: str) -> Path:
         (
             '[budgets."Bad Name"]\nscope = "principal"\nsubject = "user:a"\n'
             'measure = "tokens"\nperiod = "day"\nhard = 5',
-            'budgets."Bad Name"',
+            "budgets.Bad Name",
             "a name must match",
         ),
         (
             '[usage.prices."gpt-4o"]\ninput_per_mtok = -2.5\noutput_per_mtok = 10',
-            'usage.prices."gpt-4o".input_per_mtok',
+            "usage.prices.gpt-4o.input_per_mtok",
             "must be a number >= 0",
         ),
         (
             '[usage.prices."gpt-4o"]\ninput_per_mtok = 2.5',
-            'usage.prices."gpt-4o"',
+            "usage.prices.gpt-4o",
             "output_per_mtok",
         ),
     ],

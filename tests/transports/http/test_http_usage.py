@@ -207,12 +207,15 @@ def test_hard_budgets_refuse_a_run_before_it_starts(data_dir: Path) -> None:
         assert refused.status == 429, refused
         error = refused.error()
         assert error["code"] == "budget_exceeded"
-        assert "budget agents-tokens (role agent: tokens per day)" in error["message"]
+        assert "budget agents-tokens (role agent, for user:alice: tokens per day)" in error[
+            "message"
+        ]
         ((who, event),) = refusals(node)
         assert who == "user:alice"  # recorded as the sender's act
-        assert (event.budget, event.scope, event.subject, event.measure) == (
+        assert (event.budget, event.scope, event.subject, event.counted, event.measure) == (
             "agents-tokens",
             "role",
+            "agent",
             "user:alice",
             "tokens",
         )
