@@ -174,7 +174,7 @@ def budget_guard(
         log.warning(line)
 
     def settle() -> None:
-        projector.wait_for(journal.head().position, SETTLE_S)
+        projector.wait_for(journal.committed_position, SETTLE_S)
 
     guard = BudgetGuard(cfg.budgets, cfg.usage.prices, usage, gate.roles_of, settle)
     gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import msgspec
 import typer
 
-from projections.usage import GROUPINGS, Grouping, UsageReport, UsageRow, query_days
+from projections.usage import GROUPINGS, Grouping, Tokens, UsageReport, UsageRow, query_days
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
@@ -69,16 +69,19 @@ def _folded(data: Path | None, by: Grouping, first: str, last: str) -> UsageRepo
     """The report from the journal itself (no node runs): the view's fold, in memory."""
     from events import JournalReader
     from projections.usage import load_usage, report
-    from transports.cli.data_dir import journal_path, resolve
+    from transports.cli.data_dir import journal_path, node_config, resolve
     from transports.config import load_config
 
     data_dir = resolve(data)
-    prices = load_config(data_dir / "config.toml").usage.prices
-    reader = JournalReader.open(journal_path(data_dir))
-    try:
-        rows = list(load_usage(reader))
-    finally:
-        reader.close()
+    prices = load_config(node_config(data_dir)).usage.prices
+    path = journal_path(data_dir)
+    rows: list[tuple[str, str, str, str, Tokens]] = []
+    if path.exists():  # a fresh data dir has no journal yet: no usage
+        reader = JournalReader.open(path)
+        try:
+            rows = list(load_usage(reader))
+        finally:
+            reader.close()
     pick = {"principal": 1, "session": 2, "model": 3}[by]
     cells = [
         (row[1], row[pick], row[3], row[4]) for row in rows if first <= row[0] <= last
