@@ -55,7 +55,11 @@ BIG = 1e12
 def budgets() -> dict[str, Budget]:
     def one(measure: str, period: str, **limits: float) -> Budget:
         return Budget(
-            scope="principal", subject=PRINCIPAL, measure=measure, period=period, **limits  # type: ignore[arg-type]
+            scope="principal",
+            subject=PRINCIPAL,
+            measure=measure,
+            period=period,
+            **limits,  # type: ignore[arg-type]
         )
 
     return {
@@ -147,8 +151,9 @@ def main() -> None:
     cpu = median("on", "cpu_ms_per_run") / median("off", "cpu_ms_per_run")
     print(f"started {started}; load average before {load_before}, after {load_after}")
     print(
-        f"median runs/s off {median('off', 'runs_per_s'):.1f}, on {median('on', 'runs_per_s'):.1f}: "
-        f"time per run x{rate:.3f} ({'PASS' if rate < TARGET_RATIO else 'MISS'} < x{TARGET_RATIO})"
+        f"median runs/s off {median('off', 'runs_per_s'):.1f}, "
+        f"on {median('on', 'runs_per_s'):.1f}: time per run x{rate:.3f} "
+        f"({'PASS' if rate < TARGET_RATIO else 'MISS'} < x{TARGET_RATIO})"
     )
     print(
         f"median CPU/run off {median('off', 'cpu_ms_per_run'):.2f} ms, on "

@@ -321,7 +321,13 @@ def _call_fields(request: ToolRequest) -> _CallFields:
     if request.tool.startswith("mcp."):
         server, _, tool = request.tool.removeprefix("mcp.").partition(".")
     return _CallFields(
-        request.session_id, request.run_id, request.stranger, request.usage_today, entity, server, tool
+        request.session_id,
+        request.run_id,
+        request.stranger,
+        request.usage_today,
+        entity,
+        server,
+        tool,
     )
 
 

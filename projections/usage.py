@@ -41,7 +41,9 @@ from projections.pool import PooledReader, ReaderLimits
 UNKNOWN_MODEL = "unknown"
 """The model of a turn whose provider named none and whose run recorded no configured model."""
 
-USAGE_KINDS = kinds_of(RunAccepted, RunStarted, RunTurnCompleted, RunCompleted, RunFailed, RunCancelled)
+USAGE_KINDS = kinds_of(
+    RunAccepted, RunStarted, RunTurnCompleted, RunCompleted, RunFailed, RunCancelled
+)
 """The kinds the usage view folds."""
 
 GROUPINGS: dict[str, str] = {"principal": "principal", "session": "session_id", "model": "model"}
@@ -93,7 +95,9 @@ def cost_of(model: str, tokens: Tokens, prices: Mapping[str, Price]) -> float | 
     price = prices.get(model)
     if price is None:
         return None
-    cached = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+    cached = (
+        price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+    )
     uncached = max(tokens.input_tokens - tokens.cached_tokens, 0)
     cost = (
         uncached * price.input_per_mtok
@@ -210,14 +214,14 @@ class UsageProjection:
             )
         elif isinstance(event, RunAccepted):
             conn.execute(
-                "INSERT INTO usage_runs VALUES (?,?,?,1)"
-                " ON CONFLICT DO UPDATE SET runs = runs + 1",
+                "INSERT INTO usage_runs VALUES (?,?,?,1) ON CONFLICT DO UPDATE SET runs = runs + 1",
                 (stored.principal, hour_of(stored.recorded_at_ms), event.session_id),
             )
         elif isinstance(event, RunStarted):
             if event.model:
                 conn.execute(
-                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)", (event.run_id, event.model)
+                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)",
+                    (event.run_id, event.model),
                 )
         elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
             conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (event.run_id,))

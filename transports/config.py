@@ -447,7 +447,9 @@ def _load(
         _check_channels(table.get("channels"))
         _check_named(table.get("budgets"), "budgets", Budget, BUDGET_NAME)
         usage = table.get("usage")
-        _check_named(usage.get("prices") if isinstance(usage, dict) else None, "usage.prices", Price)
+        _check_named(
+            usage.get("prices") if isinstance(usage, dict) else None, "usage.prices", Price
+        )
         config = msgspec.convert(table, NodeConfig)
         return config, origins | {key: ("env", name) for key, name in from_env.items()}
     except msgspec.ValidationError as exc:

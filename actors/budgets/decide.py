@@ -40,7 +40,8 @@ class Breach(msgspec.Struct, frozen=True, kw_only=True):
         whom = f", for {self.counted}" if self.counted != self.subject else ""
         return (
             f"budget {self.budget} ({self.scope} {self.subject}{whom}: {self.measure} per "
-            f"{self.period}) reached its {kind} limit: {used} of {self.limit:g} in {self.period_key}"
+            f"{self.period}) reached its {kind} limit: {used} of {self.limit:g} in "
+            f"{self.period_key}"
         )
 
 

@@ -62,9 +62,11 @@ class BudgetGuard:
     ) -> Iterator[tuple[str, Budget, Column, str]]:
         if not self.budgets:
             return
-        roles = self.roles_of(principal) if any(
-            b.scope == "role" for b in self.budgets.values()
-        ) else ()
+        roles = (
+            self.roles_of(principal)
+            if any(b.scope == "role" for b in self.budgets.values())
+            else ()
+        )
         for name, budget in self.budgets.items():
             where = counted(budget, principal, roles, session_id)
             if where is not None:
@@ -103,7 +105,8 @@ class BudgetGuard:
         boundary; with ``settle``, once the view includes the journal's head, the run's own
         last turn with it)."""
         applying = [
-            a for a in self._applying(principal, session_id)
+            a
+            for a in self._applying(principal, session_id)
             if a[1].hard is not None and a[1].measure != "runs"
         ]
         if not applying:

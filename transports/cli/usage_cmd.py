@@ -29,7 +29,9 @@ def usage(
     ] = "principal",
     from_: Annotated[
         str | None,
-        typer.Option("--from", help="First UTC day, YYYY-MM-DD (default: today).", show_default=False),
+        typer.Option(
+            "--from", help="First UTC day, YYYY-MM-DD (default: today).", show_default=False
+        ),
     ] = None,
     to: Annotated[
         str | None,
@@ -83,9 +85,7 @@ def _folded(data: Path | None, by: Grouping, first: str, last: str) -> UsageRepo
         finally:
             reader.close()
     pick = {"principal": 1, "session": 2, "model": 3}[by]
-    cells = [
-        (row[1], row[pick], row[3], row[4]) for row in rows if first <= row[0] <= last
-    ]
+    cells = [(row[1], row[pick], row[3], row[4]) for row in rows if first <= row[0] <= last]
     return report(by, first, last, cells, prices)
 
 

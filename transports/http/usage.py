@@ -28,7 +28,9 @@ def usage_query(request: web.Request) -> tuple[Grouping, str, str]:
     by = request.query.get("by", "principal")
     if by not in GROUPINGS:
         choices = ", ".join(GROUPINGS)
-        raise ApiError("invalid_argument", f"by must be one of {choices}, not {by[:32]!r}", "query.by")
+        raise ApiError(
+            "invalid_argument", f"by must be one of {choices}, not {by[:32]!r}", "query.by"
+        )
     try:
         first, last = query_days(
             request.query.get("from"), request.query.get("to"), time.time_ns() // 1_000_000

@@ -1,6 +1,7 @@
 """Budgets as configuration and as pure decisions (docs/usage.md): each bad ``[budgets]`` or
-``[usage.prices]`` entry refused naming its key (``reel config show`` and ``reel node`` stop with it: exit 2); periods
-and limits measured to the boundary; the soft-limit finding's subject."""
+``[usage.prices]`` entry refused naming its key (``reel config show`` and ``reel node`` stop
+with it: exit 2); periods and limits measured to the boundary; the soft-limit finding's
+subject."""
 
 from __future__ import annotations
 
@@ -141,8 +142,7 @@ def test_limits_are_reached_at_the_limit() -> None:
     assert found is not None and found.period_key == "2026-02-28"
     assert breach("b", budget, "user:a", LAST_MS, 10, hard=False) is None  # no soft limit
     assert found.describe() == (
-        "budget b (principal user:a: tokens per day) reached its hard limit: 10 of 10 in "
-        "2026-02-28"
+        "budget b (principal user:a: tokens per day) reached its hard limit: 10 of 10 in 2026-02-28"
     )
 
 

@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from projections.usage import Price
 from tests.transports.http.httpkit import close_node, open_node
 from transports.cli.errors import CliError
 from transports.cli.main import app
 from transports.config import ProviderConfig, UsageSection
-from projections.usage import Price
 
-CONFIG = '[provider]\nmodel = "det-1"\n[usage.prices."det-1"]\ninput_per_mtok = 1000000\noutput_per_mtok = 2000000\n'
+CONFIG = """\
+[provider]
+model = "det-1"
+[usage.prices."det-1"]
+input_per_mtok = 1000000
+output_per_mtok = 2000000
+"""
 
 
 def test_usage_online_then_offline(
@@ -38,7 +44,9 @@ def test_usage_online_then_offline(
         head = node.runtime.journal.head().position
         node.runtime.projector.wait_for(head, 10)
         online = {
-            by: json.loads(runner.invoke(app, ["usage", "--by", by, "--json", "--data", data]).output)
+            by: json.loads(
+                runner.invoke(app, ["usage", "--by", by, "--json", "--data", data]).output
+            )
             for by in ("principal", "session", "model")
         }
         text = runner.invoke(app, ["usage", "--by", "model", "--data", data]).output
@@ -46,9 +54,7 @@ def test_usage_online_then_offline(
         agent = tmp_path / "agent.token"
         made = node.call("POST", "/v1/tokens", {"principal": "agent:app", "roles": ["agent"]})
         agent.write_text(made.json()["token"])
-        theirs = runner.invoke(
-            app, ["usage", "--json", "--token-file", str(agent), "--data", data]
-        )
+        theirs = runner.invoke(app, ["usage", "--json", "--token-file", str(agent), "--data", data])
         assert json.loads(theirs.output)["rows"] == []  # the admin's usage is not theirs
     finally:
         close_node(node)

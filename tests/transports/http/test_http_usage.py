@@ -117,7 +117,10 @@ def test_usage_by_principal_session_and_model_with_cost(priced: HttpNode) -> Non
     assert a_in and a_out and b_in and b_out
     rows = {r["key"]: r for r in usage(node, "?by=principal").json()["rows"]}
     assert set(rows) == {"user:alice", "user:bob"}
-    assert (rows["user:alice"]["input_tokens"], rows["user:alice"]["output_tokens"]) == (a_in, a_out)
+    assert (rows["user:alice"]["input_tokens"], rows["user:alice"]["output_tokens"]) == (
+        a_in,
+        a_out,
+    )
     assert rows["user:alice"]["turns"] == 2
     assert rows["user:alice"]["cost"] == pytest.approx(a_in + 2 * a_out)
     assert rows["user:bob"]["cost"] == pytest.approx(b_in + 2 * b_out)
@@ -207,9 +210,9 @@ def test_hard_budgets_refuse_a_run_before_it_starts(data_dir: Path) -> None:
         assert refused.status == 429, refused
         error = refused.error()
         assert error["code"] == "budget_exceeded"
-        assert "budget agents-tokens (role agent, for user:alice: tokens per day)" in error[
-            "message"
-        ]
+        assert (
+            "budget agents-tokens (role agent, for user:alice: tokens per day)" in error["message"]
+        )
         ((who, event),) = refusals(node)
         assert who == "user:alice"  # recorded as the sender's act
         assert (event.budget, event.scope, event.subject, event.counted, event.measure) == (
@@ -284,9 +287,7 @@ def test_a_run_crossing_a_hard_budget_ends_at_the_next_turn_boundary(data_dir: P
         assert end is not None
         # The next message in the session is refused before it starts.
         settled(node)
-        assert node.call(
-            "POST", f"/v1/sessions/{session}/messages", {"text": "more"}
-        ).status == 429
+        assert node.call("POST", f"/v1/sessions/{session}/messages", {"text": "more"}).status == 429
         # Another session is not counted against this one's budget.
         node.finish(node.start("elsewhere"))
     finally:
@@ -359,7 +360,10 @@ def test_a_soft_limit_raises_one_incident_per_budget_and_period(data_dir: Path) 
 
 
 def test_the_view_is_the_same_after_a_restart_and_a_rebuild(data_dir: Path) -> None:
-    config: dict[str, Any] = {"provider": ProviderConfig(model=MODEL), "usage": UsageSection(prices=PRICES)}
+    config: dict[str, Any] = {
+        "provider": ProviderConfig(model=MODEL),
+        "usage": UsageSection(prices=PRICES),
+    }
     node = open_node(data_dir, **config)
     try:
         for text in ("one", "two three", TOOL):
