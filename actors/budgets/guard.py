@@ -56,25 +56,21 @@ class BudgetGuard:
         self.roles_of = roles_of
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
+        self._role_budgets = any(b.scope == "role" for b in self.budgets.values())
 
     def _applying(
         self, principal: str, session_id: str
     ) -> Iterator[tuple[str, Budget, Column, str]]:
+        """Each budget that counts a run of ``principal`` in ``session_id``, with the usage
+        column and value it is measured by (no budget: nothing, and no read)."""
         if not self.budgets:
             return
-        roles = (
-            self.roles_of(principal)
-            if any(b.scope == "role" for b in self.budgets.values())
-            else ()
-        )
+        roles = self.roles_of(principal) if self._role_budgets else ()
         for name, budget in self.budgets.items():
             where = counted(budget, principal, roles, session_id)
             if where is not None:
-                yield name, budget, *where
-
-    def applies(self, principal: str, session_id: str) -> bool:
-        """Whether any budget counts a run of ``principal`` in ``session_id``."""
-        return any(True for _ in self._applying(principal, session_id))
+                column, value = where
+                yield name, budget, column, value
 
     def _used(self, budget: Budget, column: Column, value: str, now_ms: int) -> float:
         if budget.measure == "runs":
