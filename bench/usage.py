@@ -38,9 +38,12 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import projections  # noqa: E402
 from actors.budgets.config import Budget  # noqa: E402
 from bench.runs import Driver, cpu_s, warm_up  # noqa: E402
 from policies import UsageToday  # noqa: E402
+from projections import Embedder  # noqa: E402
+from projections.base import Projection  # noqa: E402
 from projections.usage import Price, UsageProjection  # noqa: E402
 from transports import runtime as composition  # noqa: E402
 from transports.config import HttpConfig, NodeConfig, UsageSection  # noqa: E402
@@ -53,30 +56,30 @@ BIG = 1e12
 
 
 def budgets() -> dict[str, Budget]:
-    def one(measure: str, period: str, **limits: float) -> Budget:
-        return Budget(
-            scope="principal",
-            subject=PRINCIPAL,
-            measure=measure,
-            period=period,
-            **limits,  # type: ignore[arg-type]
-        )
-
+    """Three hard limits and a soft one on the runs' principal, none ever reached."""
     return {
-        "tokens-day": one("tokens", "day", hard=BIG, soft=BIG),
-        "cost-month": one("cost", "month", hard=BIG),
-        "runs-hour": one("runs", "hour", hard=BIG),
+        "tokens-day": Budget(
+            scope="principal", subject=PRINCIPAL, measure="tokens", period="day", hard=BIG, soft=BIG
+        ),
+        "cost-month": Budget(
+            scope="principal", subject=PRINCIPAL, measure="cost", period="month", hard=BIG
+        ),
+        "runs-hour": Budget(
+            scope="principal", subject=PRINCIPAL, measure="runs", period="hour", hard=BIG
+        ),
     }
 
 
 def phase(variant: str, runs: int, sessions: int, work: Path) -> dict[str, Any]:
     """One measured phase in this process; returns its figures."""
     on = variant == "on"
-    if not on:
-        every = composition.all_projections
-        composition.all_projections = lambda embedder=None: [  # type: ignore[assignment]
-            p for p in every(embedder) if not isinstance(p, UsageProjection)
-        ]
+    if not on:  # the projector as it was: every view but usage
+        every = projections.all_projections
+
+        def without_usage(embedder: Embedder | None = None) -> list[Projection]:
+            return [p for p in every(embedder) if not isinstance(p, UsageProjection)]
+
+        setattr(composition, "all_projections", without_usage)  # noqa: B010
     config = NodeConfig(
         http=HttpConfig(port=0),
         budgets=budgets() if on else {},
@@ -145,7 +148,7 @@ def main() -> None:
     load_after = os.getloadavg()
 
     def median(variant: str, key: str) -> float:
-        return statistics.median(r[key] for r in rows[variant])
+        return float(statistics.median(float(r[key]) for r in rows[variant]))
 
     rate = median("off", "runs_per_s") / median("on", "runs_per_s")
     cpu = median("on", "cpu_ms_per_run") / median("off", "cpu_ms_per_run")

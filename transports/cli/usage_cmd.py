@@ -84,8 +84,11 @@ def _folded(data: Path | None, by: Grouping, first: str, last: str) -> UsageRepo
             rows = list(load_usage(reader))
         finally:
             reader.close()
-    pick = {"principal": 1, "session": 2, "model": 3}[by]
-    cells = [(row[1], row[pick], row[3], row[4]) for row in rows if first <= row[0] <= last]
+    cells = [
+        (principal, {"principal": principal, "session": session, "model": model}[by], model, t)
+        for day, principal, session, model, t in rows
+        if first <= day <= last
+    ]
     return report(by, first, last, cells, prices)
 
 
