@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     )
     from projections.replay import Difference, ReplayReport, compare, rebuild, replay
     from projections.tasks import TASK_STATES, TaskFilter, TaskRecord, TasksView
-    from projections.usage import Price, Tokens, UsageReport, UsageView, load_usage
+    from projections.usage import Price, TokenCounts, UsageReport, UsageView, load_usage
     from projections.watch import (
         JournalVerdict,
         Lag,
@@ -110,7 +110,7 @@ __all__ = [
     "TaskLease",
     "TaskRecord",
     "TasksView",
-    "Tokens",
+    "TokenCounts",
     "ToolUsageRecord",
     "UsageReport",
     "UsageView",
@@ -170,7 +170,7 @@ __getattr__ = exports(
         ),
         "projections.replay": ("Difference", "ReplayReport", "compare", "rebuild", "replay"),
         "projections.tasks": ("TASK_STATES", "TaskFilter", "TaskRecord", "TasksView"),
-        "projections.usage": ("Price", "Tokens", "UsageReport", "UsageView", "load_usage"),
+        "projections.usage": ("Price", "TokenCounts", "UsageReport", "UsageView", "load_usage"),
         "projections.watch": (
             "JournalVerdict",
             "Lag",

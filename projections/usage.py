@@ -68,7 +68,7 @@ class Price(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
                 raise ValueError(f"{field}: must be a number >= 0, not {value}")
 
 
-class Tokens(msgspec.Struct, frozen=True, kw_only=True):
+class TokenCounts(msgspec.Struct, frozen=True, kw_only=True):
     """Token counts of one model (or a sum over models)."""
 
     input_tokens: int = 0
@@ -81,8 +81,8 @@ class Tokens(msgspec.Struct, frozen=True, kw_only=True):
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(
+    def __add__(self, other: TokenCounts) -> TokenCounts:
+        return TokenCounts(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
@@ -90,7 +90,7 @@ class Tokens(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-def cost_of(model: str, tokens: Tokens, prices: Mapping[str, Price]) -> float | None:
+def cost_of(model: str, tokens: TokenCounts, prices: Mapping[str, Price]) -> float | None:
     """What ``tokens`` of ``model`` cost by ``prices`` (None: the model has no price)."""
     price = prices.get(model)
     if price is None:
@@ -107,7 +107,7 @@ def cost_of(model: str, tokens: Tokens, prices: Mapping[str, Price]) -> float | 
     return cost / 1_000_000
 
 
-def total_cost(by_model: Mapping[str, Tokens], prices: Mapping[str, Price]) -> float:
+def total_cost(by_model: Mapping[str, TokenCounts], prices: Mapping[str, Price]) -> float:
     """The cost of every priced model's tokens (unpriced models count 0)."""
     return sum(cost_of(m, t, prices) or 0.0 for m, t in by_model.items())
 
@@ -266,26 +266,26 @@ def report(
     by: Grouping,
     from_day: str,
     to_day: str,
-    cells: Iterable[tuple[str, str, str, Tokens]],
+    cells: Iterable[tuple[str, str, str, TokenCounts]],
     prices: Mapping[str, Price],
 ) -> UsageReport:
     """Sum ``cells`` (principal, group key, model, tokens) into rows, each priced by model."""
-    groups: dict[str, dict[str, Tokens]] = {}
+    groups: dict[str, dict[str, TokenCounts]] = {}
     for _principal, key, model, tokens in cells:
         models = groups.setdefault(key, {})
-        models[model] = models.get(model, Tokens()) + tokens
-    everything: dict[str, Tokens] = {}
+        models[model] = models.get(model, TokenCounts()) + tokens
+    everything: dict[str, TokenCounts] = {}
     for models in groups.values():
         for model, tokens in models.items():
-            everything[model] = everything.get(model, Tokens()) + tokens
+            everything[model] = everything.get(model, TokenCounts()) + tokens
     rows = tuple(_row(key, groups[key], prices) for key in sorted(groups))
     return UsageReport(
         by=by, from_day=from_day, to_day=to_day, rows=rows, total=_row("total", everything, prices)
     )
 
 
-def _row(key: str, models: Mapping[str, Tokens], prices: Mapping[str, Price]) -> UsageRow:
-    summed = sum(models.values(), Tokens())
+def _row(key: str, models: Mapping[str, TokenCounts], prices: Mapping[str, Price]) -> UsageRow:
+    summed = sum(models.values(), TokenCounts())
     unpriced = tuple(sorted(m for m in models if m not in prices))
     return UsageRow(
         key=key,
@@ -302,8 +302,8 @@ def _row(key: str, models: Mapping[str, Tokens], prices: Mapping[str, Price]) ->
 _CELLS = "SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(turns)"
 
 
-def _tokens(row: tuple[Any, ...]) -> Tokens:
-    return Tokens(
+def _tokens(row: tuple[Any, ...]) -> TokenCounts:
+    return TokenCounts(
         input_tokens=int(row[0] or 0),
         output_tokens=int(row[1] or 0),
         cached_tokens=int(row[2] or 0),
@@ -317,7 +317,9 @@ class UsageView(PooledReader):
     def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
         super().__init__(path, limits)
 
-    def cells(self, by: Grouping, from_day: str, to_day: str) -> list[tuple[str, str, str, Tokens]]:
+    def cells(
+        self, by: Grouping, from_day: str, to_day: str
+    ) -> list[tuple[str, str, str, TokenCounts]]:
         """(principal, group key, model, tokens) over the days ``from_day``..``to_day``
         (inclusive): the principal kept apart, so a caller can drop those it may not read
         before :func:`report` sums."""
@@ -332,7 +334,7 @@ class UsageView(PooledReader):
 
     def by_model(
         self, column: Literal["principal", "session_id"], value: str, from_day: str, to_day: str
-    ) -> dict[str, Tokens]:
+    ) -> dict[str, TokenCounts]:
         """The tokens of one principal or session per model over ``from_day``..``to_day``."""
         sql = (
             f"SELECT model, {_CELLS} FROM usage"
@@ -360,7 +362,7 @@ class UsageView(PooledReader):
             ).fetchall()
         return sorted(str(r[0]) for r in rows)
 
-    def totals(self) -> dict[str, Tokens]:
+    def totals(self) -> dict[str, TokenCounts]:
         """Every model's tokens since the journal began (``/metrics``)."""
         with self._borrow() as conn:
             rows = conn.execute(
@@ -369,7 +371,7 @@ class UsageView(PooledReader):
         return {str(r[0]): _tokens(r[1:]) for r in rows}
 
 
-def load_usage(reader: JournalReadPort) -> Iterator[tuple[str, str, str, str, Tokens]]:
+def load_usage(reader: JournalReadPort) -> Iterator[tuple[str, str, str, str, TokenCounts]]:
     """Every usage row the journal folds to, as (day, principal, session, model, tokens), for
     commands that read a stopped node's journal: the view's own fold, run in memory."""
     with folded(UsageProjection(), reader.events_of_kinds(USAGE_KINDS)) as conn:

@@ -12,7 +12,7 @@ import msgspec
 
 from actors.budgets.config import Budget
 from events.catalog import BudgetMeasure, BudgetPeriod, BudgetScope
-from projections.usage import Price, Tokens, total_cost
+from projections.usage import Price, TokenCounts, total_cost
 
 Column = Literal["principal", "session_id"]
 """Which usage column a budget's subject is counted in."""
@@ -75,7 +75,10 @@ def counted(
 
 
 def measured(
-    measure: BudgetMeasure, by_model: Mapping[str, Tokens], runs: int, prices: Mapping[str, Price]
+    measure: BudgetMeasure,
+    by_model: Mapping[str, TokenCounts],
+    runs: int,
+    prices: Mapping[str, Price],
 ) -> float:
     """The amount ``measure`` counts: input plus output tokens, their cost, or runs."""
     if measure == "runs":

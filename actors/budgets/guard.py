@@ -21,7 +21,7 @@ from typing import Protocol
 from actors.budgets.config import Budget
 from actors.budgets.decide import Breach, Column, breach, counted, days_of, measured, period_key
 from policies import UsageToday
-from projections.usage import Price, Tokens, cost_of
+from projections.usage import Price, TokenCounts, cost_of
 
 Roles = Callable[[str], tuple[str, ...]]
 
@@ -31,7 +31,7 @@ class UsageReads(Protocol):
 
     def by_model(
         self, column: Column, value: str, from_day: str, to_day: str
-    ) -> dict[str, Tokens]: ...
+    ) -> dict[str, TokenCounts]: ...
 
     def runs(self, column: Column, value: str, hours: str) -> int: ...
 
@@ -147,7 +147,7 @@ class BudgetGuard:
         """``context.usage_today`` for a tool call of ``principal``'s run."""
         first, last = days_of("day", now_ms)
         by_model = self.reads.by_model("principal", principal, first, last)
-        summed = sum(by_model.values(), Tokens())
+        summed = sum(by_model.values(), TokenCounts())
         cost = sum(cost_of(m, t, self.prices) or 0.0 for m, t in by_model.items())
         return UsageToday(
             tokens=summed.tokens,

@@ -50,6 +50,7 @@ ALLOWED: dict[str, set[str]] = {
         "memory.read",
         "memory.write",
         "memory.delete",
+        "usage.read",  # its own (baseline.usage.own)
     },
 }
 """What each role may do in a session it owns (docs/policy.md has the same table)."""
@@ -66,6 +67,7 @@ OWNED_ONLY = {
     "memory.read",
     "memory.write",
     "memory.delete",
+    "usage.read",
 }
 
 
@@ -95,6 +97,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "status": "pending",
         "name": "deploy_key",
         "operation": "set",
+        "of": owner,
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

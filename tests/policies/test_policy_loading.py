@@ -48,6 +48,7 @@ BASELINE_IDS = {
     "baseline.channel.reset_own_session",
     "baseline.role.operator.channels",
     "baseline.vault.use",
+    "baseline.usage.own",
 }
 
 

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import msgspec
 import typer
 
-from projections.usage import GROUPINGS, Grouping, Tokens, UsageReport, UsageRow, query_days
+from projections.usage import GROUPINGS, Grouping, TokenCounts, UsageReport, UsageRow, query_days
 from transports.cli.errors import CliError
 from transports.cli.node_api import api, online
 from transports.cli.options import DataOption, JsonOption, TokenFileOption
@@ -40,8 +40,10 @@ def usage(
     json: JsonOption = False,
     token_file: TokenFileOption = None,
 ) -> None:
-    """Tokens (input, output, cached), provider turns and cost per principal, session or model
-    over UTC days, with the total. A cost is "-" when a model of the row has no price."""
+    """Tokens, turns and cost by principal, session or model over UTC days.
+
+    Each row has the input, cached and output tokens, the provider turns and the cost by
+    [usage.prices], then the total; a cost is "-" when a model of the row has no price."""
     if by not in GROUPINGS:
         raise CliError(f"--by must be one of {', '.join(GROUPINGS)}, not {by!r}")
     try:
@@ -77,7 +79,7 @@ def _folded(data: Path | None, by: Grouping, first: str, last: str) -> UsageRepo
     data_dir = resolve(data)
     prices = load_config(node_config(data_dir)).usage.prices
     path = journal_path(data_dir)
-    rows: list[tuple[str, str, str, str, Tokens]] = []
+    rows: list[tuple[str, str, str, str, TokenCounts]] = []
     if path.exists():  # a fresh data dir has no journal yet: no usage
         reader = JournalReader.open(path)
         try:

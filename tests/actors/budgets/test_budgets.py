@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from actors.budgets.config import Budget
 from actors.budgets.decide import breach, counted, days_of, measured, period_key
 from actors.watchdog.checks import budget_subject, soft_budget
-from projections.usage import Price, Tokens, cost_of
+from projections.usage import Price, TokenCounts, cost_of
 from transports.cli.main import app
 from transports.config import ConfigError, load_config, unpriced_warnings
 
@@ -159,13 +159,13 @@ def test_who_a_budget_counts() -> None:
 
 def test_cost_and_measures() -> None:
     price = Price(input_per_mtok=3.0, output_per_mtok=15.0, cached_input_per_mtok=0.3)
-    tokens = Tokens(input_tokens=1_000_000, output_tokens=100_000, cached_tokens=400_000)
+    tokens = TokenCounts(input_tokens=1_000_000, output_tokens=100_000, cached_tokens=400_000)
     # 600k uncached input at 3, 400k cached at 0.3, 100k output at 15
     assert cost_of("m", tokens, {"m": price}) == pytest.approx(1.8 + 0.12 + 1.5)
     no_cache = Price(input_per_mtok=3.0, output_per_mtok=15.0)
     assert cost_of("m", tokens, {"m": no_cache}) == pytest.approx(3.0 + 1.5)
     assert cost_of("other", tokens, {"m": price}) is None
-    by_model = {"m": tokens, "other": Tokens(input_tokens=5, output_tokens=5)}
+    by_model = {"m": tokens, "other": TokenCounts(input_tokens=5, output_tokens=5)}
     assert measured("tokens", by_model, 0, {"m": price}) == 1_100_010
     assert measured("cost", by_model, 0, {"m": price}) == pytest.approx(3.42)
     assert measured("runs", by_model, 7, {"m": price}) == 7
