@@ -168,8 +168,9 @@ def budget_guard(
     cfg: NodeConfig, usage: UsageView, gate: ToolGate, journal: NodeJournal, projector: Projector
 ) -> BudgetGuard:
     """The budgets and prices over the usage view; tool calls' ``context.usage_today`` reads
-    through it too. Prices for models no provider is configured with are logged, not refused
-    (:func:`transports.config.unpriced_warnings` says why)."""
+    through it too when a policy reads it (:func:`reads_usage`). Prices for models no provider
+    is configured with are logged, not refused (:func:`transports.config.unpriced_warnings`
+    says why)."""
     for line in unpriced_warnings(cfg):
         log.warning(line)
 
@@ -177,8 +178,16 @@ def budget_guard(
         projector.wait_for(journal.committed_position, SETTLE_S)
 
     guard = BudgetGuard(cfg.budgets, cfg.usage.prices, usage, gate.roles_of, settle)
-    gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
+    if reads_usage(gate.engine):
+        gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
     return guard
+
+
+def reads_usage(engine: PolicyEngine) -> bool:
+    """Whether an operator policy names ``usage_today``: only then is a tool call's usage read
+    from the view (the baseline never reads it, and an unread value needs no read)."""
+    files = {Path(s.path) for s in engine.sources if s.operator}
+    return any("usage_today" in path.read_text(encoding="utf-8") for path in files)
 
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:

@@ -7,8 +7,11 @@ folded (usually milliseconds), so:
 
 - before a run is accepted (:meth:`BudgetGuard.refusal`) the check counts what is folded;
   runs started together may each pass before any of them spent a token;
-- at a turn boundary (:meth:`BudgetGuard.crossed`) the guard first lets the view catch up with
-  the journal (``settle``, bounded), so the run's own last turn is counted.
+- at a turn boundary (:meth:`BudgetGuard.crossed`) what is folded plus everything the run itself
+  used (part of which may be folded already: counted twice) bounds the use from above; only
+  when that bound reaches a limit does the guard let the view catch up with the journal
+  (``settle``, bounded) and measure again, so the run's own last turn is counted without a
+  wait on every turn.
 
 A hard limit therefore bounds use to the limit plus at most one turn per run in flight.
 """
@@ -57,6 +60,14 @@ class BudgetGuard:
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
         self._role_budgets = any(b.scope == "role" for b in self.budgets.values())
+        self._dearest = max(
+            (
+                max(p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok or 0.0)
+                for p in self.prices.values()
+            ),
+            default=0.0,
+        )
+        """The highest price per million tokens: what a token of unknown kind costs at most."""
 
     def _applying(
         self, principal: str, session_id: str
@@ -72,34 +83,39 @@ class BudgetGuard:
                 column, value = where
                 yield name, budget, column, value
 
-    def _used(self, budget: Budget, column: Column, value: str, now_ms: int) -> float:
+    def _used(self, budget: Budget, column: Column, value: str, now_ms: int, reads: _Once) -> float:
         if budget.measure == "runs":
-            runs = self.reads.runs(column, value, period_key(budget.period, now_ms))
+            runs = reads.runs(column, value, period_key(budget.period, now_ms))
             return measured("runs", {}, runs, self.prices)
         first, last = days_of(budget.period, now_ms)
-        return measured(
-            budget.measure, self.reads.by_model(column, value, first, last), 0, self.prices
-        )
+        return measured(budget.measure, reads.by_model(column, value, first, last), 0, self.prices)
 
     def refusal(self, principal: str, session_id: str, now_ms: int) -> Breach | None:
         """The hard limit a new run of ``principal`` in ``session_id`` may not start past:
         tokens or cost already at the limit, or as many runs as the limit allows this hour."""
+        reads = _Once(self.reads)
         for name, budget, column, value in self._applying(principal, session_id):
             if budget.hard is None:
                 continue
-            found = breach(
-                name, budget, value, now_ms, self._used(budget, column, value, now_ms), hard=True
-            )
+            used = self._used(budget, column, value, now_ms, reads)
+            found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
         return None
 
     def crossed(
-        self, principal: str, session_id: str, now_ms: int, *, settle: bool = True
+        self,
+        principal: str,
+        session_id: str,
+        now_ms: int,
+        *,
+        run_tokens: int = 0,
+        settle: bool = True,
     ) -> Breach | None:
         """The tokens or cost hard limit a run in progress has reached (checked at a turn
-        boundary; with ``settle``, once the view includes the journal's head, the run's own
-        last turn with it)."""
+        boundary). ``run_tokens``: what the run itself used so far, by its own fold. With
+        ``settle``, when the folded use plus ``run_tokens`` (at the dearest price, for cost)
+        reaches a limit, the view is let catch up with the journal and measured again."""
         applying = [
             a
             for a in self._applying(principal, session_id)
@@ -107,12 +123,19 @@ class BudgetGuard:
         ]
         if not applying:
             return None
+        reads = _Once(self.reads)
+        own = {"tokens": float(run_tokens), "cost": run_tokens * self._dearest / 1_000_000}
+        if not any(
+            self._used(b, column, value, now_ms, reads) + own[b.measure] >= (b.hard or 0)
+            for _, b, column, value in applying
+        ):
+            return None  # not even counting the run's own use twice reaches a limit
         if settle:
             self.settle()
+            reads = _Once(self.reads)
         for name, budget, column, value in applying:
-            found = breach(
-                name, budget, value, now_ms, self._used(budget, column, value, now_ms), hard=True
-            )
+            used = self._used(budget, column, value, now_ms, reads)
+            found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
         return None
@@ -136,8 +159,9 @@ class BudgetGuard:
                     for p in self.reads.principals(first, last)
                     if budget.subject in self.roles_of(p)
                 ]
+            reads = _Once(self.reads)
             for column, value in subjects:
-                used = self._used(budget, column, value, now_ms)
+                used = self._used(budget, column, value, now_ms, reads)
                 found = breach(name, budget, value, now_ms, used, hard=False)
                 if found is not None:
                     out.append(found)
@@ -157,3 +181,27 @@ class BudgetGuard:
             cost_micros=round(cost * 1_000_000),
             runs=self.reads.runs("principal", principal, first),
         )
+
+
+class _Once:
+    """The reads of one check, each asked of the view once (budgets sharing a subject and a
+    period share their read)."""
+
+    def __init__(self, reads: UsageReads) -> None:
+        self._reads = reads
+        self._tokens: dict[tuple[str, str, str, str], dict[str, TokenCounts]] = {}
+        self._runs: dict[tuple[str, str, str], int] = {}
+
+    def by_model(
+        self, column: Column, value: str, from_day: str, to_day: str
+    ) -> dict[str, TokenCounts]:
+        key = (column, value, from_day, to_day)
+        if key not in self._tokens:
+            self._tokens[key] = self._reads.by_model(column, value, from_day, to_day)
+        return self._tokens[key]
+
+    def runs(self, column: Column, value: str, hours: str) -> int:
+        key = (column, value, hours)
+        if key not in self._runs:
+            self._runs[key] = self._reads.runs(column, value, hours)
+        return self._runs[key]

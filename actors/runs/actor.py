@@ -440,13 +440,19 @@ class RunActor(pykka.ThreadingActor):
         """Why the run must end before turn ``turn``: a hard tokens or cost budget of its
         principal or session is reached (None: go on, or no budget applies). Before the first
         turn the view is read as it is (the run was checked when accepted); before a later
-        one, once it includes the run's own turns."""
+        one, the run's own use counts too (:meth:`BudgetGuard.crossed`)."""
         guard = self.s.budgets
         if guard is None:
             return None
         state = self.state
         now_ms = time.time_ns() // 1_000_000
-        found = guard.crossed(state.principal, state.session_id, now_ms, settle=turn > 1)
+        found = guard.crossed(
+            state.principal,
+            state.session_id,
+            now_ms,
+            run_tokens=state.prompt_tokens + state.completion_tokens,
+            settle=turn > 1,
+        )
         return None if found is None else found.describe()
 
     def _call_model(self, turn: int) -> None:
