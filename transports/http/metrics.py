@@ -11,7 +11,8 @@ Families:
   the node started, as the journal's writer measures it (``Journal.append_latency``);
 - ``reel_approvals_pending`` (gauge): approvals waiting for a human;
 - ``reel_incidents_open{domain}`` (gauge): incidents the watchdog opened and has not resolved,
-  from the incidents view; every domain is listed (run, task, approval, projector, journal);
+  from the incidents view; every domain is listed (run, task, approval, projector, journal,
+  budget);
 - ``reel_tokens_total{model,kind}`` (counter): tokens by model as the usage view names it
   (docs/usage.md) and kind (``input``, ``output``, ``cached``: the part of input served from a
   prompt cache), since the journal began; ``reel_cost_total`` (counter): their cost by
