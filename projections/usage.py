@@ -332,17 +332,18 @@ class UsageView(PooledReader):
             rows = conn.execute(sql, (from_day, to_day)).fetchall()
         return [(str(r[0]), str(r[1]), str(r[2]), _tokens(r[3:])) for r in rows]
 
-    def by_model(
+    def by_day(
         self, column: Literal["principal", "session_id"], value: str, from_day: str, to_day: str
-    ) -> dict[str, TokenCounts]:
-        """The tokens of one principal or session per model over ``from_day``..``to_day``."""
+    ) -> dict[tuple[str, str], TokenCounts]:
+        """The tokens of one principal or session per (day, model) over ``from_day``..``to_day``
+        (a month's rows answer its days' budgets and its own in one read)."""
         sql = (
-            f"SELECT model, {_CELLS} FROM usage"
-            f" WHERE {column} = ? AND day BETWEEN ? AND ? GROUP BY model"
+            f"SELECT day, model, {_CELLS} FROM usage"
+            f" WHERE {column} = ? AND day BETWEEN ? AND ? GROUP BY day, model"
         )
         with self._borrow() as conn:
             rows = conn.execute(sql, (value, from_day, to_day)).fetchall()
-        return {str(r[0]): _tokens(r[1:]) for r in rows}
+        return {(str(r[0]), str(r[1])): _tokens(r[2:]) for r in rows}
 
     def runs(self, column: Literal["principal", "session_id"], value: str, hours: str) -> int:
         """Runs accepted for one principal or session in the hours starting with ``hours``

@@ -32,9 +32,9 @@ Roles = Callable[[str], tuple[str, ...]]
 class UsageReads(Protocol):
     """What the guard reads of the usage view (:class:`projections.usage.UsageView`)."""
 
-    def by_model(
+    def by_day(
         self, column: Column, value: str, from_day: str, to_day: str
-    ) -> dict[str, TokenCounts]: ...
+    ) -> dict[tuple[str, str], TokenCounts]: ...
 
     def runs(self, column: Column, value: str, hours: str) -> int: ...
 
@@ -170,7 +170,7 @@ class BudgetGuard:
     def usage_today(self, principal: str, now_ms: int) -> UsageToday:
         """``context.usage_today`` for a tool call of ``principal``'s run."""
         first, last = days_of("day", now_ms)
-        by_model = self.reads.by_model("principal", principal, first, last)
+        by_model = _Once(self.reads).by_model("principal", principal, first, last)
         summed = sum(by_model.values(), TokenCounts())
         cost = sum(cost_of(m, t, self.prices) or 0.0 for m, t in by_model.items())
         return UsageToday(
@@ -184,21 +184,28 @@ class BudgetGuard:
 
 
 class _Once:
-    """The reads of one check, each asked of the view once (budgets sharing a subject and a
-    period share their read)."""
+    """The reads of one check, each asked of the view once: a subject's month is read once
+    (by day and model) and answers its day's budgets and its month's."""
 
     def __init__(self, reads: UsageReads) -> None:
         self._reads = reads
-        self._tokens: dict[tuple[str, str, str, str], dict[str, TokenCounts]] = {}
+        self._months: dict[tuple[str, str, str], dict[tuple[str, str], TokenCounts]] = {}
         self._runs: dict[tuple[str, str, str], int] = {}
 
     def by_model(
         self, column: Column, value: str, from_day: str, to_day: str
     ) -> dict[str, TokenCounts]:
-        key = (column, value, from_day, to_day)
-        if key not in self._tokens:
-            self._tokens[key] = self._reads.by_model(column, value, from_day, to_day)
-        return self._tokens[key]
+        """Per model over ``from_day``..``to_day`` (days of one month)."""
+        month = from_day[:7]
+        key = (column, value, month)
+        if key not in self._months:
+            first, last = f"{month}-01", f"{month}-31"
+            self._months[key] = self._reads.by_day(column, value, first, last)
+        out: dict[str, TokenCounts] = {}
+        for (day, model), tokens in self._months[key].items():
+            if from_day <= day <= to_day:
+                out[model] = out.get(model, TokenCounts()) + tokens
+        return out
 
     def runs(self, column: Column, value: str, hours: str) -> int:
         key = (column, value, hours)

@@ -438,11 +438,11 @@ class RunActor(pykka.ThreadingActor):
 
     def _budget_crossed(self, turn: int) -> str | None:
         """Why the run must end before turn ``turn``: a hard tokens or cost budget of its
-        principal or session is reached (None: go on, or no budget applies). Before the first
-        turn the view is read as it is (the run was checked when accepted); before a later
-        one, the run's own use counts too (:meth:`BudgetGuard.crossed`)."""
+        principal or session is reached (None: go on, or no budget applies). Not before the
+        first turn: the run was checked when it was accepted (a queued run is caught before its
+        second); before a later one the run's own use counts too (:meth:`BudgetGuard.crossed`)."""
         guard = self.s.budgets
-        if guard is None:
+        if guard is None or turn == 1:
             return None
         state = self.state
         now_ms = time.time_ns() // 1_000_000
@@ -451,7 +451,6 @@ class RunActor(pykka.ThreadingActor):
             state.session_id,
             now_ms,
             run_tokens=state.prompt_tokens + state.completion_tokens,
-            settle=turn > 1,
         )
         return None if found is None else found.describe()
 
