@@ -24,6 +24,7 @@ Exceptions (delivered through command reply futures)::
     │   ├── RunNotActive
     │   └── GrantNotActive        no ``always`` grant of that tool to that principal
     ├── NodeDraining              the node is shutting down
+    ├── BudgetExceeded            a hard usage budget refuses the run; .budget names it
     └── IllegalTransition         a forbidden run state change (a bug)
 
 Tasks and learning add their own leaves: ``UnknownTask`` and ``UnknownCandidate`` (NotFound),

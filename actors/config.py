@@ -25,6 +25,9 @@ class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     """Node-wide behaviour of sessions, runs and tool invocations."""
 
     budgets: RunBudgets = RunBudgets()
+    provider_model: str = ""
+    """The configured model of the node's provider (``[provider] model``), recorded on
+    ``run.started`` ("" records none)."""
     system_prompt: str = "You are a helpful assistant run by reel. Use tools when they help."
     max_message_bytes: int = 64 * 1024
     """A user message larger than this is refused (field ``text``)."""

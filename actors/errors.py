@@ -67,3 +67,12 @@ class NodeDraining(ActorsError):
 
 class IllegalTransition(ActorsError):
     """A run state change the state machine forbids: always a bug, never user input."""
+
+
+class BudgetExceeded(ActorsError):
+    """A hard budget (``[budgets.<name>]``, docs/usage.md) refuses the run; ``budget`` names it.
+    The refusal is on the journal (``budget.refused``) before the caller hears it."""
+
+    def __init__(self, budget: str, message: str) -> None:
+        super().__init__(message)
+        self.budget = budget

@@ -22,6 +22,7 @@ from tools import ToolCatalog
 if TYPE_CHECKING:
     import pykka
 
+    from actors.budgets.guard import BudgetGuard
     from actors.schedules.state import Schedule
     from actors.tasks.queue import TaskQueue
     from actors.vault.store import Vault
@@ -91,6 +92,9 @@ class Services:
     tracer: Tracer | None = None
     """Where runs and tool calls record their spans (actors.tracing; None: no telemetry, and
     no span is built)."""
+    budgets: BudgetGuard | None = None
+    """``[budgets]`` over the usage view (docs/usage.md): checked before a run is accepted and
+    at each turn boundary, and by the watchdog for soft limits (None: nothing is checked)."""
     directory: pykka.ActorRef[Any] | None = None
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False

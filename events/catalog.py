@@ -32,7 +32,8 @@ from events.fields import (
 
 RunTerminalReason = str
 """Termination reasons: final_answer, max_turns, max_tool_calls, wall_clock, cancelled,
-approval_denied, provider_error, provider_unavailable, interrupted, internal_error, ..."""
+approval_denied, provider_error, provider_unavailable, interrupted, internal_error, budget_exceeded
+(a hard budget reached at a turn boundary: docs/usage.md), ..."""
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
@@ -466,10 +467,11 @@ class MemoryItemDeleted(Event, frozen=True, kw_only=True, tag="memory.item_delet
 
 # --- incidents (stream ``incident/<incident_id>``, written by the watchdog only) -------------
 
-IncidentDomain = Literal["run", "task", "approval", "projector", "journal", "schedule"]
+IncidentDomain = Literal["run", "task", "approval", "projector", "journal", "schedule", "budget"]
 """What an incident is about: a run without progress, a task whose lease lapsed, an approval
 pending past its time-out, the views lagging the journal, the journal failing verification, a
-schedule the node stopped (its principal holds no live token)."""
+schedule the node stopped (its principal holds no live token), a principal or session past a
+budget's soft limit (docs/usage.md)."""
 INCIDENT_DOMAINS: tuple[IncidentDomain, ...] = (
     "run",
     "task",
@@ -477,6 +479,7 @@ INCIDENT_DOMAINS: tuple[IncidentDomain, ...] = (
     "projector",
     "journal",
     "schedule",
+    "budget",
 )
 """Every domain, in the order surfaces list them (``reel_incidents_open`` has one per domain)."""
 IncidentAction = Literal["fail_run", "expire_approval", "reclaim_task"]
@@ -511,6 +514,36 @@ class IncidentResolved(Event, frozen=True, kw_only=True, tag="incident.resolved"
 
     incident_id: Id
     how: IncidentHow
+
+
+# --- usage budgets (``budget.refused`` is on the session stream it refused a run in) -------------
+
+BudgetScope = Literal["principal", "role", "session"]
+"""Whom a budget (``[budgets.<name>]``, docs/usage.md) limits: one principal, each principal
+holding a role, or one session."""
+BudgetMeasure = Literal["tokens", "cost", "runs"]
+"""What a budget counts: input plus output tokens, their cost by ``[usage.prices]``, or runs
+accepted."""
+BudgetPeriod = Literal["hour", "day", "month"]
+"""The UTC calendar period a budget counts over (tokens and cost: day or month; runs: hour)."""
+
+
+class BudgetRefused(Event, frozen=True, kw_only=True, tag="budget.refused"):
+    """A message was refused before any run was accepted for it: the hard limit of ``budget``
+    (on ``scope`` ``subject``: a principal, a role, a session) is reached by ``counted`` (the
+    principal or session whose use was measured) in the period ``period_key`` (``2026-11-27``,
+    ``2026-11``, ``2026-11-27T16``). Recorded by the principal that sent the message; a run that
+    crosses a hard limit mid-way fails ``budget_exceeded`` instead."""
+
+    session_id: Id
+    budget: str
+    scope: BudgetScope
+    subject: str
+    counted: str
+    measure: BudgetMeasure
+    period_key: str
+    used: float
+    limit: float
 
 
 # --- tasks (stream ``task/<task_id>``; docs/tasks.md) ------------------------------------------
@@ -1180,6 +1213,7 @@ CATALOG: tuple[type[Event], ...] = (
     TaskCancelled,
     IncidentOpened,
     IncidentResolved,
+    BudgetRefused,
     LearningCandidateProposed,
     LearningEvidenceAdded,
     LearningCandidateApplied,

@@ -41,6 +41,7 @@ from policies.request import (
     SENSITIVE_RISKS,
     SecretRequest,
     ToolRequest,
+    UsageToday,
 )
 
 __all__ = [
@@ -70,4 +71,5 @@ __all__ = [
     "PolicyValidationError",
     "SecretRequest",
     "ToolRequest",
+    "UsageToday",
 ]

@@ -79,6 +79,7 @@ SCOPES: Final[dict[str, dict[str, str]]] = {
     },
     "vault": {"name": _TEXT, "operation": _TEXT},
     "schedule": {"name": _TEXT, "runs_as": _PRINCIPAL, "operation": _TEXT},
+    "usage": {"of": _PRINCIPAL},
 }
 """Each context type of the schema: key -> ``text`` or ``principal`` (an entity reference)."""
 
@@ -140,6 +141,7 @@ ACTIONS: Final[dict[str, ActionSpec]] = {
     "schedule.list": ActionSpec(resource_type="Node", scope="none", changes_state=False),
     "schedule.create": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
     "schedule.manage": ActionSpec(resource_type="Schedule", scope="schedule", changes_state=True),
+    "usage.read": ActionSpec(resource_type="Node", scope="usage", changes_state=False),
 }
 """Every API action (``tool.execute`` is decided by :meth:`PolicyEngine.decide`, ``vault.use``
 by :meth:`PolicyEngine.decide_secret`)."""

@@ -39,6 +39,7 @@ from policies.request import (
     SENSITIVE_RISKS,
     SecretRequest,
     ToolRequest,
+    UsageToday,
 )
 
 TOOL_EXECUTE: Final = "tool.execute"
@@ -63,6 +64,7 @@ class _CallFields(msgspec.Struct, frozen=True, omit_defaults=True):
     session_id: str
     run_id: str
     stranger: bool
+    usage_today: UsageToday
     channel: _EntityValue | None = None
     mcp_server: str | None = None
     """For an MCP tool (``mcp.SERVER.TOOL``): the server's configured name."""
@@ -236,6 +238,8 @@ class PolicyEngine:
             raise PolicyRequestError("run_id", "must be a string")
         if type(request.capabilities) is not tuple:
             raise PolicyRequestError("capabilities", "must be a tuple of strings")
+        if type(request.usage_today) is not UsageToday:
+            raise PolicyRequestError("usage_today", "must be a UsageToday")
         key = (request.tool, request.capabilities, request.risk, request.posture)
         try:
             facts = self._tools.get(key)
@@ -316,7 +320,15 @@ def _call_fields(request: ToolRequest) -> _CallFields:
     server = tool = None
     if request.tool.startswith("mcp."):
         server, _, tool = request.tool.removeprefix("mcp.").partition(".")
-    return _CallFields(request.session_id, request.run_id, request.stranger, entity, server, tool)
+    return _CallFields(
+        request.session_id,
+        request.run_id,
+        request.stranger,
+        request.usage_today,
+        entity,
+        server,
+        tool,
+    )
 
 
 def _require_text(field: str, value: object) -> None:

@@ -42,6 +42,21 @@ CHANNEL_PRINCIPAL_PREFIX: Final = "channel:"
 for one, so a sender holds no role."""
 
 
+class UsageToday(msgspec.Struct, frozen=True, kw_only=True):
+    """What a principal used so far today (UTC), as ``context.usage_today`` gives it to Cedar
+    (docs/usage.md): whole numbers, since Cedar compares Longs."""
+
+    tokens: int = 0
+    """Input plus output tokens."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost_micros: int = 0
+    """The cost by ``[usage.prices]`` in millionths of the price unit (unpriced models: 0)."""
+    runs: int = 0
+    """Runs accepted."""
+
+
 class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One proposed tool call, described by the node to the engine.
 
@@ -71,6 +86,8 @@ class ToolRequest(msgspec.Struct, frozen=True, kw_only=True):
     roles: tuple[str, ...] = ()
     """The principal's roles (Cedar entity parents: ``principal in Role::"operator"``), from
     the tokens it holds; members of :data:`policies.access.ROLES`."""
+    usage_today: UsageToday = UsageToday()
+    """The principal's usage so far today (``context.usage_today``)."""
 
     @property
     def stranger(self) -> bool:

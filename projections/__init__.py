@@ -3,7 +3,8 @@
 Views (one projection each): sessions, runs, tape (per-run entries with a dense ``tape_seq``),
 approvals, tool usage, learning (candidates and their evidence; :class:`LearningView`,
 docs/learning.md), memory (items with FTS5 and sqlite-vec indexes; hybrid search in
-:class:`MemoryView`, docs/memory.md), incidents (what the watchdog found; :class:`IncidentsView`).
+:class:`MemoryView`, docs/memory.md), incidents (what the watchdog found; :class:`IncidentsView`),
+usage (tokens and runs by day, principal, session and model; :class:`UsageView`, docs/usage.md).
 views.db can be deleted at any time: the projector rebuilds it from the journal. ``reel replay``
 rebuilds into a fresh file and compares row by row.
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     )
     from projections.replay import Difference, ReplayReport, compare, rebuild, replay
     from projections.tasks import TASK_STATES, TaskFilter, TaskRecord, TasksView
+    from projections.usage import Price, TokenCounts, UsageReport, UsageView, load_usage
     from projections.watch import (
         JournalVerdict,
         Lag,
@@ -93,6 +95,7 @@ __all__ = [
     "MemoryView",
     "Offered",
     "PendingApproval",
+    "Price",
     "Projector",
     "RawTapeRecord",
     "ReplayReport",
@@ -107,13 +110,17 @@ __all__ = [
     "TaskLease",
     "TaskRecord",
     "TasksView",
+    "TokenCounts",
     "ToolUsageRecord",
+    "UsageReport",
+    "UsageView",
     "Views",
     "WatchReads",
     "all_projections",
     "available_embedders",
     "compare",
     "load_incidents",
+    "load_usage",
     "make_embedder",
     "rebuild",
     "replay",
@@ -163,6 +170,7 @@ __getattr__ = exports(
         ),
         "projections.replay": ("Difference", "ReplayReport", "compare", "rebuild", "replay"),
         "projections.tasks": ("TASK_STATES", "TaskFilter", "TaskRecord", "TasksView"),
+        "projections.usage": ("Price", "TokenCounts", "UsageReport", "UsageView", "load_usage"),
         "projections.watch": (
             "JournalVerdict",
             "Lag",

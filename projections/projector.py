@@ -39,6 +39,7 @@ from projections.sessions import SessionsProjection
 from projections.tape import TapeProjection
 from projections.tasks import TasksProjection
 from projections.tool_usage import ToolUsageProjection
+from projections.usage import UsageProjection
 
 VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
 
@@ -56,6 +57,7 @@ def all_projections(embedder: Embedder | None = None) -> list[Projection]:
         TasksProjection(),
         LearningProjection(),
         IncidentsProjection(),
+        UsageProjection(),
     ]
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from actors.budgets.config import Budget
 from actors.channels.config import ChannelConfig
 from actors.config import ActorsConfig, RunBudgets
 from actors.learning.desk import LearningSettings
@@ -27,6 +28,7 @@ from actors.tasks.queue import TasksConfig
 from actors.watchdog.checks import WatchdogConfig
 from events.redaction.redact import redact_text
 from projections.pool import ReaderLimits
+from projections.usage import Price
 from tools import ToolsConfig
 from tools.mcp.config import McpConfig
 from tools.spec import Posture
@@ -235,6 +237,19 @@ class WatchdogSection(WatchdogConfig, frozen=True, kw_only=True, forbid_unknown_
     of each check (actors.watchdog.checks.WatchdogConfig; docs/operations.md, "Watchdog")."""
 
 
+class UsageSection(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[usage]``: the price table usage is costed with (docs/usage.md). No price is built in:
+    a model with no price has a null cost and counts 0 towards cost budgets."""
+
+    prices: dict[str, Price] = {}
+    """``[usage.prices."MODEL"]``: ``input_per_mtok``, ``output_per_mtok`` and optionally
+    ``cached_input_per_mtok``, per million tokens, by the model as the usage view names it."""
+
+
+BUDGET_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+"""A ``[budgets.<name>]`` name: what refusals, run failures and incidents name."""
+
+
 CONNECTOR_KEYS: dict[str, tuple[str, ...]] = {
     "webhook": ("secret_env", "outbound_url", "outbound_timeout_s"),
     "matrix": ("homeserver", "user_id", "password_env", "access_token_env", "allow_rooms"),
@@ -303,6 +318,10 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     vault: VaultConfig = VaultConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     """``[telemetry]``: traces of runs over OTLP/HTTP (docs/telemetry.md)."""
+    usage: UsageSection = UsageSection()
+    budgets: dict[str, Budget] = {}
+    """``[budgets.<name>]``: limits on tokens, cost or runs per principal, role or session
+    (actors.budgets.config.Budget; docs/usage.md)."""
 
     def actors(self) -> ActorsConfig:
         """The actor system's settings."""
@@ -313,6 +332,7 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
                 wall_clock_s=self.runs.wall_clock_s,
                 max_parallel_tool_calls=self.runs.max_parallel_tool_calls,
             ),
+            provider_model=self.provider.model,
             system_prompt=self.runs.system_prompt,
             max_message_bytes=self.sessions.max_message_bytes,
             idle_passivate_s=self.sessions.idle_passivate_s,
@@ -460,7 +480,7 @@ def _file_keys(table: dict[str, Any]) -> Iterator[str]:
             yield section
             continue
         for key, value in keys.items():
-            if section == "channels" and isinstance(value, dict):
+            if section in ("channels", "budgets") and isinstance(value, dict):
                 yield from (_dotted(_dotted(section, key), name) for name in value)
             else:
                 yield _dotted(section, key)
@@ -490,6 +510,11 @@ def _load(
         from_env[f"{section}.{key}"] = name
     try:
         _check_channels(table.get("channels"))
+        _check_named(table.get("budgets"), "budgets", Budget, BUDGET_NAME)
+        usage = table.get("usage")
+        _check_named(
+            usage.get("prices") if isinstance(usage, dict) else None, "usage.prices", Price
+        )
         config = msgspec.convert(table, NodeConfig)
         return config, origins | {key: ("env", name) for key, name in from_env.items()}
     except msgspec.ValidationError as exc:
@@ -525,6 +550,39 @@ def _check_channels(channels: Any) -> None:
             problem, sep, where = str(exc).rpartition(" - at `$")
             path = f"$.channels.{name}{where.rstrip('`')}" if sep else f"$.channels.{name}"
             raise msgspec.ValidationError(f"{problem if sep else exc} - at `{path}`") from None
+
+
+def _check_named(
+    tables: Any, where: str, struct: type[msgspec.Struct], names: re.Pattern[str] | None = None
+) -> None:
+    """Each ``[<where>.<name>]`` on its own, so an error names ``<where>.<name>.<key>`` (msgspec
+    would say ``<where>[...]``)."""
+    if not isinstance(tables, dict):
+        return
+    for name, table in tables.items():
+        key = _dotted(f"$.{where}", name)
+        if names is not None and not names.fullmatch(name):
+            raise msgspec.ValidationError(f"a name must match {names.pattern} - at `{key}`")
+        try:
+            msgspec.convert(table, struct)
+        except msgspec.ValidationError as exc:
+            problem, sep, at = str(exc).rpartition(" - at `$")
+            path = f"{key}{at.rstrip('`')}" if sep else key
+            raise msgspec.ValidationError(f"{problem if sep else exc} - at `{path}`") from None
+
+
+def unpriced_warnings(config: NodeConfig) -> list[str]:
+    """A line per ``[usage.prices]`` model no provider is configured with. Warned, not refused:
+    the usage view names a turn by the model the provider said answered, which may differ from
+    the configured name (``gpt-4o`` answers as ``gpt-4o-2024-08-06``), and older journals hold
+    models no longer configured; both may rightly be priced."""
+    configured = {config.provider.model} - {""}
+    return [
+        f'usage.prices."{model}": no provider is configured with this model; it prices only '
+        f"usage recorded under that name (configured: {', '.join(sorted(configured)) or 'none'})"
+        for model in sorted(config.usage.prices)
+        if model not in configured
+    ]
 
 
 def _env_value(raw: str) -> Any:

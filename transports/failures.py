@@ -32,6 +32,7 @@ Kind = Literal[
     "not_found",
     "method_not_allowed",
     "conflict",
+    "budget_exceeded",
     "already_exists",
     "payload_too_large",
     "unavailable",
@@ -45,6 +46,8 @@ Kind = Literal[
 - ``not_found``: what the request names does not exist;
 - ``method_not_allowed``, ``payload_too_large``: the request's shape (HTTP's own);
 - ``conflict``: the current state refuses a valid command (nothing changed);
+- ``budget_exceeded``: a hard usage budget refuses the run (docs/usage.md; the refusal is on
+  the journal, nothing else changed);
 - ``already_exists``: what it would create exists (a session key taken);
 - ``unavailable``: not now (draining, the journal unavailable, a vendor or homeserver down);
 - ``unusable``: the node's own files or settings cannot be used (a tampered journal, a bad key,
@@ -73,6 +76,7 @@ KINDS: Final[dict[str, Kind]] = {
     "actors.errors.Conflict": "conflict",
     "actors.errors.SessionKeyTaken": "already_exists",
     "actors.errors.NodeDraining": "unavailable",
+    "actors.errors.BudgetExceeded": "budget_exceeded",
     "actors.provider.ProviderError": "unavailable",
     "actors.learning.desk.UnknownRunToReflect": "not_found",
     "actors.learning.rules.InvalidReflection": "internal",

@@ -7,6 +7,7 @@ one place that knows every package; nothing below ``transports`` imports it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import Node, ToolGate
+from actors.budgets.guard import BudgetGuard
 from actors.checkpoints import history_of
 from actors.errors import UnknownSession
 from actors.memory.items import NodeMemory
@@ -42,6 +44,7 @@ from projections import (
     IncidentsView,
     MemoryView,
     Projector,
+    UsageView,
     Views,
     WatchReads,
     all_projections,
@@ -52,7 +55,13 @@ from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, load_tokens
 from transports.channels import ChannelHub
-from transports.config import ConfigError, NodeConfig, ProviderConfig, load_config
+from transports.config import (
+    ConfigError,
+    NodeConfig,
+    ProviderConfig,
+    load_config,
+    unpriced_warnings,
+)
 from transports.learning import NodeLearning
 from transports.mcp_servers import NodeSecrets, journal_tool_lists
 from transports.models import DeterministicProvider, OpenAIConfig
@@ -61,6 +70,12 @@ from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
 from transports.telemetry import NodeTracer, open_tracer
+
+log = logging.getLogger("reel.usage")
+
+SETTLE_S = 1.0
+"""How long a budget check at a turn boundary waits for the views to include the journal's
+head (actors.budgets.guard); past it the check counts what is folded."""
 
 
 @dataclass
@@ -93,6 +108,11 @@ class Runtime:
     schedules: ScheduleDesk
     """The schedules (docs/schedules.md): the API changes them through its book, its thread
     fires them."""
+    usage: UsageView
+    """Tokens and runs by day, principal, session and model (``GET /v1/usage``, ``/metrics``,
+    the budget checks; docs/usage.md)."""
+    guard: BudgetGuard
+    """``[budgets]`` and ``[usage.prices]`` over :attr:`usage`."""
     tracer: NodeTracer | None = None
     """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
 
@@ -133,6 +153,7 @@ class Runtime:
                 self.learning.close()
                 self.views.close()
                 self.incidents.close()
+                self.usage.close()
             finally:
                 self.journal.close(checkpoint=sign)
 
@@ -221,6 +242,32 @@ def check_provider_keys(config: NodeConfig, vault: Vault) -> None:
                 f"config key providers[{index}].api_key: the vault holds no secret {name!r} "
                 f"(reel vault set {name})"
             )
+
+
+def budget_guard(
+    cfg: NodeConfig, usage: UsageView, gate: ToolGate, journal: NodeJournal, projector: Projector
+) -> BudgetGuard:
+    """The budgets and prices over the usage view; tool calls' ``context.usage_today`` reads
+    through it too when a policy reads it (:func:`reads_usage`). Prices for models no provider
+    is configured with are logged, not refused (:func:`transports.config.unpriced_warnings`
+    says why)."""
+    for line in unpriced_warnings(cfg):
+        log.warning(line)
+
+    def settle() -> None:
+        projector.wait_for(journal.committed_position, SETTLE_S)
+
+    guard = BudgetGuard(cfg.budgets, cfg.usage.prices, usage, gate.roles_of, settle)
+    if reads_usage(gate.engine):
+        gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
+    return guard
+
+
+def reads_usage(engine: PolicyEngine) -> bool:
+    """Whether an operator policy names ``usage_today``: only then is a tool call's usage read
+    from the view (the baseline never reads it, and an unread value needs no read)."""
+    files = {Path(s.path) for s in engine.sources if s.operator}
+    return any("usage_today" in path.read_text(encoding="utf-8") for path in files)
 
 
 def check_tool_choice(config: NodeConfig, catalog: ToolCatalog, gate: ToolGate) -> None:
@@ -428,6 +475,7 @@ def open_runtime(
         catalog.checkpoints.history = history_of(journal, catalog.checkpoints)
     projector: Projector | None = None
     schedules: ScheduleDesk | None = None
+    usage: UsageView | None = None
     try:
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
@@ -436,6 +484,8 @@ def open_runtime(
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
+        usage = UsageView(data_dir / "views.db", cfg.views)
+        guard = budget_guard(cfg, usage, gate, journal, projector)
         node = Node(
             journal=journal,
             provider=model,
@@ -464,6 +514,7 @@ def open_runtime(
         )
         node.services.schedules = schedules  # the watchdog's incidents about stopped ones
         node.services.tracer = tracer
+        node.services.budgets = guard
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start()  # recovery reads the journal (by kind, indexed), never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
@@ -474,6 +525,8 @@ def open_runtime(
             schedules.stop()
         if projector is not None:
             projector.close()
+        if usage is not None:
+            usage.close()
         memory.close()
         journal.close()
         catalog.close()
@@ -499,6 +552,8 @@ def open_runtime(
         vault=vault,
         schedules=schedules,
         tracer=tracer,
+        usage=usage,
+        guard=guard,
     )
     try:
         channels.start(

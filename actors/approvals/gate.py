@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from actors.approvals.grants import Grant, covers
-from policies import Decision, PolicyEngine, SecretRequest, ToolRequest
+from policies import Decision, PolicyEngine, SecretRequest, ToolRequest, UsageToday
 from tools import Posture, ToolSpec
 from tools.handles import handles_of
 
@@ -48,6 +48,9 @@ class ToolGate:
         self._postures = dict(postures or {})
         self.roles_of = roles_of or (lambda _principal: ())
         """The roles a principal holds now (set by the node's composition from its tokens)."""
+        self.usage_of: Callable[[str], UsageToday] = lambda _principal: UsageToday()
+        """A principal's usage so far today, Cedar's ``context.usage_today`` (set by the
+        node's composition from the usage view; docs/usage.md)."""
         self._always: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
@@ -106,6 +109,7 @@ class ToolGate:
             session_id=session_id,
             run_id=run_id,
             roles=self.roles_of(principal),
+            usage_today=self.usage_of(principal),
         )
         decision = self.engine.decide(request)
         grant: str | None = None

@@ -72,6 +72,7 @@ from actors.runs.context import (
     read_run,
 )
 from actors.runs.decide import (
+    BUDGET_EXCEEDED,
     Assemble,
     AwaitTool,
     Batching,
@@ -340,6 +341,7 @@ class RunActor(pykka.ThreadingActor):
                     max_tool_calls=b.max_tool_calls,
                     wall_clock_s=b.wall_clock_s,
                     provider=self.s.provider.name,
+                    model=self.s.config.provider_model,
                 )
                 if assembles_when_started(self.state):  # one commit for both
                     self._append(start, self._assembled(self.state))
@@ -369,6 +371,10 @@ class RunActor(pykka.ThreadingActor):
             elif isinstance(step, Assemble):
                 self._append(self._assembled(self.state))
             elif isinstance(step, CallModel):
+                crossed = self._budget_crossed(step.turn)
+                if crossed is not None:
+                    self._append(end(self.state, "failed", BUDGET_EXCEEDED, crossed))
+                    continue
                 self._call_model(step.turn)
                 return
             elif isinstance(step, Finish):
@@ -496,6 +502,24 @@ class RunActor(pykka.ThreadingActor):
 
     def _current(self, turn: int) -> bool:
         return self.turn is not None and self.turn.number == turn and self.ending is None
+
+    def _budget_crossed(self, turn: int) -> str | None:
+        """Why the run must end before turn ``turn``: a hard tokens or cost budget of its
+        principal or session is reached (None: go on, or no budget applies). Not before the
+        first turn: the run was checked when it was accepted (a queued run is caught before its
+        second); before a later one the run's own use counts too (:meth:`BudgetGuard.crossed`)."""
+        guard = self.s.budgets
+        if guard is None or turn == 1:
+            return None
+        state = self.state
+        now_ms = time.time_ns() // 1_000_000
+        found = guard.crossed(
+            state.principal,
+            state.session_id,
+            now_ms,
+            run_tokens=state.prompt_tokens + state.completion_tokens,
+        )
+        return None if found is None else found.describe()
 
     def _call_model(self, turn: int) -> None:
         self.turn = _Turn(turn, time.time_ns())

@@ -34,6 +34,8 @@ from events.catalog import (
 from events.lifecycle import RunEnd, RunStatus
 
 INTERRUPTED = "the node stopped while this was in flight"
+BUDGET_EXCEEDED = "budget_exceeded"
+"""The reason of a run ended at a turn boundary by a hard budget (the message names it)."""
 
 # --- steps -----------------------------------------------------------------------------------
 
@@ -245,15 +247,24 @@ def resumable(step: Step) -> bool:
 
 
 def started(
-    state: RunState, *, max_turns: int, max_tool_calls: int, wall_clock_s: float, provider: str
+    state: RunState,
+    *,
+    max_turns: int,
+    max_tool_calls: int,
+    wall_clock_s: float,
+    provider: str,
+    model: str = "",
 ) -> RunStarted:
-    """``run.started`` with the budgets the run will run under."""
+    """``run.started`` with the budgets the run will run under, and the configured model of
+    its provider when there is one (the usage view's model for turns whose provider names
+    none)."""
     return RunStarted(
         run_id=state.run_id,
         max_turns=max_turns,
         max_tool_calls=max_tool_calls,
         wall_clock_s=wall_clock_s,
         provider=provider,
+        model=model or None,
     )
 
 

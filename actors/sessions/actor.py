@@ -19,7 +19,7 @@ import msgspec
 import pykka
 
 from actors.aggregate import fold
-from actors.errors import Conflict, InvalidCommand, UnknownRun
+from actors.errors import BudgetExceeded, Conflict, InvalidCommand, UnknownRun
 from actors.messages import (
     BranchSession,
     CancelRun,
@@ -61,7 +61,7 @@ from actors.sessions.compaction import (
     still_applies,
     write_summary,
 )
-from actors.sessions.decide import branch_history, compaction_due, created, decide
+from actors.sessions.decide import branch_history, compaction_due, created, decide, refused
 from actors.sessions.state import SessionState, checkpoint_of
 from actors.stream import Recorded, recorded
 from events import new_id, redact_event
@@ -239,6 +239,8 @@ class SessionActor(pykka.ThreadingActor):
                 ),
             )
             return
+        if self._refused_by_budget(message):
+            return
         if self._idle():
             # The previous run's RunFinished may still be on the way: the compaction due after
             # it is made before this run is accepted, so this run sees its summary.
@@ -267,6 +269,21 @@ class SessionActor(pykka.ThreadingActor):
                 queued=busy,
             ),
         )
+
+    def _refused_by_budget(self, message: StartRun) -> bool:
+        """Refuse the message when a hard budget of its principal or this session is reached:
+        ``budget.refused`` is recorded (by the sender), then the caller hears
+        :class:`BudgetExceeded`; no run is accepted."""
+        guard = self.s.budgets
+        if guard is None:
+            return False
+        found = guard.refusal(message.principal, self.session_id, time.time_ns() // 1_000_000)
+        if found is None:
+            return False
+        assert self.state is not None
+        self._append(refused(self.state, found), principal=message.principal)
+        reject(message.reply, BudgetExceeded(found.budget, found.describe()))
+        return True
 
     def _live_active(self) -> str | None:
         """The active run unless it has already ended: its RunFinished may still be on the way,

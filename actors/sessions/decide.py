@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container
 
 from actors.approvals.grants import Grant
+from actors.budgets.decide import Breach
 from actors.errors import InvalidCommand
 from actors.messages import (
     CreateSession,
@@ -29,6 +30,7 @@ from actors.messages import (
 from actors.sessions.compaction import Limits
 from actors.sessions.state import SessionState, checkpoint_of
 from events.catalog import (
+    BudgetRefused,
     Event,
     RunAccepted,
     SessionCreated,
@@ -94,6 +96,22 @@ def decide(
             ),
         )
     return (restored(state, command.checkpoint_id),)
+
+
+def refused(state: SessionState, breach: Breach) -> BudgetRefused:
+    """``budget.refused``: a message refused before a run was accepted for it (the breach
+    names the budget, whom it counted and how far it got)."""
+    return BudgetRefused(
+        session_id=state.session_id,
+        budget=breach.budget,
+        scope=breach.scope,
+        subject=breach.subject,
+        counted=breach.counted,
+        measure=breach.measure,
+        period_key=breach.period_key,
+        used=breach.used,
+        limit=breach.limit,
+    )
 
 
 def holds(state: SessionState, grant: Grant) -> bool:

@@ -182,6 +182,8 @@ class WatchdogActor(pykka.ThreadingActor):
                 )
                 for s in desk.stopped()
             )
+        guard = self.s.budgets
+        budgets = guard.soft_breaches(now) if guard is not None else None
         return Snapshot(
             now_ms=now,
             runs=tuple(port.runs_in_progress()),
@@ -190,6 +192,7 @@ class WatchdogActor(pykka.ThreadingActor):
             journal=journal,
             tasks=tuple(tasks) if tasks is not None else None,
             schedules=schedules,
+            budgets=tuple(budgets) if budgets is not None else None,
         )
 
     def _act(self, act: Act) -> None:

@@ -15,6 +15,10 @@ What is wrong, and the limit that says so (``[watchdog]`` in config.toml, docs/o
 - ``schedule``: a schedule the node stopped because the principal it runs as holds no live
   token (docs/schedules.md); open until the schedule is deleted. Nothing to act on: someone
   decides whether it should run as someone else.
+- ``budget``: a principal or session past a budget's soft limit in the current period
+  (``[budgets]``, docs/usage.md). The subject names the budget, whom it counts and the period,
+  so one incident opens per budget, subject and period, whatever the number of runs; it is
+  resolved ``cleared`` when the period ends.
 
 A domain the snapshot did not look at (``None``) has no findings and is not in ``checked``: its
 open incidents stay open, neither cleared nor acted on.
@@ -22,14 +26,18 @@ open incidents stay open, neither cleared nor acted on.
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Annotated, Literal
 
 import msgspec
 
+from actors.budgets.decide import Breach
 from events.catalog import INCIDENT_DOMAINS, IncidentAction, IncidentDomain
 from projections.watch import JournalVerdict, Lag, PendingApproval, RunActivity, TaskLease
 
 Seconds = Annotated[float, msgspec.Meta(gt=0)]
+_ID = re.compile(r"[0-9A-Za-z_.:-]+")
 Mode = Literal["observe", "auto"]
 
 ACTIONS: dict[IncidentDomain, IncidentAction | None] = {
@@ -39,9 +47,10 @@ ACTIONS: dict[IncidentDomain, IncidentAction | None] = {
     "projector": None,
     "journal": None,
     "schedule": None,
+    "budget": None,
 }
-"""What ``auto`` mode does about each domain (nothing can be done about views or the journal
-but telling someone)."""
+"""What ``auto`` mode does about each domain (nothing can be done about views, the journal or a
+soft budget but telling someone)."""
 
 
 class WatchdogConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,6 +95,8 @@ class Snapshot(msgspec.Struct, frozen=True, kw_only=True):
     journal: JournalVerdict | None = None
     tasks: tuple[TaskLease, ...] | None = None
     schedules: tuple[StoppedSchedule, ...] | None = None
+    budgets: tuple[Breach, ...] | None = None
+    """The soft budget limits reached in their current period."""
 
 
 class Measured(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -160,6 +171,9 @@ def check(config: WatchdogConfig, snapshot: Snapshot, memory: Memory | None = No
     if snapshot.schedules is not None:
         checked.add("schedule")
         findings += [stopped_schedule(s) for s in snapshot.schedules]
+    if snapshot.budgets is not None:
+        checked.add("budget")
+        findings += [soft_budget(breach) for breach in snapshot.budgets]
     order = {domain: i for i, domain in enumerate(INCIDENT_DOMAINS)}
     findings.sort(key=lambda f: (order[f.domain], f.subject))
     return Checked(findings=tuple(findings), checked=frozenset(checked), memory=memory)
@@ -276,3 +290,26 @@ def stopped_schedule(schedule: StoppedSchedule) -> Finding:
         detail=f"schedule {schedule.name} runs as {schedule.runs_as}",
     )
     return Finding(domain="schedule", subject=schedule.schedule_id, evidence=evidence)
+
+
+def soft_budget(breach: Breach) -> Finding:
+    """A soft budget limit reached: one subject per budget, counted subject and period."""
+    evidence = Measured(
+        measure=f"{breach.measure}_per_{breach.period}",
+        value=breach.used,
+        limit=breach.limit,
+        unit=breach.measure,
+        detail=breach.describe(),
+    )
+    return Finding(domain="budget", subject=budget_subject(breach), evidence=evidence)
+
+
+def budget_subject(breach: Breach) -> str:
+    """``<budget>.<period>.<whom>``: the incident's subject (an id: whom it counted is a
+    digest when it is not one, or too long; the evidence names it in full)."""
+    whom = breach.counted
+    subject = f"{breach.budget}.{breach.period_key}.{whom}"
+    if len(subject) > 64 or not _ID.fullmatch(whom):
+        digest = hashlib.sha256(whom.encode()).hexdigest()[:16]
+        subject = f"{breach.budget}.{breach.period_key}.{digest}"
+    return subject

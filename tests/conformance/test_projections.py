@@ -21,6 +21,7 @@ from projections.sessions import SessionsProjection
 from projections.tape import TapeProjection
 from projections.tasks import TasksProjection
 from projections.tool_usage import ToolUsageProjection
+from projections.usage import UsageProjection
 from tests.conformance.projection import ProjectionConformance
 
 
@@ -58,6 +59,10 @@ class TestLearningProjection(ProjectionConformance):
 
 class TestIncidentsProjection(ProjectionConformance):
     make = IncidentsProjection
+
+
+class TestUsageProjection(ProjectionConformance):
+    make = UsageProjection
 
 
 def test_every_projection_has_a_conformance_class() -> None:

@@ -55,6 +55,7 @@ ALLOWED: dict[str, set[str]] = {
         "memory.write",
         "memory.delete",
         *SCHEDULING,
+        "usage.read",  # its own (baseline.usage.own)
     },
 }
 """What each role may do in a session it owns (docs/policy.md has the same table)."""
@@ -71,6 +72,7 @@ OWNED_ONLY = {
     "memory.read",
     "memory.write",
     "memory.delete",
+    "usage.read",
 }
 
 
@@ -101,6 +103,7 @@ def context_for(action: str, owner: str, run_principal: str = BOB) -> dict[str, 
         "name": "deploy_key",
         "operation": "set",
         "runs_as": owner,
+        "of": owner,
     }
     return {k: values[k] for k in SCOPES[ACTIONS[action].scope]}
 

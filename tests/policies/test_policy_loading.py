@@ -50,6 +50,7 @@ BASELINE_IDS = {
     "baseline.vault.use",
     "baseline.schedule.own",
     "baseline.vault.use.mcp_server",
+    "baseline.usage.own",
 }
 
 

@@ -83,7 +83,14 @@ def test_the_view_lists_filters_pages_and_counts(journal: Journal, tmp_path: Pat
         assert view.incident("01INC0000000000000000000ZZ") is None
         counts = view.open_counts()
         assert list(counts) == list(INCIDENT_DOMAINS)  # every domain, zero included
-        assert counts == {"run": 0, "task": 0, "approval": 1, "projector": 1, "journal": 0}
+        assert counts == {
+            "run": 0,
+            "task": 0,
+            "approval": 1,
+            "projector": 1,
+            "journal": 0,
+            "budget": 0,
+        }
         # the fold straight from the journal (reel incidents list on a stopped node) agrees
         assert list(load_incidents(journal).values()) == every
     finally:

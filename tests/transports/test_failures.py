@@ -115,7 +115,8 @@ def test_each_package_documents_its_tree(name: str) -> None:
 
 
 def test_the_edges_agree_on_what_each_kind_tells_the_caller() -> None:
-    """A state that refuses is 409 / FAILED_PRECONDITION or ALREADY_EXISTS / exit 1; a denial
+    """A state that refuses is 409 / FAILED_PRECONDITION or ALREADY_EXISTS / exit 1 (a budget
+    429 / RESOURCE_EXHAUSTED / exit 1); a denial
     403 / PERMISSION_DENIED / exit 3 / "denied"; the node's own trouble 5xx / UNAVAILABLE or
     INTERNAL / exit 2; any other refusal of the request 4xx / a client status / exit 2."""
     server_side = {"UNAVAILABLE", "INTERNAL"}
@@ -125,6 +126,8 @@ def test_the_edges_agree_on_what_each_kind_tells_the_caller() -> None:
         if kind in ("conflict", "already_exists"):
             assert status == 409 and grpc in ("FAILED_PRECONDITION", "ALREADY_EXISTS"), answers
             assert code == 1, answers
+        elif kind == "budget_exceeded":  # a valid command the budget's state refuses
+            assert answers == (429, "RESOURCE_EXHAUSTED", 1, "failed")
         elif kind == "permission_denied":
             assert answers == (403, "PERMISSION_DENIED", 3, "denied")
         elif status >= 500:

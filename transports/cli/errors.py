@@ -49,6 +49,7 @@ EXITS: Final[dict[Kind, int]] = {
     "not_found": EXIT_UNUSABLE,
     "method_not_allowed": EXIT_UNUSABLE,
     "conflict": EXIT_NEGATIVE,
+    "budget_exceeded": EXIT_NEGATIVE,
     "already_exists": EXIT_NEGATIVE,
     "payload_too_large": EXIT_UNUSABLE,
     "unavailable": EXIT_UNUSABLE,

@@ -86,6 +86,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "transports.cli.providers_cmd:app",
         "Model endpoints: their circuit states, and a test of each.",
     ),
+    "usage": (
+        "transports.cli.usage_cmd:usage",
+        "Tokens, turns and cost by principal, session or model over UTC days.",
+    ),
 }
 """Each command: where it lives (``module:attribute``, a ``typer.Typer`` group or a command
 function) and the summary ``reel --help`` lists. A command's module is imported only when the

@@ -24,6 +24,7 @@ STATUS: Final[dict[Kind, Status]] = {
     "not_found": Status.NOT_FOUND,
     "method_not_allowed": Status.UNIMPLEMENTED,
     "conflict": Status.FAILED_PRECONDITION,
+    "budget_exceeded": Status.RESOURCE_EXHAUSTED,
     "already_exists": Status.ALREADY_EXISTS,
     "payload_too_large": Status.RESOURCE_EXHAUSTED,
     "unavailable": Status.UNAVAILABLE,

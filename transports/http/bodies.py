@@ -132,6 +132,7 @@ ErrorCode = Literal[
     "not_found",
     "method_not_allowed",
     "conflict",
+    "budget_exceeded",
     "payload_too_large",
     "unavailable",
     "internal",

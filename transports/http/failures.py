@@ -24,6 +24,7 @@ STATUS: Final[dict[Kind, tuple[int, ErrorCode]]] = {
     "not_found": (404, "not_found"),
     "method_not_allowed": (405, "method_not_allowed"),
     "conflict": (409, "conflict"),
+    "budget_exceeded": (429, "budget_exceeded"),
     "already_exists": (409, "conflict"),
     "payload_too_large": (413, "payload_too_large"),
     "unavailable": (503, "unavailable"),

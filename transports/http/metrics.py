@@ -11,7 +11,12 @@ Families:
   the node started, as the journal's writer measures it (``Journal.append_latency``);
 - ``reel_approvals_pending`` (gauge): approvals waiting for a human;
 - ``reel_incidents_open{domain}`` (gauge): incidents the watchdog opened and has not resolved,
-  from the incidents view; every domain is listed (run, task, approval, projector, journal);
+  from the incidents view; every domain is listed (run, task, approval, projector, journal,
+  budget);
+- ``reel_tokens_total{model,kind}`` (counter): tokens by model as the usage view names it
+  (docs/usage.md) and kind (``input``, ``output``, ``cached``: the part of input served from a
+  prompt cache), since the journal began; ``reel_cost_total`` (counter): their cost by
+  ``[usage.prices]`` (models with no price count 0);
 - ``reel_tasks{state}`` (gauge): background tasks by state, from the tasks view; every state
   is listed (queued, running, retrying, succeeded, failed, expired, cancelled);
 - ``reel_projection_lag_events`` (gauge): committed events the views have not applied yet;
@@ -45,6 +50,7 @@ from aiohttp import web
 
 from events.lifecycle import RunStatus
 from events.task_lifecycle import TaskStatus
+from projections.usage import total_cost
 from transports.build import version
 from transports.http import tasks
 from transports.http.context import CONTEXT, ApiContext, permit
@@ -99,6 +105,11 @@ def _number(value: float) -> str:
 def _bound(value: float) -> str:
     """A bucket's ``le`` label as Prometheus clients write it (``1.0``, ``0.25``, ``+Inf``)."""
     return "+Inf" if math.isinf(value) else repr(float(value))
+
+
+def _label(value: str) -> str:
+    """A label value escaped as the exposition format asks (backslash, quote, newline)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
@@ -164,6 +175,28 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
             for domain, n in runtime.incidents.open_counts().items()
         ),
     )
+    usage = runtime.usage.totals()
+    lines += _family(
+        "reel_tokens_total",
+        "counter",
+        "Tokens by model and kind (input, output, cached) since the journal began (usage view).",
+        (
+            f'reel_tokens_total{{model="{_label(model)}",kind="{kind}"}} {count}'
+            for model, t in sorted(usage.items())
+            for kind, count in (
+                ("input", t.input_tokens),
+                ("output", t.output_tokens),
+                ("cached", t.cached_tokens),
+            )
+        ),
+    )
+    cost = total_cost(usage, runtime.config.usage.prices)
+    lines += _family(
+        "reel_cost_total",
+        "counter",
+        "Cost of those tokens by [usage.prices] (unpriced models count 0).",
+        [f"reel_cost_total {_number(cost)}"],
+    )
     lines += _family(
         "reel_tasks",
         "gauge",
@@ -219,6 +252,7 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
         "views": runtime.views,
         "memory": runtime.memory.view,
         "incidents": runtime.incidents,
+        "usage": runtime.usage,
         "learning": runtime.learning.view,
         "http": ctx.views,
     }

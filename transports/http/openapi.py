@@ -31,6 +31,7 @@ from projections import (
     SessionRecord,
     TaskRecord,
 )
+from projections.usage import GROUPINGS, UsageReport
 from tools.mcp.config import SERVER_NAME
 from transports.build import version
 from transports.channels import MintedCode, RouteResult
@@ -106,6 +107,31 @@ from transports.mcp_servers import McpServerRow, McpServers
 
 REF = "#/components/schemas/{name}"
 
+_DAY = {"type": "string", "format": "date"}
+USAGE_PARAMETERS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "by",
+        "in": "query",
+        "required": False,
+        "description": "Group by principal (the default), session or model.",
+        "schema": {"type": "string", "enum": list(GROUPINGS), "default": "principal"},
+    },
+    {
+        "name": "from",
+        "in": "query",
+        "required": False,
+        "description": "First UTC day, YYYY-MM-DD (default: today).",
+        "schema": _DAY,
+    },
+    {
+        "name": "to",
+        "in": "query",
+        "required": False,
+        "description": "Last UTC day, inclusive (default: today).",
+        "schema": _DAY,
+    },
+)
+
 ERRORS = {
     400: "Bad input: malformed JSON, a wrong type, an unknown field or a bad parameter "
     "(``field`` names it).",
@@ -114,6 +140,8 @@ ERRORS = {
     "the deciding policies).",
     404: "No such session, run or approval.",
     409: "The current state refuses the command (already resolved, run ended, key taken).",
+    429: "A hard usage budget refuses the run (code ``budget_exceeded``; the message names the "
+    "budget; docs/usage.md).",
     413: "The request body is over ``http.max_body_bytes`` (refused on any route before it "
     "is read).",
     503: "The node is shutting down.",
@@ -318,9 +346,10 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/sessions/{session_id}/messages": {
             "post": _op(
-                "Send a message: starts a run (returns its id at once).",
+                "Send a message: starts a run (returns its id at once); a 429 when a hard "
+                "usage budget refuses it (budget.refused is recorded).",
                 {202: _json(RunStarted, "The run is accepted and durable.")},
-                write,
+                (*write, 429),
                 parameters=(session,),
                 body=SendMessageRequest,
                 body_required=True,
@@ -537,6 +566,16 @@ def _paths() -> dict[str, Any]:
                 {200: _json(IncidentPage, "A page of incidents.")},
                 (400,),
                 parameters=(*_filters(INCIDENT_FILTERS), AFTER_ID, _limit(LIST_CAP)),
+            )
+        },
+        "/v1/usage": {
+            "get": _op(
+                "Tokens, runs and cost by principal, session or model over UTC days "
+                "(docs/usage.md); usage.read: the caller's own, and each other principal's "
+                "only where Cedar permits it.",
+                {200: _json(UsageReport, "The usage, one row per group, and the total.")},
+                (400,),
+                parameters=USAGE_PARAMETERS,
             )
         },
         "/v1/journal/head": {

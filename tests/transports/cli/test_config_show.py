@@ -54,15 +54,16 @@ def test_a_fresh_data_dir_shows_every_key_at_its_default(tmp_path: Path) -> None
     shown = show(data, env=bare_environment(REEL_HTTP_PORT="0"))
     settings = by_key(shown)
     assert shown["config_file"] is None and len(settings) == len(shown["settings"])
-    # Exactly the keys the node's --help lists as variables, the channels (none here) and the
-    # provider list.
+    # Exactly the keys the node's --help lists as variables, the channels and budgets (none
+    # here: tables by name) and the provider list.
     listed = {
         name.removeprefix("REEL_").lower().replace("_", ".", 1)
         for names in env_names().values()
         for name in names
     }
     # [[providers]] is a list of tables: no variable sets it.
-    assert set(settings) - listed == {"channels", "providers"} and listed <= set(settings)
+    assert set(settings) - listed == {"channels", "budgets", "providers"}
+    assert listed <= set(settings)
     assert settings["http.port"] == {
         "key": "http.port", "value": 0, "source": "env", "origin": "REEL_HTTP_PORT",
         "restart": True,

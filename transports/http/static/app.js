@@ -21,6 +21,7 @@ import { can, state } from "./state.js";
 import { cancelRun, openRun, renderNoRun } from "./tape.js";
 import { tasksPage } from "./tasks.js";
 import { tokensPage } from "./tokens.js";
+import { usagePage } from "./usage.js";
 import {
   applyWorkPermissions,
   refreshSession,
@@ -66,6 +67,7 @@ const PAGES = [
   searchPage,
   tasksPage,
   incidentsPage,
+  usagePage,
   memoryPage,
   learningPage,
   channelsPage,

@@ -1,0 +1,384 @@
+"""The usage view: tokens and runs by UTC day, principal, session and model (docs/usage.md).
+
+Folded from ``run.accepted`` (a run counted in its UTC hour, for ``runs`` budgets),
+``run.started`` (the configured model of the run's provider, when it records one),
+``run.turn_completed`` (one provider answer's tokens) and the runs' terminal events (which
+forget the run's configured model). A turn's principal and session are its record's: the run's
+principal, and the session its stream names as the cause. Its model is the one the provider
+said answered, else the configured one its run recorded at start, else ``unknown``.
+
+Cost is not folded: :func:`cost_of` prices the folded tokens with today's ``[usage.prices]`` when
+asked, so a price change needs no rebuild and the view stays a pure function of the journal.
+
+:class:`UsageView` answers ``GET /v1/usage``, ``/metrics`` and the budget checks
+(:mod:`actors.budgets`); :func:`load_usage` runs the same fold in memory for ``reel usage`` on a
+stopped node.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from events import Event, JournalReadPort, StoredEvent
+from events.catalog import (
+    RunAccepted,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    RunTurnCompleted,
+    kinds_of,
+)
+from projections.base import folded
+from projections.pool import PooledReader, ReaderLimits
+
+UNKNOWN_MODEL = "unknown"
+"""The model of a turn whose provider named none and whose run recorded no configured model."""
+
+USAGE_KINDS = kinds_of(
+    RunAccepted, RunStarted, RunTurnCompleted, RunCompleted, RunFailed, RunCancelled
+)
+"""The kinds the usage view folds."""
+
+GROUPINGS: dict[str, str] = {"principal": "principal", "session": "session_id", "model": "model"}
+"""``GET /v1/usage?by=``: each grouping and the column it groups by."""
+
+Grouping = Literal["principal", "session", "model"]
+
+
+class Price(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[usage.prices."MODEL"]``: what a million tokens of the model cost, in the operator's
+    unit (there are no built-in prices: they would go stale)."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float | None = None
+    """Input tokens served from the provider's prompt cache; unset: priced as input."""
+
+    def __post_init__(self) -> None:
+        for field in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok"):
+            value = getattr(self, field)
+            if value is not None and not value >= 0:  # catches NaN too
+                raise ValueError(f"{field}: must be a number >= 0, not {value}")
+
+
+class TokenCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """Token counts of one model (or a sum over models)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    """The part of ``input_tokens`` served from a prompt cache."""
+    turns: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: TokenCounts) -> TokenCounts:
+        return TokenCounts(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            turns=self.turns + other.turns,
+        )
+
+
+def cost_of(model: str, tokens: TokenCounts, prices: Mapping[str, Price]) -> float | None:
+    """What ``tokens`` of ``model`` cost by ``prices`` (None: the model has no price)."""
+    price = prices.get(model)
+    if price is None:
+        return None
+    cached = (
+        price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+    )
+    uncached = max(tokens.input_tokens - tokens.cached_tokens, 0)
+    cost = (
+        uncached * price.input_per_mtok
+        + tokens.cached_tokens * cached
+        + tokens.output_tokens * price.output_per_mtok
+    )
+    return cost / 1_000_000
+
+
+def total_cost(by_model: Mapping[str, TokenCounts], prices: Mapping[str, Price]) -> float:
+    """The cost of every priced model's tokens (unpriced models count 0)."""
+    return sum(cost_of(m, t, prices) or 0.0 for m, t in by_model.items())
+
+
+def day_of(ms: int) -> str:
+    """The UTC day of a commit time: ``2026-11-27``."""
+    return time.strftime("%Y-%m-%d", time.gmtime(ms // 1000))
+
+
+def hour_of(ms: int) -> str:
+    """The UTC hour of a commit time: ``2026-11-27T16``."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(ms // 1000))
+
+
+def parse_day(raw: str) -> str | None:
+    """``raw`` as a UTC day ``YYYY-MM-DD`` when it is a real one, else None."""
+    try:
+        parsed = time.strptime(raw, "%Y-%m-%d")
+    except ValueError:
+        return None
+    day = time.strftime("%Y-%m-%d", parsed)
+    return day if day == raw else None
+
+
+def query_days(from_raw: str | None, to_raw: str | None, now_ms: int) -> tuple[str, str]:
+    """The days ``from``..``to`` a usage query asks for (each defaults to today, UTC).
+    Raises ``ValueError(field, problem)`` when one is not a day or ``from`` is after ``to``."""
+    today = day_of(now_ms)
+    days: list[str] = []
+    for field, raw in (("from", from_raw), ("to", to_raw)):
+        day = today if raw is None else parse_day(raw)
+        if day is None:
+            raise ValueError(field, f"{str(raw)[:32]!r} is not a day (YYYY-MM-DD, UTC)")
+        days.append(day)
+    if days[0] > days[1]:
+        raise ValueError("from", f"{days[0]} is after to ({days[1]})")
+    return days[0], days[1]
+
+
+class UsageProjection:
+    name: str = "usage"
+    version: int = 1
+    tables: tuple[str, ...] = ("usage", "usage_runs", "usage_run_models", "usage_totals")
+    kinds: frozenset[str] | None = frozenset(USAGE_KINDS)
+    ddl: str = """
+    CREATE TABLE IF NOT EXISTS usage(
+        day TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        model TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        turns INTEGER NOT NULL,
+        PRIMARY KEY(principal, day, session_id, model)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS usage_by_session ON usage(session_id, day);
+    CREATE INDEX IF NOT EXISTS usage_by_day ON usage(day);
+    CREATE TABLE IF NOT EXISTS usage_runs(
+        principal TEXT NOT NULL,
+        hour TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        runs INTEGER NOT NULL,
+        PRIMARY KEY(principal, hour, session_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS usage_runs_by_session ON usage_runs(session_id, hour);
+    CREATE TABLE IF NOT EXISTS usage_totals(
+        model TEXT PRIMARY KEY,
+        input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL,
+        cached_tokens INTEGER NOT NULL,
+        turns INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS usage_run_models(
+        run_id TEXT PRIMARY KEY,
+        model TEXT NOT NULL
+    ) WITHOUT ROWID;
+    """
+
+    def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+        if isinstance(event, RunTurnCompleted):
+            model = event.model or _configured(conn, event.run_id) or UNKNOWN_MODEL
+            conn.execute(
+                "INSERT INTO usage VALUES (?,?,?,?,?,?,?,1) ON CONFLICT DO UPDATE SET"
+                " input_tokens = input_tokens + excluded.input_tokens,"
+                " output_tokens = output_tokens + excluded.output_tokens,"
+                " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + 1",
+                (
+                    day_of(stored.recorded_at_ms),
+                    stored.principal,
+                    stored.causation_id or "",
+                    model,
+                    event.prompt_tokens,
+                    event.completion_tokens,
+                    event.cached_tokens,
+                ),
+            )
+            conn.execute(
+                "INSERT INTO usage_totals VALUES (?,?,?,?,1) ON CONFLICT DO UPDATE SET"
+                " input_tokens = input_tokens + excluded.input_tokens,"
+                " output_tokens = output_tokens + excluded.output_tokens,"
+                " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + 1",
+                (model, event.prompt_tokens, event.completion_tokens, event.cached_tokens),
+            )
+        elif isinstance(event, RunAccepted):
+            conn.execute(
+                "INSERT INTO usage_runs VALUES (?,?,?,1) ON CONFLICT DO UPDATE SET runs = runs + 1",
+                (stored.principal, hour_of(stored.recorded_at_ms), event.session_id),
+            )
+        elif isinstance(event, RunStarted):
+            if event.model:
+                conn.execute(
+                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)",
+                    (event.run_id, event.model),
+                )
+        elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
+            conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (event.run_id,))
+
+
+def _configured(conn: apsw.Connection, run_id: str) -> str | None:
+    row = conn.execute("SELECT model FROM usage_run_models WHERE run_id = ?", (run_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One group of ``GET /v1/usage``: tokens, runs and cost of one principal, session or
+    model over the asked days."""
+
+    key: str
+    """The principal, the session id or the model."""
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    tokens: int
+    """Input plus output."""
+    turns: int
+    """Provider answers."""
+    cost: float | None
+    """By ``[usage.prices]``; null when a model of the group has no price (``unpriced``)."""
+    unpriced: tuple[str, ...] = ()
+    """The group's models with no price (their tokens are not in ``cost``)."""
+
+
+class UsageReport(msgspec.Struct, frozen=True, kw_only=True):
+    """``GET /v1/usage``'s body and ``reel usage --json``."""
+
+    by: str
+    from_day: str = msgspec.field(name="from")
+    to_day: str = msgspec.field(name="to")
+    rows: tuple[UsageRow, ...]
+    total: UsageRow
+    """Every row summed (``key``: ``total``)."""
+
+
+def report(
+    by: Grouping,
+    from_day: str,
+    to_day: str,
+    cells: Iterable[tuple[str, str, str, TokenCounts]],
+    prices: Mapping[str, Price],
+) -> UsageReport:
+    """Sum ``cells`` (principal, group key, model, tokens) into rows, each priced by model."""
+    groups: dict[str, dict[str, TokenCounts]] = {}
+    for _principal, key, model, tokens in cells:
+        models = groups.setdefault(key, {})
+        models[model] = models.get(model, TokenCounts()) + tokens
+    everything: dict[str, TokenCounts] = {}
+    for models in groups.values():
+        for model, tokens in models.items():
+            everything[model] = everything.get(model, TokenCounts()) + tokens
+    rows = tuple(_row(key, groups[key], prices) for key in sorted(groups))
+    return UsageReport(
+        by=by, from_day=from_day, to_day=to_day, rows=rows, total=_row("total", everything, prices)
+    )
+
+
+def _row(key: str, models: Mapping[str, TokenCounts], prices: Mapping[str, Price]) -> UsageRow:
+    summed = sum(models.values(), TokenCounts())
+    unpriced = tuple(sorted(m for m in models if m not in prices))
+    return UsageRow(
+        key=key,
+        input_tokens=summed.input_tokens,
+        output_tokens=summed.output_tokens,
+        cached_tokens=summed.cached_tokens,
+        tokens=summed.tokens,
+        turns=summed.turns,
+        cost=None if unpriced else total_cost(models, prices),
+        unpriced=unpriced,
+    )
+
+
+_CELLS = "SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens), SUM(turns)"
+
+
+def _tokens(row: tuple[Any, ...]) -> TokenCounts:
+    return TokenCounts(
+        input_tokens=int(row[0] or 0),
+        output_tokens=int(row[1] or 0),
+        cached_tokens=int(row[2] or 0),
+        turns=int(row[3] or 0),
+    )
+
+
+class UsageView(PooledReader):
+    """Typed queries over the usage tables of views.db (read-only, pooled, thread-safe)."""
+
+    def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
+        super().__init__(path, limits)
+
+    def cells(
+        self, by: Grouping, from_day: str, to_day: str
+    ) -> list[tuple[str, str, str, TokenCounts]]:
+        """(principal, group key, model, tokens) over the days ``from_day``..``to_day``
+        (inclusive): the principal kept apart, so a caller can drop those it may not read
+        before :func:`report` sums."""
+        column = GROUPINGS[by]  # one of ours, never the caller's text
+        sql = (
+            f"SELECT principal, {column}, model, {_CELLS} FROM usage"
+            f" WHERE day BETWEEN ? AND ? GROUP BY principal, {column}, model"
+        )
+        with self._borrow() as conn:
+            rows = conn.execute(sql, (from_day, to_day)).fetchall()
+        return [(str(r[0]), str(r[1]), str(r[2]), _tokens(r[3:])) for r in rows]
+
+    def by_day(
+        self, column: Literal["principal", "session_id"], value: str, from_day: str, to_day: str
+    ) -> dict[tuple[str, str], TokenCounts]:
+        """The tokens of one principal or session per (day, model) over ``from_day``..``to_day``
+        (a month's rows answer its days' budgets and its own in one read)."""
+        sql = (
+            f"SELECT day, model, {_CELLS} FROM usage"
+            f" WHERE {column} = ? AND day BETWEEN ? AND ? GROUP BY day, model"
+        )
+        with self._borrow() as conn:
+            rows = conn.execute(sql, (value, from_day, to_day)).fetchall()
+        return {(str(r[0]), str(r[1])): _tokens(r[2:]) for r in rows}
+
+    def runs(self, column: Literal["principal", "session_id"], value: str, hours: str) -> int:
+        """Runs accepted for one principal or session in the hours starting with ``hours``
+        (``2026-11-27T16`` one hour, ``2026-11-27`` a day)."""
+        sql = f"SELECT SUM(runs) FROM usage_runs WHERE {column} = ? AND hour BETWEEN ? AND ? || '~'"
+        with self._borrow() as conn:
+            row = conn.execute(sql, (value, hours, hours)).fetchone()
+        return int(row[0] or 0) if row else 0
+
+    def principals(self, from_day: str, to_day: str) -> list[str]:
+        """Every principal with tokens or runs in ``from_day``..``to_day``."""
+        with self._borrow() as conn:
+            rows = conn.execute(
+                "SELECT principal FROM usage WHERE day BETWEEN ? AND ?"
+                " UNION SELECT principal FROM usage_runs WHERE hour BETWEEN ? AND ?",
+                (from_day, to_day, from_day, f"{to_day}T99"),
+            ).fetchall()
+        return sorted(str(r[0]) for r in rows)
+
+    def totals(self) -> dict[str, TokenCounts]:
+        """Every model's tokens since the journal began (``/metrics``)."""
+        with self._borrow() as conn:
+            rows = conn.execute(
+                "SELECT model, input_tokens, output_tokens, cached_tokens, turns FROM usage_totals"
+            ).fetchall()
+        return {str(r[0]): _tokens(r[1:]) for r in rows}
+
+
+def load_usage(reader: JournalReadPort) -> Iterator[tuple[str, str, str, str, TokenCounts]]:
+    """Every usage row the journal folds to, as (day, principal, session, model, tokens), for
+    commands that read a stopped node's journal: the view's own fold, run in memory."""
+    with folded(UsageProjection(), reader.events_of_kinds(USAGE_KINDS)) as conn:
+        rows = conn.execute(
+            "SELECT day, principal, session_id, model, input_tokens, output_tokens,"
+            " cached_tokens, turns FROM usage ORDER BY day, principal, session_id, model"
+        ).fetchall()
+    for row in rows:
+        yield str(row[0]), str(row[1]), str(row[2]), str(row[3]), _tokens(row[4:])
