@@ -292,11 +292,6 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _label(value: str) -> str:
-    """A label value escaped as the exposition format asks."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def _provider_lines(statuses: Sequence[EndpointStatus]) -> list[str]:
     lines = _family(
         "reel_provider_circuit",
