@@ -441,7 +441,8 @@ def open_runtime(
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    # The journal and the vault first: MCP servers start with the catalog, and the vault
+    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing opened
+    # The journal and the vault next: MCP servers start with the catalog, and the vault
     # handles in their env are decided (vault.use, on the journal) and resolved as they start.
     journal = open_journal(data_dir, cfg, on_tampered)
     try:
@@ -465,7 +466,6 @@ def open_runtime(
         check_tool_choice(cfg, catalog, gate)
         check_provider_keys(cfg, vault)
         model = provider or make_provider(cfg, vault.resolve)
-        channels = ChannelHub(cfg.channels)  # a channel's config error stops here, none started
         tracer = open_tracer(cfg.telemetry)
     except BaseException:
         catalog.close()

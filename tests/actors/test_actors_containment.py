@@ -33,6 +33,9 @@ class ExplodingCatalog:
     def validate(self, name: str, arguments: Any) -> msgspec.Struct:
         return self.inner.validate(name, arguments)
 
+    def reads_only(self, name: str, arguments: str) -> bool:
+        return self.inner.reads_only(name, arguments)
+
     def execute(self, name: str, args: msgspec.Struct, ctx: ExecutionContext) -> ToolResult:
         if getattr(args, "text", None) == "explode":
             raise RuntimeError("the runtime blew up")

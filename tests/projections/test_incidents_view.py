@@ -89,6 +89,7 @@ def test_the_view_lists_filters_pages_and_counts(journal: Journal, tmp_path: Pat
             "approval": 1,
             "projector": 1,
             "journal": 0,
+            "schedule": 0,
             "budget": 0,
         }
         # the fold straight from the journal (reel incidents list on a stopped node) agrees
