@@ -177,11 +177,10 @@ class Driver:
 
     ``node.send`` is non-blocking; the ticket's ``run_id`` arrives on the reply future. The
     driver learns of ends by subscription, never by reading the journal: for the duration of
-    :meth:`run` it taps the journal's ``submit`` (every append passes through it, ``append``
-    too), and when an append's last event ends a run it adds a callback to that append's
-    commit future. The callback runs in the journal's writer thread when the commit is
-    durable, records the run's end and the time, and wakes the driver, which sends that
-    session's next run. So a run's latency is from ``node.send`` to its terminal commit and
+    :meth:`run` it taps the journal's ``submit`` and ``append``, and when an append's last
+    event ends a run it records the run's end and the time once the commit is durable (a
+    callback on ``submit``'s future, in the writer thread; on ``append``'s return, in the
+    thread that committed it) and wakes the driver, which sends that session's next run. So a run's latency is from ``node.send`` to its terminal commit and
     does not include the driver's own reaction time, and the driver costs the node one
     kind lookup per append.
 
@@ -223,10 +222,12 @@ class Driver:
         launched the run, so on a busy machine the reply can come late): matched later."""
 
     def _tap(self) -> Callable[[], None]:
-        """Wrap the journal's ``submit`` to see each run's terminal append; returns the undo."""
-        submit = self.journal.submit
+        """Wrap the journal's ``submit`` and ``append`` (which commits in its caller's thread
+        when no commit is under way, without ``submit``) to see each run's terminal append;
+        returns the undo."""
+        submit, append = self.journal.submit, self.journal.append
 
-        def tapped(stream: str, events: Sequence[Event], **envelope: Any) -> Future[Any]:
+        def tapped_submit(stream: str, events: Sequence[Event], **envelope: Any) -> Future[Any]:
             future = submit(stream, events, **envelope)
             run_id = envelope.get("correlation_id")
             kind = kind_of(events[-1])
@@ -234,8 +235,24 @@ class Driver:
                 future.add_done_callback(lambda done: self._on_end(run_id, kind, done))
             return future
 
-        self.journal.submit = tapped  # type: ignore[method-assign]
-        return lambda: vars(self.journal).pop("submit", None)
+        def tapped_append(stream: str, events: Sequence[Event], **envelope: Any) -> Any:
+            result = append(stream, events, **envelope)
+            run_id = envelope.get("correlation_id")
+            kind = kind_of(events[-1])
+            if run_id is not None and kind in TERMINAL:
+                done: Future[Any] = Future()
+                done.set_result(result)
+                self._on_end(run_id, kind, done)
+            return result
+
+        self.journal.submit = tapped_submit  # type: ignore[method-assign]
+        self.journal.append = tapped_append  # type: ignore[method-assign]
+
+        def undo() -> None:
+            vars(self.journal).pop("submit", None)
+            vars(self.journal).pop("append", None)
+
+        return undo
 
     def _on_end(self, run_id: str, kind: str, done: Future[Any]) -> None:
         """A terminal append's commit future resolved (in the writer thread, at the commit)."""
