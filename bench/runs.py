@@ -180,9 +180,9 @@ class Driver:
     :meth:`run` it taps the journal's ``submit`` and ``append``, and when an append's last
     event ends a run it records the run's end and the time once the commit is durable (a
     callback on ``submit``'s future, in the writer thread; on ``append``'s return, in the
-    thread that committed it) and wakes the driver, which sends that session's next run. So a run's latency is from ``node.send`` to its terminal commit and
-    does not include the driver's own reaction time, and the driver costs the node one
-    kind lookup per append.
+    thread that committed it) and wakes the driver, which sends that session's next run. So a
+    run's latency is from ``node.send`` to its terminal commit and does not include the
+    driver's own reaction time, and the driver costs the node one kind lookup per append.
 
     With ``rate`` None the loop is closed: a session's next run is sent as soon as the last one
     ended (every session always has a run live: throughput). With ``rate`` runs/s, run ``k``

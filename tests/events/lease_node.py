@@ -30,6 +30,7 @@ from events.envelope import AppendResult
 from events.errors import JournalError
 from events.postgres.journal import PostgresJournal, shard_of
 from events.postgres.leases import LeaseChange, LeaseKeeper, LeaseSettings
+from tests.events.postgres_raw import raw_append
 
 PAUSE_S = 0.1
 
@@ -104,26 +105,13 @@ class LeaseNode:
             if incarnation >= now:
                 continue
             try:
-                with psycopg.connect(self.dsn, autocommit=True) as conn:
-                    conn.execute(
-                        "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                        "%s, %s, %s)",
-                        (
-                            shard,
-                            token,
-                            [self.streams[shard]],
-                            [1],
-                            [None],
-                            [f"zombie:{self.name}"],
-                            [None],
-                            [None],
-                            [None],
-                            ["01J"],
-                            ["run.output"],
-                            [1],
-                            [b"\x80"],
-                        ),
-                    ).fetchall()
+                raw_append(
+                    self.dsn,
+                    shard,
+                    token,
+                    stream=self.streams[shard],
+                    principal=f"zombie:{self.name}",
+                )
                 outcome = "written"
             except psycopg.Error as exc:
                 outcome = exc.sqlstate or "error"

@@ -32,6 +32,7 @@ from events.postgres.journal import PostgresJournal, shard_of
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED
 from events.postgres.verify import verify_database
+from tests.events.postgres_raw import raw_append
 from tests.postgres_server import PostgresServer
 from tests.processes import REEL
 from transports.config import ConfigError, JournalConfig, NodeConfig
@@ -115,29 +116,6 @@ def test_one_shard_chains_exactly_as_format_v2() -> None:
 
 
 # --- fencing and the writer lock ---------------------------------------------------------------
-
-
-def raw_append(dsn: str, shard: int, token: int) -> None:
-    """``shard_append`` called directly, as a stale writer would."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                shard,
-                token,
-                ["zombie"],
-                [1],
-                [None],
-                ["system"],
-                [None],
-                [None],
-                [None],
-                ["01J"],
-                ["run.output"],
-                [1],
-                [b"\x80"],
-            ),
-        ).fetchall()
 
 
 def test_a_stale_token_is_refused_and_nothing_is_written(dsn: str) -> None:

@@ -26,6 +26,7 @@ from events.postgres.placement import capacity, place
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, SCHEMA_VERSION
 from events.postgres.verify import verify_database
+from tests.events.postgres_raw import raw_append
 from tests.postgres_server import PostgresServer
 
 SHARDS = 8
@@ -41,29 +42,6 @@ def dsn(postgres: PostgresServer) -> str:
     dsn = postgres.database()
     assert initialise(dsn, SHARDS)
     return dsn
-
-
-def raw_append(dsn: str, shard: int, token: int) -> None:
-    """``shard_append`` called directly, as a writer that skipped its own fence would."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                shard,
-                token,
-                [f"zombie/{shard}"],
-                [1],
-                [None],
-                ["system"],
-                [None],
-                [None],
-                [None],
-                ["01J"],
-                ["run.output"],
-                [1],
-                [b"\x80"],
-            ),
-        ).fetchall()
 
 
 class LeaseClock:
@@ -156,11 +134,11 @@ def test_a_lapsed_node_row_fences_its_current_token_in_the_database(dsn: str) ->
     k.register()
     k.tick()
     shard, token = next(iter(k.owned().items()))
-    raw_append(dsn, shard, token)  # live: let through
+    raw_append(dsn, shard, token, stream=f"zombie/{shard}")  # live: let through
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE nodes SET expires_at = clock_timestamp() WHERE node = 'a'")
     with pytest.raises(psycopg.Error) as refused:
-        raw_append(dsn, shard, token)
+        raw_append(dsn, shard, token, stream=f"zombie/{shard}")
     assert refused.value.sqlstate == FENCED
     k.tick()  # its renewal finds the row lapsed: everything dropped, a new incarnation
     assert k.owned() == {} and k.incarnation == 2

@@ -30,7 +30,7 @@ from actors.provider import ProviderError, ProviderEvent, ProviderRequest, Provi
 from transports.models.anthropic_wire import API_VERSION, MessageAssembler, encode_request
 from transports.models.openai import retry_after_s, scrub
 from transports.models.openai_wire import check_options, error_message
-from transports.models.sse import SSEDecoder, SSEError
+from transports.models.sse import provider_events
 from transports.models.tool_names import ToolNameMap
 
 __all__ = ["AnthropicConfig", "AnthropicProvider"]
@@ -197,22 +197,7 @@ class AnthropicProvider:
     async def _events(
         self, response: aiohttp.ClientResponse, names: ToolNameMap
     ) -> AsyncGenerator[ProviderEvent, None]:
-        decoder = SSEDecoder()
-        assembler = MessageAssembler(names)
-        try:
-            async for chunk in response.content.iter_any():
-                for data in decoder.feed(chunk):
-                    for event in assembler.feed(data):
-                        yield event
-                if assembler.done:
-                    break
-            if not assembler.done:
-                for data in decoder.flush():
-                    for event in assembler.feed(data):
-                        yield event
-        except SSEError as exc:
-            raise ProviderError(f"provider sent an invalid event stream: {exc}") from None
-        for event in assembler.finish():
+        async for event in provider_events(response.content.iter_any(), MessageAssembler(names)):
             yield event
 
 

@@ -48,7 +48,7 @@ from transports.models.openai_wire import (
     encode_request,
     error_message,
 )
-from transports.models.sse import SSEDecoder, SSEError
+from transports.models.sse import provider_events
 from transports.models.tool_names import ToolNameMap
 
 __all__ = ["OpenAIConfig", "OpenAIProvider", "retry_after_s", "scrub"]
@@ -348,22 +348,5 @@ class OpenAIProvider:
             for event in decode_completion(await response.read(), names):
                 yield event
             return
-        decoder = SSEDecoder()
-        assembler = StreamAssembler(names)
-        try:
-            async for chunk in response.content.iter_any():
-                for data in decoder.feed(chunk):
-                    for event in assembler.feed(data):
-                        yield event
-                    if assembler.done:
-                        break
-                if assembler.done:
-                    break
-            if not assembler.done:
-                for data in decoder.flush():
-                    for event in assembler.feed(data):
-                        yield event
-        except SSEError as exc:
-            raise ProviderError(f"provider sent an invalid event stream: {exc}") from None
-        for event in assembler.finish():
+        async for event in provider_events(response.content.iter_any(), StreamAssembler(names)):
             yield event

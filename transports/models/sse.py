@@ -11,7 +11,12 @@ make the client buffer without bound.
 
 from __future__ import annotations
 
-__all__ = ["SSEDecoder", "SSEError"]
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Protocol
+
+from actors.provider import ProviderError, ProviderEvent
+
+__all__ = ["Assembler", "SSEDecoder", "SSEError", "provider_events"]
 
 
 class SSEError(ValueError):
@@ -72,3 +77,44 @@ class SSEDecoder:
         if self._data:
             events.append("\n".join(self._data))
             self._data = []
+
+
+class Assembler(Protocol):
+    """Folds one response's event payloads into provider events (each wire protocol has one:
+    ``openai_wire.StreamAssembler``, ``anthropic_wire.MessageAssembler``)."""
+
+    @property
+    def done(self) -> bool:
+        """The stream said it is over: what follows is not read."""
+        ...
+
+    def feed(self, data: str) -> list[ProviderEvent]: ...
+
+    def finish(self) -> list[ProviderEvent]:
+        """The closing events; raises :class:`ProviderError` for a stream cut short."""
+        ...
+
+
+async def provider_events(
+    chunks: AsyncIterator[bytes], assembler: Assembler
+) -> AsyncGenerator[ProviderEvent, None]:
+    """The provider events of an SSE body arriving as ``chunks``, as ``assembler`` folds them;
+    a body that is not valid SSE is a :class:`ProviderError`."""
+    decoder = SSEDecoder()
+    try:
+        async for chunk in chunks:
+            for data in decoder.feed(chunk):
+                for event in assembler.feed(data):
+                    yield event
+                if assembler.done:
+                    break
+            if assembler.done:
+                break
+        if not assembler.done:
+            for data in decoder.flush():
+                for event in assembler.feed(data):
+                    yield event
+    except SSEError as exc:
+        raise ProviderError(f"provider sent an invalid event stream: {exc}") from None
+    for event in assembler.finish():
+        yield event
