@@ -130,6 +130,7 @@ KINDS: Final[dict[str, Kind]] = {
     "transports.http.server.HttpStartError": "unusable",
     "transports.models.sse.SSEError": "unavailable",
     "transports.cli.grpc_chat.ChatUsageError": "invalid_argument",
+    "transports.cli.node_start.OptionRefused": "invalid_argument",
 }
 """Every exception class of every tree (by dotted name) -> its kind; subclasses inherit."""
 

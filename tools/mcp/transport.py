@@ -28,10 +28,21 @@ from mcp.shared.message import SessionMessage
 from tools.result import ToolFault
 from tools.sandbox import Launch
 
-__all__ = ["NOT_JSON_RPC", "sandboxed_stdio"]
+__all__ = ["NOT_JSON_RPC", "parsed", "sandboxed_stdio"]
 
 NOT_JSON_RPC = "the server wrote a line that is not a JSON-RPC message"
 """What the session is told of such a line: never the line itself."""
+
+
+def parsed(line: bytes) -> SessionMessage | ValueError:
+    """One line of the server's stdout as the session reads it: a message, or an error that
+    does not quote the line. Pydantic's own error quotes its start, and a server may print a
+    secret of its env (a vault value) that exact-match redaction would not find cut short;
+    the SDK hands such errors to the client's message handler, which may log them."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError:
+        return ValueError(NOT_JSON_RPC)
 
 
 @contextlib.asynccontextmanager
@@ -69,15 +80,7 @@ async def sandboxed_stdio(
             with contextlib.suppress(ValueError, OSError, anyio.BrokenResourceError):
                 # ValueError: a line over the cap (asyncio's LimitOverrunError is one).
                 while line := await proc.stdout.readline():
-                    try:
-                        message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    except ValueError:
-                        # Not pydantic's error: it quotes the start of the line, and a server
-                        # may print a secret of its env (a vault value) that exact-match
-                        # redaction would not find cut short. The session logs what it gets.
-                        await read_send.send(ValueError(NOT_JSON_RPC))
-                        continue
-                    await read_send.send(SessionMessage(message))
+                    await read_send.send(parsed(line))
         closed.set()
 
     async def writer() -> None:

@@ -1,4 +1,4 @@
-"""``reel``'s command tree in typer: :data:`~transports.cli.main.COMMANDS` mounted as one group,
+"""``reel``'s command tree in typer: :data:`~transports.cli.commands.COMMANDS` mounted as one group,
 each command's module imported on first use, and typer's own outcomes (help, usage errors,
 Ctrl-C) turned into exit codes. Imported by :func:`transports.cli.main.main` for every command
 line but ``reel node``'s plain one (:mod:`transports.cli.node_start`)."""
@@ -18,8 +18,8 @@ from typer._click.utils import make_default_short_help
 from typer.core import TyperGroup
 
 from transports.build import version
+from transports.cli.commands import COMMANDS
 from transports.cli.errors import EXIT_INTERRUPTED, EXIT_UNUSABLE
-from transports.cli.main import COMMANDS
 
 
 def load(name: str) -> Command:
