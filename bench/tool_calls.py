@@ -369,14 +369,18 @@ def mcp_line(work: Path, calls: int) -> None:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
+    from tests.tools.mcp.staged import staged
     from tools.build import build_catalog
     from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
 
     venv, servers = REPO / ".venv-mcp-servers", REPO / "tests" / "tools" / "mcp" / "servers"
-    python, script = venv / "bin" / "python", servers / "probe_server.py"
-    if not python.exists():
+    if not (venv / "bin" / "python").exists():
         print("mcp        skipped: no .venv-mcp-servers")
         return
+    # Copies the sandbox can bind wherever the checkout lives (under /tmp or a 0700 directory
+    # it cannot), as the tests stage them.
+    venv, servers = staged(venv), staged(servers)
+    python, script = venv / "bin" / "python", servers / "probe_server.py"
     server = McpServerConfig(
         command=str(python),
         args=(str(script),),
