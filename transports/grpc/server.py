@@ -29,6 +29,7 @@ from transports.grpc.authentication import require_token
 from transports.grpc.codec import CappedProtoCodec
 from transports.grpc.context import ServiceContext
 from transports.grpc.errors import GrpcStartError
+from transports.grpc.expired import install as quiet_expired_deadlines
 from transports.grpc.gateway import GatewayService
 from transports.grpc.guard import guard_calls
 from transports.grpc.journal import JournalService
@@ -102,6 +103,7 @@ class GrpcServer:
         services: list[Any] = [GatewayService(ctx), ApprovalsService(ctx), JournalService(ctx)]
         health = Health({service: [self._health] for service in services})
         servable = ServerReflection.extend([*services, health], pool=reflection_pool())
+        quiet_expired_deadlines()
         server = Server(servable, codec=CappedProtoCodec(self.max_message_bytes))
         require_token(server, self._authority)
         announce_version(server)
