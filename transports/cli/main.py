@@ -52,6 +52,14 @@ def main() -> None:
         if error is not None:
             print(f"reel: error: {error}", file=sys.stderr)
             sys.exit(error.code)
+        missing = _missing_dependency(exc)
+        if missing is not None:
+            print(
+                f"reel: error: the Python package {missing!r} reel needs is not installed here; "
+                "reinstall reel's dependencies (make .venv/.installed, or pip install -e .)",
+                file=sys.stderr,
+            )
+            sys.exit(EXIT_UNUSABLE)
         # A bug: one line, the traceback only when asked for.
         if os.environ.get("REEL_DEBUG"):
             raise
@@ -61,6 +69,22 @@ def main() -> None:
         )
         sys.exit(EXIT_UNUSABLE)
     sys.exit(code)
+
+
+OWN_PACKAGES = frozenset(
+    {"events", "projections", "actors", "policies", "tools", "transports", "proto"}
+)
+"""reel's own top-level packages: one of them missing is a broken install or a bug."""
+
+
+def _missing_dependency(exc: Exception) -> str | None:
+    """The top-level package whose import failed, when it is a dependency rather than reel's
+    own: a venv made before the dependency was added (a checkout updated without reinstalling)
+    says so in one line, not as an internal error."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    package = exc.name.partition(".")[0]
+    return None if package in OWN_PACKAGES else package
 
 
 def _node(argv: list[str]) -> int | None:
