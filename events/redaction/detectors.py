@@ -80,6 +80,11 @@ class Detector(NamedTuple):
     (0: not known): text without such a run skips the detector (the vendor rules)."""
     end: re.Pattern[str] | None = None
     """For a ``multiline`` block: what ends it (its END line); streaming waits for it."""
+    overlaps: bool = False
+    """A match runs from a word to its value across a gap (a program's name, then its flag)
+    where another match can start: the search goes on one character after a match's start,
+    not after its end (``zip data/ mysql -pX shop zip -P Y``: the gap of the second ``zip``'s
+    match holds ``mysql -pX``)."""
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -810,6 +815,7 @@ def build() -> tuple[Detector, ...]:
             accept=lambda m, v: not _placeholder_or_code(v, ""),
             anchor=_anchor(CLI_COMMANDS),
             trigger=CLI_COMMANDS,
+            overlaps=True,
         ),
         Detector(
             "cli_user_password",

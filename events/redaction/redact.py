@@ -378,7 +378,7 @@ def _judge(
         return match.start() + 1
     found.append((s, e))
     guards.append(Guard(match.start(), match.end(), index))
-    return max(match.end(), match.start() + 1)
+    return match.start() + 1 if detector.overlaps else max(match.end(), match.start() + 1)
 
 
 def _accepted(detector: Detector, match: re.Match[str], value: str) -> bool:
