@@ -20,14 +20,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,embeddings,matrix,postgres,mcp,telemetry]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
-# The MCP tests run real stdio MCP servers (tests/tools/mcp/servers/) inside the shell sandbox,
-# which sees /usr but not the node's venv: so they run on Debian's python3.11 in a venv of their
-# own with the SDK installed (bound read-only into the sandbox by the tests' config).
+# The MCP tests run real stdio MCP servers inside the shell sandbox, which sees /usr but not the
+# node's venv: so they run on Debian's python3.11 in a venv of their own (bound read-only into the
+# sandbox by the tests' config), holding the SDK for our own test servers (tests/tools/mcp/servers/)
+# and the reference servers published on PyPI (mcp-server-time, -git, -fetch), all pinned in
+# tests/tools/mcp/servers/requirements.txt. Test-only.
 MCP_SERVERS_VENV := .venv-mcp-servers
 MCP_SERVERS_STAMP := $(MCP_SERVERS_VENV)/.installed
-$(MCP_SERVERS_STAMP):
+$(MCP_SERVERS_STAMP): tests/tools/mcp/servers/requirements.txt
+	rm -rf $(MCP_SERVERS_VENV)
 	/usr/bin/python3.11 -m venv $(MCP_SERVERS_VENV)
-	$(MCP_SERVERS_VENV)/bin/pip install --quiet mcp==2.3.0
+	$(MCP_SERVERS_VENV)/bin/pip install --quiet -r tests/tools/mcp/servers/requirements.txt
 	touch $(MCP_SERVERS_STAMP)
 
 # ...and a reference server nobody here wrote (npm's @modelcontextprotocol/server-everything,
