@@ -27,10 +27,18 @@ $(STAMP): pyproject.toml
 # tests/tools/mcp/servers/requirements.txt. Test-only.
 MCP_SERVERS_VENV := .venv-mcp-servers
 MCP_SERVERS_STAMP := $(MCP_SERVERS_VENV)/.installed
-$(MCP_SERVERS_STAMP): tests/tools/mcp/servers/requirements.txt
+READABILIPY_JS := tests/tools/mcp/readabilipy
+$(MCP_SERVERS_STAMP): tests/tools/mcp/servers/requirements.txt $(READABILIPY_JS)/package-lock.json
 	rm -rf $(MCP_SERVERS_VENV)
 	/usr/bin/python3.11 -m venv $(MCP_SERVERS_VENV)
 	$(MCP_SERVERS_VENV)/bin/pip install --quiet -r tests/tools/mcp/servers/requirements.txt
+	# mcp-server-fetch's readabilipy runs Mozilla's Readability on node when its package has
+	# node_modules, and otherwise runs `npm install` into its own (in the sandbox, read-only)
+	# directory at the first fetch: install them now, pinned by our lock of its package.json.
+	cp $(READABILIPY_JS)/package.json $(READABILIPY_JS)/package-lock.json \
+		$(MCP_SERVERS_VENV)/lib/python3.11/site-packages/readabilipy/javascript/
+	cd $(MCP_SERVERS_VENV)/lib/python3.11/site-packages/readabilipy/javascript && \
+		npm ci --no-audit --no-fund --silent
 	touch $(MCP_SERVERS_STAMP)
 
 # ...and a reference server nobody here wrote (npm's @modelcontextprotocol/server-everything,

@@ -14,11 +14,12 @@ refused: a mixed answer is a rebinding attempt or a misconfiguration.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 
 from tools.result import ToolFault
 
-__all__ = ["EgressPolicy", "address_problem"]
+__all__ = ["EgressPolicy", "IPAddress", "address_problem"]
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -93,3 +94,23 @@ class EgressPolicy:
             "denied",
             f"host {_normalize(host)!r} resolves to {ip} ({problem}), which is not allowed",
         )
+
+    def vetted(self, host: str, port: int) -> list[IPAddress]:
+        """The addresses to connect to for ``host``, every one of them allowed; ToolFault
+        ``denied`` when the host or any address is refused, ``failed`` when it does not
+        resolve. Blocking (DNS): run it off an event loop. Connect to these addresses, never
+        to the name again, so what was checked is what is reached."""
+        self.check_host(host)
+        try:
+            addresses: list[IPAddress] = [ipaddress.ip_address(host)]
+        except ValueError:
+            try:
+                infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except OSError:
+                raise ToolFault("failed", f"host {host!r} could not be resolved") from None
+            addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+        if not addresses:
+            raise ToolFault("failed", f"host {host!r} has no addresses")
+        for ip in addresses:
+            self.check_address(host, ip)
+        return addresses

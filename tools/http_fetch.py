@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import ipaddress
 import re
 import socket
 from collections.abc import Sequence
@@ -219,27 +217,9 @@ class HttpRuntime(ToolRuntime):
 
     async def _vet(self, url: URL, resolver: _PinnedResolver, dns: ThreadPoolExecutor) -> str:
         host = url.host or ""
-        self._policy.check_host(host)
         port = url.port or (443 if url.scheme == "https" else 80)
-        try:
-            literal: IPAddress | None = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None:
-            addresses = [literal]
-        else:
-            loop = asyncio.get_running_loop()
-            try:
-                infos = await loop.run_in_executor(
-                    dns, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-                )
-            except OSError:
-                raise ToolFault("failed", f"host {host!r} could not be resolved") from None
-            addresses = [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
-        if not addresses:
-            raise ToolFault("failed", f"host {host!r} has no addresses")
-        for ip in addresses:
-            self._policy.check_address(host, ip)
+        loop = asyncio.get_running_loop()
+        addresses = await loop.run_in_executor(dns, self._policy.vetted, host, port)
         resolver.pins[host] = addresses[0]
         return host
 

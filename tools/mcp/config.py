@@ -57,6 +57,12 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     network: bool = False
     """stdio only: share the host's network with the sandbox (its tools then declare
     ``net.egress``)."""
+    http_egress: bool = False
+    """stdio only: no network of its own, but HTTP and HTTPS through the node's egress proxy
+    (the server is started with ``HTTP_PROXY``/``HTTPS_PROXY`` set), every connection decided
+    by ``[tools] http_allowlist`` and ``http_allow_private`` as for ``http.fetch``; its tools
+    declare ``net.egress``. Needs ``python3`` on ``shell_path`` inside the sandbox (it runs
+    the relay, tools/mcp/relay.py)."""
     start_timeout_s: Seconds = 10.0
     """How long the start (process, handshake, tool list) may take before the server's tools
     are unavailable with that reason."""
@@ -66,9 +72,16 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise ValueError("set exactly one of `command` (stdio) and `url` (Streamable HTTP)")
-        if self.url is not None and (self.args or self.env or self.network or self.read_only_paths):
+        stdio_only = self.args or self.env or self.network or self.http_egress
+        if self.url is not None and (stdio_only or self.read_only_paths):
             raise ValueError(
-                "`args`, `env`, `network` and `read_only_paths` are for stdio servers (`command`)"
+                "`args`, `env`, `network`, `http_egress` and `read_only_paths` are for stdio "
+                "servers (`command`)"
+            )
+        if self.network and self.http_egress:
+            raise ValueError(
+                "set at most one of `network` (the host's network) and `http_egress` (HTTP "
+                "through the node's allowlist)"
             )
 
 

@@ -46,6 +46,7 @@ from tools.egress import EgressPolicy
 from tools.handles import Secrets, names_of, resolve_all
 from tools.mcp.arguments import arguments_type, schema_validator
 from tools.mcp.config import McpConfig, McpServerConfig
+from tools.mcp.egress_proxy import EgressProxy, guest_socket, relayed
 from tools.mcp.server import AnnouncedTool, McpLoop, McpServer, ServerState
 from tools.result import Output, ToolFault, fit_json
 from tools.runtime import ToolRuntime
@@ -191,7 +192,7 @@ class McpRuntime(ToolRuntime):
                     except ValueError as exc:
                         why = f"MCP server {name!r}, {tool!r}: {exc}"
                 caps: set[Capability] = {"process.exec"} if cfg.command else set()
-                if cfg.network or cfg.url:
+                if cfg.network or cfg.http_egress or cfg.url:
                     caps.add("net.egress")
                 schema = found.input_schema if found is not None else {"type": "object"}
                 specs.append(
@@ -251,9 +252,15 @@ class McpRuntime(ToolRuntime):
                     f"command: {server.command!r} is not found on shell_path or not visible "
                     "in the sandbox",
                 )
+            command = [program, *server.args]
+            if server.http_egress:
+                command = [*relayed(sandbox, cfg.shell_path), guest_socket(), *command]
             own.mkdir(mode=0o700, parents=True, exist_ok=True)
             root = os.open(own, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            proxy = EgressProxy(self._egress) if server.http_egress else None
             try:
+                if proxy is not None:
+                    await proxy.start(root)
                 if sandbox.user is not None:
                     adopt(root, sandbox.user)
                 env = {"PATH": cfg.shell_path, "LANG": "C.UTF-8", "HOME": GUEST_WORKSPACE}
@@ -263,7 +270,7 @@ class McpRuntime(ToolRuntime):
                     workspace_fd=root,
                     cwd=GUEST_WORKSPACE,
                     env=env,
-                    command=[program, *server.args],
+                    command=command,
                     max_processes=cfg.shell_max_processes,
                     hidden=(os.path.realpath(own),),
                 )
@@ -271,6 +278,8 @@ class McpRuntime(ToolRuntime):
                 async with sandboxed_stdio(launch, sandbox.bwrap, cap, closed) as streams:
                     yield streams
             finally:
+                if proxy is not None:
+                    await proxy.close()
                 os.close(root)
 
         return start

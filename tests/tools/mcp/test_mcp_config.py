@@ -15,6 +15,8 @@ from transports.config import ConfigError, load_config
         ('command = "a"\nurl = "http://h/mcp"', "set exactly one of `command`"),
         ("args = []", "set exactly one of `command`"),
         ('url = "http://h/mcp"\nnetwork = true', "are for stdio servers"),
+        ('url = "http://h/mcp"\nhttp_egress = true', "are for stdio servers"),
+        ('command = "a"\nnetwork = true\nhttp_egress = true', "at most one of `network`"),
         ('command = "a"\nbogus = 1', "mcp.servers[...].bogus: unknown key"),
         ('command = "a"\nstart_timeout_s = 0', "start_timeout_s"),
         ('command = "a"\n[mcp.servers.x.tools."a.b"]', "in `$.mcp.servers[...].tools`"),

@@ -15,15 +15,18 @@ against the schemas they announce, and what they can reach is what the docs say.
 
 from __future__ import annotations
 
+import http.server
 import json
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from tests.tools.mcp.test_mcp_tools import call, venv
+from tests.tools.mcp.test_mcp_tools import call, probe_server, venv
 from tools import ToolCatalog, ToolsConfig
 from tools.build import build_catalog
 from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
@@ -189,5 +192,106 @@ def test_an_unconfined_git_server_still_cannot_reach_the_data_dir(
             result = call(catalog, "mcp.free.git_show", {"repo_path": path, "revision": "HEAD"})
             assert not result.ok and data.name in (result.error or "")  # it looked: no such path
             assert NODE_SECRET not in (result.error or "") + (result.output or "")
+    finally:
+        catalog.close()
+
+
+# --- mcp-server-fetch, through the node's egress proxy -------------------------------------
+
+PAGE = "<html><body><h1>Loopback page</h1><p>MARKER-fetch-91d3 in a paragraph.</p></body></html>"
+
+
+class Site(http.server.ThreadingHTTPServer):
+    """A loopback web site that remembers which paths were asked for."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        super().__init__(("127.0.0.1", 0), SiteHandler)
+
+
+class SiteHandler(http.server.BaseHTTPRequestHandler):
+    server: Site
+
+    def do_GET(self) -> None:
+        self.server.seen.append(self.path)
+        body = b"User-agent: *\nAllow: /\n" if self.path == "/robots.txt" else PAGE.encode()
+        kind = "text/plain" if self.path == "/robots.txt" else "text/html"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    server = Site()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def fetch_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolCatalog]:
+    """The fetch server with the node's proxy as its only way out; the node allows 127.0.0.1
+    (and its loopback address), nothing else. The server's own private-address guard is off
+    (``--allow-private-ips``) so that what is refused is refused by the node."""
+    data = tmp_path_factory.mktemp("pypi-fetch")
+    server = reference(
+        "mcp_server_fetch",
+        "--allow-private-ips",
+        http_egress=True,
+        tools={"fetch": McpToolConfig()},
+    )
+    catalog = catalog_for(data, ("127.0.0.1",), ("127.0.0.1",), fetch=server)
+    yield catalog
+    catalog.close()
+
+
+def test_the_fetch_server_reaches_a_listed_loopback_site(
+    fetch_server: ToolCatalog, site: Site
+) -> None:
+    assert fetch_server.unavailable() == {}
+    assert "net.egress" in fetch_server.spec("mcp.fetch.fetch").capabilities
+    url = f"http://127.0.0.1:{site.server_address[1]}/page"
+    assert "MARKER-fetch-91d3" in text_of(call(fetch_server, "mcp.fetch.fetch", {"url": url}))
+    assert "/page" in site.seen and "/robots.txt" in site.seen
+
+
+@pytest.mark.parametrize("host", ["localhost", "0.0.0.0"])
+def test_the_node_refuses_a_host_it_does_not_list(
+    fetch_server: ToolCatalog, site: Site, host: str
+) -> None:
+    """The same site by a name or address the allowlist does not hold: the request never
+    arrives (from the host, both reach the very same listening socket)."""
+    path = f"/unlisted-{host}"
+    url = f"http://{host}:{site.server_address[1]}{path}"
+    result = call(fetch_server, "mcp.fetch.fetch", {"url": url})
+    assert not result.ok and "403" in (result.error or ""), result.error
+    assert path not in site.seen
+
+
+def test_an_http_egress_server_has_no_direct_way_out(
+    tmp_path_factory: pytest.TempPathFactory, site: Site
+) -> None:
+    """Our probe server with ``http_egress``: the proxy variables point into the sandbox, and
+    a direct connection to the listed site (ignoring them) finds nothing there."""
+    data = tmp_path_factory.mktemp("pypi-egress-probe")
+    probe = msgspec.structs.replace(
+        probe_server(snoop=McpToolConfig()), http_egress=True, start_timeout_s=60.0
+    )
+    catalog = catalog_for(data, ("127.0.0.1",), ("127.0.0.1",), probe=probe)
+    try:
+        args = {"path": "/etc/hostname", "host": "127.0.0.1", "port": site.server_address[1]}
+        result = call(catalog, "mcp.probe.snoop", args)
+        body = json.loads(result.output)["structured"]
+        assert "HTTP_PROXY" in body["env"].split(",")
+        assert body["connect"].startswith("refused")
+        assert not site.seen or all(p.startswith(("/page", "/robots")) for p in site.seen)
     finally:
         catalog.close()
