@@ -1,4 +1,7 @@
-"""`EgressProxy`: the node's HTTP proxy for an ``http_egress`` MCP server, on a Unix socket.
+"""`EgressProxy`: the node's HTTP proxy for MCP servers' egress.
+
+Two users: an ``http_egress`` stdio server, through a Unix socket in its own directory, and the
+node's own client of a Streamable HTTP server (``url``), through a loopback port.
 
 An ``http_egress`` server runs with no network (tools/mcp/relay.py carries its proxied
 connections to this socket), so every connection it makes is one this proxy decided, by the
@@ -11,7 +14,7 @@ Two request forms, one request per connection:
 - ``CONNECT host:port`` (HTTPS): answered ``200`` and spliced; TLS stays end to end.
 - an absolute-form request (``GET http://host:port/path HTTP/1.1``, plain HTTP): its request
   line is rewritten to origin form, ``Proxy-*`` headers dropped and ``Connection: close``
-  set, then spliced.
+  set on the request and on the response's head, then spliced.
 
 A refusal is ``403`` with the reason as the body (the server's tool error then names it); a
 connection that cannot be made is ``502``. Nothing is logged with a request's contents.
@@ -67,6 +70,13 @@ class EgressProxy:
             raise
         self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=HEAD_LIMIT)
 
+    async def listen_loopback(self) -> int:
+        """Listen on a free loopback port instead (for the node's own client of a Streamable
+        HTTP server); the port."""
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=HEAD_LIMIT)
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -107,9 +117,16 @@ class EgressProxy:
         try:
             if method == b"CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            else:
-                upstream_w.write(forwarded)
-            await asyncio.gather(_splice(reader, upstream_w), _splice(upstream_r, writer))
+                await asyncio.gather(_splice(reader, upstream_w), _splice(upstream_r, writer))
+                return
+            upstream_w.write(forwarded)
+            request = asyncio.ensure_future(_splice(reader, upstream_w))
+            try:
+                answer = await upstream_r.readuntil(b"\r\n\r\n")
+                writer.write(_closing(answer))  # the client must not send a second request
+                await _splice(upstream_r, writer)
+            finally:
+                request.cancel()
         finally:
             upstream_w.close()
 
@@ -147,6 +164,13 @@ def _request(line: bytes, headers: bytes) -> tuple[bytes, str, int, bytes]:
         [b" ".join([method, path.encode("ascii", "replace"), version]), *kept, b"Connection: close"]
     )
     return method, url.hostname, url.port or 80, forwarded + b"\r\n\r\n"
+
+
+def _closing(head: bytes) -> bytes:
+    """A response head with ``Connection: close`` in place of its own connection headers."""
+    lines = head.removesuffix(b"\r\n\r\n").split(b"\r\n")
+    kept = [h for h in lines if not h.lower().startswith((b"connection:", b"keep-alive:"))]
+    return b"\r\n".join([*kept, b"Connection: close"]) + b"\r\n\r\n"
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, reason: str) -> None:

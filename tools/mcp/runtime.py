@@ -29,10 +29,8 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import hashlib
-import ipaddress
 import os
 import shutil
-import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -222,17 +220,32 @@ class McpRuntime(ToolRuntime):
         return self._stdio_starter(name, server)
 
     def _http_starter(self, url: str) -> Callable[[asyncio.Event], Any]:
-        def start(_closed: asyncio.Event) -> Any:
+        @contextlib.asynccontextmanager
+        async def start(_closed: asyncio.Event) -> AsyncIterator[Any]:
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ToolFault("invalid", f"url: {url!r} is not an http(s) URL")
-            self._egress.check_host(parts.hostname)
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            for info in socket.getaddrinfo(parts.hostname, port):
-                self._egress.check_address(parts.hostname, ipaddress.ip_address(info[4][0]))
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, self._egress.vetted, parts.hostname, port)
+            import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            return streamable_http_client(url)
+            # Checked above for a start's clear reason; then every connection goes through the
+            # egress proxy, which decides it again and connects to the address it checked.
+            proxy = EgressProxy(self._egress)
+            try:
+                through = f"http://127.0.0.1:{await proxy.listen_loopback()}"
+                client = httpx2.AsyncClient(
+                    proxy=through,
+                    trust_env=False,
+                    timeout=httpx2.Timeout(30.0, read=300.0),  # the SDK's own defaults
+                    limits=httpx2.Limits(max_keepalive_connections=0),  # one request each
+                )
+                async with client, streamable_http_client(url, http_client=client) as streams:
+                    yield streams
+            finally:
+                await proxy.close()
 
         return start
 

@@ -5,6 +5,7 @@ connection, and forwards nothing of a proxy's own headers."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tools.egress import EgressPolicy
+from tools.egress import EgressPolicy, IPAddress
 from tools.mcp.egress_proxy import SOCKET_NAME, EgressProxy
 
 Exchange = Callable[[bytes], Awaitable[bytes]]
@@ -150,5 +151,35 @@ def test_an_endless_head_is_cut_off(tmp_path: Path) -> None:
         async for exchange in proxied(tmp_path, ("127.0.0.1",)):
             answer = await exchange(b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 200_000)
             assert answer == b""
+
+    run(test)
+
+
+class Rebinding(EgressPolicy):
+    """A name whose check answers 127.0.0.1 and which no resolver knows afterwards (a DNS
+    server that rebinds between the check and the connection, at its limit)."""
+
+    def vetted(self, host: str, port: int) -> list[IPAddress]:
+        self.check_host(host)
+        return [ipaddress.ip_address("127.0.0.1")] if host == "pinned.invalid" else []
+
+
+def test_the_proxy_connects_to_the_address_it_checked_not_the_name(tmp_path: Path) -> None:
+    async def test() -> None:
+        proxy = EgressProxy(Rebinding(("pinned.invalid",), ()))
+        async with Origin() as origin:
+            port = await proxy.listen_loopback()
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(
+                    f"GET http://pinned.invalid:{origin.port}/p HTTP/1.1\r\n"
+                    f"Host: pinned.invalid:{origin.port}\r\n\r\n".encode()
+                )
+                answer = await asyncio.wait_for(reader.read(), 10)
+                writer.close()
+            finally:
+                await proxy.close()
+        assert answer.startswith(b"HTTP/1.1 200 OK") and b"Connection: close" in answer
+        assert [r.split(b"\r\n")[0] for r in origin.received] == [b"GET /p HTTP/1.1"]
 
     run(test)
