@@ -29,6 +29,10 @@ from transports.runtime import open_runtime
 REEL = Path(sys.executable).with_name("reel")
 
 
+EPHEMERAL = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+"""Free ports: the shipped 8470/8471 may be another test's (another xdist worker's)."""
+
+
 class Daemon:
     """A running ``reel node``; stderr is collected line by line on a thread."""
 
@@ -41,7 +45,7 @@ class Daemon:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env={**os.environ, **(env or {})},
+                env={**os.environ, **EPHEMERAL, **(env or {})},
             )
         )
         self.lines: list[str] = []
@@ -288,8 +292,7 @@ def test_client_commands_find_a_node_on_ports_only_it_knows(
     """Port 0 from the node's own environment: only node.json says where it listens. Client
     commands (HTTP: approvals; gRPC: chat) find it without the node's environment; a clean stop
     removes the file, and one a killed node left is ignored, then replaced at the next start."""
-    ephemeral = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
-    daemon = start(daemons, data_dir, env=ephemeral)
+    daemon = start(daemons, data_dir)
     ready = daemon.wait_for("reel node ready")
     written = json.loads((data_dir / "node.json").read_text())
     assert written["pid"] == daemon.process.pid
@@ -304,7 +307,7 @@ def test_client_commands_find_a_node_on_ports_only_it_knows(
     assert daemon.finish() == 0
     assert not (data_dir / "node.json").exists()
 
-    killed = start(daemons, data_dir, env=ephemeral)
+    killed = start(daemons, data_dir)
     killed.wait_for("reel node ready")
     killed.kill()
     stale = json.loads((data_dir / "node.json").read_text())
@@ -313,7 +316,7 @@ def test_client_commands_find_a_node_on_ports_only_it_knows(
     assert (offline.returncode, json.loads(offline.stdout)) == (0, []), offline
     dead = reel("chat", "--new", "--data", str(data_dir), "anyone?")
     assert dead.returncode == 2 and f":{stale['grpc_port']}" not in dead.stderr, dead
-    again = start(daemons, data_dir, env=ephemeral)
+    again = start(daemons, data_dir)
     again.wait_for("reel node ready")
     assert json.loads((data_dir / "node.json").read_text())["pid"] == again.process.pid
     again.process.send_signal(signal.SIGTERM)
