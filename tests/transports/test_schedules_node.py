@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from actors.budgets.config import Budget
 from actors.schedules.desk import ScheduleBook, load_schedules
 from events import JournalReader
 from events.catalog import (
@@ -140,6 +141,28 @@ def test_a_revoked_principal_stops_its_schedule_with_an_incident(node: HttpNode)
     assert len(of(journal, ScheduleFired)) == fired_then
     assert node.call("DELETE", "/v1/schedules/tick").status == 200
     assert eventually(lambda: not incident(), timeout=20)  # deleting it resolves the incident
+
+
+def test_a_scheduled_run_is_held_to_its_principals_budget(tmp_path: Path) -> None:
+    """The schedule runs as its principal, within that principal's budgets: with one run an
+    hour allowed, the first fire starts and the next is refused by the node, naming the
+    budget."""
+    one_an_hour = Budget(
+        scope="principal", subject="user:alice", measure="runs", period="hour", hard=1
+    )
+    node = open_node(tmp_path / "data", budgets={"alice_hourly": one_an_hour})
+    try:
+        alice, _ = token(node, "user:alice", "operator")
+        assert create(node, alice, every="1s").status == 201
+        journal = node.runtime.journal
+        assert eventually(lambda: len(of(journal, ScheduleRunNotStarted)) >= 1, timeout=30)
+        (first, *_) = [e for _, e in of(journal, ScheduleRunNotStarted)]
+        assert "budget alice_hourly" in first.error and "hard limit" in first.error
+        assert len(of(journal, ScheduleRunStarted)) == 1
+        accepted = [who for who, _ in of(journal, RunAccepted)]
+        assert accepted == ["user:alice"]
+    finally:
+        close_node(node)
 
 
 @pytest.mark.parametrize(
