@@ -18,15 +18,22 @@ gives, asked for right before each statement: an append to a shard the node does
 past its self-fencing deadline, fails :class:`ShardNotOwned` without reaching the database.
 Close the journal before draining the keeper, so what is queued is written first.
 
-Checkpoints: none yet. A signed checkpoint over a sharded journal signs every shard's head at
-once (step 4's super-checkpoints); until then :meth:`checkpoint` returns ``None`` and the chains
-alone protect the rows (``reel journal verify --dsn`` walks them).
+Checkpoints, for a lone node given its ``node_key``: opening verifies the whole journal
+(:func:`events.postgres.verify.verify_database`, with the witness's notes, each of which must be
+signed by this key) and refuses one that fails (:class:`JournalTampered`), brings the witness up
+to date, and records the key in the roster (a ``journal.node_joined`` row) if it is not there.
+Then the writer thread signs a super-checkpoint over every shard's head
+(:mod:`events.postgres.checkpoints`) every ``checkpoint_every_s`` while appends happened, on
+:meth:`checkpoint` and at :meth:`close`, appends it to the integrity chain (shard -1) and hands
+it to the witness. A node of a cluster (``leases``) signs nothing yet: the checkpointer as the
+owner of shard -1 is not built (docs/scale-out.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import queue
 import threading
 import time
@@ -35,9 +42,11 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import psycopg
+from msgspec.structs import replace
 
-from events.catalog import Event
-from events.checkpoint import Checkpoint, NodeKey
+from events.catalog import Event, JournalNodeJoined, JournalSuperCheckpoint, kind_of
+from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, NodeKey
+from events.codec import encode
 from events.envelope import AppendResult
 from events.errors import (
     AppendRejected,
@@ -51,15 +60,18 @@ from events.errors import (
     ShardNotOwned,
 )
 from events.ids import UlidGenerator
+from events.postgres.checkpoints import HEADS_SQL, sign
 from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
-from events.postgres.schema import FENCED, LOCK_CLASS, WRITER_LOCK
+from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
 from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
 from events.stats import LatencyHistogram
 from events.witness import Witness
 
 if TYPE_CHECKING:
     from events.postgres.leases import LeaseKeeper
+
+log = logging.getLogger(__name__)
 
 Listener = Callable[[int], None]
 _STOP = object()
@@ -74,6 +86,15 @@ def shard_of(stream: str, shards: int) -> int:
     if shards == 1:
         return 0
     return int.from_bytes(hashlib.sha256(stream.encode("utf-8")).digest()[:8], "big") % shards
+
+
+class _Sign:
+    """A request to sign a super-checkpoint now (:meth:`PostgresJournal.checkpoint`, close)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: Future[Checkpoint | None] = Future()
 
 
 def _runs_by_shard(
@@ -103,9 +124,16 @@ class PostgresJournal(PostgresReader):
         *,
         node: str = "node",
         leases: LeaseKeeper | None = None,
+        node_key: NodeKey | None = None,
+        witness: Witness | None = None,
+        checkpoint_every_s: float = 1.0,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         max_batch_events: int = 4096,
     ) -> None:
+        if witness is not None and node_key is None:
+            raise ValueError("a witness needs a node key (it records signed checkpoints)")
+        if node_key is not None and leases is not None:
+            raise ValueError("a node of a cluster signs no checkpoints yet (docs/scale-out.md)")
         upgrade(dsn)
         super().__init__(dsn)
         self.leases = leases
@@ -132,27 +160,38 @@ class PostgresJournal(PostgresReader):
                         "token = token + 1 RETURNING shard, token",
                         (node,),
                     ).fetchall()
+            self._tokens = {int(shard): int(token) for shard, token in rows}
+            self.node_key = node_key
+            self.witness = witness
+            """Where every super-checkpoint this node signs is also appended (``None``: none)."""
+            self.tampered: JournalTampered | None = None
+            """Always ``None``: a journal that fails verification is not opened at all."""
+            self.max_payload_bytes = max_payload_bytes
+            self._max_batch_events = max_batch_events
+            self._ids = UlidGenerator()
+            self.append_latency = LatencyHistogram()
+            self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+            self._committed = threading.Condition()
+            self._committed_position = self.head().position
+            self._listeners: list[Listener] = []
+            self._checkpoint_every_s = checkpoint_every_s
+            self._journal_seq = self.stream_next_seq(CHECKPOINT_STREAM)
+            if node_key is not None:
+                self._open_signed(node, node_key, witness)
+            last = self.checkpoints()
+            self._signed_size = last[-1].position if last else 0
+            """The rows the last super-checkpoint covers: nothing is signed twice over one
+            head."""
+            self._unsigned = node_key is not None
+            """Whether rows may wait to be signed (an append committed since the last
+            signing, or the journal was just opened)."""
+            self._last_signing = time.monotonic()
         except BaseException:
             for name in ("_wconn", "_lock_conn"):
                 with contextlib.suppress(Exception):
                     getattr(self, name).close()
             super().close()
             raise
-        self._tokens = {int(shard): int(token) for shard, token in rows}
-        self.node_key: NodeKey | None = None
-        """Signs nothing yet (super-checkpoints are step 4)."""
-        self.witness: Witness | None = None
-        """Records nothing yet (a witness file per node is step 4)."""
-        self.tampered: JournalTampered | None = None
-        """Always ``None``: the node walks every chain before it opens this (``open_journal``)."""
-        self.max_payload_bytes = max_payload_bytes
-        self._max_batch_events = max_batch_events
-        self._ids = UlidGenerator()
-        self.append_latency = LatencyHistogram()
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._committed = threading.Condition()
-        self._committed_position = self.head().position
-        self._listeners: list[Listener] = []
         self._accepting = True
         self._submit_guard = threading.Lock()
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
@@ -218,12 +257,21 @@ class PostgresJournal(PostgresReader):
         ).result()
 
     def checkpoint(self) -> Checkpoint | None:
-        """``None``: nothing is signed before step 4's super-checkpoints."""
-        return None
+        """Sign a super-checkpoint over every shard's head now (after what was queued before
+        this call). ``None`` without a node key, or when the heads are already signed."""
+        if self.node_key is None:
+            return None
+        request = _Sign()
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(request)
+        return request.future.result()
 
     @property
     def verified(self) -> bool:
-        """True: the node verified every shard chain before it opened the journal."""
+        """True: a signing journal verified everything when it opened, and the node walks
+        every chain before it opens one that does not sign."""
         return True
 
     def wait_verified(self) -> None:
@@ -260,14 +308,20 @@ class PostgresJournal(PostgresReader):
         return unsubscribe
 
     def close(self, *, checkpoint: bool = True) -> None:
+        """Finish what is queued, sign a final super-checkpoint (unless told not to), close
+        the witness (writing what it has pending) and the connections. Idempotent."""
         with self._submit_guard:
             if not self._accepting:
                 return
             self._accepting = False
+            if checkpoint and self.node_key is not None:
+                self._queue.put(_Sign())
             self._queue.put(_STOP)
         self._writer.join()
         with self._committed:
             self._committed.notify_all()
+        if self.witness is not None:
+            self.witness.close()
         for conn in (self._wconn, self._lock_conn):
             with contextlib.suppress(Exception):
                 conn.close()
@@ -277,28 +331,152 @@ class PostgresJournal(PostgresReader):
 
     def _run(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            assert isinstance(first, AppendRequest)
-            batch = [first]
-            events = len(first.payloads)
+            try:
+                first = self._queue.get(timeout=self._signing_due_in())
+            except queue.Empty:
+                self._sign()
+                continue
+            batch: list[AppendRequest] = []
+            signs: list[_Sign] = []
+            events = 0
             stop = False
-            while events < self._max_batch_events:
+            item = first
+            while True:
+                if item is _STOP:
+                    stop = True
+                    break
+                if isinstance(item, _Sign):
+                    signs.append(item)
+                else:
+                    assert isinstance(item, AppendRequest)
+                    batch.append(item)
+                    events += len(item.payloads)
+                if events >= self._max_batch_events:
+                    break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    stop = True
-                    break
-                assert isinstance(item, AppendRequest)
-                batch.append(item)
-                events += len(item.payloads)
             for shard, requests in _runs_by_shard(batch, self.shards):
                 self._commit(shard, requests)
+            if signs or self._signing_due_in() == 0:
+                signed = self._sign()
+                for request in signs:
+                    request.future.set_result(signed)
             if stop:
                 return
+
+    def _signing_due_in(self) -> float | None:
+        """Seconds until a super-checkpoint is due (0: now); ``None`` while nothing waits."""
+        if not self._unsigned:
+            return None
+        return max(0.0, self._last_signing + self._checkpoint_every_s - time.monotonic())
+
+    def _sign(self) -> Checkpoint | None:
+        """Sign every shard's head and append the super-checkpoint to the integrity chain
+        (in the writer thread); ``None`` when there is no key or nothing new. A failure is
+        logged and tried again at the next due time: the rows stay unsigned meanwhile."""
+        key = self.node_key
+        self._last_signing = time.monotonic()
+        self._unsigned = False
+        if key is None:
+            return None
+        try:
+            if self._wconn.broken or self._wconn.closed:
+                self._wconn = connect(self.dsn)
+            with failures(self.dsn, "cannot sign"):
+                heads = self._wconn.execute(HEADS_SQL).fetchall()
+            event = sign(key, heads, 0)
+            if event.size == self._signed_size:
+                return None
+            result = self._append_own(event)
+        except (JournalError, psycopg.Error) as exc:
+            self._unsigned = True
+            log.warning("super-checkpoint not signed: %s", " ".join(str(exc).split()))
+            return None
+        self._signed_size = event.size
+        signed = replace(
+            key.sign(event.size, event.hash, result.recorded_at_ms),
+            row_position=result.first_position,
+        )
+        if self.witness is not None:
+            self.witness.submit(signed)
+        return signed
+
+    def _append_own(self, event: JournalSuperCheckpoint | JournalNodeJoined) -> AppendResult:
+        """Append the journal's own ``event`` to the integrity chain (stream ``journal``,
+        refused to every other writer), not redacted: it holds a node name, numbers, keys,
+        hashes and a signature, no free text. Raises :class:`JournalError` when refused."""
+        now_ms = time.time_ns() // 1_000_000
+        args = (
+            INTEGRITY_SHARD,
+            self._tokens[INTEGRITY_SHARD],
+            [CHECKPOINT_STREAM],
+            [1],
+            [self._journal_seq],
+            ["system"],
+            [None],
+            [None],
+            [None],
+            [self._ids.new(now_ms)],
+            [kind_of(event)],
+            [event.version],
+            [encode(event)],
+        )
+        with failures(self.dsn, "cannot append to"):
+            row = self._wconn.execute(_APPEND, args).fetchone()
+        assert row is not None
+        _, outcome, first, last, _, _, at_ms, ids = row
+        if outcome != "ok":
+            raise JournalError(
+                f"journal {self.path}: the integrity chain's next seq is not "
+                f"{self._journal_seq} (another writer?); not written"
+            )
+        self._journal_seq += 1
+        self._advance(int(last))
+        return AppendResult(
+            stream=CHECKPOINT_STREAM,
+            first_position=int(first),
+            last_position=int(last),
+            first_seq=self._journal_seq - 1,
+            last_seq=self._journal_seq - 1,
+            event_ids=tuple(ids),
+            recorded_at_ms=int(at_ms),
+        )
+
+    def _open_signed(self, node: str, key: NodeKey, witness: Witness | None) -> None:
+        """Before the writer starts: refuse a witness holding another key's notes, verify the
+        whole journal against the witness, catch the witness up, join the roster."""
+        from events.postgres.verify import verify_database
+
+        notes = witness.notes() if witness is not None else None
+        for note in notes or ():
+            if note.origin != key.origin or not note.signed_by(key.public_key):
+                raise JournalTampered(
+                    f"witness {witness.path if witness else ''} holds a checkpoint of size "
+                    f"{note.size} signed under {note.origin}, not by this node's key "
+                    f"({key.origin}): node.key was replaced or the witness belongs to another "
+                    "node - investigate with: reel journal verify --dsn ... --witness ...",
+                    "bad_checkpoint_signature",
+                    0,
+                )
+        fault = verify_database(self.dsn, witness=notes).fault
+        if fault is not None:
+            raise JournalTampered(
+                f"the journal database fails verification at position {fault.position} "
+                f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
+                "signed - investigate with: reel journal verify --dsn ... --roster ... "
+                "--witness ...",
+                fault.kind,
+                fault.position,
+            )
+        if witness is not None:
+            known = max((n.size for n in notes or ()), default=0)
+            mine = [c for c in self.checkpoints() if c.public_key == key.public_key]
+            witness.append_now([c for c in mine if c.position > known])
+            witness.start()
+        if key.public_key not in self.roster():
+            self._append_own(JournalNodeJoined(node=node, public_key=key.public_key))
 
     def _commit(self, shard: int, requests: list[AppendRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
@@ -368,13 +546,18 @@ class PostgresJournal(PostgresReader):
             if outcome == "ok":
                 last = max(last, int(last_pos))
         if last:
-            with self._committed:
-                self._committed_position = last
-                self._committed.notify_all()
-                listeners = list(self._listeners)
-            for listener in listeners:
-                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
-                    listener(last)
+            self._unsigned = self.node_key is not None
+            self._advance(last)
+
+    def _advance(self, last: int) -> None:
+        """Rows up to ``last`` committed: wake the waiters, tell the listeners."""
+        with self._committed:
+            self._committed_position = last
+            self._committed.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+                listener(last)
 
 
 if TYPE_CHECKING:  # mypy proves the PostgreSQL classes implement the ports (no runtime cost)
