@@ -366,7 +366,7 @@ def open_postgres(cfg: NodeConfig, data_dir: Path | None = None) -> NodeJournal:
         try:
             from events.postgres.database import connect, shard_count
             from events.postgres.journal import PostgresJournal
-            from events.postgres.verify import verify_database
+            from events.postgres.verify import refusal, verify_database
         except ImportError:
             raise ConfigError(
                 "config key journal.backend: postgres needs the postgres extra "
@@ -395,12 +395,7 @@ def open_postgres(cfg: NodeConfig, data_dir: Path | None = None) -> NodeJournal:
         raise
     if fault is not None:
         journal.close(checkpoint=False)
-        raise JournalTampered(
-            f"the journal database fails verification at position {fault.position} "
-            f"({fault.kind}: {fault.message}); refusing to open it for writing",
-            fault.kind,
-            fault.position,
-        )
+        raise refusal(fault)
     return journal
 
 

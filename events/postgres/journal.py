@@ -64,6 +64,7 @@ from events.postgres.checkpoints import HEADS_SQL, sign
 from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
+from events.postgres.verify import refusal, verify_database
 from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
 from events.stats import LatencyHistogram
 from events.witness import Witness
@@ -447,8 +448,6 @@ class PostgresJournal(PostgresReader):
     def _open_signed(self, node: str, key: NodeKey, witness: Witness | None) -> None:
         """Before the writer starts: refuse a witness holding another key's notes, verify the
         whole journal against the witness, catch the witness up, join the roster."""
-        from events.postgres.verify import verify_database
-
         notes = witness.notes() if witness is not None else None
         for note in notes or ():
             if note.origin != key.origin or not note.signed_by(key.public_key):
@@ -462,14 +461,7 @@ class PostgresJournal(PostgresReader):
                 )
         fault = verify_database(self.dsn, witness=notes).fault
         if fault is not None:
-            raise JournalTampered(
-                f"the journal database fails verification at position {fault.position} "
-                f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
-                "signed - investigate with: reel journal verify --dsn ... --roster ... "
-                "--witness ...",
-                fault.kind,
-                fault.position,
-            )
+            raise refusal(fault)
         if witness is not None:
             known = max((n.size for n in notes or ()), default=0)
             mine = [c for c in self.checkpoints() if c.public_key == key.public_key]

@@ -30,7 +30,7 @@ from events.chain import GENESIS, payload_digest, row_hash, shard_identity
 from events.checkpoint import CHECKPOINT_STREAM, signature_valid
 from events.codec import decode
 from events.envelope import Head, StoredEvent
-from events.errors import UnknownEventKind
+from events.errors import JournalTampered, UnknownEventKind
 from events.note import CheckpointNote
 from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, as_checkpoint, decode_heads
 from events.postgres.database import connect, failures, shard_count
@@ -43,6 +43,17 @@ _HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
 _BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
 Rows = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 Visit = Callable[[StoredEvent], None]
+
+
+def refusal(fault: Fault) -> JournalTampered:
+    """What a writer raises instead of opening a journal that fails with ``fault``."""
+    return JournalTampered(
+        f"the journal database fails verification at position {fault.position} "
+        f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
+        "signed - investigate with: reel journal verify --dsn ... --roster ... --witness ...",
+        fault.kind,
+        fault.position,
+    )
 
 
 class _Found(Exception):
