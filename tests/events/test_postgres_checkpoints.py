@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from events import JournalTampered, NodeKey
-from events.catalog import RunOutput
+from events import AppendRejected, JournalTampered, NodeKey
+from events.catalog import JournalNodeJoined, RunOutput
 from events.checkpoint import signature_valid
 from events.codec import encode
 from events.note import verifier_key
@@ -253,3 +254,36 @@ def test_verify_usage_errors_are_one_line(signed_journal: str, tmp_path: Path) -
     empty.write_text("# nobody\n")
     cli = reel("verify", "--dsn", signed_journal, "--roster", str(empty))
     assert cli.returncode == 2 and "holds no public key" in cli.stderr
+
+
+def test_a_version_2_journal_gains_the_integrity_chain_and_is_signed(
+    dsn: str, key: NodeKey, witness_path: Path
+) -> None:
+    """A journal written before step 4 (no shard -1 rows, schema version 2) is upgraded in
+    place by the first signing writer, which signs the rows already there."""
+    old = PostgresJournal(dsn)
+    fill(old)
+    old.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DELETE FROM shard_lease WHERE shard = -1")
+        conn.execute("DELETE FROM shard_head WHERE shard = -1")
+        conn.execute("UPDATE cluster SET schema_version = 2")
+    signing(dsn, key, witness_path).close()
+    report = verify_database(dsn, roster={key.public_key})
+    assert report.ok, report.fault
+    assert (report.checkpoints, report.last_checkpoint_position) == (1, 24)
+
+
+def test_only_the_journal_writes_the_integrity_chain(dsn: str, tmp_path: Path) -> None:
+    """Through the port a roster entry can only land on an ordinary stream of a data shard,
+    where verify reads no keys: it joins nobody to the roster."""
+    intruder = NodeKey.load_or_create(tmp_path / "intruder.key")
+    forged = JournalNodeJoined(node="evil", public_key=intruder.public_key)
+    journal = PostgresJournal(dsn)
+    try:
+        with pytest.raises(AppendRejected, match="journal"):
+            journal.append("journal", [forged], expected_seq=None)
+        journal.append("run/x", [forged], expected_seq=0)
+        assert journal.roster() == set()
+    finally:
+        journal.close()
