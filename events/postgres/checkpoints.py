@@ -25,6 +25,7 @@ from typing import Any
 from events.catalog import JournalNodeJoined, JournalSuperCheckpoint, kind_of
 from events.checkpoint import Checkpoint, NodeKey
 from events.codec import decode
+from events.postgres.schema import INTEGRITY_SHARD
 
 SUPER_KIND = kind_of(JournalSuperCheckpoint)
 JOINED_KIND = kind_of(JournalNodeJoined)
@@ -34,7 +35,7 @@ HEADS_SQL = "SELECT shard, pos, hash FROM shard_head WHERE shard >= 0 ORDER BY s
 """Every data shard's head, read in one statement (one MVCC snapshot)."""
 OF_KIND_SQL = (
     "SELECT position, recorded_at_ms, version, payload FROM events "
-    "WHERE shard = -1 AND kind = %s ORDER BY shard_pos"
+    f"WHERE shard = {INTEGRITY_SHARD} AND kind = %s ORDER BY shard_pos"
 )
 """The integrity chain's rows of one kind, in chain order."""
 
@@ -53,7 +54,7 @@ def decode_heads(data: bytes) -> list[tuple[int, int, bytes]]:
     return [HEAD.unpack_from(data, i) for i in range(0, len(data), HEAD.size)]
 
 
-def sign(key: NodeKey, heads: Heads, signed_at_ms: int) -> JournalSuperCheckpoint:
+def sign(key: NodeKey, heads: Heads) -> JournalSuperCheckpoint:
     """The super-checkpoint ``key`` signs over ``heads`` (every data shard's, in order)."""
     data = encode_heads(heads)
     signed = key.sign(sum(int(p) for _, p, _ in heads), hashlib.sha256(data).digest(), 0)
@@ -67,12 +68,9 @@ def sign(key: NodeKey, heads: Heads, signed_at_ms: int) -> JournalSuperCheckpoin
     )
 
 
-def as_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
-    """The :class:`Checkpoint` (what the witness, the APIs and ``signature_valid`` take) a
-    super-checkpoint row selected by :data:`OF_KIND_SQL` states."""
-    position, recorded_at_ms, version, payload = row
-    event = decode(SUPER_KIND, version, bytes(payload))
-    assert isinstance(event, JournalSuperCheckpoint)
+def checkpoint_of(event: JournalSuperCheckpoint, position: int, recorded_at_ms: int) -> Checkpoint:
+    """The :class:`Checkpoint` (what the witness, the APIs and ``signature_valid`` take) the
+    super-checkpoint row at global ``position`` states."""
     return Checkpoint(
         position=event.size,
         hash=event.hash,
@@ -82,6 +80,14 @@ def as_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
         origin=event.origin,
         row_position=position,
     )
+
+
+def stored_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
+    """The :class:`Checkpoint` of a super-checkpoint row selected by :data:`OF_KIND_SQL`."""
+    position, recorded_at_ms, version, payload = row
+    event = decode(SUPER_KIND, version, bytes(payload))
+    assert isinstance(event, JournalSuperCheckpoint)
+    return checkpoint_of(event, position, recorded_at_ms)
 
 
 def joined(row: tuple[Any, ...]) -> JournalNodeJoined:

@@ -42,7 +42,6 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from msgspec.structs import replace
 
 from events.catalog import Event, JournalNodeJoined, JournalSuperCheckpoint, kind_of
 from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, NodeKey
@@ -60,7 +59,7 @@ from events.errors import (
     ShardNotOwned,
 )
 from events.ids import UlidGenerator
-from events.postgres.checkpoints import HEADS_SQL, sign
+from events.postgres.checkpoints import HEADS_SQL, checkpoint_of, sign
 from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
@@ -387,7 +386,7 @@ class PostgresJournal(PostgresReader):
                 self._wconn = connect(self.dsn)
             with failures(self.dsn, "cannot sign"):
                 heads = self._wconn.execute(HEADS_SQL).fetchall()
-            event = sign(key, heads, 0)
+            event = sign(key, heads)
             if event.size == self._signed_size:
                 return None
             result = self._append_own(event)
@@ -396,10 +395,7 @@ class PostgresJournal(PostgresReader):
             log.warning("super-checkpoint not signed: %s", " ".join(str(exc).split()))
             return None
         self._signed_size = event.size
-        signed = replace(
-            key.sign(event.size, event.hash, result.recorded_at_ms),
-            row_position=result.first_position,
-        )
+        signed = checkpoint_of(event, result.first_position, result.recorded_at_ms)
         if self.witness is not None:
             self.witness.submit(signed)
         return signed

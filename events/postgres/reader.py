@@ -22,8 +22,8 @@ from events.postgres.checkpoints import (
     JOINED_KIND,
     OF_KIND_SQL,
     SUPER_KIND,
-    as_checkpoint,
     joined,
+    stored_checkpoint,
 )
 from events.postgres.database import connect, failures, safe_dsn, shard_count
 
@@ -155,7 +155,7 @@ class PostgresReader:
     def checkpoints(self) -> list[Checkpoint]:
         """Every super-checkpoint of the integrity chain, in order (:mod:`events.postgres.
         checkpoints`): ``position`` is the rows it covers, ``row_position`` where it stands."""
-        return [as_checkpoint(row) for row in self._rows(OF_KIND_SQL, (SUPER_KIND,))]
+        return [stored_checkpoint(row) for row in self._rows(OF_KIND_SQL, (SUPER_KIND,))]
 
     def roster(self) -> set[bytes]:
         """The public keys of every node that joined (``journal.node_joined`` rows)."""

@@ -32,7 +32,7 @@ from events.codec import decode
 from events.envelope import Head, StoredEvent
 from events.errors import JournalTampered, UnknownEventKind
 from events.note import CheckpointNote
-from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, as_checkpoint, decode_heads
+from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, checkpoint_of, decode_heads
 from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
 from events.postgres.schema import INTEGRITY_SHARD
@@ -180,26 +180,28 @@ class _Signed:
             self.recorded.add(event.public_key)
             return
         assert isinstance(event, JournalSuperCheckpoint)
+        trusted = self.pinned if self.pinned is not None else self.recorded
+        if event.public_key not in trusted:
+            whose = "the pinned roster" if self.pinned is not None else "the recorded roster"
+            raise bad(f"is signed by a key not in {whose}", "bad_checkpoint_signature")
+        checkpoint = checkpoint_of(event, row.position, row.recorded_at_ms)
+        if not signature_valid(checkpoint, event.public_key):
+            raise bad("has a signature that does not verify", "bad_checkpoint_signature")
+        if hashlib.sha256(event.heads).digest() != event.hash:
+            raise bad("signs a hash that is not SHA-256 of its heads")
         try:
             heads = decode_heads(event.heads)
         except ValueError as exc:
             raise bad(f"holds malformed heads: {exc}") from None
         if [s for s, _, _ in heads] != list(range(self.shards)):
             raise bad(f"does not sign the heads of shards 0..{self.shards - 1}, in order")
-        if hashlib.sha256(event.heads).digest() != event.hash:
-            raise bad("signs a hash that is not SHA-256 of its heads")
         if event.size != sum(p for _, p, _ in heads):
             raise bad(f"says it covers {event.size} rows, its heads {sum(p for _, p, _ in heads)}")
-        moved_back = [s for s, p, _ in heads if p < self.positions[s]]
-        if moved_back or event.size <= self.size:
-            raise bad(f"goes back: shard {moved_back[0] if moved_back else '-'} or its size")
-        trusted = self.pinned if self.pinned is not None else self.recorded
-        if event.public_key not in trusted:
-            whose = "the pinned roster" if self.pinned is not None else "the recorded roster"
-            raise bad(f"is signed by a key not in {whose}", "bad_checkpoint_signature")
-        checkpoint = as_checkpoint((row.position, row.recorded_at_ms, row.version, row.payload))
-        if not signature_valid(checkpoint, event.public_key):
-            raise bad("has a signature that does not verify", "bad_checkpoint_signature")
+        for shard, pos, _ in heads:
+            if pos < self.positions[shard]:
+                raise bad(f"moves shard {shard} back from row {self.positions[shard]} to {pos}")
+        if event.size <= self.size:
+            raise bad(f"covers {event.size} rows, the super-checkpoint before it {self.size}")
         for shard, pos, hash_ in heads:
             if pos:
                 self.expected[shard].setdefault(pos, (hash_, row.position))

@@ -33,10 +33,10 @@ def raw_append(
         ).fetchall()
 
 
-def rewrite_shard(dsn: str, shard: int, first_payload: bytes) -> None:
-    """The attack super-checkpoints exist for: ``shard``'s chain rewritten whole and
-    consistently, straight in the database: its first row's payload replaced, every hash after
-    it recomputed (the format is public), ``shard_head`` moved to the new head. Every link and
+def rewrite_shard(dsn: str, shard: int, payload: bytes, at: int = 1) -> None:
+    """The attack super-checkpoints exist for: ``shard``'s chain rewritten consistently,
+    straight in the database: the payload of its row ``at`` replaced, every hash from there
+    recomputed (the format is public), ``shard_head`` moved to the new head. Every link and
     hash of the shard then checks out."""
     from events.chain import GENESIS, payload_digest, row_hash, shard_identity
     from events.postgres.reader import COLUMNS, to_event
@@ -48,9 +48,9 @@ def rewrite_shard(dsn: str, shard: int, first_payload: bytes) -> None:
         ).fetchall()
         conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
         prev = GENESIS
-        for i, row in enumerate(rows):
+        for row in rows:
             e = to_event(row)
-            payload = first_payload if i == 0 else e.payload
+            stored = payload if e.shard_pos == at else e.payload
             identity = shard_identity(
                 shards,
                 shard,
@@ -65,11 +65,11 @@ def rewrite_shard(dsn: str, shard: int, first_payload: bytes) -> None:
                 e.correlation_id,
                 e.causation_id,
             )
-            digest = row_hash(prev, identity, payload)
+            digest = row_hash(prev, identity, stored)
             conn.execute(
                 "UPDATE events SET payload = %s, payload_sha256 = %s, prev_hash = %s, hash = %s "
                 "WHERE shard = %s AND shard_pos = %s",
-                (payload, payload_digest(payload), prev, digest, shard, e.shard_pos),
+                (stored, payload_digest(stored), prev, digest, shard, e.shard_pos),
             )
             prev = digest
         conn.execute("UPDATE shard_head SET hash = %s WHERE shard = %s", (prev, shard))

@@ -7,20 +7,23 @@ consistently, the last super-checkpoint deleted, a journal signed by a key nobod
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psycopg
 import pytest
 
 from events import AppendRejected, JournalTampered, NodeKey
-from events.catalog import JournalNodeJoined, RunOutput
+from events.catalog import JournalNodeJoined, JournalSuperCheckpoint, RunOutput
 from events.checkpoint import signature_valid
-from events.codec import encode
+from events.codec import decode, encode
 from events.note import verifier_key
+from events.postgres.checkpoints import HEADS_SQL, encode_heads
 from events.postgres.database import initialise
 from events.postgres.journal import PostgresJournal, shard_of
 from events.postgres.reader import PostgresReader
@@ -166,6 +169,30 @@ def test_a_shard_rewritten_whole_is_caught_naming_the_shard(
         open_postgres(config, tmp_path)  # the node refuses to sign over it
     with pytest.raises(JournalTampered, match=f"shard {shard} was rewritten"):
         signing(signed_journal, key, witness_path)
+
+
+def test_a_super_checkpoint_edited_with_its_chain_recomputed_fails_its_signature(
+    signed_journal: str,
+) -> None:
+    """Whoever rewrites a shard and then the integrity chain too, the super-checkpoint's heads
+    made to match and every hash after recomputed, cannot sign it again."""
+    shard = shard_of("run/2", SHARDS)
+    rewrite_shard(signed_journal, shard, encode(out("forged")))
+    with psycopg.connect(signed_journal, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT version, payload FROM events WHERE shard = -1 AND shard_pos = 2"
+        ).fetchone()
+        heads = conn.execute(HEADS_SQL).fetchall()
+    assert row is not None
+    signed = decode("journal.super_checkpoint", row[0], bytes(row[1]))
+    assert isinstance(signed, JournalSuperCheckpoint)
+    data = encode_heads(heads)
+    forged = msgspec.structs.replace(signed, heads=data, hash=hashlib.sha256(data).digest())
+    rewrite_shard(signed_journal, -1, encode(forged), at=2)
+    report = verify_database(signed_journal)
+    assert report.fault is not None
+    assert report.fault.kind == "bad_checkpoint_signature"
+    assert "row 2 of the integrity chain" in report.fault.message
 
 
 def test_a_deleted_last_super_checkpoint_is_caught_by_the_witness(
