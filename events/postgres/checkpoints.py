@@ -38,6 +38,8 @@ OF_KIND_SQL = (
     f"WHERE shard = {INTEGRITY_SHARD} AND kind = %s ORDER BY shard_pos"
 )
 """The integrity chain's rows of one kind, in chain order."""
+LAST_SQL = OF_KIND_SQL + " DESC LIMIT 1"
+"""The integrity chain's last row of one kind."""
 
 Heads = Sequence[tuple[int, int, bytes]]
 

@@ -18,15 +18,16 @@ gives, asked for right before each statement: an append to a shard the node does
 past its self-fencing deadline, fails :class:`ShardNotOwned` without reaching the database.
 Close the journal before draining the keeper, so what is queued is written first.
 
-Checkpoints, for a lone node given its ``node_key``: opening verifies the whole journal
+Checkpoints, given the node's ``node_key``: opening verifies the whole journal
 (:func:`events.postgres.verify.verify_database`, with the witness's notes, each of which must be
-signed by this key) and refuses one that fails (:class:`JournalTampered`), brings the witness up
-to date, and records the key in the roster (a ``journal.node_joined`` row) if it is not there.
-Then the writer thread signs a super-checkpoint over every shard's head
-(:mod:`events.postgres.checkpoints`) every ``checkpoint_every_s`` while appends happened, on
-:meth:`checkpoint` and at :meth:`close`, appends it to the integrity chain (shard -1) and hands
-it to the witness. A node of a cluster (``leases``) signs nothing yet: the checkpointer as the
-owner of shard -1 is not built (docs/scale-out.md).
+signed by this key) and refuses one that fails (:class:`JournalTampered`), and brings the
+witness up to date. Then the writer thread signs a super-checkpoint over every shard's head
+(:mod:`events.postgres.checkpoints`) every ``checkpoint_every_s`` while rows were appended, on
+:meth:`checkpoint` and at :meth:`close`, appends it to the integrity chain (shard -1), first
+recording the key in the roster (a ``journal.node_joined`` row) if it is not there, and hands
+it to the witness. Alone the node holds shard -1 like every shard; in a cluster only the node
+holding its lease signs (the checkpointer: a keeper made with ``integrity=True``), and it
+looks at the heads every interval, as other nodes append.
 """
 
 from __future__ import annotations
@@ -132,8 +133,6 @@ class PostgresJournal(PostgresReader):
     ) -> None:
         if witness is not None and node_key is None:
             raise ValueError("a witness needs a node key (it records signed checkpoints)")
-        if node_key is not None and leases is not None:
-            raise ValueError("a node of a cluster signs no checkpoints yet (docs/scale-out.md)")
         upgrade(dsn)
         super().__init__(dsn)
         self.leases = leases
@@ -175,16 +174,20 @@ class PostgresJournal(PostgresReader):
             self._committed_position = self.head().position
             self._listeners: list[Listener] = []
             self._checkpoint_every_s = checkpoint_every_s
-            self._journal_seq = self.stream_next_seq(CHECKPOINT_STREAM)
+            self.node = node
             if node_key is not None:
-                self._open_signed(node, node_key, witness)
-            last = self.checkpoints()
-            self._signed_size = last[-1].position if last else 0
+                self._open_signed(node_key, witness)
+            self._integrity_token: int | None = None
+            """The token the integrity chain was last appended to with: another one means it
+            was (re)acquired, and what it holds is read again before signing."""
+            self._signed_size = 0
             """The rows the last super-checkpoint covers: nothing is signed twice over one
-            head."""
+            head (read from the chain at each acquisition)."""
+            self._joined = False
+            """Whether this node's key is in the roster (read at each acquisition)."""
             self._unsigned = node_key is not None
-            """Whether rows may wait to be signed (an append committed since the last
-            signing, or the journal was just opened)."""
+            """Whether rows may wait to be signed: an append committed since the last signing,
+            the journal was just opened, or (in a cluster) always, as other nodes append."""
             self._last_signing = time.monotonic()
         except BaseException:
             for name in ("_wconn", "_lock_conn"):
@@ -372,18 +375,37 @@ class PostgresJournal(PostgresReader):
             return None
         return max(0.0, self._last_signing + self._checkpoint_every_s - time.monotonic())
 
+    def _token(self, shard: int) -> int:
+        """The fencing token to append to ``shard`` with; :class:`ShardNotOwned` in a cluster
+        when this node holds no live lease on it."""
+        return self._tokens[shard] if self.leases is None else self.leases.token(shard)
+
     def _sign(self) -> Checkpoint | None:
         """Sign every shard's head and append the super-checkpoint to the integrity chain
-        (in the writer thread); ``None`` when there is no key or nothing new. A failure is
-        logged and tried again at the next due time: the rows stay unsigned meanwhile."""
+        (in the writer thread), first recording this node's key in the roster if it is not
+        there; ``None`` without a key, when nothing is new, or (in a cluster) when another node
+        holds the integrity chain. A failure is logged and tried again at the next due time:
+        the rows stay unsigned meanwhile."""
         key = self.node_key
         self._last_signing = time.monotonic()
-        self._unsigned = False
+        self._unsigned = key is not None and self.leases is not None
         if key is None:
             return None
         try:
+            token = self._token(INTEGRITY_SHARD)
+        except ShardNotOwned:
+            return None  # another node is the checkpointer
+        try:
             if self._wconn.broken or self._wconn.closed:
                 self._wconn = connect(self.dsn)
+            if token != self._integrity_token:  # (re)acquired: what does the chain hold?
+                last = self.last_checkpoint()
+                self._signed_size = last.position if last is not None else 0
+                self._joined = key.public_key in self.roster()
+                self._integrity_token = token
+            if not self._joined:
+                self._append_own(JournalNodeJoined(node=self.node, public_key=key.public_key))
+                self._joined = True
             with failures(self.dsn, "cannot sign"):
                 heads = self._wconn.execute(HEADS_SQL).fetchall()
             event = sign(key, heads)
@@ -392,6 +414,7 @@ class PostgresJournal(PostgresReader):
             result = self._append_own(event)
         except (JournalError, psycopg.Error) as exc:
             self._unsigned = True
+            self._integrity_token = None  # read the chain again before the next try
             log.warning("super-checkpoint not signed: %s", " ".join(str(exc).split()))
             return None
         self._signed_size = event.size
@@ -402,15 +425,16 @@ class PostgresJournal(PostgresReader):
 
     def _append_own(self, event: JournalSuperCheckpoint | JournalNodeJoined) -> AppendResult:
         """Append the journal's own ``event`` to the integrity chain (stream ``journal``,
-        refused to every other writer), not redacted: it holds a node name, numbers, keys,
-        hashes and a signature, no free text. Raises :class:`JournalError` when refused."""
+        refused to every other writer; its one writer at a time is whoever holds shard -1's
+        token), not redacted: it holds a node name, numbers, keys, hashes and a signature, no
+        free text. Raises :class:`JournalError` when refused."""
         now_ms = time.time_ns() // 1_000_000
         args = (
             INTEGRITY_SHARD,
-            self._tokens[INTEGRITY_SHARD],
+            self._token(INTEGRITY_SHARD),
             [CHECKPOINT_STREAM],
             [1],
-            [self._journal_seq],
+            [None],
             ["system"],
             [None],
             [None],
@@ -423,27 +447,21 @@ class PostgresJournal(PostgresReader):
         with failures(self.dsn, "cannot append to"):
             row = self._wconn.execute(_APPEND, args).fetchone()
         assert row is not None
-        _, outcome, first, last, _, _, at_ms, ids = row
-        if outcome != "ok":
-            raise JournalError(
-                f"journal {self.path}: the integrity chain's next seq is not "
-                f"{self._journal_seq} (another writer?); not written"
-            )
-        self._journal_seq += 1
+        _, _, first, last, seq, _, at_ms, ids = row
         self._advance(int(last))
         return AppendResult(
             stream=CHECKPOINT_STREAM,
             first_position=int(first),
             last_position=int(last),
-            first_seq=self._journal_seq - 1,
-            last_seq=self._journal_seq - 1,
+            first_seq=int(seq),
+            last_seq=int(seq),
             event_ids=tuple(ids),
             recorded_at_ms=int(at_ms),
         )
 
-    def _open_signed(self, node: str, key: NodeKey, witness: Witness | None) -> None:
+    def _open_signed(self, key: NodeKey, witness: Witness | None) -> None:
         """Before the writer starts: refuse a witness holding another key's notes, verify the
-        whole journal against the witness, catch the witness up, join the roster."""
+        whole journal against the witness, catch the witness up."""
         notes = witness.notes() if witness is not None else None
         for note in notes or ():
             if note.origin != key.origin or not note.signed_by(key.public_key):
@@ -463,14 +481,12 @@ class PostgresJournal(PostgresReader):
             mine = [c for c in self.checkpoints() if c.public_key == key.public_key]
             witness.append_now([c for c in mine if c.position > known])
             witness.start()
-        if key.public_key not in self.roster():
-            self._append_own(JournalNodeJoined(node=node, public_key=key.public_key))
 
     def _commit(self, shard: int, requests: list[AppendRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
         ids = [[self._ids.new(now_ms) for _ in r.payloads] for r in requests]
         try:
-            token = self._tokens[shard] if self.leases is None else self.leases.token(shard)
+            token = self._token(shard)
         except ShardNotOwned as exc:
             for request in requests:
                 request.future.set_exception(exc)

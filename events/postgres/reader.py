@@ -20,6 +20,7 @@ from events.envelope import Head, StoredEvent
 from events.errors import JournalClosed
 from events.postgres.checkpoints import (
     JOINED_KIND,
+    LAST_SQL,
     OF_KIND_SQL,
     SUPER_KIND,
     joined,
@@ -156,6 +157,11 @@ class PostgresReader:
         """Every super-checkpoint of the integrity chain, in order (:mod:`events.postgres.
         checkpoints`): ``position`` is the rows it covers, ``row_position`` where it stands."""
         return [stored_checkpoint(row) for row in self._rows(OF_KIND_SQL, (SUPER_KIND,))]
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The integrity chain's last super-checkpoint, or ``None``."""
+        rows = self._rows(LAST_SQL, (SUPER_KIND,))
+        return stored_checkpoint(rows[0]) if rows else None
 
     def roster(self) -> set[bytes]:
         """The public keys of every node that joined (``journal.node_joined`` rows)."""

@@ -7,10 +7,11 @@ consistently, the last super-checkpoint deleted, a journal signed by a key nobod
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import msgspec
 import psycopg
 import pytest
 
-from events import AppendRejected, JournalTampered, NodeKey
+from events import AppendRejected, JournalTampered, NodeKey, ShardNotOwned
 from events.catalog import JournalNodeJoined, JournalSuperCheckpoint, RunOutput
 from events.checkpoint import signature_valid
 from events.codec import decode, encode
@@ -26,6 +27,7 @@ from events.note import verifier_key
 from events.postgres.checkpoints import HEADS_SQL, encode_heads
 from events.postgres.database import initialise
 from events.postgres.journal import PostgresJournal, shard_of
+from events.postgres.leases import LeaseKeeper, LeaseSettings
 from events.postgres.reader import PostgresReader
 from events.postgres.verify import verify_database
 from events.witness import Witness, read_notes
@@ -90,9 +92,9 @@ def test_a_lone_node_signs_every_shard_head_while_it_appends_and_at_close(
 ) -> None:
     journal = signing(dsn, key, witness_path, checkpoint_every_s=0.1)
     try:
-        assert journal.roster() == {key.public_key}  # the key joined before anything signed
-        assert journal.checkpoints() == []
         assert journal.checkpoint() is None  # nothing to sign: every shard is empty
+        assert journal.checkpoints() == []
+        assert journal.roster() == {key.public_key}  # the key joined before anything signed
         fill(journal)
         deadline = time.monotonic() + WAIT_S
         while not journal.checkpoints() or journal.checkpoints()[-1].position < 24:
@@ -314,3 +316,94 @@ def test_only_the_journal_writes_the_integrity_chain(dsn: str, tmp_path: Path) -
         assert journal.roster() == set()
     finally:
         journal.close()
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def holds(keeper: LeaseKeeper, shard: int) -> bool:
+    try:
+        keeper.token(shard)
+    except ShardNotOwned:
+        return False
+    return True
+
+
+def test_in_a_cluster_the_holder_of_the_integrity_chain_signs_and_a_drain_hands_it_over(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Two nodes share the shards; the one holding shard -1 (the checkpointer) signs every
+    shard's head, the other's appends included; drained, it signs a last one and the other
+    takes shard -1 over, joins the roster and signs on. Each witness holds what its node
+    signed, and everything verifies against the roster of both keys, and not of one."""
+    settings = LeaseSettings(ttl_s=2.0, ready_ticks=0)
+    keys = {n: NodeKey.load_or_create(tmp_path / f"{n}.key") for n in "ab"}
+    witnesses = {n: tmp_path / f"{n}.witness" for n in "ab"}
+    keepers = {n: LeaseKeeper(dsn, n, settings=settings, integrity=True) for n in "ab"}
+    journals: dict[str, PostgresJournal] = {}
+
+    def open_node(n: str) -> None:
+        keepers[n].start()
+        journals[n] = PostgresJournal(
+            dsn,
+            node=n,
+            leases=keepers[n],
+            node_key=keys[n],
+            witness=Witness.open(witnesses[n]),
+            checkpoint_every_s=0.1,
+        )
+
+    def append(stream: str, text: str) -> None:
+        """Through whichever node holds the stream's shard (it may be moving)."""
+        for _ in range(200):
+            for n, journal in journals.items():
+                if shard_of(stream, SHARDS) in keepers[n].owned():
+                    with contextlib.suppress(ShardNotOwned):
+                        journal.append(stream, [out(text)], expected_seq=None)
+                        return
+            time.sleep(0.05)
+        raise AssertionError(f"no node took the shard of {stream}")
+
+    def signed_up_to(rows: int, key: NodeKey) -> bool:
+        last = journals["b"].last_checkpoint()
+        return last is not None and last.position == rows and last.public_key == key.public_key
+
+    try:
+        open_node("a")
+        wait_until(lambda: holds(keepers["a"], -1), "a never took the integrity chain")
+        open_node("b")
+        wait_until(lambda: bool(keepers["b"].owned()), "b was given no shard")
+        for i in range(16):
+            append(f"run/{i}", "first")
+        wait_until(lambda: signed_up_to(16, keys["a"]), "a did not sign b's appends too")
+        assert not holds(keepers["b"], -1)
+        journals.pop("a").close()  # its last super-checkpoint, then the drain
+        keepers["a"].drain()
+        wait_until(lambda: holds(keepers["b"], -1), "b never took the integrity chain over")
+        for i in range(16):
+            append(f"run/{i}", "second")
+        wait_until(lambda: signed_up_to(32, keys["b"]), "b did not sign after the takeover")
+    finally:
+        for journal in journals.values():
+            journal.close()
+        for keeper in keepers.values():
+            keeper.drain()
+    notes = {n: read_notes(witnesses[n])[0] for n in "ab"}
+    assert notes["a"] and notes["b"]
+    for n in "ab":
+        assert all(note.signed_by(keys[n].public_key) for note in notes[n])
+    both = {keys["a"].public_key, keys["b"].public_key}
+    for n in "ab":
+        report = verify_database(dsn, roster=both, witness=notes[n])
+        assert report.ok and report.anchored, report.fault
+    reader = journal_reader(dsn)
+    try:
+        assert reader.roster() == both
+    finally:
+        reader.close()
+    report = verify_database(dsn, roster={keys["a"].public_key})
+    assert report.fault is not None and report.fault.kind == "bad_checkpoint_signature"
