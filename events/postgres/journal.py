@@ -404,14 +404,15 @@ class PostgresJournal(PostgresReader):
                 self._joined = key.public_key in self.roster()
                 self._integrity_token = token
             if not self._joined:
-                self._append_own(JournalNodeJoined(node=self.node, public_key=key.public_key))
+                joined = JournalNodeJoined(node=self.node, public_key=key.public_key)
+                self._append_own(joined, token)
                 self._joined = True
             with failures(self.dsn, "cannot sign"):
                 heads = self._wconn.execute(HEADS_SQL).fetchall()
             event = sign(key, heads)
             if event.size == self._signed_size:
                 return None
-            result = self._append_own(event)
+            result = self._append_own(event, token)
         except (JournalError, psycopg.Error) as exc:
             self._unsigned = True
             self._integrity_token = None  # read the chain again before the next try
@@ -423,15 +424,17 @@ class PostgresJournal(PostgresReader):
             self.witness.submit(signed)
         return signed
 
-    def _append_own(self, event: JournalSuperCheckpoint | JournalNodeJoined) -> AppendResult:
+    def _append_own(
+        self, event: JournalSuperCheckpoint | JournalNodeJoined, token: int
+    ) -> AppendResult:
         """Append the journal's own ``event`` to the integrity chain (stream ``journal``,
-        refused to every other writer; its one writer at a time is whoever holds shard -1's
-        token), not redacted: it holds a node name, numbers, keys, hashes and a signature, no
+        refused to every other writer) with shard -1's ``token`` (one writer at a time: its
+        holder), not redacted: it holds a node name, numbers, keys, hashes and a signature, no
         free text. Raises :class:`JournalError` when refused."""
         now_ms = time.time_ns() // 1_000_000
         args = (
             INTEGRITY_SHARD,
-            self._token(INTEGRITY_SHARD),
+            token,
             [CHECKPOINT_STREAM],
             [1],
             [None],

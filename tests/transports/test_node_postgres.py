@@ -90,6 +90,9 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         assert [r["run_id"] for r in runs["items"]] == [first["run_id"], second["run_id"]]
         status, report = node.http("POST", "/v1/journal/verify", {})
         assert status == 200 and report["ok"], report
+        status, page = node.http("GET", "/v1/journal/checkpoints")
+        assert status == 200 and page["items"], page  # the first run's, signed at its stop
+        assert page["witness"]["path"] == str(witness)
     finally:
         node.process.send_signal(signal.SIGINT)
         assert node.finish() == 0
