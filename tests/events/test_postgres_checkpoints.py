@@ -32,6 +32,7 @@ from events.postgres.reader import PostgresReader
 from events.postgres.verify import verify_database
 from events.witness import Witness, read_notes
 from tests.events.postgres_raw import delete_last_row, rewrite_shard
+from tests.events.test_postgres_leases import Nodes
 from tests.postgres_server import PostgresServer
 from tests.processes import REEL
 from transports.config import JournalConfig, NodeConfig
@@ -407,3 +408,42 @@ def test_in_a_cluster_the_holder_of_the_integrity_chain_signs_and_a_drain_hands_
         reader.close()
     report = verify_database(dsn, roster={keys["a"].public_key})
     assert report.fault is not None and report.fault.kind == "bad_checkpoint_signature"
+
+
+def test_the_checkpointer_killed_another_node_process_takes_over_and_signs_on(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Two node processes (tests/events/lease_node.py) sign: a, first, holds shard -1. SIGKILL
+    a: b takes shard -1 over once a's lease lapses and signs what both appended; stopped, b
+    signs a last one. Each witness holds only its node's signatures, and the whole journal
+    verifies against the roster of both keys with either witness."""
+    nodes = Nodes(dsn, tmp_path)
+    reader = journal_reader(dsn)
+
+    def last_signer() -> tuple[bytes, int]:
+        last = reader.last_checkpoint()
+        return (last.public_key, last.position) if last is not None else (b"", 0)
+
+    try:
+        nodes.start("a", str(tmp_path))
+        nodes.wait("a holds the integrity chain", lambda: nodes.owners().get(-1) == "a")
+        nodes.start("b", str(tmp_path))
+        nodes.wait("b holds a shard", lambda: "b" in nodes.owners().values())
+        a = NodeKey.load(tmp_path / "a.key").public_key
+        nodes.wait("a signed", lambda: last_signer()[0] == a)
+        nodes.procs["a"].kill()
+        nodes.procs["a"].wait()
+        signed_by_a = last_signer()[1]
+        nodes.wait("b took the integrity chain", lambda: nodes.owners().get(-1) == "b")
+        b = NodeKey.load(tmp_path / "b.key").public_key
+        nodes.wait("b signed on", lambda: last_signer()[0] == b and last_signer()[1] > signed_by_a)
+    finally:
+        nodes.close()
+        reader.close()
+    notes = {n: read_notes(tmp_path / f"{n}.witness")[0] for n in "ab"}
+    assert notes["a"] and notes["b"]
+    assert all(note.signed_by(a) for note in notes["a"])
+    assert all(note.signed_by(b) for note in notes["b"])
+    for n in "ab":
+        report = verify_database(dsn, roster={a, b}, witness=notes[n])
+        assert report.ok and report.anchored, report.fault
