@@ -1,9 +1,10 @@
 """Integrity across shards on the PostgreSQL journal (issue 24 step 4; events/postgres/
-checkpoints.py, verify.py): a lone node signs super-checkpoints over every shard's head into
-the integrity chain (shard -1), appends each to its witness file, and records its key in the
-roster; verify holds them against the shard chains, a pinned roster and the witness. The
-attacks are made with raw SQL (tests/events/postgres_raw.py): a shard chain rewritten whole and
-consistently, the last super-checkpoint deleted, a journal signed by a key nobody pinned."""
+checkpoints.py, verify.py): the holder of shard -1 (a lone node, or a cluster's checkpointer)
+signs super-checkpoints over every shard's head into the integrity chain, appends each to its
+witness file, and records its key in the roster; verify holds them against the shard chains, a
+pinned roster and the witness. The attacks are made with raw SQL (tests/events/postgres_raw.py):
+a shard chain rewritten whole and consistently, a shard cut short, a super-checkpoint edited,
+the last super-checkpoint deleted, a journal signed by a key nobody pinned."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ def test_a_lone_node_signs_every_shard_head_while_it_appends_and_at_close(
     finally:
         journal.close()
     notes, _ = read_notes(witness_path)
-    reader = journal_reader(dsn)
+    reader = PostgresReader(dsn)
     try:
         assert [(n.size, n.hash) for n in notes] == [
             (c.position, c.hash) for c in reader.checkpoints()
@@ -130,14 +131,10 @@ def test_a_lone_node_signs_every_shard_head_while_it_appends_and_at_close(
     assert (report.last_checkpoint_position, report.unsigned_rows) == (25, 0)
 
 
-def journal_reader(dsn: str) -> PostgresReader:
-    return PostgresReader(dsn)
-
-
 def test_close_signs_what_is_unsigned_and_a_restart_signs_nothing_twice(
     signed_journal: str, key: NodeKey, witness_path: Path
 ) -> None:
-    reader = journal_reader(signed_journal)
+    reader = PostgresReader(signed_journal)
     try:
         (only,) = reader.checkpoints()
         assert only.position == 24
@@ -145,7 +142,7 @@ def test_close_signs_what_is_unsigned_and_a_restart_signs_nothing_twice(
         reader.close()
     again = signing(signed_journal, key, witness_path)
     again.close()
-    reader = journal_reader(signed_journal)
+    reader = PostgresReader(signed_journal)
     try:
         assert reader.checkpoints() == [only]
         assert reader.roster() == {key.public_key}  # joined once
@@ -401,7 +398,7 @@ def test_in_a_cluster_the_holder_of_the_integrity_chain_signs_and_a_drain_hands_
     for n in "ab":
         report = verify_database(dsn, roster=both, witness=notes[n])
         assert report.ok and report.anchored, report.fault
-    reader = journal_reader(dsn)
+    reader = PostgresReader(dsn)
     try:
         assert reader.roster() == both
     finally:
@@ -418,7 +415,7 @@ def test_the_checkpointer_killed_another_node_process_takes_over_and_signs_on(
     signs a last one. Each witness holds only its node's signatures, and the whole journal
     verifies against the roster of both keys with either witness."""
     nodes = Nodes(dsn, tmp_path)
-    reader = journal_reader(dsn)
+    reader = PostgresReader(dsn)
 
     def last_signer() -> tuple[bytes, int]:
         last = reader.last_checkpoint()
