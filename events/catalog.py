@@ -1123,6 +1123,41 @@ class JournalCheckpoint(Event, frozen=True, kw_only=True, tag="journal.checkpoin
     """Ed25519 over the checkpoint note body (64 bytes)."""
 
 
+# --- the PostgreSQL journal's integrity chain (shard -1, stream ``journal``) ------------------
+
+
+class JournalSuperCheckpoint(Event, frozen=True, kw_only=True, tag="journal.super_checkpoint"):
+    """A signed checkpoint over every shard chain's head at once (issue 24 step 4), stored as a
+    row of the integrity chain, shard -1 (events/postgres/checkpoints.py). The signature is the
+    node's Ed25519 over the C2SP checkpoint note ``origin\\nsize\\nbase64(hash)\\n``
+    (events/note.py) where ``hash`` is SHA-256 of ``heads``: the same note, key and witness
+    format as :class:`JournalCheckpoint`. docs/journal-format.md section 12."""
+
+    origin: str
+    """The log name signed under (``reel.journal/<16 hex of SHA-256(public_key)>``)."""
+    size: int
+    """The rows covered: the sum of every shard's head position in ``heads``."""
+    hash: bytes
+    """SHA-256 of ``heads``."""
+    heads: bytes
+    """Every shard's head, in shard order from 0: per shard ``int64 shard || int64 shard_pos ||
+    32-byte hash`` (big-endian; a shard with no rows has position 0 and 32 zero bytes)."""
+    public_key: bytes
+    """The signer's raw 32-byte Ed25519 public key (one of the roster's)."""
+    signature: bytes
+    """Ed25519 over the checkpoint note body (64 bytes)."""
+
+
+class JournalNodeJoined(Event, frozen=True, kw_only=True, tag="journal.node_joined"):
+    """A node's public key joined the roster of keys that sign super-checkpoints: written to
+    the integrity chain (shard -1) by the node itself before it signs its first one."""
+
+    node: str
+    """The node's name (its host name for a lone ``reel node``)."""
+    public_key: bytes
+    """Its raw 32-byte Ed25519 public key (the public half of its data dir's ``node.key``)."""
+
+
 # --- API access (stream ``access/<decision_id>``) ------------------------------------------
 
 
@@ -1238,6 +1273,8 @@ CATALOG: tuple[type[Event], ...] = (
     VaultSecretRotated,
     VaultSecretDeleted,
     JournalCheckpoint,
+    JournalSuperCheckpoint,
+    JournalNodeJoined,
     McpToolsListed,
     ScheduleCreated,
     SchedulePaused,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -172,15 +173,46 @@ def load_public_key(path: Path) -> bytes:
     """The raw Ed25519 public key in ``path``: a PEM ``PUBLIC KEY`` block (``reel journal
     pubkey``) or a signed-note verifier key ``name+id+base64``. Raises
     :class:`CheckpointKeyError` with one line; never reads a private key."""
+    return _public_key(_read_public(path), str(path))
+
+
+def load_roster(path: Path) -> frozenset[bytes]:
+    """The raw Ed25519 public keys in the roster file ``path``: what ``reel journal pubkey``
+    prints for each node (PEM blocks, or ``--vkey`` lines, one per line), concatenated; lines
+    starting with ``#`` are comments. Raises :class:`CheckpointKeyError` with one line naming
+    the entry that is not a public key, or when it holds none."""
+    data = _read_public(path)
+    text = data.decode("ascii", "replace")
+    keys: set[bytes] = set()
+    for number, block in enumerate(_PEM.findall(text), 1):
+        keys.add(_public_key(block.encode(), f"{path} (PEM block {number})"))
+    for number, line in enumerate(_PEM.sub("", text).splitlines(), 1):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keys.add(_public_key(line.encode(), f"{path} (line {number})"))
+    if not keys:
+        raise CheckpointKeyError(f"roster {path} holds no public key")
+    return frozenset(keys)
+
+
+_PEM = re.compile(r"-----BEGIN PUBLIC KEY-----.*?-----END PUBLIC KEY-----\n?", re.DOTALL)
+
+
+def _read_public(path: Path) -> bytes:
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise CheckpointKeyError(f"cannot read public key {path}: {exc.strerror}") from None
-    text = data.decode("ascii", "replace").strip()
-    if "PRIVATE KEY" in text:
+    if b"PRIVATE KEY" in data:
         raise CheckpointKeyError(
             f"{path} holds a private key; pin the public key (reel journal pubkey)"
         )
+    return data
+
+
+def _public_key(data: bytes, path: str) -> bytes:
+    """One public key (a PEM block or a verifier key line) named ``path`` in messages."""
+    text = data.decode("ascii", "replace").strip()
     if text.count("+") >= 2 and "\n" not in text:
         name, kid, encoded = text.split("+", 2)  # names hold no '+'; base64 may
         try:

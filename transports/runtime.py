@@ -319,7 +319,7 @@ def open_journal(
     ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`).
     """
     if cfg.journal.backend == "postgres":
-        return open_postgres(cfg)
+        return open_postgres(cfg, data_dir)
     witness = (
         Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
@@ -347,45 +347,55 @@ def open_journal(
     return journal
 
 
-def open_postgres(cfg: NodeConfig) -> NodeJournal:
-    """The PostgreSQL journal of ``[journal] dsn``, after every shard chain verified (a fault is
-    ``JournalTampered``: nothing is appended to it). psycopg is imported only here. Settings
-    only the SQLite journal has (a witness) are refused rather than silently ignored, and a
-    ``shards`` that is not the database's is a ``ConfigError`` naming it."""
+def open_postgres(cfg: NodeConfig, data_dir: Path | None = None) -> NodeJournal:
+    """The PostgreSQL journal of ``[journal] dsn``. Given the node's ``data_dir``, it signs
+    super-checkpoints with its ``node.key`` and appends them to the ``[journal] witness`` (as
+    on SQLite), and opening it verifies everything first, the witness included; without one
+    (a test) it signs nothing and every shard chain is walked here. A fault is
+    ``JournalTampered``: nothing is appended to it. psycopg is imported only here. A ``shards``
+    that is not the database's is a ``ConfigError`` naming it."""
     section = cfg.journal
-    if not section.dsn:
-        raise ConfigError("config key journal.dsn: backend postgres needs a dsn (REEL_JOURNAL_DSN)")
-    if section.witness:
-        raise ConfigError(
-            "config key journal.witness: the postgres backend keeps no witness yet "
-            "(docs/scale-out.md)"
-        )
+    witness: Witness | None = None
+    if data_dir is not None and section.witness:
+        witness = Witness.open(Path(section.witness), data_dir=data_dir)
     try:
-        from events.postgres.journal import PostgresJournal
-        from events.postgres.verify import verify_database
-    except ImportError:
-        raise ConfigError(
-            "config key journal.backend: postgres needs the postgres extra "
-            "(pip install 'reel[postgres]')"
-        ) from None
-    journal = PostgresJournal(section.dsn, node=os.uname().nodename)  # the writer lock first
-    try:
-        if section.shards and section.shards != journal.shards:
+        if not section.dsn:
             raise ConfigError(
-                f"config key journal.shards: {section.shards}, but the journal database was "
-                f"created with {journal.shards} (the count is fixed at creation)"
+                "config key journal.dsn: backend postgres needs a dsn (REEL_JOURNAL_DSN)"
             )
-        fault = verify_database(section.dsn).fault
-        if fault is not None:
-            raise JournalTampered(
-                f"the journal database fails verification at position {fault.position} "
-                f"({fault.kind}: {fault.message}); refusing to open it for writing",
-                fault.kind,
-                fault.position,
-            )
+        try:
+            from events.postgres.database import connect, shard_count
+            from events.postgres.journal import PostgresJournal
+            from events.postgres.verify import refusal, verify_database
+        except ImportError:
+            raise ConfigError(
+                "config key journal.backend: postgres needs the postgres extra "
+                "(pip install 'reel[postgres]')"
+            ) from None
+        if section.shards:  # before the journal: opening it with a key appends (the roster)
+            with connect(section.dsn) as conn:
+                shards = shard_count(conn, section.dsn)
+            if section.shards != shards:
+                raise ConfigError(
+                    f"config key journal.shards: {section.shards}, but the journal database "
+                    f"was created with {shards} (the count is fixed at creation)"
+                )
+        key = NodeKey.load_or_create(data_dir / "node.key") if data_dir is not None else None
+        journal = PostgresJournal(  # the writer lock first
+            section.dsn, node=os.uname().nodename, node_key=key, witness=witness
+        )
     except BaseException:
-        journal.close()
+        if witness is not None:
+            witness.close(timeout=0)
         raise
+    try:
+        fault = verify_database(section.dsn).fault if key is None else None  # else: it did
+    except BaseException:
+        journal.close(checkpoint=False)
+        raise
+    if fault is not None:
+        journal.close(checkpoint=False)
+        raise refusal(fault)
     return journal
 
 
@@ -400,7 +410,8 @@ def verify_own(journal: NodeJournal) -> VerifyReport:
     from events.postgres.verify import verify_database
 
     assert isinstance(journal, PostgresJournal)
-    return verify_database(journal.dsn)
+    notes = journal.witness.notes() if journal.witness is not None else None
+    return verify_database(journal.dsn, witness=notes)
 
 
 def _told_by_wait(_error: JournalTampered) -> None:

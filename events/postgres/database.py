@@ -16,7 +16,15 @@ import psycopg
 from psycopg import conninfo
 
 from events.errors import JournalUnavailable, NotAJournal, SchemaTooNew, ShardsFixed
-from events.postgres.schema import FUNCTIONS, INIT_LOCK, LOCK_CLASS, NODES, SCHEMA_VERSION, create
+from events.postgres.schema import (
+    FUNCTIONS,
+    INIT_LOCK,
+    INTEGRITY_ROWS,
+    LOCK_CLASS,
+    NODES,
+    SCHEMA_VERSION,
+    create,
+)
 
 CONNECT_TIMEOUT_S = 5
 
@@ -114,8 +122,9 @@ def initialise(dsn: str, shards: int) -> bool:
 
 
 def upgrade(dsn: str) -> None:
-    """Bring a journal an older reel created up to :data:`SCHEMA_VERSION` in place (version 1:
-    add ``nodes`` and the liveness check in ``shard_append``); nothing when it is current. Run
+    """Bring a journal an older reel created up to :data:`SCHEMA_VERSION` in place (``nodes``,
+    the liveness check in ``shard_append``, the integrity chain's rows: each statement a no-op
+    where it is there already); nothing when it is current. Run
     by ``reel journal init`` and by every writer before it appends."""
     with connect(dsn, autocommit=False) as conn:
         with failures(dsn, "cannot upgrade"):
@@ -132,4 +141,5 @@ def _upgrade_locked(conn: psycopg.Connection[Any], dsn: str) -> None:
         if row is not None and int(row[0]) < SCHEMA_VERSION:
             conn.execute(NODES)
             conn.execute(FUNCTIONS)
+            conn.execute(INTEGRITY_ROWS)
             conn.execute("UPDATE cluster SET schema_version = %s", (SCHEMA_VERSION,))

@@ -18,15 +18,23 @@ gives, asked for right before each statement: an append to a shard the node does
 past its self-fencing deadline, fails :class:`ShardNotOwned` without reaching the database.
 Close the journal before draining the keeper, so what is queued is written first.
 
-Checkpoints: none yet. A signed checkpoint over a sharded journal signs every shard's head at
-once (step 4's super-checkpoints); until then :meth:`checkpoint` returns ``None`` and the chains
-alone protect the rows (``reel journal verify --dsn`` walks them).
+Checkpoints, given the node's ``node_key``: opening verifies the whole journal
+(:func:`events.postgres.verify.verify_database`, with the witness's notes, each of which must be
+signed by this key) and refuses one that fails (:class:`JournalTampered`), and brings the
+witness up to date. Then the writer thread signs a super-checkpoint over every shard's head
+(:mod:`events.postgres.checkpoints`) every ``checkpoint_every_s`` while rows were appended, on
+:meth:`checkpoint` and at :meth:`close`, appends it to the integrity chain (shard -1), first
+recording the key in the roster (a ``journal.node_joined`` row) if it is not there, and hands
+it to the witness. Alone the node holds shard -1 like every shard; in a cluster only the node
+holding its lease signs (the checkpointer: a keeper made with ``integrity=True``), and it
+looks at the heads every interval, as other nodes append.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import queue
 import threading
 import time
@@ -36,8 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from events.catalog import Event
-from events.checkpoint import Checkpoint, NodeKey
+from events.catalog import Event, JournalNodeJoined, JournalSuperCheckpoint, kind_of
+from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, NodeKey
+from events.codec import encode
 from events.envelope import AppendResult
 from events.errors import (
     AppendRejected,
@@ -51,15 +60,19 @@ from events.errors import (
     ShardNotOwned,
 )
 from events.ids import UlidGenerator
+from events.postgres.checkpoints import HEADS_SQL, checkpoint_of, sign
 from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
-from events.postgres.schema import FENCED, LOCK_CLASS, WRITER_LOCK
+from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
+from events.postgres.verify import refusal, verify_database
 from events.sqlite.journal import MAX_PAYLOAD_BYTES, AppendRequest, prepare
 from events.stats import LatencyHistogram
 from events.witness import Witness
 
 if TYPE_CHECKING:
     from events.postgres.leases import LeaseKeeper
+
+log = logging.getLogger(__name__)
 
 Listener = Callable[[int], None]
 _STOP = object()
@@ -74,6 +87,15 @@ def shard_of(stream: str, shards: int) -> int:
     if shards == 1:
         return 0
     return int.from_bytes(hashlib.sha256(stream.encode("utf-8")).digest()[:8], "big") % shards
+
+
+class _Sign:
+    """A request to sign a super-checkpoint now (:meth:`PostgresJournal.checkpoint`, close)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: Future[Checkpoint | None] = Future()
 
 
 def _runs_by_shard(
@@ -103,9 +125,14 @@ class PostgresJournal(PostgresReader):
         *,
         node: str = "node",
         leases: LeaseKeeper | None = None,
+        node_key: NodeKey | None = None,
+        witness: Witness | None = None,
+        checkpoint_every_s: float = 1.0,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         max_batch_events: int = 4096,
     ) -> None:
+        if witness is not None and node_key is None:
+            raise ValueError("a witness needs a node key (it records signed checkpoints)")
         upgrade(dsn)
         super().__init__(dsn)
         self.leases = leases
@@ -132,27 +159,42 @@ class PostgresJournal(PostgresReader):
                         "token = token + 1 RETURNING shard, token",
                         (node,),
                     ).fetchall()
+            self._tokens = {int(shard): int(token) for shard, token in rows}
+            self.node_key = node_key
+            self.witness = witness
+            """Where every super-checkpoint this node signs is also appended (``None``: none)."""
+            self.tampered: JournalTampered | None = None
+            """Always ``None``: a journal that fails verification is not opened at all."""
+            self.max_payload_bytes = max_payload_bytes
+            self._max_batch_events = max_batch_events
+            self._ids = UlidGenerator()
+            self.append_latency = LatencyHistogram()
+            self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+            self._committed = threading.Condition()
+            self._committed_position = self.head().position
+            self._listeners: list[Listener] = []
+            self._checkpoint_every_s = checkpoint_every_s
+            self.node = node
+            if node_key is not None:
+                self._open_signed(node_key, witness)
+            self._integrity_token: int | None = None
+            """The token the integrity chain was last appended to with: another one means it
+            was (re)acquired, and what it holds is read again before signing."""
+            self._signed_size = 0
+            """The rows the last super-checkpoint covers: nothing is signed twice over one
+            head (read from the chain at each acquisition)."""
+            self._joined = False
+            """Whether this node's key is in the roster (read at each acquisition)."""
+            self._unsigned = node_key is not None
+            """Whether rows may wait to be signed: an append committed since the last signing,
+            the journal was just opened, or (in a cluster) always, as other nodes append."""
+            self._last_signing = time.monotonic()
         except BaseException:
             for name in ("_wconn", "_lock_conn"):
                 with contextlib.suppress(Exception):
                     getattr(self, name).close()
             super().close()
             raise
-        self._tokens = {int(shard): int(token) for shard, token in rows}
-        self.node_key: NodeKey | None = None
-        """Signs nothing yet (super-checkpoints are step 4)."""
-        self.witness: Witness | None = None
-        """Records nothing yet (a witness file per node is step 4)."""
-        self.tampered: JournalTampered | None = None
-        """Always ``None``: the node walks every chain before it opens this (``open_journal``)."""
-        self.max_payload_bytes = max_payload_bytes
-        self._max_batch_events = max_batch_events
-        self._ids = UlidGenerator()
-        self.append_latency = LatencyHistogram()
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
-        self._committed = threading.Condition()
-        self._committed_position = self.head().position
-        self._listeners: list[Listener] = []
         self._accepting = True
         self._submit_guard = threading.Lock()
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
@@ -218,12 +260,21 @@ class PostgresJournal(PostgresReader):
         ).result()
 
     def checkpoint(self) -> Checkpoint | None:
-        """``None``: nothing is signed before step 4's super-checkpoints."""
-        return None
+        """Sign a super-checkpoint over every shard's head now (after what was queued before
+        this call). ``None`` without a node key, or when the heads are already signed."""
+        if self.node_key is None:
+            return None
+        request = _Sign()
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(request)
+        return request.future.result()
 
     @property
     def verified(self) -> bool:
-        """True: the node verified every shard chain before it opened the journal."""
+        """True: a signing journal verified everything when it opened, and the node walks
+        every chain before it opens one that does not sign."""
         return True
 
     def wait_verified(self) -> None:
@@ -260,14 +311,20 @@ class PostgresJournal(PostgresReader):
         return unsubscribe
 
     def close(self, *, checkpoint: bool = True) -> None:
+        """Finish what is queued, sign a final super-checkpoint (unless told not to), close
+        the witness (writing what it has pending) and the connections. Idempotent."""
         with self._submit_guard:
             if not self._accepting:
                 return
             self._accepting = False
+            if checkpoint and self.node_key is not None:
+                self._queue.put(_Sign())
             self._queue.put(_STOP)
         self._writer.join()
         with self._committed:
             self._committed.notify_all()
+        if self.witness is not None:
+            self.witness.close()
         for conn in (self._wconn, self._lock_conn):
             with contextlib.suppress(Exception):
                 conn.close()
@@ -277,34 +334,162 @@ class PostgresJournal(PostgresReader):
 
     def _run(self) -> None:
         while True:
-            first = self._queue.get()
-            if first is _STOP:
-                return
-            assert isinstance(first, AppendRequest)
-            batch = [first]
-            events = len(first.payloads)
+            try:
+                first = self._queue.get(timeout=self._signing_due_in())
+            except queue.Empty:
+                self._sign()
+                continue
+            batch: list[AppendRequest] = []
+            signs: list[_Sign] = []
+            events = 0
             stop = False
-            while events < self._max_batch_events:
+            item = first
+            while True:
+                if item is _STOP:
+                    stop = True
+                    break
+                if isinstance(item, _Sign):
+                    signs.append(item)
+                else:
+                    assert isinstance(item, AppendRequest)
+                    batch.append(item)
+                    events += len(item.payloads)
+                if events >= self._max_batch_events:
+                    break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    stop = True
-                    break
-                assert isinstance(item, AppendRequest)
-                batch.append(item)
-                events += len(item.payloads)
             for shard, requests in _runs_by_shard(batch, self.shards):
                 self._commit(shard, requests)
+            if signs or self._signing_due_in() == 0:
+                signed = self._sign()
+                for request in signs:
+                    request.future.set_result(signed)
             if stop:
                 return
+
+    def _signing_due_in(self) -> float | None:
+        """Seconds until a super-checkpoint is due (0: now); ``None`` while nothing waits."""
+        if not self._unsigned:
+            return None
+        return max(0.0, self._last_signing + self._checkpoint_every_s - time.monotonic())
+
+    def _token(self, shard: int) -> int:
+        """The fencing token to append to ``shard`` with; :class:`ShardNotOwned` in a cluster
+        when this node holds no live lease on it."""
+        return self._tokens[shard] if self.leases is None else self.leases.token(shard)
+
+    def _sign(self) -> Checkpoint | None:
+        """Sign every shard's head and append the super-checkpoint to the integrity chain
+        (in the writer thread), first recording this node's key in the roster if it is not
+        there; ``None`` without a key, when nothing is new, or (in a cluster) when another node
+        holds the integrity chain. A failure is logged and tried again at the next due time:
+        the rows stay unsigned meanwhile."""
+        key = self.node_key
+        self._last_signing = time.monotonic()
+        self._unsigned = key is not None and self.leases is not None
+        if key is None:
+            return None
+        try:
+            token = self._token(INTEGRITY_SHARD)
+        except ShardNotOwned:
+            return None  # another node is the checkpointer
+        try:
+            if self._wconn.broken or self._wconn.closed:
+                self._wconn = connect(self.dsn)
+            if token != self._integrity_token:  # (re)acquired: what does the chain hold?
+                last = self.last_checkpoint()
+                self._signed_size = last.position if last is not None else 0
+                self._joined = key.public_key in self.roster()
+                self._integrity_token = token
+            if not self._joined:
+                joined = JournalNodeJoined(node=self.node, public_key=key.public_key)
+                self._append_own(joined, token)
+                self._joined = True
+            with failures(self.dsn, "cannot sign"):
+                heads = self._wconn.execute(HEADS_SQL).fetchall()
+            event = sign(key, heads)
+            if event.size == self._signed_size:
+                return None
+            result = self._append_own(event, token)
+        except (JournalError, psycopg.Error) as exc:
+            self._unsigned = True
+            self._integrity_token = None  # read the chain again before the next try
+            log.warning("super-checkpoint not signed: %s", " ".join(str(exc).split()))
+            return None
+        self._signed_size = event.size
+        signed = checkpoint_of(event, result.first_position, result.recorded_at_ms)
+        if self.witness is not None:
+            self.witness.submit(signed)
+        return signed
+
+    def _append_own(
+        self, event: JournalSuperCheckpoint | JournalNodeJoined, token: int
+    ) -> AppendResult:
+        """Append the journal's own ``event`` to the integrity chain (stream ``journal``,
+        refused to every other writer) with shard -1's ``token`` (one writer at a time: its
+        holder), not redacted: it holds a node name, numbers, keys, hashes and a signature, no
+        free text. Raises :class:`JournalError` when refused."""
+        now_ms = time.time_ns() // 1_000_000
+        args = (
+            INTEGRITY_SHARD,
+            token,
+            [CHECKPOINT_STREAM],
+            [1],
+            [None],
+            ["system"],
+            [None],
+            [None],
+            [None],
+            [self._ids.new(now_ms)],
+            [kind_of(event)],
+            [event.version],
+            [encode(event)],
+        )
+        with failures(self.dsn, "cannot append to"):
+            row = self._wconn.execute(_APPEND, args).fetchone()
+        assert row is not None
+        _, _, first, last, seq, _, at_ms, ids = row
+        self._advance(int(last))
+        return AppendResult(
+            stream=CHECKPOINT_STREAM,
+            first_position=int(first),
+            last_position=int(last),
+            first_seq=int(seq),
+            last_seq=int(seq),
+            event_ids=tuple(ids),
+            recorded_at_ms=int(at_ms),
+        )
+
+    def _open_signed(self, key: NodeKey, witness: Witness | None) -> None:
+        """Before the writer starts: refuse a witness holding another key's notes, verify the
+        whole journal against the witness, catch the witness up."""
+        notes = witness.notes() if witness is not None else None
+        for note in notes or ():
+            if note.origin != key.origin or not note.signed_by(key.public_key):
+                raise JournalTampered(
+                    f"witness {witness.path if witness else ''} holds a checkpoint of size "
+                    f"{note.size} signed under {note.origin}, not by this node's key "
+                    f"({key.origin}): node.key was replaced or the witness belongs to another "
+                    "node - investigate with: reel journal verify --dsn ... --witness ...",
+                    "bad_checkpoint_signature",
+                    0,
+                )
+        fault = verify_database(self.dsn, witness=notes).fault
+        if fault is not None:
+            raise refusal(fault)
+        if witness is not None:
+            known = max((n.size for n in notes or ()), default=0)
+            mine = [c for c in self.checkpoints() if c.public_key == key.public_key]
+            witness.append_now([c for c in mine if c.position > known])
+            witness.start()
 
     def _commit(self, shard: int, requests: list[AppendRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
         ids = [[self._ids.new(now_ms) for _ in r.payloads] for r in requests]
         try:
-            token = self._tokens[shard] if self.leases is None else self.leases.token(shard)
+            token = self._token(shard)
         except ShardNotOwned as exc:
             for request in requests:
                 request.future.set_exception(exc)
@@ -368,13 +553,18 @@ class PostgresJournal(PostgresReader):
             if outcome == "ok":
                 last = max(last, int(last_pos))
         if last:
-            with self._committed:
-                self._committed_position = last
-                self._committed.notify_all()
-                listeners = list(self._listeners)
-            for listener in listeners:
-                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
-                    listener(last)
+            self._unsigned = self.node_key is not None
+            self._advance(last)
+
+    def _advance(self, last: int) -> None:
+        """Rows up to ``last`` committed: wake the waiters, tell the listeners."""
+        with self._committed:
+            self._committed_position = last
+            self._committed.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+                listener(last)
 
 
 if TYPE_CHECKING:  # mypy proves the PostgreSQL classes implement the ports (no runtime cost)

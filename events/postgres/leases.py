@@ -26,6 +26,10 @@ whose target is another node (a join rebalances gradually). :meth:`LeaseKeeper.d
 the node's row, freeing every shard it holds at once, so the targets take the shards on their
 next tick instead of after the TTL.
 
+The integrity chain (shard -1: super-checkpoints, :mod:`events.postgres.checkpoints`) is not
+placed: a keeper made with ``integrity=True`` (a node that signs) takes it whenever it is free,
+and holds it like any shard until it drains, lapses or dies: the cluster's checkpointer.
+
 Everything that changes what the node believes it owns is reported to ``on_change`` with the
 monotonic time it took effect (the 3-process tests check from these that no two nodes ever
 believed they owned one shard at once).
@@ -46,6 +50,7 @@ import psycopg
 from events.errors import JournalError, JournalLocked, ShardNotOwned
 from events.postgres.database import connect, failures, safe_dsn, shard_count, upgrade
 from events.postgres.placement import place
+from events.postgres.schema import INTEGRITY_SHARD
 from events.postgres.verify import verify_shard
 
 log = logging.getLogger(__name__)
@@ -145,6 +150,7 @@ class LeaseKeeper:
         on_acquired: Callable[[int, int], None] | None = None,
         on_change: Callable[[LeaseChange], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        integrity: bool = False,
     ) -> None:
         if not node or "\x00" in node:
             raise JournalError("node: a lease keeper needs a node name without NUL")
@@ -154,6 +160,11 @@ class LeaseKeeper:
         self._on_acquired = on_acquired
         self._on_change = on_change
         self._clock = clock
+        self._integrity = integrity
+        """Whether this node takes the integrity chain (shard -1) when it is free: a node that
+        signs super-checkpoints (:mod:`events.postgres.journal`). Not placed: the first ready
+        such node to find it free takes it and keeps it until it drains, lapses or dies (a
+        named singleton lease), so the checkpointer moves only when it must."""
         self._lock = threading.Lock()
         self._owned: dict[int, int] = {}
         self._deadline = float("-inf")
@@ -191,9 +202,12 @@ class LeaseKeeper:
         )
 
     def owned(self) -> dict[int, int]:
-        """The shards this node may append to now, with their tokens."""
+        """The data shards this node may append to now, with their tokens (the integrity
+        chain, shard -1, is asked for with :meth:`token`)."""
         with self._lock:
-            return dict(self._owned) if self._clock() < self._deadline else {}
+            if self._clock() >= self._deadline:
+                return {}
+            return {s: t for s, t in self._owned.items() if s != INTEGRITY_SHARD}
 
     @property
     def incarnation(self) -> int:
@@ -336,7 +350,10 @@ class LeaseKeeper:
         return True
 
     def _place(self) -> None:
-        targets = place(self.shards, [str(r[0]) for r in self._sql(_TARGETS)])
+        ready = [str(r[0]) for r in self._sql(_TARGETS)]
+        targets = place(self.shards, ready)
+        if self._integrity and self.node in ready:
+            targets[INTEGRITY_SHARD] = self.node  # whoever finds it free first
         leases = self._sql(_LEASES)
         mine = {
             int(shard)

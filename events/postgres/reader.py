@@ -18,6 +18,14 @@ from events.chain import GENESIS
 from events.checkpoint import Checkpoint
 from events.envelope import Head, StoredEvent
 from events.errors import JournalClosed
+from events.postgres.checkpoints import (
+    JOINED_KIND,
+    LAST_SQL,
+    OF_KIND_SQL,
+    SUPER_KIND,
+    joined,
+    stored_checkpoint,
+)
 from events.postgres.database import connect, failures, safe_dsn, shard_count
 
 COLUMNS = (
@@ -146,9 +154,18 @@ class PostgresReader:
         return 0 if rows[0][0] is None else int(rows[0][0]) + 1
 
     def checkpoints(self) -> list[Checkpoint]:
-        """None yet: super-checkpoints over every shard's head are step 4 of issue 24
-        (docs/scale-out.md); until then a PostgreSQL journal is protected by its chains."""
-        return []
+        """Every super-checkpoint of the integrity chain, in order (:mod:`events.postgres.
+        checkpoints`): ``position`` is the rows it covers, ``row_position`` where it stands."""
+        return [stored_checkpoint(row) for row in self._rows(OF_KIND_SQL, (SUPER_KIND,))]
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The integrity chain's last super-checkpoint, or ``None``."""
+        rows = self._rows(LAST_SQL, (SUPER_KIND,))
+        return stored_checkpoint(rows[0]) if rows else None
+
+    def roster(self) -> set[bytes]:
+        """The public keys of every node that joined (``journal.node_joined`` rows)."""
+        return {joined(row).public_key for row in self._rows(OF_KIND_SQL, (JOINED_KIND,))}
 
     def horizon(
         self, after: LogKey | None = None, limit: int = 1000

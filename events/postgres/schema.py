@@ -21,10 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
-the liveness check in ``shard_append`` (a version 1 journal is upgraded in place by
-:func:`events.postgres.database.upgrade`)."""
+the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1).
+An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
+INTEGRITY_SHARD = -1
+"""The shard of the integrity chain: the roster of node keys and the super-checkpoints over
+every other shard's head (:mod:`events.postgres.checkpoints`). Chained like any shard."""
 
 LOCK_CLASS = "hashtext('reel.' || current_schema())"
 """The first key of every advisory lock reel takes (SQL): one per schema holding a journal, so
@@ -111,6 +114,13 @@ CREATE TABLE IF NOT EXISTS nodes(
 );
 """
 """Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`)."""
+
+INTEGRITY_ROWS = (
+    f"INSERT INTO shard_lease(shard) VALUES ({INTEGRITY_SHARD}) ON CONFLICT DO NOTHING; "
+    f"INSERT INTO shard_head(shard, pos, hash) VALUES ({INTEGRITY_SHARD}, 0, "
+    "decode(repeat('00', 32), 'hex')) ON CONFLICT DO NOTHING"
+)
+"""Version 3's rows: the integrity chain's lease and head (its hash: 32 zero bytes)."""
 
 FUNCTIONS = r"""
 CREATE OR REPLACE FUNCTION reel_text(v text) RETURNS bytea
@@ -267,4 +277,5 @@ def create(conn: Any, shards: int) -> None:
         "INSERT INTO shard_head(shard, pos, hash) SELECT generate_series(0, %s - 1), 0, %s",
         (shards, bytes(32)),
     )
+    conn.execute(INTEGRITY_ROWS)
     conn.execute("INSERT INTO log_head VALUES (1, 0)")

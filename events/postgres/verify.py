@@ -1,30 +1,59 @@
-"""``reel journal verify --dsn``: walk every shard chain of a PostgreSQL journal.
+"""``reel journal verify --dsn``: walk every shard chain of a PostgreSQL journal, the integrity
+chain's super-checkpoints against them, and a witness's notes against the super-checkpoints.
 
 Per shard, in ``shard_pos`` order: positions dense from 1, each row linking to the one before
 it, its hash recomputed in Python (:func:`events.chain.shard_identity`, so a fault in the SQL
 that computed it shows here too), the payload against its stored digest (to tell a payload edit
 from an envelope edit), and the last row against ``shard_head``. Then the global positions:
-dense from 1 across the shards. No signatures yet: super-checkpoints, a witness and a roster of
-node keys are step 4 of issue 24, so this proves the chains are whole, not who wrote them
-(docs/scale-out.md).
+dense from 1 across the shards.
+
+The integrity chain (shard -1, :mod:`events.postgres.checkpoints`) is walked first, the same
+way; each ``journal.node_joined`` row adds a key to the recorded roster, and each
+``journal.super_checkpoint`` must hash its heads, count its rows, move no shard back, and carry
+a signature that verifies under a key of the roster: the one the caller pinned (``roster``), or
+else the recorded one (which anchors nothing: whoever can write the database can add a key).
+Each head it signs must then be the hash of that row of that shard: a shard chain rewritten
+whole, every hash recomputed, fails there, naming the shard. Each note of ``witness`` must be a
+super-checkpoint of the chain, with its hash and signature (a deleted last checkpoint shows as
+the chain ending before the witness does).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from events.catalog import JournalNodeJoined, JournalSuperCheckpoint
 from events.chain import GENESIS, payload_digest, row_hash, shard_identity
-from events.envelope import Head
+from events.checkpoint import CHECKPOINT_STREAM, signature_valid
+from events.codec import decode
+from events.envelope import Head, StoredEvent
+from events.errors import JournalTampered, UnknownEventKind
+from events.note import CheckpointNote
+from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, checkpoint_of, decode_heads
 from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
+from events.postgres.schema import INTEGRITY_SHARD
 from events.sqlite.verify import Fault, VerifyReport
 
 BATCH = 20_000
 _HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
 _BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
 Rows = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+Visit = Callable[[StoredEvent], None]
+
+
+def refusal(fault: Fault) -> JournalTampered:
+    """What a writer raises instead of opening a journal that fails with ``fault``."""
+    return JournalTampered(
+        f"the journal database fails verification at position {fault.position} "
+        f"({fault.kind}: {fault.message}); refusing to open it for writing, nothing was "
+        "signed - investigate with: reel journal verify --dsn ... --roster ... --witness ...",
+        fault.kind,
+        fault.position,
+    )
 
 
 class _Found(Exception):
@@ -32,9 +61,16 @@ class _Found(Exception):
         self.fault = fault
 
 
-def verify_database(dsn: str) -> VerifyReport:
-    """Verify the journal in the database ``dsn`` names; never raises for tampering (the report
-    carries the first fault). Raises :class:`events.JournalUnavailable` when it cannot read.
+def verify_database(
+    dsn: str,
+    *,
+    roster: Collection[bytes] | None = None,
+    witness: Sequence[CheckpointNote] | None = None,
+) -> VerifyReport:
+    """Verify the journal in the database ``dsn`` names against the ``roster`` of public keys
+    the caller pinned (``None``: the roster the journal records) and the notes of a node's
+    ``witness``; never raises for tampering (the report carries the first fault). Raises
+    :class:`events.JournalUnavailable` when it cannot read.
 
     The whole walk reads one snapshot (a read-only repeatable-read transaction, which takes no
     transaction id and so holds no horizon): rows a node appends meanwhile are not half seen."""
@@ -49,9 +85,15 @@ def verify_database(dsn: str) -> VerifyReport:
             return conn.execute(sql, args).fetchall()
 
         heads = {int(s): Head(int(p), bytes(h)) for s, p, h in rows(_HEADS)}
+        signed = _Signed(shards, roster, witness)
         try:
+            integrity = heads.get(INTEGRITY_SHARD, Head(0, GENESIS))
+            events += _walk(rows, shards, INTEGRITY_SHARD, integrity, signed.feed)
+            signed.witnessed()
             for shard in range(shards):
-                events += _walk(rows, shards, shard, heads.get(shard))
+                length = _walk(rows, shards, shard, heads.get(shard), signed.check(shard))
+                signed.beyond(shard, length)
+                events += length
             low, high, count = rows(_BOUNDS)[0]
             if count and (low, high) != (1, count):
                 raise _Found(
@@ -65,21 +107,192 @@ def verify_database(dsn: str) -> VerifyReport:
             fault = found.fault
         last = rows("SELECT position, hash FROM events ORDER BY position DESC LIMIT 1")
         head = Head(int(last[0][0]), bytes(last[0][1])) if last else Head(0, GENESIS)
+        covered = sum(h.position for s, h in heads.items() if s != INTEGRITY_SHARD)
         conn.rollback()
+    by_roster = roster is not None and signed.count > 0
+    by_witness = witness is not None and len(witness) > 0
+    anchors = [name for name, on in (("pinned roster", by_roster), ("witness", by_witness)) if on]
+    anchored = fault is None and bool(anchors)
     return VerifyReport(
         ok=fault is None,
         events=events,
         head_position=head.position,
         head_hash=head.hash.hex(),
-        checkpoints=0,
-        last_checkpoint_position=0,
-        key_trusted=False,
+        checkpoints=signed.count,
+        last_checkpoint_position=signed.size,
+        key_trusted=roster is not None,
         elapsed_s=time.perf_counter() - started,
         fault=fault,
+        anchored=anchored,
+        anchor=" + ".join(anchors) if anchored else "unanchored",
+        key_source="pinned" if roster is not None else "embedded",
+        public_key=signed.signer.hex(),
+        witness_checkpoints=len(witness) if witness is not None else None,
+        unsigned_rows=max(0, covered - signed.size) if fault is None else 0,
+        last_checkpoint_row=signed.row,
     )
 
 
-def _walk(rows: Rows, shards: int, shard: int, recorded: Head | None) -> int:
+class _Signed:
+    """What the integrity chain signed, fed its rows in chain order (:meth:`feed`), then held
+    against the witness (:meth:`witnessed`) and each shard's rows (:meth:`check`)."""
+
+    def __init__(
+        self,
+        shards: int,
+        roster: Collection[bytes] | None,
+        witness: Sequence[CheckpointNote] | None,
+    ) -> None:
+        self.shards = shards
+        self.pinned = frozenset(roster) if roster is not None else None
+        self.recorded: set[bytes] = set()
+        self.notes = list(witness or ())
+        self.seq = 0
+        self.count = 0
+        self.size = 0
+        """The rows the last super-checkpoint covers."""
+        self.row = 0
+        """The global position of the last super-checkpoint row."""
+        self.signer = b""
+        self.positions = [0] * shards
+        """Each shard's head position as the last super-checkpoint signed it."""
+        self.by_size: dict[int, JournalSuperCheckpoint] = {}
+        self.expected: list[dict[int, tuple[bytes, int]]] = [{} for _ in range(shards)]
+        """Per shard: ``shard_pos -> (hash, the super-checkpoint row that signed it)``."""
+
+    def feed(self, row: StoredEvent) -> None:
+        where = f"row {row.shard_pos} of the integrity chain (position {row.position})"
+
+        def bad(why: str, kind: str = "bad_checkpoint") -> _Found:
+            message = f"{where} {why}"
+            return _Found(Fault(kind=kind, position=row.position, message=message))
+
+        if row.stream != CHECKPOINT_STREAM or row.kind not in (SUPER_KIND, JOINED_KIND):
+            raise bad(f"is a {row.kind!r} on stream {row.stream!r}: only the journal's own")
+        if row.stream_seq != self.seq:
+            raise bad(f"has stream_seq {row.stream_seq}, but {self.seq} rows precede it")
+        self.seq += 1
+        try:
+            event = decode(row.kind, row.version, row.payload)
+        except UnknownEventKind as exc:
+            raise bad(f"does not decode: {exc}") from None
+        if isinstance(event, JournalNodeJoined):
+            self.recorded.add(event.public_key)
+            return
+        assert isinstance(event, JournalSuperCheckpoint)
+        trusted = self.pinned if self.pinned is not None else self.recorded
+        if event.public_key not in trusted:
+            whose = "the pinned roster" if self.pinned is not None else "the recorded roster"
+            raise bad(f"is signed by a key not in {whose}", "bad_checkpoint_signature")
+        checkpoint = checkpoint_of(event, row.position, row.recorded_at_ms)
+        if not signature_valid(checkpoint, event.public_key):
+            raise bad("has a signature that does not verify", "bad_checkpoint_signature")
+        if hashlib.sha256(event.heads).digest() != event.hash:
+            raise bad("signs a hash that is not SHA-256 of its heads")
+        try:
+            heads = decode_heads(event.heads)
+        except ValueError as exc:
+            raise bad(f"holds malformed heads: {exc}") from None
+        if [s for s, _, _ in heads] != list(range(self.shards)):
+            raise bad(f"does not sign the heads of shards 0..{self.shards - 1}, in order")
+        if event.size != sum(p for _, p, _ in heads):
+            raise bad(f"says it covers {event.size} rows, its heads {sum(p for _, p, _ in heads)}")
+        for shard, pos, _ in heads:
+            if pos < self.positions[shard]:
+                raise bad(f"moves shard {shard} back from row {self.positions[shard]} to {pos}")
+        if event.size <= self.size:
+            raise bad(f"covers {event.size} rows, the super-checkpoint before it {self.size}")
+        for shard, pos, hash_ in heads:
+            if pos:
+                self.expected[shard].setdefault(pos, (hash_, row.position))
+            self.positions[shard] = pos
+        self.count += 1
+        self.size, self.row, self.signer = event.size, row.position, event.public_key
+        self.by_size[event.size] = event
+
+    def witnessed(self) -> None:
+        """Every note of the witness is a super-checkpoint of the chain, hash and signature."""
+        for note in self.notes:
+            event = self.by_size.get(note.size)
+            if note.size > self.size:
+                raise _Found(
+                    Fault(
+                        kind="truncated_tail",
+                        position=self.row + 1,
+                        message=f"the witness recorded a super-checkpoint over {note.size} rows, "
+                        f"but the integrity chain's last covers {self.size}: super-checkpoints "
+                        "were removed",
+                    )
+                )
+            if event is None:
+                raise _Found(
+                    Fault(
+                        kind="missing_checkpoint",
+                        position=self.row,
+                        message=f"the witness recorded a super-checkpoint over {note.size} rows; "
+                        "the integrity chain has none: it was deleted",
+                    )
+                )
+            if event.hash != note.hash:
+                raise _Found(
+                    Fault(
+                        kind="rewritten_chain",
+                        position=self.row,
+                        message=f"the super-checkpoint over {note.size} rows signs heads hashing "
+                        f"to {event.hash.hex()[:16]}..., the witness recorded "
+                        f"{note.hash.hex()[:16]}...: the shards were rewritten and signed again",
+                    )
+                )
+            if note.signatures and all(s.signature != event.signature for s in note.signatures):
+                raise _Found(
+                    Fault(
+                        kind="bad_checkpoint_signature",
+                        position=self.row,
+                        message=f"the super-checkpoint over {note.size} rows carries another "
+                        "signature than the witness recorded: it was signed again",
+                    )
+                )
+
+    def check(self, shard: int) -> Visit:
+        """What :func:`_walk` calls on each row of ``shard``: the row's hash against the head a
+        super-checkpoint signed at its position."""
+        expected = self.expected[shard]
+
+        def visit(row: StoredEvent) -> None:
+            signed = expected.pop(row.shard_pos, None)
+            if signed is not None and signed[0] != row.hash:
+                raise _Found(
+                    Fault(
+                        kind="rewritten_chain",
+                        position=row.position,
+                        checkpoint_position=signed[1],
+                        message=f"shard {shard} was rewritten: its row {row.shard_pos} (position "
+                        f"{row.position}) hashes to {row.hash.hex()[:16]}..., the "
+                        f"super-checkpoint at position {signed[1]} signed "
+                        f"{signed[0].hex()[:16]}...",
+                    )
+                )
+
+        return visit
+
+    def beyond(self, shard: int, length: int) -> None:
+        """After ``shard``'s walk (``length`` rows): no signed head lies past its end."""
+        if self.expected[shard]:
+            pos, (_, at) = max(self.expected[shard].items())
+            raise _Found(
+                Fault(
+                    kind="truncated_tail",
+                    position=at,
+                    checkpoint_position=at,
+                    message=f"shard {shard} ends at row {length}, but the super-checkpoint at "
+                    f"position {at} signed its head at row {pos}: rows were removed",
+                )
+            )
+
+
+def _walk(
+    rows: Rows, shards: int, shard: int, recorded: Head | None, visit: Visit | None = None
+) -> int:
     pos, prev = 0, GENESIS
     while True:
         batch = rows(
@@ -129,6 +342,8 @@ def _walk(rows: Rows, shards: int, shard: int, recorded: Head | None) -> int:
                         message=f"{where}: its {'payload' if altered else 'envelope'} was altered",
                     )
                 )
+            if visit is not None:
+                visit(e)
             pos, prev = e.shard_pos, e.hash
         if len(batch) < BATCH:
             break

@@ -129,8 +129,9 @@ class JournalConformance(ABC):
     shards = 1
     """How many shard chains the backend under test keeps."""
     signs_checkpoints = True
-    """Whether ``checkpoint()`` and ``close()`` sign (the PostgreSQL journal signs nothing
-    before issue 24's super-checkpoints)."""
+    """Whether ``checkpoint()`` and ``close()`` sign a checkpoint row right after the head it
+    covers (the PostgreSQL journal signs super-checkpoints over every shard's head instead:
+    tests/events/test_postgres_checkpoints.py)."""
 
     def dense_chain(self, reader: JournalReadPort) -> list[StoredEvent]:
         """:func:`assert_dense_chain` with this backend's shard count."""
@@ -138,7 +139,7 @@ class JournalConformance(ABC):
 
     def needs_checkpoints(self) -> None:
         if not self.signs_checkpoints:
-            pytest.skip("this backend signs no checkpoints yet (issue 24 step 4)")
+            pytest.skip("this backend signs super-checkpoints (test_postgres_checkpoints.py)")
 
     @abstractmethod
     def make_journal(self, tmp_path: Path) -> JournalPort:

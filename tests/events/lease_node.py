@@ -1,8 +1,10 @@
 """A node of a cluster, reduced to its journal: ``python -m tests.events.lease_node DSN NAME
-TTL_S LOG``. It holds leases (:class:`events.postgres.leases.LeaseKeeper`), appends to every
-shard it believes it owns every few milliseconds through the real :class:`PostgresJournal`, and
-writes one JSON line per lease change and per append outcome to LOG (flushed at once: a test
-reads it while the node runs, or after a SIGKILL).
+TTL_S LOG [KEYS]``. It holds leases (:class:`events.postgres.leases.LeaseKeeper`), appends to
+every shard it believes it owns every few milliseconds through the real :class:`PostgresJournal`,
+and writes one JSON line per lease change and per append outcome to LOG (flushed at once: a test
+reads it while the node runs, or after a SIGKILL). Given a directory KEYS, it signs: its key is
+``KEYS/NAME.key``, its witness ``KEYS/NAME.witness``, and it takes the integrity chain (shard
+-1) when it is free, as the cluster's checkpointer.
 
 SIGUSR1 makes it behave as a zombie: it calls ``shard_append`` directly with every token it held
 before, skipping its own fence, and logs what the database said. SIGINT or SIGTERM: the journal
@@ -20,16 +22,19 @@ import sys
 import threading
 import time
 from concurrent.futures import Future
+from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 import psycopg
 
 from events.catalog import RunOutput
+from events.checkpoint import NodeKey
 from events.envelope import AppendResult
 from events.errors import JournalError
 from events.postgres.journal import PostgresJournal, shard_of
 from events.postgres.leases import LeaseChange, LeaseKeeper, LeaseSettings
+from events.witness import Witness
 from tests.events.postgres_raw import raw_append
 
 PAUSE_S = 0.1
@@ -46,7 +51,9 @@ def probe_streams(shards: int) -> dict[int, str]:
 
 
 class LeaseNode:
-    def __init__(self, dsn: str, name: str, ttl_s: float, out: IO[str]) -> None:
+    def __init__(
+        self, dsn: str, name: str, ttl_s: float, out: IO[str], keys: Path | None = None
+    ) -> None:
         self.dsn = dsn
         self.name = name
         self._out = out
@@ -54,10 +61,20 @@ class LeaseNode:
         self.held: dict[tuple[int, int], int] = {}
         """Every (incarnation, shard) this process held, with the last token it held it by."""
         self.keeper = LeaseKeeper(
-            dsn, name, settings=LeaseSettings(ttl_s=ttl_s, ready_ticks=2), on_change=self.change
+            dsn,
+            name,
+            settings=LeaseSettings(ttl_s=ttl_s, ready_ticks=2),
+            on_change=self.change,
+            integrity=keys is not None,
         )
         self.keeper.start()
-        self.journal = PostgresJournal(dsn, node=name, leases=self.keeper)
+        self.journal = PostgresJournal(
+            dsn,
+            node=name,
+            leases=self.keeper,
+            node_key=NodeKey.load_or_create(keys / f"{name}.key") if keys else None,
+            witness=Witness.open(keys / f"{name}.witness") if keys else None,
+        )
         self.streams = probe_streams(self.journal.shards)
         self.stopping = threading.Event()
 
@@ -121,9 +138,9 @@ class LeaseNode:
 
 
 def main(argv: list[str]) -> int:
-    dsn, name, ttl, path = argv
+    dsn, name, ttl, path, *keys = argv
     with open(path, "a", encoding="utf-8") as out:
-        node = LeaseNode(dsn, name, float(ttl), out)
+        node = LeaseNode(dsn, name, float(ttl), out, Path(keys[0]) if keys else None)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: node.stopping.set())
         signal.signal(signal.SIGUSR1, node.zombie)

@@ -262,8 +262,6 @@ def test_the_node_refuses_settings_the_database_does_not_match(dsn: str) -> None
 
     with pytest.raises(ConfigError, match=r"journal\.shards: 8, but .* created with 4"):
         open_postgres(node(dsn=dsn, shards=8))
-    with pytest.raises(ConfigError, match=r"journal\.witness"):
-        open_postgres(node(dsn=dsn, witness="/tmp/w"))
     with pytest.raises(ConfigError, match=r"journal\.dsn"):
         open_postgres(node())
     open_postgres(node(dsn=dsn, shards=SHARDS)).close()

@@ -293,12 +293,13 @@ class Nodes:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.runs: list[tuple[str, Path]] = []
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, *extra: str) -> None:
+        """Start node ``name`` (``extra``: lease_node.py's optional arguments)."""
         log = self.root / f"{name}.{len(self.runs)}"
         self.runs.append((name, log))
         with open(log.with_suffix(".err"), "ab") as err:  # the child keeps its own copy
             self.procs[name] = subprocess.Popen(
-                [sys.executable, str(NODE), self.dsn, name, str(TTL_S), str(log)],
+                [sys.executable, str(NODE), self.dsn, name, str(TTL_S), str(log), *extra],
                 stdin=subprocess.DEVNULL,
                 stderr=err,
             )

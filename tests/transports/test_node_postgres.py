@@ -1,7 +1,8 @@
-"""``reel node`` on the PostgreSQL journal (issue 24 step 1): a real node process on a throwaway
-PostgreSQL runs a run with a tool call, a second node on the same database is refused, the node
-restarts and its session continues; ``reel journal verify --dsn`` walks what it wrote; the
-DSN's password is in no log line or output."""
+"""``reel node`` on the PostgreSQL journal (issue 24 steps 1 and 4): a real node process on a
+throwaway PostgreSQL runs a run with a tool call, a second node on the same database is refused,
+the node restarts with a witness and its session continues; ``reel journal verify --dsn`` walks
+what it wrote, its super-checkpoints against the node's pinned key and its witness; the DSN's
+password is in no log line or output."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import psycopg
 
+from events.witness import read_notes
 from tests.postgres_server import PostgresServer
 from tests.transports.node.test_daemon import assert_one_error_line, reel
 from tests.transports.test_node_process import PORTS, ServingNode
@@ -59,9 +61,9 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         assert_one_error_line(second_node, "held for writing by another reel node")
         assert (
             node.wait_for(
-                "journal unsigned: the postgres backend signs no checkpoints and "
-                "keeps no witness yet, so whoever can write the database can rewrite a shard chain "
-                "whole (docs/scale-out.md)"
+                "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file "
+                "outside the data dir, or whoever can write the database can rewrite a shard "
+                "chain and remove the super-checkpoints that sign it"
             )["level"]
             == "warning"
         )
@@ -71,6 +73,8 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         said += node.lines + node.stdout
     assert not (data_dir / "journal.db").exists()  # nothing went to SQLite
 
+    witness = data_dir.parent / "witness.notes"  # from the restart on: it catches up first
+    node_env["REEL_JOURNAL_WITNESS"] = str(witness)
     node = ServingNode(data_dir, node_env)  # a restart: the node reads it all back
     try:
         status, again = node.http("GET", f"/v1/sessions/{session_id}")
@@ -86,6 +90,9 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         assert [r["run_id"] for r in runs["items"]] == [first["run_id"], second["run_id"]]
         status, report = node.http("POST", "/v1/journal/verify", {})
         assert status == 200 and report["ok"], report
+        status, page = node.http("GET", "/v1/journal/checkpoints")
+        assert status == 200 and page["items"], page  # the first run's, signed at its stop
+        assert page["witness"]["path"] == str(witness)
     finally:
         node.process.send_signal(signal.SIGINT)
         assert node.finish() == 0
@@ -96,9 +103,13 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
         shards = conn.execute("SELECT count(DISTINCT shard) FROM events").fetchone()
     assert {"tool.proposed", "tool.completed", "run.completed"} <= kinds, kinds
     assert shards is not None and shards[0] > 1  # the streams spread over the shard chains
-    verify = reel("journal", "verify", env=env)
+    pubkey = reel("journal", "pubkey", "--data", str(data_dir))
+    roster = data_dir.parent / "roster.pem"
+    roster.write_text(pubkey.stdout)
+    verify = reel("journal", "verify", "--roster", str(roster), "--witness", str(witness), env=env)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    assert "every shard chain intact" in verify.stdout
+    assert "every shard chain intact, anchored by pinned roster + witness" in verify.stdout
+    assert len(read_notes(witness)[0]) >= 2  # each run's final super-checkpoint at least
     shown = reel("config", "show", "--data", str(data_dir), env=node_env)
     assert shown.returncode == 0, shown.stderr
     assert "journal.dsn = " in shown.stdout

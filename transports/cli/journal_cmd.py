@@ -4,7 +4,9 @@ writes to; ``init`` creates a PostgreSQL journal (``--dsn``, docs/scale-out.md).
 ``verify`` trusts nothing in the data dir: signatures are checked against the key given with
 ``--public-key`` (pinned by the auditor), and ``--witness`` names the file of checkpoints the
 node published outside the data dir. Without either the journal is still checked throughout,
-but the report says UNANCHORED: nothing ties it to anything its holder cannot rewrite."""
+but the report says UNANCHORED: nothing ties it to anything its holder cannot rewrite. With
+``--dsn`` (a PostgreSQL journal) ``--roster`` pins the public keys of every node that may sign
+its super-checkpoints (``--public-key`` adds one), and ``--witness`` is one node's."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from events import (
     load_public_key,
     verify,
 )
+from events.checkpoint import load_roster
 from events.note import CheckpointNote, verifier_key
 from events.sqlite.export import event_record, export_records
 from events.witness import read_notes
@@ -78,6 +81,17 @@ WitnessOption = Annotated[
         "--witness",
         help="The node's checkpoint witness (a file outside the data dir): every checkpoint it "
         "recorded must be in the journal, at its position, with its hash and signature.",
+        show_default=False,
+    ),
+]
+
+
+RosterOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--roster",
+        help="With --dsn: the public keys of every node you pinned ('reel journal pubkey' of "
+        "each, concatenated): every super-checkpoint must be signed by one of them.",
         show_default=False,
     ),
 ]
@@ -188,13 +202,17 @@ def verify_cmd(
     public_key: PublicKeyOption = None,
     witness: WitnessOption = None,
     dsn: DsnOption = None,
+    roster: RosterOption = None,
 ) -> None:
     """Verify every row, the chain and its signed checkpoints. Exit 0 intact, 1 tampered,
     2 unreadable. Without --public-key or --witness an intact journal is UNANCHORED. With
-    --dsn: every shard chain of a PostgreSQL journal (no checkpoints there yet)."""
+    --dsn: every shard chain of a PostgreSQL journal and its super-checkpoints; without
+    --roster, --public-key or --witness it is UNANCHORED."""
     if dsn:
-        verify_postgres(dsn, json)
+        verify_postgres(dsn, json, roster, public_key, witness)
         return
+    if roster is not None:
+        raise CliError("--roster: only with --dsn (a SQLite journal pins one --public-key)")
     key = pinned_key(public_key)
     notes = witness_notes(witness)
     with open_reader(data) as reader:
@@ -207,12 +225,23 @@ def verify_cmd(
         raise typer.Exit(EXIT_NEGATIVE)
 
 
-def verify_postgres(dsn: str, json: bool) -> None:
-    """``verify --dsn``: walk every shard chain; exit 1 at a fault."""
+def verify_postgres(
+    dsn: str, json: bool, roster: Path | None, public_key: Path | None, witness: Path | None
+) -> None:
+    """``verify --dsn``: every shard chain, the super-checkpoints against the pinned roster
+    (``--roster`` and ``--public-key`` together), the witness; exit 1 at a fault."""
     from events.postgres.database import safe_dsn
     from events.postgres.verify import verify_database
 
-    report = verify_database(dsn)
+    keys: set[bytes] | None = None
+    try:
+        if roster is not None:
+            keys = set(load_roster(roster))
+        if public_key is not None:
+            keys = (keys or set()) | {load_public_key(public_key)}
+    except CheckpointKeyError as exc:
+        raise CliError(str(exc)) from exc
+    report = verify_database(dsn, roster=keys, witness=witness_notes(witness))
     if json:
         sys.stdout.write(_json.encode(report).decode() + "\n")
     elif report.fault is not None:
@@ -222,11 +251,30 @@ def verify_postgres(dsn: str, json: bool) -> None:
             f"  detail       {report.fault.message}"
         )
     else:
+        verdict = (
+            f"anchored by {report.anchor}"
+            if report.anchored
+            else "UNANCHORED (pass --roster or --witness)"
+        )
+        signer = "the pinned roster" if keys is not None else "the roster the journal records"
+        last = (
+            f"{report.checkpoints}, the last at position {report.last_checkpoint_row} covering "
+            f"{report.last_checkpoint_position} rows, signed by a key of {signer}"
+            if report.checkpoints
+            else "none"
+        )
+        seen = (
+            f"{report.witness_checkpoints} witnessed super-checkpoints all present ({witness})"
+            if witness is not None
+            else "none given: deleted super-checkpoints cannot be told (pass --witness)"
+        )
         print(
-            f"journal {safe_dsn(dsn)}: every shard chain intact, UNANCHORED (no signed "
-            "checkpoints yet: docs/scale-out.md)\n"
+            f"journal {safe_dsn(dsn)}: every shard chain intact, {verdict}\n"
             f"  events       {report.events}\n"
             f"  head         {report.head_position} {report.head_hash}\n"
+            f"  checkpoints  {last}\n"
+            f"  unsigned     {report.unsigned_rows} rows after the last super-checkpoint\n"
+            f"  witness      {seen}\n"
             f"  time         {report.elapsed_s:.2f} s"
         )
     if not report.ok:

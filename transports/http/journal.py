@@ -19,14 +19,16 @@ routes = web.RouteTableDef()
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One signed checkpoint (a ``journal.checkpoint`` row): docs/journal-format.md section 6."""
+    """One signed checkpoint (a ``journal.checkpoint`` row): docs/journal-format.md section 6;
+    on a PostgreSQL journal a super-checkpoint (section 12)."""
 
     position: int
-    """The last position it covers (the note's size)."""
+    """The last position it covers (the note's size; a super-checkpoint's: the rows its heads
+    cover)."""
     hash: str
-    """The hash of the row at ``position``, hex."""
+    """The hash of the row at ``position``, hex (a super-checkpoint's: SHA-256 of its heads)."""
     row_position: int
-    """Where the checkpoint row stands (``position + 1``)."""
+    """Where the checkpoint row stands (``position + 1`` on SQLite)."""
     previous: int
     """The row position of the checkpoint before it (0 for the first)."""
     origin: str

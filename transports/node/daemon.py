@@ -155,11 +155,11 @@ def _serve(
             ),
         )
     witness = runtime.journal.witness
-    if runtime.config.journal.backend == "postgres":
+    if witness is None and runtime.config.journal.backend == "postgres":
         log.warning(
-            "journal unsigned: the postgres backend signs no checkpoints and keeps no witness "
-            "yet, so whoever can write the database can rewrite a shard chain whole "
-            "(docs/scale-out.md)"
+            "journal unwitnessed: set [journal] witness (REEL_JOURNAL_WITNESS) to a file outside "
+            "the data dir, or whoever can write the database can rewrite a shard chain and "
+            "remove the super-checkpoints that sign it"
         )
     elif witness is None:
         log.warning(
