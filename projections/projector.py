@@ -88,6 +88,10 @@ class Projector:
         self.conn.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
         self._routes: dict[tuple[str, bool], list[Projection]] = {}
         self._checkpoints = self._prepare()
+        for projection in self.projections:
+            resume = getattr(projection, "resume", None)
+            if resume is not None:
+                resume(reader, self._checkpoints[projection.name], self.conn)
         self._cond = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
         self._wake = threading.Event()
@@ -219,6 +223,10 @@ class Projector:
                         "UPDATE projection_checkpoints SET position = ? WHERE name = ?",
                         (last, projection.name),
                     )
+        for projection in self.projections:
+            committed = getattr(projection, "committed", None)
+            if committed is not None:
+                committed()
 
     # --- following the journal ---------------------------------------------------------------
 
