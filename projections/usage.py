@@ -21,6 +21,7 @@ answers ``GET /v1/usage`` and ``/metrics``; :func:`load_usage` runs the same fol
 from __future__ import annotations
 
 import calendar
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -64,6 +65,8 @@ Cell = tuple[str, str, str, str]
 """A row of the ``usage`` table: (day, principal, session, model)."""
 RunCell = tuple[str, str, str]
 """A row of the ``usage_runs`` table: (principal, hour, session)."""
+Sums = list[int]
+"""Input, output and cached tokens and turns, added to in place (the fold's running sums)."""
 
 DAY_MS = 86_400_000
 
@@ -128,14 +131,29 @@ def total_cost(by_model: Mapping[str, TokenCounts], prices: Mapping[str, Price])
     return sum(cost_of(m, t, prices) or 0.0 for m, t in by_model.items())
 
 
+DAY, HOUR, MONTH = "%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m"
+"""The UTC periods usage is counted in, as :func:`utc` formats them."""
+
+
+def utc(fmt: str, ms: int) -> str:
+    """The UTC period (:data:`DAY`, :data:`HOUR` or :data:`MONTH`) of a time in ms."""
+    return _utc(fmt, ms // 1000)
+
+
+@functools.lru_cache(maxsize=64)
+def _utc(fmt: str, second: int) -> str:
+    # Every fold and check asks for the same few seconds' periods: formatting is most of a check.
+    return time.strftime(fmt, time.gmtime(second))
+
+
 def day_of(ms: int) -> str:
     """The UTC day of a commit time: ``2026-11-27``."""
-    return time.strftime("%Y-%m-%d", time.gmtime(ms // 1000))
+    return utc(DAY, ms)
 
 
 def hour_of(ms: int) -> str:
     """The UTC hour of a commit time: ``2026-11-27T16``."""
-    return time.strftime("%Y-%m-%dT%H", time.gmtime(ms // 1000))
+    return utc(HOUR, ms)
 
 
 def parse_day(raw: str) -> str | None:
@@ -177,26 +195,45 @@ class UsageTotals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._month = ""
-        self._tokens: dict[tuple[Column, str, str], dict[str, TokenCounts]] = {}
+        self._tokens: dict[tuple[Column, str, str], dict[str, Sums]] = {}
         self._runs: dict[tuple[Column, str, str], int] = {}
 
-    def add(self, cells: Mapping[Cell, TokenCounts], runs: Mapping[RunCell, int]) -> None:
+    def add(self, cells: Mapping[Cell, Sums], runs: Mapping[RunCell, int]) -> None:
         """Count a folded batch: its ``usage`` cells and ``usage_runs`` rows."""
         with self._lock:
-            for (day, principal, session, model), counts in cells.items():
-                self._roll(day[:7])
-                for key in _keys(principal, session, day, day[:7]):
+            for (day, principal, session, model), sums in cells.items():
+                month = day[:7]
+                if month > self._month:
+                    self._roll(month)
+                for key in (
+                    ("principal", principal, day),
+                    ("principal", principal, month),
+                    ("session_id", session, day),
+                    ("session_id", session, month),
+                ):
                     models = self._tokens.setdefault(key, {})
-                    models[model] = models.get(model, TokenCounts()) + counts
+                    into = models.get(model)
+                    if into is None:
+                        models[model] = sums.copy()
+                    else:
+                        into[0] += sums[0]
+                        into[1] += sums[1]
+                        into[2] += sums[2]
+                        into[3] += sums[3]
             for (principal, hour, session), n in runs.items():
-                self._roll(hour[:7])
-                for key in _keys(principal, session, hour, hour[:10]):
+                if hour[:7] > self._month:
+                    self._roll(hour[:7])
+                keys: tuple[tuple[Column, str, str], ...] = (
+                    ("principal", principal, hour),
+                    ("principal", principal, hour[:10]),
+                    ("session_id", session, hour),
+                    ("session_id", session, hour[:10]),
+                )
+                for key in keys:
                     self._runs[key] = self._runs.get(key, 0) + n
 
     def _roll(self, month: str) -> None:
-        """Keep this month and the last one seen before it once ``month`` begins."""
-        if month <= self._month:
-            return
+        """``month`` begins: keep it and the last month seen before it."""
         keep = (self._month, month)
         self._tokens = {k: v for k, v in self._tokens.items() if k[2][:7] in keep}
         self._runs = {k: v for k, v in self._runs.items() if k[2][:7] in keep}
@@ -206,7 +243,8 @@ class UsageTotals:
         """The tokens per model of one principal or session in a UTC day (``2026-11-27``) or
         month (``2026-11``)."""
         with self._lock:
-            return dict(self._tokens.get((column, value, period), {}))
+            models = self._tokens.get((column, value, period), {})
+            return {model: _counts(sums) for model, sums in models.items()}
 
     def runs(self, column: Column, value: str, period: str) -> int:
         """The runs accepted for one principal or session in a UTC hour (``2026-11-27T16``) or
@@ -221,10 +259,22 @@ class UsageTotals:
         return sorted({k[1] for k in keys if k[0] == "principal" and k[2] == period})
 
 
-def _keys(principal: str, session: str, *periods: str) -> Iterator[tuple[Column, str, str]]:
-    for period in periods:
-        yield "principal", principal, period
-        yield "session_id", session, period
+def _counts(sums: Sums) -> TokenCounts:
+    return TokenCounts(
+        input_tokens=sums[0], output_tokens=sums[1], cached_tokens=sums[2], turns=sums[3]
+    )
+
+
+_SUMS = (
+    " input_tokens = input_tokens + excluded.input_tokens,"
+    " output_tokens = output_tokens + excluded.output_tokens,"
+    " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + excluded.turns"
+)
+_ADD_USAGE = f"INSERT INTO usage VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
+_ADD_TOTALS = f"INSERT INTO usage_totals VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
+_ADD_RUNS = (
+    "INSERT INTO usage_runs VALUES (?,?,?,?) ON CONFLICT DO UPDATE SET runs = runs + excluded.runs"
+)
 
 
 def _wall_ms() -> int:
@@ -280,11 +330,11 @@ class UsageProjection:
         """The current month's sums, for the budget checks (fed by this fold only)."""
         self._models: dict[str, str | None] = {}
         """Each run in flight's configured model (None: it recorded none)."""
-        self._cells: dict[Cell, TokenCounts] = {}
+        self._cells: dict[Cell, Sums] = {}
         self._runs: dict[RunCell, int] = {}
         self._touched: set[str] = set()
         """Runs started or ended in this batch: their ``usage_run_models`` row is written."""
-        self._written: tuple[dict[Cell, TokenCounts], dict[RunCell, int]] = ({}, {})
+        self._written: tuple[dict[Cell, Sums], dict[RunCell, int]] = ({}, {})
         """The batch flushed, added to :attr:`totals` once it committed."""
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
@@ -296,13 +346,19 @@ class UsageProjection:
                 stored.causation_id or "",
                 model,
             )
-            turn = TokenCounts(
-                input_tokens=event.prompt_tokens,
-                output_tokens=event.completion_tokens,
-                cached_tokens=event.cached_tokens,
-                turns=1,
-            )
-            self._cells[cell] = self._cells.get(cell, TokenCounts()) + turn
+            sums = self._cells.get(cell)
+            if sums is None:
+                self._cells[cell] = [
+                    event.prompt_tokens,
+                    event.completion_tokens,
+                    event.cached_tokens,
+                    1,
+                ]
+            else:
+                sums[0] += event.prompt_tokens
+                sums[1] += event.completion_tokens
+                sums[2] += event.cached_tokens
+                sums[3] += 1
         elif isinstance(event, RunAccepted):
             key = (stored.principal, hour_of(stored.recorded_at_ms), event.session_id)
             self._runs[key] = self._runs.get(key, 0) + 1
@@ -324,40 +380,22 @@ class UsageProjection:
         return self._models[run_id]
 
     def flush(self, conn: apsw.Connection) -> None:
-        """Write the batch's sums: one upsert per cell, inside the projector's transaction."""
+        """Write the batch's sums, one upsert per cell, inside the projector's transaction."""
         cells, runs = self._cells, self._runs
-        if cells:
-            conn.executemany(
-                "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET"
-                " input_tokens = input_tokens + excluded.input_tokens,"
-                " output_tokens = output_tokens + excluded.output_tokens,"
-                " cached_tokens = cached_tokens + excluded.cached_tokens,"
-                " turns = turns + excluded.turns",
-                [
-                    (*cell, t.input_tokens, t.output_tokens, t.cached_tokens, t.turns)
-                    for cell, t in cells.items()
-                ],
-            )
-            by_model: dict[str, TokenCounts] = {}
-            for cell, t in cells.items():
-                by_model[cell[3]] = by_model.get(cell[3], TokenCounts()) + t
-            conn.executemany(
-                "INSERT INTO usage_totals VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET"
-                " input_tokens = input_tokens + excluded.input_tokens,"
-                " output_tokens = output_tokens + excluded.output_tokens,"
-                " cached_tokens = cached_tokens + excluded.cached_tokens,"
-                " turns = turns + excluded.turns",
-                [
-                    (m, t.input_tokens, t.output_tokens, t.cached_tokens, t.turns)
-                    for m, t in by_model.items()
-                ],
-            )
-        if runs:
-            conn.executemany(
-                "INSERT INTO usage_runs VALUES (?,?,?,?) ON CONFLICT DO UPDATE SET"
-                " runs = runs + excluded.runs",
-                [(*key, n) for key, n in runs.items()],
-            )
+        if not (cells or runs or self._touched):
+            return
+        by_model: dict[str, Sums] = {}
+        for cell, sums in cells.items():
+            conn.execute(_ADD_USAGE, (*cell, *sums))
+            into = by_model.get(cell[3])
+            if into is None:
+                by_model[cell[3]] = sums
+            else:
+                by_model[cell[3]] = [a + b for a, b in zip(into, sums, strict=True)]
+        for name, sums in by_model.items():
+            conn.execute(_ADD_TOTALS, (name, *sums))
+        for key, n in runs.items():
+            conn.execute(_ADD_RUNS, (*key, n))
         for run_id in self._touched:
             model = self._models.get(run_id)
             if model:
@@ -367,24 +405,31 @@ class UsageProjection:
             else:
                 conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (run_id,))
         self._written = (cells, runs)
-        self._cells, self._runs, self._touched = {}, {}, set()
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
 
     def committed(self) -> None:
         """The batch's transaction committed: count it in :attr:`totals`."""
-        self.totals.add(*self._written)
-        self._written = ({}, {})
+        cells, runs = self._written
+        if cells or runs:
+            self.totals.add(cells, runs)
+            self._written = ({}, {})
 
     def reset(self) -> None:
         """The batch rolled back: forget its sums (the runs' models are set again when the
         batch is folded again)."""
-        self._cells, self._runs, self._touched = {}, {}, set()
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
         self._written = ({}, {})
 
     def resume(self, reader: JournalReadPort, position: int, conn: apsw.Connection) -> None:
         """Rebuild :attr:`totals` for the tables views.db holds up to ``position`` (a node's
         start): the journal's usage records from a day before this month began, folded by
         :meth:`apply` (nothing is written: the tables hold them already). The day before covers
-        a clock stepped back by less than a day between records."""
+        a clock stepped back by less than a day between records. A turn naming no model, of a
+        run that started before that day and ended before the restart, is counted as
+        ``unknown`` here (its tokens alike, its cost none), where the view has the run's
+        configured model."""
         if position <= 0:
             return
         t = time.gmtime(self.now_ms() // 1000)
@@ -395,7 +440,8 @@ class UsageProjection:
                 break
             self.apply(conn, stored, stored.decode())
         self.totals.add(self._cells, self._runs)
-        self._cells, self._runs, self._touched = {}, {}, set()
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
 
 
 def first_at(reader: JournalReadPort, at_ms: int, last: int) -> int:

@@ -3,14 +3,15 @@ passes ``now_ms`` and the folded usage)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 
 import msgspec
 
 from actors.budgets.config import Budget
 from events.catalog import BudgetMeasure, BudgetPeriod, BudgetScope
-from projections.usage import Column, Price, TokenCounts, total_cost
+from projections.usage import DAY, HOUR, MONTH, Column, Price, TokenCounts, total_cost, utc
+
+FORMATS: dict[BudgetPeriod, str] = {"hour": HOUR, "day": DAY, "month": MONTH}
 
 
 class Breach(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,8 +43,7 @@ class Breach(msgspec.Struct, frozen=True, kw_only=True):
 
 def period_key(period: BudgetPeriod, now_ms: int) -> str:
     """The UTC period ``now_ms`` is in: ``2026-11-27T16``, ``2026-11-27`` or ``2026-11``."""
-    fmt = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}[period]
-    return time.strftime(fmt, time.gmtime(now_ms // 1000))
+    return utc(FORMATS[period], now_ms)
 
 
 def counted(
