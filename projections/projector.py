@@ -92,8 +92,7 @@ class Projector:
         # Views are rebuildable from the journal; a scratch rebuild need not survive a power cut.
         self.conn.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
         self._routes: dict[tuple[str, bool], list[Projection]] = {}
-        # The optional hooks (Projection.apply's docstring), looked up once: a missing attribute
-        # costs an exception each time it is asked for.
+        # The optional hooks (Projection.apply's docstring), looked up once, not per batch.
         self._flushes: list[Callable[[apsw.Connection], None]] = _hooks(self.projections, "flush")
         self._commits: list[Callable[[], None]] = _hooks(self.projections, "committed")
         self._checkpoints = self._prepare()
