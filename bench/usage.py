@@ -39,12 +39,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import projections  # noqa: E402
+from actors.approvals.gate import ToolGate  # noqa: E402
 from actors.budgets.config import Budget  # noqa: E402
+from actors.budgets.guard import BudgetGuard  # noqa: E402
 from bench.runs import Driver, cpu_s, warm_up  # noqa: E402
 from policies import UsageToday  # noqa: E402
 from projections import Embedder  # noqa: E402
 from projections.base import Projection  # noqa: E402
-from projections.usage import Price, UsageProjection  # noqa: E402
+from projections.usage import Price, UsageProjection, UsageTotals  # noqa: E402
 from transports import runtime as composition  # noqa: E402
 from transports.config import HttpConfig, NodeConfig, UsageSection  # noqa: E402
 
@@ -70,6 +72,11 @@ def budgets() -> dict[str, Budget]:
     }
 
 
+def no_budgets(cfg: NodeConfig, gate: ToolGate, *_: object) -> BudgetGuard:
+    """The node's guard without a usage view to count from: nothing is ever counted."""
+    return BudgetGuard({}, {}, UsageTotals(), gate.roles_of)
+
+
 def phase(variant: str, runs: int, sessions: int, work: Path) -> dict[str, Any]:
     """One measured phase in this process; returns its figures."""
     on = variant == "on"
@@ -80,6 +87,7 @@ def phase(variant: str, runs: int, sessions: int, work: Path) -> dict[str, Any]:
             return [p for p in every(embedder) if not isinstance(p, UsageProjection)]
 
         setattr(composition, "all_projections", without_usage)  # noqa: B010
+        setattr(composition, "budget_guard", no_budgets)  # noqa: B010
     config = NodeConfig(
         http=HttpConfig(port=0),
         budgets=budgets() if on else {},

@@ -31,8 +31,11 @@ class Projection(Protocol):
         """Write the rows for one event (called inside the projector's transaction).
 
         A projection may also define ``flush(conn)`` (called at the end of each batch, inside
-        its transaction, to write buffered rows) and ``reset()`` (called when a batch rolls
-        back, to forget what it buffered or cached)."""
+        its transaction, to write buffered rows), ``committed()`` (called once that transaction
+        committed, before the projector's position moves: to publish what is now durable),
+        ``reset()`` (called when a batch rolls back, to forget what it buffered or cached) and
+        ``resume(reader, position, conn)`` (called when the projector opens views.db, with the
+        position its tables hold: to rebuild state it keeps in memory by its own fold)."""
         ...
 
 

@@ -64,6 +64,11 @@ def all_projections(embedder: Embedder | None = None) -> list[Projection]:
 Progress = Callable[[int, int], None]
 
 
+def _hooks(projections: Sequence[Projection], name: str) -> list[Callable[..., None]]:
+    """The ``name`` method of each projection that has one."""
+    return [h for p in projections if (h := getattr(p, name, None)) is not None]
+
+
 class Projector:
     """Owns views.db for writing; readers open their own connections (WAL)."""
 
@@ -87,7 +92,14 @@ class Projector:
         # Views are rebuildable from the journal; a scratch rebuild need not survive a power cut.
         self.conn.execute(f"PRAGMA synchronous={'NORMAL' if durable else 'OFF'}")
         self._routes: dict[tuple[str, bool], list[Projection]] = {}
+        # The optional hooks (Projection.apply's docstring), looked up once, not per batch.
+        self._flushes: list[Callable[[apsw.Connection], None]] = _hooks(self.projections, "flush")
+        self._commits: list[Callable[[], None]] = _hooks(self.projections, "committed")
         self._checkpoints = self._prepare()
+        for projection in self.projections:
+            resume = getattr(projection, "resume", None)
+            if resume is not None:
+                resume(reader, self._checkpoints[projection.name], self.conn)
         self._cond = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
         self._wake = threading.Event()
@@ -208,10 +220,8 @@ class Projector:
                     # After a version bump one projection is behind the others.
                     if level or stored.position > checkpoints[projection.name]:
                         projection.apply(conn, stored, event)
-            for projection in self.projections:
-                flush = getattr(projection, "flush", None)
-                if flush is not None:
-                    flush(self.conn)
+            for flush in self._flushes:
+                flush(self.conn)
             last = events[-1].position
             for projection in self.projections:
                 if self._checkpoints[projection.name] < last:
@@ -219,6 +229,8 @@ class Projector:
                         "UPDATE projection_checkpoints SET position = ? WHERE name = ?",
                         (last, projection.name),
                     )
+        for committed in self._commits:
+            committed()
 
     # --- following the journal ---------------------------------------------------------------
 

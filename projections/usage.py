@@ -10,15 +10,21 @@ said answered, else the configured one its run recorded at start, else ``unknown
 Cost is not folded: :func:`cost_of` prices the folded tokens with today's ``[usage.prices]`` when
 asked, so a price change needs no rebuild and the view stays a pure function of the journal.
 
-:class:`UsageView` answers ``GET /v1/usage``, ``/metrics`` and the budget checks
-(:mod:`actors.budgets`); :func:`load_usage` runs the same fold in memory for ``reel usage`` on a
-stopped node.
+The fold keeps a batch's sums in memory and writes them in one statement per table when the
+projector's batch ends (``flush``); once that transaction commits, the same sums are added to
+:class:`UsageTotals`, the current month's totals in memory that the budget checks
+(:mod:`actors.budgets`) and ``context.usage_today`` read without a query. :class:`UsageView`
+answers ``GET /v1/usage`` and ``/metrics``; :func:`load_usage` runs the same fold in memory for
+``reel usage`` on a stopped node.
 """
 
 from __future__ import annotations
 
+import calendar
+import functools
+import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +56,19 @@ GROUPINGS: dict[str, str] = {"principal": "principal", "session": "session_id", 
 """``GET /v1/usage?by=``: each grouping and the column it groups by."""
 
 Grouping = Literal["principal", "session", "model"]
+
+Column = Literal["principal", "session_id"]
+"""Whom usage is counted for in :class:`UsageTotals` (and a budget measures): a principal or a
+session."""
+
+Cell = tuple[str, str, str, str]
+"""A row of the ``usage`` table: (day, principal, session, model)."""
+RunCell = tuple[str, str, str]
+"""A row of the ``usage_runs`` table: (principal, hour, session)."""
+Sums = list[int]
+"""Input, output and cached tokens and turns, added to in place (the fold's running sums)."""
+
+DAY_MS = 86_400_000
 
 
 class Price(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -112,14 +131,29 @@ def total_cost(by_model: Mapping[str, TokenCounts], prices: Mapping[str, Price])
     return sum(cost_of(m, t, prices) or 0.0 for m, t in by_model.items())
 
 
+DAY, HOUR, MONTH = "%Y-%m-%d", "%Y-%m-%dT%H", "%Y-%m"
+"""The UTC periods usage is counted in, as :func:`utc` formats them."""
+
+
+def utc(fmt: str, ms: int) -> str:
+    """The UTC period (:data:`DAY`, :data:`HOUR` or :data:`MONTH`) of a time in ms."""
+    return _utc(fmt, ms // 1000)
+
+
+@functools.lru_cache(maxsize=64)
+def _utc(fmt: str, second: int) -> str:
+    # Every fold and check asks for the same few seconds' periods: formatting is most of a check.
+    return time.strftime(fmt, time.gmtime(second))
+
+
 def day_of(ms: int) -> str:
     """The UTC day of a commit time: ``2026-11-27``."""
-    return time.strftime("%Y-%m-%d", time.gmtime(ms // 1000))
+    return utc(DAY, ms)
 
 
 def hour_of(ms: int) -> str:
     """The UTC hour of a commit time: ``2026-11-27T16``."""
-    return time.strftime("%Y-%m-%dT%H", time.gmtime(ms // 1000))
+    return utc(HOUR, ms)
 
 
 def parse_day(raw: str) -> str | None:
@@ -147,7 +181,110 @@ def query_days(from_raw: str | None, to_raw: str | None, now_ms: int) -> tuple[s
     return days[0], days[1]
 
 
+class UsageTotals:
+    """The usage of the current UTC month (and the one before) in memory, by principal and by
+    session: tokens per model for each day and for the month, runs for each hour and each day.
+    What the budget checks and ``context.usage_today`` read, as dict lookups.
+
+    Only :class:`UsageProjection` adds to it, with the sums of each batch it folded once the
+    batch's transaction has committed and before the projector moves its position: a caller
+    that waited for the views to include a position (``Projector.wait_for``) reads every turn up
+    to it, and a batch that rolled back is never counted. Months before the previous one are
+    dropped when a record of a new month is added. Safe to read from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._month = ""
+        self._tokens: dict[tuple[Column, str, str], dict[str, Sums]] = {}
+        self._runs: dict[tuple[Column, str, str], int] = {}
+
+    def add(self, cells: Mapping[Cell, Sums], runs: Mapping[RunCell, int]) -> None:
+        """Count a folded batch: its ``usage`` cells and ``usage_runs`` rows."""
+        with self._lock:
+            for (day, principal, session, model), sums in cells.items():
+                month = day[:7]
+                if month > self._month:
+                    self._roll(month)
+                for key in (
+                    ("principal", principal, day),
+                    ("principal", principal, month),
+                    ("session_id", session, day),
+                    ("session_id", session, month),
+                ):
+                    models = self._tokens.setdefault(key, {})
+                    into = models.get(model)
+                    if into is None:
+                        models[model] = sums.copy()
+                    else:
+                        into[0] += sums[0]
+                        into[1] += sums[1]
+                        into[2] += sums[2]
+                        into[3] += sums[3]
+            for (principal, hour, session), n in runs.items():
+                if hour[:7] > self._month:
+                    self._roll(hour[:7])
+                keys: tuple[tuple[Column, str, str], ...] = (
+                    ("principal", principal, hour),
+                    ("principal", principal, hour[:10]),
+                    ("session_id", session, hour),
+                    ("session_id", session, hour[:10]),
+                )
+                for key in keys:
+                    self._runs[key] = self._runs.get(key, 0) + n
+
+    def _roll(self, month: str) -> None:
+        """``month`` begins: keep it and the last month seen before it."""
+        keep = (self._month, month)
+        self._tokens = {k: v for k, v in self._tokens.items() if k[2][:7] in keep}
+        self._runs = {k: v for k, v in self._runs.items() if k[2][:7] in keep}
+        self._month = month
+
+    def tokens(self, column: Column, value: str, period: str) -> dict[str, TokenCounts]:
+        """The tokens per model of one principal or session in a UTC day (``2026-11-27``) or
+        month (``2026-11``)."""
+        with self._lock:
+            models = self._tokens.get((column, value, period), {})
+            return {model: _counts(sums) for model, sums in models.items()}
+
+    def runs(self, column: Column, value: str, period: str) -> int:
+        """The runs accepted for one principal or session in a UTC hour (``2026-11-27T16``) or
+        day (``2026-11-27``)."""
+        with self._lock:
+            return self._runs.get((column, value, period), 0)
+
+    def principals(self, period: str) -> list[str]:
+        """Every principal with tokens (a day or month) or runs (an hour or day) in ``period``."""
+        with self._lock:
+            keys = [*self._tokens, *self._runs]
+        return sorted({k[1] for k in keys if k[0] == "principal" and k[2] == period})
+
+
+def _counts(sums: Sums) -> TokenCounts:
+    return TokenCounts(
+        input_tokens=sums[0], output_tokens=sums[1], cached_tokens=sums[2], turns=sums[3]
+    )
+
+
+_SUMS = (
+    " input_tokens = input_tokens + excluded.input_tokens,"
+    " output_tokens = output_tokens + excluded.output_tokens,"
+    " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + excluded.turns"
+)
+_ADD_USAGE = f"INSERT INTO usage VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
+_ADD_TOTALS = f"INSERT INTO usage_totals VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
+_ADD_RUNS = (
+    "INSERT INTO usage_runs VALUES (?,?,?,?) ON CONFLICT DO UPDATE SET runs = runs + excluded.runs"
+)
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class UsageProjection:
+    """The usage fold. ``now_ms`` (injectable for tests) says which month :meth:`resume`
+    rebuilds :attr:`totals` for."""
+
     name: str = "usage"
     version: int = 1
     tables: tuple[str, ...] = ("usage", "usage_runs", "usage_run_models", "usage_totals")
@@ -187,49 +324,138 @@ class UsageProjection:
     ) WITHOUT ROWID;
     """
 
+    def __init__(self, now_ms: Callable[[], int] = _wall_ms) -> None:
+        self.now_ms = now_ms
+        self.totals = UsageTotals()
+        """The current month's sums, for the budget checks (fed by this fold only)."""
+        self._models: dict[str, str | None] = {}
+        """Each run in flight's configured model (None: it recorded none)."""
+        self._cells: dict[Cell, Sums] = {}
+        self._runs: dict[RunCell, int] = {}
+        self._touched: set[str] = set()
+        """Runs started or ended in this batch: their ``usage_run_models`` row is written."""
+        self._written: tuple[dict[Cell, Sums], dict[RunCell, int]] = ({}, {})
+        """The batch flushed, added to :attr:`totals` once it committed."""
+
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         if isinstance(event, RunTurnCompleted):
-            model = event.model or _configured(conn, event.run_id) or UNKNOWN_MODEL
-            conn.execute(
-                "INSERT INTO usage VALUES (?,?,?,?,?,?,?,1) ON CONFLICT DO UPDATE SET"
-                " input_tokens = input_tokens + excluded.input_tokens,"
-                " output_tokens = output_tokens + excluded.output_tokens,"
-                " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + 1",
-                (
-                    day_of(stored.recorded_at_ms),
-                    stored.principal,
-                    stored.causation_id or "",
-                    model,
+            model = event.model or self._configured(conn, event.run_id) or UNKNOWN_MODEL
+            cell = (
+                day_of(stored.recorded_at_ms),
+                stored.principal,
+                stored.causation_id or "",
+                model,
+            )
+            sums = self._cells.get(cell)
+            if sums is None:
+                self._cells[cell] = [
                     event.prompt_tokens,
                     event.completion_tokens,
                     event.cached_tokens,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO usage_totals VALUES (?,?,?,?,1) ON CONFLICT DO UPDATE SET"
-                " input_tokens = input_tokens + excluded.input_tokens,"
-                " output_tokens = output_tokens + excluded.output_tokens,"
-                " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + 1",
-                (model, event.prompt_tokens, event.completion_tokens, event.cached_tokens),
-            )
+                    1,
+                ]
+            else:
+                sums[0] += event.prompt_tokens
+                sums[1] += event.completion_tokens
+                sums[2] += event.cached_tokens
+                sums[3] += 1
         elif isinstance(event, RunAccepted):
-            conn.execute(
-                "INSERT INTO usage_runs VALUES (?,?,?,1) ON CONFLICT DO UPDATE SET runs = runs + 1",
-                (stored.principal, hour_of(stored.recorded_at_ms), event.session_id),
-            )
+            key = (stored.principal, hour_of(stored.recorded_at_ms), event.session_id)
+            self._runs[key] = self._runs.get(key, 0) + 1
         elif isinstance(event, RunStarted):
-            if event.model:
-                conn.execute(
-                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)",
-                    (event.run_id, event.model),
-                )
+            self._models[event.run_id] = event.model or None
+            self._touched.add(event.run_id)
         elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
-            conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (event.run_id,))
+            self._models.pop(event.run_id, None)
+            self._touched.add(event.run_id)
+
+    def _configured(self, conn: apsw.Connection, run_id: str) -> str | None:
+        """The model ``run_id`` recorded at start: from memory, or (a run started before this
+        process's fold began) from ``usage_run_models``."""
+        if run_id not in self._models:
+            row = conn.execute(
+                "SELECT model FROM usage_run_models WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            self._models[run_id] = None if row is None else str(row[0])
+        return self._models[run_id]
+
+    def flush(self, conn: apsw.Connection) -> None:
+        """Write the batch's sums, one upsert per cell, inside the projector's transaction."""
+        cells, runs = self._cells, self._runs
+        if not (cells or runs or self._touched):
+            return
+        by_model: dict[str, Sums] = {}
+        for cell, sums in cells.items():
+            conn.execute(_ADD_USAGE, (*cell, *sums))
+            into = by_model.get(cell[3])
+            if into is None:
+                by_model[cell[3]] = sums
+            else:
+                by_model[cell[3]] = [a + b for a, b in zip(into, sums, strict=True)]
+        for name, sums in by_model.items():
+            conn.execute(_ADD_TOTALS, (name, *sums))
+        for key, n in runs.items():
+            conn.execute(_ADD_RUNS, (*key, n))
+        for run_id in self._touched:
+            model = self._models.get(run_id)
+            if model:
+                conn.execute(
+                    "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)", (run_id, model)
+                )
+            else:
+                conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (run_id,))
+        self._written = (cells, runs)
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
+
+    def committed(self) -> None:
+        """The batch's transaction committed: count it in :attr:`totals`."""
+        cells, runs = self._written
+        if cells or runs:
+            self.totals.add(cells, runs)
+            self._written = ({}, {})
+
+    def reset(self) -> None:
+        """The batch rolled back: forget its sums (the runs' models are set again when the
+        batch is folded again)."""
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
+        self._written = ({}, {})
+
+    def resume(self, reader: JournalReadPort, position: int, conn: apsw.Connection) -> None:
+        """Rebuild :attr:`totals` for the tables views.db holds up to ``position`` (a node's
+        start): the journal's usage records from a day before this month began, folded by
+        :meth:`apply` (nothing is written: the tables hold them already). The day before covers
+        a clock stepped back by less than a day between records. A turn naming no model, of a
+        run that started before that day and ended before the restart, is counted as
+        ``unknown`` here (its tokens alike, its cost none), where the view has the run's
+        configured model."""
+        if position <= 0:
+            return
+        t = time.gmtime(self.now_ms() // 1000)
+        month_start_ms = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
+        first = first_at(reader, month_start_ms - DAY_MS, position)
+        for stored in reader.events_of_kinds(USAGE_KINDS, after_position=first - 1):
+            if stored.position > position:
+                break
+            self.apply(conn, stored, stored.decode())
+        self.totals.add(self._cells, self._runs)
+        self._cells, self._runs = {}, {}
+        self._touched.clear()
 
 
-def _configured(conn: apsw.Connection, run_id: str) -> str | None:
-    row = conn.execute("SELECT model FROM usage_run_models WHERE run_id = ?", (run_id,)).fetchone()
-    return None if row is None else str(row[0])
+def first_at(reader: JournalReadPort, at_ms: int, last: int) -> int:
+    """The first position up to ``last`` committed at or after ``at_ms`` (``last + 1``: none),
+    by bisection over commit times (ascending but for a clock stepped back)."""
+    lo, hi = 1, last + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        (row,) = reader.read(after_position=mid - 1, limit=1)
+        if row.recorded_at_ms < at_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -331,37 +557,6 @@ class UsageView(PooledReader):
         with self._borrow() as conn:
             rows = conn.execute(sql, (from_day, to_day)).fetchall()
         return [(str(r[0]), str(r[1]), str(r[2]), _tokens(r[3:])) for r in rows]
-
-    def by_day(
-        self, column: Literal["principal", "session_id"], value: str, from_day: str, to_day: str
-    ) -> dict[tuple[str, str], TokenCounts]:
-        """The tokens of one principal or session per (day, model) over ``from_day``..``to_day``
-        (a month's rows answer its days' budgets and its own in one read)."""
-        sql = (
-            f"SELECT day, model, {_CELLS} FROM usage"
-            f" WHERE {column} = ? AND day BETWEEN ? AND ? GROUP BY day, model"
-        )
-        with self._borrow() as conn:
-            rows = conn.execute(sql, (value, from_day, to_day)).fetchall()
-        return {(str(r[0]), str(r[1])): _tokens(r[2:]) for r in rows}
-
-    def runs(self, column: Literal["principal", "session_id"], value: str, hours: str) -> int:
-        """Runs accepted for one principal or session in the hours starting with ``hours``
-        (``2026-11-27T16`` one hour, ``2026-11-27`` a day)."""
-        sql = f"SELECT SUM(runs) FROM usage_runs WHERE {column} = ? AND hour BETWEEN ? AND ? || '~'"
-        with self._borrow() as conn:
-            row = conn.execute(sql, (value, hours, hours)).fetchone()
-        return int(row[0] or 0) if row else 0
-
-    def principals(self, from_day: str, to_day: str) -> list[str]:
-        """Every principal with tokens or runs in ``from_day``..``to_day``."""
-        with self._borrow() as conn:
-            rows = conn.execute(
-                "SELECT principal FROM usage WHERE day BETWEEN ? AND ?"
-                " UNION SELECT principal FROM usage_runs WHERE hour BETWEEN ? AND ?",
-                (from_day, to_day, from_day, f"{to_day}T99"),
-            ).fetchall()
-        return sorted(str(r[0]) for r in rows)
 
     def totals(self) -> dict[str, TokenCounts]:
         """Every model's tokens since the journal began (``/metrics``)."""

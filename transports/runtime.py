@@ -50,6 +50,7 @@ from projections import (
     all_projections,
     make_embedder,
 )
+from projections.usage import UsageProjection
 from tools import ToolCatalog, build_catalog
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
@@ -245,19 +246,20 @@ def check_provider_keys(config: NodeConfig, vault: Vault) -> None:
 
 
 def budget_guard(
-    cfg: NodeConfig, usage: UsageView, gate: ToolGate, journal: NodeJournal, projector: Projector
+    cfg: NodeConfig, gate: ToolGate, journal: NodeJournal, projector: Projector
 ) -> BudgetGuard:
-    """The budgets and prices over the usage view; tool calls' ``context.usage_today`` reads
-    through it too when a policy reads it (:func:`reads_usage`). Prices for models no provider
-    is configured with are logged, not refused (:func:`transports.config.unpriced_warnings`
-    says why)."""
+    """The budgets and prices over the totals the projector's usage view folds; tool calls'
+    ``context.usage_today`` reads through it too when a policy reads it (:func:`reads_usage`).
+    Prices for models no provider is configured with are logged, not refused
+    (:func:`transports.config.unpriced_warnings` says why)."""
     for line in unpriced_warnings(cfg):
         log.warning(line)
 
     def settle() -> None:
         projector.wait_for(journal.committed_position, SETTLE_S)
 
-    guard = BudgetGuard(cfg.budgets, cfg.usage.prices, usage, gate.roles_of, settle)
+    (totals,) = [p.totals for p in projector.projections if isinstance(p, UsageProjection)]
+    guard = BudgetGuard(cfg.budgets, cfg.usage.prices, totals, gate.roles_of, settle)
     if reads_usage(gate.engine):
         gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
     return guard
@@ -496,7 +498,7 @@ def open_runtime(
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
         usage = UsageView(data_dir / "views.db", cfg.views)
-        guard = budget_guard(cfg, usage, gate, journal, projector)
+        guard = budget_guard(cfg, gate, journal, projector)
         node = Node(
             journal=journal,
             provider=model,

@@ -3,19 +3,15 @@ passes ``now_ms`` and the folded usage)."""
 
 from __future__ import annotations
 
-import calendar
-import time
 from collections.abc import Mapping
-from typing import Literal
 
 import msgspec
 
 from actors.budgets.config import Budget
 from events.catalog import BudgetMeasure, BudgetPeriod, BudgetScope
-from projections.usage import Price, TokenCounts, total_cost
+from projections.usage import DAY, HOUR, MONTH, Column, Price, TokenCounts, total_cost, utc
 
-Column = Literal["principal", "session_id"]
-"""Which usage column a budget's subject is counted in."""
+FORMATS: dict[BudgetPeriod, str] = {"hour": HOUR, "day": DAY, "month": MONTH}
 
 
 class Breach(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,18 +43,7 @@ class Breach(msgspec.Struct, frozen=True, kw_only=True):
 
 def period_key(period: BudgetPeriod, now_ms: int) -> str:
     """The UTC period ``now_ms`` is in: ``2026-11-27T16``, ``2026-11-27`` or ``2026-11``."""
-    fmt = {"hour": "%Y-%m-%dT%H", "day": "%Y-%m-%d", "month": "%Y-%m"}[period]
-    return time.strftime(fmt, time.gmtime(now_ms // 1000))
-
-
-def days_of(period: BudgetPeriod, now_ms: int) -> tuple[str, str]:
-    """The first and last UTC day of the period ``now_ms`` is in (an hour: its day)."""
-    t = time.gmtime(now_ms // 1000)
-    if period == "month":
-        last = calendar.monthrange(t.tm_year, t.tm_mon)[1]
-        return f"{t.tm_year:04d}-{t.tm_mon:02d}-01", f"{t.tm_year:04d}-{t.tm_mon:02d}-{last:02d}"
-    day = time.strftime("%Y-%m-%d", t)
-    return day, day
+    return utc(FORMATS[period], now_ms)
 
 
 def counted(

@@ -1,9 +1,9 @@
 """The budget guard: the node's budgets checked against the usage view's fold.
 
-Budget state is never a journal scan: every number comes from the usage view
-(:class:`projections.usage.UsageView`, behind :class:`UsageReads`), which the projector folds
-from the same records as every other view. The view trails the journal by the records not yet
-folded (usually milliseconds), so:
+Budget state is never a journal scan nor a query per check: every number comes from
+:class:`projections.usage.UsageTotals`, the current month's sums that the usage view's own fold
+keeps in memory as the projector commits each batch (and rebuilds by the same fold when the
+node starts). It trails the journal by the records not yet folded (usually milliseconds), so:
 
 - before a run is accepted (:meth:`BudgetGuard.refusal`) the check counts what is folded;
   runs started together may each pass before any of them spent a token;
@@ -19,43 +19,30 @@ A hard limit therefore bounds use to the limit plus at most one turn per run in 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Protocol
 
 from actors.budgets.config import Budget
-from actors.budgets.decide import Breach, Column, breach, counted, days_of, measured, period_key
+from actors.budgets.decide import Breach, breach, counted, measured, period_key
 from policies import UsageToday
-from projections.usage import Price, TokenCounts, cost_of
+from projections.usage import Column, Price, TokenCounts, UsageTotals, cost_of, day_of
 
 Roles = Callable[[str], tuple[str, ...]]
 
 
-class UsageReads(Protocol):
-    """What the guard reads of the usage view (:class:`projections.usage.UsageView`)."""
-
-    def by_day(
-        self, column: Column, value: str, from_day: str, to_day: str
-    ) -> dict[tuple[str, str], TokenCounts]: ...
-
-    def runs(self, column: Column, value: str, hours: str) -> int: ...
-
-    def principals(self, from_day: str, to_day: str) -> list[str]: ...
-
-
 class BudgetGuard:
-    """``[budgets]`` and ``[usage.prices]`` over the usage view; safe to share between
-    threads (it keeps no state of its own)."""
+    """``[budgets]`` and ``[usage.prices]`` over the usage view's totals; safe to share
+    between threads (it keeps no state of its own)."""
 
     def __init__(
         self,
         budgets: Mapping[str, Budget],
         prices: Mapping[str, Price],
-        reads: UsageReads,
+        totals: UsageTotals,
         roles_of: Roles,
         settle: Callable[[], None] = lambda: None,
     ) -> None:
         self.budgets = dict(budgets)
         self.prices = dict(prices)
-        self.reads = reads
+        self.totals = totals
         self.roles_of = roles_of
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
@@ -83,21 +70,19 @@ class BudgetGuard:
                 column, value = where
                 yield name, budget, column, value
 
-    def _used(self, budget: Budget, column: Column, value: str, now_ms: int, reads: _Once) -> float:
+    def _used(self, budget: Budget, column: Column, value: str, now_ms: int) -> float:
+        period = period_key(budget.period, now_ms)
         if budget.measure == "runs":
-            runs = reads.runs(column, value, period_key(budget.period, now_ms))
-            return measured("runs", {}, runs, self.prices)
-        first, last = days_of(budget.period, now_ms)
-        return measured(budget.measure, reads.by_model(column, value, first, last), 0, self.prices)
+            return float(self.totals.runs(column, value, period))
+        return measured(budget.measure, self.totals.tokens(column, value, period), 0, self.prices)
 
     def refusal(self, principal: str, session_id: str, now_ms: int) -> Breach | None:
         """The hard limit a new run of ``principal`` in ``session_id`` may not start past:
         tokens or cost already at the limit, or as many runs as the limit allows this hour."""
-        reads = _Once(self.reads)
         for name, budget, column, value in self._applying(principal, session_id):
             if budget.hard is None:
                 continue
-            used = self._used(budget, column, value, now_ms, reads)
+            used = self._used(budget, column, value, now_ms)
             found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
@@ -123,18 +108,16 @@ class BudgetGuard:
         ]
         if not applying:
             return None
-        reads = _Once(self.reads)
         own = {"tokens": float(run_tokens), "cost": run_tokens * self._dearest / 1_000_000}
         if not any(
-            self._used(b, column, value, now_ms, reads) + own[b.measure] >= (b.hard or 0)
+            self._used(b, column, value, now_ms) + own[b.measure] >= (b.hard or 0)
             for _, b, column, value in applying
         ):
             return None  # not even counting the run's own use twice reaches a limit
         if settle:
             self.settle()
-            reads = _Once(self.reads)
         for name, budget, column, value in applying:
-            used = self._used(budget, column, value, now_ms, reads)
+            used = self._used(budget, column, value, now_ms)
             found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
@@ -153,15 +136,13 @@ class BudgetGuard:
             elif budget.scope == "session":
                 subjects = [("session_id", budget.subject)]
             else:
-                first, last = days_of(budget.period, now_ms)
                 subjects = [
                     ("principal", p)
-                    for p in self.reads.principals(first, last)
+                    for p in self.totals.principals(period_key(budget.period, now_ms))
                     if budget.subject in self.roles_of(p)
                 ]
-            reads = _Once(self.reads)
             for column, value in subjects:
-                used = self._used(budget, column, value, now_ms, reads)
+                used = self._used(budget, column, value, now_ms)
                 found = breach(name, budget, value, now_ms, used, hard=False)
                 if found is not None:
                     out.append(found)
@@ -169,8 +150,8 @@ class BudgetGuard:
 
     def usage_today(self, principal: str, now_ms: int) -> UsageToday:
         """``context.usage_today`` for a tool call of ``principal``'s run."""
-        first, last = days_of("day", now_ms)
-        by_model = _Once(self.reads).by_model("principal", principal, first, last)
+        day = day_of(now_ms)
+        by_model = self.totals.tokens("principal", principal, day)
         summed = sum(by_model.values(), TokenCounts())
         cost = sum(cost_of(m, t, self.prices) or 0.0 for m, t in by_model.items())
         return UsageToday(
@@ -179,36 +160,5 @@ class BudgetGuard:
             output_tokens=summed.output_tokens,
             cached_tokens=summed.cached_tokens,
             cost_micros=round(cost * 1_000_000),
-            runs=self.reads.runs("principal", principal, first),
+            runs=self.totals.runs("principal", principal, day),
         )
-
-
-class _Once:
-    """The reads of one check, each asked of the view once: a subject's month is read once
-    (by day and model) and answers its day's budgets and its month's."""
-
-    def __init__(self, reads: UsageReads) -> None:
-        self._reads = reads
-        self._months: dict[tuple[str, str, str], dict[tuple[str, str], TokenCounts]] = {}
-        self._runs: dict[tuple[str, str, str], int] = {}
-
-    def by_model(
-        self, column: Column, value: str, from_day: str, to_day: str
-    ) -> dict[str, TokenCounts]:
-        """Per model over ``from_day``..``to_day`` (days of one month)."""
-        month = from_day[:7]
-        key = (column, value, month)
-        if key not in self._months:
-            first, last = f"{month}-01", f"{month}-31"
-            self._months[key] = self._reads.by_day(column, value, first, last)
-        out: dict[str, TokenCounts] = {}
-        for (day, model), tokens in self._months[key].items():
-            if from_day <= day <= to_day:
-                out[model] = out.get(model, TokenCounts()) + tokens
-        return out
-
-    def runs(self, column: Column, value: str, hours: str) -> int:
-        key = (column, value, hours)
-        if key not in self._runs:
-            self._runs[key] = self._reads.runs(column, value, hours)
-        return self._runs[key]

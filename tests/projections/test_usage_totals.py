@@ -1,0 +1,386 @@
+"""The usage totals the budget checks read (docs/usage.md, "What the limits are worth"): the
+current month's sums in memory, fed by the usage view's own fold. Against a real journal and a
+real views.db: they equal the view's rows for every principal and session, day, month and hour,
+while folding, across UTC day, hour and month boundaries, and after a restart (rebuilt by the
+same fold over the journal, the view kept); a check at a turn boundary that has to settle sees
+the turn committed just before it, every time; a batch that rolled back is never counted.
+
+Commit times are chosen by giving the journal a clock of the test's (it reads ``time.time_ns``
+when it commits); the projection's ``now_ms`` is injected the same way."""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import apsw
+import pytest
+
+import events.sqlite.journal as journal_module
+from actors.budgets.config import Budget
+from actors.budgets.guard import BudgetGuard
+from events import Journal, StoredEvent
+from events.catalog import RunAccepted, RunCompleted, RunStarted, RunTurnCompleted
+from events.ids import new_id
+from projections import Projector
+from projections.usage import Column, TokenCounts, UsageProjection, UsageTotals
+
+MODEL = "m-configured"
+FEB_LAST = calendar.timegm((2026, 2, 28, 23, 59, 59)) * 1000
+"""2026-02-28T23:59:59Z: the last second of a day, an hour and a month."""
+MAR_FIRST = FEB_LAST + 1000
+"""2026-03-01T00:00:00Z."""
+
+
+class Clock:
+    """The journal's commit time (``time.time_ns``), set by the test; the rest of ``time`` as
+    it is."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def module(self) -> SimpleNamespace:
+        names = {n: getattr(time, n) for n in dir(time) if not n.startswith("_")}
+        return SimpleNamespace(**{**names, "time_ns": lambda: self.ms * 1_000_000})
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    at = Clock(FEB_LAST - 3_600_000)
+    monkeypatch.setattr(journal_module, "time", at.module())
+    return at
+
+
+@pytest.fixture
+def journal(data_dir: Path, clock: Clock) -> Iterator[Journal]:
+    with Journal(data_dir / "journal.db") as j:
+        yield j
+
+
+def run(
+    journal: Journal,
+    clock: Clock,
+    session: str,
+    principal: str,
+    turns: list[tuple[int, int, int, str]],
+    *,
+    configured: str | None = MODEL,
+    end: bool = True,
+) -> str:
+    """A run as a node records it: accepted on the session's stream, then started, one
+    ``run.turn_completed`` per (ms after the start, input, output, model) on the run's stream
+    (each committed at its own time), then completed."""
+    run_id = new_id()
+    journal.append(
+        f"session/{session}",
+        [RunAccepted(run_id=run_id, session_id=session, text="hi")],
+        expected_seq=None,
+        principal=principal,
+    )
+    stream = f"run/{run_id}"
+    meta = {"principal": principal, "correlation_id": run_id, "causation_id": session}
+    started = RunStarted(
+        run_id=run_id, max_turns=8, max_tool_calls=8, wall_clock_s=60.0, model=configured
+    )
+    journal.append(stream, [started], expected_seq=None, **meta)
+    start = clock.ms
+    for number, (after_ms, tokens_in, tokens_out, model) in enumerate(turns, 1):
+        clock.ms = start + after_ms
+        turn = RunTurnCompleted(
+            run_id=run_id,
+            turn=number,
+            prompt_tokens=tokens_in,
+            completion_tokens=tokens_out,
+            cached_tokens=tokens_in // 4,
+            tool_calls=0,
+            finish_reason="stop",
+            model=model,
+        )
+        journal.append(stream, [turn], expected_seq=None, **meta)
+    if end:
+        done = RunCompleted(run_id=run_id, answer="ok", turns=len(turns))
+        journal.append(stream, [done], expected_seq=None, **meta)
+    return run_id
+
+
+def view_tokens(views: Path, column: Column, value: str, period: str) -> dict[str, TokenCounts]:
+    """The usage view's tokens per model of one principal or session in a day or month."""
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows: list[tuple[Any, ...]] = conn.execute(
+            "SELECT model, SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens),"
+            f" SUM(turns) FROM usage WHERE {column} = ? AND day LIKE ? || '%' GROUP BY model",
+            (value, period),
+        ).fetchall()
+    finally:
+        conn.close()
+    return {
+        str(m): TokenCounts(input_tokens=i, output_tokens=o, cached_tokens=c, turns=t)
+        for m, i, o, c, t in rows
+    }
+
+
+def view_runs(views: Path, column: Column, value: str, period: str) -> int:
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        count = conn.execute(
+            f"SELECT COALESCE(SUM(runs), 0) FROM usage_runs WHERE {column} = ?"
+            " AND hour LIKE ? || '%'",
+            (value, period),
+        ).get
+    finally:
+        conn.close()
+    return int(count)
+
+
+def subjects(views: Path) -> list[tuple[Column, str]]:
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute(
+            "SELECT principal, session_id FROM usage UNION"
+            " SELECT principal, session_id FROM usage_runs"
+        ).fetchall()
+    finally:
+        conn.close()
+    out: set[tuple[Column, str]] = set()
+    for principal, session in rows:
+        out |= {("principal", str(principal)), ("session_id", str(session))}
+    return sorted(out)
+
+
+def assert_agree(views: Path, totals: UsageTotals, periods: list[str]) -> int:
+    """The totals equal the view for every subject the view counts, in each of ``periods``
+    (days or months for tokens, hours or days for runs); returns how many values were compared
+    that are not zero (a comparison of empty sides proves nothing)."""
+    compared = 0
+    for column, value in subjects(views):
+        for period in periods:
+            expected = view_tokens(views, column, value, period)
+            assert totals.tokens(column, value, period) == expected, (column, value, period)
+            compared += len(expected)
+            if len(period) != 7:  # runs are counted by hour and by day
+                runs = view_runs(views, column, value, period)
+                assert totals.runs(column, value, period) == runs, (column, value, period)
+                compared += runs > 0
+    return compared
+
+
+def usage_fold(projector: Projector) -> UsageProjection:
+    (fold,) = [p for p in projector.projections if isinstance(p, UsageProjection)]
+    return fold
+
+
+def test_totals_agree_with_the_view_across_boundaries_and_after_a_restart(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    # The last hour of February: alice in two sessions, bob in one; one provider that names
+    # no model (the run's configured one counts) and one that names another.
+    run(journal, clock, "s-a1", "user:alice", [(0, 100, 10, ""), (1000, 200, 20, "m-other")])
+    clock.ms = FEB_LAST - 60_000
+    run(journal, clock, "s-a2", "user:alice", [(0, 50, 5, "")], configured=None)
+    run(journal, clock, "s-b", "user:bob", [(0, 7, 3, MODEL)])
+    # A run accepted in February whose turns land in March: its first second and a later hour.
+    clock.ms = FEB_LAST
+    run(journal, clock, "s-a1", "user:alice", [(1500, 11, 1, ""), (3_601_500, 13, 2, "")])
+    # Still going when the node stops: its configured model must be known after the restart.
+    clock.ms = MAR_FIRST + 7_200_000
+    open_run = run(journal, clock, "s-b", "user:bob", [(0, 1, 1, "")], end=False)
+
+    now = [MAR_FIRST + 7_300_000]
+    projector = Projector(journal, views, [UsageProjection(lambda: now[0])])
+    try:
+        projector.catch_up()
+        folded = usage_fold(projector).totals
+        periods = [
+            "2026-02",
+            "2026-02-28",
+            "2026-02-28T23",
+            "2026-03",
+            "2026-03-01",
+            "2026-03-01T00",
+            "2026-03-01T01",
+            "2026-03-01T02",
+        ]
+        assert assert_agree(views, folded, periods) >= 20
+        assert folded.tokens("principal", "user:alice", "2026-03") == {
+            MODEL: TokenCounts(input_tokens=24, output_tokens=3, cached_tokens=5, turns=2)
+        }
+        assert folded.runs("principal", "user:alice", "2026-02-28T23") == 2  # and one at T22
+        assert folded.runs("principal", "user:alice", "2026-02-28") == 3
+        assert folded.runs("principal", "user:alice", "2026-03-01T00") == 0
+        assert folded.principals("2026-03-01") == ["user:alice", "user:bob"]
+    finally:
+        projector.close()
+
+    # A restart, views.db kept: the totals are rebuilt by the fold over the journal's records
+    # of this month (from a day before it), and the view is not written twice.
+    projector = Projector(journal, views, [UsageProjection(lambda: now[0])])
+    try:
+        rebuilt = usage_fold(projector).totals
+        current = ["2026-02-28", "2026-02-28T23", "2026-03", "2026-03-01"]
+        current += ["2026-03-01T00", "2026-03-01T01", "2026-03-01T02"]
+        assert assert_agree(views, rebuilt, current) >= 15
+        # The run in flight across the restart: its next turn names no model either.
+        clock.ms = MAR_FIRST + 7_400_000
+        stream = f"run/{open_run}"
+        turn = RunTurnCompleted(
+            run_id=open_run,
+            turn=2,
+            prompt_tokens=5,
+            completion_tokens=5,
+            tool_calls=0,
+            finish_reason="stop",
+        )
+        journal.append(
+            stream,
+            [turn],
+            expected_seq=None,
+            principal="user:bob",
+            correlation_id=open_run,
+            causation_id="s-b",
+        )
+        projector.catch_up()
+        assert assert_agree(views, rebuilt, current) >= 15
+        assert rebuilt.tokens("session_id", "s-b", "2026-03-01")[MODEL].turns == 2
+    finally:
+        projector.close()
+
+
+def test_a_restart_in_a_later_month_counts_nothing_of_the_earlier_one(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    run(journal, clock, "s-a1", "user:alice", [(0, 100, 10, "")])
+    projector = Projector(journal, views, [UsageProjection()])
+    projector.catch_up()
+    projector.close()
+    april = calendar.timegm((2026, 4, 1, 0, 0, 1)) * 1000
+    projector = Projector(journal, views, [UsageProjection(lambda: april)])
+    try:
+        totals = usage_fold(projector).totals
+        assert totals.tokens("principal", "user:alice", "2026-02-28") == {}
+        assert totals.principals("2026-02") == []
+        assert assert_agree(views, totals, ["2026-04", "2026-04-01", "2026-04-01T00"]) == 0
+    finally:
+        projector.close()
+
+
+def test_budgets_turn_over_at_utc_boundaries(journal: Journal, clock: Clock, views: Path) -> None:
+    budgets = {
+        "day": Budget(
+            scope="principal", subject="user:a", measure="tokens", period="day", hard=100
+        ),
+        "month": Budget(scope="session", subject="s1", measure="tokens", period="month", hard=150),
+        "hour": Budget(scope="principal", subject="user:a", measure="runs", period="hour", hard=2),
+    }
+    clock.ms = FEB_LAST - 1000
+    run(journal, clock, "s1", "user:a", [(0, 90, 10, "")])
+    run(journal, clock, "s1", "user:a", [(0, 1, 1, "")])
+    projector = Projector(journal, views, [UsageProjection()])
+    try:
+        projector.catch_up()
+        guard = BudgetGuard(budgets, {}, usage_fold(projector).totals, lambda _p: ())
+        before = guard.refusal("user:a", "s1", FEB_LAST + 999)
+        assert before is not None and before.budget == "day" and before.used == 102
+        assert before.period_key == "2026-02-28"
+        runs = guard.refusal("user:a", "s2", FEB_LAST + 999)  # the day budget counts s2 too
+        assert runs is not None and runs.budget == "day"
+        assert guard.refusal("user:a", "s1", MAR_FIRST) is None  # a new day, hour and month
+        # March's first minutes: the session's month budget counts from zero again.
+        clock.ms = MAR_FIRST + 60_000
+        run(journal, clock, "s1", "user:b", [(0, 140, 10, "")])
+        projector.catch_up()
+        month = guard.refusal("user:b", "s1", MAR_FIRST + 120_000)
+        assert month is not None and month.budget == "month" and month.used == 150
+        assert guard.refusal("user:b", "s9", MAR_FIRST + 120_000) is None
+        # February still answers a check whose clock read it (kept as the month before).
+        late = guard.refusal("user:a", "s1", FEB_LAST + 999)
+        assert late is not None and late.budget == "day"
+        assert assert_agree(views, guard.totals, ["2026-02-28", "2026-02", "2026-03"]) >= 3
+        # Two months on, February is forgotten.
+        clock.ms = calendar.timegm((2026, 4, 2, 0, 0, 0)) * 1000
+        run(journal, clock, "s1", "user:c", [(0, 1, 1, "")])
+        projector.catch_up()
+        assert guard.refusal("user:a", "s1", FEB_LAST + 999) is None
+        assert guard.totals.tokens("session_id", "s1", "2026-03") != {}
+    finally:
+        projector.close()
+
+
+def test_a_check_that_settles_sees_the_turn_committed_before_it(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    projector = Projector(journal, views, [UsageProjection()])
+    projector.follow(journal)
+
+    def settle() -> None:
+        projector.wait_for(journal.committed_position, 10)
+
+    try:
+        projector.wait_caught_up()
+        limit = 0
+        for i in range(40):
+            clock.ms += 1
+            tokens = 10 + i
+            limit += tokens
+            budgets = {
+                "cap": Budget(
+                    scope="principal", subject="user:a", measure="tokens", period="day", hard=limit
+                )
+            }
+            guard = BudgetGuard(
+                budgets,
+                {},
+                usage_fold(projector).totals,
+                lambda _p: (),
+                settle,
+            )
+            # The turn is committed; the projector's thread may not have folded it yet. The run's
+            # own tokens reach the limit, so the check settles and must count the turn once.
+            run(journal, clock, "s1", "user:a", [(0, tokens, 0, "")])
+            found = guard.crossed("user:a", "s1", clock.ms, run_tokens=tokens)
+            assert found is not None and found.used == limit, (i, found)
+    finally:
+        projector.close()
+
+
+def test_a_batch_rolled_back_is_not_counted(views: Path) -> None:
+    fold = UsageProjection()
+    conn = apsw.Connection(":memory:")
+    conn.execute(fold.ddl)
+    turn = RunTurnCompleted(
+        run_id="r1",
+        turn=1,
+        prompt_tokens=5,
+        completion_tokens=5,
+        tool_calls=0,
+        finish_reason="stop",
+        model=MODEL,
+    )
+    stored = StoredEvent(
+        position=1,
+        event_id=new_id(),
+        stream="run/r1",
+        stream_seq=0,
+        kind="run.turn_completed",
+        version=1,
+        recorded_at_ms=FEB_LAST,
+        principal="user:a",
+        correlation_id="r1",
+        causation_id="s1",
+        payload=b"",
+        prev_hash=b"",
+        hash=b"",
+    )
+    fold.apply(conn, stored, turn)
+    fold.flush(conn)
+    fold.reset()  # the transaction failed after the flush
+    fold.committed()
+    assert fold.totals.tokens("principal", "user:a", "2026-02-28") == {}
+    fold.apply(conn, stored, turn)  # folded again, committed this time
+    fold.flush(conn)
+    fold.committed()
+    assert fold.totals.tokens("principal", "user:a", "2026-02")[MODEL].turns == 1
