@@ -28,7 +28,7 @@ from events import (
     verify,
 )
 from events.catalog import RunAccepted, RunCompleted, RunOutput
-from events.sqlite.schema import SCHEMA_VERSION
+from events.sqlite.schema import INDEXES, SCHEMA_VERSION
 
 IS_ROOT = os.geteuid() == 0
 
@@ -335,3 +335,24 @@ def test_open_runs_come_from_the_open_index_which_a_writer_adds_to_an_older_file
     found, plan = open_runs()
     assert found == ["r2"]
     assert "COVERING INDEX events_open" in plan, plan
+
+
+def test_an_index_defined_otherwise_by_an_older_reel_is_built_again(tmp_path: Path) -> None:
+    """``events_open`` over fewer kinds (what a reel before a new ending kind made) would be
+    used by no query: a writer's open replaces it with today's definition, rows unchanged."""
+    path = tmp_path / "journal.db"
+    make_journal(path, events=3)
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP INDEX events_open")
+    conn.execute("CREATE INDEX events_open ON events(kind) WHERE kind IN ('run.accepted')")
+    conn.close()
+    with Journal(path):
+        pass
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        held = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'events_open'").get
+    finally:
+        conn.close()
+    assert held == INDEXES[1].replace("IF NOT EXISTS ", "")
+    report = verify(JournalReader.open(path))
+    assert report.ok and report.events == 3, report
