@@ -77,8 +77,8 @@ them too (once: building one over a million rows takes seconds). Reads only: the
 neither the rows nor the chain. ``events_by_kind``: start-up state (tokens, unfinished runs,
 grants, tasks, incidents, approvals) is read by kind, never by scanning every row.
 ``events_open``: which runs and tasks are still open is a join of two index ranges
-(``JournalReader.open_events``), not a row lookup per run the journal ever held (a quarter of
-a second each at a million rows); partial, so an append of any other kind (most of them: run
+(``JournalReader.open_events``), not a row lookup per run the journal ever held (0.1-0.3 s
+each at a million rows); partial, so an append of any other kind (most of them: run
 output) adds no index entry."""
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
