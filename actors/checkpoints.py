@@ -14,7 +14,6 @@ restore, naming the file (:class:`CheckpointUnrestorable`).
 from __future__ import annotations
 
 import contextlib
-import difflib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -278,6 +277,8 @@ def _entry(checkpointer: Checkpointer, path: str, at: str | None, now: str | Non
             texts.append(checkpointer.store.get(digest).decode("utf-8").splitlines(keepends=True))
         except (StoreFault, UnicodeDecodeError):
             return DiffEntry(path=path, at=at, now=now)
+    import difflib  # fs.diff's alone: not loaded with the node
+
     text = "".join(difflib.unified_diff(texts[0], texts[1], f"a/{path}", f"b/{path}"))
     cut = len(text) > DIFF_MAX_CHARS
     return DiffEntry(path=path, at=at, now=now, diff=text[:DIFF_MAX_CHARS], cut=cut)

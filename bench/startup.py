@@ -26,6 +26,14 @@ Ceilings measured in the same rounds: ``python -c pass`` (the interpreter alone)
 the start-up check with key and witness). Medians are printed with PASS/MISS against the
 targets of issue 23; nothing is asserted.
 
+Bytecode: before the rounds reel's own modules are compiled to ``__pycache__`` (``compileall``),
+as ``pip install`` compiles an installed package's: an environment with
+``PYTHONDONTWRITEBYTECODE=1`` (this machine's sessions) never writes it, and every start would
+compile some 260 modules from source, a third of a second or more that no installed node pays.
+``--source`` measures that case instead: reel's ``__pycache__`` directories are removed first
+and nothing is compiled (run it with ``PYTHONDONTWRITEBYTECODE=1``, or the first start writes
+them again).
+
 ``--profile``: one more ``current`` start under cProfile (stopped right after its ready line),
 printing where the time before the ready line went.
 
@@ -35,6 +43,7 @@ Run: ``.venv/bin/python bench/startup.py`` (several minutes at 1M events on 2 co
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -52,6 +61,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import events
 from bench.journal import (
     TEXT,
     Entry,
@@ -98,6 +108,8 @@ OUTPUTS_PER_RUN = 40
 APPROVAL_EVERY = 25
 TOKENS = 5
 INCIDENTS = 20
+PACKAGES = ("actors", "events", "policies", "projections", "proto", "tools", "transports")
+"""reel's own top-level packages, whose bytecode the rounds start with (or without)."""
 
 
 def _entry(
@@ -275,6 +287,21 @@ def seconds_of(argv: list[str]) -> tuple[float, float]:
     return wall, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime
 
 
+def bytecode(compiled: bool) -> str:
+    """Compile reel's modules (the checkout the node imports) into ``__pycache__``, or remove
+    every ``__pycache__`` of them (``compiled`` false); says which, for the output."""
+    root = Path(events.__file__).resolve().parent.parent
+    for package in PACKAGES:
+        if compiled:
+            compileall.compile_dir(root / package, quiet=1)
+        else:
+            for cache in (root / package).rglob("__pycache__"):
+                shutil.rmtree(cache, ignore_errors=True)
+    if compiled:
+        return f"reel's modules in {root} compiled to bytecode first, as an install does"
+    return f"reel's modules in {root} without bytecode: each start compiles them from source"
+
+
 def drop_views(data: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         (data / f"views.db{suffix}").unlink(missing_ok=True)
@@ -311,6 +338,7 @@ def run(work: Path, args: argparse.Namespace) -> None:
         f"build    {args.events:,} events written directly (setup): {build_s:.1f} s, "
         f"{size:,.0f} MiB"
     )
+    print(f"bytecode {bytecode(not args.source)}")
     env = node_env(work)
     argv = [str(REEL), "node", "--data", str(data)]
     # The first start resolves the cut-off run and folds the views: not measured.
@@ -379,6 +407,8 @@ def main() -> None:
                         help="profile one more start; print the TOP entries")  # fmt: skip
     parser.add_argument("--verbose", action="store_true", help="print every round")
     parser.add_argument("--keep", action="store_true", help="keep the data dir")
+    parser.add_argument("--source", action="store_true",
+                        help="start without reel's bytecode (see the docstring)")  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="reel-startup-"))
     try:

@@ -65,7 +65,7 @@ from transports.config import (
 )
 from transports.learning import NodeLearning
 from transports.mcp_servers import NodeSecrets, journal_tool_lists
-from transports.models import DeterministicProvider, OpenAIConfig
+from transports.models import DeterministicProvider
 from transports.models.endpoints import EndpointConfig, Secrets, check_endpoints, vault_names
 from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
@@ -227,6 +227,8 @@ def make_provider(
         "tool_choice": p.tool_choice,
         "extra_body": p.extra_body,
     }
+    from transports.models import OpenAIConfig  # the openai client only when one is configured
+
     try:
         OpenAIConfig(**options)  # [provider]'s own checks, and their messages
         endpoint = EndpointConfig(kind="openai", api_key_env=p.api_key_env, **options)

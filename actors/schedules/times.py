@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronsim import CronSim, CronSimError
+if TYPE_CHECKING:
+    from cronsim import CronSim
 
 MIN_EVERY_MS = 1_000
 """The shortest ``--every`` (one second)."""
@@ -21,6 +23,14 @@ MAX_EVERY_MS = 366 * 86_400_000
 """The longest ``--every`` (a leap year)."""
 _EVERY = re.compile(r"([1-9][0-9]{0,9})(ms|s|m|h|d)")
 _UNIT_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def cron_sim(line: str, start: datetime, *, reverse: bool = False) -> CronSim:
+    """cronsim's iterator over the due times of ``line`` from ``start``: cronsim is imported
+    with the first cron line a node reads, not with every node."""
+    from cronsim import CronSim
+
+    return CronSim(line, start, reverse=reverse)
 
 
 class InvalidSpec(ValueError):
@@ -67,8 +77,10 @@ def check_cron(line: str, tz: str) -> str:
         raise InvalidSpec(
             "cron", f"must have five fields (minute hour day month weekday), not {len(fields)}"
         )
+    from cronsim import CronSimError  # see cron_sim
+
     try:
-        next(CronSim(" ".join(fields), datetime(2000, 1, 1, tzinfo=zone(tz))))
+        next(cron_sim(" ".join(fields), datetime(2000, 1, 1, tzinfo=zone(tz))))
     except CronSimError as exc:
         raise InvalidSpec("cron", str(exc) or "is not a cron line") from None
     except StopIteration:
@@ -86,7 +98,7 @@ def next_due(*, cron: str, every_ms: int, tz: str, anchor_ms: int, after_ms: int
         return anchor_ms + ((after_ms - anchor_ms) // every_ms + 1) * every_ms
     start = datetime.fromtimestamp(after_ms // 1000, UTC).astimezone(zone(tz))
     try:
-        due = next(CronSim(cron, start))
+        due = next(cron_sim(cron, start))
     except StopIteration:
         return None
     return int(due.timestamp()) * 1000
@@ -116,7 +128,7 @@ def dues_between(
             return dues[-limit:], len(dues)
         dues.append(due)
     latest: list[int] = []  # more than the cap: the latest ones, walking back from the end
-    back = CronSim(
+    back = cron_sim(
         cron, datetime.fromtimestamp(until_ms // 1000 + 1, UTC).astimezone(zone(tz)), reverse=True
     )
     for due_at in back:

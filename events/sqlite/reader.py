@@ -21,7 +21,7 @@ from events.chain import GENESIS
 from events.checkpoint import CHECKPOINT_STREAM, Checkpoint
 from events.envelope import Head, StoredEvent
 from events.errors import JournalClosed, JournalUnavailable, UnknownEventKind
-from events.sqlite.schema import connect
+from events.sqlite.schema import OPEN_KINDS, OPEN_WHERE, connect
 
 COLUMNS = (
     "position, event_id, stream, stream_seq, kind, version, recorded_at_ms, principal, "
@@ -173,12 +173,15 @@ class JournalReader:
         """Every event of ``kind`` whose ``key`` (its stream, or its correlation id) no event
         of the kinds ``ended_by`` shares, in journal order: what is still open (runs accepted
         and not ended, tasks enqueued and not ended), found through the kind index without
-        reading what ended."""
+        reading what ended. For the kinds of ``events_open`` (runs and tasks) both sides are
+        ranges of that index and only the open rows are read (a file no writer has opened since
+        the index came is read the slow way: SQLite picks another plan)."""
         marks = ",".join("?" * len(ended_by))
+        indexed = f"{OPEN_WHERE} AND " if {kind, *ended_by} <= set(OPEN_KINDS) else ""
         return self._events(
-            f"SELECT {COLUMNS} FROM events WHERE kind = ? AND {key} IS NOT NULL AND {key} NOT IN"
-            f" (SELECT {key} FROM events WHERE kind IN ({marks}) AND {key} IS NOT NULL)"
-            " ORDER BY position",
+            f"SELECT {COLUMNS} FROM events WHERE position IN (SELECT position FROM events WHERE "
+            f"{indexed}kind = ? AND {key} IS NOT NULL AND {key} NOT IN (SELECT {key} FROM events"
+            f" WHERE {indexed}kind IN ({marks}) AND {key} IS NOT NULL)) ORDER BY position",
             (kind, *ended_by),
         )
 
@@ -204,10 +207,15 @@ class JournalReader:
 
     def bounds(self) -> tuple[int | None, int | None, int]:
         """``(min(position), max(position), count)`` over every row: positions are dense from 1
-        exactly when they are ``(1, n, n)`` (positions are unique integers)."""
-        low, high, count = self._rows("SELECT min(position), max(position), count(*) FROM events")[
-            0
-        ]
+        exactly when they are ``(1, n, n)`` (positions are unique integers).
+
+        Three subqueries, not one ``SELECT min(), max(), count()``: alone, ``min`` and ``max``
+        each read one end of the rowid tree and ``count`` the smallest index, where together
+        they fold every row in SQLite's VM (a quarter of a second at a million rows)."""
+        low, high, count = self._rows(
+            "SELECT (SELECT min(position) FROM events), (SELECT max(position) FROM events), "
+            "(SELECT count(*) FROM events)"
+        )[0]
         return low, high, int(count)
 
     def first_gap(self) -> int | None:

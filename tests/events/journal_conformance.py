@@ -32,7 +32,18 @@ from events import (
     JournalReadPort,
     StoredEvent,
 )
-from events.catalog import JournalCheckpoint, RunOutput, SessionCreated, ToolProposed
+from events.catalog import (
+    JournalCheckpoint,
+    RunAccepted,
+    RunCompleted,
+    RunFailed,
+    RunOutput,
+    SessionCreated,
+    TaskEnqueued,
+    TaskFailed,
+    TaskSucceeded,
+    ToolProposed,
+)
 from events.chain import row_hash, shard_identity
 from events.checkpoint import signature_valid
 from tests.events.journal_testkit import all_events
@@ -509,6 +520,34 @@ class JournalConformance(ABC):
             e for e in journal.events_of_kinds(("session.created",))
         ]
         assert journal.open_events("tool.proposed", ("run.output",), "stream") == []
+
+    def test_open_runs_and_tasks_are_those_no_end_shares_a_key_with(
+        self, journal: JournalPort
+    ) -> None:
+        """The kinds start-up asks for (runs accepted and not ended, tasks enqueued and not
+        ended; the SQLite journal answers them from a partial index of their own): an end of
+        one run or task never closes another, a ``task.failed`` (not an ending kind) leaves its
+        task open, and the answer comes in journal order with every column."""
+        ended = ("run.cancelled", "run.completed", "run.failed")
+        for run in ("r1", "r2", "r3", "r4"):
+            accepted = RunAccepted(run_id=run, session_id="s", text="hi")
+            journal.append(f"session/{run}", [accepted], expected_seq=0, correlation_id=run)
+        journal.append("run/r1", [RunCompleted(run_id="r1", answer="a")], expected_seq=0,
+                       correlation_id="r1")  # fmt: skip
+        journal.append("run/r3", [RunFailed(run_id="r3", reason="interrupted")], expected_seq=0,
+                       correlation_id="r3")  # fmt: skip
+        open_runs = journal.open_events("run.accepted", ended, "correlation_id")
+        assert [e.correlation_id for e in open_runs] == ["r2", "r4"]
+        every = journal.events_of_kinds(("run.accepted",))
+        assert open_runs == [e for e in every if e.correlation_id in {"r2", "r4"}]
+        for task in ("t1", "t2", "t3"):
+            enqueued = TaskEnqueued(task_id=task, task_kind="k", payload={})
+            journal.append(f"task/{task}", [enqueued], expected_seq=0)
+        journal.append("task/t1", [TaskSucceeded(task_id="t1", attempt=1)], expected_seq=1)
+        journal.append("task/t2", [TaskFailed(task_id="t2", attempt=1, error="e")], expected_seq=1)
+        ending = ("task.cancelled", "task.expired", "task.succeeded")
+        open_tasks = journal.open_events("task.enqueued", ending, "stream")
+        assert [e.stream for e in open_tasks] == ["task/t2", "task/t3"]
 
     # --- subscription -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
@@ -26,8 +27,8 @@ from events import (
     SchemaTooOld,
     verify,
 )
-from events.catalog import RunOutput
-from events.sqlite.schema import SCHEMA_VERSION
+from events.catalog import RunAccepted, RunCompleted, RunOutput
+from events.sqlite.schema import INDEXES, SCHEMA_VERSION
 
 IS_ROOT = os.geteuid() == 0
 
@@ -149,7 +150,7 @@ HOLDER = textwrap.dedent(
     import sys
     from pathlib import Path
     from events import Journal
-    from events.catalog import RunOutput
+    from events.catalog import RunAccepted, RunCompleted, RunOutput
     journal = Journal(Path(sys.argv[1]))
     journal.append("run/holder", [RunOutput(run_id="h", turn=0, text="held")], expected_seq=None)
     print("ready", flush=True)
@@ -163,7 +164,7 @@ OPENER = textwrap.dedent(
     import sys
     from pathlib import Path
     from events import Journal
-    from events.catalog import RunOutput
+    from events.catalog import RunAccepted, RunCompleted, RunOutput
     with Journal(Path(sys.argv[1])) as journal:
         result = journal.append("run/next", [RunOutput(run_id="n", turn=0, text="mine")],
                                 expected_seq=0)
@@ -284,3 +285,74 @@ def test_a_journal_from_before_the_kind_index_gets_it_when_a_writer_opens_it(
     assert _kind_index(path) == ["events_by_kind"]
     report = verify(JournalReader.open(path))
     assert report.ok and report.events == 6, report
+
+
+def test_open_runs_come_from_the_open_index_which_a_writer_adds_to_an_older_file(
+    tmp_path: Path,
+) -> None:
+    """Which runs are open is read from ``events_open`` (both sides of the join are index
+    ranges: no row of an ended run is read); a file from before the index answers the same
+    the slow way, and its next writable open adds the index."""
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal:
+        for run in ("r1", "r2"):
+            accepted = RunAccepted(run_id=run, session_id="s", text="hi")
+            journal.append(f"session/{run}", [accepted], expected_seq=0, correlation_id=run)
+        journal.append("run/r1", [RunCompleted(run_id="r1", answer="a")], expected_seq=0,
+                       correlation_id="r1")  # fmt: skip
+    ended = ("run.cancelled", "run.completed", "run.failed")
+
+    def open_runs() -> tuple[list[str | None], str]:
+        """The open runs, and SQLite's plan for the query that found them."""
+        reader = JournalReader.open(path)
+        asked: list[str] = []
+        rows = reader._rows
+
+        def spy(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+            asked.append(sql)
+            return rows(sql, args)
+
+        reader._rows = spy  # type: ignore[method-assign]
+        try:
+            found = reader.open_events("run.accepted", ended, "correlation_id")
+            plan = rows("EXPLAIN QUERY PLAN " + asked[0], ("run.accepted", *ended))
+        finally:
+            reader.close()
+        return [e.correlation_id for e in found], " ".join(str(row) for row in plan)
+
+    found, plan = open_runs()
+    assert found == ["r2"]
+    assert "COVERING INDEX events_open" in plan, plan
+    assert "events_by_kind" not in plan, plan
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP INDEX events_open")
+    conn.close()
+    found, plan = open_runs()
+    assert found == ["r2"]
+    assert "events_open" not in plan, plan
+    with Journal(path):
+        pass
+    found, plan = open_runs()
+    assert found == ["r2"]
+    assert "COVERING INDEX events_open" in plan, plan
+
+
+def test_an_index_defined_otherwise_by_an_older_reel_is_built_again(tmp_path: Path) -> None:
+    """``events_open`` over fewer kinds (what a reel before a new ending kind made) would be
+    used by no query: a writer's open replaces it with today's definition, rows unchanged."""
+    path = tmp_path / "journal.db"
+    make_journal(path, events=3)
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP INDEX events_open")
+    conn.execute("CREATE INDEX events_open ON events(kind) WHERE kind IN ('run.accepted')")
+    conn.close()
+    with Journal(path):
+        pass
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        held = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'events_open'").get
+    finally:
+        conn.close()
+    assert held == INDEXES[1].replace("IF NOT EXISTS ", "")
+    report = verify(JournalReader.open(path))
+    assert report.ok and report.events == 3, report

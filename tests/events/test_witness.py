@@ -25,6 +25,7 @@ from events import (
     WitnessError,
 )
 from events.catalog import RunOutput
+from events.note import verify_signature
 from events.witness import RETRY_S, read_notes
 from tests.events.journal_testkit import JOURNAL, KEY, delete_checkpoints, tamper
 
@@ -68,6 +69,28 @@ def test_the_witness_holds_every_checkpoint_the_journal_signs(
     assert length == witness.stat().st_size
     key = NodeKey.load(data / KEY)
     assert all(n.signed_by(key.public_key) and n.origin == key.origin for n in notes)
+
+
+def test_a_remembered_signature_check_answers_only_for_the_same_bytes(
+    places: tuple[Path, Path],
+) -> None:
+    """``verify_signature`` remembers its answers (a start checks each checkpoint in the
+    witness and in the journal): once a note verified, the same signature over another body,
+    another signature over the same body or another key still fail."""
+    data, witness = places
+    witness.parent.mkdir()
+    journal = open_journal(data, witness)
+    journal.append("run/1", [out("x")], expected_seq=0)
+    journal.close()
+    (note,), _ = read_notes(witness)
+    key = NodeKey.load(data / KEY).public_key
+    signature = note.signatures[0].signature
+    assert verify_signature(key, signature, note.body)
+    assert verify_signature(key, signature, note.body)  # remembered, still true
+    assert not verify_signature(key, signature, note.body.replace(b"\n", b"\n\n", 1))
+    assert not verify_signature(key, bytes(64), note.body)
+    other = NodeKey.load_or_create(data.parent / "other.key").public_key
+    assert not verify_signature(other, signature, note.body)
 
 
 @pytest.mark.parametrize(

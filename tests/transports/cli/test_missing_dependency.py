@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 RUN = (
-    "import sys; sys.modules['cronsim'] = None; sys.argv = ['reel', *sys.argv[1:]]; "
+    "import sys; sys.modules['cedarpy'] = None; sys.argv = ['reel', *sys.argv[1:]]; "
     "from transports.cli.main import main; main()"
 )
 
@@ -23,11 +23,11 @@ def test_a_missing_dependency_names_the_package_and_the_reinstall(tmp_path: Path
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("reel: error:"), done.stderr
-    assert "'cronsim'" in lines[0] and "pip install -e ." in lines[0]
+    assert "'cedarpy'" in lines[0] and "pip install -e ." in lines[0]
 
 
 def test_a_module_of_reel_s_own_missing_stays_an_internal_error(tmp_path: Path) -> None:
-    run = RUN.replace("sys.modules['cronsim']", "sys.modules['actors.schedules.times']")
+    run = RUN.replace("sys.modules['cedarpy']", "sys.modules['actors.schedules.times']")
     done = subprocess.run(
         [sys.executable, "-c", run, "chat", "--local", "--new", "hello", "--data", str(tmp_path)],
         capture_output=True,
