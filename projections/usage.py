@@ -423,39 +423,33 @@ class UsageProjection:
         self._written = ({}, {})
 
     def resume(self, reader: JournalReadPort, position: int, conn: apsw.Connection) -> None:
-        """Rebuild :attr:`totals` for the tables views.db holds up to ``position`` (a node's
-        start): the journal's usage records from a day before this month began, folded by
-        :meth:`apply` (nothing is written: the tables hold them already). The day before covers
-        a clock stepped back by less than a day between records. A turn naming no model, of a
-        run that started before that day and ended before the restart, is counted as
-        ``unknown`` here (its tokens alike, its cost none), where the view has the run's
-        configured model."""
+        """Load :attr:`totals` from the tables this fold wrote up to ``position`` (a node's
+        start with views.db kept): their rows from the day before this month began (a clock
+        stepped back by less than a day between records) on, as the fold counted them. Read
+        from the view, not the journal: folding a month of records again would cost a start
+        time that grows with the month. Runs still in flight find their configured model in
+        ``usage_run_models`` when their next turn is folded."""
         if position <= 0:
             return
         t = time.gmtime(self.now_ms() // 1000)
         month_start_ms = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
-        first = first_at(reader, month_start_ms - DAY_MS, position)
-        for stored in reader.events_of_kinds(USAGE_KINDS, after_position=first - 1):
-            if stored.position > position:
-                break
-            self.apply(conn, stored, stored.decode())
-        self.totals.add(self._cells, self._runs)
-        self._cells, self._runs = {}, {}
-        self._touched.clear()
-
-
-def first_at(reader: JournalReadPort, at_ms: int, last: int) -> int:
-    """The first position up to ``last`` committed at or after ``at_ms`` (``last + 1``: none),
-    by bisection over commit times (ascending but for a clock stepped back)."""
-    lo, hi = 1, last + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        (row,) = reader.read(after_position=mid - 1, limit=1)
-        if row.recorded_at_ms < at_ms:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+        since = day_of(month_start_ms - DAY_MS)
+        cells: dict[Cell, Sums] = {
+            (day, principal, session, model): [inp, out, cached, turns]
+            for day, principal, session, model, inp, out, cached, turns in conn.execute(
+                "SELECT day, principal, session_id, model, input_tokens, output_tokens,"
+                " cached_tokens, turns FROM usage WHERE day >= ?",
+                (since,),
+            )
+        }
+        runs: dict[RunCell, int] = {
+            (principal, hour, session): n
+            for principal, hour, session, n in conn.execute(
+                "SELECT principal, hour, session_id, runs FROM usage_runs WHERE hour >= ?",
+                (since,),
+            )
+        }
+        self.totals.add(cells, runs)
 
 
 class UsageRow(msgspec.Struct, frozen=True, kw_only=True):

@@ -1,9 +1,10 @@
 """The usage totals the budget checks read (docs/usage.md, "What the limits are worth"): the
 current month's sums in memory, fed by the usage view's own fold. Against a real journal and a
 real views.db: they equal the view's rows for every principal and session, day, month and hour,
-while folding, across UTC day, hour and month boundaries, and after a restart (rebuilt by the
-same fold over the journal, the view kept); a check at a turn boundary that has to settle sees
-the turn committed just before it, every time; a batch that rolled back is never counted.
+while folding, across UTC day, hour and month boundaries, and after a restart (loaded from the
+view's own tables, the view kept, without reading the journal again); a check at a turn
+boundary that has to settle sees the turn committed just before it, every time; a batch that
+rolled back is never counted.
 
 Commit times are chosen by giving the journal a clock of the test's (it reads ``time.time_ns``
 when it commits); the projection's ``now_ms`` is injected the same way."""
@@ -384,3 +385,42 @@ def test_a_batch_rolled_back_is_not_counted(views: Path) -> None:
     fold.flush(conn)
     fold.committed()
     assert fold.totals.tokens("principal", "user:a", "2026-02")[MODEL].turns == 1
+
+
+class NoJournal:
+    """A reader that fails the test if it is read: a restart loads the totals from the view."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the journal was read at resume ({name})")
+
+
+def test_a_restart_loads_the_totals_from_the_view_without_reading_the_journal() -> None:
+    """What the fold wrote (rows of this month, and of the day before it began) is what the
+    totals hold after a start; older rows are not counted; the journal is never read, so a
+    start costs the same whatever the month's length."""
+    conn = apsw.Connection(":memory:")
+    projection = UsageProjection(now_ms=lambda: MAR_FIRST + 3_600_000)
+    conn.execute(projection.ddl)
+    conn.executemany(
+        "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?)",
+        [
+            ("2026-03-01", "user:a", "s1", MODEL, 10, 5, 1, 2),
+            ("2026-02-28", "user:a", "s1", MODEL, 7, 3, 0, 1),
+            ("2026-02-27", "user:a", "s1", MODEL, 1000, 1000, 0, 9),
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO usage_runs VALUES (?,?,?,?)",
+        [("user:a", "2026-03-01T00", "s1", 2), ("user:a", "2026-02-27T12", "s1", 9)],
+    )
+    projection.resume(NoJournal(), 42, conn)
+    totals = projection.totals
+    march = totals.tokens("principal", "user:a", "2026-03")[MODEL]
+    assert (march.input_tokens, march.output_tokens, march.cached_tokens, march.turns) == (
+        10, 5, 1, 2,
+    )  # fmt: skip
+    assert totals.tokens("session_id", "s1", "2026-02-28")[MODEL].input_tokens == 7
+    assert totals.tokens("principal", "user:a", "2026-02-27") == {}
+    assert totals.runs("principal", "user:a", "2026-03-01T00") == 2
+    assert totals.runs("session_id", "s1", "2026-03-01") == 2
+    assert totals.runs("principal", "user:a", "2026-02-27") == 0
