@@ -24,6 +24,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from events.envelope import StoredEvent
 
 GENESIS = bytes(32)
 """``prev_hash`` of the first row."""
@@ -109,6 +113,24 @@ def shard_identity(
         causation_id,
     )
     return rest if shards == 1 else _I64.pack(shard) + rest
+
+
+def stored_identity(shards: int, e: StoredEvent) -> bytes:
+    """:func:`shard_identity` of a row as stored (its shard, position in it and envelope)."""
+    return shard_identity(
+        shards,
+        e.shard,
+        e.shard_pos,
+        e.event_id,
+        e.stream,
+        e.stream_seq,
+        e.kind,
+        e.version,
+        e.recorded_at_ms,
+        e.principal,
+        e.correlation_id,
+        e.causation_id,
+    )
 
 
 def row_hash(prev_hash: bytes, identity: bytes, payload: bytes) -> bytes:

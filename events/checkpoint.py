@@ -21,7 +21,7 @@ import msgspec
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from events.catalog import JournalCheckpoint, kind_of
+from events.catalog import JournalCheckpoint, JournalSuperCheckpoint, kind_of
 from events.errors import CheckpointKeyError
 from events.note import checkpoint_body, format_note, key_id, origin_for, verify_signature
 
@@ -72,8 +72,14 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     @classmethod
-    def of(cls, event: JournalCheckpoint, row_position: int, recorded_at_ms: int) -> Checkpoint:
-        """The checkpoint a stored ``journal.checkpoint`` row states."""
+    def of(
+        cls,
+        event: JournalCheckpoint | JournalSuperCheckpoint,
+        row_position: int,
+        recorded_at_ms: int,
+    ) -> Checkpoint:
+        """The checkpoint a stored ``journal.checkpoint`` row states, or a PostgreSQL
+        ``journal.super_checkpoint`` row (over every shard's head; it names no previous)."""
         return cls(
             position=event.size,
             hash=event.hash,
@@ -82,7 +88,7 @@ class Checkpoint(msgspec.Struct, frozen=True, kw_only=True):
             signature=event.signature,
             origin=event.origin,
             row_position=row_position,
-            previous=event.previous,
+            previous=event.previous if isinstance(event, JournalCheckpoint) else 0,
         )
 
 

@@ -70,26 +70,12 @@ def sign(key: NodeKey, heads: Heads) -> JournalSuperCheckpoint:
     )
 
 
-def checkpoint_of(event: JournalSuperCheckpoint, position: int, recorded_at_ms: int) -> Checkpoint:
-    """The :class:`Checkpoint` (what the witness, the APIs and ``signature_valid`` take) the
-    super-checkpoint row at global ``position`` states."""
-    return Checkpoint(
-        position=event.size,
-        hash=event.hash,
-        signed_at_ms=recorded_at_ms,
-        public_key=event.public_key,
-        signature=event.signature,
-        origin=event.origin,
-        row_position=position,
-    )
-
-
 def stored_checkpoint(row: tuple[Any, ...]) -> Checkpoint:
     """The :class:`Checkpoint` of a super-checkpoint row selected by :data:`OF_KIND_SQL`."""
     position, recorded_at_ms, version, payload = row
     event = decode(SUPER_KIND, version, bytes(payload))
     assert isinstance(event, JournalSuperCheckpoint)
-    return checkpoint_of(event, position, recorded_at_ms)
+    return Checkpoint.of(event, position, recorded_at_ms)
 
 
 def joined(row: tuple[Any, ...]) -> JournalNodeJoined:

@@ -60,7 +60,7 @@ from events.errors import (
     ShardNotOwned,
 )
 from events.ids import UlidGenerator
-from events.postgres.checkpoints import HEADS_SQL, checkpoint_of, sign
+from events.postgres.checkpoints import HEADS_SQL, sign
 from events.postgres.database import connect, failures, upgrade
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
@@ -419,7 +419,7 @@ class PostgresJournal(PostgresReader):
             log.warning("super-checkpoint not signed: %s", " ".join(str(exc).split()))
             return None
         self._signed_size = event.size
-        signed = checkpoint_of(event, result.first_position, result.recorded_at_ms)
+        signed = Checkpoint.of(event, result.first_position, result.recorded_at_ms)
         if self.witness is not None:
             self.witness.submit(signed)
         return signed

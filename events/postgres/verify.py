@@ -26,13 +26,13 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from events.catalog import JournalNodeJoined, JournalSuperCheckpoint
-from events.chain import GENESIS, payload_digest, row_hash, shard_identity
-from events.checkpoint import CHECKPOINT_STREAM, signature_valid
+from events.chain import GENESIS, payload_digest, row_hash, stored_identity
+from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, signature_valid
 from events.codec import decode
 from events.envelope import Head, StoredEvent
 from events.errors import JournalTampered, UnknownEventKind
 from events.note import CheckpointNote
-from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, checkpoint_of, decode_heads
+from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, decode_heads
 from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
 from events.postgres.schema import INTEGRITY_SHARD
@@ -184,7 +184,7 @@ class _Signed:
         if event.public_key not in trusted:
             whose = "the pinned roster" if self.pinned is not None else "the recorded roster"
             raise bad(f"is signed by a key not in {whose}", "bad_checkpoint_signature")
-        checkpoint = checkpoint_of(event, row.position, row.recorded_at_ms)
+        checkpoint = Checkpoint.of(event, row.position, row.recorded_at_ms)
         if not signature_valid(checkpoint, event.public_key):
             raise bad("has a signature that does not verify", "bad_checkpoint_signature")
         if hashlib.sha256(event.heads).digest() != event.hash:
@@ -319,20 +319,7 @@ def _walk(
                         message=f"{where} does not link to the row before it in its shard",
                     )
                 )
-            identity = shard_identity(
-                shards,
-                shard,
-                e.shard_pos,
-                e.event_id,
-                e.stream,
-                e.stream_seq,
-                e.kind,
-                e.version,
-                e.recorded_at_ms,
-                e.principal,
-                e.correlation_id,
-                e.causation_id,
-            )
+            identity = stored_identity(shards, e)
             if row_hash(prev, identity, e.payload) != e.hash:
                 altered = payload_digest(e.payload) != bytes(row[-1])
                 raise _Found(

@@ -44,7 +44,7 @@ from events.catalog import (
     TaskSucceeded,
     ToolProposed,
 )
-from events.chain import row_hash, shard_identity
+from events.chain import row_hash, stored_identity
 from events.checkpoint import signature_valid
 from tests.events.journal_testkit import all_events
 
@@ -93,20 +93,7 @@ def assert_dense_chain(reader: JournalReadPort, shards: int = 1) -> list[StoredE
         pos, prev = tips.get(e.shard, (0, GENESIS))
         assert e.shard_pos == pos + 1, f"shard {e.shard} is not dense at {e.position}"
         assert e.prev_hash == prev, f"position {e.position} does not link to the row before it"
-        identity = shard_identity(
-            shards,
-            e.shard,
-            e.shard_pos,
-            e.event_id,
-            e.stream,
-            e.stream_seq,
-            e.kind,
-            e.version,
-            e.recorded_at_ms,
-            e.principal,
-            e.correlation_id,
-            e.causation_id,
-        )
+        identity = stored_identity(shards, e)
         assert e.hash == row_hash(prev, identity, e.payload), f"bad hash at {e.position}"
         tips[e.shard] = (e.shard_pos, e.hash)
     for stream, got in seqs.items():

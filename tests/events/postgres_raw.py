@@ -38,7 +38,7 @@ def rewrite_shard(dsn: str, shard: int, payload: bytes, at: int = 1) -> None:
     straight in the database: the payload of its row ``at`` replaced, every hash from there
     recomputed (the format is public), ``shard_head`` moved to the new head. Every link and
     hash of the shard then checks out."""
-    from events.chain import GENESIS, payload_digest, row_hash, shard_identity
+    from events.chain import GENESIS, payload_digest, row_hash, stored_identity
     from events.postgres.reader import COLUMNS, to_event
 
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -51,20 +51,7 @@ def rewrite_shard(dsn: str, shard: int, payload: bytes, at: int = 1) -> None:
         for row in rows:
             e = to_event(row)
             stored = payload if e.shard_pos == at else e.payload
-            identity = shard_identity(
-                shards,
-                shard,
-                e.shard_pos,
-                e.event_id,
-                e.stream,
-                e.stream_seq,
-                e.kind,
-                e.version,
-                e.recorded_at_ms,
-                e.principal,
-                e.correlation_id,
-                e.causation_id,
-            )
+            identity = stored_identity(shards, e)
             digest = row_hash(prev, identity, stored)
             conn.execute(
                 "UPDATE events SET payload = %s, payload_sha256 = %s, prev_hash = %s, hash = %s "

@@ -26,10 +26,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from tests.tools.mcp.test_mcp_tools import call, probe_server, venv
-from tools import ToolCatalog, ToolsConfig
-from tools.build import build_catalog
-from tools.mcp.config import McpConfig, McpServerConfig, McpToolConfig
+from tests.tools.mcp.test_mcp_tools import call, catalog_for, probe_server, venv
+from tools import ToolCatalog
+from tools.mcp.config import McpServerConfig, McpToolConfig
 from tools.sandbox import GUEST_WORKSPACE
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
@@ -47,22 +46,6 @@ def reference(module: str, *args: str, **config: Any) -> McpServerConfig:
         start_timeout_s=60.0,
         **config,
     )
-
-
-def catalog_for(
-    data: Path,
-    allowlist: tuple[str, ...] = (),
-    allow_private: tuple[str, ...] = (),
-    **servers: McpServerConfig,
-) -> ToolCatalog:
-    (data / "workspace").mkdir(parents=True, exist_ok=True)
-    config = ToolsConfig(
-        workspace_dir=str(data / "workspace"),
-        shell_hidden_paths=(str(data),),
-        http_allowlist=allowlist,
-        http_allow_private=allow_private,
-    )
-    return build_catalog(config, mcp=McpConfig(servers=servers), mcp_state_dir=data / "mcp")
 
 
 def text_of(result: Any) -> str:

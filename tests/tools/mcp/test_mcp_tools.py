@@ -60,9 +60,22 @@ def probe_server(*args: str, **tools: McpToolConfig) -> McpServerConfig:
     )
 
 
-def catalog_for(data: Path, **servers: McpServerConfig) -> ToolCatalog:
+def catalog_for(
+    data: Path,
+    allowlist: tuple[str, ...] = (),
+    allow_private: tuple[str, ...] = (),
+    /,
+    **servers: McpServerConfig,
+) -> ToolCatalog:
+    """A catalog of ``servers`` on the data dir ``data`` (hidden from the sandbox), with the
+    http allowlists ``allowlist`` and ``allow_private``."""
     (data / "workspace").mkdir(parents=True, exist_ok=True)
-    config = ToolsConfig(workspace_dir=str(data / "workspace"), shell_hidden_paths=(str(data),))
+    config = ToolsConfig(
+        workspace_dir=str(data / "workspace"),
+        shell_hidden_paths=(str(data),),
+        http_allowlist=allowlist,
+        http_allow_private=allow_private,
+    )
     return build_catalog(config, mcp=McpConfig(servers=servers), mcp_state_dir=data / "mcp")
 
 
