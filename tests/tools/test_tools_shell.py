@@ -124,7 +124,10 @@ def test_non_zero_exit_is_a_failure_with_output(workspace: Path) -> None:
 
 @pytest.mark.timeout(20)
 def test_cpu_limit_kills_a_busy_loop(workspace: Path) -> None:
-    result = _run(workspace, {"argv": ["python3", "-c", "while True: pass"]}, shell_cpu_s=1)
+    # The write bound counts every writer of the file system (tools/write_bound.py): another
+    # test writing 64 MiB to it during this call would stop it first. This one is about CPU.
+    loop: dict[str, object] = {"argv": ["python3", "-c", "while True: pass"]}
+    result = _run(workspace, loop, shell_cpu_s=1, shell_write_bytes=1 << 40)
     assert (result.error_kind, result.error) == ("limit", "CPU time limit of 1 s exceeded")
     assert _body(result)["signal"] in ("SIGXCPU", "SIGKILL")
 
