@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from transports.grpc import GrpcServer, start_grpc
 from transports.http import start_http
 from transports.node.node_file import NodeAddresses, remove_addresses, write_addresses
 from transports.node.runlog import RunStateLogger
+from transports.node.stopper import Stopper
 from transports.node.terminal import take_terminal
 from transports.runtime import Runtime, open_runtime
 
@@ -47,39 +47,6 @@ log = logging.getLogger("reel.node")
 
 DRAIN_PROGRESS_S = 1.0
 """How often a drain logs how many runs are still in flight."""
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-"""Signals that drain the node (SIGHUP: a hung-up terminal; SIGHUP's default would kill the
-process on the spot, leaving node.json behind and signing no final checkpoint)."""
-
-
-class Stopper:
-    """SIGTERM, SIGINT and SIGHUP: the first asks for a drain (``requested``), the second ends
-    the process at once. Installed before anything opens, so a signal during start-up drains as soon
-    as the node is up."""
-
-    def __init__(self, give_back_terminal: Callable[[], None]) -> None:
-        self.requested = threading.Event()
-        """Set by the first signal, or by whoever else stops the node (a tampered journal)."""
-        self.signal_name: str | None = None
-        """The first signal's name (``SIGINT``), once one arrived."""
-        self._give_back_terminal = give_back_terminal
-
-    def install(self) -> None:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_signal)
-
-    def _on_signal(self, signum: int, _frame: object) -> None:
-        name = signal.Signals(signum).name
-        if self.signal_name is None:
-            self.signal_name = name
-            self.requested.set()
-            return
-        log.warning("stopping at once", extra=fields(signal=name, exit_code=128 + signum))
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        self._give_back_terminal()
-        os._exit(128 + signum)
 
 
 def serve(
@@ -115,6 +82,7 @@ def serve(
             ready,
         )
     finally:
+        stopper.close()
         give_back_terminal()
 
 
@@ -129,7 +97,7 @@ def _serve(
 
     def on_tampered(error: JournalTampered) -> None:
         tampered.append(error)
-        stopper.requested.set()
+        stopper.request()
 
     runtime = open_runtime(data_dir, config=cfg, on_tampered=on_tampered)
     remove_addresses(data_dir)  # a killed node's: this one holds the data dir now
@@ -228,9 +196,7 @@ def _serve(
     runtime.journal.start_verifying()
     if ready is not None:
         ready()
-    # A timed wait: Python runs a signal handler only when the main thread wakes, and a bare
-    # ``wait()`` can sleep through a SIGTERM the kernel delivered to another thread.
-    while not stopper.requested.wait(0.5):
+    while not stopper.wait(0.5):
         pass
     if tampered:
         log.error("journal tampered: not serving it", extra=fields(error=str(tampered[0])))
