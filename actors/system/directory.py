@@ -1,6 +1,6 @@
 """SessionDirectory: routes commands to session actors, creates, wakes and passivates them.
 
-It is the only actor that knows every session (an index of ids, keys and labels loaded from the
+It is the only actor that knows every session (an index of ids and keys loaded from the
 journal at start), so it enforces ``session_key`` uniqueness. A session with nothing live costs
 no thread: it is stopped as soon as it reports itself idle (or, with ``idle_passivate_s`` > 0,
 after that long without a command), and the directory keeps its folded state (the most recent
