@@ -1,6 +1,6 @@
 """SessionDirectory: routes commands to session actors, creates, wakes and passivates them.
 
-It is the only actor that knows every session (an index of ids, keys and labels loaded from the
+It is the only actor that knows every session (an index of ids and keys loaded from the
 journal at start), so it enforces ``session_key`` uniqueness. A session with nothing live costs
 no thread: it is stopped as soon as it reports itself idle (or, with ``idle_passivate_s`` > 0,
 after that long without a command), and the directory keeps its folded state (the most recent
@@ -80,11 +80,6 @@ SESSION_COMMANDS = (
 """Commands naming an existing session, delivered to it as they are."""
 
 
-class _Entry(msgspec.Struct):
-    session_key: str | None
-    label: str | None
-
-
 class SessionDirectory(pykka.ThreadingActor):
     """The front door of the actor system."""
 
@@ -93,7 +88,9 @@ class SessionDirectory(pykka.ThreadingActor):
     def __init__(self, services: Services) -> None:
         super().__init__()
         self.s = services
-        self.index: dict[str, _Entry] = {}
+        self.index: set[str] = set()
+        """Every session's id: all an idle session costs the directory, with its key in
+        :attr:`keys` when it has one (the session folds everything else when it wakes)."""
         self.keys: dict[str, str] = {}
         self.live: dict[str, pykka.ActorRef[Any]] = {}
         self.stopping: dict[str, list[Any]] = {}
@@ -109,7 +106,7 @@ class SessionDirectory(pykka.ThreadingActor):
         for stored in self.s.journal.first_events("session/"):
             event = stored.decode()
             if isinstance(event, SessionCreated):
-                self._remember(event.session_id, event.session_key, event.label)
+                self._remember(event.session_id, event.session_key)
         self._schedule_tick()
 
     def on_stop(self) -> None:
@@ -180,8 +177,8 @@ class SessionDirectory(pykka.ThreadingActor):
 
     # --- sessions --------------------------------------------------------------------------
 
-    def _remember(self, session_id: str, key: str | None, label: str | None) -> None:
-        self.index[session_id] = _Entry(key, label)
+    def _remember(self, session_id: str, key: str | None) -> None:
+        self.index.add(session_id)
         if key is not None:
             self.keys[key] = session_id
 
@@ -191,7 +188,7 @@ class SessionDirectory(pykka.ThreadingActor):
             reject(message.reply, SessionKeyTaken(f"session_key {key!r} is already in use"))
             return
         session_id = new_id()
-        self._remember(session_id, key, message.label)
+        self._remember(session_id, key)
         self.last_active[session_id] = time.monotonic()
         self.live[session_id] = SessionActor.start(self.s, session_id, message)
         if message.then is not None:

@@ -68,6 +68,12 @@ MAX_PAYLOAD_BYTES = 1 << 20
 with `AppendRejected`. Writers that must fit their data under it (a tool's result) derive
 their own budget from this name, never from a second constant."""
 
+STREAM_SEQS = 4_096
+"""How many streams' next ``stream_seq`` the writer remembers (forgotten all at once when full;
+a forgotten stream costs one indexed ``max(stream_seq)`` at its next append). Bounded because
+a node's streams are not: every session and every run has its own, and an idle session should
+cost the writer nothing."""
+
 Listener = Callable[[int], None]
 
 
@@ -578,6 +584,8 @@ class Journal(JournalReader):
                 "SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,)
             ).get
             seq = 0 if value is None else int(value) + 1
+            if len(self._stream_next) >= STREAM_SEQS:
+                self._stream_next.clear()  # committed values only: the batch's are its own
             self._stream_next[stream] = seq
         return seq
 

@@ -138,3 +138,30 @@ def test_a_lone_append_commits_in_its_own_thread_and_many_still_commit_in_order(
         assert [r.decode().text for r in rows] == [str(s) for s in range(25)]  # type: ignore[attr-defined]
     positions = [r.position for r in journal.read(0, limit=10_000)]
     assert positions == list(range(1, len(positions) + 1))
+
+
+def test_the_writer_remembers_a_bounded_number_of_streams_and_reads_a_forgotten_one_again(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every session and run has a stream of its own, so the writer's memory of each stream's
+    next seq is bounded (an idle session must not cost the writer anything); a stream it forgot
+    is read again from the file: its next seq is still the right one, and a stale
+    ``expected_seq`` is still refused, also in a batch that forgets it."""
+    monkeypatch.setattr(events.sqlite.journal, "STREAM_SEQS", 4)
+    for i in range(3):
+        journal.append("run/first", [out(str(i))], expected_seq=i)
+    for n in range(20):
+        journal.append(f"run/other-{n}", [out()], expected_seq=0)
+        assert len(journal._stream_next) <= 4
+    with pytest.raises(ConcurrencyConflict):
+        journal.append("run/first", [out("stale")], expected_seq=2)
+    assert journal.append("run/first", [out("next")], expected_seq=3).first_seq == 3
+    batch = [
+        journal.submit(stream, [out()], expected_seq=seq)
+        for stream, seq in [(f"run/new-{n}", 0) for n in range(6)] + [("run/first", 4)]
+    ]
+    stale = journal.submit("run/first", [out()], expected_seq=4)
+    assert [f.result().first_seq for f in batch] == [0] * 6 + [4]
+    with pytest.raises(ConcurrencyConflict):
+        stale.result()
+    assert [e.stream_seq for e in journal.read_stream("run/first")] == [0, 1, 2, 3, 4]

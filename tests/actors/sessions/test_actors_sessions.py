@@ -25,6 +25,7 @@ from actors.messages import (
 )
 from actors.sessions.actor import SessionActor
 from actors.sessions.state import SessionState
+from actors.system import directory
 from events import new_id
 from events.catalog import RunCompleted
 from tests.actors.conftest import MakeNode
@@ -193,6 +194,33 @@ def test_an_idle_session_is_passivated_and_wakes_with_the_same_state(
     state = kit.ask(GetSessionState(session_id=first.session_id))
     assert state.runs == (first.run_id, second.run_id, third.run_id)
     assert state.history == (second.run_id, third.run_id)
+
+
+def test_a_session_woken_without_a_kept_state_folds_the_same_one(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The directory keeps an idle session's id (and key) only, and folded states for the most
+    recent few: a session beyond them folds its stream when it wakes, to the state it had,
+    label, key, branch and history included."""
+    monkeypatch.setattr(directory, "STATE_CACHE", 0)
+    kit = make_node(
+        config=ActorsConfig(
+            budgets=RunBudgets(max_turns=4), idle_passivate_s=0.1, passivate_check_s=0.05
+        )
+    )
+    first, _ = kit.run("remember me", session_key="folded", label="L", create=True)
+    kit.ask(ResetSession(session_id=first.session_id))
+    kit.run("and me", session_id=first.session_id)
+    branch = kit.ask(BranchSession(session_id=first.session_id, session_key="twig", label="T"))
+    ids = (first.session_id, branch.session_id)
+    before = [kit.ask(GetSessionState(session_id=i)) for i in ids]
+    wait_for(lambda: live_session_actors() == 0, "the sessions to passivate")
+    sessions = kit.node.services.directory
+    assert sessions is not None and not sessions.proxy().states.get()  # nothing kept: both fold
+    assert [kit.ask(GetSessionState(session_id=i)) for i in ids] == before
+    assert before[1].parent_session_id == first.session_id and before[1].history
+    found = kit.ask(ResolveSession(session_key="twig"))
+    assert (found.session_id, found.label) == (branch.session_id, "T")
 
 
 def test_a_session_with_a_live_run_is_not_passivated(make_node: MakeNode) -> None:
