@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from actors.messages import StartRun
+from actors.messages import CancelRun, StartRun
 from tests.browser.console_node import ARTIFACTS, Console
 from tests.browser.test_console_principals import log_in, log_out, make_token
 from transports.access.auth import load_or_create_token
@@ -44,8 +44,10 @@ def test_open_incidents_banner(watched: Console, console_page: Page) -> None:
     banner = page.get_by_test_id("incidents")
     expect(banner).to_be_hidden()  # nothing is wrong yet
 
+    # Stuck until cancelled (30 s: the cap): a 12 s sleep ended by itself, and the incident
+    # with it, before a loaded machine had logged in as the three principals below.
     ticket = watched.runtime.node.ask(
-        StartRun(text='/tool sleep {"seconds": 12}', create=True), timeout=10
+        StartRun(text='/tool sleep {"seconds": 30}', create=True), timeout=10
     )
     expect(banner).to_be_visible(timeout=10_000)
     item = banner.get_by_test_id("incident")
@@ -72,4 +74,5 @@ def test_open_incidents_banner(watched: Console, console_page: Page) -> None:
 
     log_in(page, watched, watched.token)
     expect(banner).to_be_visible(timeout=10_000)
-    expect(banner).to_be_hidden(timeout=25_000)  # the sleep ends, the run answers, cleared
+    watched.runtime.node.ask(CancelRun(run_id=ticket.run_id), timeout=10)
+    expect(banner).to_be_hidden(timeout=25_000)  # the run ended: the incident is resolved
