@@ -42,11 +42,6 @@ class Stopper:
         os.set_blocking(self._wake_read, False)
         os.set_blocking(self._wake_write, False)
 
-    @property
-    def requested(self) -> bool:
-        """True once a signal or :meth:`request` asked the node to stop."""
-        return self._requested
-
     def install(self) -> None:
         for signum in STOP_SIGNALS:
             signal.signal(signum, self._on_signal)
@@ -58,7 +53,8 @@ class Stopper:
             os.write(self._wake_write, b"\0")
 
     def wait(self, timeout: float) -> bool:
-        """Sleep until a stop is requested or ``timeout`` passed; returns :attr:`requested`.
+        """Sleep until a stop is requested or ``timeout`` passed; returns whether a stop was
+        requested.
 
         Bounded, because Python runs a signal handler only in the main thread, and a signal the
         kernel delivered to another thread does not wake this one's ``select``: the handler
