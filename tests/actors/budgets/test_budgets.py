@@ -163,7 +163,7 @@ def test_cost_and_measures() -> None:
     no_cache = Price(input_per_mtok=3.0, output_per_mtok=15.0)
     assert cost_of("m", tokens, {"m": no_cache}) == pytest.approx(3.0 + 1.5)
     assert cost_of("other", tokens, {"m": price}) is None
-    by_model = {"m": tokens, "other": TokenCounts(input_tokens=5, output_tokens=5)}
+    by_model = {"m": (1_000_000, 100_000, 400_000, 1), "other": (5, 5, 0, 1)}
     assert measured("tokens", by_model, 0, {"m": price}) == 1_100_010
     assert measured("cost", by_model, 0, {"m": price}) == pytest.approx(3.42)
     assert measured("runs", by_model, 7, {"m": price}) == 7
