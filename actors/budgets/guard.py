@@ -105,7 +105,9 @@ class BudgetGuard:
             self._periods = (second, keys)
         return keys
 
-    def _used(self, budget: Budget, column: Column, value: str, keys: Mapping[str, str]) -> float:
+    def _used(
+        self, budget: Budget, column: Column, value: str, keys: Mapping[BudgetPeriod, str]
+    ) -> float:
         period = keys[budget.period]
         if budget.measure == "runs":
             return float(self.totals.runs(column, value, period))

@@ -249,7 +249,10 @@ def test_a_projector_moves_only_its_own_views_checkpoints(journal: Journal, view
     usage_only.close()
     conn = apsw.Connection(str(views))
     try:
-        rows = dict(conn.execute("SELECT name, position FROM projection_checkpoints").fetchall())
+        rows = {
+            str(name): int(position)
+            for name, position in conn.execute("SELECT name, position FROM projection_checkpoints")
+        }
     finally:
         conn.close()
     assert rows == {"runs": first, "usage": journal.head().position}

@@ -440,10 +440,14 @@ def model_writes(projector: Projector) -> list[str]:
     return seen
 
 
+def run_models_of(conn: apsw.Connection) -> dict[str, str]:
+    return {str(r): str(m) for r, m in conn.execute("SELECT * FROM usage_run_models")}
+
+
 def run_models(views: Path) -> dict[str, str]:
     conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        return {str(r): str(m) for r, m in conn.execute("SELECT * FROM usage_run_models")}
+        return run_models_of(conn)
     finally:
         conn.close()
 
@@ -527,11 +531,11 @@ def test_a_batch_rolled_back_puts_the_runs_models_back() -> None:
         fold_batch()
         raise RuntimeError("the commit failed")
     fold.reset()
-    assert dict(conn.execute("SELECT * FROM usage_run_models").fetchall()) == {"r1": MODEL}
+    assert run_models_of(conn) == {"r1": MODEL}
     with conn:
         fold_batch()
     fold.committed()
-    assert dict(conn.execute("SELECT * FROM usage_run_models").fetchall()) == {"r2": "m-2"}
+    assert run_models_of(conn) == {"r2": "m-2"}
     restarted = UsageProjection()
     restarted.resume(NoJournal(), 3, conn)
     turn = RunTurnCompleted(
