@@ -39,9 +39,9 @@ class BudgetGuard:
     between threads (what it keeps is fixed at construction, but for the last second's period
     keys, replaced whole).
 
-    The budgets are indexed once by whom they count, so a check finds those of one principal
-    and session in two lookups (no budget: nothing read), measures each with one read of the
-    totals, and formats the UTC periods once a second."""
+    The budgets are indexed once by whom they count and what they stop (:class:`_Index`): a
+    check finds those of one principal and session in two lookups (none: nothing read),
+    measures each with one read of the totals, and formats the UTC periods once a second."""
 
     def __init__(
         self,
@@ -57,17 +57,13 @@ class BudgetGuard:
         self.roles_of = roles_of
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
-        self._fixed: dict[tuple[Column, str], list[Applying]] = {}
-        """The principal and session budgets, by the usage column and value they count."""
-        self._roles: list[tuple[int, str, Budget]] = []
-        """The role budgets: each counts every principal holding the role."""
-        for index, (name, budget) in enumerate(self.budgets.items()):
-            if budget.scope == "role":
-                self._roles.append((index, name, budget))
-                continue
-            where = counted(budget, budget.subject, (), budget.subject)
-            assert where is not None  # a budget counts its own subject
-            self._fixed.setdefault(where, []).append((index, name, budget, *where))
+        numbered = list(enumerate(self.budgets.items()))
+        self._refusing = _Index([(i, n, b) for i, (n, b) in numbered if b.hard is not None])
+        """The hard limits: what a run may not start past."""
+        self._ending = _Index(
+            [(i, n, b) for i, (n, b) in numbered if b.hard is not None and b.measure != "runs"]
+        )
+        """The hard tokens and cost limits: what ends a run at a turn boundary."""
         self._periods: tuple[int, dict[BudgetPeriod, str]] = (-1, {})
         """The last second checked and its period keys."""
         self._dearest = max(
@@ -78,23 +74,6 @@ class BudgetGuard:
             default=0.0,
         )
         """The highest price per million tokens: what a token of unknown kind costs at most."""
-
-    def _applying(self, principal: str, session_id: str) -> list[Applying]:
-        """Each budget that counts a run of ``principal`` in ``session_id``, in ``[budgets]``'s
-        order (the first reached is the one named)."""
-        found = [
-            *self._fixed.get(("principal", principal), ()),
-            *self._fixed.get(("session_id", session_id), ()),
-        ]
-        if self._roles:
-            roles = self.roles_of(principal)
-            for index, name, budget in self._roles:
-                if counted(budget, principal, roles, session_id) is not None:
-                    found.append((index, name, budget, "principal", principal))
-            found.sort(key=_first)
-        elif len(found) > 1:
-            found.sort(key=_first)
-        return found
 
     def _keys(self, now_ms: int) -> dict[BudgetPeriod, str]:
         """The UTC hour, day and month ``now_ms`` is in (formatted once a second)."""
@@ -116,13 +95,11 @@ class BudgetGuard:
     def refusal(self, principal: str, session_id: str, now_ms: int) -> Breach | None:
         """The hard limit a new run of ``principal`` in ``session_id`` may not start past:
         tokens or cost already at the limit, or as many runs as the limit allows this hour."""
-        applying = self._applying(principal, session_id)
+        applying = self._refusing.applying(principal, session_id, self.roles_of)
         if not applying:
             return None
         keys = self._keys(now_ms)
         for _, name, budget, column, value in applying:
-            if budget.hard is None:
-                continue
             used = self._used(budget, column, value, keys)
             found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
@@ -142,11 +119,7 @@ class BudgetGuard:
         boundary). ``run_tokens``: what the run itself used so far, by its own fold. With
         ``settle``, when the folded use plus ``run_tokens`` (at the dearest price, for cost)
         reaches a limit, the view is let catch up with the journal and measured again."""
-        applying = [
-            a
-            for a in self._applying(principal, session_id)
-            if a[2].hard is not None and a[2].measure != "runs"
-        ]
+        applying = self._ending.applying(principal, session_id, self.roles_of)
         if not applying:
             return None
         keys = self._keys(now_ms)
@@ -205,6 +178,40 @@ class BudgetGuard:
             cost_micros=round(cost * 1_000_000),
             runs=self.totals.runs("principal", principal, day),
         )
+
+
+class _Index:
+    """Budgets by whom they count, so a check finds those of one principal and session in two
+    lookups (and the roles of the principal, when a role has a budget)."""
+
+    def __init__(self, numbered: list[tuple[int, str, Budget]]) -> None:
+        self.fixed: dict[tuple[Column, str], list[Applying]] = {}
+        """The principal and session budgets, by the usage column and value they count."""
+        self.roles: list[tuple[int, str, Budget]] = []
+        """The role budgets: each counts every principal holding the role."""
+        for index, name, budget in numbered:
+            if budget.scope == "role":
+                self.roles.append((index, name, budget))
+                continue
+            where = counted(budget, budget.subject, (), budget.subject)
+            assert where is not None  # a budget counts its own subject
+            self.fixed.setdefault(where, []).append((index, name, budget, *where))
+
+    def applying(self, principal: str, session_id: str, roles_of: Roles) -> list[Applying]:
+        """Each budget that counts a run of ``principal`` in ``session_id``, in ``[budgets]``'s
+        order (the first reached is the one named); not to be changed by the caller."""
+        mine = self.fixed.get(("principal", principal), [])
+        theirs = self.fixed.get(("session_id", session_id), [])
+        if not self.roles:
+            if not (mine and theirs):
+                return mine or theirs  # one list, already in order
+            return sorted([*mine, *theirs], key=_first)
+        roles = roles_of(principal)
+        found = [*mine, *theirs]
+        for index, name, budget in self.roles:
+            if counted(budget, principal, roles, session_id) is not None:
+                found.append((index, name, budget, "principal", principal))
+        return sorted(found, key=_first)
 
 
 def _first(applying: Applying) -> int:
