@@ -67,6 +67,8 @@ RunCell = tuple[str, str, str]
 """A row of the ``usage_runs`` table: (principal, hour, session)."""
 Sums = list[int]
 """Input, output and cached tokens and turns, added to in place (the fold's running sums)."""
+Counted = tuple[int, int, int, int]
+"""Input, output and cached tokens and turns, as :meth:`UsageTotals.sums` reads them."""
 
 DAY_MS = 86_400_000
 
@@ -85,6 +87,22 @@ class Price(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
             value = getattr(self, field)
             if value is not None and not value >= 0:  # catches NaN too
                 raise ValueError(f"{field}: must be a number >= 0, not {value}")
+
+    def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int) -> float:
+        """What the tokens cost: ``cached_tokens`` (part of ``input_tokens``) at the cached
+        price, the rest of the input at the input price, the output at the output price."""
+        cached = (
+            self.input_per_mtok
+            if self.cached_input_per_mtok is None
+            else self.cached_input_per_mtok
+        )
+        uncached = max(input_tokens - cached_tokens, 0)
+        cost = (
+            uncached * self.input_per_mtok
+            + cached_tokens * cached
+            + output_tokens * self.output_per_mtok
+        )
+        return cost / 1_000_000
 
 
 class TokenCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -114,16 +132,7 @@ def cost_of(model: str, tokens: TokenCounts, prices: Mapping[str, Price]) -> flo
     price = prices.get(model)
     if price is None:
         return None
-    cached = (
-        price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
-    )
-    uncached = max(tokens.input_tokens - tokens.cached_tokens, 0)
-    cost = (
-        uncached * price.input_per_mtok
-        + tokens.cached_tokens * cached
-        + tokens.output_tokens * price.output_per_mtok
-    )
-    return cost / 1_000_000
+    return price.cost(tokens.input_tokens, tokens.output_tokens, tokens.cached_tokens)
 
 
 def total_cost(by_model: Mapping[str, TokenCounts], prices: Mapping[str, Price]) -> float:
@@ -242,9 +251,15 @@ class UsageTotals:
     def tokens(self, column: Column, value: str, period: str) -> dict[str, TokenCounts]:
         """The tokens per model of one principal or session in a UTC day (``2026-11-27``) or
         month (``2026-11``)."""
+        return {model: _counts(sums) for model, sums in self.sums(column, value, period).items()}
+
+    def sums(self, column: Column, value: str, period: str) -> dict[str, Counted]:
+        """:meth:`tokens` as plain tuples, for the checks' hot path (no Struct built)."""
         with self._lock:
-            models = self._tokens.get((column, value, period), {})
-            return {model: _counts(sums) for model, sums in models.items()}
+            models = self._tokens.get((column, value, period))
+            if not models:
+                return {}
+            return {model: (s[0], s[1], s[2], s[3]) for model, s in models.items()}
 
     def runs(self, column: Column, value: str, period: str) -> int:
         """The runs accepted for one principal or session in a UTC hour (``2026-11-27T16``) or
@@ -259,7 +274,7 @@ class UsageTotals:
         return sorted({k[1] for k in keys if k[0] == "principal" and k[2] == period})
 
 
-def _counts(sums: Sums) -> TokenCounts:
+def _counts(sums: Counted) -> TokenCounts:
     return TokenCounts(
         input_tokens=sums[0], output_tokens=sums[1], cached_tokens=sums[2], turns=sums[3]
     )
@@ -328,18 +343,22 @@ class UsageProjection:
         self.now_ms = now_ms
         self.totals = UsageTotals()
         """The current month's sums, for the budget checks (fed by this fold only)."""
-        self._models: dict[str, str | None] = {}
-        """Each run in flight's configured model (None: it recorded none)."""
+        self._models: dict[str, str] = {}
+        """The configured model of each run in flight that recorded one: what
+        ``usage_run_models`` holds once the batch commits (loaded from it at :meth:`resume`), so
+        a run not here has none and a turn never queries the table."""
+        self._before: dict[str, str | None] = {}
+        """Each run whose configured model this batch changed, with its model before the batch
+        (kept until the batch committed): :meth:`flush` writes only the rows that changed,
+        :meth:`reset` puts them back."""
         self._cells: dict[Cell, Sums] = {}
         self._runs: dict[RunCell, int] = {}
-        self._touched: set[str] = set()
-        """Runs started or ended in this batch: their ``usage_run_models`` row is written."""
         self._written: tuple[dict[Cell, Sums], dict[RunCell, int]] = ({}, {})
         """The batch flushed, added to :attr:`totals` once it committed."""
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         if isinstance(event, RunTurnCompleted):
-            model = event.model or self._configured(conn, event.run_id) or UNKNOWN_MODEL
+            model = event.model or self._models.get(event.run_id) or UNKNOWN_MODEL
             cell = (
                 day_of(stored.recorded_at_ms),
                 stored.principal,
@@ -363,26 +382,26 @@ class UsageProjection:
             key = (stored.principal, hour_of(stored.recorded_at_ms), event.session_id)
             self._runs[key] = self._runs.get(key, 0) + 1
         elif isinstance(event, RunStarted):
-            self._models[event.run_id] = event.model or None
-            self._touched.add(event.run_id)
+            self._configure(event.run_id, event.model or None)
         elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
-            self._models.pop(event.run_id, None)
-            self._touched.add(event.run_id)
+            self._configure(event.run_id, None)
 
-    def _configured(self, conn: apsw.Connection, run_id: str) -> str | None:
-        """The model ``run_id`` recorded at start: from memory, or (a run started before this
-        process's fold began) from ``usage_run_models``."""
-        if run_id not in self._models:
-            row = conn.execute(
-                "SELECT model FROM usage_run_models WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            self._models[run_id] = None if row is None else str(row[0])
-        return self._models[run_id]
+    def _configure(self, run_id: str, model: str | None) -> None:
+        """``run_id``'s configured model is now ``model`` (None: it has none, or it ended)."""
+        was = self._models.get(run_id)
+        if model == was:
+            return  # a run without a model starts or ends: nothing to keep, nothing to write
+        self._before.setdefault(run_id, was)
+        if model is None:
+            del self._models[run_id]
+        else:
+            self._models[run_id] = model
 
     def flush(self, conn: apsw.Connection) -> None:
-        """Write the batch's sums, one upsert per cell, inside the projector's transaction."""
+        """Write the batch's sums, one upsert per cell, and the configured models that changed,
+        inside the projector's transaction."""
         cells, runs = self._cells, self._runs
-        if not (cells or runs or self._touched):
+        if not (cells or runs or self._before):
             return
         by_model: dict[str, Sums] = {}
         for cell, sums in cells.items():
@@ -396,17 +415,18 @@ class UsageProjection:
             conn.execute(_ADD_TOTALS, (name, *sums))
         for key, n in runs.items():
             conn.execute(_ADD_RUNS, (*key, n))
-        for run_id in self._touched:
+        for run_id, was in self._before.items():
             model = self._models.get(run_id)
-            if model:
+            if model == was:
+                continue  # started and ended in this batch: no row before, none after
+            if model is None:
+                conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (run_id,))
+            else:
                 conn.execute(
                     "INSERT OR REPLACE INTO usage_run_models VALUES (?,?)", (run_id, model)
                 )
-            else:
-                conn.execute("DELETE FROM usage_run_models WHERE run_id = ?", (run_id,))
         self._written = (cells, runs)
         self._cells, self._runs = {}, {}
-        self._touched.clear()
 
     def committed(self) -> None:
         """The batch's transaction committed: count it in :attr:`totals`."""
@@ -414,12 +434,19 @@ class UsageProjection:
         if cells or runs:
             self.totals.add(cells, runs)
             self._written = ({}, {})
+        if self._before:
+            self._before = {}
 
     def reset(self) -> None:
-        """The batch rolled back: forget its sums (the runs' models are set again when the
-        batch is folded again)."""
+        """The batch rolled back: forget its sums, and put back the runs' models as the table
+        still holds them (the batch is folded again from there)."""
+        for run_id, was in self._before.items():
+            if was is None:
+                self._models.pop(run_id, None)
+            else:
+                self._models[run_id] = was
         self._cells, self._runs = {}, {}
-        self._touched.clear()
+        self._before = {}
         self._written = ({}, {})
 
     def resume(self, reader: JournalReadPort, position: int, conn: apsw.Connection) -> None:
@@ -427,8 +454,12 @@ class UsageProjection:
         start with views.db kept): their rows from the day before this month began (a clock
         stepped back by less than a day between records) on, as the fold counted them. Read
         from the view, not the journal: folding a month of records again would cost a start
-        time that grows with the month. Runs still in flight find their configured model in
-        ``usage_run_models`` when their next turn is folded."""
+        time that grows with the month. The configured models of the runs still in flight
+        are loaded from ``usage_run_models``: a turn of one never queries it."""
+        self._models = {
+            str(run_id): str(model)
+            for run_id, model in conn.execute("SELECT run_id, model FROM usage_run_models")
+        }
         if position <= 0:
             return
         t = time.gmtime(self.now_ms() // 1000)

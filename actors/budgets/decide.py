@@ -9,7 +9,7 @@ import msgspec
 
 from actors.budgets.config import Budget
 from events.catalog import BudgetMeasure, BudgetPeriod, BudgetScope
-from projections.usage import DAY, HOUR, MONTH, Column, Price, TokenCounts, total_cost, utc
+from projections.usage import DAY, HOUR, MONTH, Column, Counted, Price, utc
 
 FORMATS: dict[BudgetPeriod, str] = {"hour": HOUR, "day": DAY, "month": MONTH}
 
@@ -61,16 +61,22 @@ def counted(
 
 def measured(
     measure: BudgetMeasure,
-    by_model: Mapping[str, TokenCounts],
+    by_model: Mapping[str, Counted],
     runs: int,
     prices: Mapping[str, Price],
 ) -> float:
-    """The amount ``measure`` counts: input plus output tokens, their cost, or runs."""
+    """The amount ``measure`` counts: input plus output tokens (``by_model``: each model's
+    :meth:`UsageTotals.sums <projections.usage.UsageTotals.sums>`), their cost, or runs."""
     if measure == "runs":
         return float(runs)
     if measure == "cost":
-        return total_cost(by_model, prices)
-    return float(sum(t.tokens for t in by_model.values()))
+        cost = 0.0
+        for model, (input_tokens, output_tokens, cached_tokens, _) in by_model.items():
+            price = prices.get(model)
+            if price is not None:  # an unpriced model counts 0
+                cost += price.cost(input_tokens, output_tokens, cached_tokens)
+        return cost
+    return float(sum(counts[0] + counts[1] for counts in by_model.values()))
 
 
 def breach(

@@ -18,19 +18,30 @@ A hard limit therefore bounds use to the limit plus at most one turn per run in 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 from actors.budgets.config import Budget
-from actors.budgets.decide import Breach, breach, counted, measured, period_key
+from actors.budgets.decide import FORMATS, Breach, breach, counted, measured, period_key
+from events.catalog import BudgetPeriod
 from policies import UsageToday
 from projections.usage import Column, Price, TokenCounts, UsageTotals, cost_of, day_of
 
 Roles = Callable[[str], tuple[str, ...]]
 
 
+Applying = tuple[int, str, Budget, Column, str]
+"""A budget that counts a run: its place in ``[budgets]``, name, budget, and the usage column
+and value it is measured by."""
+
+
 class BudgetGuard:
     """``[budgets]`` and ``[usage.prices]`` over the usage view's totals; safe to share
-    between threads (it keeps no state of its own)."""
+    between threads (what it keeps is fixed at construction, but for the last second's period
+    keys, replaced whole).
+
+    The budgets are indexed once by whom they count and what they stop (:class:`_Index`): a
+    check finds those of one principal and session in two lookups (none: nothing read),
+    measures each with one read of the totals, and formats the UTC periods once a second."""
 
     def __init__(
         self,
@@ -46,7 +57,15 @@ class BudgetGuard:
         self.roles_of = roles_of
         self.settle = settle
         """Wait (bounded) until the view includes the journal's head."""
-        self._role_budgets = any(b.scope == "role" for b in self.budgets.values())
+        numbered = list(enumerate(self.budgets.items()))
+        self._refusing = _Index([(i, n, b) for i, (n, b) in numbered if b.hard is not None])
+        """The hard limits: what a run may not start past."""
+        self._ending = _Index(
+            [(i, n, b) for i, (n, b) in numbered if b.hard is not None and b.measure != "runs"]
+        )
+        """The hard tokens and cost limits: what ends a run at a turn boundary."""
+        self._periods: tuple[int, dict[BudgetPeriod, str]] = (-1, {})
+        """The last second checked and its period keys."""
         self._dearest = max(
             (
                 max(p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok or 0.0)
@@ -56,33 +75,32 @@ class BudgetGuard:
         )
         """The highest price per million tokens: what a token of unknown kind costs at most."""
 
-    def _applying(
-        self, principal: str, session_id: str
-    ) -> Iterator[tuple[str, Budget, Column, str]]:
-        """Each budget that counts a run of ``principal`` in ``session_id``, with the usage
-        column and value it is measured by (no budget: nothing, and no read)."""
-        if not self.budgets:
-            return
-        roles = self.roles_of(principal) if self._role_budgets else ()
-        for name, budget in self.budgets.items():
-            where = counted(budget, principal, roles, session_id)
-            if where is not None:
-                column, value = where
-                yield name, budget, column, value
+    def _keys(self, now_ms: int) -> dict[BudgetPeriod, str]:
+        """The UTC hour, day and month ``now_ms`` is in (formatted once a second)."""
+        second = now_ms // 1000
+        at, keys = self._periods
+        if at != second:
+            keys = {period: period_key(period, now_ms) for period in FORMATS}
+            self._periods = (second, keys)
+        return keys
 
-    def _used(self, budget: Budget, column: Column, value: str, now_ms: int) -> float:
-        period = period_key(budget.period, now_ms)
+    def _used(
+        self, budget: Budget, column: Column, value: str, keys: Mapping[BudgetPeriod, str]
+    ) -> float:
+        period = keys[budget.period]
         if budget.measure == "runs":
             return float(self.totals.runs(column, value, period))
-        return measured(budget.measure, self.totals.tokens(column, value, period), 0, self.prices)
+        return measured(budget.measure, self.totals.sums(column, value, period), 0, self.prices)
 
     def refusal(self, principal: str, session_id: str, now_ms: int) -> Breach | None:
         """The hard limit a new run of ``principal`` in ``session_id`` may not start past:
         tokens or cost already at the limit, or as many runs as the limit allows this hour."""
-        for name, budget, column, value in self._applying(principal, session_id):
-            if budget.hard is None:
-                continue
-            used = self._used(budget, column, value, now_ms)
+        applying = self._refusing.applying(principal, session_id, self.roles_of)
+        if not applying:
+            return None
+        keys = self._keys(now_ms)
+        for _, name, budget, column, value in applying:
+            used = self._used(budget, column, value, keys)
             found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
@@ -101,23 +119,20 @@ class BudgetGuard:
         boundary). ``run_tokens``: what the run itself used so far, by its own fold. With
         ``settle``, when the folded use plus ``run_tokens`` (at the dearest price, for cost)
         reaches a limit, the view is let catch up with the journal and measured again."""
-        applying = [
-            a
-            for a in self._applying(principal, session_id)
-            if a[1].hard is not None and a[1].measure != "runs"
-        ]
+        applying = self._ending.applying(principal, session_id, self.roles_of)
         if not applying:
             return None
+        keys = self._keys(now_ms)
         own = {"tokens": float(run_tokens), "cost": run_tokens * self._dearest / 1_000_000}
         if not any(
-            self._used(b, column, value, now_ms) + own[b.measure] >= (b.hard or 0)
-            for _, b, column, value in applying
+            self._used(b, column, value, keys) + own[b.measure] >= (b.hard or 0)
+            for _, _, b, column, value in applying
         ):
             return None  # not even counting the run's own use twice reaches a limit
         if settle:
             self.settle()
-        for name, budget, column, value in applying:
-            used = self._used(budget, column, value, now_ms)
+        for _, name, budget, column, value in applying:
+            used = self._used(budget, column, value, keys)
             found = breach(name, budget, value, now_ms, used, hard=True)
             if found is not None:
                 return found
@@ -127,6 +142,7 @@ class BudgetGuard:
         """Every soft limit reached in its current period (the watchdog's ``budget``
         findings): one per budget and principal or session counted."""
         out: list[Breach] = []
+        keys = self._keys(now_ms)
         for name, budget in self.budgets.items():
             if budget.soft is None:
                 continue
@@ -138,11 +154,11 @@ class BudgetGuard:
             else:
                 subjects = [
                     ("principal", p)
-                    for p in self.totals.principals(period_key(budget.period, now_ms))
+                    for p in self.totals.principals(keys[budget.period])
                     if budget.subject in self.roles_of(p)
                 ]
             for column, value in subjects:
-                used = self._used(budget, column, value, now_ms)
+                used = self._used(budget, column, value, keys)
                 found = breach(name, budget, value, now_ms, used, hard=False)
                 if found is not None:
                     out.append(found)
@@ -162,3 +178,41 @@ class BudgetGuard:
             cost_micros=round(cost * 1_000_000),
             runs=self.totals.runs("principal", principal, day),
         )
+
+
+class _Index:
+    """Budgets by whom they count, so a check finds those of one principal and session in two
+    lookups (and the roles of the principal, when a role has a budget)."""
+
+    def __init__(self, numbered: list[tuple[int, str, Budget]]) -> None:
+        self.fixed: dict[tuple[Column, str], list[Applying]] = {}
+        """The principal and session budgets, by the usage column and value they count."""
+        self.roles: list[tuple[int, str, Budget]] = []
+        """The role budgets: each counts every principal holding the role."""
+        for index, name, budget in numbered:
+            if budget.scope == "role":
+                self.roles.append((index, name, budget))
+                continue
+            where = counted(budget, budget.subject, (), budget.subject)
+            assert where is not None  # a budget counts its own subject
+            self.fixed.setdefault(where, []).append((index, name, budget, *where))
+
+    def applying(self, principal: str, session_id: str, roles_of: Roles) -> list[Applying]:
+        """Each budget that counts a run of ``principal`` in ``session_id``, in ``[budgets]``'s
+        order (the first reached is the one named); not to be changed by the caller."""
+        mine = self.fixed.get(("principal", principal), [])
+        theirs = self.fixed.get(("session_id", session_id), [])
+        if not self.roles:
+            if not (mine and theirs):
+                return mine or theirs  # one list, already in order
+            return sorted([*mine, *theirs], key=_first)
+        roles = roles_of(principal)
+        found = [*mine, *theirs]
+        for index, name, budget in self.roles:
+            if counted(budget, principal, roles, session_id) is not None:
+                found.append((index, name, budget, "principal", principal))
+        return sorted(found, key=_first)
+
+
+def _first(applying: Applying) -> int:
+    return applying[0]

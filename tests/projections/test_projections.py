@@ -14,10 +14,11 @@ import apsw
 import pytest
 
 from actors.messages import CancelRun, ResolveApproval, StartRun
-from events import JournalReader
+from events import Journal, JournalReader
 from events.catalog import RunAccepted
 from projections import Projector, Views, compare, rebuild
 from projections.runs import RunsProjection
+from projections.usage import UsageProjection
 from transports.config import NodeConfig, ToolsSection
 from transports.runtime import Runtime, open_runtime
 
@@ -226,6 +227,36 @@ def test_a_version_bump_rebuilds_only_that_projection(tmp_path: Path) -> None:
     version = conn.execute("SELECT version FROM projection_checkpoints WHERE name='runs'").get
     assert version == RunsProjection.version + 1
     conn.close()
+
+
+def test_a_projector_moves_only_its_own_views_checkpoints(journal: Journal, views: Path) -> None:
+    """A batch moves the checkpoints of the projector's views in one statement; a view in
+    views.db that this projector does not fold keeps its own (it would skip events otherwise)."""
+
+    def accepted() -> None:
+        event = RunAccepted(run_id=f"r{journal.head().position}", session_id="s1", text="hi")
+        journal.append("session/s1", [event], expected_seq=None, principal="user:a")
+
+    accepted()
+    both = Projector(journal, views, [RunsProjection(), UsageProjection()])
+    both.catch_up()
+    both.close()
+    first = journal.head().position
+    accepted()
+    accepted()
+    usage_only = Projector(journal, views, [UsageProjection()])
+    usage_only.catch_up()
+    usage_only.close()
+    conn = apsw.Connection(str(views))
+    try:
+        rows = {
+            str(name): int(position)
+            for name, position in conn.execute("SELECT name, position FROM projection_checkpoints")
+        }
+    finally:
+        conn.close()
+    assert rows == {"runs": first, "usage": journal.head().position}
+    assert first < journal.head().position
 
 
 def test_reel_replay_reports_identical_then_differences(tmp_path: Path) -> None:

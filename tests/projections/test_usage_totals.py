@@ -424,3 +424,127 @@ def test_a_restart_loads_the_totals_from_the_view_without_reading_the_journal() 
     assert totals.runs("principal", "user:a", "2026-03-01T00") == 2
     assert totals.runs("session_id", "s1", "2026-03-01") == 2
     assert totals.runs("principal", "user:a", "2026-02-27") == 0
+
+
+def model_writes(projector: Projector) -> list[str]:
+    """Every statement the projector's connection runs that writes ``usage_run_models``, from
+    now on (the list fills as it runs)."""
+    seen: list[str] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
+        if "usage_run_models" in sql and not sql.lstrip().upper().startswith("SELECT"):
+            seen.append(sql)
+        return True
+
+    projector.conn.exec_trace = trace
+    return seen
+
+
+def run_models_of(conn: apsw.Connection) -> dict[str, str]:
+    return {str(r): str(m) for r, m in conn.execute("SELECT * FROM usage_run_models")}
+
+
+def run_models(views: Path) -> dict[str, str]:
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        return run_models_of(conn)
+    finally:
+        conn.close()
+
+
+def test_only_a_change_of_a_runs_configured_model_is_written(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    """``usage_run_models`` holds the configured model of each run in flight that recorded one
+    (what a turn naming no model is counted by after a restart); a run that records none, or
+    starts and ends within one batch, writes nothing there."""
+    projector = Projector(journal, views, [UsageProjection()])
+    try:
+        writes = model_writes(projector)
+        run(journal, clock, "s1", "user:a", [(0, 5, 5, "")], configured=None)
+        run(journal, clock, "s1", "user:a", [(0, 5, 5, "")])  # one batch: start to end
+        projector.catch_up()
+        assert writes == []
+        open_run = run(journal, clock, "s1", "user:a", [(0, 5, 5, "")], end=False)
+        projector.catch_up()
+        assert len(writes) == 1 and run_models(views) == {open_run: MODEL}
+        done = RunCompleted(run_id=open_run, answer="ok", turns=1)
+        meta = {"principal": "user:a", "correlation_id": open_run, "causation_id": "s1"}
+        journal.append(f"run/{open_run}", [done], expected_seq=None, **meta)
+        projector.catch_up()
+        assert len(writes) == 2 and run_models(views) == {}
+        session = usage_fold(projector).totals.tokens("session_id", "s1", "2026-02-28")
+        assert session == {
+            "unknown": TokenCounts(input_tokens=5, output_tokens=5, cached_tokens=1, turns=1),
+            MODEL: TokenCounts(input_tokens=10, output_tokens=10, cached_tokens=2, turns=2),
+        }
+    finally:
+        projector.close()
+
+
+def stored_event(position: int, run_id: str, kind: str) -> StoredEvent:
+    """The envelope of one of ``run_id``'s events, committed on the last day of February."""
+    return StoredEvent(
+        position=position,
+        event_id=new_id(),
+        stream=f"run/{run_id}",
+        stream_seq=0,
+        kind=kind,
+        version=1,
+        recorded_at_ms=FEB_LAST,
+        principal="user:a",
+        correlation_id=run_id,
+        causation_id="s1",
+        payload=b"",
+        prev_hash=b"",
+        hash=b"",
+    )
+
+
+def started(run_id: str, model: str) -> RunStarted:
+    return RunStarted(run_id=run_id, max_turns=8, max_tool_calls=8, wall_clock_s=60.0, model=model)
+
+
+def test_a_batch_rolled_back_puts_the_runs_models_back() -> None:
+    """A batch that ends one run and starts another, rolled back after its flush and folded
+    again: the table ends as if it had committed the first time (the ended run's row gone, the
+    started one's written), and a turn naming no model counts the started run's, in this fold
+    and in one started from the table."""
+    fold = UsageProjection()
+    conn = apsw.Connection(":memory:")
+    conn.execute(fold.ddl)
+    with conn:
+        fold.apply(conn, stored_event(1, "r1", "run.started"), started("r1", MODEL))
+        fold.flush(conn)
+    fold.committed()
+    batch: list[tuple[StoredEvent, RunStarted | RunCompleted]] = [
+        (stored_event(2, "r1", "run.completed"), RunCompleted(run_id="r1", answer="ok", turns=1)),
+        (stored_event(3, "r2", "run.started"), started("r2", "m-2")),
+    ]
+
+    def fold_batch() -> None:
+        for stored, event in batch:
+            fold.apply(conn, stored, event)
+        fold.flush(conn)
+
+    with pytest.raises(RuntimeError), conn:
+        fold_batch()
+        raise RuntimeError("the commit failed")
+    fold.reset()
+    assert run_models_of(conn) == {"r1": MODEL}
+    with conn:
+        fold_batch()
+    fold.committed()
+    assert run_models_of(conn) == {"r2": "m-2"}
+    restarted = UsageProjection()
+    restarted.resume(NoJournal(), 3, conn)
+    turn = RunTurnCompleted(
+        run_id="r2", turn=1, prompt_tokens=3, completion_tokens=1, tool_calls=0,
+        finish_reason="stop",
+    )  # fmt: skip
+    for projection in (fold, restarted):
+        with conn:
+            projection.apply(conn, stored_event(4, "r2", "run.turn_completed"), turn)
+            projection.flush(conn)
+        projection.committed()
+        assert projection.totals.tokens("principal", "user:a", "2026-02-28")["m-2"].turns == 1

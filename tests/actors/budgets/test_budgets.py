@@ -6,6 +6,7 @@ subject."""
 from __future__ import annotations
 
 import calendar
+import itertools
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ from typer.testing import CliRunner
 
 from actors.budgets.config import Budget
 from actors.budgets.decide import breach, counted, measured, period_key
+from actors.budgets.guard import BudgetGuard
 from actors.watchdog.checks import budget_subject, soft_budget
-from projections.usage import Price, TokenCounts, cost_of
+from projections.usage import Price, TokenCounts, UsageTotals, cost_of
 from transports.cli.main import app
 from transports.config import ConfigError, load_config, unpriced_warnings
 
@@ -163,10 +165,37 @@ def test_cost_and_measures() -> None:
     no_cache = Price(input_per_mtok=3.0, output_per_mtok=15.0)
     assert cost_of("m", tokens, {"m": no_cache}) == pytest.approx(3.0 + 1.5)
     assert cost_of("other", tokens, {"m": price}) is None
-    by_model = {"m": tokens, "other": TokenCounts(input_tokens=5, output_tokens=5)}
+    by_model = {"m": (1_000_000, 100_000, 400_000, 1), "other": (5, 5, 0, 1)}
     assert measured("tokens", by_model, 0, {"m": price}) == 1_100_010
     assert measured("cost", by_model, 0, {"m": price}) == pytest.approx(3.42)
     assert measured("runs", by_model, 7, {"m": price}) == 7
+
+
+def test_a_check_names_the_first_budget_reached_in_config_order() -> None:
+    """The guard finds a run's budgets by whom they count (its session, its principal, its
+    principal's roles); whatever the kinds, the one named is the first reached in
+    ``[budgets]``, and a budget of someone else never applies."""
+    totals = UsageTotals()
+    totals.add(
+        {("2026-02-28", "user:a", "s1", "m"): [6, 4, 0, 1]},
+        {("user:a", "2026-02-28T23", "s1"): 1},
+    )
+    budgets = {
+        "session": Budget(scope="session", subject="s1", measure="tokens", period="day", hard=10),
+        "role": Budget(scope="role", subject="agent", measure="tokens", period="month", hard=10),
+        "runs": Budget(scope="principal", subject="user:a", measure="runs", period="hour", hard=1),
+    }
+    roles = {"user:a": ("agent",)}.get
+    for order in itertools.permutations(budgets):
+        guard = BudgetGuard({n: budgets[n] for n in order}, {}, totals, lambda p: roles(p, ()))
+        refused = guard.refusal("user:a", "s1", LAST_MS)
+        assert refused is not None and refused.budget == order[0], order
+        crossed = guard.crossed("user:a", "s1", LAST_MS)  # a runs budget ends no run
+        assert crossed is not None and crossed.budget == next(n for n in order if n != "runs")
+        assert guard.refusal("user:b", "s2", LAST_MS) is None
+        other = guard.refusal("user:b", "s1", LAST_MS)  # user:b holds no role: the session's
+        assert other is not None and (other.budget, other.counted) == ("session", "s1")
+        assert guard.refusal("user:a", "s1", NEXT_MS) is None  # a new hour, day and month
 
 
 def test_a_soft_finding_names_budget_whom_and_period() -> None:
