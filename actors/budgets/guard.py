@@ -24,7 +24,7 @@ from actors.budgets.config import Budget
 from actors.budgets.decide import FORMATS, Breach, breach, counted, measured, period_key
 from events.catalog import BudgetPeriod
 from policies import UsageToday
-from projections.usage import Column, Price, TokenCounts, UsageTotals, cost_of, day_of
+from projections.usage import Column, Price, TokenCounts, UsageTotals, day_of, total_cost
 
 Roles = Callable[[str], tuple[str, ...]]
 
@@ -169,7 +169,7 @@ class BudgetGuard:
         day = day_of(now_ms)
         by_model = self.totals.tokens("principal", principal, day)
         summed = sum(by_model.values(), TokenCounts())
-        cost = sum(cost_of(m, t, self.prices) or 0.0 for m, t in by_model.items())
+        cost = total_cost(by_model, self.prices)
         return UsageToday(
             tokens=summed.tokens,
             input_tokens=summed.input_tokens,

@@ -62,6 +62,26 @@ def journal(data_dir: Path, clock: Clock) -> Iterator[Journal]:
         yield j
 
 
+def turn_completed(
+    run_id: str, turn: int, tokens_in: int, tokens_out: int, *, cached: int = 0, model: str = ""
+) -> RunTurnCompleted:
+    """A provider answer's ``run.turn_completed`` (no tool call; ``model`` "": none named)."""
+    return RunTurnCompleted(
+        run_id=run_id,
+        turn=turn,
+        prompt_tokens=tokens_in,
+        completion_tokens=tokens_out,
+        cached_tokens=cached,
+        tool_calls=0,
+        finish_reason="stop",
+        model=model,
+    )
+
+
+def started(run_id: str, model: str | None) -> RunStarted:
+    return RunStarted(run_id=run_id, max_turns=8, max_tool_calls=8, wall_clock_s=60.0, model=model)
+
+
 def run(
     journal: Journal,
     clock: Clock,
@@ -84,22 +104,12 @@ def run(
     )
     stream = f"run/{run_id}"
     meta = {"principal": principal, "correlation_id": run_id, "causation_id": session}
-    started = RunStarted(
-        run_id=run_id, max_turns=8, max_tool_calls=8, wall_clock_s=60.0, model=configured
-    )
-    journal.append(stream, [started], expected_seq=None, **meta)
+    journal.append(stream, [started(run_id, configured)], expected_seq=None, **meta)
     start = clock.ms
     for number, (after_ms, tokens_in, tokens_out, model) in enumerate(turns, 1):
         clock.ms = start + after_ms
-        turn = RunTurnCompleted(
-            run_id=run_id,
-            turn=number,
-            prompt_tokens=tokens_in,
-            completion_tokens=tokens_out,
-            cached_tokens=tokens_in // 4,
-            tool_calls=0,
-            finish_reason="stop",
-            model=model,
+        turn = turn_completed(
+            run_id, number, tokens_in, tokens_out, cached=tokens_in // 4, model=model
         )
         journal.append(stream, [turn], expected_seq=None, **meta)
     if end:
@@ -228,14 +238,7 @@ def test_totals_agree_with_the_view_across_boundaries_and_after_a_restart(
         # The run in flight across the restart: its next turn names no model either.
         clock.ms = MAR_FIRST + 7_400_000
         stream = f"run/{open_run}"
-        turn = RunTurnCompleted(
-            run_id=open_run,
-            turn=2,
-            prompt_tokens=5,
-            completion_tokens=5,
-            tool_calls=0,
-            finish_reason="stop",
-        )
+        turn = turn_completed(open_run, 2, 5, 5)
         journal.append(
             stream,
             [turn],
@@ -352,15 +355,7 @@ def test_a_batch_rolled_back_is_not_counted(views: Path) -> None:
     fold = UsageProjection()
     conn = apsw.Connection(":memory:")
     conn.execute(fold.ddl)
-    turn = RunTurnCompleted(
-        run_id="r1",
-        turn=1,
-        prompt_tokens=5,
-        completion_tokens=5,
-        tool_calls=0,
-        finish_reason="stop",
-        model=MODEL,
-    )
+    turn = turn_completed("r1", 1, 5, 5, model=MODEL)
     stored = StoredEvent(
         position=1,
         event_id=new_id(),
@@ -501,10 +496,6 @@ def stored_event(position: int, run_id: str, kind: str) -> StoredEvent:
     )
 
 
-def started(run_id: str, model: str) -> RunStarted:
-    return RunStarted(run_id=run_id, max_turns=8, max_tool_calls=8, wall_clock_s=60.0, model=model)
-
-
 def test_a_batch_rolled_back_puts_the_runs_models_back() -> None:
     """A batch that ends one run and starts another, rolled back after its flush and folded
     again: the table ends as if it had committed the first time (the ended run's row gone, the
@@ -538,10 +529,7 @@ def test_a_batch_rolled_back_puts_the_runs_models_back() -> None:
     assert run_models_of(conn) == {"r2": "m-2"}
     restarted = UsageProjection()
     restarted.resume(NoJournal(), 3, conn)
-    turn = RunTurnCompleted(
-        run_id="r2", turn=1, prompt_tokens=3, completion_tokens=1, tool_calls=0,
-        finish_reason="stop",
-    )  # fmt: skip
+    turn = turn_completed("r2", 1, 3, 1)
     for projection in (fold, restarted):
         with conn:
             projection.apply(conn, stored_event(4, "r2", "run.turn_completed"), turn)

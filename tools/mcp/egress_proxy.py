@@ -122,8 +122,8 @@ class EgressProxy:
             upstream_w.write(forwarded)
             request = asyncio.ensure_future(_splice(reader, upstream_w))
             try:
-                answer = await upstream_r.readuntil(b"\r\n\r\n")
-                writer.write(_closing(answer))  # the client must not send a second request
+                answer, *headers = (await upstream_r.readuntil(b"\r\n\r\n")).split(b"\r\n")
+                writer.write(_closing(answer, headers))  # the client must not send a second request
                 await _splice(upstream_r, writer)
             finally:
                 request.cancel()
@@ -155,22 +155,20 @@ def _request(line: bytes, headers: bytes) -> tuple[bytes, str, int, bytes]:
     path = url.path or "/"
     if url.query:
         path += "?" + url.query
-    kept = [
-        h
-        for h in headers.split(b"\r\n")
-        if h and not h.lower().startswith((b"proxy-", b"connection:", b"keep-alive:"))
-    ]
-    forwarded = b"\r\n".join(
-        [b" ".join([method, path.encode("ascii", "replace"), version]), *kept, b"Connection: close"]
-    )
-    return method, url.hostname, url.port or 80, forwarded + b"\r\n\r\n"
+    start = b" ".join([method, path.encode("ascii", "replace"), version])
+    forwarded = _closing(start, headers.split(b"\r\n"), drop=(b"proxy-", *HOP_BY_HOP))
+    return method, url.hostname, url.port or 80, forwarded
 
 
-def _closing(head: bytes) -> bytes:
-    """A response head with ``Connection: close`` in place of its own connection headers."""
-    lines = head.removesuffix(b"\r\n\r\n").split(b"\r\n")
-    kept = [h for h in lines if not h.lower().startswith((b"connection:", b"keep-alive:"))]
-    return b"\r\n".join([*kept, b"Connection: close"]) + b"\r\n\r\n"
+HOP_BY_HOP = (b"connection:", b"keep-alive:")
+"""Header prefixes (lower case) of a connection's own headers, replaced by ``Connection: close``."""
+
+
+def _closing(start: bytes, headers: list[bytes], *, drop: tuple[bytes, ...] = HOP_BY_HOP) -> bytes:
+    """A message head: its ``start`` line, its ``headers`` but those starting with ``drop``,
+    and ``Connection: close`` (one request, one answer per connection, either way)."""
+    kept = [h for h in headers if h and not h.lower().startswith(drop)]
+    return b"\r\n".join([start, *kept, b"Connection: close"]) + b"\r\n\r\n"
 
 
 def _answer(writer: asyncio.StreamWriter, status: str, reason: str) -> None:
