@@ -7,7 +7,9 @@ this process, with its batches fixed:
 - ``make DIR``: one ``bench/usage.py`` phase (``on``: the usage view, the budgets) on a fresh
   node in ``DIR``, kept: the journal the other steps read (``--runs`` runs over 8 sessions).
 - ``fold DIR on|off``: a fresh views.db folded from that journal by the node's projections with
-  (``on``) or without (``off``) the usage view, ``--batch`` records a batch.
+  (``on``) or without (``off``) the usage view, ``--batch`` records a batch; its totals count
+  the month for whom ``bench/usage.py``'s budgets count it (the principal), as a node with
+  those budgets does, or with ``--sessions-too`` for sessions as well (a session budget).
 - ``checks DIR on|off``: the budget checks a run makes (one before it is accepted, one at its
   second turn) with ``bench/usage.py``'s four budgets over the folded totals, once per run of
   the journal (``on``), or the loop alone (``off``).
@@ -29,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import projections  # noqa: E402
+from actors.budgets.decide import column_of  # noqa: E402
 from actors.budgets.guard import BudgetGuard  # noqa: E402
 from bench.usage import PRINCIPAL, budgets, phase  # noqa: E402
 from events import JournalReader  # noqa: E402
@@ -39,9 +42,13 @@ from projections.usage import Price, UsageProjection  # noqa: E402
 PRICES = {"unknown": Price(input_per_mtok=1.0, output_per_mtok=2.0)}
 
 
-def fold(data: Path, on: bool, batch: int) -> dict[str, int]:
+def fold(data: Path, on: bool, batch: int, sessions_too: bool) -> dict[str, int]:
     """Fold the journal into a fresh views.db, ``batch`` records a batch."""
     views = [p for p in projections.all_projections() if on or not isinstance(p, UsageProjection)]
+    columns = {column_of(budget) for budget in budgets().values()}
+    for view in views:
+        if isinstance(view, UsageProjection):
+            view.totals.count_for(columns | ({"session_id"} if sessions_too else set()))
     reader = JournalReader.open(data / "journal.db")
     with tempfile.TemporaryDirectory() as scratch:
         projector = Projector(reader, Path(scratch) / "views.db", views, batch=batch)
@@ -88,11 +95,12 @@ def main() -> None:
     parser.add_argument("variant", nargs="?", choices=("on", "off"), default="on")
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--sessions-too", action="store_true")
     args = parser.parse_args()
     if args.step == "make":
         out = phase("on", args.runs, 8, args.dir)
     elif args.step == "fold":
-        out = fold(args.dir, args.variant == "on", args.batch)
+        out = fold(args.dir, args.variant == "on", args.batch, args.sessions_too)
     else:
         out = checks(args.dir, args.variant == "on")
     print(json.dumps(out))

@@ -13,9 +13,11 @@ asked, so a price change needs no rebuild and the view stays a pure function of 
 The fold keeps a batch's sums in memory and writes them in one statement per table when the
 projector's batch ends (``flush``); once that transaction commits, the same sums are added to
 :class:`UsageTotals`, the current month's totals in memory that the budget checks
-(:mod:`actors.budgets`) and ``context.usage_today`` read without a query. :class:`UsageView`
-answers ``GET /v1/usage`` and ``/metrics``; :func:`load_usage` runs the same fold in memory for
-``reel usage`` on a stopped node.
+(:mod:`actors.budgets`) and ``context.usage_today`` read without a query, and the totals since
+the journal began that ``/metrics`` reads (summed from the view once, when first asked, then kept
+up by the fold: no table is written for them). :class:`UsageView` answers ``GET /v1/usage`` and
+``/metrics``; :func:`load_usage` runs the same fold in memory for ``reel usage`` on a stopped
+node.
 """
 
 from __future__ import annotations
@@ -199,28 +201,58 @@ class UsageTotals:
     batch's transaction has committed and before the projector moves its position: a caller
     that waited for the views to include a position (``Projector.wait_for``) reads every turn up
     to it, and a batch that rolled back is never counted. Months before the previous one are
-    dropped when a record of a new month is added. Safe to read from any thread."""
+    dropped when a record of a new month is added. Safe to read from any thread.
+
+    Every model's tokens since the journal began (:meth:`all_time`) are summed from the view the
+    first time they are asked for, and kept up by :meth:`add` from then on: a node nobody
+    scrapes pays nothing for them, and none pays a write a turn."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._month = ""
         self._tokens: dict[tuple[Column, str, str], dict[str, Sums]] = {}
         self._runs: dict[tuple[Column, str, str], int] = {}
+        self._counting: frozenset[Column] = frozenset(("principal", "session_id"))
+        """Whom the month is counted for (:meth:`count_for`)."""
+        self._all_lock = threading.Lock()
+        self._all: dict[str, Sums] | None = None
+        """Each model's tokens since the journal began, once :meth:`all_time` summed them."""
+        self._all_at = 0
+        """The view's position those sums were read at: a batch up to it is in them."""
 
-    def add(self, cells: Mapping[Cell, Sums], runs: Mapping[RunCell, int]) -> None:
-        """Count a folded batch: its ``usage`` cells and ``usage_runs`` rows."""
+    def add(
+        self, cells: Mapping[Cell, Sums], runs: Mapping[RunCell, int], position: int = 0
+    ) -> None:
+        """Count a folded batch: its ``usage`` cells and ``usage_runs`` rows, committed to the
+        view up to ``position`` (its last record's)."""
+        if self._all is not None and cells:
+            with self._all_lock:
+                if position > self._all_at:  # else the view's sums already held the batch
+                    for (_day, _principal, _session, model), sums in cells.items():
+                        _add_into(self._all, model, sums)
+        counting = self._counting
+        if not counting:
+            return
+        by_principal, by_session = "principal" in counting, "session_id" in counting
+        key: tuple[Column, str, str]
         with self._lock:
+            # The hot path of the fold (a batch's cells, up to four keys each): locals, no call.
+            tokens = self._tokens
             for (day, principal, session, model), sums in cells.items():
                 month = day[:7]
                 if month > self._month:
                     self._roll(month)
-                for key in (
-                    ("principal", principal, day),
-                    ("principal", principal, month),
-                    ("session_id", session, day),
-                    ("session_id", session, month),
-                ):
-                    models = self._tokens.setdefault(key, {})
+                    tokens = self._tokens
+                keys: list[tuple[Column, str, str]] = []
+                if by_principal:
+                    keys += (("principal", principal, day), ("principal", principal, month))
+                if by_session:
+                    keys += (("session_id", session, day), ("session_id", session, month))
+                for key in keys:
+                    models = tokens.get(key)
+                    if models is None:
+                        tokens[key] = {model: sums.copy()}
+                        continue
                     into = models.get(model)
                     if into is None:
                         models[model] = sums.copy()
@@ -232,14 +264,25 @@ class UsageTotals:
             for (principal, hour, session), n in runs.items():
                 if hour[:7] > self._month:
                     self._roll(hour[:7])
-                keys: tuple[tuple[Column, str, str], ...] = (
-                    ("principal", principal, hour),
-                    ("principal", principal, hour[:10]),
-                    ("session_id", session, hour),
-                    ("session_id", session, hour[:10]),
-                )
+                counted, day = self._runs, hour[:10]
+                keys = []
+                if by_principal:
+                    keys += (("principal", principal, hour), ("principal", principal, day))
+                if by_session:
+                    keys += (("session_id", session, hour), ("session_id", session, day))
                 for key in keys:
-                    self._runs[key] = self._runs.get(key, 0) + n
+                    counted[key] = counted.get(key, 0) + n
+
+    def count_for(self, columns: Iterable[Column]) -> None:
+        """Count the month only for ``columns`` from now on, and forget what was counted for
+        the others: a node whose budgets count no session (and no budget at all, and no policy
+        reading ``context.usage_today``: nothing) pays nothing a turn for it. Set once at start,
+        from the configuration (``transports.runtime.budget_guard``); every reader of a column
+        not counted is then one the configuration does not have."""
+        with self._lock:
+            self._counting = frozenset(columns)
+            self._tokens = {k: v for k, v in self._tokens.items() if k[0] in self._counting}
+            self._runs = {k: v for k, v in self._runs.items() if k[0] in self._counting}
 
     def _roll(self, month: str) -> None:
         """``month`` begins: keep it and the last month seen before it."""
@@ -267,11 +310,34 @@ class UsageTotals:
         with self._lock:
             return self._runs.get((column, value, period), 0)
 
+    def all_time(self, read: Callable[[], tuple[int, dict[str, Sums]]]) -> dict[str, Counted]:
+        """Every model's tokens since the journal began. The first call sums them with ``read``
+        (the view's position and its sums by model, in one read transaction); :meth:`add` keeps
+        them up from then on. The lock is held across that read, so a batch that commits
+        meanwhile is either in the view's sums (its position is at most theirs: not added again)
+        or added once the read is done; a batch added before the read began had committed
+        before it, so the read holds it."""
+        with self._all_lock:
+            if self._all is None:
+                self._all_at, self._all = read()
+            return {model: (s[0], s[1], s[2], s[3]) for model, s in self._all.items()}
+
     def principals(self, period: str) -> list[str]:
         """Every principal with tokens (a day or month) or runs (an hour or day) in ``period``."""
         with self._lock:
             keys = [*self._tokens, *self._runs]
         return sorted({k[1] for k in keys if k[0] == "principal" and k[2] == period})
+
+
+def _add_into(models: dict[str, Sums], model: str, sums: Sums) -> None:
+    into = models.get(model)
+    if into is None:
+        models[model] = sums.copy()
+    else:
+        into[0] += sums[0]
+        into[1] += sums[1]
+        into[2] += sums[2]
+        into[3] += sums[3]
 
 
 def _counts(sums: Counted) -> TokenCounts:
@@ -286,7 +352,6 @@ _SUMS = (
     " cached_tokens = cached_tokens + excluded.cached_tokens, turns = turns + excluded.turns"
 )
 _ADD_USAGE = f"INSERT INTO usage VALUES (?,?,?,?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
-_ADD_TOTALS = f"INSERT INTO usage_totals VALUES (?,?,?,?,?) ON CONFLICT DO UPDATE SET{_SUMS}"
 _ADD_RUNS = (
     "INSERT INTO usage_runs VALUES (?,?,?,?) ON CONFLICT DO UPDATE SET runs = runs + excluded.runs"
 )
@@ -302,7 +367,7 @@ class UsageProjection:
 
     name: str = "usage"
     version: int = 1
-    tables: tuple[str, ...] = ("usage", "usage_runs", "usage_run_models", "usage_totals")
+    tables: tuple[str, ...] = ("usage", "usage_runs", "usage_run_models")
     kinds: frozenset[str] | None = frozenset(USAGE_KINDS)
     ddl: str = """
     CREATE TABLE IF NOT EXISTS usage(
@@ -326,13 +391,7 @@ class UsageProjection:
         PRIMARY KEY(principal, hour, session_id)
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS usage_runs_by_session ON usage_runs(session_id, hour);
-    CREATE TABLE IF NOT EXISTS usage_totals(
-        model TEXT PRIMARY KEY,
-        input_tokens INTEGER NOT NULL,
-        output_tokens INTEGER NOT NULL,
-        cached_tokens INTEGER NOT NULL,
-        turns INTEGER NOT NULL
-    ) WITHOUT ROWID;
+    DROP TABLE IF EXISTS usage_totals; -- once written a turn; the totals are in memory now
     CREATE TABLE IF NOT EXISTS usage_run_models(
         run_id TEXT PRIMARY KEY,
         model TEXT NOT NULL
@@ -355,8 +414,11 @@ class UsageProjection:
         self._runs: dict[RunCell, int] = {}
         self._written: tuple[dict[Cell, Sums], dict[RunCell, int]] = ({}, {})
         """The batch flushed, added to :attr:`totals` once it committed."""
+        self._position = 0
+        """The last record folded (a batch's position when it is added to :attr:`totals`)."""
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+        self._position = stored.position
         if isinstance(event, RunTurnCompleted):
             model = event.model or self._models.get(event.run_id) or UNKNOWN_MODEL
             cell = (
@@ -403,16 +465,8 @@ class UsageProjection:
         cells, runs = self._cells, self._runs
         if not (cells or runs or self._before):
             return
-        by_model: dict[str, Sums] = {}
         for cell, sums in cells.items():
             conn.execute(_ADD_USAGE, (*cell, *sums))
-            into = by_model.get(cell[3])
-            if into is None:
-                by_model[cell[3]] = sums
-            else:
-                by_model[cell[3]] = [a + b for a, b in zip(into, sums, strict=True)]
-        for name, sums in by_model.items():
-            conn.execute(_ADD_TOTALS, (name, *sums))
         for key, n in runs.items():
             conn.execute(_ADD_RUNS, (*key, n))
         for run_id, was in self._before.items():
@@ -432,7 +486,7 @@ class UsageProjection:
         """The batch's transaction committed: count it in :attr:`totals`."""
         cells, runs = self._written
         if cells or runs:
-            self.totals.add(cells, runs)
+            self.totals.add(cells, runs, self._position)
             self._written = ({}, {})
         if self._before:
             self._before = {}
@@ -565,8 +619,10 @@ def _tokens(row: tuple[Any, ...]) -> TokenCounts:
 class UsageView(PooledReader):
     """Typed queries over the usage tables of views.db (read-only, pooled, thread-safe)."""
 
-    def __init__(self, path: Path, limits: ReaderLimits | None = None) -> None:
+    def __init__(self, path: Path, totals: UsageTotals, limits: ReaderLimits | None = None) -> None:
         super().__init__(path, limits)
+        self._totals = totals
+        """The fold's totals in memory (``UsageProjection.totals``), which keep :meth:`totals`."""
 
     def cells(
         self, by: Grouping, from_day: str, to_day: str
@@ -585,11 +641,18 @@ class UsageView(PooledReader):
 
     def totals(self) -> dict[str, TokenCounts]:
         """Every model's tokens since the journal began (``/metrics``)."""
-        with self._borrow() as conn:
-            rows = conn.execute(
-                "SELECT model, input_tokens, output_tokens, cached_tokens, turns FROM usage_totals"
-            ).fetchall()
-        return {str(r[0]): _tokens(r[1:]) for r in rows}
+        return {m: _counts(c) for m, c in self._totals.all_time(self._all_time).items()}
+
+    def _all_time(self) -> tuple[int, dict[str, Sums]]:
+        """The usage view's position and its sums by model, read in one transaction."""
+        with self._borrow() as conn, conn:  # one read transaction: the position and the sums
+            row = conn.execute(
+                "SELECT position FROM projection_checkpoints WHERE name = ?",
+                (UsageProjection.name,),
+            ).fetchone()
+            rows = conn.execute(f"SELECT model, {_CELLS} FROM usage GROUP BY model").fetchall()
+        position = 0 if row is None else row[0]  # the projector makes the row before it folds
+        return int(position), {str(r[0]): [int(v or 0) for v in r[1:]] for r in rows}
 
 
 def load_usage(reader: JournalReadPort) -> Iterator[tuple[str, str, str, str, TokenCounts]]:

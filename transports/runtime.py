@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from actors import Node, ToolGate
+from actors.budgets.decide import column_of
 from actors.budgets.guard import BudgetGuard
 from actors.checkpoints import history_of
 from actors.errors import UnknownSession
@@ -50,7 +51,7 @@ from projections import (
     all_projections,
     make_embedder,
 )
-from projections.usage import UsageProjection
+from projections.usage import UsageProjection, UsageTotals
 from tools import ToolCatalog, build_catalog
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
@@ -247,6 +248,13 @@ def check_provider_keys(config: NodeConfig, vault: Vault) -> None:
             )
 
 
+def usage_totals(projector: Projector) -> UsageTotals:
+    """The in-memory totals the projector's usage view keeps (budgets and ``/metrics`` read
+    them)."""
+    (totals,) = [p.totals for p in projector.projections if isinstance(p, UsageProjection)]
+    return totals
+
+
 def budget_guard(
     cfg: NodeConfig, gate: ToolGate, journal: NodeJournal, projector: Projector
 ) -> BudgetGuard:
@@ -260,10 +268,13 @@ def budget_guard(
     def settle() -> None:
         projector.wait_for(journal.committed_position, SETTLE_S)
 
-    (totals,) = [p.totals for p in projector.projections if isinstance(p, UsageProjection)]
+    totals = usage_totals(projector)
     guard = BudgetGuard(cfg.budgets, cfg.usage.prices, totals, gate.roles_of, settle)
+    columns = {column_of(budget) for budget in cfg.budgets.values()}
     if reads_usage(gate.engine):
+        columns.add("principal")
         gate.usage_of = lambda principal: guard.usage_today(principal, time.time_ns() // 1_000_000)
+    totals.count_for(columns)  # what nothing reads is not counted
     return guard
 
 
@@ -499,7 +510,7 @@ def open_runtime(
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
         memory.bind(journal, projector.wait_caught_up)
-        usage = UsageView(data_dir / "views.db", cfg.views)
+        usage = UsageView(data_dir / "views.db", usage_totals(projector), cfg.views)
         guard = budget_guard(cfg, gate, journal, projector)
         node = Node(
             journal=journal,

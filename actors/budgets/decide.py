@@ -59,6 +59,12 @@ def counted(
     return ("session_id", session_id) if budget.subject == session_id else None
 
 
+def column_of(budget: Budget) -> Column:
+    """The usage column ``budget`` is measured by: a session's for a session budget, else the
+    principal's (a role's budget counts each principal holding it)."""
+    return "session_id" if budget.scope == "session" else "principal"
+
+
 def measured(
     measure: BudgetMeasure,
     by_model: Mapping[str, Counted],

@@ -28,7 +28,7 @@ from events import Journal, StoredEvent
 from events.catalog import RunAccepted, RunCompleted, RunStarted, RunTurnCompleted
 from events.ids import new_id
 from projections import Projector
-from projections.usage import Column, TokenCounts, UsageProjection, UsageTotals
+from projections.usage import Column, TokenCounts, UsageProjection, UsageTotals, UsageView
 
 MODEL = "m-configured"
 FEB_LAST = calendar.timegm((2026, 2, 28, 23, 59, 59)) * 1000
@@ -536,3 +536,137 @@ def test_a_batch_rolled_back_puts_the_runs_models_back() -> None:
             projection.flush(conn)
         projection.committed()
         assert projection.totals.tokens("principal", "user:a", "2026-02-28")["m-2"].turns == 1
+
+
+def all_time_of(views: Path) -> dict[str, TokenCounts]:
+    """Every model's tokens in the usage view, summed by SQL (what the totals must equal)."""
+    conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute(
+            "SELECT model, SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens),"
+            " SUM(turns) FROM usage GROUP BY model"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {
+        str(m): TokenCounts(input_tokens=i, output_tokens=o, cached_tokens=c, turns=t)
+        for m, i, o, c, t in rows
+    }
+
+
+class FirstRead:
+    """A projection that folds nothing and reads ``/metrics``'s totals for the first time at
+    one moment of the projector's batch: ``flush`` (inside the batch's transaction, so the
+    read does not see it) or ``committed`` (after the commit, before the usage fold publishes
+    the batch): the two ends of the window the totals must count each batch once across."""
+
+    version = 1
+    tables: tuple[str, ...] = ()
+    ddl = ""
+    kinds: frozenset[str] | None = frozenset({"run.turn_completed"})
+
+    def __init__(self, at: str) -> None:
+        self.name = f"first-read-{at}"
+        self.view: UsageView | None = None
+        self.read: dict[str, TokenCounts] | None = None
+        setattr(self, at, self._read)
+
+    def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Any) -> None:
+        pass
+
+    def _read(self, *_conn: apsw.Connection) -> None:
+        if self.view is not None and self.read is None:
+            self.read = self.view.totals()
+
+
+@pytest.mark.parametrize("at", ["flush", "committed"])
+def test_all_time_totals_count_a_batch_once_whenever_they_are_first_read(
+    journal: Journal, clock: Clock, views: Path, at: str
+) -> None:
+    """``/metrics``'s totals since the journal began are summed from the view when first asked
+    and kept up by the fold after. A first read while a batch is folded but not committed must
+    still count it (the fold adds it after), and one after the commit but before the fold
+    published the batch must not count it twice; both equal the view's own sums at the end,
+    and a restart reads them again from the view."""
+    models = ["", "m-other", MODEL]
+    for n in range(3):
+        run(journal, clock, f"s{n}", "user:a", [(0, 10 + n, 1, models[n])])
+    probe = FirstRead(at)
+    usage = UsageProjection()
+    projector = Projector(journal, views, [probe, usage])  # the probe's hooks run first
+    view = UsageView(views, usage.totals)
+    try:
+        projector.catch_up()  # folded before anyone asked: nothing kept for them
+        probe.view = view
+        for n in range(3):
+            run(journal, clock, f"s{n}", "user:b", [(0, 100 + n, 2, models[n])])
+        projector.catch_up()
+        assert probe.read is not None  # read inside the second batch's window
+        expected = all_time_of(views)
+        assert sum(t.turns for t in expected.values()) == 6
+        assert view.totals() == expected
+        run(journal, clock, "s9", "user:c", [(0, 1000, 3, "")])
+        projector.catch_up()
+        assert view.totals() == all_time_of(views)
+    finally:
+        view.close()
+        projector.close()
+    projector = Projector(journal, views, [UsageProjection()])
+    view = UsageView(views, usage_fold(projector).totals)
+    try:
+        assert view.totals() == all_time_of(views)
+        assert sum(t.turns for t in view.totals().values()) == 7
+    finally:
+        view.close()
+        projector.close()
+
+
+def test_an_old_views_db_loses_its_usage_totals_table(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    """The table that was written every turn is gone after a start; the view is not rebuilt."""
+    run(journal, clock, "s1", "user:a", [(0, 5, 5, "")])
+    projector = Projector(journal, views, [UsageProjection()])
+    projector.catch_up()
+    projector.close()
+    conn = apsw.Connection(str(views))
+    conn.execute("CREATE TABLE usage_totals(model TEXT PRIMARY KEY)")
+    conn.close()
+    projector = Projector(journal, views, [UsageProjection()])
+    try:
+        assert projector.checkpoints()["usage"] > 0  # kept, not folded again
+        tables = {str(r[0]) for r in projector.conn.execute("SELECT name FROM sqlite_master")}
+        assert "usage_totals" not in tables and "usage" in tables
+    finally:
+        projector.close()
+
+
+def test_the_month_is_counted_only_for_whom_the_configuration_reads_it(
+    journal: Journal, clock: Clock, views: Path
+) -> None:
+    """``count_for`` (set at start from the budgets and whether a policy reads
+    ``context.usage_today``): the columns kept agree with the view, the others hold nothing,
+    and with none the fold keeps no month at all."""
+    run(journal, clock, "s1", "user:a", [(0, 5, 5, "")])
+    projector = Projector(journal, views, [UsageProjection()])
+    try:
+        projector.catch_up()  # resumed and folded counting both
+        totals = usage_fold(projector).totals
+        assert totals.tokens("session_id", "s1", "2026-02-28") != {}
+        totals.count_for({"principal"})
+        assert totals.tokens("session_id", "s1", "2026-02-28") == {}  # forgotten
+        run(journal, clock, "s2", "user:a", [(0, 7, 7, "")])
+        projector.catch_up()
+        assert totals.tokens("session_id", "s2", "2026-02-28") == {}
+        assert totals.runs("session_id", "s2", "2026-02-28") == 0
+        day = "2026-02-28"
+        assert totals.tokens("principal", "user:a", day) == view_tokens(
+            views, "principal", "user:a", day
+        )
+        assert totals.runs("principal", "user:a", day) == 2
+        totals.count_for(())
+        run(journal, clock, "s3", "user:b", [(0, 9, 9, "")])
+        projector.catch_up()
+        assert totals.principals(day) == []
+    finally:
+        projector.close()
