@@ -82,7 +82,10 @@ def measured(
             if price is not None:  # an unpriced model counts 0
                 cost += price.cost(input_tokens, output_tokens, cached_tokens)
         return cost
-    return float(sum(counts[0] + counts[1] for counts in by_model.values()))
+    tokens = 0
+    for input_tokens, output_tokens, _cached, _turns in by_model.values():
+        tokens += input_tokens + output_tokens  # a loop, not sum(genexpr): a check's hot path
+    return float(tokens)
 
 
 def breach(

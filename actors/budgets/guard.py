@@ -123,11 +123,12 @@ class BudgetGuard:
         if not applying:
             return None
         keys = self._keys(now_ms)
-        own = {"tokens": float(run_tokens), "cost": run_tokens * self._dearest / 1_000_000}
-        if not any(
-            self._used(b, column, value, keys) + own[b.measure] >= (b.hard or 0)
-            for _, _, b, column, value in applying
-        ):
+        own_cost = run_tokens * self._dearest / 1_000_000
+        for _, _, b, column, value in applying:  # a loop, not any(genexpr): every turn runs it
+            own = own_cost if b.measure == "cost" else run_tokens
+            if self._used(b, column, value, keys) + own >= (b.hard or 0):
+                break
+        else:
             return None  # not even counting the run's own use twice reaches a limit
         if settle:
             self.settle()

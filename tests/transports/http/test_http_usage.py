@@ -156,6 +156,20 @@ def test_usage_by_principal_session_and_model_with_cost(priced: HttpNode) -> Non
     (cost,) = families["reel_cost"].samples
     assert cost.value == pytest.approx(a_in + b_in + 2 * (a_out + b_out))
 
+    # Summed from the view at that first scrape; kept up by the fold since.
+    run_as(node, bob, bob_session, "seven eight")
+    settled(node)
+    b_in, b_out = spent(node, "user:bob")
+    assert metric_tokens(node)[(MODEL, "input")] == a_in + b_in
+    assert metric_tokens(node)[(MODEL, "output")] == a_out + b_out
+
+
+def metric_tokens(node: HttpNode) -> dict[tuple[str, str], float]:
+    """``reel_tokens_total`` by (model, kind), as a scrape of ``/metrics`` reads it."""
+    body = node.call("GET", "/metrics").body.decode()
+    (family,) = [f for f in text_string_to_metric_families(body) if f.name == "reel_tokens"]
+    return {(s.labels["model"], s.labels["kind"]): s.value for s in family.samples}
+
 
 @pytest.mark.parametrize(
     ("query", "field"),
