@@ -88,6 +88,7 @@ def phase(variant: str, runs: int, sessions: int, work: Path) -> dict[str, Any]:
 
         setattr(composition, "all_projections", without_usage)  # noqa: B010
         setattr(composition, "budget_guard", no_budgets)  # noqa: B010
+        setattr(composition, "usage_totals", lambda _projector: UsageTotals())  # noqa: B010
     config = NodeConfig(
         http=HttpConfig(port=0),
         budgets=budgets() if on else {},
