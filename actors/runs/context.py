@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -81,6 +82,14 @@ class Prior(msgspec.Struct, frozen=True, kw_only=True):
     compaction_id: str | None = None
     dropped: int = 0
     """Earlier completed runs left out because the budget was spent (not compacted)."""
+    tokens: int | None = None
+    """The estimated tokens of ``messages`` (:func:`estimate_messages`), counted as they were
+    chosen (:class:`TurnCache` sets it); None: not counted (:func:`prior_tokens` counts)."""
+
+
+def prior_tokens(prior: Prior) -> int:
+    """The estimated tokens of ``prior.messages``: as counted when chosen, else counted now."""
+    return prior.tokens if prior.tokens is not None else estimate_messages(prior.messages)
 
 
 MEMORY_SHARE = 8
@@ -245,21 +254,81 @@ class TurnCache:
     ) -> Prior:
         """The compaction summary and the user/assistant pairs of the completed runs of
         ``history`` it does not cover, newest first until ``budget_tokens`` (the summary counts
-        against it) would be exceeded; returned oldest first."""
+        against it) would be exceeded; returned oldest first.
+
+        A session's history grows by one run at a time, so the whole history (no budget) is
+        made from the one before it, remembered, plus its newest run (:meth:`_whole`); when it
+        fits the budget it is the answer, and only a history over its budget is chosen afresh,
+        newest first."""
+        whole = self._whole(reader, history, compaction)
+        if budget_tokens is None:
+            return whole
+        left = budget_tokens
+        if compaction is not None and compaction.summary:
+            left -= MESSAGE_OVERHEAD_TOKENS + estimate_tokens(compaction.summary)
+        if prior_tokens(whole) <= left:
+            return whole  # every turn fits: the budget cuts nothing
         recent = history[-MAX_PRIOR_RUNS:]
-        key = (recent, compaction.compaction_id if compaction else None, budget_tokens)
+        key = (recent, _compaction_id(compaction), budget_tokens)
+        return self._memoized(
+            key, lambda: self._assemble(reader, recent, compaction, budget_tokens)
+        )
+
+    def _whole(
+        self, reader: JournalReadPort, history: tuple[str, ...], compaction: Compaction | None
+    ) -> Prior:
+        """:meth:`prior` without a budget: the remembered one of ``history`` less its newest
+        run, extended by that run, when there is one; else made afresh."""
+        cid = _compaction_id(compaction)
+        recent = history[-MAX_PRIOR_RUNS:]
+        with self._lock:
+            base = self._memo.get((history[:-1][-MAX_PRIOR_RUNS:], cid, None)) if recent else None
+
+        def make() -> tuple[Prior, bool]:
+            if base is None:
+                return self._assemble(reader, recent, compaction, None)
+            return self._extend(reader, base, history, compaction)
+
+        return self._memoized((recent, cid, None), make)
+
+    def _memoized(self, key: tuple[object, ...], make: Callable[[], tuple[Prior, bool]]) -> Prior:
+        """The prior remembered under ``key``, else ``make``'s, remembered once every run it
+        looked at had ended (what it shows can no longer change)."""
         with self._lock:
             known = self._memo.get(key)
             if known is not None:
                 self._memo.move_to_end(key)
                 return known
-        prior, settled = self._assemble(reader, recent, compaction, budget_tokens)
-        if settled:  # every run of the window has ended: what it shows can no longer change
+        prior, settled = make()
+        if settled:
             with self._lock:
                 self._memo[key] = prior
                 if len(self._memo) > PRIOR_MEMO:
                     self._memo.popitem(last=False)
         return prior
+
+    def _extend(
+        self,
+        reader: JournalReadPort,
+        base: Prior,
+        history: tuple[str, ...],
+        compaction: Compaction | None,
+    ) -> tuple[Prior, bool]:
+        """The whole prior of ``history`` from ``base``, that of ``history[:-1]`` (settled: each
+        of its runs had ended): the run that left the window dropped, the newest one added."""
+        messages, runs, tokens = base.messages, base.runs, prior_tokens(base)
+        if len(history) > MAX_PRIOR_RUNS and runs and runs[0] == history[-MAX_PRIOR_RUNS - 1]:
+            tokens -= estimate_messages(messages[:2])
+            messages, runs = messages[2:], runs[1:]
+        newest = history[-1]
+        settled = True
+        if compaction is None or newest not in compaction.covers:
+            (turn,) = self._turns_of(reader, [newest])
+            settled = turn.finished
+            if turn.pair is not None:
+                messages, runs, tokens = messages + turn.pair, (*runs, newest), tokens + turn.cost
+        prior = msgspec.structs.replace(base, messages=messages, runs=runs, tokens=tokens)
+        return prior, settled
 
     def _assemble(
         self,
@@ -278,7 +347,7 @@ class TurnCache:
         turns = self._turns_of(reader, window)
         settled = all(turn.finished for turn in turns)
         pairs: list[tuple[str, tuple[ChatMessage, ChatMessage]]] = []
-        dropped = 0
+        dropped = tokens = 0
         for run_id, turn in zip(window, turns, strict=True):
             pair = turn.pair
             if pair is None:
@@ -290,13 +359,15 @@ class TurnCache:
                     continue
                 left -= turn.cost
             pairs.append((run_id, pair))
+            tokens += turn.cost
         pairs.reverse()
         prior = Prior(
             messages=tuple(m for _, pair in pairs for m in pair),
             runs=tuple(run_id for run_id, _ in pairs),
             summary=summary,
-            compaction_id=compaction.compaction_id if compaction is not None else None,
+            compaction_id=_compaction_id(compaction),
             dropped=dropped,
+            tokens=tokens,
         )
         return prior, settled
 
@@ -315,6 +386,10 @@ class TurnCache:
                 self._put(run_id, turn)
             turns.append(turn)
         return turns
+
+
+def _compaction_id(compaction: Compaction | None) -> str | None:
+    return compaction.compaction_id if compaction is not None else None
 
 
 def _load(reader: JournalReadPort, run_id: str) -> _Turn:
@@ -451,8 +526,11 @@ def assembled(
         learned=learned,
         budget_tokens=budget_tokens,
     )
-    first = model_input(system_prompt, prior, msgspec.structs.replace(state, context=event), 0)
-    return msgspec.structs.replace(event, estimated_input_tokens=estimate_messages(first))
+    # The estimate is a sum over messages: the prior's are counted already.
+    rest = msgspec.structs.replace(prior, messages=())
+    first = model_input(system_prompt, rest, msgspec.structs.replace(state, context=event), 0)
+    estimated = estimate_messages(first) + prior_tokens(prior)
+    return msgspec.structs.replace(event, estimated_input_tokens=estimated)
 
 
 class RunRead(msgspec.Struct, frozen=True, kw_only=True):

@@ -43,6 +43,7 @@ from actors.runs.context import (
     estimate_tokens,
     fence,
     prior_budget,
+    prior_tokens,
 )
 from actors.sessions import state as session_state
 from actors.sessions.state import SessionState
@@ -115,7 +116,7 @@ def turn_tokens(turn: PriorTurn) -> int:
 
 def history_tokens(prior: Prior) -> int:
     """The estimated tokens of a session's history: the summary and the uncovered turns."""
-    return summary_tokens(prior.summary) + estimate_messages(prior.messages)
+    return summary_tokens(prior.summary) + prior_tokens(prior)
 
 
 def choose(prior: Prior, limits: Limits, *, requested: bool) -> tuple[PriorTurn, ...]:

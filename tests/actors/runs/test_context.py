@@ -6,9 +6,12 @@ from __future__ import annotations
 from typing import cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actors.aggregate import fold
 from actors.provider import ChatMessage, ToolCall
+from actors.runs import context
 from actors.runs import state as run_fold
 from actors.runs.context import (
     CUT_NOTE,
@@ -23,6 +26,7 @@ from actors.runs.context import (
     tool_content,
 )
 from actors.runs.state import RunState, start
+from actors.sessions.state import Compaction
 from actors.stream import Recorded
 from events import JournalReadPort
 from events.catalog import (
@@ -396,3 +400,60 @@ def test_turn_cache_assembles_a_settled_history_once_per_window_and_budget() -> 
 def _pair_cost() -> int:
     """What one of the pairs above costs against a budget."""
     return estimate_messages(_pair("q2", "a2"))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["completed", "failed", "live"]),
+            st.text(max_size=30),
+            st.integers(min_value=0, max_value=60),
+            st.integers(min_value=0, max_value=7),
+        ),
+        min_size=1,
+        max_size=14,
+    )
+)
+def test_turn_cache_extending_a_history_equals_assembling_it_afresh(
+    steps: list[tuple[str, str, int, int]],
+) -> None:
+    """A session's history grows a run at a time and its prior is made from the one before:
+    whatever the runs' ends (a run still live at one ask and ended at the next), the budgets
+    (fitting, cut, zero), a compaction covering older runs and the window sliding past its
+    limit, every answer equals the one a fresh cache assembles from the journal alone."""
+    tapes: dict[str, list[Event]] = {}
+    _, reader = _reader(tapes)
+    cache = TurnCache()
+    history: tuple[str, ...] = ()
+    live: list[str] = []
+    compaction = None
+    window = 5
+    for n, (end, text, budget, covered) in enumerate(steps):
+        for run_id in live:  # what was live at the last ask has ended since
+            tapes[run_id].append(RunCompleted(run_id=run_id, answer=f"late {run_id}"))
+            cache.finished(run_id, tapes[run_id][0].text, f"late {run_id}")  # type: ignore[attr-defined]
+        live = []
+        run_id = f"r{n}"
+        history += (run_id,)
+        tapes[run_id] = [RunAccepted(run_id=run_id, session_id="s", text=text)]
+        cache.accepted(run_id, text)
+        if end == "completed":
+            tapes[run_id].append(RunCompleted(run_id=run_id, answer=text[::-1]))
+            cache.finished(run_id, text, text[::-1])
+        elif end == "failed":
+            tapes[run_id].append(RunFailed(run_id=run_id, reason="max_turns"))
+            cache.finished(run_id, text, None)
+        else:
+            live.append(run_id)
+        if covered and covered < len(history) and n % 4 == 3:
+            # Older runs, and (the contract is "leaves the covered runs out") the next one.
+            covers = (*history[:covered], f"r{n + 1}")
+            compaction = Compaction(compaction_id=f"c{n}", summary="s" * covered, covers=covers)
+        for budget_tokens in (None, budget, 0):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(context, "MAX_PRIOR_RUNS", window)
+                got = cache.prior(reader, history, compaction, budget_tokens)
+                fresh = TurnCache().prior(reader, history, compaction, budget_tokens)
+            assert got == fresh, (n, budget_tokens)
+            assert got.tokens == estimate_messages(got.messages)
