@@ -150,7 +150,10 @@ class DeterministicProvider:
     async def stream(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
         """Stream the deterministic answer to ``request``."""
         messages = request.messages
-        user_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        # The last user message, found from the end: a long session sends hundreds before it.
+        user_at = next(
+            (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), -1
+        )
         # Only the person's own words script the answer: reference material appended to the
         # message (memory, files, pages: actors/runs/context.py) is data, never directives.
         said = messages[user_at].content.split("\n\n" + PREAMBLE, 1)[0] if user_at >= 0 else ""
