@@ -47,7 +47,6 @@ from events.redaction.detectors import (
     build,
     is_placeholder,
     secret_pair,
-    trie,
 )
 from events.redaction.escapes import unescaped
 from events.redaction.terms import is_handle
@@ -147,19 +146,18 @@ def _compile() -> None:
 
 
 class _Hints(NamedTuple):
-    """Which detectors each literal enables, and how each literal is looked for."""
+    """Which detectors each literal enables, and how each literal is looked for: every set of
+    literals is an Aho-Corasick automaton, searched in one pass in C (a substring test per
+    literal, in Python, cost more than the rest of a chunk's redaction)."""
 
     literals: ahocorasick.Automaton
-    """Every literal a text is searched for at once, lower-cased, in one pass in C (an
-    Aho-Corasick automaton over the lower-cased text): each found gives its :class:`_Found`.
-    The literals of detectors without a token run (:attr:`Detector.run`), and the vendor
-    keywords that contain one of those (text that holds them holds that one too); the AWS key
-    id prefixes lower-cased, confirmed as they are."""
-    gated: Expression
-    """Keywords of rules that need a token run, as one trie-shaped expression (each match the
-    longest keyword at its position): looked for only near such a run."""
-    inside: dict[str, tuple[str, ...]]
-    """For a gated keyword, the gated keywords it contains (found with it)."""
+    """Looked for in the lower-cased text, each giving its :class:`_Found`: the literals of
+    detectors without a token run (:attr:`Detector.run`), the vendor keywords that contain one
+    of those (text that holds them holds that one too), and the AWS key id prefixes,
+    lower-cased (confirmed as they are)."""
+    gated: ahocorasick.Automaton
+    """The vendor keywords of rules that need a token run, each giving the detectors it
+    enables: looked for near such a run (and, those of them in :attr:`literals`, anywhere)."""
     by_literal: dict[str, tuple[int, ...]]
     always: list[int]
 
@@ -177,7 +175,7 @@ class _Found(NamedTuple):
 def _hint_index() -> _Hints:
     """Every literal once, and which detectors each one enables: a text is searched for all of
     them in one pass; most text has none, and then only the detectors without literals run."""
-    by_literal: dict[str, list[int]] = {}
+    by_literal: dict[str, tuple[int, ...]] = {}
     always: list[int] = []
     folded: set[str] = set()
     gated: set[str] = set()
@@ -185,29 +183,44 @@ def _hint_index() -> _Hints:
         if not detector.hints and not detector.case_hints:
             always.append(index)
         for hint in (*detector.hints, *detector.case_hints):
-            by_literal.setdefault(hint, []).append(index)
+            by_literal[hint] = (*by_literal.get(hint, ()), index)
         (gated if detector.run else folded).update(detector.hints)
     gated -= folded
-    searched = folded | {g for g in gated if any(f in g for f in folded)}
-    exact: dict[str, list[str]] = {}
-    for hint in {h for d in _ALL for h in d.case_hints}:
-        exact.setdefault(hint.lower(), []).append(hint)
-    literals = ahocorasick.Automaton()
-    for word in searched | set(exact):
-        enables = tuple(by_literal[word]) if word in searched else ()
-        literals.add_word(word, _Found(enables, tuple(sorted(exact.get(word, ())))))
+    exact: dict[str, tuple[str, ...]] = {}
+    for hint in sorted({h for d in _ALL for h in d.case_hints}):
+        exact[hint.lower()] = (*exact.get(hint.lower(), ()), hint)
+    literals = _automaton({w: _Found(by_literal[w], exact.get(w, ())) for w in folded})
+    holding = {g for g in gated if next(literals.iter(g), None) is not None}
+    for word in (holding | exact.keys()) - folded:
+        enables = by_literal[word] if word in holding else ()
+        literals.add_word(word, _Found(enables, exact.get(word, ())))
     literals.make_automaton()
     return _Hints(
         literals=literals,
-        gated=Expression("(?=(" + trie(gated) + "))"),
-        inside={k: tuple(g for g in gated if g != k and g in k) for k in gated},
-        by_literal={h: tuple(i) for h, i in by_literal.items()},
+        gated=_automaton({w: by_literal[w] for w in gated}),
+        by_literal=by_literal,
         always=always,
     )
 
 
-_RUN = Expression(rf"(?<![A-Za-z0-9_.~+/=-])[A-Za-z0-9_.~+/=-]{{{vendor_rules.RUN},}}")
-"""A token run (a match starts only where one does: each run is read once)."""
+def _automaton(values: dict[str, object]) -> ahocorasick.Automaton:
+    found = ahocorasick.Automaton()
+    for word, value in values.items():
+        found.add_word(word, value)
+    found.make_automaton()
+    return found
+
+
+_TOKEN = "A-Za-z0-9_.~+/=-"
+_RUN = Expression(rf"(?<![{_TOKEN}])[{_TOKEN}]{{{vendor_rules.RUN},}}")
+"""A token run (tried only where one starts: each run is read once)."""
+_FIRST_RUN = Expression(
+    rf"(?:[^{_TOKEN}]*+[{_TOKEN}]{{1,{vendor_rules.RUN - 1}}}+(?![{_TOKEN}]))*+"
+    rf"[^{_TOKEN}]*+[{_TOKEN}]{{{vendor_rules.RUN}}}"
+)
+"""From a text's start, past the shorter runs without backtracking, to the first
+:data:`~events.redaction.vendor_rules.RUN` characters of its first token run: most text has
+none, and this tells in one pass (half what :data:`_RUN` takes to find none)."""
 _REACH_BACK = 128
 """How far before a token run a vendor rule's match can start (``adafruit_io_key = ``): its
 keyword is looked for there, and its expression tried from there to the next whitespace after
@@ -226,13 +239,15 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
         for hint in found.exact:
             if hint in text:
                 chosen.update(_INDEX.by_literal[hint])
-    runs = [m.span() for m in _RUN.compiled().finditer(text)]
+    first = _FIRST_RUN.compiled().match(text)
+    runs = []
+    if first is not None:
+        runs = [m.span() for m in _RUN.compiled().finditer(text, first.end() - vendor_rules.RUN)]
     windows: list[Span] = []
     if runs:  # the vendor rules' keywords, near a token run
         near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
-        for word in set(_INDEX.gated.compiled().findall(near)):
-            for keyword in (word, *_INDEX.inside[word]):
-                chosen.update(_INDEX.by_literal[keyword])
+        for enables in {enables for _, enables in _INDEX.gated.iter(near)}:
+            chosen.update(enables)
         for s, e in runs:
             space = _SPACE.search(text, e)
             window = (max(0, s - _REACH_BACK), len(text) if space is None else space.end())
