@@ -13,7 +13,11 @@ and loaded here as data, with gitleaks' own semantics:
   ``stopwords``, condition ``OR``/``AND``) keep look-alikes; an allowlist that needs a file path
   or a commit cannot apply to text and is ignored (under ``AND`` it never allows).
 
-Go's RE2 syntax is translated at load (:func:`translate`): a flag group in the middle of a
+The file is read once, by :func:`derive`, into :data:`DERIVED_FILE`, which :func:`load` reads:
+a node's start parses and compiles none of the ~220 expressions (each is compiled when a text
+first holds its keyword).
+
+Go's RE2 syntax is translated then (:func:`translate`): a flag group in the middle of a
 pattern (``p8e-(?i)[a-z0-9]{32}``) becomes a scoped group, ``\\z`` becomes ``\\Z`` and POSIX
 classes (``[[:alnum:]]``) are spelt out; patterns compile with ``re.ASCII`` as RE2's classes
 are. ``tests/events/redaction/test_vendor_rules.py`` proves every rule compiles, has no nested
@@ -46,7 +50,8 @@ DERIVED_FILE = "gitleaks.derived.json"
 
 
 class Pin(NamedTuple):
-    """Which upstream file is vendored: its release, commit and SHA-256 (checked at load)."""
+    """Which upstream file is vendored: its release, commit and SHA-256 (checked when it is
+    derived, and the derived table names it: checked at load)."""
 
     project: str
     release: str
