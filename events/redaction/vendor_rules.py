@@ -451,8 +451,8 @@ class Table(msgspec.Struct, frozen=True):
 def load() -> tuple[Rule, ...]:
     """The rules of the vendored file, minus :data:`EXCLUDED`, in file order, read from
     :data:`DERIVED_FILE`: loading parses and compiles no expression (each is compiled when a
-    text first holds its keyword), so it costs about a millisecond where deriving costs a
-    tenth of a second. ``tests/events/redaction/test_vendor_rules_derived.py`` holds the table
+    text first holds its keyword), so it costs a few milliseconds where deriving costs a
+    tenth of a second. ``tests/events/redaction/test_hints_differential.py`` holds the table
     to what :func:`derive` makes of the pinned file.
 
     Raises :class:`RulesError` when the table was derived from another file."""
