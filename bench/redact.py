@@ -8,7 +8,8 @@ Every figure is measured next to its ceiling, on the same events, in the same ru
 - ``redact``: :func:`events.redaction.redact.redact_event` per event kind and for a mix, clean text
 and
   text with secrets. ``tool.completed`` holds an fs.read result (JSON text, 4.5 KB of output
-  in its ``content``), as tools make them;
+  in its ``content``), as tools make them; ``16 KiB, 20 secrets``: :func:`redact_text` of
+  16 KiB of tool output with 20 secrets of ten shapes spread through it;
 - ``append``: :meth:`events.Journal.append` of one ``run.output`` per call from one writer,
   ``synchronous=FULL`` (the default, one fsync per append) and ``synchronous=OFF`` (no fsync:
   the CPU cost shows);
@@ -35,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 TREE = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--tree=")), str(REPO))
@@ -53,10 +55,13 @@ from events.catalog import (  # noqa: E402
 from events.ids import UlidGenerator  # noqa: E402
 
 try:  # the layout since issue 22
-    from events.redaction.redact import redact_event
+    from events.redaction.redact import redact_event, redact_text
     from events.redaction.redact_stream import StreamRedactor
 except ModuleNotFoundError:  # the baseline's (``BASELINE``), before the move
-    from events.redact import redact_event  # type: ignore[import-untyped,no-redef,unused-ignore]
+    from events.redact import (  # type: ignore[import-untyped,no-redef,unused-ignore]
+        redact_event,
+        redact_text,
+    )
     from events.redact_stream import StreamRedactor  # type: ignore[import-untyped,no-redef,unused-ignore]
 
 BASELINE = "b0cf6f5"
@@ -80,6 +85,26 @@ SECRETS = (
     "key sk-Tq3vR9xLm2Np8Kd4Wz7Yb1Hc6Fg0Js5A, db postgres://app:Pg-canary-pw9@db:5432/app, "
     "password=hunter2-Canary!"
 )
+
+
+SHAPES = (
+    "sk-Tq3vR9xLm2Np8Kd4Wz7Yb1Hc6Fg0J{i:03d}",
+    "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q{i:03d}",
+    "AKIAIOSFODNN7EXAM{i:03d}",
+    "password=hunter2-Canary{i:03d}",
+    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIx{i:03d}fQ.c2lnbmF0dXJlX2Jhc2U2NA",
+    "postgres://app:Pg-canary-pw{i:03d}@db:5432/app",
+    "xoxb-1234567890-{i:03d}-AbCdEfGhIjKlMnOpQrStUvWx",
+    "sk_live_4eC39HqLyjWDarjtT1zdp7{i:03d}",
+    "--api-key Zx9-Qw8-Er7-Ty{i:03d}",
+    "glpat-Ab1Cd2Ef3Gh4Ij5Kl{i:03d}",
+)
+LARGE = "".join(
+    OUTPUT[:800].rsplit("\n", 1)[0] + "\n" + SHAPES[i % len(SHAPES)].format(i=i) + "\n"
+    for i in range(20)
+)
+LARGE = (LARGE + OUTPUT * 4)[: 16 * 1024]
+"""16 KiB of tool output with 20 secrets in its first 16 KB."""
 
 
 def extract(rev: str) -> Path:
@@ -158,7 +183,7 @@ MIX = {
 """Events per 100 in a typical tape (chunks dominate)."""
 
 
-def per_event_us(redact: Callable[[Event], Event], event: Event, n: int) -> float:
+def per_event_us(redact: Callable[[Any], object], event: object, n: int) -> float:
     started = time.perf_counter()
     for _ in range(n):
         redact(event)
@@ -206,6 +231,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
             count = args.events // (20 if kind == "tool.completed" else 1)
             out[f"{kind} ({which})"] = per_event_us(redact_event, event, count)
         out[f"mix ({which})"] = mix_us({k: out[f"{k} ({which})"] for k in sample})
+    out["16 KiB, 20 secrets"] = per_event_us(redact_text, LARGE, args.events // 100)
     out["stream"] = stream_us(args.events // 4)
     work = Path(tempfile.mkdtemp(prefix="reel-bench-redact-"))
     key = NodeKey.load_or_create(work / "node.key")

@@ -42,16 +42,35 @@ import binascii
 import re
 import unicodedata
 from collections.abc import Callable
+from functools import cache
 from typing import NamedTuple
 
 MARKER = "[REDACTED]"
+
+
+class Expression(NamedTuple):
+    """A regular expression's source and flags, compiled on first use (:meth:`compiled`): a
+    process compiles only the detectors its texts need (about 250 expressions, most of them
+    the vendor rules, cost a third of a second of pure Python all at once)."""
+
+    source: str
+    flags: int = 0
+
+    def compiled(self) -> re.Pattern[str]:
+        """The compiled expression (once per process: the compile is cached)."""
+        return _compiled(self.source, self.flags)
+
+
+@cache
+def _compiled(source: str, flags: int) -> re.Pattern[str]:
+    return re.compile(source, flags)
 
 
 class Detector(NamedTuple):
     """One secret shape."""
 
     name: str
-    pattern: re.Pattern[str]
+    expression: Expression
     hints: tuple[str, ...]
     """Lower-cased literals, one of which every match contains; empty: always run."""
     groups: tuple[str | int, ...] = ()
@@ -64,7 +83,7 @@ class Detector(NamedTuple):
     """Texts shorter than this cannot match (the hint-less bare AWS key)."""
     multiline: bool = False
     """A block (private keys): may run past REACH; it ends at its END line."""
-    anchor: re.Pattern[str] | None = None
+    anchor: Expression | None = None
     """A fast expression (lower-case literals, run on the lower-cased text) for a word every
     match contains: the detector's own expression is then tried only at the starts of the
     ``[A-Za-z0-9_.-]`` run around each anchor (the key of a pair), not at every position."""
@@ -78,13 +97,18 @@ class Detector(NamedTuple):
     run: int = 0
     """Every match holds a run of at least this many characters of ``[A-Za-z0-9_.~+/=-]``
     (0: not known): text without such a run skips the detector (the vendor rules)."""
-    end: re.Pattern[str] | None = None
+    end: Expression | None = None
     """For a ``multiline`` block: what ends it (its END line); streaming waits for it."""
     overlaps: bool = False
     """A match runs from a word to its value across a gap (a program's name, then its flag)
     where another match can start: the search goes on one character after a match's start,
     not after its end (``zip data/ mysql -pX shop zip -P Y``: the gap of the second ``zip``'s
     match holds ``mysql -pX``)."""
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """The detector's expression, compiled (on first use: see :class:`Expression`)."""
+        return self.expression.compiled()
 
 
 # --- checks ---------------------------------------------------------------------------------
@@ -147,7 +171,7 @@ _STOPWORDS = frozenset(
         "secretstr",
     )
 )
-_PLACEHOLDER = re.compile(
+_PLACEHOLDER = Expression(
     r"""
     \$\{?[A-Za-z_][A-Za-z0-9_]*\}?      # ${DB_PASSWORD}, $TOKEN
     | \$\{\{.* | \$\(.* | %[A-Za-z_]\w*%  # ${{ secrets.X }}, $(cat file), %PASSWORD%
@@ -178,7 +202,7 @@ def credential_like(value: str) -> bool:
 def _placeholder_or_code(value: str, key: str) -> bool:
     if value == MARKER or MARKER in value:
         return True
-    if _PLACEHOLDER.fullmatch(value) or _CODE.fullmatch(value):
+    if _PLACEHOLDER.compiled().fullmatch(value) or _CODE.fullmatch(value):
         return True
     # ``password = password``, ``token=api_token``, ``ERRORTOKEN = token.ERRORTOKEN``: a
     # variable, not a value
@@ -319,9 +343,9 @@ _PROSE_VERB = (
 )
 
 
-def _pair(key: str) -> re.Pattern[str]:
+def _pair(key: str) -> Expression:
     """``key = value`` (every separator and quoting) or, in prose, ``key is value``."""
-    return re.compile(
+    return Expression(
         key + r"(?P<sep>\\*[\"']?[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])[ \t]{0,4})"
         r"(?:" + _QUOTED_VALUE + "|" + _BARE_VALUE + r")"
         r"|"
@@ -342,7 +366,7 @@ def _pair(key: str) -> re.Pattern[str]:
 
 
 _PAIR_VALUES = ("eq", "dq", "sq", "open", "bare", "said")
-_KEY_WITH_SEP = re.compile(_KEY + r"[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])", re.IGNORECASE)
+_KEY_WITH_SEP = Expression(_KEY + r"[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])", re.IGNORECASE)
 """A bare "value" that starts a secret's key and its separator (``password: DB_PASSWORD: x``,
 ``пароль: كلمة المرور: x``): not the value, so the match is refused and the scan finds the pair
 that starts there."""
@@ -350,13 +374,13 @@ _PATH = re.compile(r"(?:~|\.{1,2})?/[\w./-]*")
 _BLOCK_INDICATOR = re.compile(r"[|>][-+0-9]*")
 _NUMBERING = re.compile(r"[\d.]+")
 """Digits and dots: a version or an OID (``SERVER_AUTH = '1.3.6.1.5.5.7.3.1'``)."""
-_KEY_ALONE = re.compile(_KEY, re.IGNORECASE)
+_KEY_ALONE = Expression(_KEY, re.IGNORECASE)
 
 
 def is_placeholder(value: str) -> bool:
     """Whether ``value`` stands for a secret rather than being one (``${{ secrets.X }}``,
     ``<your token>``, ``****``)."""
-    return _PLACEHOLDER.fullmatch(value.strip()) is not None
+    return _PLACEHOLDER.compiled().fullmatch(value.strip()) is not None
 
 
 def secret_pair(key: str, value: str) -> bool:
@@ -365,7 +389,7 @@ def secret_pair(key: str, value: str) -> bool:
     lowered = key.lower()
     if lowered.isascii() and not any(w in lowered for w in PAIR_WORDS):
         return False  # most keys: no word of a secret's key in them
-    match = _KEY_ALONE.fullmatch(key.strip())
+    match = _KEY_ALONE.compiled().fullmatch(key.strip())
     if match is None or not value.strip() or _placeholder_or_code(value.strip(), key):
         return False
     if match.group("vague") is not None or (match.group("weak") and match.group("glue")):
@@ -381,7 +405,9 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     if match.group("said") is not None:  # prose
         return credential_like(value)
     sep = match.group("sep")
-    if match.group("bare") is not None and _KEY_WITH_SEP.match(match.string, match.start("bare")):
+    if match.group("bare") is not None and _KEY_WITH_SEP.compiled().match(
+        match.string, match.start("bare")
+    ):
         return False
     if _BLOCK_INDICATOR.fullmatch(value):
         return False  # "password: |": a YAML block follows (yaml_block judges it)
@@ -428,8 +454,8 @@ def trie(words: set[str]) -> str:
     return emit(tree)
 
 
-def _anchor(words: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile(trie(set(words)))
+def _anchor(words: tuple[str, ...]) -> Expression:
+    return Expression(trie(set(words)))
 
 
 def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
@@ -447,7 +473,7 @@ def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
 
 _FLAG_STRONG = r"password|passwd|passphrase|pwd|api-?key|apikey|storepass|keypass|client-secret"
 _FLAG_WEAK = r"pass|token|secret"
-_FLAG = re.compile(
+_FLAG = Expression(
     r"(?<![\w-])--?(?:[a-z0-9]{1,24}-){0,4}(?:(?P<strong>" + _FLAG_STRONG + r")|(?P<weak>"
     r"" + _FLAG_WEAK + r"))(?![\w-])(?:[ \t]*=[ \t]*|[ \t]+)"
     r"(?:\"(?P<q1>[^\"\r\n]{1,200})\"|'(?P<q2>[^'\r\n]{1,200})'|(?P<v>[^\s\"'-][^\s\"']*))",
@@ -463,7 +489,7 @@ def _accept_flag(match: re.Match[str], value: str) -> bool:
 
 _CMD_GAP = r"[^\n;|&]{0,160}?"
 """From a program's name to one of its flags: the same command (no line break, ``;``, ``|``)."""
-_CLI_SHORT = re.compile(
+_CLI_SHORT = Expression(
     r"\bsshpass\b" + _CMD_GAP + r"(?<![\w-])-p[ \t]*(?P<a>[^\s-]\S*)"
     r"|\b(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry)[ \t]+login\b"
     + _CMD_GAP
@@ -514,7 +540,7 @@ CLI_COMMANDS = (
     "htpasswd",
     "-pass",
 )
-_USER_PASSWORD = re.compile(
+_USER_PASSWORD = Expression(
     r"(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]*=[ \t]*|[ \t]+)[\"']?"
     r"(?P<user>[^\s:\"'/@]+):(?P<v>[^\s\"']+)"
 )
@@ -533,7 +559,7 @@ _XML_WORD = (
     r"(?:[\w:.-]{0,40}?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|apikey|"
     r"credentials?|access[_-]?key|private[_-]?key|client[_-]?secret|" + _LOCAL + r")s?)"
 )
-_XML = re.compile(
+_XML = Expression(
     r"<(?P<tag>" + _XML_WORD + r")(?:[ \t][^<>]{0,200})?>(?P<q1>[^<]{1,200})</(?P=tag)[ \t]*>"
     r"|\"" + _XML_WORD + r"\"[ \t]+value[ \t]*=[ \t]*\"(?P<q2>[^\"\r\n]{1,200})\""
     r"|\"" + _XML_WORD + r"\"[^<>\r\n]{0,100}?>(?P<v>[^<\r\n]{1,200})<",
@@ -543,16 +569,16 @@ _XML = re.compile(
 key="db.password">x</entry>``."""
 
 
-_XML_STRONG = re.compile(r"passw|passphrase|pwd|key|" + _LOCAL, re.IGNORECASE)
+_XML_STRONG = Expression(r"passw|passphrase|pwd|key|" + _LOCAL, re.IGNORECASE)
 
 
 def _accept_xml(match: re.Match[str], value: str) -> bool:
     text = match.group()
-    weak = _XML_STRONG.search(text) is None
+    weak = _XML_STRONG.compiled().search(text) is None
     return _secret_value(match, value, weak=weak)
 
 
-_SQL = re.compile(
+_SQL = Expression(
     r"\bidentified[ \t]+by(?:[ \t]+password)?[ \t]+(?:'(?P<a>[^'\r\n]{1,200})'"
     r"|\"(?P<b>[^\"\r\n]{1,200})\")"
     r"|(?<=with[ \t])(?:encrypted[ \t]+)?password[ \t]+'(?P<c>[^'\r\n]{1,200})'"
@@ -560,11 +586,11 @@ _SQL = re.compile(
     re.IGNORECASE,
 )
 """``CREATE USER .. IDENTIFIED BY 'x'``, ``ALTER ROLE .. WITH PASSWORD 'x'``."""
-_NETRC = re.compile(
+_NETRC = Expression(
     r"\bmachine[ \t]+\S+(?:\s+login[ \t]+\S+)?(?:\s+account[ \t]+\S+)?\s+password[ \t]+(?P<v>\S+)"
 )
 """``machine host login user password x`` (.netrc)."""
-_YAML_BLOCK = re.compile(
+_YAML_BLOCK = Expression(
     _KEY + r"[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*(?:#[^\r\n]*)?\r?\n"
     r"(?P<v>(?P<ind>[ \t]+)\S[^\r\n]*(?:\r?\n(?:(?P=ind)[^\r\n]*|[ \t]*(?=\r?\n)))*)",
     re.IGNORECASE,
@@ -582,7 +608,7 @@ def _accept_yaml_block(match: re.Match[str], value: str) -> bool:
 
 
 def _token(name: str, pattern: str, *hints: str, flags: int = 0) -> Detector:
-    return Detector(name, re.compile(pattern, flags), tuple(h.lower() for h in hints))
+    return Detector(name, Expression(pattern, flags), tuple(h.lower() for h in hints))
 
 
 _PRIVATE_BLOCK_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -597,19 +623,19 @@ def _block(name: str, begin: str, end: str, hint: str, trigger: str, last: str =
     (output cut short: the rest is the key)."""
     return Detector(
         name,
-        re.compile(begin + r"(?:.*?" + (last or end) + r"|.*)", re.DOTALL),
+        Expression(begin + r"(?:.*?" + (last or end) + r"|.*)", re.DOTALL),
         (hint,),
         multiline=True,
         trigger=(trigger,),
-        end=re.compile(end),
+        end=Expression(end),
     )
 
 
 def build() -> tuple[Detector, ...]:
-    """Reel's own detectors, compiled, in priority order (overlapping spans are merged into
-    one); the vendor rules of :mod:`events.redaction.vendor_rules` follow them (see
-    :func:`events.redaction.redact.detectors`, which calls this once, on first use: a process that
-    never redacts never compiles them)."""
+    """Reel's own detectors, in priority order (overlapping spans are merged into one); the
+    vendor rules of :mod:`events.redaction.vendor_rules` follow them (see
+    :func:`events.redaction.redact.detectors`, which calls this once, on first use). Nothing is
+    compiled here: each expression is, when a text first needs it (:class:`Expression`)."""
     pair = _pair(_key(_STRONG_WORDS))
     # The same in other languages: a detector of its own, so text without those words does not
     # pay for them.
@@ -649,7 +675,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "signify_minisign_secret_key",
-            re.compile(
+            Expression(
                 r"untrusted comment:[^\r\n]*secret key[^\r\n]*\r?\n(?P<v>[A-Za-z0-9+/=]{20,})"
             ),
             ("untrusted comment",),
@@ -680,7 +706,7 @@ def build() -> tuple[Detector, ...]:
         _token("reel", r"\breel_(?:[0-9A-Z]{26}|admin)_[A-Za-z0-9_-]{43}", "reel_"),
         Detector(
             "aws_access_key_id",
-            re.compile(
+            Expression(
                 r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"
             ),
             (),
@@ -698,10 +724,10 @@ def build() -> tuple[Detector, ...]:
                 "AIPA",
             ),
         ),
-        Detector("twilio", re.compile(r"\bSK[0-9a-f]{32}\b"), (), case_hints=("SK",)),
+        Detector("twilio", Expression(r"\bSK[0-9a-f]{32}\b"), (), case_hints=("SK",)),
         Detector(
             "url_password",
-            re.compile(
+            Expression(
                 r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"
             ),
             ("://",),
@@ -710,7 +736,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "aws_secret_access_key",
-            re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+            Expression(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
             (),
             accept=_accept_aws_secret,
             min_length=40,
@@ -718,7 +744,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "authorization",
-            re.compile(
+            Expression(
                 r"\b(?:proxy-)?authorization\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
                 r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]*[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
                 re.IGNORECASE,
@@ -731,7 +757,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "bearer",
-            re.compile(r"\bbearer[ \t]{1,4}(?P<v>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE),
+            Expression(r"\bbearer[ \t]{1,4}(?P<v>[A-Za-z0-9._~+/-]{8,}=*)", re.IGNORECASE),
             ("bearer",),
             groups=("v",),
             accept=_accept_bearer,
@@ -739,7 +765,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "basic",
-            re.compile(
+            Expression(
                 r"\bbasic[ \t]{1,4}(?P<v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.IGNORECASE
             ),
             ("basic",),
@@ -749,7 +775,7 @@ def build() -> tuple[Detector, ...]:
         ),
         Detector(
             "cookie",
-            re.compile(
+            Expression(
                 r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
                 # name=value pairs: the first name is one short word, so "Cookie: chocolate chip"
                 # is prose, and the verdict never waits past REACH for an "=".

@@ -33,6 +33,7 @@ import re
 import threading
 from typing import Any, NamedTuple, TypeVar
 
+import ahocorasick
 import msgspec
 
 from events.catalog import Event, kind_of
@@ -42,10 +43,10 @@ from events.redaction.detectors import (
     LOCAL_PASSWORD_WORDS,
     MARKER,
     Detector,
+    Expression,
     build,
     is_placeholder,
     secret_pair,
-    trie,
 )
 from events.redaction.escapes import unescaped
 from events.redaction.terms import is_handle
@@ -115,7 +116,7 @@ def is_secret_key(key: str) -> bool:
 
 
 _ALL: tuple[Detector, ...]
-""":func:`detectors`, once compiled (set with :data:`_INDEX` by :func:`_compile`)."""
+""":func:`detectors`, once built (set with :data:`_INDEX` by :func:`_compile`)."""
 _INDEX: _Hints
 _COMPILED = False
 _COMPILING = threading.Lock()
@@ -125,9 +126,10 @@ def detectors() -> tuple[Detector, ...]:
     """Every detector: reel's own (:func:`events.redaction.detectors.build`), then the vendor rules
     (:mod:`events.redaction.vendor_rules`). A guard's ``detector`` is an index into this tuple.
 
-    Compiled on first use, not at import (about 250 expressions, a third of a second): a
-    process that imports the journal's modules but never redacts (``reel --help``, a client
-    command, a reader) never pays for them."""
+    Built on first use, not at import, and then only their literals and what the index needs
+    (a few milliseconds): each detector's expression is compiled when a text first holds one of
+    its literals (:class:`events.redaction.detectors.Expression`; about 250 expressions, a
+    third of a second all at once). A process pays only for the shapes its texts come near."""
     if not _COMPILED:
         _compile()
     return _ALL
@@ -144,31 +146,36 @@ def _compile() -> None:
 
 
 class _Hints(NamedTuple):
-    """Which detectors each literal enables, grouped by how the literal is looked for."""
+    """Which detectors each literal enables, and how each literal is looked for: every set of
+    literals is an Aho-Corasick automaton, searched in one pass in C (a substring test per
+    literal, in Python, cost more than the rest of a chunk's redaction)."""
 
-    folded: tuple[str, ...]
-    """Lower-case literals looked for in the lower-cased text (the ones that contain no other
-    literal: the others are looked for only when those they contain are there)."""
-    within: dict[str, tuple[str, ...]]
-    """For a literal, the longer ones that contain it."""
-    foreign: tuple[str, ...]
-    """Lower-case literals with non-ASCII characters (looked for only in non-ASCII text)."""
-    exact: tuple[str, ...]
-    """Literals looked for as they are (AWS key id prefixes)."""
-    gated: re.Pattern[str]
-    """Keywords of rules that need a token run, as one trie-shaped expression (each match the
-    longest keyword at its position): looked for only near such a run."""
-    inside: dict[str, tuple[str, ...]]
-    """For a gated keyword, the gated keywords it contains (found with it)."""
-    by_literal: dict[str, list[int]]
+    literals: ahocorasick.Automaton
+    """Looked for in the lower-cased text, each giving its :class:`_Found`: the literals of
+    detectors without a token run (:attr:`Detector.run`), the vendor keywords that contain one
+    of those (text that holds them holds that one too), and the AWS key id prefixes,
+    lower-cased (confirmed as they are)."""
+    gated: ahocorasick.Automaton
+    """The vendor keywords of rules that need a token run, each giving the detectors it
+    enables: looked for near such a run (and, those of them in :attr:`literals`, anywhere)."""
+    by_literal: dict[str, tuple[int, ...]]
     always: list[int]
 
 
+class _Found(NamedTuple):
+    """What finding one lower-cased literal means."""
+
+    enables: tuple[int, ...]
+    """Detectors it enables as it is."""
+    exact: tuple[str, ...]
+    """Literals (case hints) it may be, lower-cased: each enables its own detectors when the
+    text holds it as it is."""
+
+
 def _hint_index() -> _Hints:
-    """Every literal once, and which detectors each one enables: a text is searched for each
-    distinct literal once (a substring test, C speed), not once per detector; most text has
-    none, and then only the detectors without literals run."""
-    by_literal: dict[str, list[int]] = {}
+    """Every literal once, and which detectors each one enables: a text is searched for all of
+    them in one pass; most text has none, and then only the detectors without literals run."""
+    by_literal: dict[str, tuple[int, ...]] = {}
     always: list[int] = []
     folded: set[str] = set()
     gated: set[str] = set()
@@ -176,25 +183,44 @@ def _hint_index() -> _Hints:
         if not detector.hints and not detector.case_hints:
             always.append(index)
         for hint in (*detector.hints, *detector.case_hints):
-            by_literal.setdefault(hint, []).append(index)
+            by_literal[hint] = (*by_literal.get(hint, ()), index)
         (gated if detector.run else folded).update(detector.hints)
     gated -= folded
-    exact = {h for d in _ALL for h in d.case_hints}
-    within = {h: tuple(o for o in folded | gated if o != h and h in o) for h in folded | gated}
-    roots = {h for h in folded if not any(o != h and o in h for o in folded)}
+    exact: dict[str, tuple[str, ...]] = {}
+    for hint in sorted({h for d in _ALL for h in d.case_hints}):
+        exact[hint.lower()] = (*exact.get(hint.lower(), ()), hint)
+    literals = _automaton({w: _Found(by_literal[w], exact.get(w, ())) for w in folded})
+    holding = {g for g in gated if next(literals.iter(g), None) is not None}
+    for word in (holding | exact.keys()) - folded:
+        enables = by_literal[word] if word in holding else ()
+        literals.add_word(word, _Found(enables, exact.get(word, ())))
+    literals.make_automaton()
     return _Hints(
-        folded=tuple(sorted(h for h in roots if h.isascii())),
-        within={h: w for h, w in within.items() if w},
-        foreign=tuple(sorted(h for h in folded if not h.isascii())),
-        exact=tuple(sorted(exact)),
-        gated=re.compile("(?=(" + trie(gated) + "))"),
-        inside={k: tuple(g for g in gated if g != k and g in k) for k in gated},
+        literals=literals,
+        gated=_automaton({w: by_literal[w] for w in gated}),
         by_literal=by_literal,
         always=always,
     )
 
 
-_RUN = re.compile(rf"[A-Za-z0-9_.~+/=-]{{{vendor_rules.RUN},}}")
+def _automaton(values: dict[str, object]) -> ahocorasick.Automaton:
+    found = ahocorasick.Automaton()
+    for word, value in values.items():
+        found.add_word(word, value)
+    found.make_automaton()
+    return found
+
+
+_TOKEN = "A-Za-z0-9_.~+/=-"
+_RUN = Expression(rf"(?<![{_TOKEN}])[{_TOKEN}]{{{vendor_rules.RUN},}}")
+"""A token run (tried only where one starts: each run is read once)."""
+_FIRST_RUN = Expression(
+    rf"(?:[^{_TOKEN}]*+[{_TOKEN}]{{1,{vendor_rules.RUN - 1}}}+(?![{_TOKEN}]))*+"
+    rf"[^{_TOKEN}]*+[{_TOKEN}]{{{vendor_rules.RUN}}}"
+)
+"""From a text's start, past the shorter runs without backtracking, to the first
+:data:`~events.redaction.vendor_rules.RUN` characters of its first token run: most text has
+none, and this tells in one pass (half what :data:`_RUN` takes to find none)."""
 _REACH_BACK = 128
 """How far before a token run a vendor rule's match can start (``adafruit_io_key = ``): its
 keyword is looked for there, and its expression tried from there to the next whitespace after
@@ -208,19 +234,20 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
     whole text: context included), in priority order; and the windows around token runs, the
     only places a vendor rule is looked for."""
     chosen = {i for i in _INDEX.always if len(text) - start >= _ALL[i].min_length}
-    found = [h for h in _INDEX.folded if h in lowered]
-    if not lowered.isascii():
-        found += [h for h in _INDEX.foreign if h in lowered]
-    found += [h for root in found for h in _INDEX.within.get(root, ()) if h in lowered]
-    found += [h for h in _INDEX.exact if h in text]
-    long_word = any(len(word) >= vendor_rules.RUN for word in text.split())
-    runs = [m.span() for m in _RUN.finditer(text)] if long_word else []
+    for found in {found for _, found in _INDEX.literals.iter(lowered)}:
+        chosen.update(found.enables)
+        for hint in found.exact:
+            if hint in text:
+                chosen.update(_INDEX.by_literal[hint])
+    first = _FIRST_RUN.compiled().match(text)
+    runs = []
+    if first is not None:
+        runs = [m.span() for m in _RUN.compiled().finditer(text, first.end() - vendor_rules.RUN)]
     windows: list[Span] = []
     if runs:  # the vendor rules' keywords, near a token run
         near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
-        found += [
-            k for word in set(_INDEX.gated.findall(near)) for k in (word, *_INDEX.inside[word])
-        ]
+        for enables in {enables for _, enables in _INDEX.gated.iter(near)}:
+            chosen.update(enables)
         for s, e in runs:
             space = _SPACE.search(text, e)
             window = (max(0, s - _REACH_BACK), len(text) if space is None else space.end())
@@ -228,8 +255,6 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
                 windows[-1] = (windows[-1][0], max(windows[-1][1], window[1]))
             else:
                 windows.append(window)
-    for hint in found:
-        chosen.update(_INDEX.by_literal[hint])
     return sorted(chosen), windows
 
 
@@ -245,9 +270,9 @@ def _anchored_starts(index: int, text: str, lowered: str, start: int) -> list[in
     detector = _ALL[index]
     assert detector.anchor is not None
     if len(lowered) == len(text):
-        anchors = detector.anchor.finditer(lowered, start)
+        anchors = detector.anchor.compiled().finditer(lowered, start)
     else:  # lower-casing changed the length (rare Unicode): search the text itself
-        anchors = re.compile(detector.anchor.pattern, re.IGNORECASE).finditer(text, start)
+        anchors = detector.anchor._replace(flags=re.IGNORECASE).compiled().finditer(text, start)
     starts: set[int] = set()
     done_until = -1
     for anchor in anchors:
@@ -324,7 +349,7 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
     for index in chosen:
         detector = _ALL[index]
         if detector.anchor is not None:
-            key = detector.anchor.pattern
+            key = detector.anchor.source
             if key not in anchored:
                 anchored[key] = _anchored_starts(index, text, lowered, start)
             _match_at(text, index, anchored[key], found, guards)
@@ -342,12 +367,12 @@ def _match_at(
 ) -> None:
     """An anchored detector's matches: the same leftmost matches as a search from every
     position, tried only where one can start."""
-    detector = _ALL[index]
+    match_at = _ALL[index].pattern.match
     pos = 0
     for at in starts:
         if at < pos:
             continue
-        match = detector.pattern.match(text, at)
+        match = match_at(text, at)
         if match is not None:
             pos = _judge(text, index, match, found, guards)
 

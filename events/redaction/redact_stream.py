@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from events.redaction.detectors import MARKER, REACH, trie
+from events.redaction.detectors import MARKER, REACH, Expression, trie
 from events.redaction.redact import Guard, apply_spans, detectors, scan
 
 MAX_HOLD_CHARS = 64 * 1024
@@ -102,7 +102,7 @@ class StreamRedactor:
         self._block_at: int | None = None
         """Set while the held text ends in an open key block that starts here: only its END
         line can change anything, so input is only searched for that."""
-        self._block_end: re.Pattern[str] | None = None
+        self._block_end: Expression | None = None
         """The END line of that block (or of the block being swallowed)."""
         self._block_searched = 0
         self._swallow: str | None = None
@@ -129,7 +129,9 @@ class StreamRedactor:
         if self._block_at is not None:
             # An open key block: nothing changes until its END line arrives.
             assert self._block_end is not None
-            found = self._block_end.search(self._buf, max(self._block_searched, self._block_at))
+            found = self._block_end.compiled().search(
+                self._buf, max(self._block_searched, self._block_at)
+            )
             self._block_searched = max(self._block_at, len(self._buf) - _END_OVERLAP)
             if found is None:
                 if self.held > self.max_hold:
@@ -274,7 +276,7 @@ class StreamRedactor:
         if self._swallow == "block":
             text = self._tail + delta
             assert self._block_end is not None
-            found = self._block_end.search(text)
+            found = self._block_end.compiled().search(text)
             if found is None:
                 self._tail = text[-_END_OVERLAP:]
                 return ""

@@ -13,7 +13,11 @@ and loaded here as data, with gitleaks' own semantics:
   ``stopwords``, condition ``OR``/``AND``) keep look-alikes; an allowlist that needs a file path
   or a commit cannot apply to text and is ignored (under ``AND`` it never allows).
 
-Go's RE2 syntax is translated at load (:func:`translate`): a flag group in the middle of a
+The file is read once, by :func:`derive`, into :data:`DERIVED_FILE`, which :func:`load` reads:
+a node's start parses and compiles none of the ~220 expressions (each is compiled when a text
+first holds its keyword).
+
+Go's RE2 syntax is translated then (:func:`translate`): a flag group in the middle of a
 pattern (``p8e-(?i)[a-z0-9]{32}``) becomes a scoped group, ``\\z`` becomes ``\\Z`` and POSIX
 classes (``[[:alnum:]]``) are spelt out; patterns compile with ``re.ASCII`` as RE2's classes
 are. ``tests/events/redaction/test_vendor_rules.py`` proves every rule compiles, has no nested
@@ -31,20 +35,23 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import tomllib
 from collections import Counter
-from collections.abc import Callable
 from importlib import resources
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
-from events.redaction.detectors import MARKER, Detector
+import msgspec
+
+from events.redaction.detectors import MARKER, Detector, Expression
 
 RULES_FILE = "gitleaks.toml"
+DERIVED_FILE = "gitleaks.derived.json"
+"""What :func:`derive` makes of :data:`RULES_FILE` (the loader reads it; see :func:`load`)."""
 
 
 class Pin(NamedTuple):
-    """Which upstream file is vendored: its release, commit and SHA-256 (checked at load)."""
+    """Which upstream file is vendored: its release, commit and SHA-256 (checked when it is
+    derived, and the derived table names it: checked at load)."""
 
     project: str
     release: str
@@ -167,6 +174,11 @@ def compile_re2(pattern: str) -> re.Pattern[str]:
     return re.compile(translate(pattern), re.ASCII)
 
 
+def _translated(source: str) -> Expression:
+    """A translated expression, compiled on first use as RE2's classes are (``re.ASCII``)."""
+    return Expression(source, re.ASCII)
+
+
 # --- the checks -------------------------------------------------------------------------------
 
 
@@ -178,19 +190,20 @@ def shannon_entropy(text: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in Counter(text).values())
 
 
-class Allowlist(NamedTuple):
+class Allowlist(msgspec.Struct, frozen=True):
     """One gitleaks allowlist that can apply to text (no paths, no commits)."""
 
     target: str
     """``secret``, ``match`` or ``line``: what ``regexes`` are searched in."""
-    regexes: tuple[re.Pattern[str], ...]
+    regexes: tuple[str, ...]
+    """Translated (:func:`translate`); compiled on first use."""
     stopwords: tuple[str, ...]
     both: bool
     """Condition ``AND``: every listed check must allow."""
 
     def allows(self, secret: str, match: str, line: str) -> bool:
         target = {"match": match, "line": line}.get(self.target, secret)
-        by_regex = any(r.search(target) for r in self.regexes)
+        by_regex = any(_translated(r).compiled().search(target) for r in self.regexes)
         lowered = secret.lower()
         by_word = any(w in lowered for w in self.stopwords)
         if self.both:
@@ -206,7 +219,7 @@ def _allowlist(spec: dict[str, Any]) -> Allowlist | None:
         return None  # cannot hold for text: no path, no commit
     return Allowlist(
         target=spec.get("regexTarget", "secret"),
-        regexes=tuple(compile_re2(r) for r in spec.get("regexes", ())),
+        regexes=tuple(compile_re2(r).pattern for r in spec.get("regexes", ())),
         stopwords=tuple(w.lower() for w in spec.get("stopwords", ())),
         both=both,
     )
@@ -216,16 +229,18 @@ def _line_of(text: str, start: int, end: int) -> str:
     return text[text.rfind("\n", 0, start) + 1 : (text.find("\n", end) + 1 or len(text) + 1) - 1]
 
 
-def _acceptor(
-    entropy: float, allowlists: tuple[Allowlist, ...]
-) -> Callable[[re.Match[str], str], bool]:
-    def accept(match: re.Match[str], secret: str) -> bool:
-        if MARKER in match.group() or (entropy and shannon_entropy(secret) <= entropy):
+class Acceptor(msgspec.Struct, frozen=True):
+    """A rule's check (:attr:`~events.redaction.detectors.Detector.accept`): its entropy floor
+    and its allowlists, the shared ones first. A value, so rules loaded two ways compare."""
+
+    entropy: float
+    allowlists: tuple[Allowlist, ...]
+
+    def __call__(self, match: re.Match[str], secret: str) -> bool:
+        if MARKER in match.group() or (self.entropy and shannon_entropy(secret) <= self.entropy):
             return False
         line = _line_of(match.string, match.start(), match.end())
-        return not any(a.allows(secret, match.group(), line) for a in allowlists)
-
-    return accept
+        return not any(a.allows(secret, match.group(), line) for a in self.allowlists)
 
 
 class Rule(NamedTuple):
@@ -408,22 +423,85 @@ def spans_words(tree: Any, source: str) -> bool:
     return _takes_space(items)
 
 
+class Derived(msgspec.Struct, frozen=True):
+    """One rule as :func:`derive` reads it from the vendored file."""
+
+    id: str
+    regex: str
+    """Translated (:func:`translate`)."""
+    keywords: tuple[str, ...]
+    groups: tuple[int, ...]
+    entropy: float
+    allowlists: tuple[Allowlist, ...]
+    """The rule's own."""
+    trigger: tuple[str, ...]
+    run: int
+
+
+class Table(msgspec.Struct, frozen=True):
+    """What :func:`derive` makes of the vendored file: kept in :data:`DERIVED_FILE`."""
+
+    sha256: str
+    """Of the file it was derived from (the pinned one)."""
+    allowlists: tuple[Allowlist, ...]
+    """The global ones."""
+    rules: tuple[Derived, ...]
+
+
 def load() -> tuple[Rule, ...]:
-    """The rules of the vendored file, minus :data:`EXCLUDED`, in file order."""
-    return load_file(resources.files("events.redaction").joinpath("rules", RULES_FILE).read_bytes())
+    """The rules of the vendored file, minus :data:`EXCLUDED`, in file order, read from
+    :data:`DERIVED_FILE`: loading parses and compiles no expression (each is compiled when a
+    text first holds its keyword), so it costs a few milliseconds where deriving costs a
+    tenth of a second. ``tests/events/redaction/test_hints_differential.py`` holds the table
+    to what :func:`derive` makes of the pinned file.
+
+    Raises :class:`RulesError` when the table was derived from another file."""
+    raw = resources.files("events.redaction").joinpath("rules", DERIVED_FILE).read_bytes()
+    table = msgspec.json.decode(raw, type=Table)
+    if table.sha256 != PIN.sha256:
+        raise RulesError(f"events/redaction/rules/{DERIVED_FILE} is not derived from {PIN.release}")
+    return _rules(table)
 
 
 def load_file(raw: bytes) -> tuple[Rule, ...]:
-    """The rules of ``raw``, which must be the pinned file.
+    """The rules of ``raw``, which must be the pinned file (see :func:`derive`)."""
+    return _rules(derive(raw))
+
+
+def _rules(table: Table) -> tuple[Rule, ...]:
+    return tuple(
+        Rule(
+            row.id,
+            Detector(
+                f"gitleaks:{row.id}",
+                _translated(row.regex),
+                row.keywords,
+                groups=row.groups,
+                accept=Acceptor(row.entropy, table.allowlists + row.allowlists),
+                trigger=row.trigger,
+                run=row.run,
+            ),
+        )
+        for row in table.rules
+    )
+
+
+def derive(raw: bytes) -> Table:
+    """What the loader needs of ``raw``, which must be the pinned file: each rule's expression
+    translated, and what its parsed expression says (the groups replaced, the streaming
+    triggers, the token run). ``python -m events.redaction.vendor_rules`` writes it to
+    :data:`DERIVED_FILE`.
 
     Raises :class:`RulesError` when it is not the pinned one or a rule does not compile."""
     if hashlib.sha256(raw).hexdigest() != PIN.sha256:
         raise RulesError(
             f"events/redaction/rules/{RULES_FILE} is not gitleaks {PIN.release}'s file"
         )
+    import tomllib  # only here: a loading process reads the table, not the file
+
     config = tomllib.loads(raw.decode())
     shared = tuple(a for a in [_allowlist(config.get("allowlist", {}))] if a is not None)
-    rules: list[Rule] = []
+    rows: list[Derived] = []
     for spec in config.get("rules", ()):
         rule_id = spec["id"]
         if rule_id in EXCLUDED or "regex" not in spec:
@@ -439,14 +517,28 @@ def load_file(raw: bytes) -> tuple[Rule, ...]:
         if not group and _quantified_group(list(tree)):
             groups = ()
         keywords = tuple(k.lower() for k in spec.get("keywords", ()))
-        detector = Detector(
-            f"gitleaks:{rule_id}",
-            pattern,
-            keywords,
-            groups=groups,
-            accept=_acceptor(float(spec.get("entropy", 0.0)), shared + own),
-            trigger=stream_triggers(tree, pattern.pattern, keywords),
-            run=min(min_run(tree, g) for g in groups) if groups else min_run(tree, 0),
+        rows.append(
+            Derived(
+                id=rule_id,
+                regex=pattern.pattern,
+                keywords=keywords,
+                groups=groups,
+                entropy=float(spec.get("entropy", 0.0)),
+                allowlists=own,
+                trigger=stream_triggers(tree, pattern.pattern, keywords),
+                run=min(min_run(tree, g) for g in groups) if groups else min_run(tree, 0),
+            )
         )
-        rules.append(Rule(rule_id, detector))
-    return tuple(rules)
+    return Table(sha256=PIN.sha256, allowlists=shared, rules=tuple(rows))
+
+
+def derived_bytes(table: Table) -> bytes:
+    """:data:`DERIVED_FILE`'s content for ``table``."""
+    return msgspec.json.format(msgspec.json.encode(table), indent=1) + b"\n"
+
+
+if __name__ == "__main__":
+    _RULES_DIR = resources.files("events.redaction").joinpath("rules")
+    _TABLE = derive(_RULES_DIR.joinpath(RULES_FILE).read_bytes())
+    with resources.as_file(_RULES_DIR.joinpath(DERIVED_FILE)) as _path:
+        _path.write_bytes(derived_bytes(_TABLE))

@@ -68,9 +68,9 @@ def serve(
     give_back_terminal = take_terminal()
     stopper = Stopper(give_back_terminal)
     stopper.install()
-    # The first log line and the first append need the redaction detectors (a third of a
-    # second or more of pure Python): compiled on their own thread while the node opens, whose
-    # SQLite reads (the journal check, recovery) release the GIL. The thread ends once done.
+    # The first log line and the first append need the redaction detectors' index (a few
+    # milliseconds: their expressions are compiled only when a text needs them): built on its
+    # own thread while the node opens, whose SQLite reads release the GIL. It ends once done.
     threading.Thread(target=detectors, name="redaction-compile", daemon=True).start()
     try:
         cfg = config or load_config(config_file)
