@@ -236,7 +236,6 @@ class UsageTotals:
         by_principal, by_session = "principal" in counting, "session_id" in counting
         key: tuple[Column, str, str]
         with self._lock:
-            # The hot path of the fold (a batch's cells, up to four keys each): locals, no call.
             tokens = self._tokens
             for (day, principal, session, model), sums in cells.items():
                 month = day[:7]
@@ -251,16 +250,8 @@ class UsageTotals:
                 for key in keys:
                     models = tokens.get(key)
                     if models is None:
-                        tokens[key] = {model: sums.copy()}
-                        continue
-                    into = models.get(model)
-                    if into is None:
-                        models[model] = sums.copy()
-                    else:
-                        into[0] += sums[0]
-                        into[1] += sums[1]
-                        into[2] += sums[2]
-                        into[3] += sums[3]
+                        tokens[key] = models = {}
+                    _add_into(models, model, sums)
             for (principal, hour, session), n in runs.items():
                 if hour[:7] > self._month:
                     self._roll(hour[:7])
