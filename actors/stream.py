@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events import Event, JournalPort, StoredEvent, redact_event
+from events import Event, JournalPort, StoredEvent
 
 
 class Recorded(msgspec.Struct, frozen=True):
@@ -66,14 +66,14 @@ class OwnedStream:
         """Append ``events`` atomically at ``expected_seq``; returns them as stored.
         ``principal`` overrides the stream's for this append: whoever caused these events (a
         canceller, an approver) rather than whom the stream acts for."""
-        clean = [redact_event(event) for event in events]
         who = principal or self.principal
         result = self.journal.append(
             self.name,
-            clean,
+            events,
             expected_seq=expected_seq,
             principal=who,
             correlation_id=self.correlation_id,
             causation_id=self.causation_id,
         )
-        return [Recorded(event, self.name, result.recorded_at_ms, who) for event in clean]
+        # As the journal stored them (redacted there, once), so the fold holds what it holds.
+        return [Recorded(event, self.name, result.recorded_at_ms, who) for event in result.events]

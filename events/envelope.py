@@ -52,6 +52,10 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     recorded_at_ms: int = 0
     """The ``recorded_at_ms`` of every event of this append (one commit, one clock reading), so
     a writer folds its events with the same times a later reader of the journal sees."""
+    events: tuple[Event, ...] = ()
+    """The appended events as the journal stores them (redacted), in order: what a writer folds,
+    so it need not redact them again. For a duplicate, this call's events as they would have
+    been stored. Empty for the rows the journal writes itself (checkpoints)."""
 
     @property
     def next_seq(self) -> int:

@@ -165,7 +165,9 @@ class JournalPort(JournalReadPort, Protocol):
         """Append ``events`` to ``stream`` atomically and return where they landed, only after
         the commit. Raises :class:`events.ConcurrencyConflict` (nothing written) when
         ``expected_seq`` is not the stream's next seq; returns the original result with
-        ``duplicate=True`` (nothing written) for an ``idempotency_key`` already committed."""
+        ``duplicate=True`` (nothing written) for an ``idempotency_key`` already committed. The
+        result's ``events`` are the events as stored (redacted): a writer folds those and never
+        redacts an event itself."""
         ...
 
     def checkpoint(self) -> Checkpoint | None:

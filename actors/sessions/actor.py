@@ -64,7 +64,7 @@ from actors.sessions.compaction import (
 from actors.sessions.decide import branch_history, compaction_due, created, decide, refused
 from actors.sessions.state import SessionState, checkpoint_of
 from actors.stream import Recorded, recorded
-from events import new_id, redact_event
+from events import new_id
 from events.catalog import CompactionMethod, Event, RunAccepted, SessionCompacted
 
 log = logging.getLogger("reel.sessions")
@@ -213,17 +213,18 @@ class SessionActor(pykka.ThreadingActor):
         them as stored (redacted). Appending nothing is a no-op."""
         if not events:
             return []
-        clean = [redact_event(event) for event in events]
-        first = clean[0]
+        first = events[0]
         result = self.s.journal.append(
             self.stream,
-            clean,
+            events,
             expected_seq=0 if self.state is None else self.state.next_seq,
             principal=principal,
             correlation_id=first.run_id if isinstance(first, RunAccepted) else None,
             causation_id=None,
         )
-        records = [Recorded(e, self.stream, result.recorded_at_ms, principal) for e in clean]
+        records = [
+            Recorded(e, self.stream, result.recorded_at_ms, principal) for e in result.events
+        ]
         self.state = fold(session_state, records, self.state)
         return records
 

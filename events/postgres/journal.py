@@ -548,6 +548,7 @@ class PostgresJournal(PostgresReader):
                     event_ids=tuple(event_ids),
                     duplicate=outcome == "duplicate",
                     recorded_at_ms=int(at_ms),
+                    events=request.events,
                 )
             )
             if outcome == "ok":

@@ -86,6 +86,7 @@ class _Append:
         "_future",
         "causation_id",
         "correlation_id",
+        "events",
         "expected_seq",
         "idempotency_key",
         "outcome",
@@ -104,9 +105,12 @@ class _Append:
         correlation_id: str | None,
         causation_id: str | None,
         idempotency_key: str | None,
+        events: tuple[Event, ...] = (),
     ) -> None:
         self.stream = stream
         self.payloads = payloads
+        self.events = events
+        """The events as they are stored (redacted): what the result hands back."""
         self.expected_seq = expected_seq
         self.principal = principal
         self.correlation_id = correlation_id
@@ -132,6 +136,8 @@ class _Append:
         """Record the outcome (once) and resolve the future, if any and not cancelled."""
         if self.outcome is not None:
             return
+        if isinstance(outcome, AppendResult):
+            outcome = replace(outcome, events=self.events)
         self.outcome = outcome
         if self._future is not None and not self._future.done():
             if isinstance(outcome, BaseException):
@@ -183,6 +189,7 @@ def prepare(
     _check_text("causation_id", causation_id)
     _check_text("idempotency_key", idempotency_key)
     payloads: list[tuple[str, int, bytes]] = []
+    stored: list[Event] = []
     for event in events:
         if not isinstance(event, Event):
             raise AppendRejected(f"not an event: {type(event).__name__}")
@@ -190,7 +197,8 @@ def prepare(
             raise AppendRejected("journal.checkpoint rows are written by the journal itself")
         kind = kind_of(event)
         try:
-            payload = encode(redact_event(event))
+            clean = redact_event(event)
+            payload = encode(clean)
         except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
             raise AppendRejected(f"{kind} cannot be encoded: {exc}") from None
         if len(payload) > max_payload_bytes:
@@ -198,6 +206,7 @@ def prepare(
                 f"{kind} payload is {len(payload)} bytes; the limit is {max_payload_bytes}"
             )
         payloads.append((kind, event.version, payload))
+        stored.append(clean)
     return _Append(
         stream,
         payloads,
@@ -206,6 +215,7 @@ def prepare(
         correlation_id,
         causation_id,
         idempotency_key,
+        tuple(stored),
     )
 
 

@@ -240,6 +240,10 @@ class JournalConformance(ABC):
         assert isinstance(stored, ToolProposed)
         assert stored.arguments == {"url": "https://example.test", "api_key": MARKER}
         assert all(b"hunter2-canary" not in e.payload for e in rows)
+        # The result hands back what was stored, redacted: what a writer folds.
+        assert result.events == (created, stored)
+        submitted = journal.submit("tool/t1", [proposed], expected_seq=2).result(WAIT)
+        assert submitted.events == (stored,)
         defaults = journal.append("run/2", [out()], expected_seq=None)
         (row,) = journal.read(after_position=defaults.first_position - 1)
         assert (row.principal, row.correlation_id, row.causation_id) == ("system", None, None)
@@ -382,6 +386,7 @@ class JournalConformance(ABC):
         )
         assert (again.first_seq, again.last_seq) == (first.first_seq, first.last_seq)
         assert again.recorded_at_ms == first.recorded_at_ms
+        assert again.events == first.events == (out("a"), out("b"))
         assert len(all_events(journal)) == 3
 
     def test_idempotent_retry_survives_reopening(self, tmp_path: Path) -> None:
