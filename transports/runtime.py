@@ -52,6 +52,7 @@ from projections import (
 )
 from projections.usage import UsageProjection
 from tools import ToolCatalog, build_catalog
+from tools.shell import probe_ahead
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, load_tokens
@@ -448,14 +449,17 @@ def open_runtime(
     prepare_data_dir(data_dir)
     admin_token = load_or_create_token(data_dir)
     cfg = config or load_config(config_path or data_dir / "config.toml")
-    engine = PolicyEngine.load(data_dir / "policies")
-    embedder = load_embedder(cfg)
-    # The view's connections open on first use: views.db exists by then (the projector makes it).
-    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder, limits=cfg.views))
     tools_config = cfg.tools_config(data_dir)
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # shell.run's sandbox probe mostly waits for ldconfig and bwrap: begun now, it overlaps the
+    # policies, the journal's check and the rest up to build_catalog, which takes its result.
+    probe_ahead(tools_config)
+    engine = PolicyEngine.load(data_dir / "policies")
+    embedder = load_embedder(cfg)
+    # The view's connections open on first use: views.db exists by then (the projector makes it).
+    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder, limits=cfg.views))
     channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing opened
     # The journal and the vault next: MCP servers start with the catalog, and the vault
     # handles in their env are decided (vault.use, on the journal) and resolved as they start.
