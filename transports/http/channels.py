@@ -27,14 +27,14 @@ from transports.http.failures import ApiError
 from transports.http.inputs import json_content_type, not_utf8, read_body
 from transports.http.replies import json_reply
 
+if TYPE_CHECKING:
+    from transports.channels import ChannelHub
+
 WEBHOOK_ROUTE = "channel_webhook"
 PUBLIC_ROUTES = frozenset({WEBHOOK_ROUTE})
 """Routes the guard lets through without a bearer token (the webhook checks its signature)."""
 
 routes = web.RouteTableDef()
-
-if TYPE_CHECKING:
-    from transports.channels import ChannelHub
 
 
 class PairCodeRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
