@@ -65,13 +65,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from tools.sandbox_user import SandboxUser, launcher, stage_for
 from tools.seccomp import compile_filter
 
-__all__ = ["GUEST_WORKSPACE", "Launch", "Sandbox", "probe", "resolve_bwrap"]
+__all__ = ["GUEST_WORKSPACE", "Launch", "Sandbox", "probe", "probe_ahead", "resolve_bwrap"]
 
 GUEST_WORKSPACE = "/workspace"
 """Where the workspace appears inside the sandbox (also its HOME and default cwd)."""
@@ -415,9 +417,53 @@ def probe(
     """A working `Sandbox`, or the reason there is none (one line, for ``reel tools``).
 
     Runs ``true`` in the real profile (as ``user`` when given, with the seccomp filter and the
-    process limit), once per distinct setting in this process.
+    process limit), once per distinct setting in this process; when `probe_ahead` started it
+    for the same settings, waits for that one's result (or exception).
     """
-    return _probe(bwrap, search_path, network, tmp_bytes, tuple(sorted(set(hidden))), user)
+    key = (bwrap, search_path, network, tmp_bytes, tuple(sorted(set(hidden))), user)
+    with _ahead_lock:
+        pending = _ahead.get(key)
+    return pending.result() if pending is not None else _probe(*key)
+
+
+_Settings = tuple[str, str, bool, int, tuple[str, ...], SandboxUser | None]
+_ahead: dict[_Settings, Future[Sandbox | str]] = {}
+"""Probes `probe_ahead` started and not finished yet (a finished one is in `_probe`'s cache)."""
+_ahead_lock = threading.Lock()
+
+
+def probe_ahead(
+    bwrap: str,
+    *,
+    search_path: str,
+    network: bool,
+    tmp_bytes: int,
+    hidden: Sequence[str],
+    user: SandboxUser | None,
+) -> None:
+    """Start `probe` for these settings on a thread of its own and return at once; `probe`
+    with the same settings later takes its result instead of probing again.
+
+    The probe is mostly waiting (``ldconfig`` twice for libseccomp, then bwrap running
+    ``true``): the node starts it before its journal's start-up check, which it overlaps.
+    """
+    key = (bwrap, search_path, network, tmp_bytes, tuple(sorted(set(hidden))), user)
+    future: Future[Sandbox | str] = Future()
+    with _ahead_lock:
+        if key in _ahead:
+            return
+        _ahead[key] = future
+
+    def run() -> None:
+        try:
+            future.set_result(_probe(*key))
+        except BaseException as exc:  # whoever waits gets it, as from probe itself
+            future.set_exception(exc)
+        finally:
+            with _ahead_lock:
+                del _ahead[key]
+
+    threading.Thread(target=run, name="sandbox-probe", daemon=True).start()
 
 
 @functools.lru_cache(maxsize=32)

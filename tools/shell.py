@@ -54,6 +54,7 @@ from tools.handles import HandleValue, names_in, names_of, resolve_all
 from tools.result import ErrorKind, Output, ToolFault, decode_text, fit_json
 from tools.runtime import POLL_S, ToolRuntime
 from tools.sandbox import GUEST_WORKSPACE, Launch, Sandbox, probe
+from tools.sandbox import probe_ahead as sandbox_probe_ahead
 from tools.sandbox_user import adopt, sandbox_user
 from tools.spec import Capability, ToolSpec
 from tools.workspace import confine, open_dir, open_root
@@ -137,25 +138,36 @@ def _check_env(env: dict[str, HandleValue]) -> None:
             )
 
 
+def probe_ahead(config: ToolsConfig) -> None:
+    """Start the probe a `ShellRuntime` of ``config`` makes on a thread of its own (see
+    `tools.sandbox.probe_ahead`); the runtime built later takes its result."""
+    sandbox_probe_ahead(config.shell_bwrap, **_sandbox_settings(config))
+
+
+def _sandbox_settings(config: ToolsConfig) -> dict[str, Any]:
+    """The sandbox ``config`` asks for, as `tools.sandbox.probe` takes it (after the bwrap)."""
+    hidden = list(config.shell_hidden_paths)
+    if config.workspace_dir is not None:
+        workspace = os.path.realpath(config.workspace_dir)
+        hidden += [workspace, os.path.dirname(workspace)]
+    if config.plugin_dir is not None:
+        hidden.append(config.plugin_dir)
+    return {
+        "search_path": config.shell_path,
+        "network": config.shell_network,
+        "tmp_bytes": config.shell_tmp_bytes,
+        "hidden": hidden,
+        "user": sandbox_user(config.shell_uid, config.shell_gid),
+    }
+
+
 class ShellRuntime(ToolRuntime):
-    """The shell.run tool. Building it probes the sandbox once (see `tools.sandbox.probe`)."""
+    """The shell.run tool. Building it probes the sandbox once (see `tools.sandbox.probe`), or
+    takes the result of the probe `probe_ahead` began for the same config."""
 
     def __init__(self, config: ToolsConfig) -> None:
         self._config = config
-        hidden = list(config.shell_hidden_paths)
-        if config.workspace_dir is not None:
-            workspace = os.path.realpath(config.workspace_dir)
-            hidden += [workspace, os.path.dirname(workspace)]
-        if config.plugin_dir is not None:
-            hidden.append(config.plugin_dir)
-        found = probe(
-            config.shell_bwrap,
-            search_path=config.shell_path,
-            network=config.shell_network,
-            tmp_bytes=config.shell_tmp_bytes,
-            hidden=hidden,
-            user=sandbox_user(config.shell_uid, config.shell_gid),
-        )
+        found = probe(config.shell_bwrap, **_sandbox_settings(config))
         self.sandbox: Sandbox | None = found if isinstance(found, Sandbox) else None
         """The working sandbox, or None when shell.run is unavailable."""
         self.unavailable: str | None = found if isinstance(found, str) else None

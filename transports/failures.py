@@ -117,7 +117,7 @@ KINDS: Final[dict[str, Kind]] = {
     "transports.access.tokens.UnknownToken": "not_found",
     "transports.access.tokens.TokenAlreadyRevoked": "conflict",
     "transports.config.ConfigError": "unusable",
-    "transports.channels.hub.UnknownChannel": "not_found",
+    "transports.channels.configured.UnknownChannel": "not_found",
     "transports.channels.commands.CommandSyntaxError": "invalid_argument",
     "transports.channels.connector.ConnectorError": "unavailable",
     "transports.channels.matrix_answers.Refused": "unusable",

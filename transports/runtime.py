@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors import Node, ToolGate
 from actors.budgets.decide import column_of
@@ -53,10 +53,10 @@ from projections import (
 )
 from projections.usage import UsageProjection, UsageTotals
 from tools import ToolCatalog, build_catalog
+from tools.shell import probe_ahead
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, load_tokens
-from transports.channels import ChannelHub
 from transports.config import (
     ConfigError,
     NodeConfig,
@@ -72,6 +72,9 @@ from transports.models.failover import FailoverProvider
 from transports.models.openai_wire import TOOL_CHOICES
 from transports.node.private_dir import make_private
 from transports.telemetry import NodeTracer, open_tracer
+
+if TYPE_CHECKING:
+    from transports.channels import ChannelHub
 
 log = logging.getLogger("reel.usage")
 
@@ -97,9 +100,10 @@ class Runtime:
     memory: NodeMemory
     """The memory view (searched by runs, the memory tools and the API) and the journal that
     memory writes go to."""
-    channels: ChannelHub
+    channels: ChannelHub | None
     """The chat channels of ``[channels]``: their connectors, routers and the inbound entry
-    point (docs/channels.md)."""
+    point (docs/channels.md); None without any (the hub is then never imported:
+    ``transports.channels.configured`` answers for it)."""
     incidents: IncidentsView
     """What the watchdog found (``GET /v1/incidents``, ``reel_incidents_open``)."""
     learning: NodeLearning
@@ -135,7 +139,8 @@ class Runtime:
             self.schedules.stop()  # nothing fires while the node drains
             self.learning.stop()  # no more reflections enqueued while the node drains
             self.node.drain(grace_s)  # answers of runs ending now still go out...
-            self.channels.stop()  # ...then connectors, followers and channel actors stop
+            if self.channels is not None:  # ...then connectors, followers, channel actors
+                self.channels.stop()
             self.node.stop(grace_s)
             self.catalog.close()  # MCP servers stop once no run can call them
             if self.tracer is not None:  # the spans of runs that ended while draining go out
@@ -459,15 +464,18 @@ def open_runtime(
     prepare_data_dir(data_dir)
     admin_token = load_or_create_token(data_dir)
     cfg = config or load_config(config_path or data_dir / "config.toml")
-    engine = PolicyEngine.load(data_dir / "policies")
-    embedder = load_embedder(cfg)
-    # The view's connections open on first use: views.db exists by then (the projector makes it).
-    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder, limits=cfg.views))
     tools_config = cfg.tools_config(data_dir)
     assert tools_config.workspace_dir is not None  # tools_config roots it in the data dir
     workspace = Path(tools_config.workspace_dir)
     workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-    channels = ChannelHub(cfg.channels)  # a channel's config error stops here, nothing opened
+    # shell.run's sandbox probe mostly waits for ldconfig and bwrap: begun now, it overlaps the
+    # policies, the journal's check and the rest up to build_catalog, which takes its result.
+    probe_ahead(tools_config)
+    engine = PolicyEngine.load(data_dir / "policies")
+    embedder = load_embedder(cfg)
+    # The view's connections open on first use: views.db exists by then (the projector makes it).
+    memory = NodeMemory(MemoryView(data_dir / "views.db", embedder, limits=cfg.views))
+    channels = channel_hub(cfg)  # a channel's config error stops here, nothing opened
     # The journal and the vault next: MCP servers start with the catalog, and the vault
     # handles in their env are decided (vault.use, on the journal) and resolved as they start.
     journal = open_journal(data_dir, cfg, on_tampered)
@@ -582,15 +590,27 @@ def open_runtime(
         guard=guard,
     )
     try:
-        channels.start(
-            node=node,
-            journal=journal,
-            projector=projector,
-            views_path=data_dir / "views.db",
-            authority=authority,
-            views_limits=cfg.views,
-        )
+        if channels is not None:
+            channels.start(
+                node=node,
+                journal=journal,
+                projector=projector,
+                views_path=data_dir / "views.db",
+                authority=authority,
+                views_limits=cfg.views,
+            )
     except BaseException:
         runtime.close(0)
         raise
     return runtime
+
+
+def channel_hub(config: NodeConfig) -> ChannelHub | None:
+    """The hub of ``[channels]`` (each connector built: a config error is a ConfigError naming
+    the key), or None when no channel is configured: the hub's module, the channel actor and
+    the connectors are then not imported."""
+    if not config.channels:
+        return None
+    from transports.channels import ChannelHub
+
+    return ChannelHub(config.channels)

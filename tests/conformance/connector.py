@@ -31,7 +31,7 @@ from events.catalog import (
     ChannelRunRequested,
     Event,
 )
-from tests.transports.channels.kit import events_of
+from tests.transports.channels.kit import events_of, hub_of
 from tests.transports.http.httpkit import HttpNode, eventually
 
 WAIT_S = 20.0
@@ -184,7 +184,7 @@ class ConnectorConformance:
         asked = driver.say("alice", DM_ALICE, "only once please")
         driver.answer_containing(DM_ALICE, "only once please")
         driver.deliver_again(DM_ALICE, asked)
-        hub = node.runtime.channels
+        hub = hub_of(node.runtime)
         assert eventually(lambda: hub.duplicates >= 1, WAIT_S), "the repeat never reached the hub"
         assert hub.duplicates == 1
         assert [m.message_id for m in self.recorded(node, driver, ChannelMessageRouted)] == [asked]

@@ -26,7 +26,7 @@ from policies import PolicyEngine
 from tests.tools import unprivileged
 from tests.tools.sandboxkit import survivors, unique_seconds, wait_for_survivors
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
-from tools.shell import ShellRuntime
+from tools.shell import ShellRuntime, probe_ahead
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
 
@@ -46,11 +46,21 @@ class DataDir:
         (root / "journal.db").write_text(f"journal {CANARY}")
         (root / "node.key").write_text(f"key {CANARY}")
 
-    def catalog(self, **config: object) -> ToolCatalog:
+    def config(self, **config: object) -> ToolsConfig:
         config.setdefault("shell_allowlist", PROGRAMS)
         config.setdefault("shell_allowed_wrappers", ("sh", "python3"))
         config.setdefault("workspace_dir", str(self.workspace))
-        return ToolCatalog([ShellRuntime(ToolsConfig(**config))])  # type: ignore[arg-type]
+        return ToolsConfig(**config)  # type: ignore[arg-type]
+
+    def catalog(self, **config: object) -> ToolCatalog:
+        return ToolCatalog([ShellRuntime(self.config(**config))])
+
+    def catalog_probed_ahead(self, **config: object) -> ToolCatalog:
+        """`catalog`, its sandbox probe begun first on a thread of its own (as the node begins
+        it: `tools.shell.probe_ahead`) and taken by the runtime."""
+        tools_config = self.config(**config)
+        probe_ahead(tools_config)
+        return ToolCatalog([ShellRuntime(tools_config)])
 
     def run(
         self,
@@ -371,13 +381,15 @@ def _unavailable_cases(tmp: Path, public: Path) -> dict[str, tuple[dict[str, obj
     }
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["probed-in-place", "probed-ahead"])
 @pytest.mark.parametrize("case", ["missing binary", "not on PATH", "no namespaces"])
 def test_without_a_sandbox_shell_run_is_disabled_and_never_runs(
-    data: DataDir, tmp_path: Path, public_tmp: Path, case: str
+    data: DataDir, tmp_path: Path, public_tmp: Path, case: str, ahead: bool
 ) -> None:
     config, reason = _unavailable_cases(tmp_path, public_tmp)[case]
     marker = tmp_path / f"ran-{uuid.uuid4().hex}"
-    catalog = data.catalog(shell_allowlist=("sh", "touch"), **config)
+    build = data.catalog_probed_ahead if ahead else data.catalog
+    catalog = build(shell_allowlist=("sh", "touch"), **config)
     spec = catalog.spec("shell.run")
     assert spec.unavailable is not None and spec.unavailable.startswith(reason)
     assert spec.default_posture == "disabled"
@@ -393,6 +405,30 @@ def test_without_a_sandbox_shell_run_is_disabled_and_never_runs(
         assert (result.ok, result.error_kind) == (False, "denied")
         assert result.error == f"shell.run is unavailable on this node: {spec.unavailable}"
     assert not marker.exists()
+
+
+def test_a_probe_begun_ahead_runs_once_and_the_runtime_takes_it(
+    data: DataDir, public_tmp: Path
+) -> None:
+    """The node begins the probe before its journal check (`probe_ahead`); the runtime built
+    while it still runs waits for it instead of probing again: bwrap (a wrapper that logs
+    each start) ran once for its version and once for ``true``, and the sandbox works."""
+    log = public_tmp / "bwrap.log"
+    log.touch(mode=0o666)
+    log.chmod(0o666)  # a root node's probe starts bwrap as the sandbox's user
+    wrapper = public_tmp / "bwrap"
+    wrapper.write_text(f'#!/bin/sh\necho "$1" >> {log}\nexec {shutil.which("bwrap")} "$@"\n')
+    wrapper.chmod(0o755)
+    catalog = data.catalog_probed_ahead(shell_bwrap=str(wrapper))
+    assert catalog.unavailable() == {}
+    assert log.read_text().split() == ["--version", "--args"]
+    result = catalog.execute(
+        "shell.run",
+        catalog.validate("shell.run", {"argv": ["echo", "in"]}),
+        ExecutionContext.start(data.workspace, 10),
+    )
+    assert result.ok and out(result) == "in\n"
+    assert log.read_text().split() == ["--version", "--args", "--args"]
 
 
 def test_reel_tools_shows_why_shell_run_is_disabled(tmp_path: Path) -> None:

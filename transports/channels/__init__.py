@@ -11,6 +11,8 @@ Public surface::
   ``webhook`` and ``matrix`` (imported only when a channel uses it: matrix-nio is an extra).
 - :class:`ChannelHub` holds the node's channels; :meth:`ChannelHub.receive` /
   :meth:`ChannelHub.route` is the one inbound entry point, and answers a :class:`RouteResult`.
+  A node without channels has none (imported on first use); :func:`configured` is what the
+  transports ask either way (the hub holding a channel of that name, or UnknownChannel).
 - :mod:`actors.channels.router` is the pure decision (its order is documented there).
 
 Errors (each transport maps them in its one place)::
@@ -22,6 +24,7 @@ Errors (each transport maps them in its one place)::
 """
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from actors.channels.config import ChannelConfig
 from actors.channels.message import (
@@ -34,6 +37,7 @@ from actors.channels.message import (
 )
 from actors.channels.results import MintedCode, RouteResult
 from actors.channels.router import session_key
+from transports.channels.configured import ChannelInfo, UnknownChannel, configured
 from transports.channels.connector import (
     CONNECTORS,
     Connector,
@@ -41,7 +45,20 @@ from transports.channels.connector import (
     Inbound,
     register,
 )
-from transports.channels.hub import ChannelHub, ChannelInfo, UnknownChannel
+
+if TYPE_CHECKING:
+    from transports.channels.hub import ChannelHub
+
+
+def __getattr__(name: str) -> Any:
+    """``ChannelHub`` is imported on first use: a node without channels never builds one
+    (``Runtime.channels`` is None), and its module brings the channel actor, the commands and
+    the webhook connector."""
+    if name == "ChannelHub":
+        from transports.channels.hub import ChannelHub
+
+        return ChannelHub
+    raise AttributeError(f"module 'transports.channels' has no attribute {name!r}")
 
 
 def _matrix(name: str, config: ChannelConfig, environ: Mapping[str, str] | None) -> Connector:
@@ -74,6 +91,7 @@ __all__ = [
     "OutboundMessage",
     "RouteResult",
     "UnknownChannel",
+    "configured",
     "principal_of",
     "register",
     "session_key",

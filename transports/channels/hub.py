@@ -44,6 +44,7 @@ from projections.records import ApprovalRecord
 from transports.access.authority import Authority
 from transports.access.tokens import Credentials
 from transports.channels import commands
+from transports.channels.configured import ChannelInfo, UnknownChannel
 from transports.channels.connector import CONNECTORS, Connector, ConnectorError
 from transports.config import ConfigError
 
@@ -64,32 +65,6 @@ class Resumable(Protocol):
     from the one it last saved (``channel.cursor_saved``, appended by the channel's actor)."""
 
     def resume(self, cursor: str | None, save: Callable[[str], None]) -> None: ...
-
-
-class UnknownChannel(LookupError):
-    """No channel of that name is configured (HTTP 404, gRPC NOT_FOUND)."""
-
-
-class ChannelInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """``GET /v1/channels``: one configured channel and its router policy (never a secret)."""
-
-    name: str
-    kind: str
-    enabled: bool
-    dm_policy: str
-    group_policy: str
-    """The effective one (``pairing`` when unset and ``dm_policy`` is, else ``open``)."""
-    broadcast: str
-    require_mention: bool
-    isolate_session_by_sender: bool
-    coalesce_ms: int
-    allow_from: int
-    """How many senders are listed (the ids are not shown)."""
-    deny_from: int
-    paired: int
-    """Senders paired now."""
-    pending_pairings: int
-    connector: dict[str, Any]
 
 
 class ChannelHub:
@@ -228,7 +203,7 @@ class ChannelHub:
     def config(self, name: str) -> ChannelConfig:
         config = self.configs.get(name)
         if config is None:
-            raise UnknownChannel(f"no channel named {name[:40]!r} is configured")
+            raise UnknownChannel.named(name)
         return config
 
     def connector(self, name: str) -> Connector:

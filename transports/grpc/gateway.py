@@ -25,7 +25,7 @@ from proto.reel.v1 import (
     TapeEvent,
 )
 from transports.access.tokens import Credentials
-from transports.channels import Attachment, InboundMessage, UnknownChannel
+from transports.channels import Attachment, InboundMessage, UnknownChannel, configured
 from transports.grpc.context import (
     ServiceContext,
     page_size,
@@ -139,9 +139,8 @@ class GatewayService(GatewayBase):
 
     async def route_message(self, message: RouteMessageRequest) -> RouteMessageResponse:
         """The router's decision on one message (docs/channels.md); ``channel.route``."""
-        hub = self.ctx.runtime.channels
         try:
-            hub.config(message.channel)
+            hub = configured(self.ctx.runtime.channels, message.channel)
         except UnknownChannel as exc:
             raise not_found(f"channel {message.channel[:40]!r}") from exc
         await self.ctx.permit("channel.route", (message.channel, {}))

@@ -14,23 +14,21 @@ and the webhook connector's inbound route (docs/channels.md).
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import msgspec
 from aiohttp import web
 
 from actors.channels.config import PAIRING_TTL_RANGE_MS, duration_ms
 from actors.channels.message import InboundMessage, MessageBody
-from transports.channels import (
-    ChannelHub,
-    ChannelInfo,
-    MintedCode,
-    RouteResult,
-)
-from transports.channels.webhook import SIGNATURE_HEADER, WebhookConnector
+from transports.channels import ChannelInfo, MintedCode, RouteResult, configured
 from transports.http.context import CONTEXT, permit
 from transports.http.failures import ApiError
 from transports.http.inputs import json_content_type, not_utf8, read_body
 from transports.http.replies import json_reply
+
+if TYPE_CHECKING:
+    from transports.channels import ChannelHub
 
 WEBHOOK_ROUTE = "channel_webhook"
 PUBLIC_ROUTES = frozenset({WEBHOOK_ROUTE})
@@ -53,15 +51,10 @@ class ChannelList(msgspec.Struct, frozen=True, kw_only=True):
     items: list[ChannelInfo]
 
 
-def hub_of(request: web.Request) -> ChannelHub:
-    return request.app[CONTEXT].runtime.channels
-
-
-def channel_name(request: web.Request) -> str:
-    """The configured channel the path names (404 otherwise)."""
+def channel_of(request: web.Request) -> tuple[str, ChannelHub]:
+    """The configured channel the path names and the hub that holds it (404 otherwise)."""
     name = request.match_info["channel"]
-    hub_of(request).config(name)
-    return name
+    return name, configured(request.app[CONTEXT].runtime.channels, name)
 
 
 async def route(hub: ChannelHub, message: InboundMessage) -> RouteResult:
@@ -72,24 +65,23 @@ async def route(hub: ChannelHub, message: InboundMessage) -> RouteResult:
 @routes.get("/v1/channels")
 async def list_channels(request: web.Request) -> web.Response:
     await permit(request, "channel.list")
-    hub = hub_of(request)
-    items = await asyncio.to_thread(hub.describe)
+    hub = request.app[CONTEXT].runtime.channels
+    items = await asyncio.to_thread(hub.describe) if hub is not None else []
     return json_reply(ChannelList(items=items))
 
 
 @routes.post("/v1/channels/{channel}/messages")
 async def route_message(request: web.Request) -> web.Response:
-    name = channel_name(request)
+    name, hub = channel_of(request)
     body = await read_body(request, MessageBody)
     await permit(request, "channel.route", (name, {}))
-    return json_reply(await route(hub_of(request), body.message(name)))
+    return json_reply(await route(hub, body.message(name)))
 
 
 @routes.post("/v1/channels/{channel}/pair-codes")
 async def mint_pair_code(request: web.Request) -> web.Response:
-    name = channel_name(request)
+    name, hub = channel_of(request)
     body = await read_body(request, PairCodeRequest, optional=True)
-    hub = hub_of(request)
     ttl = body.ttl or hub.config(name).pairing_ttl
     try:
         ttl_ms = duration_ms(ttl)
@@ -105,8 +97,9 @@ async def mint_pair_code(request: web.Request) -> web.Response:
 
 @routes.post("/v1/channels/{channel}/webhook", name=WEBHOOK_ROUTE)
 async def receive_webhook(request: web.Request) -> web.Response:
-    name = channel_name(request)
-    hub = hub_of(request)
+    from transports.channels.webhook import SIGNATURE_HEADER, WebhookConnector
+
+    name, hub = channel_of(request)
     connector = hub.connector(name)
     if not isinstance(connector, WebhookConnector):
         raise ApiError("not_found", f"channel {name!r} is not a webhook channel")

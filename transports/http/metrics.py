@@ -215,20 +215,20 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
         "Open Server-Sent Events responses.",
         [f"reel_http_sse_streams {ctx.streams}"],
     )
-    channels = runtime.channels
+    channels = runtime.channels  # None: no channel configured, nothing counted
     lines += _family(
         "reel_channel_webhook_bad_signatures_total",
         "counter",
         "Webhook requests refused for a missing or wrong X-Reel-Signature since the node "
         "started (nothing else is recorded of them).",
-        [f"reel_channel_webhook_bad_signatures_total {channels.bad_signatures}"],
+        [f"reel_channel_webhook_bad_signatures_total {channels.bad_signatures if channels else 0}"],
     )
     lines += _family(
         "reel_channel_duplicates_total",
         "counter",
         "Channel messages delivered again with a message id already routed, since the node "
         "started (dropped: at most one run per message).",
-        [f"reel_channel_duplicates_total {channels.duplicates}"],
+        [f"reel_channel_duplicates_total {channels.duplicates if channels else 0}"],
     )
     lines += _family(
         "reel_process_threads",

@@ -34,6 +34,7 @@ from tests.transports.channels.kit import (
     channel_node,
     close_node,
     events_of,
+    hub_of,
     message,
     route,
     run_of,
@@ -53,7 +54,7 @@ def hand_in(node: HttpNode, text: str, mid: str, sender: str = "@alice:localhost
         message_id=mid,
         is_direct=True,
     )
-    return node.runtime.channels.receive(inbound, until_run=False).result(timeout=10)
+    return hub_of(node.runtime).receive(inbound, until_run=False).result(timeout=10)
 
 
 def test_a_window_whose_request_cannot_be_recorded_answers_its_callers(
@@ -315,7 +316,7 @@ def test_a_clean_stop_answers_runs_ending_in_the_drain_then_stops_the_channels(
 ) -> None:
     slow = ProviderConfig(chunk_delay_s=0.1)  # a run of a few words takes a few tenths
     node = channel_node(data_dir, {"hook": channel(receiver, dm_policy="allow")}, provider=slow)
-    hub = node.runtime.channels
+    hub = hub_of(node.runtime)
     connector = hub.connectors["hook"]
     try:
         hand_in(node, "still going when the stop begins", "$drain-1")

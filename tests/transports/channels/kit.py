@@ -19,6 +19,8 @@ from aiohttp import web
 from actors.channels.config import ChannelConfig
 from events.catalog import Event, kind_of
 from tests.transports.http.httpkit import HttpNode, HttpReply, close_node, eventually, open_node
+from transports.channels import ChannelHub
+from transports.runtime import Runtime
 
 SECRET = "test-webhook-secret-0123456789"
 SECRET_ENV = "REEL_TEST_HOOK_SECRET"
@@ -204,3 +206,9 @@ __all__ = [
     "run_of",
     "signature",
 ]
+
+
+def hub_of(runtime: Runtime) -> ChannelHub:
+    """The channel hub of a node these tests configured channels on (so never None)."""
+    assert runtime.channels is not None
+    return runtime.channels

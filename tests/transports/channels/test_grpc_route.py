@@ -25,7 +25,7 @@ from proto.reel.v1 import (
     RouteMessageResponse,
     WatchApprovalsRequest,
 )
-from tests.transports.channels.kit import channel
+from tests.transports.channels.kit import channel, hub_of
 from transports.access.tokens import create_token
 from transports.config import GrpcConfig, NodeConfig
 from transports.grpc import GrpcServer, start_grpc
@@ -119,7 +119,7 @@ def test_a_pairing_request_reaches_approvals_watch(data_dir: Path) -> None:
     server = start_grpc(runtime, port=0)
     token = (data_dir / "admin.token").read_text().strip()
     try:
-        code = runtime.channels.mint_code("hook", ttl_ms=600_000, principal="admin").result(10).code
+        code = hub_of(runtime).mint_code("hook", ttl_ms=600_000, principal="admin").result(10).code
 
         async def watch() -> list[ApprovalChange]:
             grpc_channel = Channel("127.0.0.1", server.port)

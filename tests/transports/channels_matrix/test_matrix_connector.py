@@ -15,7 +15,7 @@ from nio import AsyncClient  # type: ignore[import-untyped]  # matrix-nio ships 
 
 from actors.channels.config import ChannelConfig
 from events.catalog import ChannelMessageRefused, ChannelMessageRouted, ChannelReplySent
-from tests.transports.channels.kit import events_of
+from tests.transports.channels.kit import events_of, hub_of
 from tests.transports.channels_matrix.kit import WAIT_S, Person, run, settled, unique
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
@@ -60,7 +60,7 @@ def start(data_dir: Path, config: ChannelConfig) -> HttpNode:
 
 
 def connector(node: HttpNode) -> MatrixConnector:
-    found = node.runtime.channels.connectors["mx"]
+    found = hub_of(node.runtime).connectors["mx"]
     assert isinstance(found, MatrixConnector)
     return found
 
@@ -288,7 +288,7 @@ def test_a_replayed_sync_starts_one_run_per_event(
     alice = Person(homeserver, "alice")
     node = start(data_dir, matrix(homeserver, bot, dm_policy="allow"))
     mx = connector(node)
-    hub = node.runtime.channels
+    hub = hub_of(node.runtime)
 
     async def scenario() -> None:
         async with alice:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from events.catalog import ChannelCursorSaved, ChannelMessageRouted
-from tests.transports.channels.kit import events_of
+from tests.transports.channels.kit import events_of, hub_of
 from tests.transports.channels_matrix.kit import Cable, Person, run, settled
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.channels_matrix.test_matrix_connector import (
@@ -108,7 +108,7 @@ def test_a_saved_cursor_the_homeserver_refuses_gives_way_to_a_catch_up(
         # is the last on the stream when the next node starts
         quiet = start(data_dir, offline)
         try:
-            quiet.runtime.channels._record("mx", bogus, "node")
+            hub_of(quiet.runtime)._record("mx", bogus, "node")
             assert eventually(
                 lambda: (
                     [e.cursor for e in events_of(quiet, ChannelCursorSaved, STREAM)][-1:]

@@ -35,6 +35,10 @@ OWN_DEFERRED = (
     "events.postgres",
     "transports.grpc.client",  # reel chat's side of gRPC
     "transports.cli.group",
+    "transports.channels.hub",  # [channels]: Runtime.channels is None without any
+    "transports.channels.webhook",
+    "transports.channels.commands",
+    "actors.channels.actor",
 )
 """reel's own modules that stay unloaded in the same node."""
 
