@@ -542,7 +542,7 @@ def all_time_of(views: Path) -> dict[str, TokenCounts]:
     """Every model's tokens in the usage view, summed by SQL (what the totals must equal)."""
     conn = apsw.Connection(str(views), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        rows = conn.execute(
+        rows: list[tuple[Any, ...]] = conn.execute(
             "SELECT model, SUM(input_tokens), SUM(output_tokens), SUM(cached_tokens),"
             " SUM(turns) FROM usage GROUP BY model"
         ).fetchall()
