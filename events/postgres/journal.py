@@ -232,11 +232,12 @@ class PostgresJournal(PostgresReader):
             idempotency_key=idempotency_key,
             max_payload_bytes=self.max_payload_bytes,
         )
+        future = request.future  # made before it is queued: the writer may settle it at once
         with self._submit_guard:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
             self._queue.put(request)
-        return request.future
+        return future
 
     def append(
         self,

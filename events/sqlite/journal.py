@@ -356,8 +356,9 @@ class Journal(JournalReader):
             idempotency_key=idempotency_key,
             max_payload_bytes=self.max_payload_bytes,
         )
+        future = request.future  # made before it is queued: the writer may settle it at once
         self._enqueue(request)
-        return request.future
+        return future
 
     def append(
         self,

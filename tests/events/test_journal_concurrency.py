@@ -5,9 +5,11 @@ journal port's contract: see tests/events/journal_conformance.py."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -165,3 +167,22 @@ def test_the_writer_remembers_a_bounded_number_of_streams_and_reads_a_forgotten_
     with pytest.raises(ConcurrencyConflict):
         stale.result()
     assert [e.stream_seq for e in journal.read_stream("run/first")] == [0, 1, 2, 3, 4]
+
+
+def test_a_submit_its_writer_committed_before_it_returned_still_resolves(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer thread may commit a submitted append before ``submit`` returns its future:
+    that future must still be the one resolved (it once was made after the commit, and a caller
+    waiting on it hung for ever). Forced here by queueing, then waiting for the commit."""
+    queue = journal._enqueue
+
+    def queue_and_wait_for_the_commit(request: Any) -> None:
+        queue(request)
+        deadline = time.monotonic() + 10
+        while getattr(request, "outcome", None) is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    monkeypatch.setattr(journal, "_enqueue", queue_and_wait_for_the_commit)
+    future = journal.submit("run/1", [out()], expected_seq=0)
+    assert future.result(timeout=5).first_seq == 0
