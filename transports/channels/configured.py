@@ -5,12 +5,9 @@ from here: an empty list, and :class:`UnknownChannel`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import msgspec
-
-if TYPE_CHECKING:
-    from transports.channels.hub import ChannelHub
 
 
 class UnknownChannel(LookupError):
@@ -43,7 +40,17 @@ class ChannelInfo(msgspec.Struct, frozen=True, kw_only=True):
     connector: dict[str, Any]
 
 
-def configured(hub: ChannelHub | None, name: str) -> ChannelHub:
+class _Hub(Protocol):
+    """What :func:`configured` needs of :class:`transports.channels.hub.ChannelHub` (named by
+    shape, not imported: the hub imports this module)."""
+
+    def config(self, name: str) -> object: ...
+
+
+Hub = TypeVar("Hub", bound=_Hub)
+
+
+def configured(hub: Hub | None, name: str) -> Hub:
     """``hub`` when it holds a channel ``name``; else :class:`UnknownChannel` (a node without
     channels has no hub: ``Runtime.channels`` is None)."""
     if hub is None:
