@@ -120,6 +120,7 @@ def record(
         principal=principal,
         correlation_id=correlation_id,
         causation_id=causation_id,
+        home=session if isinstance(session := about.get("session_id"), str) else None,
     ).append(0, *events)
     return checkpoint_id
 

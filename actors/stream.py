@@ -53,12 +53,15 @@ class OwnedStream:
         principal: str,
         correlation_id: str | None,
         causation_id: str | None,
+        home: str | None = None,
     ) -> None:
         self.journal = journal
         self.name = name
         self.principal = principal
         self.correlation_id = correlation_id
         self.causation_id = causation_id
+        self.home = home
+        """The session the stream belongs to, if any: where a sharded journal places it."""
 
     def append(
         self, expected_seq: int, *events: Event, principal: str | None = None
@@ -74,6 +77,7 @@ class OwnedStream:
             principal=who,
             correlation_id=self.correlation_id,
             causation_id=self.causation_id,
+            home=self.home,
         )
         # As the journal stored them (redacted there, once), so the fold holds what it holds.
         return [Recorded(event, self.name, result.recorded_at_ms, who) for event in result.events]

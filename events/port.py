@@ -142,6 +142,7 @@ class JournalPort(JournalReadPort, Protocol):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> Future[AppendResult]:
         """Queue an append without waiting: the future resolves after the commit, with the same
         result or error :meth:`append` gives. Events are redacted before they are stored.
@@ -161,13 +162,19 @@ class JournalPort(JournalReadPort, Protocol):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> AppendResult:
         """Append ``events`` to ``stream`` atomically and return where they landed, only after
         the commit. Raises :class:`events.ConcurrencyConflict` (nothing written) when
         ``expected_seq`` is not the stream's next seq; returns the original result with
         ``duplicate=True`` (nothing written) for an ``idempotency_key`` already committed. The
         result's ``events`` are the events as stored (redacted): a writer folds those and never
-        redacts an event itself."""
+        redacts an event itself.
+
+        ``home``: what a stream this append creates is placed by (a session's streams name the
+        session's id, so they live together: :mod:`events.postgres.homes`); ``None`` places it
+        by its name. It changes nothing for a stream that exists, nor for a one-shard
+        journal."""
         ...
 
     def checkpoint(self) -> Checkpoint | None:

@@ -126,6 +126,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             principal=principal,
             correlation_id=run_id,
             causation_id=run_id,
+            home=session_id,
         )
         self.spec: ToolSpec | None = None
         self.args: Any = None

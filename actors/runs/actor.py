@@ -174,6 +174,7 @@ class RunActor(pykka.ThreadingActor):
             principal=state.principal,
             correlation_id=state.run_id,
             causation_id=state.session_id,
+            home=state.session_id,
         )
         cfg = services.config
         self.coalescer = Coalescer(cfg.chunk_max_words, cfg.chunk_max_age_s)

@@ -221,6 +221,7 @@ class SessionActor(pykka.ThreadingActor):
             principal=principal,
             correlation_id=first.run_id if isinstance(first, RunAccepted) else None,
             causation_id=None,
+            home=self.session_id,
         )
         records = [
             Recorded(e, self.stream, result.recorded_at_ms, principal) for e in result.events

@@ -93,6 +93,7 @@ def recover(
                 principal="node",
                 correlation_id=run_id,
                 causation_id=run_id if stream.startswith("tool/") else state.session_id,
+                home=state.session_id,
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)

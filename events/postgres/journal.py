@@ -3,7 +3,8 @@ shard per batch, the fencing token checked inside every append.
 
 Appends from any thread are queued (:func:`events.sqlite.journal.prepare` checks, redacts and
 encodes them in the caller's thread, as on SQLite); the writer thread drains the queue, cuts
-what it drained into runs of consecutive appends to one shard (``shard_of``), runs one
+what it drained into runs of consecutive appends to one shard (its stream's home:
+:mod:`events.postgres.homes`, a session's streams together), runs one
 autocommit ``shard_append`` statement per run, in submission order, then resolves each caller's
 future: an append returns only after its commit (with ``synchronous_commit`` on, durable on the
 primary). A connection the server dropped is opened again for the next statement.
@@ -33,7 +34,6 @@ looks at the heads every interval, as other nodes append.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import queue
 import threading
@@ -62,6 +62,7 @@ from events.errors import (
 from events.ids import UlidGenerator
 from events.postgres.checkpoints import HEADS_SQL, sign
 from events.postgres.database import connect, failures, upgrade
+from events.postgres.homes import StreamHomes
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
 from events.postgres.verify import refusal, verify_database
@@ -79,16 +80,6 @@ _STOP = object()
 _APPEND = "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
-def shard_of(stream: str, shards: int) -> int:
-    """The shard a stream's rows live in: the first 8 bytes of SHA-256 of its name, mod S.
-
-    Step 1 places by stream; step 3 places a session and all its streams together
-    (``hash(session_id) mod S``), which needs the session in the append (docs/scale-out.md)."""
-    if shards == 1:
-        return 0
-    return int.from_bytes(hashlib.sha256(stream.encode("utf-8")).digest()[:8], "big") % shards
-
-
 class _Sign:
     """A request to sign a super-checkpoint now (:meth:`PostgresJournal.checkpoint`, close)."""
 
@@ -98,17 +89,32 @@ class _Sign:
         self.future: Future[Checkpoint | None] = Future()
 
 
+class _Queued:
+    """An append request, and what its stream is placed by if it creates it."""
+
+    __slots__ = ("home", "request")
+
+    def __init__(self, request: AppendRequest, home: str | None) -> None:
+        self.request = request
+        self.home = home
+
+    @property
+    def stream(self) -> str:
+        return self.request.stream
+
+    @property
+    def expected_seq(self) -> int | None:
+        return self.request.expected_seq
+
+
 def _runs_by_shard(
-    batch: list[AppendRequest], shards: int
+    requests: list[AppendRequest], shards: list[int]
 ) -> list[tuple[int, list[AppendRequest]]]:
-    """The batch's requests cut into runs of consecutive requests of one shard: each run is one
-    statement, and the runs commit in the order they were submitted (an append submitted after
-    another, on any stream, never gets the lower positions)."""
+    """The requests cut into runs of consecutive requests of one shard (``shards``: each one's):
+    each run is one statement, and the runs commit in the order they were submitted (an append
+    submitted after another, on any stream, never gets the lower positions)."""
     runs: list[tuple[int, list[AppendRequest]]] = []
-    for request in batch:
-        if not request.future.set_running_or_notify_cancel():
-            continue
-        shard = shard_of(request.stream, shards)
+    for request, shard in zip(requests, shards, strict=True):
         if runs and runs[-1][0] == shard:
             runs[-1][1].append(request)
         else:
@@ -168,6 +174,7 @@ class PostgresJournal(PostgresReader):
             self.max_payload_bytes = max_payload_bytes
             self._max_batch_events = max_batch_events
             self._ids = UlidGenerator()
+            self._homes = StreamHomes(self.shards)
             self.append_latency = LatencyHistogram()
             self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
             self._committed = threading.Condition()
@@ -212,6 +219,7 @@ class PostgresJournal(PostgresReader):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> Future[AppendResult]:
         for name, value in (
             ("stream", stream),
@@ -236,7 +244,7 @@ class PostgresJournal(PostgresReader):
         with self._submit_guard:
             if not self._accepting:
                 raise JournalClosed(f"journal {self.path} is closed")
-            self._queue.put(request)
+            self._queue.put(_Queued(request, home))
         return future
 
     def append(
@@ -249,6 +257,7 @@ class PostgresJournal(PostgresReader):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> AppendResult:
         return self.submit(
             stream,
@@ -258,6 +267,7 @@ class PostgresJournal(PostgresReader):
             correlation_id=correlation_id,
             causation_id=causation_id,
             idempotency_key=idempotency_key,
+            home=home,
         ).result()
 
     def checkpoint(self) -> Checkpoint | None:
@@ -340,7 +350,7 @@ class PostgresJournal(PostgresReader):
             except queue.Empty:
                 self._sign()
                 continue
-            batch: list[AppendRequest] = []
+            batch: list[_Queued] = []
             signs: list[_Sign] = []
             events = 0
             stop = False
@@ -352,23 +362,51 @@ class PostgresJournal(PostgresReader):
                 if isinstance(item, _Sign):
                     signs.append(item)
                 else:
-                    assert isinstance(item, AppendRequest)
+                    assert isinstance(item, _Queued)
                     batch.append(item)
-                    events += len(item.payloads)
+                    events += len(item.request.payloads)
                 if events >= self._max_batch_events:
                     break
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-            for shard, requests in _runs_by_shard(batch, self.shards):
-                self._commit(shard, requests)
+            self._commit_batch(batch)
             if signs or self._signing_due_in() == 0:
                 signed = self._sign()
                 for request in signs:
                     request.future.set_result(signed)
             if stop:
                 return
+
+    def _commit_batch(self, batch: list[_Queued]) -> None:
+        """Place each request in its stream's shard and commit them shard run by shard run."""
+        queued = [q for q in batch if q.request.future.set_running_or_notify_cancel()]
+        live = [q.request for q in queued]
+        try:
+            shards = self._homes.shards_of(queued, self._homes_in_database)
+        except (JournalError, psycopg.Error) as exc:
+            error = (
+                exc
+                if isinstance(exc, JournalError)
+                else JournalError("append failed, nothing written: " + " ".join(str(exc).split()))
+            )
+            for request in live:
+                request.future.set_exception(error)
+            return
+        for shard, requests in _runs_by_shard(live, shards):
+            self._commit(shard, requests)
+
+    def _homes_in_database(self, streams: list[str]) -> dict[str, int]:
+        """The shard each of ``streams`` the journal holds lives in (its ``stream_seq`` 0 row)."""
+        if self._wconn.broken or self._wconn.closed:
+            self._wconn = connect(self.dsn)
+        with failures(self.dsn, "cannot append to"):
+            rows = self._wconn.execute(
+                "SELECT stream, shard FROM events WHERE stream = ANY(%s) AND stream_seq = 0",
+                (streams,),
+            ).fetchall()
+        return {str(stream): int(shard) for stream, shard in rows}
 
     def _signing_due_in(self) -> float | None:
         """Seconds until a super-checkpoint is due (0: now); ``None`` while nothing waits."""
@@ -533,6 +571,15 @@ class PostgresJournal(PostgresReader):
         for request, row in zip(requests, rows, strict=True):
             _, outcome, first_pos, last_pos, first_seq, last_seq, at_ms, event_ids = row
             self.append_latency.observe(committed - request.submitted)
+            if outcome == "misplaced":  # a wrong guess at a forgotten stream's home
+                self._homes.remember(request.stream, int(first_seq))
+                request.future.set_exception(
+                    JournalError(
+                        f"append failed, nothing written: stream {request.stream} lives in "
+                        f"shard {int(first_seq)}, not {shard}"
+                    )
+                )
+                continue
             if outcome == "conflict":
                 assert request.expected_seq is not None
                 request.future.set_exception(

@@ -12,18 +12,20 @@ in this order: ``pg_advisory_xact_lock`` on the shard (it serialises the shard's
 the transaction has an id, so within a shard id order is commit order); the lease row ``FOR
 SHARE`` and a refusal (SQLSTATE ``RL001``) when the token is not the current one or the node the
 lease names has a ``nodes`` row that lapsed or belongs to another incarnation (a lease is only as
-live as its node: :mod:`events.postgres.leases`); then per request
-the idempotency key, ``expected_seq``, and the chain computed in SQL (:sql:`reel_row_hash`, byte
-for byte :func:`events.chain.shard_identity`), stamped with the database clock.
+live as its node: :mod:`events.postgres.leases`); then per request the idempotency key,
+``expected_seq``, that the stream's rows are in this shard (else outcome ``misplaced``:
+:mod:`events.postgres.homes`), and the chain computed in SQL (:sql:`reel_row_hash`, byte for
+byte :func:`events.chain.shard_identity`), stamped with the database clock.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
-the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1).
+the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1),
+4 the refusal of an append naming another shard than its stream's rows are in (``misplaced``).
 An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
 INTEGRITY_SHARD = -1
 """The shard of the integrity chain: the roster of node keys and the super-checkpoints over
@@ -166,6 +168,7 @@ DECLARE
     v_now bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
     v_event int := 0;
     v_seq bigint;
+    v_home int;
     v_key record;
     v_digest bytea;
 BEGIN
@@ -206,11 +209,20 @@ BEGIN
                 CONTINUE;
             END IF;
         END IF;
-        SELECT coalesce(max(e.stream_seq) + 1, 0) INTO v_seq
-            FROM events e WHERE e.stream = p_streams[i];
-        IF p_expected[i] IS NOT NULL AND p_expected[i] <> v_seq THEN
-            o_outcome := 'conflict';
-            o_first_seq := v_seq;
+        SELECT e.stream_seq + 1, e.shard INTO v_seq, v_home
+            FROM events e WHERE e.stream = p_streams[i] ORDER BY e.stream_seq DESC LIMIT 1;
+        IF NOT FOUND THEN
+            v_seq := 0;
+            v_home := p_shard;
+        END IF;
+        IF (p_expected[i] IS NOT NULL AND p_expected[i] <> v_seq) OR v_home <> p_shard THEN
+            IF p_expected[i] IS NOT NULL AND p_expected[i] <> v_seq THEN
+                o_outcome := 'conflict';
+                o_first_seq := v_seq;
+            ELSE  -- a stream's rows stay in one shard, whose lock orders them
+                o_outcome := 'misplaced';
+                o_first_seq := v_home;
+            END IF;
             o_first_position := NULL; o_last_position := NULL; o_last_seq := NULL;
             o_recorded_at_ms := NULL; o_event_ids := NULL;
             RETURN NEXT;

@@ -339,6 +339,7 @@ class Journal(JournalReader):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> Future[AppendResult]:
         """Queue an append and return its future (resolved after commit).
 
@@ -370,6 +371,7 @@ class Journal(JournalReader):
         correlation_id: str | None = None,
         causation_id: str | None = None,
         idempotency_key: str | None = None,
+        home: str | None = None,
     ) -> AppendResult:
         """Append and wait for the commit. Raises :class:`ConcurrencyConflict` when the stream's
         next seq is not ``expected_seq`` (nothing written).

@@ -32,7 +32,8 @@ from events.catalog import RunOutput
 from events.checkpoint import NodeKey
 from events.envelope import AppendResult
 from events.errors import JournalError
-from events.postgres.journal import PostgresJournal, shard_of
+from events.postgres.homes import shard_of
+from events.postgres.journal import PostgresJournal
 from events.postgres.leases import LeaseChange, LeaseKeeper, LeaseSettings
 from events.witness import Witness
 from tests.events.postgres_raw import raw_append

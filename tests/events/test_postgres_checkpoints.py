@@ -27,7 +27,8 @@ from events.codec import decode, encode
 from events.note import verifier_key
 from events.postgres.checkpoints import HEADS_SQL, encode_heads
 from events.postgres.database import initialise
-from events.postgres.journal import PostgresJournal, shard_of
+from events.postgres.homes import shard_of
+from events.postgres.journal import PostgresJournal
 from events.postgres.leases import LeaseKeeper, LeaseSettings
 from events.postgres.reader import PostgresReader
 from events.postgres.verify import verify_database

@@ -28,7 +28,8 @@ from events import (
 from events.catalog import RunOutput
 from events.chain import row_hash, shard_identity
 from events.postgres.database import initialise
-from events.postgres.journal import PostgresJournal, shard_of
+from events.postgres.homes import REMEMBERED, StreamHomes, shard_of
+from events.postgres.journal import PostgresJournal
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED
 from events.postgres.verify import verify_database
@@ -184,6 +185,89 @@ def test_rows_are_append_only(journal: PostgresJournal) -> None:
         for statement in ("UPDATE events SET kind = 'x'", "DELETE FROM events", "TRUNCATE events"):
             with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
                 conn.execute(statement)
+
+
+# --- where streams live -------------------------------------------------------------------------
+
+
+def _shards_of_streams(dsn: str) -> dict[str, set[int]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT stream, shard FROM events WHERE shard >= 0").fetchall()
+    found: dict[str, set[int]] = {}
+    for stream, shard in rows:
+        found.setdefault(stream, set()).add(shard)
+    return found
+
+
+def test_a_session_and_its_streams_live_in_the_session_shard_whoever_appends_later(
+    dsn: str,
+) -> None:
+    """Streams created naming a session as their home go to its shard; later appends name no
+    home, from a writer that remembers nothing (a restart) or has forgotten (a bound of 2),
+    and still land where each stream's rows are; a stream with no home goes by its name."""
+    sessions = [f"s{i}" for i in range(12)]
+    first = PostgresJournal(dsn)
+    try:
+        for sid in sessions:
+            first.append(f"session/{sid}", [out()], expected_seq=0, home=sid)
+            first.append(f"run/r{sid}", [out()], expected_seq=0, home=sid)
+            first.append(f"loose/{sid}", [out()], expected_seq=0)
+    finally:
+        first.close()
+    for remembered in (REMEMBERED, 2):
+        journal = PostgresJournal(dsn)
+        journal._homes = StreamHomes(SHARDS, remembered=remembered)
+        try:
+            for sid in sessions:
+                for stream in (f"run/r{sid}", f"session/{sid}", f"loose/{sid}"):
+                    journal.append(stream, [out()], expected_seq=None)
+                journal.submit(f"run/r{sid}", [out()], expected_seq=None).result()
+        finally:
+            journal.close()
+    found = _shards_of_streams(dsn)
+    for sid in sessions:
+        assert found[f"session/{sid}"] == found[f"run/r{sid}"] == {shard_of(sid, SHARDS)}
+        assert found[f"loose/{sid}"] == {shard_of(f"loose/{sid}", SHARDS)}
+    assert len({shard_of(sid, SHARDS) for sid in sessions}) > 1
+    assert verify_database(dsn).ok
+
+
+def test_an_append_naming_another_shard_than_its_stream_is_refused(
+    journal: PostgresJournal,
+) -> None:
+    """The database keeps a stream's rows in one shard chain: an append sent to another shard
+    (a writer guessing wrong) writes nothing, says where the stream is, and the next goes
+    there."""
+    journal.append("run/1", [out()], expected_seq=0, home="s1")
+    home = shard_of("s1", SHARDS)
+    other = (home + 1) % SHARDS
+    with psycopg.connect(journal.dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT o_outcome, o_first_seq FROM shard_append(%s, %s, %s, %s, %s, %s, %s, "
+            "%s, %s, %s, %s, %s, %s)",
+            (
+                other,
+                journal._tokens[other],
+                ["run/1"],
+                [1],
+                [None],
+                ["system"],
+                [None],
+                [None],
+                [None],
+                ["01J"],
+                ["run.output"],
+                [1],
+                [b"\x80"],
+            ),
+        ).fetchone()
+        assert row == ("misplaced", home)
+    journal._homes.remember("run/1", other)
+    with pytest.raises(JournalError, match=f"run/1 lives in shard {home}, not {other}"):
+        journal.append("run/1", [out()], expected_seq=1)
+    assert journal.append("run/1", [out()], expected_seq=1).first_seq == 1
+    assert _shards_of_streams(journal.dsn) == {"run/1": {home}}
+    assert verify_database(journal.dsn).ok
 
 
 # --- the horizon reader ------------------------------------------------------------------------

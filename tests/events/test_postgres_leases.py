@@ -20,7 +20,8 @@ import pytest
 from events import Fenced, JournalLocked, ShardNotOwned
 from events.catalog import RunOutput
 from events.postgres.database import initialise, upgrade
-from events.postgres.journal import PostgresJournal, shard_of
+from events.postgres.homes import shard_of
+from events.postgres.journal import PostgresJournal
 from events.postgres.leases import LeaseChange, LeaseKeeper, LeaseSettings
 from events.postgres.placement import capacity, place
 from events.postgres.reader import PostgresReader
