@@ -1,9 +1,9 @@
 """``reel node`` on the PostgreSQL journal (issue 24 steps 1 and 4): a real node process on a
 throwaway PostgreSQL runs a run with a tool call (its session's streams in one shard), a second
 node on the same database is refused, the node restarts with a witness and its session
-continues; ``reel journal verify --dsn`` walks
-what it wrote, its super-checkpoints against the node's pinned key and its witness; the DSN's
-password is in no log line or output."""
+continues; ``reel journal verify --dsn`` walks what it wrote, its super-checkpoints against
+the node's pinned key and its witness; ``reel replay`` folds every shard again into the node's
+views; the DSN's password is in no log line or output."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import psycopg
 
 from events.postgres.homes import shard_of
 from events.witness import read_notes
+from tests.events.postgres_raw import rewrite_shard
 from tests.postgres_server import PostgresServer
 from tests.transports.node.test_daemon import assert_one_error_line, reel
 from tests.transports.test_node_process import PORTS, ServingNode
@@ -119,6 +120,24 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
     assert verify.returncode == 0, verify.stdout + verify.stderr
     assert "every shard chain intact, anchored by pinned roster + witness" in verify.stdout
     assert len(read_notes(witness)[0]) >= 2  # each run's final super-checkpoint at least
+    replayed = reel(
+        "replay",
+        "--data",
+        str(data_dir),
+        "--roster",
+        str(roster),
+        "--witness",
+        str(witness),
+        env=node_env,
+    )  # every shard folded again into a scratch views.db, compared with the node's
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "pinned roster + witness" in replayed.stdout, replayed.stdout
+    assert "views identical to a replay from position 0" in replayed.stdout
+    rewrite_shard(dsn, shard_of(session_id, 4), b"\x80")  # a whole shard re-hashed
+    forged = reel("replay", "--data", str(data_dir), "--roster", str(roster), env=node_env)
+    assert forged.returncode == 1, forged.stdout + forged.stderr
+    assert "TAMPERED" in forged.stdout and "views identical" not in forged.stdout
+    said += [replayed.stdout, replayed.stderr, forged.stdout, forged.stderr]
     shown = reel("config", "show", "--data", str(data_dir), env=node_env)
     assert shown.returncode == 0, shown.stderr
     assert "journal.dsn = " in shown.stdout

@@ -231,25 +231,13 @@ def verify_postgres(
     """``verify --dsn``: every shard chain, the super-checkpoints against the pinned roster
     (``--roster`` and ``--public-key`` together), the witness; exit 1 at a fault."""
     from events.postgres.database import safe_dsn
-    from events.postgres.verify import verify_database
 
-    keys: set[bytes] | None = None
-    try:
-        if roster is not None:
-            keys = set(load_roster(roster))
-        if public_key is not None:
-            keys = (keys or set()) | {load_public_key(public_key)}
-    except CheckpointKeyError as exc:
-        raise CliError(str(exc)) from exc
-    report = verify_database(dsn, roster=keys, witness=witness_notes(witness))
+    keys = pinned_roster(roster, public_key)
+    report = postgres_report(dsn, keys, witness)
     if json:
         sys.stdout.write(_json.encode(report).decode() + "\n")
     elif report.fault is not None:
-        print(
-            f"journal {safe_dsn(dsn)}: TAMPERED\n"
-            f"  fault        {report.fault.kind} at position {report.fault.position}\n"
-            f"  detail       {report.fault.message}"
-        )
+        print(postgres_fault(dsn, report))
     else:
         verdict = (
             f"anchored by {report.anchor}"
@@ -279,6 +267,39 @@ def verify_postgres(
         )
     if not report.ok:
         raise typer.Exit(EXIT_NEGATIVE)
+
+
+def postgres_fault(dsn: str, report: VerifyReport) -> str:
+    """What ``verify --dsn`` (and ``reel replay``) print for a tampered PostgreSQL journal."""
+    from events.postgres.database import safe_dsn
+
+    assert report.fault is not None
+    return (
+        f"journal {safe_dsn(dsn)}: TAMPERED\n"
+        f"  fault        {report.fault.kind} at position {report.fault.position}\n"
+        f"  detail       {report.fault.message}"
+    )
+
+
+def pinned_roster(roster: Path | None, public_key: Path | None) -> set[bytes] | None:
+    """The node keys ``--roster`` and ``--public-key`` pin together (``None``: neither)."""
+    keys: set[bytes] | None = None
+    try:
+        if roster is not None:
+            keys = set(load_roster(roster))
+        if public_key is not None:
+            keys = (keys or set()) | {load_public_key(public_key)}
+    except CheckpointKeyError as exc:
+        raise CliError(str(exc)) from exc
+    return keys
+
+
+def postgres_report(dsn: str, keys: set[bytes] | None, witness: Path | None) -> VerifyReport:
+    """Every shard chain of the journal ``dsn`` names and its super-checkpoints, verified
+    against the pinned ``keys`` (``None``: the roster it records) and the ``witness``."""
+    from events.postgres.verify import verify_database
+
+    return verify_database(dsn, roster=keys, witness=witness_notes(witness))
 
 
 @app.command("init")
