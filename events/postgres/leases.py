@@ -20,7 +20,8 @@ again as a new incarnation.
 Placement (:mod:`events.postgres.placement`) runs every tick over the nodes that are live and
 *ready* (renewed ``ready_ticks`` healthy ticks in a row: a node back from a pause gets shards
 only after that). A node acquires the free shards placed on it, verifies each
-one's chain (:func:`events.postgres.verify.verify_shard`) and only then calls ``on_acquired``
+one's chain from its last signed head (:func:`events.postgres.verify.verify_shard`) and only
+then calls ``on_acquired``
 (where a node recovers what the shard holds) and appends to it. It hands over one shard per tick
 whose target is another node (a join rebalances gradually). :meth:`LeaseKeeper.drain` expires
 the node's row, freeing every shard it holds at once, so the targets take the shards on their

@@ -32,7 +32,15 @@ from events.codec import decode
 from events.envelope import Head, StoredEvent
 from events.errors import JournalTampered, UnknownEventKind
 from events.note import CheckpointNote
-from events.postgres.checkpoints import JOINED_KIND, SUPER_KIND, decode_heads
+from events.postgres.checkpoints import (
+    JOINED_KIND,
+    LAST_SQL,
+    OF_KIND_SQL,
+    SUPER_KIND,
+    decode_heads,
+    joined,
+    stored_checkpoint,
+)
 from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
 from events.postgres.schema import INTEGRITY_SHARD
@@ -41,6 +49,8 @@ from events.sqlite.verify import Fault, VerifyReport
 BATCH = 20_000
 _HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
 _BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
+START = Head(0, GENESIS)
+"""Where a shard's walk starts when nothing vouches for a later row: before its first."""
 Rows = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
 Visit = Callable[[StoredEvent], None]
 
@@ -291,9 +301,16 @@ class _Signed:
 
 
 def _walk(
-    rows: Rows, shards: int, shard: int, recorded: Head | None, visit: Visit | None = None
+    rows: Rows,
+    shards: int,
+    shard: int,
+    recorded: Head | None,
+    visit: Visit | None = None,
+    start: Head = START,
 ) -> int:
-    pos, prev = 0, GENESIS
+    """Walk ``shard``'s rows after ``start`` (a row already held good, or genesis) to its
+    recorded head; the rows walked, plus ``start``'s; raises :class:`_Found` at a fault."""
+    pos, prev = start.position, start.hash
     while True:
         batch = rows(
             f"SELECT {COLUMNS}, payload_sha256 FROM events WHERE shard = %s AND shard_pos > %s "
@@ -348,16 +365,73 @@ def _walk(
 
 
 def verify_shard(conn: Any, shards: int, shard: int) -> Fault | None:
-    """Walk one shard's chain on ``conn`` (the walk :func:`verify_database` does for each
-    shard, against its ``shard_head``): the first fault, or ``None``. A node runs it on every
-    shard it acquires before it appends to it (:mod:`events.postgres.leases`)."""
+    """Walk one shard's chain on ``conn`` from the head the last super-checkpoint signed for it
+    (from genesis when none did) to its ``shard_head``: the first fault, or ``None``. A node
+    runs it on every shard it acquires before it appends to it (:mod:`events.postgres.leases`),
+    so the cost is the rows appended since the last signing, not the shard's length.
+
+    The signed head is taken only if the super-checkpoint's signature verifies under a key of
+    the roster the journal records, and the row at that position still hashes, from its stored
+    link and its content, to what was signed: a shard rewritten whole is refused here (a walk
+    from genesis finds such a chain consistent). Rows before the signed head are not read
+    again; ``reel journal verify`` and the node's start walk them all."""
 
     def rows(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return list(conn.execute(sql, args).fetchall())
 
     head = rows("SELECT pos, hash FROM shard_head WHERE shard = %s", (shard,))
     try:
-        _walk(rows, shards, shard, Head(int(head[0][0]), bytes(head[0][1])) if head else None)
+        start = _signed_head(rows, shards, shard)
+        recorded = Head(int(head[0][0]), bytes(head[0][1])) if head else None
+        _walk(rows, shards, shard, recorded, start=start)
     except _Found as found:
         return found.fault
     return None
+
+
+def _signed_head(rows: Rows, shards: int, shard: int) -> Head:
+    """``shard``'s head as the integrity chain's last super-checkpoint signed it, checked (see
+    :func:`verify_shard`); genesis when nothing signed it. Raises :class:`_Found`."""
+    last = rows(LAST_SQL, (SUPER_KIND,))
+    if not last:
+        return START
+    checkpoint = stored_checkpoint(last[0])
+    row_position = int(last[0][0])
+    event = decode(SUPER_KIND, int(last[0][2]), bytes(last[0][3]))
+    assert isinstance(event, JournalSuperCheckpoint)
+    keys = {joined(r).public_key for r in rows(OF_KIND_SQL, (JOINED_KIND,))}
+    where = f"the last super-checkpoint (position {row_position})"
+    if (
+        event.public_key not in keys
+        or not signature_valid(checkpoint, event.public_key)
+        or hashlib.sha256(event.heads).digest() != event.hash
+    ):
+        raise _Found(
+            Fault(
+                kind="bad_checkpoint_signature",
+                position=row_position,
+                message=f"{where} is not signed by a key of the roster over its heads",
+            )
+        )
+    signed = {s: (p, h) for s, p, h in decode_heads(event.heads)}
+    pos, hash_ = signed.get(shard, (0, GENESIS))
+    if not pos:
+        return START
+    found = rows(f"SELECT {COLUMNS} FROM events WHERE shard = %s AND shard_pos = %s", (shard, pos))
+    if found:
+        e = to_event(found[0])
+        if (
+            e.hash == hash_
+            and row_hash(e.prev_hash, stored_identity(shards, e), e.payload) == hash_
+        ):
+            return Head(pos, hash_)
+    raise _Found(
+        Fault(
+            kind="rewritten_chain",
+            position=to_event(found[0]).position if found else row_position,
+            checkpoint_position=row_position,
+            message=f"shard {shard} was rewritten: its row {pos} is "
+            + ("not the one " if found else "missing, ")
+            + f"{where} signed",
+        )
+    )

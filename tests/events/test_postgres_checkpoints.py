@@ -31,7 +31,7 @@ from events.postgres.homes import shard_of
 from events.postgres.journal import PostgresJournal
 from events.postgres.leases import LeaseKeeper, LeaseSettings
 from events.postgres.reader import PostgresReader
-from events.postgres.verify import verify_database
+from events.postgres.verify import verify_database, verify_shard
 from events.witness import Witness, read_notes
 from tests.events.postgres_raw import delete_last_row, rewrite_shard
 from tests.events.test_postgres_leases import Nodes
@@ -221,6 +221,75 @@ def test_rows_removed_from_the_end_of_a_signed_shard_are_caught(signed_journal: 
     report = verify_database(signed_journal)
     assert report.fault is not None and report.fault.kind == "truncated_tail"
     assert f"shard {shard} ends at row" in report.fault.message
+
+
+class _CountingConnection:
+    """A connection that counts the event rows its statements return (the walk's cost)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.rows = 0
+
+    def execute(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
+        rows = self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type]
+        if "FROM events" in sql and "shard = %s" in sql:
+            self.rows += len(rows)
+        return _Fetched(rows)
+
+
+class _Fetched:
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+
+def test_acquisition_walks_a_shard_from_the_head_a_super_checkpoint_signed(
+    signed_journal: str,
+) -> None:
+    """A node taking a shard walks only the rows since the last super-checkpoint (plus the
+    signed row itself), yet refuses the shard when an unsigned row was edited, when the shard
+    was rewritten whole (a walk from genesis finds that chain consistent) or cut short, and
+    when the super-checkpoint's signature is not the roster's."""
+    shard = shard_of("run/5", SHARDS)
+    unsigned = PostgresJournal(signed_journal)  # no key: its rows stay unsigned
+    unsigned.append("run/5", [out("late"), out("later")], expected_seq=3)
+    unsigned.close()
+    with psycopg.connect(signed_journal, autocommit=True) as conn:
+        counting = _CountingConnection(conn)
+        assert verify_shard(counting, SHARDS, shard) is None
+        assert counting.rows == 1 + 2  # the signed row, then the two after it
+        conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
+        conn.execute(
+            "UPDATE events SET payload = payload || '\\x00'::bytea "
+            "WHERE stream = 'run/5' AND stream_seq = 4"
+        )
+        fault = verify_shard(conn, SHARDS, shard)
+        assert fault is not None and fault.kind == "altered_payload"
+    other = shard_of("run/2", SHARDS)
+    rewrite_shard(signed_journal, other, encode(out("forged")))
+    with psycopg.connect(signed_journal, autocommit=True) as conn:
+        fault = verify_shard(conn, SHARDS, other)
+        assert fault is not None and fault.kind == "rewritten_chain"
+        assert f"shard {other} was rewritten: its row" in fault.message
+    cut = shard_of("run/7", SHARDS)
+    delete_last_row(signed_journal, cut)
+    with psycopg.connect(signed_journal, autocommit=True) as conn:
+        fault = verify_shard(conn, SHARDS, cut)
+        assert fault is not None and "is missing" in fault.message
+        (position,) = conn.execute(
+            "SELECT max(shard_pos) FROM events WHERE shard = -1"
+        ).fetchone() or (0,)
+    with psycopg.connect(signed_journal, autocommit=True) as conn:
+        conn.execute("ALTER TABLE events DISABLE TRIGGER events_append_only")
+        conn.execute(
+            "UPDATE events SET payload = overlay(payload placing '\\x00'::bytea "
+            "from octet_length(payload) - 3) WHERE shard = -1 AND shard_pos = %s",
+            (position,),
+        )
+        fault = verify_shard(conn, SHARDS, shard)
+        assert fault is not None and fault.kind == "bad_checkpoint_signature"
 
 
 def test_a_journal_signed_by_a_key_outside_the_pinned_roster_fails(
