@@ -481,9 +481,10 @@ def test_the_checkpointer_killed_another_node_process_takes_over_and_signs_on(
     dsn: str, tmp_path: Path
 ) -> None:
     """Two node processes (tests/events/lease_node.py) sign: a, first, holds shard -1. SIGKILL
-    a: b takes shard -1 over once a's lease lapses and signs what both appended; stopped, b
-    signs a last one. Each witness holds only its node's signatures, and the whole journal
-    verifies against the roster of both keys with either witness."""
+        a: b takes shard -1 over once a's lease lapses and signs what both appended; stopped, b
+        signs a last one. Each witness holds only its node's signatures, and the whole journal
+        verifies against the roster of both keys with either witness, or both in one run (which
+    tell the last super-checkpoint's deletion)."""
     nodes = Nodes(dsn, tmp_path)
     reader = PostgresReader(dsn)
 
@@ -514,3 +515,17 @@ def test_the_checkpointer_killed_another_node_process_takes_over_and_signs_on(
     for n in "ab":
         report = verify_database(dsn, roster={a, b}, witness=notes[n])
         assert report.ok and report.anchored, report.fault
+    roster = tmp_path / "roster.pem"
+    roster.write_text(
+        NodeKey.load(tmp_path / "a.key").public_pem()
+        + NodeKey.load(tmp_path / "b.key").public_pem()
+    )
+    both = ["--witness", str(tmp_path / "a.witness"), "--witness", str(tmp_path / "b.witness")]
+    cli = reel("verify", "--dsn", dsn, "--roster", str(roster), *both)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert (
+        f"{len(notes['a']) + len(notes['b'])} witnessed super-checkpoints all present" in cli.stdout
+    )
+    delete_last_row(dsn, -1)  # b's last super-checkpoint: only b's witness knew it
+    cli = reel("verify", "--dsn", dsn, "--roster", str(roster), *both)
+    assert cli.returncode == 1 and "truncated_tail" in cli.stdout, cli.stdout + cli.stderr

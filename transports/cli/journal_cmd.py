@@ -76,11 +76,12 @@ PublicKeyOption = Annotated[
     ),
 ]
 WitnessOption = Annotated[
-    Path | None,
+    list[Path] | None,
     typer.Option(
         "--witness",
         help="The node's checkpoint witness (a file outside the data dir): every checkpoint it "
-        "recorded must be in the journal, at its position, with its hash and signature.",
+        "recorded must be in the journal, at its position, with its hash and signature. "
+        "Repeat it for each node's witness of a PostgreSQL journal.",
         show_default=False,
     ),
 ]
@@ -107,9 +108,18 @@ def pinned_key(path: Path | None) -> bytes | None:
         raise CliError(str(exc)) from exc
 
 
-def witness_notes(path: Path | None) -> list[CheckpointNote] | None:
-    """The notes of the witness at ``path`` (``--witness``); exit 2 when unreadable."""
-    return read_notes(path)[0] if path is not None else None
+def witness_notes(paths: list[Path] | None) -> list[CheckpointNote] | None:
+    """The notes of every witness ``--witness`` names, together (``None``: none named); exit 2
+    when one is unreadable. Each node of a cluster keeps its own: held against one chain of
+    super-checkpoints, their notes check alike together or one file at a time."""
+    if not paths:
+        return None
+    return [note for path in paths for note in read_notes(path)[0]]
+
+
+def witnesses(paths: list[Path] | None) -> str:
+    """How a report names the witness files it was given."""
+    return ", ".join(map(str, paths or ()))
 
 
 def run_verify(
@@ -146,7 +156,7 @@ def render_report(
     report: VerifyReport,
     path: Path,
     public_key: Path | None = None,
-    witness: Path | None = None,
+    witness: list[Path] | None = None,
 ) -> str:
     """The human-readable verify report: the verdict, what anchors it, and what it cannot
     show."""
@@ -170,13 +180,15 @@ def render_report(
             "NOT PINNED: signatures checked against the key the journal itself embeds "
             "(pass --public-key)"
         )
-    if witness is None:
+    if not witness:
         seen = (
             "none given: a truncated tail, or a rewrite signed again with node.key, "
             "cannot be told (pass --witness)"
         )
     else:
-        seen = f"{report.witness_checkpoints} witnessed checkpoints all present ({witness})"
+        seen = (
+            f"{report.witness_checkpoints} witnessed checkpoints all present ({witnesses(witness)})"
+        )
     last = (
         f"{report.checkpoints}, the last at row {report.last_checkpoint_row} covering "
         f"1..{report.last_checkpoint_position}"
@@ -226,7 +238,7 @@ def verify_cmd(
 
 
 def verify_postgres(
-    dsn: str, json: bool, roster: Path | None, public_key: Path | None, witness: Path | None
+    dsn: str, json: bool, roster: Path | None, public_key: Path | None, witness: list[Path] | None
 ) -> None:
     """``verify --dsn``: every shard chain, the super-checkpoints against the pinned roster
     (``--roster`` and ``--public-key`` together), the witness; exit 1 at a fault."""
@@ -252,8 +264,9 @@ def verify_postgres(
             else "none"
         )
         seen = (
-            f"{report.witness_checkpoints} witnessed super-checkpoints all present ({witness})"
-            if witness is not None
+            f"{report.witness_checkpoints} witnessed super-checkpoints all present "
+            f"({witnesses(witness)})"
+            if witness
             else "none given: deleted super-checkpoints cannot be told (pass --witness)"
         )
         print(
@@ -294,7 +307,7 @@ def pinned_roster(roster: Path | None, public_key: Path | None) -> set[bytes] | 
     return keys
 
 
-def postgres_report(dsn: str, keys: set[bytes] | None, witness: Path | None) -> VerifyReport:
+def postgres_report(dsn: str, keys: set[bytes] | None, witness: list[Path] | None) -> VerifyReport:
     """Every shard chain of the journal ``dsn`` names and its super-checkpoints, verified
     against the pinned ``keys`` (``None``: the roster it records) and the ``witness``."""
     from events.postgres.verify import verify_database
