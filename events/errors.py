@@ -8,7 +8,18 @@ class JournalError(Exception):
 
 
 class JournalUnavailable(JournalError):
-    """The journal file cannot be opened or used: missing, unreadable, read-only, SQLite-locked."""
+    """The journal file cannot be opened or used: missing, unreadable, read-only, SQLite-locked;
+    or its database cannot be reached (a PostgreSQL restart): an append that raises it may or
+    may not have been written."""
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())  # one line, whatever the driver said
+
+
+UNAVAILABLE_RETRY_S = 1.0
+"""How long what follows the journal (the run-state log, the reflection feed, the projector)
+waits before it reads again after :class:`JournalUnavailable`: it keeps going once the
+journal is back, never dies of it."""
 
 
 class NotAJournal(JournalUnavailable):

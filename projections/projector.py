@@ -250,6 +250,7 @@ class Projector:
         while not self._stop.is_set():
             try:
                 self.catch_up()
+                self.error = None  # what stopped it (a journal database restarting) is over
             except Exception as exc:
                 self.error = exc
             if self._catching_up and (

@@ -67,6 +67,10 @@ class PostgresServer:
             "--auth-host=scram-sha-256",
             f"--pwfile={pwfile}",
         )
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again) on its port and data dir; returns once it accepts."""
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root}"
             " -c fsync=on -c max_connections=200 -c shared_buffers=32MB"
@@ -74,6 +78,11 @@ class PostgresServer:
         self._run(
             BIN / "pg_ctl", "start", "-w", "-D", self.data, "-l", self.root / "log", "-o", options
         )
+
+    def crash(self) -> None:
+        """Stop the server as a power cut would (``-m immediate``: no checkpoint, every
+        connection dropped; what was committed is in the WAL and recovered at :meth:`start`)."""
+        self._run(BIN / "pg_ctl", "stop", "-m", "immediate", "-w", "-D", self.data)
 
     def _run(self, *argv: str | Path) -> None:
         done = subprocess.run(

@@ -120,6 +120,7 @@ def configure(
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(outage_in_one_line)
     root.addHandler(handler)
     root.setLevel(library_level)
     logging.getLogger("reel").setLevel(level)
@@ -127,6 +128,20 @@ def configure(
         logging.getLogger(name).setLevel(max(logging.WARNING, library_level))
     logging.captureWarnings(True)
     threading.excepthook = _thread_died
+
+
+def outage_in_one_line(record: logging.LogRecord) -> bool:
+    """A journal that cannot be reached (a database restarting) is an operational condition,
+    not a defect: wherever it ends an actor or a thread, it is one warning line, its message
+    after the record's, without the traceback."""
+    from events.errors import JournalUnavailable
+
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, JournalUnavailable):
+        record.msg, record.args = f"{record.getMessage().rstrip(':')}: {exc}", None
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
 
 
 def _thread_died(args: threading.ExceptHookArgs) -> None:

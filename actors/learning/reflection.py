@@ -32,8 +32,9 @@ import pykka
 from actors.io_loop import IoLoop, Timer
 from actors.learning.desk import BATCH_MAX_RUNS, TASK_KIND
 from actors.tasks.queue import TaskQueue
-from events import JournalPort
+from events import JournalPort, JournalUnavailable
 from events.catalog import RunCompleted, TaskEnqueued, kinds_of
+from events.errors import UNAVAILABLE_RETRY_S
 
 log = logging.getLogger("reel.learning")
 
@@ -127,6 +128,15 @@ class ReflectionFeed(pykka.ThreadingActor):
             log.warning("the reflection feed could not enqueue a last time", exc_info=True)
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            self._receive(message)
+        except JournalUnavailable as exc:  # a database restarting: the same step again soon
+            log.warning("the reflection feed waits for the journal: %s", exc)
+            ref = self.actor_ref
+            self.io.call_later(UNAVAILABLE_RETRY_S, lambda: _tell(ref, message))
+        return None
+
+    def _receive(self, message: _CatchUp | _Wake | _Flush) -> None:
         if isinstance(message, _CatchUp):
             self._catch_up()
         elif isinstance(message, _Wake):
@@ -143,7 +153,6 @@ class ReflectionFeed(pykka.ThreadingActor):
             self._pending.clear()  # before the scan: a commit after it opens the next window
             self._scan()
             self._flush()
-        return None
 
     def _catch_up(self) -> None:
         """Enqueue the runs of the last :data:`CATCH_UP_EVENTS` positions that have none."""
@@ -174,9 +183,10 @@ class ReflectionFeed(pykka.ThreadingActor):
             self.gathered = []
 
     def _flush(self) -> None:
-        gathered, self.gathered = self.gathered, []
-        for start in range(0, len(gathered), BATCH_MAX_RUNS):
-            self._enqueue(gathered[start : start + BATCH_MAX_RUNS])
+        while self.gathered:  # each batch let go once enqueued: a retry sends the rest
+            batch = self.gathered[:BATCH_MAX_RUNS]
+            self._enqueue(batch)
+            del self.gathered[: len(batch)]
 
     def _enqueue(self, run_ids: list[str]) -> None:
         payload: dict[str, Any] = (
@@ -192,6 +202,8 @@ class ReflectionFeed(pykka.ThreadingActor):
                 max_attempts=self.max_attempts,
                 expires_in_s=EXPIRES_S,
             )
+        except JournalUnavailable:
+            raise  # retried by on_receive once the journal is back (duplicates are deduped)
         except Exception:  # the journal is closing, or refused it: no run is affected
             log.warning("could not enqueue the reflection of runs %s", run_ids, exc_info=True)
             return

@@ -28,6 +28,7 @@ from typing import Any
 
 import pykka
 
+from actors.aggregate import fold
 from actors.approvals.grants import Grant
 from actors.errors import RunNotActive
 from actors.invocations.actor import ToolInvocationActor
@@ -61,6 +62,7 @@ from actors.provider import (
     TurnEnd,
     Usage,
 )
+from actors.runs import state as run_fold
 from actors.runs.coalesce import Chunk, Coalescer
 from actors.runs.context import (
     Injected,
@@ -99,9 +101,9 @@ from actors.runs.references import MAX_REFERENCES, unescape
 from actors.runs.state import RunState, apply, check
 from actors.runs.trace import Searched, context_spans, run_span, turn_span
 from actors.services import Services
-from actors.stream import OwnedStream
+from actors.stream import OwnedStream, recorded
 from actors.tracing import new_span_id
-from events import new_id, redact_event
+from events import ConcurrencyConflict, JournalUnavailable, new_id, redact_event
 from events.catalog import Event, RunCompleted, RunOutput, RunTurnCompleted, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
@@ -218,13 +220,27 @@ class RunActor(pykka.ThreadingActor):
         self.actor_ref.tell(BeginRun())
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            self._receive(message)
+        except JournalUnavailable as exc:  # not a crash: the database went away (a restart)
+            log.warning(
+                "run %s: the journal is unavailable (%s); the run ends failed once it is back",
+                self.run_id,
+                exc,
+            )
+            self._contain(f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.stop()  # a second stop when the end was written: harmless
+        return None
+
+    def _receive(self, message: Any) -> None:
         if isinstance(message, BeginRun):
             self._begin()
-            return None
+            return
         if self.ended:
             if isinstance(message, CancelRun):
                 reject(message.reply, RunNotActive(f"run {self.run_id} has already ended"))
-            return None
+            return
         if isinstance(message, ProviderItem):
             self._on_item(message)
         elif isinstance(message, ProviderDone):
@@ -249,21 +265,52 @@ class RunActor(pykka.ThreadingActor):
                 self._stop_with("failed", "wall_clock", f"the run exceeded {limit:g} s")
         elif isinstance(message, CancelGraceExpired) and self.ending is not None:
             self._write_ending()
-        return None
 
     def on_failure(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         """Contain a crash: record it as the run's end and tell the session."""
+        self._contain(f"{exc_type.__name__ if exc_type else 'error'}: {exc}")
+
+    def _contain(self, detail: str) -> None:
+        """Stop the run's work and record its ``failed`` end (``detail``: what stopped it)."""
         if self.ended:
             return
         self._cancel_io()
         for tool in self.tools.values():
             tool.cancel.set()
-        with contextlib.suppress(Exception):
-            name = exc_type.__name__ if exc_type else "error"
-            self._append(end(self.state, "failed", "internal_error", f"{name}: {exc}"))
+        self._end_despite_the_journal(detail)
         if not self.ended:
             self.ended = True
             self.s.registry.run_ended(self.run_id)
+
+    def _end_despite_the_journal(self, detail: str) -> None:
+        """Append the crashed run's ``failed`` end, waiting out a journal that is unavailable
+        (a database restarting: retried with a backoff up to 1 s), so that the run ends and its
+        session goes on once the journal is back. An append whose outcome was lost with the
+        connection may have committed: on a conflict the run's tape is folded again, and a
+        run found ended is only finished here. It gives up when the journal is closed or the
+        node drains (the next start's recovery ends the run ``interrupted``), or at any other
+        error."""
+        delay = 0.05
+        while True:
+            try:
+                if self.state.end is None:
+                    self._append(end(self.state, "failed", "internal_error", detail))
+                elif not self.ended:
+                    self._finished()
+                return
+            except ConcurrencyConflict:
+                with contextlib.suppress(Exception):
+                    tape = recorded(self.s.journal.read_correlated(self.run_id))
+                    self.state = fold(run_fold, tape) or self.state
+                    continue
+                return
+            except JournalUnavailable:
+                if self.s.draining:
+                    return
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+            except Exception:
+                return
 
     # --- folding ---------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ from events.errors import (
 )
 from events.ids import UlidGenerator
 from events.postgres.checkpoints import HEADS_SQL, sign
-from events.postgres.database import connect, failures, upgrade
+from events.postgres.database import connect, failures, safe_dsn, upgrade
 from events.postgres.homes import StreamHomes
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
@@ -558,10 +558,17 @@ class PostgresJournal(PostgresReader):
             return
         except psycopg.Error as exc:
             error: JournalError
+            first = " ".join(str(exc).split())
             if exc.sqlstate == FENCED:
                 error = Fenced(f"journal {self.path}: shard {shard} was taken over; not written")
+            elif isinstance(exc, psycopg.OperationalError) or self._wconn.broken:
+                # The link went down around the statement (a server restart, say): it may
+                # have committed or not, and the writer connects again for the next one.
+                error = JournalUnavailable(
+                    f"cannot append to the journal database {safe_dsn(self.dsn)}: the "
+                    f"connection was lost, the append may or may not be written ({first})"
+                )
             else:
-                first = " ".join(str(exc).split())
                 error = JournalError(f"append failed, nothing written: {first}")
             for request in requests:
                 request.future.set_exception(error)

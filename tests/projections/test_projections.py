@@ -14,7 +14,7 @@ import apsw
 import pytest
 
 from actors.messages import CancelRun, ResolveApproval, StartRun
-from events import Journal, JournalReader
+from events import Journal, JournalReader, JournalUnavailable
 from events.catalog import RunAccepted
 from projections import Projector, Views, compare, rebuild
 from projections.runs import RunsProjection
@@ -303,3 +303,45 @@ def _no_stray_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("REEL_") and name != "REEL_ALLOW_NO_BROWSER":
             monkeypatch.delenv(name, raising=False)
+
+
+class _Outage:
+    """The journal's reader, unreachable while ``down`` is set (a database restarting)."""
+
+    def __init__(self, reader: Journal) -> None:
+        self._reader = reader
+        self.down = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._reader, name)
+
+    def read(self, **kwargs: int) -> object:
+        if self.down:
+            raise JournalUnavailable("cannot use the journal database db:5432/reel: refused")
+        return self._reader.read(**kwargs)
+
+
+def test_a_following_projector_outlives_an_unreachable_journal(
+    journal: Journal, views: Path
+) -> None:
+    """Views stop, say why (what the watchdog's lag reads), and catch up once the journal is
+    back: the error is gone with the outage, not kept for the node's life."""
+    outage = _Outage(journal)
+    projector = Projector(outage, views, [RunsProjection()])  # type: ignore[arg-type]
+    try:
+        event = RunAccepted(run_id="r1", session_id="s1", text="hi")
+        journal.append("session/s1", [event], expected_seq=0, principal="user:a")
+        projector.follow(journal)
+        deadline = time.monotonic() + 10
+        while projector.error is None:
+            assert time.monotonic() < deadline, "the outage was never seen"
+            time.sleep(0.01)
+        assert isinstance(projector.error, JournalUnavailable)
+        outage.down = False
+        assert projector.wait_for(journal.head().position, 10) >= 1
+        deadline = time.monotonic() + 10
+        while projector.error is not None:
+            assert time.monotonic() < deadline, f"still failing: {projector.error}"
+            time.sleep(0.01)
+    finally:
+        projector.close()

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from actors.log_fields import fields
-from transports.logs import JsonFormatter
+from events import JournalUnavailable
+from transports.logs import JsonFormatter, outage_in_one_line
 
 SECRET = "ghp_" + "A1b2C3d4" * 4 + "Ef"
 
@@ -60,3 +61,35 @@ def test_identifiers_and_numbers_are_written_as_they_are(written: io.StringIO) -
     (line,) = lines(written)
     assert (line["run_id"], line["state"], line["pid"], line["ok"]) == (run_id, "done", 42, True)
     assert line["reason"] is None
+
+
+def test_an_unreachable_journal_is_one_warning_line_without_its_traceback() -> None:
+    """pykka and the thread hook log what ends an actor or a thread with its traceback; a
+    journal database restarting is an operational condition, said in one line."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(outage_in_one_line)
+    logger = logging.getLogger("reel.test.outage")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        try:
+            raise JournalUnavailable("cannot use the journal database db:5432/reel:\nrefused")
+        except JournalUnavailable:
+            logger.exception("Unhandled exception in %s:", "SessionActor (urn:x)")
+        try:
+            raise RuntimeError("a defect")
+        except RuntimeError:
+            logger.exception("Unhandled exception in %s:", "RunActor (urn:y)")
+    finally:
+        logger.removeHandler(handler)
+    outage, defect = lines(stream)
+    assert outage == {
+        "ts": outage["ts"],
+        "level": "warning",
+        "logger": "reel.test.outage",
+        "msg": "Unhandled exception in SessionActor (urn:x): cannot use the journal database "
+        "db:5432/reel: refused",
+    }
+    assert defect["level"] == "error" and "RuntimeError: a defect" in str(defect["exc"])

@@ -8,12 +8,15 @@ views; the DSN's password is in no log line or output."""
 from __future__ import annotations
 
 import signal
+import threading
 import time
+import urllib.error
 from typing import Any
 
 import psycopg
 
 from events.postgres.homes import shard_of
+from events.postgres.verify import verify_database
 from events.witness import read_notes
 from tests.events.postgres_raw import rewrite_shard
 from tests.postgres_server import PostgresServer
@@ -143,3 +146,79 @@ def test_a_node_on_postgres_runs_restarts_and_its_session_continues(
     assert "journal.dsn = " in shown.stdout
     said += [init.stdout, init.stderr, verify.stdout, verify.stderr, shown.stdout, shown.stderr]
     assert not [line for line in said if postgres.password in line]
+
+
+def test_a_postgres_crash_under_load_loses_nothing_acknowledged(data_dir: Any) -> None:
+    """PostgreSQL stopped as by a power cut (``pg_ctl stop -m immediate``) while clients keep
+    sending runs to a node on it, then started again: every run the node acknowledged is in
+    the journal and ends; what it refused meanwhile was refused with 503 and a JSON body
+    naming the journal; it serves new runs once the database is back, and every shard chain
+    verifies."""
+    server = PostgresServer()  # its own: this test crashes it
+    try:
+        dsn = server.database()
+        env = {"REEL_JOURNAL_DSN": dsn}
+        assert reel("journal", "init", "--shards", "4", env=env).returncode == 0
+        node = ServingNode(data_dir, {**env, "REEL_JOURNAL_BACKEND": "postgres"})
+        acknowledged: list[str] = []
+        refused: list[tuple[int, Any]] = []
+        stop = threading.Event()
+
+        def client() -> None:
+            status, session = node.http("POST", "/v1/sessions", {})
+            assert status == 201, session
+            while not stop.is_set():
+                try:
+                    status, body = node.http(
+                        "POST", f"/v1/sessions/{session['session_id']}/messages", {"text": "hi"}
+                    )
+                except (OSError, urllib.error.URLError) as exc:
+                    refused.append((0, repr(exc)))
+                    continue
+                if status != 202:
+                    refused.append((status, body))
+                    time.sleep(0.05)
+                    continue
+                acknowledged.append(body["run_id"])
+                finished(node, body["run_id"])
+
+        def until(count: int) -> None:
+            deadline = time.monotonic() + DEADLINE_S
+            while len(acknowledged) < count:
+                assert time.monotonic() < deadline, f"{len(acknowledged)} runs acknowledged"
+                time.sleep(0.02)
+
+        clients = [threading.Thread(target=client, daemon=True) for _ in range(4)]
+        try:
+            for thread in clients:
+                thread.start()
+            until(12)
+            server.crash()
+            time.sleep(1.0)  # the outage: clients keep sending
+            before = len(acknowledged)
+            server.start()
+            until(before + 12)  # served again, without a node restart
+        finally:
+            stop.set()
+            for thread in clients:
+                thread.join(DEADLINE_S)
+        ended = {run_id: finished(node, run_id)["state"] for run_id in acknowledged}
+        assert set(ended.values()) <= {"done", "failed"}, ended
+        assert [s for s, _ in refused] and {s for s, _ in refused} <= {503}, refused
+        assert all(b["error"]["message"] == "the journal is not available" for _, b in refused)
+        node.process.send_signal(signal.SIGINT)
+        assert node.finish() == 0
+        # The outage is warnings of one line each: no error, no traceback, nothing died.
+        assert not [line for line in node.lines if '"level": "error"' in line or '"exc":' in line]
+        with psycopg.connect(dsn) as conn:
+            stored = {
+                r
+                for (r,) in conn.execute(
+                    "SELECT correlation_id FROM events WHERE kind = 'run.accepted'"
+                ).fetchall()
+            }
+        assert set(acknowledged) <= stored
+        report = verify_database(dsn)
+        assert report.ok, report.fault
+    finally:
+        server.stop()

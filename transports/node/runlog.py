@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.log_fields import fields
-from events import JournalClosed, JournalPort
+from events import JournalClosed, JournalPort, JournalUnavailable
 from events.catalog import RunAccepted, kind_of
+from events.errors import UNAVAILABLE_RETRY_S
 from events.lifecycle import STATUS_OF_KIND, is_terminal
 from transports.logs import timestamp
 
@@ -58,17 +59,25 @@ class RunStateLogger:
     def _follow(self) -> None:
         while not self._stop.is_set():
             head = self.journal.wait_for(self.position, timeout=0.5)
-            while self.position < head:
-                batch = self.journal.read(after_position=self.position, limit=1000)
-                if not batch:
-                    break
-                for stored in batch:
-                    state = STATUS_OF_KIND.get(stored.kind)
-                    if state is not None:
-                        self.emit(
-                            self._line(stored.kind, state, stored.decode(), stored.recorded_at_ms)
-                        )
-                self.position = batch[-1].position
+            try:
+                self._emit_until(head)
+            except JournalUnavailable as exc:  # a database restarting: read again shortly
+                log.warning("run states wait for the journal: %s", exc)
+                self._stop.wait(UNAVAILABLE_RETRY_S)
+
+    def _emit_until(self, head: int) -> None:
+        """A line for each run state change from :attr:`position` to ``head``."""
+        while self.position < head:
+            batch = self.journal.read(after_position=self.position, limit=1000)
+            if not batch:
+                break
+            for stored in batch:
+                state = STATUS_OF_KIND.get(stored.kind)
+                if state is not None:
+                    self.emit(
+                        self._line(stored.kind, state, stored.decode(), stored.recorded_at_ms)
+                    )
+            self.position = batch[-1].position
 
     @staticmethod
     def _line(kind: str, state: str, event: Any, at_ms: int) -> dict[str, Any]:
