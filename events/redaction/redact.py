@@ -606,7 +606,8 @@ def redact_event(event: T) -> T:
         if isinstance(rule, Text):
             if value is None:
                 continue
-            new, n = redact_value(value)
+            # A string (most free text) goes straight to what redact_value would call.
+            new, n = _redact_string(value, 0) if type(value) is str else redact_value(value)
             if n:
                 changes[name] = new
                 total += n
