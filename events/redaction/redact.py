@@ -443,7 +443,7 @@ def apply_spans(text: str, spans: list[Span], start: int = 0, end: int | None = 
 
 def redact_text(text: str) -> tuple[str, int]:
     """Replace secret shapes inside ``text``; returns the new text and the number replaced."""
-    spans = find_spans(text)
+    spans = scan(text)[0]
     if not spans:
         return text, 0
     return apply_spans(text, spans), len(spans)

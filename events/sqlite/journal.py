@@ -416,8 +416,9 @@ class Journal(JournalReader):
         try:
             # Behind everything submitted before it, so commits stay in queue order; nobody
             # else drains while this thread holds the lock, and requests queued meanwhile woke
-            # the writer thread, which commits them after this.
-            with self._wake:
+            # the writer thread, which commits them after this. (The condition's own lock,
+            # taken as a lock: nothing is waited for or notified here.)
+            with self._submit_guard:
                 if not self._accepting:
                     raise JournalClosed(f"journal {self.path} is closed")
                 alone = not self._pending
@@ -597,7 +598,7 @@ class Journal(JournalReader):
         (hold ``_commit_lock``); False when nothing was pending."""
         batch: list[_Append | _CheckpointRequest] = []
         events = 0
-        with self._wake:
+        with self._submit_guard:  # _wake's lock
             pending = self._pending
             while pending and (not batch or events < self._max_batch_events):
                 item = pending.popleft()
