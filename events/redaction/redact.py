@@ -443,7 +443,7 @@ def apply_spans(text: str, spans: list[Span], start: int = 0, end: int | None = 
 
 def redact_text(text: str) -> tuple[str, int]:
     """Replace secret shapes inside ``text``; returns the new text and the number replaced."""
-    spans = find_spans(text)
+    spans = scan(text)[0]
     if not spans:
         return text, 0
     return apply_spans(text, spans), len(spans)
@@ -606,7 +606,8 @@ def redact_event(event: T) -> T:
         if isinstance(rule, Text):
             if value is None:
                 continue
-            new, n = redact_value(value)
+            # A string (most free text) goes straight to what redact_value would call.
+            new, n = _redact_string(value, 0) if type(value) is str else redact_value(value)
             if n:
                 changes[name] = new
                 total += n

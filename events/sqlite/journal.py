@@ -35,7 +35,15 @@ from pathlib import Path
 from msgspec.structs import replace
 
 from events.catalog import Event, JournalCheckpoint, kind_of
-from events.chain import identity_bytes, payload_digest, row_hash
+from events.chain import (
+    identity_bytes,
+    kind_fields,
+    link,
+    payload_digest,
+    recorded_at,
+    request_fields,
+    row_hash,
+)
 from events.checkpoint import CHECKPOINT_KIND, CHECKPOINT_STREAM, Checkpoint, NodeKey
 from events.codec import encode
 from events.envelope import AppendResult, Head
@@ -133,11 +141,10 @@ class _Append:
         return self._future is None or self._future.set_running_or_notify_cancel()
 
     def settle(self, outcome: AppendResult | BaseException) -> None:
-        """Record the outcome (once) and resolve the future, if any and not cancelled."""
+        """Record the outcome (once) and resolve the future, if any and not cancelled. A result
+        holds the request's :attr:`events` already (the commit made it with them)."""
         if self.outcome is not None:
             return
-        if isinstance(outcome, AppendResult):
-            outcome = replace(outcome, events=self.events)
         self.outcome = outcome
         if self._future is not None and not self._future.done():
             if isinstance(outcome, BaseException):
@@ -183,11 +190,24 @@ def prepare(
     if expected_seq is not None and expected_seq < 0:
         raise AppendRejected(f"expected_seq must be >= 0, got {expected_seq}")
     # Checked here, not in the writer thread, where a bad field would fail the whole batch.
-    _check_text("stream", stream)
-    _check_text("principal", principal)
-    _check_text("correlation_id", correlation_id)
-    _check_text("causation_id", causation_id)
-    _check_text("idempotency_key", idempotency_key)
+    # Usually all of them are ASCII text, told by one test of them joined; otherwise each
+    # field is checked on its own, for the error that names it.
+    try:
+        joined: object = (
+            stream
+            + principal
+            + ("" if correlation_id is None else correlation_id)
+            + ("" if causation_id is None else causation_id)
+            + ("" if idempotency_key is None else idempotency_key)
+        )
+    except TypeError:
+        joined = None
+    if type(joined) is not str or not joined.isascii():
+        _check_text("stream", stream)
+        _check_text("principal", principal)
+        _check_text("correlation_id", correlation_id)
+        _check_text("causation_id", causation_id)
+        _check_text("idempotency_key", idempotency_key)
     payloads: list[tuple[str, int, bytes]] = []
     stored: list[Event] = []
     for event in events:
@@ -398,8 +418,9 @@ class Journal(JournalReader):
         try:
             # Behind everything submitted before it, so commits stay in queue order; nobody
             # else drains while this thread holds the lock, and requests queued meanwhile woke
-            # the writer thread, which commits them after this.
-            with self._wake:
+            # the writer thread, which commits them after this. (The condition's own lock,
+            # taken as a lock: nothing is waited for or notified here.)
+            with self._submit_guard:
                 if not self._accepting:
                     raise JournalClosed(f"journal {self.path} is closed")
                 alone = not self._pending
@@ -579,7 +600,7 @@ class Journal(JournalReader):
         (hold ``_commit_lock``); False when nothing was pending."""
         batch: list[_Append | _CheckpointRequest] = []
         events = 0
-        with self._wake:
+        with self._submit_guard:  # _wake's lock
             pending = self._pending
             while pending and (not batch or events < self._max_batch_events):
                 item = pending.popleft()
@@ -604,6 +625,8 @@ class Journal(JournalReader):
 
     def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
         now_ms = time.time_ns() // 1_000_000
+        at = recorded_at(now_ms)
+        new_id = self._ids.new
         position = self._head_position
         prev = self._head_hash
         rows: list[tuple[object, ...]] = []
@@ -623,7 +646,9 @@ class Journal(JournalReader):
                 if key is not None:
                     earlier = batch_keys.get(key) or self._idempotent(key)
                     if earlier is not None:
-                        outcomes.append((request, replace(earlier, duplicate=True)))
+                        outcomes.append(
+                            (request, replace(earlier, duplicate=True, events=request.events))
+                        )
                         continue
                 stream = request.stream
                 seq = batch_next.get(stream)
@@ -636,22 +661,24 @@ class Journal(JournalReader):
                     continue
                 first_position, first_seq = position + 1, seq
                 ids: list[str] = []
+                principal = request.principal
+                correlation_id = request.correlation_id
+                causation_id = request.causation_id
+                stream_part, rest = request_fields(stream, principal, correlation_id, causation_id)
                 for kind, version, payload in request.payloads:
                     position += 1
-                    event_id = self._ids.new(now_ms)
-                    identity = identity_bytes(
+                    event_id = new_id(now_ms)
+                    digest = link(
+                        prev,
                         position,
                         event_id,
-                        stream,
+                        stream_part,
                         seq,
-                        kind,
-                        version,
-                        now_ms,
-                        request.principal,
-                        request.correlation_id,
-                        request.causation_id,
+                        kind_fields(kind, version),
+                        at,
+                        rest,
+                        payload,
                     )
-                    digest = row_hash(prev, identity, payload)
                     rows.append(
                         (
                             position,
@@ -661,9 +688,9 @@ class Journal(JournalReader):
                             kind,
                             version,
                             now_ms,
-                            request.principal,
-                            request.correlation_id,
-                            request.causation_id,
+                            principal,
+                            correlation_id,
+                            causation_id,
                             payload,
                             payload_digest(payload),
                             prev,
@@ -682,6 +709,7 @@ class Journal(JournalReader):
                     last_seq=seq - 1,
                     event_ids=tuple(ids),
                     recorded_at_ms=now_ms,
+                    events=request.events,
                 )
                 if key is not None:
                     batch_keys[key] = result
@@ -744,22 +772,27 @@ class Journal(JournalReader):
             if self.witness is not None:
                 self.witness.submit(signed)
         committed = time.perf_counter()
-        self.append_latency.observe_many(
-            [committed - r.submitted for r in batch if isinstance(r, _Append)]
-        )
+        if len(outcomes) == 1:
+            self.append_latency.observe(committed - outcomes[0][0].submitted)
+        elif outcomes:
+            self.append_latency.observe_many([committed - r.submitted for r, _ in outcomes])
         for request, outcome in outcomes:
             request.settle(outcome)
         for request in checkpoints:
             request.future.set_result(signed)
         if rows:
-            with self._committed:
-                self._committed_position = position
-                if self._waiting:
+            # Set before _waiting is read, without the lock: a waiter counts itself in and reads
+            # the position under it, so it either sees this position or is counted and notified.
+            self._committed_position = position
+            if self._waiting:
+                with self._committed:
                     self._committed.notify_all()
-                listeners = self._listeners
-            for listener in listeners:
-                with contextlib.suppress(Exception):  # a faulty listener must not stop the writer
+            for listener in self._listeners:
+                # Not contextlib.suppress: it makes an object per listener per commit.
+                try:  # noqa: SIM105
                     listener(position)
+                except Exception:  # a faulty listener must not stop the writer
+                    pass
 
     def _idempotent(self, key: str) -> AppendResult | None:
         row = self._wconn.execute(
@@ -796,15 +829,13 @@ class Journal(JournalReader):
         last checkpoint row is there to sign."""
         if self.node_key is None or position in (0, self._last_checkpoint_row):
             return None
-        if not self._verified.is_set() or self.tampered is not None:
-            return None  # signed at the first commit after the full verification passed
         due = (
             forced
             or position - self._last_checkpoint_row >= self._checkpoint_every_events
             or time.monotonic() - self._last_checkpoint_time >= self._checkpoint_every_s
         )
-        if not due:
-            return None
+        if not due or not self._verified.is_set() or self.tampered is not None:
+            return None  # signed at the first commit after the full verification passed
         return self.node_key.sign(position, hash_, now_ms, previous=self._last_checkpoint_row)
 
     def _check_on_open(

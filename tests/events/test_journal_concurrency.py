@@ -47,6 +47,11 @@ def out(text: str = "x", run_id: str = "r") -> RunOutput:
         ({"stream": "run/\ud800"}, "stream"),
         ({"principal": "user:\udcff"}, "principal"),
         ({"correlation_id": 7}, "correlation_id"),
+        ({"causation_id": "c\ud800"}, "causation_id"),
+        ({"idempotency_key": "k\udfff"}, "idempotency_key"),
+        ({"correlation_id": "é\ud800"}, "correlation_id"),
+        ({"stream": b"run/bad"}, "stream"),
+        ({"causation_id": b"c"}, "causation_id"),
         ({"events": [RunOutput(run_id="r", turn=0, text="\ud800")]}, "cannot be encoded"),
         ({"events": [RunOutput(run_id="\ud800", turn=0, text="x")]}, "field 'run_id'"),
     ],
@@ -62,6 +67,25 @@ def test_bad_appends_are_rejected_and_do_not_poison_others(
     innocent += [journal.submit("run/ok", [out(str(i))], expected_seq=None) for i in range(5)]
     assert [f.result().first_seq for f in innocent] == list(range(10))
     assert journal.read_stream("run/bad") == []
+
+
+def test_envelope_text_beyond_ascii_is_stored_as_given(journal: Journal) -> None:
+    """The envelope's fields are told valid by one test when all are ASCII; any other text is
+    checked field by field, and valid UTF-8 text is stored as it was given."""
+    fields = {
+        "principal": "user:ü",
+        "correlation_id": "日本",
+        "causation_id": "ß",
+        "idempotency_key": "ключ",
+    }
+    result = journal.append("run/é", [out()], expected_seq=0, **fields)
+    (stored,) = journal.read_stream("run/é")
+    assert stored.position == result.first_position
+    assert {name: getattr(stored, name) for name in fields if name != "idempotency_key"} == {
+        name: value for name, value in fields.items() if name != "idempotency_key"
+    }
+    again = journal.append("run/é", [out()], expected_seq=0, **fields)
+    assert again.duplicate and again.first_position == result.first_position
 
 
 def test_closed_journal_refuses_appends(data_dir: Path) -> None:
