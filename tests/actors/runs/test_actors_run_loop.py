@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from actors import ActorsConfig, RunBudgets
-from actors.messages import ProviderItems
+from actors.messages import ProviderItems, ToolAppended
 from actors.provider import (
     ProviderError,
     ProviderEvent,
@@ -21,7 +21,7 @@ from actors.provider import (
     Usage,
 )
 from actors.runs.actor import RunActor
-from events.catalog import RunCompleted, RunFailed, ToolCompleted, ToolDecided
+from events.catalog import RunCompleted, RunFailed, ToolCompleted, ToolDecided, kind_of
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
 from tools import ToolsConfig
@@ -301,3 +301,28 @@ def test_a_streams_items_reach_the_run_while_the_stream_waits(make_node: MakeNod
     assert isinstance(end, RunCompleted), end
     assert end.answer == "".join(f"w{n} " for n in range(40))
     assert len(kit.events(ticket.run_id, "run.output")) >= 2
+
+
+def test_a_tool_tells_its_run_of_a_proposal_with_its_decision(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each report is a thread hand-off, and the run has nothing to do with a proposal alone:
+    ``tool.proposed`` reaches it with ``tool.decided`` (an allowed call, then its result), or
+    with the whole refusal (an unknown tool)."""
+    reports: list[list[str]] = []
+    on_receive = RunActor.on_receive
+
+    def spy(self: RunActor, message: Any) -> Any:
+        if isinstance(message, ToolAppended):
+            reports.append([kind_of(rec.event) for rec in message.records])
+        return on_receive(self, message)
+
+    monkeypatch.setattr(RunActor, "on_receive", spy)
+    kit = make_node()
+    _, end = kit.run('go\n/tool echo {"text": "a"}\n/tool nope {}')
+    assert isinstance(end, RunCompleted) and end.tool_calls == 2
+    assert reports == [
+        ["tool.proposed", "tool.decided"],
+        ["tool.completed"],
+        ["tool.proposed", "tool.decided", "tool.completed"],
+    ]
