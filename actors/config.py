@@ -65,3 +65,9 @@ class ActorsConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     whatever the rest of a long message says. 0: by final score only."""
     cancel_grace_s: float = 1.0
     """How long a cancelled run waits for an in-flight tool to stop before it records the end."""
+
+    @property
+    def passivates_at_once(self) -> bool:
+        """Whether a session that reports itself idle is stopped at once (``idle_passivate_s``
+        <= 0); otherwise the directory's tick stops it once idle long enough."""
+        return self.idle_passivate_s <= 0

@@ -284,17 +284,14 @@ class SummaryWritten(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
 
 
-class ProviderItem(msgspec.Struct, frozen=True):
-    """I/O loop -> run: one item of the provider stream for ``turn``."""
+class ProviderItems(msgspec.Struct, frozen=True):
+    """I/O loop -> run: the items of the provider stream for ``turn`` that arrived together
+    (one message for what the stream yielded before the loop next turned, not one per item:
+    each message is a thread hand-off); ``done``: the stream ended normally after them."""
 
     turn: int
-    item: ProviderEvent
-
-
-class ProviderDone(msgspec.Struct, frozen=True):
-    """I/O loop -> run: the provider stream for ``turn`` ended normally."""
-
-    turn: int
+    items: tuple[ProviderEvent, ...]
+    done: bool = False
 
 
 class ProviderFailed(msgspec.Struct, frozen=True):

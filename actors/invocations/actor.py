@@ -66,7 +66,7 @@ from actors.messages import (
 )
 from actors.provider import ToolCall
 from actors.services import Services
-from actors.stream import OwnedStream
+from actors.stream import OwnedStream, Recorded
 from actors.tracing import new_span_id, stream_span_id
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
 from events.catalog import Event
@@ -120,6 +120,9 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self.after = after
         """Set once the call before this one in its batch recorded its result (None: alone)."""
         self.done = done or threading.Event()
+        self.unreported: tuple[Recorded, ...] = ()
+        """Appended, not yet told to the run: ``tool.proposed`` goes with what is decided next
+        (one message, not two; the run has nothing to do with a proposal alone)."""
         self.out = OwnedStream(
             services.journal,
             self.state.stream,
@@ -194,6 +197,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
                     propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
                 )
             self._complete(refused(self.state, error, "internal_error"))
+        self._report()  # what was appended reaches the run even when the rest could not be
         self.finished = True
         self.done.set()
 
@@ -202,19 +206,29 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     # --- journal ---------------------------------------------------------------------------
 
-    def _append(self, *events: Event, principal: str | None = None) -> None:
-        """Append, fold, and report to the run. ``principal``: who caused the events when it
-        is not the run's principal (an approver, the node)."""
+    def _append(self, *events: Event, principal: str | None = None, report: bool = True) -> None:
+        """Append, fold, and report to the run (with what was held back: ``report`` False).
+        ``principal``: who caused the events when it is not the run's principal (an approver,
+        the node)."""
         records = self.out.append(self.state.next_seq, *events, principal=principal)
         for rec in records:
             self.state = apply(self.state, rec)
-        _tell_quietly(self.run_ref, ToolAppended(tuple(records)))
+        self.unreported += tuple(records)
+        if report:
+            self._report()
+
+    def _report(self) -> None:
+        """Tell the run what it has not been told yet."""
+        if self.unreported:
+            records, self.unreported = self.unreported, ()
+            _tell_quietly(self.run_ref, ToolAppended(records))
 
     def _complete(self, *events: Event, principal: str | None = None) -> None:
         """Append the events that end the invocation (the last is ``tool.completed``), after
         the call before it in its batch recorded its own."""
         self._close_approval()
         if self.after is not None:
+            self._report()  # the proposal is not kept from the run while this call waits its turn
             self.after.wait()
         self._append(*events, principal=principal)
         self.finished = True
@@ -275,7 +289,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
         return True
 
     def _propose(self) -> None:
-        self._append(propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id))
+        proposed = propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
+        self._append(proposed, report=False)
         if self._load_spec():
             self._decide()
 

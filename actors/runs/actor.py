@@ -42,9 +42,8 @@ from actors.messages import (
     FlushTick,
     GrantAdded,
     Proceed,
-    ProviderDone,
     ProviderFailed,
-    ProviderItem,
+    ProviderItems,
     RunFinished,
     StallRun,
     ToolAppended,
@@ -55,6 +54,7 @@ from actors.messages import (
 )
 from actors.provider import (
     ProviderError,
+    ProviderEvent,
     ProviderRequest,
     ProviderUnavailable,
     TextDelta,
@@ -241,11 +241,8 @@ class RunActor(pykka.ThreadingActor):
             if isinstance(message, CancelRun):
                 reject(message.reply, RunNotActive(f"run {self.run_id} has already ended"))
             return
-        if isinstance(message, ProviderItem):
-            self._on_item(message)
-        elif isinstance(message, ProviderDone):
-            if self._current(message.turn):
-                self._on_turn_done()
+        if isinstance(message, ProviderItems):
+            self._on_items(message)
         elif isinstance(message, ProviderFailed):
             if self._current(message.turn):
                 self._stop_with("failed", message.reason, message.message)
@@ -577,30 +574,53 @@ class RunActor(pykka.ThreadingActor):
         self.provider_task = self.s.io.submit(self._pump(request, turn))
 
     async def _pump(self, request: ProviderRequest, turn: int) -> None:
-        """On the I/O loop: forward the provider stream to this actor as messages."""
+        """On the I/O loop: forward the provider stream to this actor as messages, one for
+        what the stream yields before the loop turns (a remote stream's items as they arrive,
+        a stream that never waits in one message with its end), in the stream's order."""
         ref = self.actor_ref
+        loop = asyncio.get_running_loop()
+        batch: list[ProviderEvent] = []
+
+        def flush() -> None:
+            if batch:
+                items = tuple(batch)
+                batch.clear()
+                _tell(ref, ProviderItems(turn, items))
+
         try:
             stream = self.s.provider.stream(request)
             async with contextlib.aclosing(stream):
                 async for item in stream:
-                    ref.tell(ProviderItem(turn, item))
-            ref.tell(ProviderDone(turn))
+                    if not batch:
+                        loop.call_soon(flush)
+                    batch.append(item)
+            items = tuple(batch)
+            batch.clear()
+            ref.tell(ProviderItems(turn, items, done=True))
         except asyncio.CancelledError:
             raise
         except pykka.ActorDeadError:
             return
         except ProviderUnavailable as exc:
+            flush()
             _tell(ref, ProviderFailed(turn, exc.message, "provider_unavailable"))
         except ProviderError as exc:
+            flush()
             _tell(ref, ProviderFailed(turn, exc.message))
         except Exception as exc:
+            flush()
             _tell(ref, ProviderFailed(turn, f"{type(exc).__name__}: {exc}"))
 
-    def _on_item(self, message: ProviderItem) -> None:
-        if not self._current(message.turn):
-            return
+    def _on_items(self, message: ProviderItems) -> None:
+        for item in message.items:
+            if not self._current(message.turn):  # an item's output may have stopped the run
+                return
+            self._on_item(item)
+        if message.done and self._current(message.turn):
+            self._on_turn_done()
+
+    def _on_item(self, item: ProviderEvent) -> None:
         assert self.turn is not None
-        item = message.item
         if isinstance(item, TextDelta):
             self.turn.output_chars += len(item.text)
             # Redacted as one stream before it is chunked (actors/runs/coalesce.py): a secret split

@@ -124,7 +124,7 @@ class SessionActor(pykka.ThreadingActor):
             self._append(created(self.session_id, c), principal=c.principal)
             if c.then is None:
                 resolve(c.reply, msgspec.structs.replace(self._info(), created=True))
-                self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
+                self._report_idle()
         elif self.state is None:
             stored = self.s.journal.read_stream(self.stream)
             self.state = fold(session_state, recorded(stored))
@@ -158,8 +158,15 @@ class SessionActor(pykka.ThreadingActor):
             raise
         if self.active is None and not self.queue and not isinstance(message, Passivate):
             # Nothing live: give the thread back. The directory keeps the folded state.
-            self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
+            self._report_idle()
         return None
+
+    def _report_idle(self) -> None:
+        """Tell the directory that nothing is live here, when that stops the session at once
+        (:attr:`ActorsConfig.passivates_at_once`); otherwise its tick finds the session idle,
+        and the message (a thread hand-off after every run) would change nothing."""
+        if self.s.config.passivates_at_once:
+            self._tell_directory(SessionIdle(self.session_id, self.actor_urn))
 
     def _handle(self, message: Any) -> None:
         if isinstance(message, StartRun):

@@ -143,8 +143,8 @@ class SessionDirectory(pykka.ThreadingActor):
             self._stopped(message)
         elif isinstance(message, SessionIdle):
             ref = self.live.get(message.session_id)
-            immediate = self.s.config.idle_passivate_s <= 0
-            if immediate and ref is not None and ref.actor_urn == message.urn:
+            at_once = self.s.config.passivates_at_once
+            if at_once and ref is not None and ref.actor_urn == message.urn:
                 self._passivate(message.session_id, ref)
         elif isinstance(message, PassivationRefused):
             for buffered in self.stopping.pop(message.session_id, []):

@@ -119,6 +119,7 @@ def parse_script(content: str) -> Script:
 
 
 _CONTENT = operator.attrgetter("content")
+_TOOL_CALLS = operator.attrgetter("tool_calls")
 
 
 @functools.lru_cache(maxsize=8192)
@@ -176,7 +177,8 @@ class DeterministicProvider:
 
         proposed = script.calls + script.loop_calls if first_turn else script.loop_calls
         if proposed:
-            already = sum(len(m.tool_calls) for m in messages if m.role == "assistant")
+            # Only assistant messages carry calls; counted in C over a long session's history.
+            already = sum(map(len, map(_TOOL_CALLS, messages)))
             words = 0
             for number, call in enumerate(proposed, start=already + 1):
                 words += _word_count(f"{call.name} {call.arguments}")

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncGenerator
+from typing import Any
+
+import pytest
 
 from actors import ActorsConfig, RunBudgets
-from actors.provider import ProviderEvent, ProviderRequest, TextDelta
-from events.catalog import RunCompleted, RunFailed, ToolCompleted, ToolDecided
+from actors.messages import ProviderItems, ToolAppended
+from actors.provider import (
+    ProviderError,
+    ProviderEvent,
+    ProviderRequest,
+    TextDelta,
+    TurnEnd,
+    Usage,
+)
+from actors.runs.actor import RunActor
+from events.catalog import RunCompleted, RunFailed, ToolCompleted, ToolDecided, kind_of
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import NodeKit
 from tools import ToolsConfig
@@ -226,3 +240,89 @@ def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: Nod
     kinds = [row.kind for row in stored]
     assert kinds[-3:] == ["run.output", "run.turn_completed", "run.completed"]
     assert end.answer.endswith(stored[-3].decode().text)  # type: ignore[attr-defined]
+
+
+class WordsProvider:
+    """Streams ``words`` text deltas; with ``hold``, waits after the first ``hold`` of them
+    until the journal has a ``run.output`` (the earlier deltas reached the run and were
+    recorded), giving up after ten seconds with a provider error."""
+
+    name = "words"
+
+    def __init__(self, words: int, hold: int | None = None) -> None:
+        self.words = words
+        self.hold = hold
+        self.journal: Any = None
+
+    async def stream(self, request: ProviderRequest) -> AsyncGenerator[ProviderEvent, None]:
+        for number in range(self.words):
+            if number == self.hold:
+                deadline = time.monotonic() + 10.0
+                while not any(e.kind == "run.output" for e in self.journal.read()):
+                    if time.monotonic() > deadline:
+                        raise ProviderError("the deltas before the wait never reached the run")
+                    await asyncio.sleep(0.01)
+            yield TextDelta(text=f"w{number} ")
+        yield Usage(prompt_tokens=1, completion_tokens=self.words)
+        yield TurnEnd(finish_reason="stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_stream_that_never_waits_reaches_the_run_as_one_message(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each message from the I/O loop is a thread hand-off: the items a stream yields before
+    the loop turns travel together, with the stream's end (not 40 messages and a 41st)."""
+    received: list[ProviderItems] = []
+    on_receive = RunActor.on_receive
+
+    def spy(self: RunActor, message: Any) -> Any:
+        if isinstance(message, ProviderItems):
+            received.append(message)
+        return on_receive(self, message)
+
+    monkeypatch.setattr(RunActor, "on_receive", spy)
+    kit = make_node(provider=WordsProvider(40))
+    _, end = kit.run("anything")
+    assert isinstance(end, RunCompleted)
+    assert end.answer == "".join(f"w{n} " for n in range(40))
+    assert [(len(m.items), m.done) for m in received] == [(42, True)]
+
+
+def test_a_streams_items_reach_the_run_while_the_stream_waits(make_node: MakeNode) -> None:
+    """Items are not held for the stream's end: what arrived before a wait is recorded during
+    it (20 words make a chunk; the provider waits for it on the journal)."""
+    provider = WordsProvider(40, hold=20)
+    kit = make_node(provider=provider)
+    provider.journal = kit.journal
+    ticket, end = kit.run("anything")
+    assert isinstance(end, RunCompleted), end
+    assert end.answer == "".join(f"w{n} " for n in range(40))
+    assert len(kit.events(ticket.run_id, "run.output")) >= 2
+
+
+def test_a_tool_tells_its_run_of_a_proposal_with_its_decision(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each report is a thread hand-off, and the run has nothing to do with a proposal alone:
+    ``tool.proposed`` reaches it with ``tool.decided`` (an allowed call, then its result), or
+    with the whole refusal (an unknown tool)."""
+    reports: list[list[str]] = []
+    on_receive = RunActor.on_receive
+
+    def spy(self: RunActor, message: Any) -> Any:
+        if isinstance(message, ToolAppended):
+            reports.append([kind_of(rec.event) for rec in message.records])
+        return on_receive(self, message)
+
+    monkeypatch.setattr(RunActor, "on_receive", spy)
+    kit = make_node()
+    _, end = kit.run('go\n/tool echo {"text": "a"}\n/tool nope {}')
+    assert isinstance(end, RunCompleted) and end.tool_calls == 2
+    assert reports == [
+        ["tool.proposed", "tool.decided"],
+        ["tool.completed"],
+        ["tool.proposed", "tool.decided", "tool.completed"],
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pykka
 import pytest
@@ -20,6 +21,7 @@ from actors.messages import (
     GetSessionState,
     ResetSession,
     ResolveSession,
+    SessionIdle,
     SessionInfo,
     StartRun,
 )
@@ -236,6 +238,38 @@ def test_a_session_with_a_live_run_is_not_passivated(make_node: MakeNode) -> Non
     queued = kit.start_run("next", session_id=ticket.session_id)
     assert queued.queued  # the live session still knows its run is active
     assert isinstance(kit.wait_for_end(queued.run_id), RunCompleted)
+
+
+@pytest.mark.parametrize("idle_s", [0.0, 2.0])
+def test_a_session_reports_itself_idle_only_when_that_stops_it_at_once(
+    make_node: MakeNode, monkeypatch: pytest.MonkeyPatch, idle_s: float
+) -> None:
+    """With ``idle_passivate_s`` 0 a session tells the directory when nothing is live, and is
+    stopped at once; with a delay the directory's tick finds it idle, and the message (a thread
+    hand-off after every run) is not sent: it would change nothing."""
+    told: list[SessionIdle] = []
+    on_receive = directory.SessionDirectory.on_receive
+
+    def spy(self: directory.SessionDirectory, message: Any) -> Any:
+        if isinstance(message, SessionIdle):
+            told.append(message)
+        return on_receive(self, message)
+
+    monkeypatch.setattr(directory.SessionDirectory, "on_receive", spy)
+    config = ActorsConfig(
+        budgets=RunBudgets(max_turns=4), idle_passivate_s=idle_s, passivate_check_s=60.0
+    )
+    kit = make_node(config=config)
+    first, _ = kit.run("one", create=True)
+    _, end = kit.run("two", session_id=first.session_id)
+    assert isinstance(end, RunCompleted)
+    if idle_s:
+        # Behind the run's RunFinished in the session's inbox: answered once that was handled.
+        assert kit.ask(GetSessionState(session_id=first.session_id)) is not None
+        assert told == [] and live_session_actors() == 1
+    else:
+        wait_for(lambda: live_session_actors() == 0, "the session to passivate")
+        assert {m.session_id for m in told} == {first.session_id}
 
 
 def test_idle_sessions_hold_no_thread_by_default(kit: NodeKit) -> None:
