@@ -60,7 +60,7 @@ from actors.provider import ModelProvider
 from actors.sessions.compaction import write_summary
 from actors.stream import Recorded, recorded
 from actors.tasks.handlers import PermanentFailure, TaskInterrupted
-from events import ConcurrencyConflict, Event, JournalPort, is_ulid, redact_event
+from events import ConcurrencyConflict, Event, JournalPort, is_ulid
 from events.catalog import Extractor, LearningCandidateApplied, LearningCandidateRolledBack
 from events.fields import REASON_MAX_CHARS
 from events.ids import encode_ulid
@@ -202,15 +202,15 @@ class LearningDesk:
         """Append ``events`` (one atomic append) at the seq ``state`` expects; the state after
         them. Raises ``ConcurrencyConflict`` when another writer appended first."""
         stream = stream_of(candidate_id)
-        clean = [redact_event(event) for event in events]
         result = self.journal.append(
             stream,
-            clean,
+            events,
             expected_seq=0 if state is None else state.next_seq,
             principal=principal,
             causation_id=causation_id,
         )
-        records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in clean]
+        # The events as the journal stored them (redacted): what a reader folds.
+        records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in result.events]
         after = fold(learning_state, records, state)
         assert after is not None
         return after

@@ -36,7 +36,7 @@ import msgspec
 
 from actors.aggregate import fold
 from actors.stream import Recorded, recorded
-from events import JournalPort, JournalReadPort, is_ulid, new_id, redact_event
+from events import JournalPort, JournalReadPort, is_ulid, new_id
 from events.catalog import (
     MEMORY_SCOPES,
     MEMORY_TAGS_MAX,
@@ -263,22 +263,21 @@ def write_item(
         now_ms=now_ms,
     )
     new = item_id or new_id()
-    event = redact_event(
-        MemoryItemWritten(
-            item_id=new,
-            text=checked.text,
-            source=source,
-            tags=checked.tags,
-            scope=checked.scope,
-            session_id=checked.session_id,
-            expires_at_ms=checked.expires_at_ms,
-        )
+    event = MemoryItemWritten(
+        item_id=new,
+        text=checked.text,
+        source=source,
+        tags=checked.tags,
+        scope=checked.scope,
+        session_id=checked.session_id,
+        expires_at_ms=checked.expires_at_ms,
     )
     stream = memory_stream(new)
     result = journal.append(
         stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
     )
-    state = initial(Recorded(event, stream, result.recorded_at_ms, principal))
+    # The event as the journal stored it (redacted): what a reader folds.
+    state = initial(Recorded(result.events[0], stream, result.recorded_at_ms, principal))
     assert state is not None
     return new, state
 
@@ -308,7 +307,7 @@ def delete_item(
             "reason", f"reason is {len(reason):,} characters; the cap is {REASON_MAX_CHARS:,}"
         )
     state = item_state(journal, item_id)
-    event = redact_event(deletion(state, item_id, reason))
+    event = deletion(state, item_id, reason)
     assert state is not None
     stream = memory_stream(item_id)
     try:
@@ -321,7 +320,7 @@ def delete_item(
         )
     except ConcurrencyConflict as exc:  # another writer got there first: it deleted it
         raise MemoryItemAlreadyDeleted(f"memory item {item_id} is already deleted") from exc
-    return apply(state, Recorded(event, stream, result.recorded_at_ms, principal))
+    return apply(state, Recorded(result.events[0], stream, result.recorded_at_ms, principal))
 
 
 def _at_once() -> None:
