@@ -245,6 +245,12 @@ class LearningProjection:
     CREATE INDEX IF NOT EXISTS learning_runs_by_tools ON learning_runs(principal, tools, state);
     """
 
+    def __init__(self) -> None:
+        self._runs: dict[str, list[Any]] = {}
+        """Runs accepted in this batch: their ``learning_runs`` rows (the columns in order,
+        tools and positions as lists), written by :meth:`flush`: one statement for a run's
+        whole life in the batch that accepts it, where each event was one (a rebuild)."""
+
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         at = stored.recorded_at_ms
         if isinstance(event, LearningCandidateProposed):
@@ -308,12 +314,6 @@ class LearningProjection:
             )
         else:
             self._run(conn, stored, event)
-
-    def __init__(self) -> None:
-        self._runs: dict[str, list[Any]] = {}
-        """Runs accepted in this batch: their ``learning_runs`` rows (the columns in order,
-        tools and positions as lists), written by :meth:`flush`: one statement for a run's
-        whole life in the batch that accepts it, where each event was one (a rebuild)."""
 
     def _run(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         """``learning_runs``: a run's request words, and the tools the model chose, in order."""

@@ -134,22 +134,29 @@ class RunsProjection:
 
 
 _COLUMNS = (
-    "run_id, session_id, principal, state, termination_reason, message, accepted_at_ms,"
-    " started_at_ms, ended_at_ms, turns, tool_calls, prompt_tokens, completion_tokens, answer"
+    "run_id",
+    "session_id",
+    "principal",
+    "state",
+    "termination_reason",
+    "message",
+    "accepted_at_ms",
+    "started_at_ms",
+    "ended_at_ms",
+    "turns",
+    "tool_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "answer",
 )
-_INSERT = f"INSERT OR REPLACE INTO runs({_COLUMNS}) VALUES ({', '.join('?' * 14)})"
-(_STATE, _REASON, _MESSAGE, _STARTED, _ENDED, _TURNS, _CALLS, _PROMPT, _COMPLETION, _ANSWER) = (
-    3,
-    4,
-    5,
-    7,
-    8,
-    9,
-    10,
-    11,
-    12,
-    13,
+"""A buffered row's values, in this order."""
+_INSERT = (
+    f"INSERT OR REPLACE INTO runs({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
 )
+_STATE, _REASON, _MESSAGE = (_COLUMNS.index(c) for c in ("state", "termination_reason", "message"))
+_STARTED, _ENDED, _ANSWER = (_COLUMNS.index(c) for c in ("started_at_ms", "ended_at_ms", "answer"))
+_TURNS, _CALLS = _COLUMNS.index("turns"), _COLUMNS.index("tool_calls")
+_PROMPT, _COMPLETION = _COLUMNS.index("prompt_tokens"), _COLUMNS.index("completion_tokens")
 
 
 def _fold_row(row: list[Any], event: Event, at: int) -> None:
