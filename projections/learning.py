@@ -245,6 +245,12 @@ class LearningProjection:
     CREATE INDEX IF NOT EXISTS learning_runs_by_tools ON learning_runs(principal, tools, state);
     """
 
+    def __init__(self) -> None:
+        self._runs: dict[str, list[Any]] = {}
+        """Runs accepted in this batch: their ``learning_runs`` rows (the columns in order,
+        tools and positions as lists), written by :meth:`flush`: one statement for a run's
+        whole life in the batch that accepts it, where each event was one (a rebuild)."""
+
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         at = stored.recorded_at_ms
         if isinstance(event, LearningCandidateProposed):
@@ -309,25 +315,29 @@ class LearningProjection:
         else:
             self._run(conn, stored, event)
 
-    @staticmethod
-    def _run(conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+    def _run(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         """``learning_runs``: a run's request words, and the tools the model chose, in order."""
         if isinstance(event, RunAccepted):
-            request = " ".join(request_text(event.text).split())[:120]
-            conn.execute(
-                "INSERT OR REPLACE INTO learning_runs(run_id, principal, accepted_position,"
-                " words, request, tools, positions, ok, state) VALUES (?,?,?,?,?,'[]','[]',1,"
-                "'accepted')",
-                (
-                    event.run_id,
-                    stored.principal,
-                    stored.position,
-                    words_column(content_words(event.text)),
-                    request,
-                ),
-            )
-        elif isinstance(event, ToolProposed):
+            # INSERT OR REPLACE at the flush: the row as a fresh acceptance leaves it.
+            self._runs[event.run_id] = [
+                event.run_id,
+                stored.principal,
+                stored.position,
+                words_column(content_words(event.text)),
+                " ".join(request_text(event.text).split())[:120],
+                [],
+                [],
+                1,
+                "accepted",
+            ]
+            return
+        row = self._runs.get(getattr(event, "run_id", ""))
+        if isinstance(event, ToolProposed):
             if event.call_id.startswith(REFERENCE_CALL):
+                return
+            if row is not None:
+                row[5].append(event.tool)
+                row[6].append(stored.position)
                 return
             conn.execute(
                 "UPDATE learning_runs SET tools = json_insert(tools, '$[#]', ?),"
@@ -335,13 +345,42 @@ class LearningProjection:
                 (event.tool, stored.position, event.run_id),
             )
         elif isinstance(event, ToolCompleted):
-            if not event.ok:
-                conn.execute("UPDATE learning_runs SET ok = 0 WHERE run_id = ?", (event.run_id,))
+            if event.ok:
+                return
+            if row is not None:
+                row[7] = 0
+                return
+            conn.execute("UPDATE learning_runs SET ok = 0 WHERE run_id = ?", (event.run_id,))
         elif isinstance(event, RunCompleted | RunFailed | RunCancelled):
+            state = STATUS_OF[type(event)].value
+            if row is not None:
+                row[8] = state
+                return
             conn.execute(
-                "UPDATE learning_runs SET state = ? WHERE run_id = ?",
-                (STATUS_OF[type(event)].value, event.run_id),
+                "UPDATE learning_runs SET state = ? WHERE run_id = ?", (state, event.run_id)
             )
+
+    def flush(self, conn: apsw.Connection) -> None:
+        """Write the ``learning_runs`` rows of the runs accepted in this batch."""
+        if self._runs:
+            conn.executemany(
+                "INSERT OR REPLACE INTO learning_runs(run_id, principal, accepted_position,"
+                " words, request, tools, positions, ok, state) VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        *row[:5],
+                        _json.encode(row[5]).decode(),
+                        _json.encode(row[6]).decode(),
+                        *row[7:],
+                    )
+                    for row in self._runs.values()
+                ],
+            )
+            self._runs = {}
+
+    def reset(self) -> None:
+        """The batch rolled back: forget its rows."""
+        self._runs = {}
 
 
 def _evidence(runs: tuple[str, ...], positions: tuple[tuple[int, ...], ...]) -> list[Evidence]:

@@ -5,7 +5,7 @@
 - The view (:class:`projections.LearningView`) is the node's ``LearningPort``: runs are offered
   the applied preferences of their principal and the procedure hints for their request.
 - The desk (:class:`actors.learning.desk.LearningDesk`) writes ``learning/<id>``; an applied fact
-  becomes a memory item through :func:`actors.memory.items.write_item` (source ``learned``,
+  becomes a memory item through :func:`actors.memory.items.submit_item` (source ``learned``,
   scope ``principal`` of the principal the fact concerns), a rollback deletes it through
   :func:`actors.memory.items.delete_item`.
 - Reflection (:class:`actors.learning.desk.Reflector`) is the ``post_run_reflection`` handler of
@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,12 @@ import pykka
 from actors import Node
 from actors.learning.desk import TASK_KIND, LearningDesk, LearningSettings, Reflector
 from actors.learning.reflection import ReflectionFeed
-from actors.memory.items import MemoryItemAlreadyDeleted, UnknownMemoryItem, delete_item, write_item
+from actors.memory.items import (
+    MemoryItemAlreadyDeleted,
+    UnknownMemoryItem,
+    delete_item,
+    submit_item,
+)
 from events import ConcurrencyConflict, JournalPort
 from projections import LearningView, Projector
 from projections.learning import Offered
@@ -40,19 +46,27 @@ class LearnedMemory:
     def __init__(self, journal: JournalPort) -> None:
         self.journal = journal
 
-    def remember(self, text: str, *, owner: str, item_id: str, candidate_id: str) -> None:
+    def remember(
+        self, text: str, *, owner: str, item_id: str, candidate_id: str
+    ) -> Callable[[], None]:
         """The item is appended as ``owner``'s, whose item it is (the memory writer records
         the writer as the owner); ``causation_id`` names the candidate, whose
-        ``learning.candidate_applied`` says who applied it."""
-        with contextlib.suppress(ConcurrencyConflict):  # written by an earlier attempt
-            write_item(
-                self.journal,
-                text,
-                principal=owner,
-                source="learned",
-                causation_id=candidate_id,
-                item_id=item_id,
-            )
+        ``learning.candidate_applied`` says who applied it. Queued: the returned wait
+        returns once it is durable."""
+        written = submit_item(
+            self.journal,
+            item_id,
+            text,
+            principal=owner,
+            source="learned",
+            causation_id=candidate_id,
+        )
+
+        def wait() -> None:
+            with contextlib.suppress(ConcurrencyConflict):  # written by an earlier attempt
+                written.result()
+
+        return wait
 
     def forget(self, item_id: str, *, by: str, reason: str, candidate_id: str) -> None:
         with contextlib.suppress(UnknownMemoryItem, MemoryItemAlreadyDeleted):

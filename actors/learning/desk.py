@@ -11,9 +11,11 @@
   the loser folds again and decides again.
 
 Applying a fact writes a memory item (source ``learned``) through :class:`FactMemory` (the
-node's one memory writer); its id is derived from the candidate and how many times it was
-applied, so an apply retried after a crash finds its item instead of writing a second one. A
-rollback deletes that item before it is recorded. Preferences and procedures need no write:
+node's one memory writer), queued just before the apply's event so that both share a commit
+(one commit per learned fact, not two; the item never commits after the event); its id is
+derived from the candidate and how many times it was applied, so an apply retried after a
+crash finds its item instead of writing a second one. A rollback deletes that item before it
+is recorded. Preferences and procedures need no write:
 the learning view offers applied ones to later runs (``LearningView.offered``).
 """
 
@@ -60,7 +62,7 @@ from actors.provider import ModelProvider
 from actors.sessions.compaction import write_summary
 from actors.stream import Recorded, recorded
 from actors.tasks.handlers import PermanentFailure, TaskInterrupted
-from events import ConcurrencyConflict, Event, JournalPort, is_ulid, redact_event
+from events import ConcurrencyConflict, Event, JournalPort, is_ulid
 from events.catalog import Extractor, LearningCandidateApplied, LearningCandidateRolledBack
 from events.fields import REASON_MAX_CHARS
 from events.ids import encode_ulid
@@ -119,9 +121,14 @@ class LearningSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
 class FactMemory(Protocol):
     """Where an applied fact goes: the node's memory writer (``actors.memory.items``)."""
 
-    def remember(self, text: str, *, owner: str, item_id: str, candidate_id: str) -> None:
-        """Write item ``item_id`` (scope ``principal`` of ``owner``, source ``learned``); an
-        item already written under that id is left as it is (a retried apply)."""
+    def remember(
+        self, text: str, *, owner: str, item_id: str, candidate_id: str
+    ) -> Callable[[], None]:
+        """Queue the write of item ``item_id`` (scope ``principal`` of ``owner``, source
+        ``learned``) and return a wait that returns once it is durable; an item already
+        written under that id is left as it is (a retried apply). What the caller appends
+        before it waits commits with the item or after it, never before: the apply's event
+        shares the item's commit."""
         ...
 
     def forget(self, item_id: str, *, by: str, reason: str, candidate_id: str) -> None:
@@ -198,19 +205,34 @@ class LearningDesk:
         *,
         principal: str,
         causation_id: str | None = None,
+        item: Callable[[], None] | None = None,
     ) -> CandidateState:
         """Append ``events`` (one atomic append) at the seq ``state`` expects; the state after
-        them. Raises ``ConcurrencyConflict`` when another writer appended first."""
+        them. Raises ``ConcurrencyConflict`` when another writer appended first. ``item``: the
+        wait of an applied fact's memory write, queued just before: the events are queued
+        behind it (so they share its commit, or follow it) and both are waited for."""
         stream = stream_of(candidate_id)
-        clean = [redact_event(event) for event in events]
-        result = self.journal.append(
-            stream,
-            clean,
-            expected_seq=0 if state is None else state.next_seq,
-            principal=principal,
-            causation_id=causation_id,
-        )
-        records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in clean]
+        expected = 0 if state is None else state.next_seq
+        if item is None:
+            result = self.journal.append(
+                stream,
+                events,
+                expected_seq=expected,
+                principal=principal,
+                causation_id=causation_id,
+            )
+        else:
+            future = self.journal.submit(
+                stream,
+                events,
+                expected_seq=expected,
+                principal=principal,
+                causation_id=causation_id,
+            )
+            item()
+            result = future.result()
+        # The events as the journal stored them (redacted): what a reader folds.
+        records = [Recorded(e, stream, result.recorded_at_ms, principal) for e in result.events]
         after = fold(learning_state, records, state)
         assert after is not None
         return after
@@ -229,19 +251,25 @@ class LearningDesk:
             threshold = self.settings.threshold(kind)
             applies = due_with(state, finding, threshold)
             applied: LearningCandidateApplied | None = None
+            item: Callable[[], None] | None = None
             try:
                 if applies:  # the finding and its apply in one append
                     confidence = getattr(finding, "confidence_bps", None)
                     if confidence is None and state is not None:
                         confidence = state.confidence_bps
                     reason = f"confidence {confidence} >= threshold {threshold}"
-                    applied = self._applied(state or proposal, REFLECTION, reason)
+                    applied, item = self._applied(state or proposal, REFLECTION, reason)
                     events.append(applied)
                 if not events:
                     assert state is not None  # nothing new: the candidate exists
                     return state, False
                 return self._append(
-                    state, candidate_id, events, principal=REFLECTION, causation_id=run_id
+                    state,
+                    candidate_id,
+                    events,
+                    principal=REFLECTION,
+                    causation_id=run_id,
+                    item=item,
                 ), applies
             except ConcurrencyConflict:
                 # Another writer got there first: fold again and decide again.
@@ -255,9 +283,9 @@ class LearningDesk:
         _check_reason(reason)
         state = self._known(candidate_id)
         may_accept(state)
-        applied = self._applied(state, by, reason)
+        applied, item = self._applied(state, by, reason)
         try:
-            return self._write(state, [applied], by)
+            return self._write(state, [applied], by, item)
         except CandidateConflict:
             self._settle(candidate_id, applied, by)
             raise
@@ -281,9 +309,15 @@ class LearningDesk:
         )
         return self._write(state, [event], by)
 
-    def _write(self, state: CandidateState, events: list[Event], by: str) -> CandidateState:
+    def _write(
+        self,
+        state: CandidateState,
+        events: list[Event],
+        by: str,
+        item: Callable[[], None] | None = None,
+    ) -> CandidateState:
         try:
-            return self._append(state, state.candidate_id, events, principal=by)
+            return self._append(state, state.candidate_id, events, principal=by, item=item)
         except ConcurrencyConflict:
             raise CandidateConflict(
                 f"candidate {state.candidate_id} changed meanwhile; look at it again"
@@ -291,26 +325,29 @@ class LearningDesk:
 
     def _applied(
         self, candidate: CandidateState | Proposal, by: str, reason: str
-    ) -> LearningCandidateApplied:
-        """Make the candidate take effect (a fact: its memory item is written now) and return
-        the event that records it (``candidate``: its state, or the proposal of one not yet
-        recorded). If that event then loses a race, :meth:`_settle` decides what becomes of
-        the item."""
+    ) -> tuple[LearningCandidateApplied, Callable[[], None] | None]:
+        """Make the candidate take effect (a fact: its memory item's write is queued now) and
+        return the event that records it (``candidate``: its state, or the proposal of one not
+        yet recorded) with the wait of that write, if any: the event, appended before the
+        wait, shares the item's commit or follows it. If the event then loses a race,
+        :meth:`_settle` decides what becomes of the item."""
         item = None
+        wait = None
         if candidate.kind == "fact":
             if self.memory is None:
                 raise CandidateConflict("this node has no memory to write an applied fact to")
             applies = candidate.applies if isinstance(candidate, CandidateState) else 0
             item = memory_item_id(candidate.candidate_id, applies)
-            self.memory.remember(
+            wait = self.memory.remember(
                 candidate.text,
                 owner=candidate.principal,
                 item_id=item,
                 candidate_id=candidate.candidate_id,
             )
-        return LearningCandidateApplied(
+        event = LearningCandidateApplied(
             candidate_id=candidate.candidate_id, by=by, memory_item_id=item, reason=reason
         )
+        return event, wait
 
     def _settle(self, candidate_id: str, lost: LearningCandidateApplied | None, by: str) -> None:
         """After an apply lost a race: its memory item stays when the candidate is still

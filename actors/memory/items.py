@@ -30,13 +30,14 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import cast
 
 import msgspec
 
 from actors.aggregate import fold
 from actors.stream import Recorded, recorded
-from events import JournalPort, JournalReadPort, is_ulid, new_id, redact_event
+from events import AppendResult, JournalPort, JournalReadPort, is_ulid, new_id
 from events.catalog import (
     MEMORY_SCOPES,
     MEMORY_TAGS_MAX,
@@ -253,6 +254,59 @@ def write_item(
     ``item_id``: the new item's id when the caller needs it before the write (an authorization
     that names the resource); a fresh :func:`events.new_id` by default. The item's stream must
     be new (``expected_seq=0``): an existing item is never overwritten."""
+    new = item_id or new_id()
+    stream, event = _written(
+        journal,
+        new,
+        text,
+        tags=tags,
+        scope=scope,
+        session_id=session_id,
+        expires_at_ms=expires_at_ms,
+        source=source,
+        now_ms=now_ms,
+    )
+    result = journal.append(
+        stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
+    )
+    # The event as the journal stored it (redacted): what a reader folds.
+    state = initial(Recorded(result.events[0], stream, result.recorded_at_ms, principal))
+    assert state is not None
+    return new, state
+
+
+def submit_item(
+    journal: JournalPort,
+    item_id: str,
+    text: str,
+    *,
+    principal: str,
+    source: MemorySource,
+    causation_id: str | None = None,
+) -> Future[AppendResult]:
+    """:func:`write_item` of a new item ``item_id`` (scope ``principal``), queued without
+    waiting: the future resolves after its commit (``ConcurrencyConflict`` when the item was
+    written before). An append submitted right after it commits with it or after it, never
+    before. Bad input raises :class:`MemoryInputError` at once, before anything is queued."""
+    stream, event = _written(journal, item_id, text, source=source)
+    return journal.submit(
+        stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
+    )
+
+
+def _written(
+    journal: JournalReadPort,
+    item_id: str,
+    text: str,
+    *,
+    tags: tuple[str, ...] | list[str] = (),
+    scope: str = "principal",
+    session_id: str | None = None,
+    expires_at_ms: int | None = None,
+    source: MemorySource,
+    now_ms: int | None = None,
+) -> tuple[str, MemoryItemWritten]:
+    """The stream and the ``memory.item_written`` of a new item, its input checked."""
     checked = check_write(
         journal,
         text,
@@ -262,25 +316,16 @@ def write_item(
         expires_at_ms=expires_at_ms,
         now_ms=now_ms,
     )
-    new = item_id or new_id()
-    event = redact_event(
-        MemoryItemWritten(
-            item_id=new,
-            text=checked.text,
-            source=source,
-            tags=checked.tags,
-            scope=checked.scope,
-            session_id=checked.session_id,
-            expires_at_ms=checked.expires_at_ms,
-        )
+    event = MemoryItemWritten(
+        item_id=item_id,
+        text=checked.text,
+        source=source,
+        tags=checked.tags,
+        scope=checked.scope,
+        session_id=checked.session_id,
+        expires_at_ms=checked.expires_at_ms,
     )
-    stream = memory_stream(new)
-    result = journal.append(
-        stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
-    )
-    state = initial(Recorded(event, stream, result.recorded_at_ms, principal))
-    assert state is not None
-    return new, state
+    return memory_stream(item_id), event
 
 
 def item_state(reader: JournalReadPort, item_id: str) -> ItemState | None:
@@ -308,7 +353,7 @@ def delete_item(
             "reason", f"reason is {len(reason):,} characters; the cap is {REASON_MAX_CHARS:,}"
         )
     state = item_state(journal, item_id)
-    event = redact_event(deletion(state, item_id, reason))
+    event = deletion(state, item_id, reason)
     assert state is not None
     stream = memory_stream(item_id)
     try:
@@ -321,7 +366,7 @@ def delete_item(
         )
     except ConcurrencyConflict as exc:  # another writer got there first: it deleted it
         raise MemoryItemAlreadyDeleted(f"memory item {item_id} is already deleted") from exc
-    return apply(state, Recorded(event, stream, result.recorded_at_ms, principal))
+    return apply(state, Recorded(result.events[0], stream, result.recorded_at_ms, principal))
 
 
 def _at_once() -> None:

@@ -8,8 +8,9 @@ always taken against every event before it. Two workers claiming one task, a can
 success, a late result after a reclaim: one append wins, the other decides again and finds
 nothing to do.
 
-Events are redacted before they are appended and folded as redacted, so the writer's state is
-exactly what a later reader of the journal folds (:mod:`actors.stream`).
+The journal redacts each event as it stores it and hands the stored events back
+(``AppendResult.events``); the writer folds those, so its state is exactly what a later reader
+of the journal folds (:mod:`actors.stream`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from events import (
     JournalPort,
     JournalReadPort,
     new_id,
-    redact_event,
 )
 from events.catalog import TASK_KIND, TaskEnqueued, kind_of
 from events.fields import ID
@@ -107,10 +107,9 @@ def write(journal: JournalPort, state: TaskState, decide: Decide, *, principal: 
         event = decide(state)
         if event is None:
             return state
-        clean = redact_event(event)
         try:
             result = journal.append(
-                state.stream, [clean], expected_seq=state.next_seq, principal=principal
+                state.stream, [event], expected_seq=state.next_seq, principal=principal
             )
         except ConcurrencyConflict:
             fresh = load_task(journal, state.task_id)
@@ -118,7 +117,8 @@ def write(journal: JournalPort, state: TaskState, decide: Decide, *, principal: 
                 raise
             state = fresh
             continue
-        return apply(state, Recorded(clean, state.stream, result.recorded_at_ms, principal))
+        stored = result.events[0]  # as the journal stored it (redacted): what a reader folds
+        return apply(state, Recorded(stored, state.stream, result.recorded_at_ms, principal))
     raise ConcurrencyConflict(state.stream, state.next_seq, journal.stream_next_seq(state.stream))
 
 
@@ -184,12 +184,10 @@ def enqueue(
         backoff_max_ms=round(backoff_max_s * 1000),
         dedupe_key=dedupe_key,
     )
-    clean = redact_event(event)
-    assert isinstance(clean, TaskEnqueued)
     stream = task_stream(event.task_id)
     result = journal.append(
         stream,
-        [clean],
+        [event],
         expected_seq=0,
         principal=principal,
         causation_id=causation_id,
@@ -198,8 +196,9 @@ def enqueue(
     if result.duplicate:
         first = result.stream.removeprefix(TASK_STREAM_PREFIX)
         return TaskTicket(task_id=first, duplicate=True), None
+    stored = result.events[0]  # as the journal stored it (redacted): what a reader folds
     return TaskTicket(task_id=event.task_id), task_state.initial(
-        Recorded(clean, stream, result.recorded_at_ms, principal)
+        Recorded(stored, stream, result.recorded_at_ms, principal)
     )
 
 

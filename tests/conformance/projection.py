@@ -99,11 +99,50 @@ class ProjectionConformance:
             projector.close()
         assert rows(path, bumped.tables) == before
 
+    def test_a_batch_that_rolls_back_leaves_nothing_behind(
+        self, journal: Any, tmp_path: Path
+    ) -> None:
+        """A projection that keeps a batch's rows or sums in memory until its ``flush`` forgets
+        them when the batch rolls back (its ``reset``): the batch folded again leaves exactly
+        the rows of a fold that never failed."""
+        path = tmp_path / "views.db"
+        projection = self.fold(journal, tmp_path / "whole.db", 100_000)
+        head = journal.head().position
+        failing = FailsOnce(at=head // 2 + 1)
+        projector = Projector(journal, path, [type(self).make(), failing], durable=False)
+        try:
+            with pytest.raises(RuntimeError, match="rolled back"):
+                projector.catch_up()
+            assert failing.failed
+            projector.catch_up()
+        finally:
+            projector.close()
+        assert rows(path, projection.tables) == rows(tmp_path / "whole.db", projection.tables)
+
     def test_it_declares_every_table_it_creates(self, journal: Any, tmp_path: Path) -> None:
         projection = self.fold(journal, tmp_path / "views.db", 100_000)
         owned = set(projection.tables)
         extra = {t for t in created_tables(tmp_path / "views.db") - owned if not shadow(t, owned)}
         assert extra == set()
+
+
+class FailsOnce:
+    """A projection that fails its batch once, at the first event at or after ``at``."""
+
+    name = "fails_once"
+    version = 1
+    tables: tuple[str, ...] = ()
+    ddl = ""
+    kinds: frozenset[str] | None = None
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+        self.failed = False
+
+    def apply(self, conn: apsw.Connection, stored: Any, event: Any) -> None:
+        if not self.failed and stored.position >= self.at:
+            self.failed = True
+            raise RuntimeError("this batch is rolled back")
 
 
 def shadow(table: str, owned: set[str]) -> bool:

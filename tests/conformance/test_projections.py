@@ -69,7 +69,7 @@ def test_every_projection_has_a_conformance_class() -> None:
     tested = {
         cls.make().name
         for cls in ProjectionConformance.__subclasses__()
-        if cls.__module__ == __name__ and cls is not TestTheSuiteCatchesABrokenProjection
+        if cls.__module__ == __name__ and cls not in BROKEN
     }
     assert tested == {p.name for p in all_projections()}
 
@@ -97,3 +97,48 @@ class TestTheSuiteCatchesABrokenProjection(ProjectionConformance):
     def test_one_event_at_a_time_equals_one_batch(self, journal: Any, tmp_path: Path) -> None:
         with pytest.raises(AssertionError):
             super().test_one_event_at_a_time_equals_one_batch(journal, tmp_path)
+
+    def test_a_batch_that_rolls_back_leaves_nothing_behind(
+        self, journal: Any, tmp_path: Path
+    ) -> None:
+        with pytest.raises(AssertionError):
+            super().test_a_batch_that_rolls_back_leaves_nothing_behind(journal, tmp_path)
+
+
+class Forgetful:
+    """A projection that breaks the contract: it sums a batch in memory until its flush and
+    has no ``reset``, so a batch that rolled back is counted again with its retry."""
+
+    name = "forgetful"
+    version = 1
+    tables: tuple[str, ...] = ("forgetful",)
+    ddl = "CREATE TABLE IF NOT EXISTS forgetful(kind TEXT PRIMARY KEY, n INTEGER NOT NULL)"
+    kinds: frozenset[str] | None = None
+
+    def __init__(self) -> None:
+        self.sums: dict[str, int] = {}
+
+    def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
+        self.sums[stored.kind] = self.sums.get(stored.kind, 0) + 1
+
+    def flush(self, conn: apsw.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO forgetful VALUES (?, ?)"
+            " ON CONFLICT(kind) DO UPDATE SET n = n + excluded.n",
+            list(self.sums.items()),
+        )
+        self.sums = {}
+
+
+class TestTheSuiteCatchesABatchKeptAfterItsRollback(ProjectionConformance):
+    make = Forgetful
+
+    def test_a_batch_that_rolls_back_leaves_nothing_behind(
+        self, journal: Any, tmp_path: Path
+    ) -> None:
+        with pytest.raises(AssertionError):
+            super().test_a_batch_that_rolls_back_leaves_nothing_behind(journal, tmp_path)
+
+
+BROKEN = (TestTheSuiteCatchesABrokenProjection, TestTheSuiteCatchesABatchKeptAfterItsRollback)
+"""The suite's own checks: projections built to fail it."""

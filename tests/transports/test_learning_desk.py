@@ -4,7 +4,7 @@ and an apply retried after a crash finds its item instead of writing a second on
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,16 @@ class ReviewDuringApply(LearnedMemory):
         self.review = review
         self.armed = True
 
-    def remember(self, text: str, *, owner: str, item_id: str, candidate_id: str) -> None:
-        super().remember(text, owner=owner, item_id=item_id, candidate_id=candidate_id)
+    def remember(
+        self, text: str, *, owner: str, item_id: str, candidate_id: str
+    ) -> Callable[[], None]:
+        wait = super().remember(text, owner=owner, item_id=item_id, candidate_id=candidate_id)
+        wait()
         if self.armed:
             self.armed = False
             reviewer = LearningDesk(self.journal, LearningSettings(), LearnedMemory(self.journal))
             getattr(reviewer, self.review)(candidate_id, by="user:ann", reason="no")
+        return wait
 
 
 @pytest.fixture
@@ -101,7 +105,7 @@ def test_an_apply_retried_after_a_crash_finds_its_item(journal: Journal) -> None
         owner=ALICE,
         item_id=memory_item_id(state.candidate_id, 0),
         candidate_id=state.candidate_id,
-    )
+    )()
     after = desk.accept(state.candidate_id, by="user:ann")
     assert after.status == "applied" and after.memory_item_id is not None
     assert memory_kinds(journal, after.memory_item_id) == [MemoryItemWritten.__name__]
@@ -110,3 +114,38 @@ def test_an_apply_retried_after_a_crash_finds_its_item(journal: Journal) -> None
     again = desk.accept(state.candidate_id, by="user:ann")
     assert again.memory_item_id == memory_item_id(state.candidate_id, 1)
     assert memory_kinds(journal, after.memory_item_id)[-1] == MemoryItemDeleted.__name__
+
+
+def test_an_applied_fact_and_its_memory_item_share_one_commit(journal: Journal) -> None:
+    """Reflection applying a fact writes the item and the candidate's events in one commit
+    (two before: the item's, then the candidate's), the item first."""
+    commits: list[int] = []
+    unlisten = journal.listen(commits.append)
+    try:
+        desk = LearningDesk(journal, LearningSettings(), LearnedMemory(journal))
+        state, applied = desk.record(fact("r1"), run_id="r1")
+        accepted = desk.record(
+            Proposal(
+                kind="fact",
+                text="prod is db-1",
+                principal=ALICE,
+                dedupe_key="prod is db-1",
+                confidence_bps=7000,  # under the threshold: pending, for a reviewer
+                runs=("r2",),
+                positions=((1,),),
+            ),
+            run_id="r2",
+        )[0]
+        before = len(commits)
+        reviewed = desk.accept(accepted.candidate_id, by="user:ann")
+    finally:
+        unlisten()
+    assert applied and state.status == "applied" and state.memory_item_id is not None
+    assert len(commits) == 3  # the fact, the pending candidate, the accept
+    assert len(commits) - before == 1 and reviewed.memory_item_id is not None
+    for candidate, item in ((state, state.memory_item_id), (reviewed, reviewed.memory_item_id)):
+        (written,) = journal.read_stream(f"memory/{item}")
+        last = journal.read_stream(stream_of(candidate.candidate_id))[-1]
+        assert last.kind == "learning.candidate_applied"
+        assert written.position < last.position  # the item first, in the same commit
+        assert written.recorded_at_ms == last.recorded_at_ms
