@@ -4,8 +4,9 @@ matrix-vector product, instead of sqlite-vec's scan.
 sqlite-vec 0.1.9's wheel is built without SIMD and reads every row of ``memory_vec`` for each
 query: at 100,000 items of 256 dimensions ~30-45 ms a search. The same vectors in one contiguous
 numpy matrix answer the same question (the ``k`` nearest by Euclidean distance among the rows
-an audience may see and that have not expired) in a few ms: exact, so the search's results do
-not change (tests/projections/test_memory_matrix.py holds them equal to sqlite-vec's).
+an audience may see and that have not expired) in ~10 ms, bound by reading the matrix's 100 MB:
+exact, so the search's results do not change (tests/projections/test_memory_matrix.py holds
+them equal to sqlite-vec's).
 
 The matrix is derived from the view, never a second source of truth: it is loaded from
 ``memory_vec`` by the first search that needs it, in that search's read transaction, and it
