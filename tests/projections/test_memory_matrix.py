@@ -153,6 +153,7 @@ def test_a_nodes_projection_keeps_it_current_without_reloading(
     """Loaded once, then writes, rewrites and deletes folded by a projector that holds the same
     matrix: it follows each batch (one load in all), and searches still equal sqlite-vec's."""
     queries = corpus(journal, 200)
+    embedder = HashingEmbedder()
     v = view(views)
     assert v.matrix is not None
     projector = Projector(journal, views, all_projections(None, v.matrix), batch=37)
@@ -172,6 +173,9 @@ def test_a_nodes_projection_keeps_it_current_without_reloading(
             projector.catch_up()
             with v._read() as conn:
                 assert v.matrix.generation == generation(conn)
+            with readonly(views) as conn:  # k = 400: every row the caller may see
+                for n, query in enumerate(queries[:3]):
+                    compare_nearest(conn, v.matrix, embedder.embed_query(query), 3 * n + 2)
             assert searched(v, "zeppelin marmalade", 1)[0][0] == f"new{round_}"
             for n, query in enumerate(queries[:30]):
                 assert searched(v, query, n) == searched(reference, query, n)
