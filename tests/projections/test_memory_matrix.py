@@ -6,8 +6,11 @@ reloading it, and a search whose snapshot it does not hold reads sqlite-vec inst
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -279,3 +282,28 @@ def test_expiry_never_overflows_the_filter(journal: Journal, views: Path) -> Non
         assert [h.item.item_id for h in v.search("zeppelin")] == ["m1"]
     finally:
         v.close()
+
+
+BLAS_PROBE = """
+import os, sys
+from projections.memory.matrix import load_numpy
+np = load_numpy()
+np.ones((3000, 256), dtype=np.float32) @ np.ones(256, dtype=np.float32)
+print(len(os.listdir("/proc/self/task")), "OPENBLAS_NUM_THREADS" in os.environ)
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: OpenBLAS starts no thread")
+def test_numpy_is_loaded_with_its_blas_on_one_thread_and_leaves_no_variable() -> None:
+    """In a fresh process (numpy not yet imported) the product runs on the calling thread:
+    OpenBLAS started no thread of its own, and no child process would inherit the setting."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    probe = subprocess.run(
+        [sys.executable, "-c", BLAS_PROBE], env=env, capture_output=True, text=True, check=True
+    )
+    assert probe.stdout.split() == ["1", "False"]
+    plain = BLAS_PROBE.replace("load_numpy()", "__import__('numpy')")
+    control = subprocess.run(
+        [sys.executable, "-c", plain], env=env, capture_output=True, text=True, check=True
+    )
+    assert control.stdout.split()[0] != "1"  # the probe can tell: plain numpy starts threads
