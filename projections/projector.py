@@ -33,6 +33,7 @@ from projections.base import Projection
 from projections.incidents import IncidentsProjection
 from projections.learning import LearningProjection
 from projections.memory.embedders import Embedder
+from projections.memory.matrix import VectorMatrix
 from projections.memory.view import MemoryProjection, load_vec
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
@@ -44,16 +45,19 @@ from projections.usage import UsageProjection
 VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
 
 
-def all_projections(embedder: Embedder | None = None) -> list[Projection]:
+def all_projections(
+    embedder: Embedder | None = None, matrix: VectorMatrix | None = None
+) -> list[Projection]:
     """A fresh instance of every projection reel maintains; the memory view indexes with
-    ``embedder`` (the hashing embedder when ``None``)."""
+    ``embedder`` (the hashing embedder when ``None``) and keeps ``matrix`` (a
+    :class:`projections.memory.search.MemoryView`'s) current."""
     return [
         SessionsProjection(),
         RunsProjection(),
         TapeProjection(),
         ApprovalsProjection(),
         ToolUsageProjection(),
-        MemoryProjection(embedder),
+        MemoryProjection(embedder, matrix),
         TasksProjection(),
         LearningProjection(),
         IncidentsProjection(),

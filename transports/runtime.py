@@ -516,7 +516,9 @@ def open_runtime(
         )
         tokens = load_tokens(journal, admin_token)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
-        projector = Projector(journal, data_dir / "views.db", all_projections(embedder))
+        projector = Projector(
+            journal, data_dir / "views.db", all_projections(embedder, memory.view.matrix)
+        )
         memory.bind(journal, projector.wait_caught_up)
         usage = UsageView(data_dir / "views.db", usage_totals(projector), cfg.views)
         guard = budget_guard(cfg, gate, journal, projector)

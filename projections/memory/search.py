@@ -42,6 +42,7 @@ from events.catalog import MEMORY_SCOPES, MemoryScope
 from projections.memory import bm25 as memory_bm25
 from projections.memory.bm25 import phrase
 from projections.memory.embedders import Embedder, HashingEmbedder, content_words
+from projections.memory.matrix import VectorMatrix
 from projections.memory.stats import StatisticsCache
 from projections.memory.view import NO_EXPIRY, audience_key, audience_of, load_vec, pack_vector
 from projections.pool import PooledReader, ReaderLimits
@@ -199,7 +200,11 @@ class MemoryView(PooledReader):
 
     ``embedder`` must be the one the projector indexes with (the same ``[memory] embedder``):
     while the index was built by another (:meth:`index_fingerprint` differs, e.g. during the
-    rebuild that follows a switch), the search ranks by words and recency only."""
+    rebuild that follows a switch), the search ranks by words and recency only.
+
+    ``matrix`` holds the index's vectors in memory for the nearest-neighbour search
+    (:mod:`projections.memory.matrix`; its own when not given; a node gives the same one to its
+    memory projection, which keeps it current). ``None`` after construction: sqlite-vec only."""
 
     def __init__(
         self,
@@ -210,8 +215,10 @@ class MemoryView(PooledReader):
         pool: int = 50,
         clock: Callable[[], int] = _now_ms,
         limits: ReaderLimits | None = None,
+        matrix: VectorMatrix | None = None,
     ) -> None:
         super().__init__(path, limits)
+        self.matrix: VectorMatrix | None = matrix if matrix is not None else VectorMatrix()
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
         self.weights = weights if weights is not None else weights_for(self.embedder)
         self.pool = pool
@@ -332,7 +339,11 @@ class MemoryView(PooledReader):
                 indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)
             )
             rows = set(self._lexical_top(conn, match, seen, now, pool))
-            nearest = self._vector_top(conn, qvec, seen, now, pool) if use_vectors else []
+            nearest = (
+                self._nearest(conn, int(indexed[1]), qvec, seen, now, pool)
+                if use_vectors and indexed is not None
+                else []
+            )
             cosine: dict[int, float] = {}
             if use_vectors and (rows or nearest):  # every candidate's cosine, in one statement
                 for row, cos in conn.execute(
@@ -453,6 +464,25 @@ class MemoryView(PooledReader):
             f" AND (i.expires_at_ms IS NULL OR i.expires_at_ms > ?) {order}"
         )
         return [int(r) for (r,) in conn.execute(sql, (match, *seen, now, pool))]
+
+    def _nearest(
+        self,
+        conn: apsw.Connection,
+        generation: int,
+        qvec: Sequence[float],
+        seen: list[str],
+        now: int,
+        pool: int,
+    ) -> list[int]:
+        """The ``pool`` nearest visible, unexpired rows, nearest first: from the matrix when
+        it holds this snapshot's generation, else from sqlite-vec (:meth:`_vector_top`)."""
+        if self.matrix is not None:
+            keys = [audience_key(a) for a in seen]
+            expiry = min(now, NO_EXPIRY - 1)
+            rows = self.matrix.nearest(conn, generation, qvec, pool, keys, expiry)
+            if rows is not None:
+                return rows
+        return self._vector_top(conn, qvec, seen, now, pool)
 
     @staticmethod
     def _vector_top(

@@ -43,10 +43,11 @@ from collections.abc import Sequence
 import apsw
 import msgspec
 
-from events import Event, StoredEvent
+from events import Event, JournalReadPort, StoredEvent
 from events.catalog import MemoryItemDeleted, MemoryItemWritten, kinds_of
 from projections.memory.bm25 import tokenize_spec
 from projections.memory.embedders import Embedder, HashingEmbedder
+from projections.memory.matrix import Added, VectorMatrix
 
 SCHEMA_VERSION = 4
 """Bump when the memory tables change shape or meaning (rebuilds them)."""
@@ -125,8 +126,15 @@ class MemoryProjection:
     tables: tuple[str, ...] = ("memory_items", "memory_fts", "memory_vec", "memory_index")
     kinds: frozenset[str] | None = frozenset(kinds_of(MemoryItemWritten, MemoryItemDeleted))
 
-    def __init__(self, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, embedder: Embedder | None = None, matrix: VectorMatrix | None = None
+    ) -> None:
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        self.matrix = matrix
+        """The vectors a view of this process searches in memory (:mod:`projections.memory.
+        matrix`): this projection hands it every committed batch's changes."""
+        if matrix is not None:
+            matrix.kept = True
         self.version: int = projection_version(self.embedder)
         self.ddl: str = f"""
         CREATE TABLE IF NOT EXISTS memory_items(
@@ -174,6 +182,17 @@ class MemoryProjection:
         self._pending: dict[int, tuple[str, str, int]] = {}
         """Rows whose vectors are still to be written at ``flush``: row -> (text, audience,
         expiry)."""
+        self._base: int | None = None
+        """``memory_index.changed_at`` before this batch's first change (``None``: none yet)."""
+        self._changed_at = 0
+        self._added: Added = {}
+        self._removed: set[int] = set()
+        """This batch's changes to ``memory_vec``, for :attr:`matrix` once it commits."""
+
+    def resume(self, reader: JournalReadPort, position: int, conn: apsw.Connection) -> None:
+        """The projector opened views.db (rebuilt, perhaps): the matrix is loaded again."""
+        if self.matrix is not None:
+            self.matrix.drop()
 
     def apply(self, conn: apsw.Connection, stored: StoredEvent, event: Event) -> None:
         if isinstance(event, MemoryItemWritten):
@@ -183,13 +202,18 @@ class MemoryProjection:
                 return
         else:
             return
+        if self.matrix is not None and self._base is None:
+            self._base = int(conn.execute("SELECT changed_at FROM memory_index").get)
         # Re-running the DDL (every projector start) keeps this: only a fold moves it.
         conn.execute("UPDATE memory_index SET changed_at = ?", (stored.position,))
+        self._changed_at = stored.position
 
     def _unindex(self, conn: apsw.Connection, row: int) -> None:
         conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row,))
         if self._pending.pop(row, None) is None:
             conn.execute("DELETE FROM memory_vec WHERE item_row = ?", (row,))
+            if self.matrix is not None:
+                self._removed.add(row)
 
     def _written(
         self, conn: apsw.Connection, stored: StoredEvent, event: MemoryItemWritten
@@ -263,12 +287,25 @@ class MemoryProjection:
             for (row, (_, audience, expiry)), vector in zip(chunk, vectors, strict=True):
                 if not any(vector):
                     continue
+                blob, key = pack_vector(vector), audience_key(audience)
                 conn.execute(
                     "INSERT INTO memory_vec(item_row, embedding, audience_key, expires_at_ms)"
                     " VALUES (?,?,?,?)",
-                    (row, pack_vector(vector), audience_key(audience), expiry),
+                    (row, blob, key, expiry),
                 )
+                if self.matrix is not None:
+                    self._added[row] = (blob, key, expiry)
+
+    def committed(self) -> None:
+        """The batch is durable: the matrix follows it."""
+        base, self._base = self._base, None
+        added, removed = self._added, self._removed
+        self._added, self._removed = {}, set()
+        if self.matrix is not None and base is not None:
+            self.matrix.committed(base, self._changed_at, added, removed)
 
     def reset(self) -> None:
         """The batch rolled back: forget the vectors it would have written."""
         self._pending.clear()
+        self._base = None
+        self._added, self._removed = {}, set()

@@ -125,6 +125,24 @@ def test_write_search_get_delete_round_trip(mnode: HttpNode) -> None:
     ]
 
 
+def test_the_nodes_projection_keeps_the_searchs_vectors_in_memory(mnode: HttpNode) -> None:
+    """The view's matrix (projections/memory/matrix.py) is loaded by the first search and from
+    then on follows the node's writes and deletes itself: never loaded again, and its nearest
+    rows are the index's at every step."""
+    matrix = mnode.runtime.memory.view.matrix
+    assert matrix is not None and matrix.kept and matrix.loads == 0
+    first = write(mnode, text=STAGING, scope="global").json()["id"]
+    assert [h["item"]["item_id"] for h in search(mnode, "postgres staging")] == [first]
+    assert matrix.loads == 1 and matrix.generation is not None
+    loaded_at = matrix.generation
+    second = write(mnode, text="The staging cache is Redis 7 on cache-staging-02.", scope="global")
+    assert search(mnode, "redis staging cache")[0]["item"]["item_id"] == second.json()["id"]
+    assert checked(mnode, "DELETE", f"/v1/memory/{first}").status == 200
+    assert first not in [h["item"]["item_id"] for h in search(mnode, "postgres staging")]
+    assert matrix.loads == 1 and (matrix.generation or 0) > loaded_at
+    assert matrix.nbytes() > 0
+
+
 def test_search_ranks_the_matching_item_first(mnode: HttpNode) -> None:
     texts = {
         "vim": "Alice edits code in vim with a dark colour scheme.",
