@@ -231,7 +231,7 @@ class _CountingConnection:
         self.rows = 0
 
     def execute(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
-        rows = self.conn.execute(sql, args).fetchall()  # type: ignore[arg-type]
+        rows = self.conn.execute(sql, args).fetchall()
         if "FROM events" in sql and "shard = %s" in sql:
             self.rows += len(rows)
         return _Fetched(rows)
