@@ -9,11 +9,12 @@ import psycopg
 
 def raw_append(
     dsn: str, shard: int, token: int, *, stream: str = "zombie", principal: str = "system"
-) -> None:
-    """One ``run.output`` row for ``stream`` in ``shard`` under ``token``; raises
-    :class:`psycopg.Error` (its ``sqlstate`` says why) when the database refuses it."""
+) -> tuple[str, int]:
+    """One ``run.output`` row for ``stream`` in ``shard`` under ``token``: its outcome (``ok``,
+    ``conflict``, ``misplaced``...) and first seq (for ``misplaced``: the stream's shard);
+    raises :class:`psycopg.Error` (its ``sqlstate`` says why) when the database refuses it."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
+        row = conn.execute(
             "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
                 shard,
@@ -30,7 +31,9 @@ def raw_append(
                 [1],
                 [b"\x80"],
             ),
-        ).fetchall()
+        ).fetchone()
+    assert row is not None
+    return str(row[1]), int(row[4])
 
 
 def rewrite_shard(dsn: str, shard: int, payload: bytes, at: int = 1) -> None:

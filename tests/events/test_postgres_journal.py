@@ -241,27 +241,10 @@ def test_an_append_naming_another_shard_than_its_stream_is_refused(
     journal.append("run/1", [out()], expected_seq=0, home="s1")
     home = shard_of("s1", SHARDS)
     other = (home + 1) % SHARDS
-    with psycopg.connect(journal.dsn, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT o_outcome, o_first_seq FROM shard_append(%s, %s, %s, %s, %s, %s, %s, "
-            "%s, %s, %s, %s, %s, %s)",
-            (
-                other,
-                journal._tokens[other],
-                ["run/1"],
-                [1],
-                [None],
-                ["system"],
-                [None],
-                [None],
-                [None],
-                ["01J"],
-                ["run.output"],
-                [1],
-                [b"\x80"],
-            ),
-        ).fetchone()
-        assert row == ("misplaced", home)
+    assert raw_append(journal.dsn, other, journal._tokens[other], stream="run/1") == (
+        "misplaced",
+        home,
+    )
     journal._homes.remember("run/1", other)
     with pytest.raises(JournalError, match=f"run/1 lives in shard {home}, not {other}"):
         journal.append("run/1", [out()], expected_seq=1)
