@@ -91,7 +91,7 @@ class RunsProjection:
             return
         row = self._rows.get(getattr(event, "run_id", ""))
         if row is not None:
-            _fold_row(row, event, at)
+            self._fold_row(row, event, at)
         elif isinstance(event, RunStarted):
             conn.execute(
                 "UPDATE runs SET state = ?, started_at_ms = ? WHERE run_id = ?",
@@ -115,7 +115,7 @@ class RunsProjection:
             conn.execute(
                 "UPDATE runs SET state = ?, termination_reason = ?, message = ?, answer = ?,"
                 " ended_at_ms = ? WHERE run_id = ?",
-                (*_ending(event), at, event.run_id),
+                (*self._ending(event), at, event.run_id),
             )
 
     @staticmethod
@@ -131,6 +131,38 @@ class RunsProjection:
     def reset(self) -> None:
         """The batch rolled back: forget its rows."""
         self._rows = {}
+
+    @staticmethod
+    def _fold_row(row: list[Any], event: Event, at: int) -> None:
+        """What :meth:`apply`'s statements do to a row, done to a row in memory."""
+        if isinstance(event, RunStarted):
+            row[_STATE], row[_STARTED] = RunStatus.IN_PROGRESS, at
+        elif isinstance(event, RunAwaitingApproval | RunResumed):
+            row[_STATE] = STATUS_OF[type(event)]
+        elif isinstance(event, RunTurnCompleted):
+            row[_TURNS] += 1
+            row[_PROMPT] += event.prompt_tokens
+            row[_COMPLETION] += event.completion_tokens
+        elif isinstance(event, ToolProposed) and not event.call_id.startswith(
+            REFERENCE_CALL_PREFIX
+        ):
+            row[_CALLS] += 1
+        elif isinstance(event, TERMINAL_EVENTS):
+            row[_STATE], row[_REASON], row[_MESSAGE], row[_ANSWER] = RunsProjection._ending(event)
+            row[_ENDED] = at
+
+    @staticmethod
+    def _ending(event: RunEnd) -> tuple[RunStatus, str, str | None, str | None]:
+        """A run's end as the row holds it: state, termination reason, message, answer."""
+        message = (
+            event.message
+            if isinstance(event, RunFailed)
+            else event.requested_by
+            if isinstance(event, RunCancelled)
+            else None
+        )
+        answer = event.answer if isinstance(event, RunCompleted) else None
+        return STATUS_OF[type(event)], event.reason, message, answer
 
 
 _COLUMNS = (
@@ -157,33 +189,3 @@ _STATE, _REASON, _MESSAGE = (_COLUMNS.index(c) for c in ("state", "termination_r
 _STARTED, _ENDED, _ANSWER = (_COLUMNS.index(c) for c in ("started_at_ms", "ended_at_ms", "answer"))
 _TURNS, _CALLS = _COLUMNS.index("turns"), _COLUMNS.index("tool_calls")
 _PROMPT, _COMPLETION = _COLUMNS.index("prompt_tokens"), _COLUMNS.index("completion_tokens")
-
-
-def _fold_row(row: list[Any], event: Event, at: int) -> None:
-    """What :meth:`RunsProjection.apply`'s statements do to a row, done to a row in memory."""
-    if isinstance(event, RunStarted):
-        row[_STATE], row[_STARTED] = RunStatus.IN_PROGRESS, at
-    elif isinstance(event, RunAwaitingApproval | RunResumed):
-        row[_STATE] = STATUS_OF[type(event)]
-    elif isinstance(event, RunTurnCompleted):
-        row[_TURNS] += 1
-        row[_PROMPT] += event.prompt_tokens
-        row[_COMPLETION] += event.completion_tokens
-    elif isinstance(event, ToolProposed) and not event.call_id.startswith(REFERENCE_CALL_PREFIX):
-        row[_CALLS] += 1
-    elif isinstance(event, TERMINAL_EVENTS):
-        row[_STATE], row[_REASON], row[_MESSAGE], row[_ANSWER] = _ending(event)
-        row[_ENDED] = at
-
-
-def _ending(event: RunEnd) -> tuple[RunStatus, str, str | None, str | None]:
-    """A run's end as the row holds it: state, termination reason, message, answer."""
-    message = (
-        event.message
-        if isinstance(event, RunFailed)
-        else event.requested_by
-        if isinstance(event, RunCancelled)
-        else None
-    )
-    answer = event.answer if isinstance(event, RunCompleted) else None
-    return STATUS_OF[type(event)], event.reason, message, answer

@@ -64,7 +64,7 @@ class LearnedMemory:
 
         def wait() -> None:
             with contextlib.suppress(ConcurrencyConflict):  # written by an earlier attempt
-                written.result()
+                written()
 
         return wait
 

@@ -30,14 +30,13 @@ from __future__ import annotations
 import time
 import unicodedata
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import cast
 
 import msgspec
 
 from actors.aggregate import fold
 from actors.stream import Recorded, recorded
-from events import AppendResult, JournalPort, JournalReadPort, is_ulid, new_id
+from events import JournalPort, JournalReadPort, is_ulid, new_id
 from events.catalog import (
     MEMORY_SCOPES,
     MEMORY_TAGS_MAX,
@@ -283,15 +282,25 @@ def submit_item(
     principal: str,
     source: MemorySource,
     causation_id: str | None = None,
-) -> Future[AppendResult]:
+) -> Callable[[], ItemState]:
     """:func:`write_item` of a new item ``item_id`` (scope ``principal``), queued without
-    waiting: the future resolves after its commit (``ConcurrencyConflict`` when the item was
-    written before). An append submitted right after it commits with it or after it, never
-    before. Bad input raises :class:`MemoryInputError` at once, before anything is queued."""
+    waiting: the returned wait returns the item once its append committed (raising
+    ``ConcurrencyConflict`` when the item was written before). An append submitted right after
+    this call commits with it or after it, never before. Bad input raises
+    :class:`MemoryInputError` at once, before anything is queued."""
     stream, event = _written(journal, item_id, text, source=source)
-    return journal.submit(
+    future = journal.submit(
         stream, [event], expected_seq=0, principal=principal, causation_id=causation_id
     )
+
+    def wait() -> ItemState:
+        result = future.result()
+        # The event as the journal stored it (redacted): what a reader folds.
+        state = initial(Recorded(result.events[0], stream, result.recorded_at_ms, principal))
+        assert state is not None
+        return state
+
+    return wait
 
 
 def _written(

@@ -79,6 +79,7 @@ WitnessOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--witness",
+        metavar="FILE",
         help="The node's checkpoint witness (a file outside the data dir): every checkpoint it "
         "recorded must be in the journal, at its position, with its hash and signature. "
         "Repeat it for each node's witness of a PostgreSQL journal.",
