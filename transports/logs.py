@@ -134,9 +134,11 @@ def outage_in_one_line(record: logging.LogRecord) -> bool:
     """A journal that cannot be reached (a database restarting) is an operational condition,
     not a defect: wherever it ends an actor or a thread, it is one warning line, its message
     after the record's, without the traceback."""
-    from events.errors import JournalUnavailable
+    if not record.exc_info:
+        return True
+    from events.errors import JournalUnavailable  # here: most records carry no exception
 
-    exc = record.exc_info[1] if record.exc_info else None
+    exc = record.exc_info[1]
     if isinstance(exc, JournalUnavailable):
         record.msg, record.args = f"{record.getMessage().rstrip(':')}: {exc}", None
         record.exc_info, record.exc_text = None, None

@@ -296,11 +296,11 @@ class RunActor(pykka.ThreadingActor):
                     self._finished()
                 return
             except ConcurrencyConflict:
-                with contextlib.suppress(Exception):
+                try:
                     tape = recorded(self.s.journal.read_correlated(self.run_id))
-                    self.state = fold(run_fold, tape) or self.state
-                    continue
-                return
+                except Exception:
+                    return
+                self.state = fold(run_fold, tape) or self.state
             except JournalUnavailable:
                 if self.s.draining:
                     return

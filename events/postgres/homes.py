@@ -17,7 +17,7 @@ shard chains, whose locks would not order them.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 REMEMBERED = 16_384
@@ -57,10 +57,9 @@ class StreamHomes:
         self._remembered = remembered
         self._homes: dict[str, int] = {}
 
-    def shards_of(self, requests: Iterable[Placed], lookup: Lookup) -> list[int]:
+    def shards_of(self, requests: Sequence[Placed], lookup: Lookup) -> list[int]:
         """Each request's shard, in order. Streams neither remembered nor new (``expected_seq``
         0) are looked up in one call; those the database does not hold are new."""
-        requests = list(requests)
         if self.shards == 1:
             return [0] * len(requests)
         homes = self._homes

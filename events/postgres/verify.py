@@ -39,7 +39,6 @@ from events.postgres.checkpoints import (
     SUPER_KIND,
     decode_heads,
     joined,
-    stored_checkpoint,
 )
 from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
@@ -395,10 +394,11 @@ def _signed_head(rows: Rows, shards: int, shard: int) -> Head:
     last = rows(LAST_SQL, (SUPER_KIND,))
     if not last:
         return START
-    checkpoint = stored_checkpoint(last[0])
-    row_position = int(last[0][0])
-    event = decode(SUPER_KIND, int(last[0][2]), bytes(last[0][3]))
+    position, recorded_at_ms, version, payload = last[0]
+    row_position = int(position)
+    event = decode(SUPER_KIND, int(version), bytes(payload))
     assert isinstance(event, JournalSuperCheckpoint)
+    checkpoint = Checkpoint.of(event, row_position, int(recorded_at_ms))
     keys = {joined(r).public_key for r in rows(OF_KIND_SQL, (JOINED_KIND,))}
     where = f"the last super-checkpoint (position {row_position})"
     if (
