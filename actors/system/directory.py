@@ -33,10 +33,12 @@ from actors.errors import (
 )
 from actors.identifiers import check_identifiers
 from actors.messages import (
+    AdoptSessions,
     BranchSession,
     CancelRun,
     CompactSession,
     CreateSession,
+    DropSessions,
     GetSessionState,
     Passivate,
     PassivationTick,
@@ -56,7 +58,7 @@ from actors.messages import (
 from actors.services import Services
 from actors.sessions.actor import PassivationRefused, SessionActor
 from actors.sessions.state import SessionState
-from events import is_ulid, new_id
+from events import is_ulid
 from events.catalog import SessionCreated
 from projections.approvals import load_approvals
 
@@ -102,12 +104,31 @@ class SessionDirectory(pykka.ThreadingActor):
         node runs."""
 
     def on_start(self) -> None:
+        self._learn(None)
+        self._schedule_tick()
+
+    def _learn(self, shards: frozenset[int] | None) -> None:
+        """Read the sessions (in ``shards``; None: all) and the grants stream's next seq from
+        the journal: at start, and when a cluster node acquires shards (their sessions were
+        made by other nodes)."""
         self.grants_next_seq = self.s.journal.stream_next_seq(GRANTS_STREAM)
         for stored in self.s.journal.first_events("session/"):
+            if shards is not None and stored.shard not in shards:
+                continue
             event = stored.decode()
             if isinstance(event, SessionCreated):
                 self._remember(event.session_id, event.session_key)
-        self._schedule_tick()
+
+    def _drop(self, message: DropSessions) -> None:
+        for session_id in [s for s in self.live if message.session(s)]:
+            ref = self.live.pop(session_id)
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+        for session_id in [s for s in self.states if message.session(s)]:
+            del self.states[session_id]
+        for session_id in [s for s in self.stopping if message.session(s)]:
+            for buffered in self.stopping.pop(session_id):
+                reject(getattr(buffered, "reply", None), NodeDraining("the session moved"))
 
     def on_stop(self) -> None:
         for ref in list(self.live.values()):
@@ -117,6 +138,12 @@ class SessionDirectory(pykka.ThreadingActor):
     # --- routing ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, AdoptSessions):
+            self._learn(message.shards)
+            return None
+        if isinstance(message, DropSessions):
+            self._drop(message)
+            return None
         # a session key or channel the journal would refuse (keys it already holds still work)
         invalid = check_identifiers(message, known_keys=self.keys)
         if invalid is not None:
@@ -187,7 +214,7 @@ class SessionDirectory(pykka.ThreadingActor):
         if key is not None and key in self.keys:
             reject(message.reply, SessionKeyTaken(f"session_key {key!r} is already in use"))
             return
-        session_id = new_id()
+        session_id = self.s.new_session_id(key)
         self._remember(session_id, key)
         self.last_active[session_id] = time.monotonic()
         self.live[session_id] = SessionActor.start(self.s, session_id, message)

@@ -14,9 +14,14 @@ the run decider is asked what it would do next (:func:`actors.runs.decide.next_s
   in its tape. Each append states the seq its stream's folded state expects.
 
 ``always`` grants are reloaded into the gate.
+
+A node of a cluster recovers shard by shard as it acquires them (``shards``): only the runs whose
+streams are in those shards (a session's runs live in its shard), the grants once at its start.
 """
 
 from __future__ import annotations
+
+from collections.abc import Container
 
 import msgspec
 
@@ -64,9 +69,13 @@ def recover(
     turns: TurnCache,
     config: ActorsConfig,
     batching: Batching = SEQUENTIAL,
+    shards: Container[int] | None = None,
+    grants: bool = True,
 ) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; reload ``always`` grants. ``batching``:
-    which calls the live runs batch (the same answer decides which runs resume)."""
+    which calls the live runs batch (the same answer decides which runs resume). ``shards``:
+    only the runs in these shards (a cluster node acquiring them); ``grants=False``: leave the
+    gate's grants as they are."""
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
@@ -76,7 +85,7 @@ def recover(
         kind_of(RunAccepted), tuple(TERMINAL_KINDS), "correlation_id"
     ):
         run_id = accepted.correlation_id
-        if run_id is None:
+        if run_id is None or (shards is not None and accepted.shard not in shards):
             continue
         tape = recorded(journal.read_correlated(run_id))
         state = fold(run_fold, tape)
@@ -97,10 +106,10 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = load_always_grants(journal).active
-    for principal, tool in grants:
+    active = load_always_grants(journal).active if grants else frozenset()
+    for principal, tool in active:
         gate.grant_always(principal, tool)
-    return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
+    return RecoveryReport(tuple(interrupted), tuple(approvals), len(active), tuple(resumed))
 
 
 def _resume(

@@ -97,10 +97,12 @@ class LeaseChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _REGISTER = (
-    "INSERT INTO nodes(node, incarnation, expires_at) "
-    "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second') "
+    "INSERT INTO nodes(node, incarnation, expires_at, address, public_key) "
+    "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second', %(address)s, "
+    "%(public_key)s) "
     "ON CONFLICT (node) DO UPDATE SET incarnation = nodes.incarnation + 1, "
-    "expires_at = excluded.expires_at, ready = false, "
+    "expires_at = excluded.expires_at, ready = false, address = excluded.address, "
+    "public_key = excluded.public_key, "
     "started_at = clock_timestamp() WHERE nodes.expires_at <= clock_timestamp() "
     "RETURNING incarnation"
 )
@@ -152,7 +154,12 @@ class LeaseKeeper:
         on_change: Callable[[LeaseChange], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         integrity: bool = False,
+        address: str = "",
+        public_key: bytes = b"",
     ) -> None:
+        """``address`` (``host:port``) and ``public_key``: where this node's internal service
+        listens and the key it signs forwarded commands with, published in its ``nodes`` row
+        for the other nodes (:mod:`transports.cluster`); empty for a keeper that serves none."""
         if not node or "\x00" in node:
             raise JournalError("node: a lease keeper needs a node name without NUL")
         self.dsn = dsn
@@ -161,6 +168,8 @@ class LeaseKeeper:
         self._on_acquired = on_acquired
         self._on_change = on_change
         self._clock = clock
+        self.address = address
+        self.public_key = public_key
         self._integrity = integrity
         """Whether this node takes the integrity chain (shard -1) when it is free: a node that
         signs super-checkpoints (:mod:`events.postgres.journal`). Not placed: the first ready
@@ -314,7 +323,15 @@ class LeaseKeeper:
         """Register a new incarnation of this node (its earlier one's leases die with it);
         ``False`` while another process's row of the same name is live. :meth:`start` does
         this; a test that ticks by hand calls it itself."""
-        rows = self._sql(_REGISTER, {"node": self.node, "ttl": self.settings.ttl_s})
+        rows = self._sql(
+            _REGISTER,
+            {
+                "node": self.node,
+                "ttl": self.settings.ttl_s,
+                "address": self.address,
+                "public_key": self.public_key,
+            },
+        )
         if not rows:
             return False
         with self._lock:
