@@ -99,6 +99,9 @@ class SessionDirectory(pykka.ThreadingActor):
         self.last_active: dict[str, float] = {}
         self.states: OrderedDict[str, SessionState] = OrderedDict()
         """Folded states of passivated sessions, least recently stopped first."""
+        self.forgotten: set[str] = set()
+        """Actors of sessions this node stopped serving (a cluster's lost or re-acquired
+        shard): what they report as they stop is not kept."""
         self.grants_next_seq = 0
         """The next seq of the ``grants`` stream, which this actor alone writes while the
         node runs."""
@@ -118,14 +121,22 @@ class SessionDirectory(pykka.ThreadingActor):
             event = stored.decode()
             if isinstance(event, SessionCreated):
                 self._remember(event.session_id, event.session_key)
+                if shards is not None:  # another node may have written it since we held it
+                    self._forget_state(event.session_id)
 
-    def _drop(self, message: DropSessions) -> None:
-        for session_id in [s for s in self.live if message.session(s)]:
-            ref = self.live.pop(session_id)
+    def _forget_state(self, session_id: str) -> None:
+        """Drop what this directory holds of a session's state (its live actor, its cached
+        fold): the next message folds its stream again."""
+        self.states.pop(session_id, None)
+        ref = self.live.pop(session_id, None)
+        if ref is not None:
+            self.forgotten.add(ref.actor_urn)  # its last state, told as it stops, is stale
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(block=True, timeout=5)
-        for session_id in [s for s in self.states if message.session(s)]:
-            del self.states[session_id]
+
+    def _drop(self, message: DropSessions) -> None:
+        for session_id in [s for s in [*self.live, *self.states] if message.session(s)]:
+            self._forget_state(session_id)
         for session_id in [s for s in self.stopping if message.session(s)]:
             for buffered in self.stopping.pop(session_id):
                 reject(getattr(buffered, "reply", None), NodeDraining("the session moved"))
@@ -290,6 +301,9 @@ class SessionDirectory(pykka.ThreadingActor):
         )
 
     def _stopped(self, message: SessionStopped) -> None:
+        if message.urn in self.forgotten:
+            self.forgotten.discard(message.urn)
+            return
         live = self.live.get(message.session_id)
         if live is not None and message.urn and live.actor_urn != message.urn:
             return  # an older actor of a session already restarted: the new one stays

@@ -81,6 +81,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Listener = Callable[[int], None]
+Elsewhere = Callable[[int, list[AppendRequest]], None]
+"""Hands appends to a shard another node holds to that node; settles their futures."""
 _STOP = object()
 FOLLOW_S = 0.02
 """How often a cluster node's journal looks for rows other nodes committed (one indexed read of
@@ -98,13 +100,15 @@ class _Sign:
 
 
 class _Queued:
-    """An append request, and what its stream is placed by if it creates it."""
+    """An append request, and what its stream is placed by if it creates it; ``forwarded``:
+    another node sent it here (it is never sent on again)."""
 
-    __slots__ = ("home", "request")
+    __slots__ = ("forwarded", "home", "request")
 
-    def __init__(self, request: AppendRequest, home: str | None) -> None:
+    def __init__(self, request: AppendRequest, home: str | None, forwarded: bool = False) -> None:
         self.request = request
         self.home = home
+        self.forwarded = forwarded
 
     @property
     def stream(self) -> str:
@@ -214,6 +218,10 @@ class PostgresJournal(PostgresReader):
         self._submit_guard = threading.Lock()
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._writer.start()
+        self.elsewhere: Elsewhere | None = None
+        """A cluster node's way to append to a stream whose shard another node holds (set by
+        :mod:`transports.cluster`): only streams no session homes are sent (a token's, a
+        memory item's); a session's appends are its owner's alone, and fail ``ShardNotOwned``."""
         self._follower: threading.Thread | None = None
         if leases is not None:
             self._follower = threading.Thread(
@@ -283,6 +291,17 @@ class PostgresJournal(PostgresReader):
             idempotency_key=idempotency_key,
             home=home,
         ).result()
+
+    def submit_forwarded(self, request: AppendRequest) -> Future[AppendResult]:
+        """Queue an append another node prepared (checked, redacted, encoded) for a stream
+        whose shard this node holds; never sent on again (``ShardNotOwned`` when this node
+        does not hold it either)."""
+        future = request.future
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(_Queued(request, None, forwarded=True))
+        return future
 
     def checkpoint(self) -> Checkpoint | None:
         """Sign a super-checkpoint over every shard's head now (after what was queued before
@@ -412,6 +431,22 @@ class PostgresJournal(PostgresReader):
             for request in live:
                 request.future.set_exception(error)
             return
+        elsewhere = self.elsewhere
+        if elsewhere is not None:
+            owned = self.leases.owned() if self.leases is not None else {}
+            sendable = {id(q.request) for q in queued if q.home is None and not q.forwarded}
+            kept: list[AppendRequest] = []
+            kept_shards: list[int] = []
+            away: dict[int, list[AppendRequest]] = {}
+            for request, shard in zip(live, shards, strict=True):
+                if shard not in owned and id(request) in sendable:
+                    away.setdefault(shard, []).append(request)
+                else:
+                    kept.append(request)
+                    kept_shards.append(shard)
+            for shard, requests in away.items():
+                elsewhere(shard, requests)
+            live, shards = kept, kept_shards
         for shard, requests in _runs_by_shard(live, shards):
             self._commit(shard, requests)
 

@@ -49,6 +49,7 @@ class ClusterMember:
         self._keeper: LeaseKeeper | None = None
         self._server: Server | None = None
         self._node: Node | None = None
+        self._journal: PostgresJournal | None = None
 
     def keeper(self, dsn: str, key: NodeKey) -> LeaseKeeper:
         """Register this node and start its leases (it may wait out a TTL while its previous
@@ -91,6 +92,7 @@ class ClusterMember:
             target=shard_of_command,
             ready=membership.ready,
             send=node.send_here,
+            append=journal.submit_forwarded,
             position=lambda: journal.committed_position,
         )
         self._server = node.io.submit(serve(self.service, self.sock)).result(10)
@@ -99,6 +101,7 @@ class ClusterMember:
             membership=membership,
             keeper=keeper,
             key=key,
+            append_here=journal.submit_forwarded,
             target=shard_of_command,
             owner=journal.shard_owner,
             any_owner=lambda: journal.shard_owner(random.randrange(journal.shards)),
@@ -106,7 +109,8 @@ class ClusterMember:
         )
         node.services.new_session_id = membership.new_session_id
         node.router = self.router
-        self._node = node
+        journal.elsewhere = self.router.append_elsewhere
+        self._node, self._journal = node, journal
         membership.start(node)
 
     def stop_serving(self) -> None:
@@ -116,6 +120,8 @@ class ClusterMember:
             self.sock.close()
             return
         node.router = None
+        if self._journal is not None:
+            self._journal.elsewhere = None
         if self.membership is not None:
             self.membership.stop()
         server, router = self._server, self.router

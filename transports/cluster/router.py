@@ -8,6 +8,10 @@ was sent) — each is looked up again after a pause. Once a command was sent, a 
 or no answer in time is :class:`ForwardFailed` ("may or may not have run"), never retried here:
 a client retries a command that names its ids (a ``run_id``) safely.
 
+Appends to a stream no session homes (a token's, a memory item's) whose shard another node
+holds are sent to that node the same way (:meth:`Router.append_elsewhere`, from the journal's
+writer), its answer settling the append's future.
+
 After a forwarded command answers, the router waits (at most :data:`VISIBLE_S`) until this
 node's views include what the owner had committed by then: a client that starts a run through
 this node then reads it here (read-your-writes).
@@ -25,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from grpclib.client import Channel, UnaryUnaryMethod
 
+from events.envelope import AppendResult
 from events.errors import ShardNotOwned
+from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 from transports.cluster.service import PATH, RawCodec
 from transports.cluster.targets import ANY_SHARD
-from transports.cluster.wire import FORWARDED, Answer, outcome, sign
+from transports.cluster.wire import FORWARDED, Answer, ForwardedAppend, outcome, sign
 
 if TYPE_CHECKING:
     from actors.system.node import Node
@@ -55,6 +61,7 @@ class Router:
         membership: Membership,
         keeper: LeaseKeeper,
         key: NodeKey,
+        append_here: Callable[[AppendRequest], Future[AppendResult]],
         target: Callable[[Any], int | None],
         owner: Callable[[int], Member | None],
         any_owner: Callable[[], Member | None],
@@ -64,6 +71,7 @@ class Router:
         self._membership = membership
         self._keeper = keeper
         self._key = key
+        self._append_here = append_here
         self._target = target
         self._owner = owner
         self._any_owner = any_owner
@@ -94,37 +102,74 @@ class Router:
                         raise
                     await asyncio.sleep(PAUSE_S)
                     continue
-            owner = await asyncio.to_thread(
-                self._any_owner if shard is ANY_SHARD else partial(self._owner, shard)
-            )
-            if owner is None or owner.node == self._keeper.node or not owner.address:
-                if time.monotonic() >= give_up:
-                    raise ForwardFailed(
-                        f"shard {shard} has no node serving it now; try again shortly"
-                        if shard is not ANY_SHARD
-                        else "no node serves any shard now; try again shortly"
-                    )
-                await asyncio.sleep(PAUSE_S)
-                continue
-            try:
-                answer = await self._forward(owner, command)
-            except ConnectionError:  # refused: nothing was sent; the owner may be dead
-                if time.monotonic() >= give_up:
-                    raise ForwardFailed(
-                        f"node {owner.node} serving shard {shard} cannot be reached"
-                    ) from None
-                self._drop_channel(owner.address)
-                await asyncio.sleep(PAUSE_S)
-                continue
-            if answer.error.endswith(":ShardNotOwned") and time.monotonic() < give_up:
-                await asyncio.sleep(PAUSE_S)
-                continue
+            answer = await self._at_owner(shard, command, give_up)
+            if answer is None:
+                continue  # the shard moved (here, perhaps): look again
             if answer.position:
                 await asyncio.to_thread(self._visible, answer.position, VISIBLE_S)
             return outcome(answer)
 
+    def append_elsewhere(self, shard: int, requests: list[AppendRequest]) -> None:
+        """The journal's writer found ``requests`` (streams no session homes) in a shard
+        another node holds: send them there, in order, off the writer's thread, and settle
+        their futures with what that node answers."""
+        try:
+            self._node.io.submit(self._append_elsewhere(shard, requests))
+        except RuntimeError:  # the node's loop is gone (stopping): nothing was sent
+            for request in requests:
+                request.future.set_exception(ShardNotOwned(f"shard {shard} is not held here"))
+
+    async def _append_elsewhere(self, shard: int, requests: list[AppendRequest]) -> None:
+        for request in requests:
+            try:
+                result = await self._append_at_owner(shard, request)
+            except Exception as exc:
+                request.future.set_exception(exc)
+            else:
+                request.future.set_result(msgspec.structs.replace(result, events=request.events))
+
+    async def _append_at_owner(self, shard: int, request: AppendRequest) -> AppendResult:
+        give_up = time.monotonic() + self.patience
+        append = ForwardedAppend.of(request)
+        while True:
+            if shard in self._keeper.owned():  # it came here meanwhile
+                return await asyncio.wrap_future(self._append_here(append.request()))
+            answer = await self._at_owner(shard, append, give_up)
+            if answer is not None:
+                result = outcome(answer)
+                assert isinstance(result, AppendResult)
+                return result
+
+    async def _at_owner(self, shard: int | None, command: Any, give_up: float) -> Answer | None:
+        """``command``'s answer from the node holding ``shard`` (any node serving one, for
+        :data:`ANY_SHARD`); ``None`` after a pause when there is none to ask now (or it has
+        not taken the shard yet): the caller looks again. :class:`ForwardFailed` once
+        :attr:`patience` is spent, or when a sent command was not answered."""
+        owner = await asyncio.to_thread(
+            self._any_owner if shard is ANY_SHARD else partial(self._owner, shard)
+        )
+        what = f"shard {shard}" if shard is not ANY_SHARD else "any shard"
+        if owner is None or owner.node == self._keeper.node or not owner.address:
+            if time.monotonic() >= give_up:
+                raise ForwardFailed(f"no node serves {what} now; try again shortly")
+            await asyncio.sleep(PAUSE_S)
+            return None
+        try:
+            answer = await self._forward(owner, command)
+        except ConnectionError:  # refused: nothing was sent; the owner may be dead
+            if time.monotonic() >= give_up:
+                raise ForwardFailed(f"node {owner.node} serving {what} cannot be reached") from None
+            self._drop_channel(owner.address)
+            await asyncio.sleep(PAUSE_S)
+            return None
+        if answer.error.endswith(":ShardNotOwned") and time.monotonic() < give_up:
+            await asyncio.sleep(PAUSE_S)
+            return None
+        return answer
+
     async def _forward(self, owner: Member, command: Any) -> Answer:
         forward = sign(self._key, self._keeper.node, self._keeper.incarnation, command)
+        name = "append" if isinstance(command, ForwardedAppend) else type(command).__name__
         method: UnaryUnaryMethod[bytes, bytes] = UnaryUnaryMethod(
             self._channel(owner.address), PATH, bytes, bytes
         )
@@ -136,7 +181,7 @@ class Router:
         except Exception as exc:
             self._drop_channel(owner.address)
             raise ForwardFailed(
-                f"node {owner.node} did not answer a forwarded {type(command).__name__} "
+                f"node {owner.node} did not answer a forwarded {name} "
                 f"({type(exc).__name__}); it may or may not have run"
             ) from None
         return msgspec.msgpack.decode(data, type=Answer)

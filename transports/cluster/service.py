@@ -7,7 +7,9 @@ A forward is run only when its signature verifies under the public key of the se
 nonce was not seen in that window (a captured forward replayed is refused). Authenticating the
 caller (its token) and Cedar's decision happened on the node the client spoke to; the owner
 runs the command as that principal. A command for a shard this node does not serve is answered
-:class:`events.errors.ShardNotOwned`: the sender looks the owner up again.
+:class:`events.errors.ShardNotOwned`: the sender looks the owner up again. An append (to a stream
+no session homes: a token's, a memory item's) is queued on this node's journal as the sender
+prepared it; it too is refused when this node does not hold the stream's shard.
 """
 
 from __future__ import annotations
@@ -27,11 +29,20 @@ from grpclib.const import Cardinality, Handler
 from grpclib.encoding.base import CodecBase
 from grpclib.server import Server, Stream
 
+from events.envelope import AppendResult
 from events.errors import ShardNotOwned
 from events.postgres.reader import Member
+from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardRefused
 from transports.cluster.targets import ANY_SHARD
-from transports.cluster.wire import Answer, Forward, answer_of, command_of, failure_of
+from transports.cluster.wire import (
+    Answer,
+    Forward,
+    ForwardedAppend,
+    answer_of,
+    command_of,
+    failure_of,
+)
 
 PATH = "/reel.cluster.v1.Cluster/Forward"
 MAX_AGE_MS = 30_000
@@ -54,8 +65,9 @@ class RawCodec(CodecBase):
 class ForwardService:
     """Runs forwarded commands on this node. ``member(node)``: the sender's live row;
     ``target(command)``: its shard; ``ready()``: the shards served here; ``send``: this node's
-    own directory (:meth:`actors.system.node.Node.send_here`); ``position()``: how far this
-    node's journal has committed."""
+    own directory (:meth:`actors.system.node.Node.send_here`); ``append``: its journal's
+    (:meth:`events.postgres.journal.PostgresJournal.submit_forwarded`); ``position()``: how far
+    this node's journal has committed."""
 
     def __init__(
         self,
@@ -64,9 +76,11 @@ class ForwardService:
         target: Callable[[Any], int | None],
         ready: Callable[[], frozenset[int]],
         send: Callable[[Any], Future[Any]],
+        append: Callable[[AppendRequest], Future[AppendResult]],
         position: Callable[[], int],
     ) -> None:
         self._member = member
+        self._append = append
         self._target = target
         self._ready = ready
         self._send = send
@@ -89,6 +103,8 @@ class ForwardService:
             forward = msgspec.msgpack.decode(data, type=Forward)
             await self._check(forward)
             command = command_of(forward)
+            if isinstance(command, ForwardedAppend):
+                return await self._append_here(command)
             shard = await asyncio.to_thread(self._target, command)
         except ForwardRefused as exc:
             return failure_of(exc)
@@ -105,6 +121,14 @@ class ForwardService:
         except Exception as exc:
             return failure_of(exc, self._position())
         return answer_of(value, self._position())
+
+    async def _append_here(self, append: ForwardedAppend) -> Answer:
+        self.served += 1
+        try:
+            result = await asyncio.wrap_future(self._append(append.request()))
+        except Exception as exc:
+            return failure_of(exc, self._position())
+        return answer_of(msgspec.structs.replace(result, events=()), self._position())
 
     async def _check(self, forward: Forward) -> None:
         now_ms = time.time_ns() // 1_000_000

@@ -33,6 +33,7 @@ from actors.messages import (
     StartRun,
 )
 from events.checkpoint import NodeKey
+from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 
 FORWARDED: dict[str, type[msgspec.Struct]] = {
@@ -77,6 +78,47 @@ class Forward(msgspec.Struct, frozen=True, kw_only=True):
         return msgspec.msgpack.encode(msgspec.structs.replace(self, signature=b""))
 
 
+APPEND = "append"
+"""The :attr:`Forward.command` of an append to a stream whose shard the receiver holds."""
+
+
+class ForwardedAppend(msgspec.Struct, frozen=True, kw_only=True):
+    """An append the sender prepared (checked, redacted, encoded: :func:`events.sqlite.journal.
+    prepare`), to a stream no session homes whose shard the receiver holds."""
+
+    stream: str
+    payloads: list[tuple[str, int, bytes]]
+    expected_seq: int | None
+    principal: str
+    correlation_id: str | None
+    causation_id: str | None
+    idempotency_key: str | None
+
+    @classmethod
+    def of(cls, request: AppendRequest) -> ForwardedAppend:
+        return cls(
+            stream=request.stream,
+            payloads=request.payloads,
+            expected_seq=request.expected_seq,
+            principal=request.principal,
+            correlation_id=request.correlation_id,
+            causation_id=request.causation_id,
+            idempotency_key=request.idempotency_key,
+        )
+
+    def request(self) -> AppendRequest:
+        """The append as the receiver's writer takes it."""
+        return AppendRequest(
+            self.stream,
+            self.payloads,
+            self.expected_seq,
+            self.principal,
+            self.correlation_id,
+            self.causation_id,
+            self.idempotency_key,
+        )
+
+
 class Answer(msgspec.Struct, frozen=True, kw_only=True):
     """What the command's reply was: a value or an error, and how far the owner's journal had
     committed when it answered (the caller waits for its own views to get there)."""
@@ -111,28 +153,38 @@ _MIRRORS: dict[str, type[msgspec.Struct]] = {name: _mirror(cls) for name, cls in
 """Each forwarded command's fields but the local ones, typed: decoding validates them."""
 
 
-def sign(key: NodeKey, node: str, incarnation: int, command: msgspec.Struct) -> Forward:
-    """``command`` (one of :data:`FORWARDED`) as ``node`` sends it, signed with ``key``."""
-    name = type(command).__name__
-    if name not in FORWARDED:
-        raise ValueError(f"{name} is not forwarded between nodes")
-    fields = {f: getattr(command, f) for f in command.__struct_fields__ if f not in LOCAL_FIELDS}
-    if getattr(command, "then", None) is not None:
-        raise ValueError("a command with a follow-up is not forwarded")
+def sign(
+    key: NodeKey, node: str, incarnation: int, command: msgspec.Struct | ForwardedAppend
+) -> Forward:
+    """``command`` (one of :data:`FORWARDED`, or an append) as ``node`` sends it, signed with
+    ``key``."""
+    if isinstance(command, ForwardedAppend):
+        name, fields = APPEND, msgspec.msgpack.encode(command)
+    else:
+        name = type(command).__name__
+        if name not in FORWARDED:
+            raise ValueError(f"{name} is not forwarded between nodes")
+        if getattr(command, "then", None) is not None:
+            raise ValueError("a command with a follow-up is not forwarded")
+        fields = msgspec.msgpack.encode(
+            {f: getattr(command, f) for f in command.__struct_fields__ if f not in LOCAL_FIELDS}
+        )
     unsigned = Forward(
         node=node,
         incarnation=incarnation,
         sent_at_ms=time.time_ns() // 1_000_000,
         nonce=os.urandom(16),
         command=name,
-        fields=msgspec.msgpack.encode(fields),
+        fields=fields,
     )
     return msgspec.structs.replace(unsigned, signature=key.sign_bytes(unsigned.signed_part()))
 
 
 def command_of(forward: Forward) -> msgspec.Struct:
     """The command a (verified) forward carries; ``msgspec.ValidationError`` or ``KeyError``
-    when it is not one of :data:`FORWARDED` with valid fields."""
+    when it is not one of :data:`FORWARDED` (or an append) with valid fields."""
+    if forward.command == APPEND:
+        return msgspec.msgpack.decode(forward.fields, type=ForwardedAppend)
     mirror = msgspec.msgpack.decode(forward.fields, type=_MIRRORS[forward.command])
     return FORWARDED[forward.command](**msgspec.structs.asdict(mirror))
 

@@ -89,7 +89,7 @@ def pending_approval(node: ServingNode, run_id: str) -> str:
 
 def send(node: ServingNode, session_id: str, text: str) -> str:
     status, started = node.http("POST", f"/v1/sessions/{session_id}/messages", {"text": text})
-    assert status == 202, started
+    assert status == 202, (node.data.name, session_id, text, started)
     return str(started["run_id"])
 
 
@@ -138,6 +138,22 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert status == 201, keyed
         status, again = nodes["n3"].http("POST", "/v1/sessions", {"session_key": "team-a"})
         assert status == 200 and again["session_id"] == keyed["session_id"], again
+
+        # A memory item written through n1 lives in a shard n1 holds; deleting it through
+        # another node sends that append to n1 (the stream's shard is n1's).
+        status, item = nodes["n1"].http("POST", "/v1/memory", {"text": "the cluster fact"})
+        assert status == 201, item
+        elsewhere = next(n for n in nodes if n != "n1")
+        status, gone = nodes[elsewhere].http("DELETE", f"/v1/memory/{item['id']}")
+        assert status == 200, gone
+        with psycopg.connect(dsn) as conn:
+            placed = conn.execute(
+                "SELECT kind, shard FROM events WHERE stream = %s ORDER BY stream_seq",
+                (f"memory/{item['id']}",),
+            ).fetchall()
+        kinds = [kind for kind, _ in placed]
+        assert kinds == ["memory.item_written", "memory.item_deleted"], placed
+        assert len({shard for _, shard in placed}) == 1, placed
 
         # The owner dies while its run waits for a human: a survivor takes the shard over,
         # resumes the wait, and the decision through it lets the run finish.

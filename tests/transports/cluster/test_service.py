@@ -34,6 +34,7 @@ def service(sent: list[Any], ready: frozenset[int] = frozenset({SHARD})) -> Forw
         target=lambda _command: SHARD,
         ready=lambda: ready,
         send=send,
+        append=lambda _request: Future(),
         position=lambda: 42,
     )
 
