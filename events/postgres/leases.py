@@ -180,6 +180,8 @@ class LeaseKeeper:
         self._deadline = float("-inf")
         self._incarnation = 0
         self._healthy = 0
+        self.renewals = 0
+        """Successful renewals since the keeper started (``/metrics``)."""
         self._refused: set[int] = set()
         """Shards whose chain failed verification here: not tried again by this incarnation."""
         self._stop = threading.Event()
@@ -364,6 +366,7 @@ class LeaseKeeper:
         with self._lock:  # a renewal sent past the deadline starts the healthy count again
             self._healthy = self._healthy + 1 if sent < self._deadline else 1
             self._deadline = deadline
+            self.renewals += 1
         self._emit("renewed", at=self._clock(), deadline=deadline, expires_at_ms=int(rows[0][0]))
         return True
 

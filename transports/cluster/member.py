@@ -12,8 +12,9 @@ handed over at once).
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.postgres.leases import LeaseKeeper, LeaseSettings
 from transports.cluster.errors import ClusterStartError
@@ -30,6 +31,17 @@ if TYPE_CHECKING:
     from events.checkpoint import NodeKey
     from events.postgres.journal import PostgresJournal
     from transports.config import ClusterConfig
+
+
+class Figures(NamedTuple):
+    """What ``/metrics`` shows of a cluster node."""
+
+    held: int
+    serving: int
+    renewals: int
+    seconds_left: float
+    sent: int
+    served: int
 
 
 class ClusterMember:
@@ -112,6 +124,19 @@ class ClusterMember:
         journal.elsewhere = self.router.append_elsewhere
         self._node, self._journal = node, journal
         membership.start(node)
+
+    def figures(self) -> Figures:
+        keeper, membership = self._keeper, self.membership
+        held = len(keeper.owned()) if keeper is not None else 0
+        left = max(0.0, keeper.deadline - time.monotonic()) if keeper is not None else 0.0
+        return Figures(
+            held=held,
+            serving=len(membership.ready()) if membership is not None else 0,
+            renewals=keeper.renewals if keeper is not None else 0,
+            seconds_left=left if held else 0.0,
+            sent=self.router.forwarded if self.router is not None else 0,
+            served=self.service.served if self.service is not None else 0,
+        )
 
     def stop_serving(self) -> None:
         """Stop routing and serving (before the node stops: commands then meet its drain)."""

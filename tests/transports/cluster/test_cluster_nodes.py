@@ -7,17 +7,21 @@ takes its shard over resumes the wait."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from grpclib.client import Channel
 
 from events.postgres.homes import shard_of
 from tests.postgres_server import PostgresServer
 from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import ServingNode
+from transports.grpc.client import RunStreamClient
 
 SHARDS = 8
 TTL_S = 2.0
@@ -87,6 +91,41 @@ def pending_approval(node: ServingNode, run_id: str) -> str:
     return str(until(found, f"run {run_id}'s approval on {node.data.name}"))
 
 
+LONG = "a long answer, streamed in several pieces " * 20
+
+
+async def stream_across(first: ServingNode, second: ServingNode, session_id: str) -> list[Any]:
+    """A run streamed from ``first`` for a few entries, then resumed on ``second``."""
+    got: list[Any] = []
+    channel = Channel(first.grpc_host, first.grpc_port)
+    async with RunStreamClient(channel, first.token, timeout=30) as stream:
+        await stream.start(LONG, session_id=session_id)
+        async for event in stream.events():
+            got.append(event)
+            if len(got) >= 2:
+                break
+    channel.close()
+    channel = Channel(second.grpc_host, second.grpc_port)
+    async with RunStreamClient(channel, second.token, timeout=30) as stream:
+        await stream.resume(got[0].run_id, got[-1].tape_seq)
+        async for event in stream.events():
+            got.append(event)
+    channel.close()
+    return got
+
+
+def metric_lines(node: ServingNode) -> dict[str, str]:
+    """``/metrics``' samples by name and labels."""
+    request = urllib.request.Request(
+        node.base + "/metrics", headers={"Authorization": f"Bearer {node.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    return dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+
+
 def send(node: ServingNode, session_id: str, text: str) -> str:
     status, started = node.http("POST", f"/v1/sessions/{session_id}/messages", {"text": text})
     assert status == 202, (node.data.name, session_id, text, started)
@@ -122,6 +161,11 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert run_state(nodes[other], run_id) is not None
         first = ended(nodes[other], run_id)
         assert first["state"] == "done", first
+
+        # A gRPC run stream begun on one node resumes on another from the client's tape_seq.
+        got = asyncio.run(stream_across(nodes[other], nodes[third], session_id))
+        assert [e.tape_seq for e in got] == list(range(len(got))), "a gap or a repeat"
+        assert got[-1].kind == "run.completed", [e.kind for e in got]
 
         # An approval asked on the owner is decided through the third node.
         run_id = send(nodes[other], session_id, ASKING)
@@ -182,6 +226,10 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert owners(dsn)[shard_of(session_id, SHARDS)] != owner
         later = ended(nodes[third], send(nodes[third], session_id, "still here?"))
         assert later["state"] == "done", later
+        metrics = metric_lines(nodes[other])
+        assert 'reel_cluster_forwards_total{direction="sent"}' in metrics
+        assert int(metrics['reel_cluster_shards{state="held"}']) >= 1
+        assert int(metrics["reel_cluster_lease_renewals_total"]) > 0
         print(f"the dead owner's session answered again after {took:.2f} s")
     except BaseException:
         for name, node in nodes.items():
