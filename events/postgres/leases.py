@@ -67,6 +67,9 @@ class LeaseSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     ready_ticks: int = 3
     """Healthy renewals in a row before a node (new, restarted or back from a pause) is given
     shards."""
+    handover_wait_s: float = 60.0
+    """How long a shard placed on another node (a join rebalancing) stays while it has work in
+    flight here; then it is handed over anyway (the new owner ends or resumes that work)."""
 
     @property
     def tick_s(self) -> float:
@@ -152,6 +155,7 @@ class LeaseKeeper:
         settings: LeaseSettings | None = None,
         on_acquired: Callable[[int, int], None] | None = None,
         on_change: Callable[[LeaseChange], None] | None = None,
+        busy: Callable[[int], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
         integrity: bool = False,
         address: str = "",
@@ -167,6 +171,10 @@ class LeaseKeeper:
         self.settings = settings or LeaseSettings()
         self._on_acquired = on_acquired
         self._on_change = on_change
+        self._busy = busy
+        """Whether a shard placed on another node has work in flight here (a live run): it
+        is handed over once that ends, or after ``handover_wait_s`` regardless."""
+        self._moving_since: dict[int, float] = {}
         self._clock = clock
         self.address = address
         self.public_key = public_key
@@ -398,11 +406,21 @@ class LeaseKeeper:
                 if self._clock() + self.settings.tick_s >= self._deadline:
                     break  # too close to fencing to take on more
                 self._acquire(shard)
-        for shard in sorted(self.owned()):
-            target = targets.get(shard)
-            if target is not None and target != self.node:
-                self._release(shard, f"placed on {target}")
-                break  # one at a time
+        now = self._clock()
+        moving = {
+            s: t for s in sorted(self.owned()) if (t := targets.get(s)) not in (None, self.node)
+        }
+        self._moving_since = {s: self._moving_since.get(s, now) for s in moving}
+        for shard, target in moving.items():
+            waited = now - self._moving_since[shard]
+            if (
+                self._busy is not None
+                and self._busy(shard)
+                and waited < self.settings.handover_wait_s
+            ):
+                continue  # its runs finish here first (a join must not cut them off)
+            self._release(shard, f"placed on {target}")
+            break  # one at a time
 
     def _acquire(self, shard: int) -> None:
         rows = self._sql(_ACQUIRE, {"node": self.node, "inc": self._incarnation, "shard": shard})

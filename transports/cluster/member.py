@@ -73,6 +73,7 @@ class ClusterMember:
             settings=LeaseSettings(ttl_s=self.config.ttl_s, ready_ticks=self.config.ready_ticks),
             on_acquired=membership.on_acquired,
             on_change=membership.on_change,
+            busy=membership.busy,
             integrity=True,
             address=self.address,
             public_key=key.public_key,

@@ -70,6 +70,16 @@ class Membership:
         with self._lock:
             return frozenset(s for s in self._ready if s in owned)
 
+    def busy(self, shard: int) -> bool:
+        """Whether a run of ``shard`` is working here now (the keeper then waits before
+        handing it over); a run waiting for a human is not: its wait resumes on the new owner."""
+        node = self._node
+        if node is None:
+            return False
+        registry = node.services.registry
+        live = registry.live_runs_where(lambda s: shard_of(s, self.shards) == shard)
+        return bool(live.keys() - registry.runs_awaiting_approval())
+
     def new_session_id(self, key: str | None) -> str:
         """The id of a session this node creates: in ``key``'s shard when it has a key (the
         router sent it here as that shard's owner), else in a shard this node serves."""

@@ -53,6 +53,11 @@ def owners(dsn: str) -> dict[int, str]:
     return {int(shard): str(node) for shard, node in rows}
 
 
+def owner_of(dsn: str, session_id: str) -> str:
+    """The node holding the session's shard (waiting out a hand-over in progress)."""
+    return str(until(lambda: owners(dsn).get(shard_of(session_id, SHARDS)), "an owner"))
+
+
 def until(check: Any, what: str, timeout: float = DEADLINE_S) -> Any:
     deadline = time.monotonic() + timeout
     while True:
@@ -154,7 +159,7 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         status, session = nodes["n1"].http("POST", "/v1/sessions", {})
         assert status == 201, session
         session_id = session["session_id"]
-        owner = owners(dsn)[shard_of(session_id, SHARDS)]
+        owner = owner_of(dsn, session_id)
         other, third = [n for n in nodes if n != owner][:2]
         run_id = send(nodes[other], session_id, "hello from afar")
         # read-your-writes: the node that forwarded it shows the run at once
@@ -201,11 +206,11 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
 
         # The owner dies while its run waits for a human: a survivor takes the shard over,
         # resumes the wait, and the decision through it lets the run finish.
-        owner = owners(dsn)[shard_of(session_id, SHARDS)]  # placement may have moved it
+        owner = owner_of(dsn, session_id)  # placement may have moved it
         other, third = [n for n in nodes if n != owner][:2]
         run_id = send(nodes[other], session_id, ASKING)
         approval_id = pending_approval(nodes[other], run_id)
-        assert owners(dsn)[shard_of(session_id, SHARDS)] == owner
+        assert owners(dsn).get(shard_of(session_id, SHARDS)) == owner
         nodes[owner].process.kill()
         killed = time.monotonic()
         nodes[owner].finish()
@@ -223,7 +228,7 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert took < TTL_S * 1.25 + 1.0 + 2.0, took
         done = ended(nodes[other], run_id)
         assert done["state"] == "done", done
-        assert owners(dsn)[shard_of(session_id, SHARDS)] != owner
+        assert owner_of(dsn, session_id) != owner
         later = ended(nodes[third], send(nodes[third], session_id, "still here?"))
         assert later["state"] == "done", later
         metrics = metric_lines(nodes[other])
