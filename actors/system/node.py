@@ -97,7 +97,7 @@ class Node:
         # (which lets go of the interpreter), side by side. Recovery appends to no task stream,
         # and nothing enqueues before the queue starts (the reflection feed starts after it).
         with ThreadPoolExecutor(1, thread_name_prefix="open-tasks") as reader:
-            reading = reader.submit(load_open_tasks, self.journal)
+            reading = reader.submit(load_open_tasks, self.journal, None if recover else ())
             self.recovery = recover_runs(
                 self.journal,
                 services.gate,
@@ -129,8 +129,9 @@ class Node:
 
     def recover_shards(self, shards: Collection[int]) -> RecoveryReport:
         """A cluster node acquired ``shards``: resolve what their runs left in flight exactly
-        as a start does, resume the runs waiting for a human, and let the directory learn their
-        sessions. Call before routing any command to them."""
+        as a start does, resume the runs waiting for a human, let the directory learn their
+        sessions, and take on their unfinished tasks. Call before routing any command to
+        them."""
         services = self.services
         report = recover_runs(
             self.journal,
@@ -145,6 +146,7 @@ class Node:
         if directory is not None:
             directory.ask(AdoptSessions(shards=frozenset(shards)))
         self._resume(report)
+        self.tasks.adopt(load_open_tasks(self.journal, frozenset(shards)))
         return report
 
     def release_shards(self, session: Callable[[str], bool]) -> None:
