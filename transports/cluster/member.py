@@ -122,6 +122,7 @@ class ClusterMember:
         )
         node.services.new_session_id = membership.new_session_id
         node.router = self.router
+        node.services.elsewhere = self.router.send
         journal.elsewhere = self.router.append_elsewhere
         self._node, self._journal = node, journal
         membership.start(node)
@@ -146,6 +147,7 @@ class ClusterMember:
             self.sock.close()
             return
         node.router = None
+        node.services.elsewhere = None
         if self._journal is not None:
             self._journal.elsewhere = None
         if self.membership is not None:

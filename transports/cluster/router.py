@@ -83,8 +83,8 @@ class Router:
         """Commands sent to another node (``/metrics``)."""
 
     def send(self, command: Any) -> Future[Any]:
-        """The command's reply future, wherever it runs. Commands only this node's actors
-        send (a stall from the watchdog) stay here."""
+        """The command's reply future, wherever it runs. Commands that are not forwarded
+        stay here."""
         if type(command).__name__ not in FORWARDED:
             return self._node.send_here(command)
         return self._node.io.submit(self._route(command))
