@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound=msgspec.Struct)
 
 
-class Router(Protocol):
+class CommandRouter(Protocol):
     """Where a cluster node's commands go (:mod:`transports.cluster.router`)."""
 
     def send(self, command: Any) -> Future[Any]: ...
@@ -81,7 +81,7 @@ class Node:
         """The background task queue: enqueue work, register handlers (actors.tasks.queue)."""
         self.services.tasks = self.tasks
         self.watchdog: pykka.ActorRef[Any] | None = None
-        self.router: Router | None = None
+        self.router: CommandRouter | None = None
         """In a cluster: sends each command to its session's owner (set by the composition)."""
         self._started = False
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from transports.config import ClusterConfig
 
 
-class Figures(NamedTuple):
+class ClusterFigures(NamedTuple):
     """What ``/metrics`` shows of a cluster node."""
 
     held: int
@@ -127,11 +127,11 @@ class ClusterMember:
         self._node, self._journal = node, journal
         membership.start(node)
 
-    def figures(self) -> Figures:
+    def figures(self) -> ClusterFigures:
         keeper, membership = self._keeper, self.membership
         held = len(keeper.owned()) if keeper is not None else 0
         left = max(0.0, keeper.deadline - time.monotonic()) if keeper is not None else 0.0
-        return Figures(
+        return ClusterFigures(
             held=held,
             serving=len(membership.ready()) if membership is not None else 0,
             renewals=keeper.renewals if keeper is not None else 0,
