@@ -160,6 +160,7 @@ _FREE_SINGLETON = (
     "UPDATE singletons SET node = NULL, token = token + 1 WHERE name = %(name)s "
     "AND node = %(node)s AND incarnation = %(inc)s AND token = %(token)s"
 )
+_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 _LEAVE = (
     "UPDATE nodes SET expires_at = clock_timestamp() "
     "WHERE node = %(node)s AND incarnation = %(inc)s"
@@ -220,6 +221,9 @@ class LeaseKeeper:
         self._healthy = 0
         self.renewals = 0
         """Successful renewals since the keeper started (``/metrics``)."""
+        self._stamp: tuple[int, float] | None = None
+        """The database's clock at the last renewal (epoch ms) and the monotonic time its answer
+        arrived (:meth:`database_ms`)."""
         self._wanted: dict[str, Singleton] = {}
         self._singletons: dict[str, int] = {}
         """The named singletons this node holds, with their tokens."""
@@ -305,6 +309,24 @@ class LeaseKeeper:
             if self._clock() >= self._deadline:
                 return []
             return sorted(self._singletons)
+
+    # --- the database's clock -----------------------------------------------------------
+
+    def database_ms(self) -> int:
+        """Now on the database's clock (epoch ms), without a statement: the time the last
+        renewal was stamped with, plus the monotonic time since its answer arrived. Never
+        ahead of the database (the stamp was taken before the answer left), behind by at most
+        the renewal's round trip; a node's own wall clock plays no part, so a node whose clock
+        is wrong decides lease expiries (the task queue's) as the others do. Before the first
+        renewal it asks the database."""
+        with self._lock:
+            stamp = self._stamp
+        if stamp is None:
+            with connect(self.dsn) as conn, failures(self.dsn):
+                row = conn.execute(_NOW).fetchone()
+            return int(row[0]) if row else 0
+        at_ms, received = stamp
+        return at_ms + int((self._clock() - received) * 1000)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -445,7 +467,9 @@ class LeaseKeeper:
             self.register()
             return False
         deadline = sent + self.settings.ttl_s - self.settings.margin_s
+        stamped = int(rows[0][0]) - round(self.settings.ttl_s * 1000), self._clock()
         with self._lock:  # a renewal sent past the deadline starts the healthy count again
+            self._stamp = stamped
             self._healthy = self._healthy + 1 if sent < self._deadline else 1
             self._deadline = deadline
             self.renewals += 1
