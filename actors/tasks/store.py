@@ -145,8 +145,8 @@ def enqueue(
 
     The task may start ``delay_s`` from now (or at ``not_before_ms``) and expires
     ``expires_in_s`` from now (or at ``expires_at_ms``; neither: never), now by ``clock``
-    (epoch ms). Bad input is
-    :class:`actors.InvalidCommand` naming the field; nothing is written then."""
+    (epoch ms). Bad input is :class:`actors.InvalidCommand` naming the field; nothing is
+    written then."""
     problem = TASK_KIND.problem(kind, looks_secret) if isinstance(kind, str) else "must be text"
     if problem is not None:
         raise InvalidCommand("kind", problem)

@@ -3,11 +3,11 @@ TTL_S LOG [KEYS] [--want=SINGLETON ...]``. It holds leases
 (:class:`events.postgres.leases.LeaseKeeper`), appends to every shard it believes it owns every
 few milliseconds through the real :class:`PostgresJournal`, and writes one JSON line per lease
 change and per append outcome to LOG (flushed at once: a test reads it while the node runs, or
-after a SIGKILL). Given a directory KEYS, it signs: its key is
-``KEYS/NAME.key``, its witness ``KEYS/NAME.witness``, and it takes the integrity chain (shard
--1) when it is free, as the cluster's checkpointer. Each ``--want=NAME`` makes it want the named
-singleton NAME: it logs ``gained`` and ``lost`` as its callbacks hear them, and while
-``keeper.holds(NAME)`` a ``working`` line every few milliseconds (what a watchdog would do).
+after a SIGKILL). Given a directory KEYS, it signs: its key is ``KEYS/NAME.key``, its witness
+``KEYS/NAME.witness``, and it takes the integrity chain (shard -1) when it is free, as the
+cluster's checkpointer. Each ``--want=NAME`` makes it want the named singleton NAME: it logs
+``gained`` and ``lost`` as its callbacks hear them, and while ``keeper.holds(NAME)`` a
+``working`` line every few milliseconds (what a watchdog would do).
 
 SIGUSR1 makes it behave as a zombie: it calls ``shard_append`` directly with every token it held
 before, skipping its own fence, and logs what the database said. SIGINT or SIGTERM: the journal
