@@ -1,0 +1,344 @@
+"""Several nodes, one PostgreSQL (issue 24's benchmark): one phase per question, each a function
+registered in :data:`PHASES`, all on a throwaway PostgreSQL 15 started here the way the tests
+start one (tests/postgres_server.py: ``initdb --no-sync``, ``fsync=on``, as ``postgres``
+through ``runuser`` when run as root), one journal schema per case.
+
+- ``shards``: for S = 16, 64 and 256 (``--shard-counts``), the same steady load on one node
+  holding every shard: a :class:`LeaseKeeper` ticked by hand every ``--tick`` seconds (each
+  tick timed: renew, read the leases, place; the ticks that acquired shards at the start are
+  not counted) and a :class:`PostgresJournal` over it, ``--threads`` threads each appending
+  one-event ``run.output`` rows round-robin to ``--streams`` streams of its own until
+  ``--events`` rows are in; a thread follows :meth:`PostgresReader.horizon`, and each row's
+  horizon lag is the time from its append's acknowledgement to the follower reading it
+  (0 when it read it first). Then :func:`verify_database` over the journal, timed. Each figure
+  is printed with its ratio to S = 16's in the same run (the ceiling: what S adds should be
+  nothing), so a figure that grows with S shows as a ratio above 1.
+- ``verify``: :func:`verify_database` over ``--rows`` rows in ``--verify-shards`` shards
+  (appended in batches by a lone journal), with 1, 2 and 4 walking connections
+  (``--workers``), alternated over ``--rounds`` rounds: wall seconds and this process's CPU
+  seconds (what decoding and hashing the rows in Python costs; the server's share is the rest).
+
+A case that does not finish within ``--timeout`` seconds ends the run with exit 1 and a line
+saying what it waited for: never a partial table. Nothing is asserted; targets are the lead's.
+
+Run: ``.venv/bin/python bench/cluster.py --phase shards`` (about two minutes on 2 cores) and
+``.venv/bin/python bench/cluster.py --phase verify``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from events.catalog import RunOutput
+from events.postgres.database import initialise
+from events.postgres.journal import PostgresJournal
+from events.postgres.leases import LeaseKeeper, LeaseSettings
+from events.postgres.reader import LogKey, PostgresReader
+from events.postgres.verify import verify_database
+from tests import postgres_server
+from tests.postgres_server import PostgresServer
+
+TEXT = " ".join(["word"] * 16)
+
+
+class Timeout(Exception):
+    """A case outlived ``--timeout``: the run ends without a table."""
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile of ``values`` (``q`` in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+@contextmanager
+def server() -> Iterator[PostgresServer]:
+    if not postgres_server.available():
+        raise SystemExit(
+            f"PostgreSQL 15 is not installed ({postgres_server.BIN}): make installs it"
+        )
+    pg = PostgresServer()
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
+def journal_of(pg: PostgresServer, shards: int) -> str:
+    """A DSN of a new journal schema with ``shards`` shards."""
+    dsn = pg.database()
+    initialise(dsn, shards)
+    return dsn
+
+
+# --- shards ---------------------------------------------------------------------------------
+
+
+class Ticker(threading.Thread):
+    """Ticks ``keeper`` every ``every`` seconds, as its own thread would, timing each tick."""
+
+    def __init__(self, keeper: LeaseKeeper, every: float) -> None:
+        super().__init__(name="bench-ticker", daemon=True)
+        self.keeper, self.every = keeper, every
+        self.ticks: list[float] = []
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(self.every):
+                started = time.perf_counter()
+                self.keeper.tick()
+                self.ticks.append(time.perf_counter() - started)
+        except BaseException as exc:
+            self.error = exc
+
+
+class Follower(threading.Thread):
+    """Reads the horizon from the start, noting when it read each position."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(name="bench-follower", daemon=True)
+        self.reader = PostgresReader(dsn)
+        self.seen: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        after: LogKey | None = None
+        try:
+            while not self.stop.is_set():
+                rows = self.reader.horizon(after, limit=1000)
+                now = time.perf_counter()
+                for key, event in rows:
+                    self.seen[event.position] = now
+                    after = key
+                if not rows:
+                    time.sleep(0.001)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.reader.close()
+
+
+def _load(journal: PostgresJournal, threads: int, streams: int, events: int) -> dict[int, float]:
+    """``events`` one-event appends from ``threads`` threads, each round-robin over ``streams``
+    streams of its own: each position's acknowledgement time."""
+    acked: dict[int, float] = {}
+    left = [events]
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        names = [f"run/{n}.{i}" for i in range(streams)]
+        seqs = dict.fromkeys(names, 0)
+        try:
+            while True:
+                for name in names:
+                    with lock:
+                        if left[0] <= 0:
+                            return
+                        left[0] -= 1
+                    result = journal.append(
+                        name, [RunOutput(run_id=name, turn=0, text=TEXT)], expected_seq=seqs[name]
+                    )
+                    acked[result.first_position] = time.perf_counter()
+                    seqs[name] += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if errors:
+        raise errors[0]
+    return acked
+
+
+def _until(condition: Callable[[], bool], limit: float, what: str) -> None:
+    while not condition():
+        if time.monotonic() > limit:
+            raise Timeout(what)
+        time.sleep(0.01)
+
+
+def shard_case(pg: PostgresServer, shards: int, args: argparse.Namespace) -> dict[str, float]:
+    limit = time.monotonic() + args.timeout
+    dsn = journal_of(pg, shards)
+    keeper = LeaseKeeper(dsn, "bench", settings=LeaseSettings(ttl_s=2.0, ready_ticks=0))
+    keeper.register()
+    keeper.tick()  # takes (and verifies) every shard: not a renewal, not counted
+    if len(keeper.owned()) != shards:
+        raise Timeout(f"S={shards}: the keeper took {len(keeper.owned())} shards at its first tick")
+    ticker = Ticker(keeper, args.tick)
+    follower = Follower(dsn)
+    journal = PostgresJournal(dsn, node="bench", leases=keeper)
+    ticker.start()
+    follower.start()
+    try:
+        loader = threading.Thread(
+            target=lambda: acked.update(_load(journal, args.threads, args.streams, args.events)),
+            daemon=True,
+        )
+        acked: dict[int, float] = {}
+        loader.start()
+        _until(lambda: not loader.is_alive(), limit, f"S={shards}: {args.events} appends")
+        if len(acked) != args.events:
+            raise Timeout(f"S={shards}: {len(acked)} of {args.events} appends acknowledged")
+        _until(
+            lambda: len(follower.seen) >= args.events or follower.error is not None,
+            limit,
+            f"S={shards}: the horizon follower reading every row",
+        )
+        for thread in (ticker, follower):
+            if thread.error is not None:
+                raise thread.error
+    finally:
+        ticker.stop.set()
+        follower.stop.set()
+        ticker.join()
+        follower.join()
+        journal.close()
+        keeper.stop()
+    lags = [max(0.0, follower.seen[p] - t) for p, t in acked.items()]
+    started = time.perf_counter()
+    report = verify_database(dsn)
+    verify_s = time.perf_counter() - started
+    if not report.ok:
+        raise Timeout(f"S={shards}: verify failed: {report.fault}")
+    if len(ticker.ticks) < 2:
+        raise Timeout(f"S={shards}: {len(ticker.ticks)} ticks during the load: raise --events")
+    return {
+        "rows": float(report.events),
+        "ticks": float(len(ticker.ticks)),
+        "tick_p50": percentile(ticker.ticks, 50) * 1000,
+        "tick_p99": percentile(ticker.ticks, 99) * 1000,
+        "lag_p50": percentile(lags, 50) * 1000,
+        "lag_p99": percentile(lags, 99) * 1000,
+        "verify_s": verify_s,
+    }
+
+
+def phase_shards(args: argparse.Namespace) -> int:
+    counts = [int(s) for s in args.shard_counts.split(",")]
+    with server() as pg:
+        results = {s: shard_case(pg, s, args) for s in counts}
+    base = results[counts[0]]
+    print(
+        f"{args.events} one-event appends, {args.threads} threads x {args.streams} streams, "
+        f"one node holding every shard, tick every {args.tick} s; ratios to S={counts[0]}"
+    )
+    print(
+        f"{'S':>4} {'rows':>7} {'ticks':>5} {'tick p50 ms':>15} {'tick p99 ms':>15} "
+        f"{'lag p50 ms':>15} {'lag p99 ms':>15} {'verify s':>14}"
+    )
+    for s, r in results.items():
+
+        def cell(name: str, digits: int = 2, r: dict[str, float] = r) -> str:
+            ratio = r[name] / base[name] if base[name] else float("nan")
+            return f"{r[name]:.{digits}f} ({ratio:.2f})"
+
+        print(
+            f"{s:>4} {r['rows']:>7.0f} {r['ticks']:>5.0f} {cell('tick_p50'):>15} "
+            f"{cell('tick_p99'):>15} {cell('lag_p50'):>15} {cell('lag_p99'):>15} "
+            f"{cell('verify_s', 3):>14}"
+        )
+    return 0
+
+
+# --- verify ---------------------------------------------------------------------------------
+
+
+def fill(dsn: str, rows: int, streams: int = 64, batch: int = 200) -> None:
+    """``rows`` rows in batches of ``batch`` events over ``streams`` streams (every shard)."""
+    journal = PostgresJournal(dsn, node="bench")
+    try:
+        seqs = [0] * streams
+        done = 0
+        while done < rows:
+            n = (done // batch) % streams
+            size = min(batch, rows - done)
+            events = [RunOutput(run_id=f"r{n}", turn=i, text=TEXT) for i in range(size)]
+            journal.append(f"run/{n}", events, expected_seq=seqs[n])
+            seqs[n] += size
+            done += size
+    finally:
+        journal.close()
+
+
+def phase_verify(args: argparse.Namespace) -> int:
+    workers = [int(w) for w in args.workers.split(",")]
+    with server() as pg:
+        dsn = journal_of(pg, args.verify_shards)
+        started = time.perf_counter()
+        fill(dsn, args.rows)
+        print(
+            f"filled {args.rows} rows in {args.verify_shards} shards in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        walls: dict[int, list[float]] = {w: [] for w in workers}
+        cpus: dict[int, list[float]] = {w: [] for w in workers}
+        verify_database(dsn, workers=1)  # warm the server's cache
+        for _ in range(args.rounds):
+            for w in workers:
+                cpu, wall = time.process_time(), time.perf_counter()
+                report = verify_database(dsn, workers=w)
+                walls[w].append(time.perf_counter() - wall)
+                cpus[w].append(time.process_time() - cpu)
+                if not report.ok or report.events != args.rows:
+                    raise Timeout(f"verify with {w} workers: {report.fault}, {report.events} rows")
+    base = statistics.median(walls[workers[0]])
+    print(f"{'workers':>7} {'wall s (median)':>16} {'rounds':>28} {'CPU s':>8} {'speed-up':>8}")
+    for w in workers:
+        wall = statistics.median(walls[w])
+        rounds = " / ".join(f"{x:.2f}" for x in walls[w])
+        print(
+            f"{w:>7} {wall:>16.3f} {rounds:>28} {statistics.median(cpus[w]):>8.2f} "
+            f"{base / wall:>8.2f}"
+        )
+    return 0
+
+
+PHASES: dict[str, Callable[[argparse.Namespace], int]] = {
+    "shards": phase_shards,
+    "verify": phase_verify,
+}
+"""Each phase by name: one function of the parsed arguments, returning the exit status."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--phase", choices=sorted(PHASES), required=True)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    shards = parser.add_argument_group("shards")
+    shards.add_argument("--shard-counts", default="16,64,256")
+    shards.add_argument("--events", type=int, default=20_000)
+    shards.add_argument("--threads", type=int, default=8)
+    shards.add_argument("--streams", type=int, default=32, help="streams per thread")
+    shards.add_argument("--tick", type=float, default=0.1, help="seconds between timed ticks")
+    verify = parser.add_argument_group("verify")
+    verify.add_argument("--rows", type=int, default=200_000)
+    verify.add_argument("--verify-shards", type=int, default=16)
+    verify.add_argument("--workers", default="1,2,4")
+    verify.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    try:
+        return PHASES[args.phase](args)
+    except Timeout as exc:
+        print(f"cluster bench: not finished: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
