@@ -15,8 +15,10 @@ through ``runuser`` when run as root), one journal schema per case.
   nothing), so a figure that grows with S shows as a ratio above 1.
 - ``verify``: :func:`verify_database` over ``--rows`` rows in ``--verify-shards`` shards
   (appended in batches by a lone journal), with 1, 2 and 4 walking connections
-  (``--workers``), alternated over ``--rounds`` rounds: wall seconds and this process's CPU
-  seconds (what decoding and hashing the rows in Python costs; the server's share is the rest).
+  (``--workers``), alternated over ``--rounds`` rounds: wall seconds, this process's CPU
+  seconds (decoding and hashing the rows in Python) and the server's (its processes' in
+  ``/proc``), the two figures a loaded machine moves least. ``PSYCOPG_IMPL=python`` measures
+  psycopg's pure-Python row loading, ``PSYCOPG_IMPL=binary`` its C one (``psycopg-binary``).
 
 A case that does not finish within ``--timeout`` seconds ends the run with exit 1 and a line
 saying what it waited for: never a partial table. Nothing is asserted; targets are the lead's.
@@ -28,12 +30,16 @@ Run: ``.venv/bin/python bench/cluster.py --phase shards`` (about two minutes on 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
 
 from events.catalog import RunOutput
 from events.postgres.database import initialise
@@ -71,6 +77,25 @@ def server() -> Iterator[PostgresServer]:
         yield pg
     finally:
         pg.stop()
+
+
+def server_cpu(pg: PostgresServer) -> float:
+    """CPU seconds the server's processes have used so far: the postmaster's own and its
+    reaped children's, and each live child's (a backend, a checkpointer...)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile: its time is in the postmaster's reaped children's
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+        elif ppid == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
 
 
 def journal_of(pg: PostgresServer, shards: int) -> str:
@@ -289,23 +314,29 @@ def phase_verify(args: argparse.Namespace) -> int:
         )
         walls: dict[int, list[float]] = {w: [] for w in workers}
         cpus: dict[int, list[float]] = {w: [] for w in workers}
+        servers: dict[int, list[float]] = {w: [] for w in workers}
         verify_database(dsn, workers=1)  # warm the server's cache
         for _ in range(args.rounds):
             for w in workers:
-                cpu, wall = time.process_time(), time.perf_counter()
+                cpu, wall, server_s = time.process_time(), time.perf_counter(), server_cpu(pg)
                 report = verify_database(dsn, workers=w)
                 walls[w].append(time.perf_counter() - wall)
                 cpus[w].append(time.process_time() - cpu)
+                servers[w].append(server_cpu(pg) - server_s)
                 if not report.ok or report.events != args.rows:
                     raise Timeout(f"verify with {w} workers: {report.fault}, {report.events} rows")
     base = statistics.median(walls[workers[0]])
-    print(f"{'workers':>7} {'wall s (median)':>16} {'rounds':>28} {'CPU s':>8} {'speed-up':>8}")
+    print(f"psycopg's {psycopg.pq.__impl__} implementation; medians of {args.rounds} rounds")
+    print(
+        f"{'workers':>7} {'wall s':>8} {'rounds':>24} {'client CPU s':>12} "
+        f"{'server CPU s':>12} {'speed-up':>8}"
+    )
     for w in workers:
         wall = statistics.median(walls[w])
         rounds = " / ".join(f"{x:.2f}" for x in walls[w])
         print(
-            f"{w:>7} {wall:>16.3f} {rounds:>28} {statistics.median(cpus[w]):>8.2f} "
-            f"{base / wall:>8.2f}"
+            f"{w:>7} {wall:>8.3f} {rounds:>24} {statistics.median(cpus[w]):>12.2f} "
+            f"{statistics.median(servers[w]):>12.2f} {base / wall:>8.2f}"
         )
     return 0
 

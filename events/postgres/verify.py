@@ -1,9 +1,11 @@
 """``reel journal verify --dsn``: walk every shard chain of a PostgreSQL journal, the integrity
 chain's super-checkpoints against them, and a witness's notes against the super-checkpoints.
 
-Per shard, in ``shard_pos`` order: positions dense from 1, each row linking to the one before
-it, its hash recomputed in Python (:func:`events.chain.shard_identity`, so a fault in the SQL
-that computed it shows here too), the payload against its stored digest (to tell a payload edit
+Per shard, in ``shard_pos`` order (the shards walked on up to :data:`WORKERS` connections at
+once, each in the snapshot the verification took; the fault reported is the first in shard
+order): positions dense from 1, each row linking to the one before it, its hash recomputed in
+Python (:func:`events.chain.shard_identity`, so a fault in the SQL that computed it shows here
+too), the payload against its stored digest (to tell a payload edit
 from an envelope edit), and the last row against ``shard_head``. Then the global positions:
 dense from 1 across the shards.
 
@@ -21,17 +23,20 @@ the chain ending before the witness does).
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
+
+from psycopg import sql
 
 from events.catalog import JournalNodeJoined, JournalSuperCheckpoint
 from events.chain import GENESIS, payload_digest, row_hash, stored_identity
 from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, signature_valid
 from events.codec import decode
 from events.envelope import Head, StoredEvent
-from events.errors import JournalTampered, UnknownEventKind
+from events.errors import JournalTampered, JournalUnavailable, UnknownEventKind
 from events.note import CheckpointNote
 from events.postgres.checkpoints import (
     JOINED_KIND,
@@ -45,6 +50,8 @@ from events.postgres.database import connect, failures, shard_count
 from events.postgres.reader import COLUMNS, to_event
 from events.postgres.schema import INTEGRITY_SHARD
 from events.sqlite.verify import Fault, VerifyReport
+
+log = logging.getLogger(__name__)
 
 BATCH = 20_000
 WORKERS = 4
@@ -88,7 +95,7 @@ def verify_database(
     The whole walk reads one snapshot (a read-only repeatable-read transaction, which takes no
     transaction id and so holds no horizon; the shard walkers import it): rows a node appends
     meanwhile are not half seen. The shard chains are walked by up to ``workers`` connections
-    at once (:func:`_walk_shards`); the report is the one a walk of shard after shard gives."""
+    at once (:class:`_Walks`); the report is the one a walk of shard after shard gives."""
     started = time.perf_counter()
     events = 0
     fault: Fault | None = None
@@ -167,7 +174,7 @@ class _Walks:
     def __init__(
         self, dsn: str, snapshot: str, shards: int, heads: dict[int, Head], signed: _Signed
     ) -> None:
-        self.dsn, self.snapshot, self.shards = dsn, snapshot, shards
+        self.dsn, self.snapshot, self.shards = dsn, sql.Literal(snapshot), shards
         self.heads, self.signed = heads, signed
         self.lock = threading.Lock()
         self.next = 0
@@ -202,9 +209,14 @@ class _Walks:
 
     def _worker(self) -> None:
         try:
-            with connect(self.dsn, autocommit=False) as conn, failures(self.dsn, "cannot verify"):
+            conn = connect(self.dsn, autocommit=False)
+        except JournalUnavailable as exc:  # no connection to spare: the others walk its shards
+            log.info("verify: walking with a connection fewer: %s", exc)
+            return
+        try:
+            with conn, failures(self.dsn, "cannot verify"):
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                conn.execute(f"SET TRANSACTION SNAPSHOT '{self.snapshot}'")
+                conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(self.snapshot))
 
                 def rows(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
                     return conn.execute(sql, args).fetchall()

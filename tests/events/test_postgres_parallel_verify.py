@@ -247,3 +247,25 @@ def test_every_walk_reads_the_snapshot_the_verification_took(
     assert (report.events, report.head_position) == (before.position, before.position)
     assert journal.head().position == before.position + STREAMS
     assert verify_database(journal.dsn).events == before.position + STREAMS
+
+
+def test_without_a_connection_to_spare_the_verification_walks_on_fewer(
+    journal: PostgresJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server at its connection limit refuses the extra walks' connections: the walks that
+    have one do every shard (the same report), where a node's start must not fail for it."""
+    opened: list[str] = []
+    real = verify.connect
+
+    def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
+        opened.append(dsn)
+        if len(opened) > 1:  # the verification's own connection is the first
+            raise JournalUnavailable("cannot use the journal database: too many clients")
+        return real(dsn, autocommit=autocommit)
+
+    position = alter_payload(journal.dsn, SHARDS - 1, 1)
+    monkeypatch.setattr(verify, "connect", connect)
+    report = verify_database(journal.dsn, workers=4)
+    assert len(opened) == 4
+    assert report.fault is not None and report.fault.position == position
+    assert report.events == journal.head().position - last_pos(journal.dsn, SHARDS - 1)
