@@ -168,14 +168,13 @@ def _load(journal: PostgresJournal, threads: int, streams: int, events: int) -> 
         seqs = dict.fromkeys(names, 0)
         try:
             while True:
-                for name in names:
+                for i, name in enumerate(names):
                     with lock:
                         if left[0] <= 0:
                             return
                         left[0] -= 1
-                    result = journal.append(
-                        name, [RunOutput(run_id=name, turn=0, text=TEXT)], expected_seq=seqs[name]
-                    )
+                    event = RunOutput(run_id=f"r{n}-{i}", turn=0, text=TEXT)
+                    result = journal.append(name, [event], expected_seq=seqs[name])
                     acked[result.first_position] = time.perf_counter()
                     seqs[name] += 1
         except BaseException as exc:
@@ -212,13 +211,20 @@ def shard_case(pg: PostgresServer, shards: int, args: argparse.Namespace) -> dic
     ticker.start()
     follower.start()
     try:
-        loader = threading.Thread(
-            target=lambda: acked.update(_load(journal, args.threads, args.streams, args.events)),
-            daemon=True,
-        )
         acked: dict[int, float] = {}
+        failed: list[BaseException] = []
+
+        def load() -> None:
+            try:
+                acked.update(_load(journal, args.threads, args.streams, args.events))
+            except BaseException as exc:
+                failed.append(exc)
+
+        loader = threading.Thread(target=load, daemon=True)
         loader.start()
         _until(lambda: not loader.is_alive(), limit, f"S={shards}: {args.events} appends")
+        if failed:
+            raise failed[0]
         if len(acked) != args.events:
             raise Timeout(f"S={shards}: {len(acked)} of {args.events} appends acknowledged")
         _until(
