@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -370,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--workers", default="1,2,4")
     verify.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the server stopped on the way out
     try:
         return PHASES[args.phase](args)
     except Timeout as exc:
