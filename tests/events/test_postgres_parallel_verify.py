@@ -22,7 +22,7 @@ import pytest
 from events import JournalUnavailable
 from events.catalog import RunOutput
 from events.codec import encode
-from events.postgres import verify
+from events.postgres import database, verify
 from events.postgres.database import initialise
 from events.postgres.homes import shard_of
 from events.postgres.journal import PostgresJournal
@@ -255,13 +255,12 @@ def test_without_a_connection_to_spare_the_verification_walks_on_fewer(
     """A server at its connection limit refuses the extra walks' connections: the walks that
     have one do every shard (the same report), where a node's start must not fail for it."""
     opened: list[str] = []
-    real = verify.connect
 
     def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
         opened.append(dsn)
         if len(opened) > 1:  # the verification's own connection is the first
             raise JournalUnavailable("cannot use the journal database: too many clients")
-        return real(dsn, autocommit=autocommit)
+        return database.connect(dsn, autocommit=autocommit)
 
     position = alter_payload(journal.dsn, SHARDS - 1, 1)
     monkeypatch.setattr(verify, "connect", connect)
