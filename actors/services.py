@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -99,6 +100,9 @@ class Services:
     new_session_id: Callable[[str | None], str] = lambda _key: new_id()
     """The id of a session the directory creates (given its key, if any): a fresh ULID; in a
     cluster, one whose shard this node owns (:mod:`transports.cluster.membership`)."""
+    elsewhere: Callable[[Any], Future[Any]] | None = None
+    """In a cluster, where a command for a session another node may own goes (the router):
+    the watchdog's acts, which run on one node for all (None: a lone node)."""
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
 

@@ -50,6 +50,7 @@ from actors.messages import (
     SessionIdle,
     SessionStopped,
     SetSessionPosture,
+    StallRun,
     StartRun,
     ToSession,
     reject,
@@ -173,6 +174,13 @@ class SessionDirectory(pykka.ThreadingActor):
                 self._deliver(message.session_id, message)
         elif isinstance(message, CancelRun):
             self._cancel(message)
+        elif isinstance(message, StallRun):  # the watchdog of another node (a cluster's)
+            ref = self.s.registry.live_run(message.run_id)
+            if ref is None:
+                reject(message.reply, RunNotActive(f"run {message.run_id} is not running here"))
+            else:
+                _told(ref, msgspec.structs.replace(message, reply=None))
+                resolve(message.reply, True)
         elif isinstance(message, ResolveApproval):
             self._resolve_approval(message)
         elif isinstance(message, ToSession):

@@ -84,9 +84,12 @@ class WatchdogActor(pykka.ThreadingActor):
         *,
         clock: Callable[[], int] = wall_ms,
         reclaim_task: Callable[[str, str], None] | None = None,
+        holding: Callable[[], bool] | None = None,
     ) -> None:
         """``clock``: milliseconds since the epoch (what limits are measured against);
-        ``reclaim_task(task_id, reason)``: default the node's task queue's."""
+        ``reclaim_task(task_id, reason)``: default the node's task queue's; ``holding``: in a
+        cluster, whether this node still holds the watchdog's singleton lease, asked before
+        every look (a node frozen past its lease looks no more once it runs again)."""
         super().__init__()
         self.s = services
         self.port = port
@@ -94,6 +97,7 @@ class WatchdogActor(pykka.ThreadingActor):
         self.clock = clock
         tasks = services.tasks
         self.reclaim_task = reclaim_task or (tasks.reclaim if tasks is not None else None)
+        self.holding = holding
         self.state = Incidents()
         self.memory = Memory()
         self.acted: frozenset[str] = frozenset()
@@ -133,6 +137,8 @@ class WatchdogActor(pykka.ThreadingActor):
     def look(self) -> None:
         """Read, check, record, act. A port that cannot answer skips this look (logged): the
         incidents of what could not be read stay as they are."""
+        if self.holding is not None and not self.holding():
+            return
         try:
             snapshot = self._snapshot()
         except Exception:
@@ -202,28 +208,29 @@ class WatchdogActor(pykka.ThreadingActor):
         finding = act.finding
         evidence = finding.evidence
         if act.action == "fail_run":
-            ref = self.s.registry.live_run(finding.subject)
-            if ref is None:
-                log.warning("watchdog: run %s has no live actor to stop", finding.subject)
-                return
             detail = (
                 f"no progress for {evidence.value:g} s (watchdog limit run_stall_s "
                 f"{evidence.limit:g} s)"
             )
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(StallRun(run_id=finding.subject, detail=detail, principal=PRINCIPAL))
-        elif act.action == "expire_approval":
-            directory = self.s.directory
-            if directory is not None:
+            stall = StallRun(run_id=finding.subject, detail=detail, principal=PRINCIPAL)
+            ref = self.s.registry.live_run(finding.subject)
+            if ref is not None:
                 with contextlib.suppress(pykka.ActorDeadError):
-                    directory.tell(
-                        ResolveApproval(
-                            approval_id=finding.subject,
-                            decision="deny",
-                            principal=PRINCIPAL,
-                            reason="expired",
-                        )
-                    )
+                    ref.tell(stall)
+            elif self.s.elsewhere is not None:  # a cluster: the run's node stops it
+                self.s.elsewhere(stall)
+            else:
+                log.warning("watchdog: run %s has no live actor to stop", finding.subject)
+        elif act.action == "expire_approval":
+            expire = ResolveApproval(
+                approval_id=finding.subject, decision="deny", principal=PRINCIPAL, reason="expired"
+            )
+            directory = self.s.directory
+            if self.s.elsewhere is not None:  # a cluster: the approval's node decides it
+                self.s.elsewhere(expire)
+            elif directory is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    directory.tell(expire)
         elif act.action == "reclaim_task":
             if self.reclaim_task is None:
                 log.warning("watchdog: no task queue to reclaim task %s", finding.subject)

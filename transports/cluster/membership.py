@@ -21,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from events import new_id
+from events import StoredEvent, new_id
 from events.postgres.homes import shard_of
 from transports.cluster.targets import key_shard
 
@@ -69,6 +69,20 @@ class Membership:
         owned = self.keeper.owned() if self.keeper is not None else {}
         with self._lock:
             return frozenset(s for s in self._ready if s in owned)
+
+    def busy(self, shard: int) -> bool:
+        """Whether a run of ``shard`` is working here now (the keeper then waits before
+        handing it over); a run waiting for a human is not: its wait resumes on the new owner."""
+        node = self._node
+        if node is None:
+            return False
+        registry = node.services.registry
+        live = registry.live_runs_where(lambda s: shard_of(s, self.shards) == shard)
+        return bool(live.keys() - registry.runs_awaiting_approval())
+
+    def serves(self, stored: StoredEvent) -> bool:
+        """Whether a row is in a shard this node serves now (its run is this node's)."""
+        return stored.shard in self.ready()
 
     def new_session_id(self, key: str | None) -> str:
         """The id of a session this node creates: in ``key``'s shard when it has a key (the

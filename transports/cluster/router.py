@@ -33,7 +33,7 @@ from events.envelope import AppendResult
 from events.errors import ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
-from transports.cluster.service import PATH, RawCodec
+from transports.cluster.service import PATH, MsgpackCodec
 from transports.cluster.targets import ANY_SHARD
 from transports.cluster.wire import FORWARDED, Answer, ForwardedAppend, outcome, sign
 
@@ -83,8 +83,8 @@ class Router:
         """Commands sent to another node (``/metrics``)."""
 
     def send(self, command: Any) -> Future[Any]:
-        """The command's reply future, wherever it runs. Commands only this node's actors
-        send (a stall from the watchdog) stay here."""
+        """The command's reply future, wherever it runs. Commands that are not forwarded
+        stay here."""
         if type(command).__name__ not in FORWARDED:
             return self._node.send_here(command)
         return self._node.io.submit(self._route(command))
@@ -190,7 +190,7 @@ class Router:
         channel = self._channels.get(address)
         if channel is None:
             host, _, port = address.rpartition(":")
-            channel = Channel(host.strip("[]"), int(port), codec=RawCodec())
+            channel = Channel(host.strip("[]"), int(port), codec=MsgpackCodec())
             self._channels[address] = channel
         return channel
 

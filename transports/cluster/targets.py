@@ -20,6 +20,7 @@ from actors.messages import (
     ResolveApproval,
     ResolveSession,
     RevokeGrant,
+    StallRun,
     StartRun,
 )
 from events.postgres.homes import shard_of
@@ -54,7 +55,7 @@ def target(
     if isinstance(command, (StartRun, ResolveSession, CreateSession)) and session_id is None:
         key = command.session_key
         return key_shard(key, shards) if key is not None else ANY_SHARD
-    if isinstance(command, CancelRun):
+    if isinstance(command, CancelRun | StallRun):
         return journal.stream_shard(f"run/{command.run_id}")
     if isinstance(command, ResolveApproval):
         session_id = session_of_approval(command.approval_id)

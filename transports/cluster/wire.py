@@ -30,6 +30,7 @@ from actors.messages import (
     RestoreSession,
     RevokeGrant,
     SetSessionPosture,
+    StallRun,
     StartRun,
 )
 from events.checkpoint import NodeKey
@@ -49,11 +50,13 @@ FORWARDED: dict[str, type[msgspec.Struct]] = {
         CompactSession,
         RestoreSession,
         CancelRun,
+        StallRun,
         ResolveApproval,
         RevokeGrant,
     )
 }
-"""The commands a node forwards to a session's owner: every command a transport sends."""
+"""The commands a node forwards to a session's owner: every command a transport sends, and
+the watchdog's (which runs on one node of a cluster)."""
 
 LOCAL_FIELDS = frozenset({"reply", "then"})
 """Fields that never travel: the caller's reply future, and a follow-up only the directory sets."""

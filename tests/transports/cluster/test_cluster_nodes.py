@@ -8,6 +8,7 @@ takes its shard over resumes the wait."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 import urllib.request
@@ -51,6 +52,11 @@ def owners(dsn: str) -> dict[int, str]:
             "WHERE l.shard >= 0"
         ).fetchall()
     return {int(shard): str(node) for shard, node in rows}
+
+
+def owner_of(dsn: str, session_id: str) -> str:
+    """The node holding the session's shard (waiting out a hand-over in progress)."""
+    return str(until(lambda: owners(dsn).get(shard_of(session_id, SHARDS)), "an owner"))
 
 
 def until(check: Any, what: str, timeout: float = DEADLINE_S) -> Any:
@@ -154,7 +160,7 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         status, session = nodes["n1"].http("POST", "/v1/sessions", {})
         assert status == 201, session
         session_id = session["session_id"]
-        owner = owners(dsn)[shard_of(session_id, SHARDS)]
+        owner = owner_of(dsn, session_id)
         other, third = [n for n in nodes if n != owner][:2]
         run_id = send(nodes[other], session_id, "hello from afar")
         # read-your-writes: the node that forwarded it shows the run at once
@@ -199,13 +205,42 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert kinds == ["memory.item_written", "memory.item_deleted"], placed
         assert len({shard for _, shard in placed}) == 1, placed
 
+        # One node watches and fires schedules for all; a schedule made through one node is
+        # listed, fires once per due time, and is paused through another.
+        holders = {
+            name: sum(
+                int(metric_lines(node)[f'reel_cluster_singletons{{name="{name}"}}'])
+                for node in nodes.values()
+            )
+            for name in ("watchdog", "schedules")
+        }
+        assert holders == {"watchdog": 1, "schedules": 1}, holders
+        every = {"name": "tick", "every": "1s", "session_key": "ticks", "text": "tick"}
+        status, made = nodes["n1"].http("POST", "/v1/schedules", every)
+        assert status == 201, made
+        status, listed = nodes["n2"].http("GET", "/v1/schedules")
+        assert status == 200 and [s["name"] for s in listed["items"]] == ["tick"], listed
+        time.sleep(3.5)
+        status, paused = nodes["n3"].http("POST", "/v1/schedules/tick/pause", {})
+        assert status == 200, paused
+        with psycopg.connect(dsn) as conn:
+            fired = [
+                at
+                for (at,) in conn.execute(
+                    "SELECT recorded_at_ms FROM events WHERE kind = 'schedule.fired' "
+                    "ORDER BY position"
+                ).fetchall()
+            ]
+        assert len(fired) >= 2, fired
+        assert all(b - a >= 900 for a, b in itertools.pairwise(fired)), fired
+
         # The owner dies while its run waits for a human: a survivor takes the shard over,
         # resumes the wait, and the decision through it lets the run finish.
-        owner = owners(dsn)[shard_of(session_id, SHARDS)]  # placement may have moved it
+        owner = owner_of(dsn, session_id)  # placement may have moved it
         other, third = [n for n in nodes if n != owner][:2]
         run_id = send(nodes[other], session_id, ASKING)
         approval_id = pending_approval(nodes[other], run_id)
-        assert owners(dsn)[shard_of(session_id, SHARDS)] == owner
+        assert owners(dsn).get(shard_of(session_id, SHARDS)) == owner
         nodes[owner].process.kill()
         killed = time.monotonic()
         nodes[owner].finish()
@@ -223,7 +258,7 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert took < TTL_S * 1.25 + 1.0 + 2.0, took
         done = ended(nodes[other], run_id)
         assert done["state"] == "done", done
-        assert owners(dsn)[shard_of(session_id, SHARDS)] != owner
+        assert owner_of(dsn, session_id) != owner
         later = ended(nodes[third], send(nodes[third], session_id, "still here?"))
         assert later["state"] == "done", later
         metrics = metric_lines(nodes[other])
