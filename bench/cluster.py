@@ -21,6 +21,8 @@ through ``runuser`` when run as root), one journal schema per case.
   ``/proc``), the two figures a loaded machine moves least. ``PSYCOPG_IMPL=python`` measures
   psycopg's pure-Python row loading, ``PSYCOPG_IMPL=binary`` its C one (``psycopg-binary``).
 
+``nodes`` and ``takeover`` (real ``reel node`` processes) are in bench/cluster_nodes.py.
+
 A case that does not finish within ``--timeout`` seconds ends the run with exit 1 and a line
 saying what it waited for: never a partial table. Nothing is asserted; targets are the lead's.
 
@@ -35,6 +37,7 @@ import os
 import signal
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -353,7 +356,23 @@ def phase_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def phase_nodes(args: argparse.Namespace) -> int:
+    from bench import cluster_nodes
+
+    cluster_nodes.phase_nodes(args)
+    return 0
+
+
+def phase_takeover(args: argparse.Namespace) -> int:
+    from bench import cluster_nodes
+
+    cluster_nodes.phase_takeover(args)
+    return 0
+
+
 PHASES: dict[str, Callable[[argparse.Namespace], int]] = {
+    "nodes": phase_nodes,
+    "takeover": phase_takeover,
     "shards": phase_shards,
     "verify": phase_verify,
 }
@@ -370,12 +389,19 @@ def main(argv: list[str] | None = None) -> int:
     shards.add_argument("--threads", type=int, default=8)
     shards.add_argument("--streams", type=int, default=32, help="streams per thread")
     shards.add_argument("--tick", type=float, default=0.1, help="seconds between timed ticks")
+    nodes = parser.add_argument_group("nodes and takeover (bench/cluster_nodes.py)")
+    nodes.add_argument("--dir", default=None, help="work dir (default: a new temp dir)")
+    nodes.add_argument("--clients", type=int, default=8)
+    nodes.add_argument("--runs", type=int, default=200)
+    nodes.add_argument("--ttl", type=float, nargs="+", default=[2.0, 5.0])
+    nodes.add_argument("--kills", type=int, default=20)
     verify = parser.add_argument_group("verify")
     verify.add_argument("--rows", type=int, default=200_000)
     verify.add_argument("--verify-shards", type=int, default=16)
     verify.add_argument("--workers", default="1,2,4")
     verify.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
+    args.dir = args.dir or tempfile.mkdtemp(prefix="reel-cluster-bench-")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # the server stopped on the way out
     try:
         return PHASES[args.phase](args)
