@@ -46,6 +46,7 @@ from pathlib import Path
 
 import psycopg
 
+from bench.runs import percentile
 from events.catalog import RunOutput
 from events.postgres.database import initialise
 from events.postgres.journal import PostgresJournal
@@ -60,15 +61,6 @@ TEXT = " ".join(["word"] * 16)
 
 class Timeout(Exception):
     """A case outlived ``--timeout``: the run ends without a table."""
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile of ``values`` (``q`` in 0..100)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 @contextmanager

@@ -5,9 +5,8 @@ Per shard, in ``shard_pos`` order (the shards walked on up to :data:`WORKERS` co
 once, each in the snapshot the verification took; the fault reported is the first in shard
 order): positions dense from 1, each row linking to the one before it, its hash recomputed in
 Python (:func:`events.chain.shard_identity`, so a fault in the SQL that computed it shows here
-too), the payload against its stored digest (to tell a payload edit
-from an envelope edit), and the last row against ``shard_head``. Then the global positions:
-dense from 1 across the shards.
+too), the payload against its stored digest (to tell a payload edit from an envelope edit), and
+the last row against ``shard_head``. Then the global positions: dense from 1 across the shards.
 
 The integrity chain (shard -1, :mod:`events.postgres.checkpoints`) is walked first, the same
 way; each ``journal.node_joined`` row adds a key to the recorded roster, and each
@@ -55,7 +54,9 @@ log = logging.getLogger(__name__)
 
 BATCH = 20_000
 WORKERS = 4
-"""Connections walking shard chains at once (at most one per shard): see docs/scale-out.md."""
+"""Connections walking shard chains at once (at most one per shard). The rows are decoded and
+hashed in Python, under the GIL: more connections overlap the server's reading with that work
+and no more (docs/benchmarks.md: ~1.6x over one at best on 2 cores)."""
 _HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
 _BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
 START = Head(0, GENESIS)
