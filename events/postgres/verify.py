@@ -1,11 +1,12 @@
 """``reel journal verify --dsn``: walk every shard chain of a PostgreSQL journal, the integrity
 chain's super-checkpoints against them, and a witness's notes against the super-checkpoints.
 
-Per shard, in ``shard_pos`` order: positions dense from 1, each row linking to the one before
-it, its hash recomputed in Python (:func:`events.chain.shard_identity`, so a fault in the SQL
-that computed it shows here too), the payload against its stored digest (to tell a payload edit
-from an envelope edit), and the last row against ``shard_head``. Then the global positions:
-dense from 1 across the shards.
+Per shard, in ``shard_pos`` order (the shards walked on up to :data:`WORKERS` connections at
+once, each in the snapshot the verification took; the fault reported is the first in shard
+order): positions dense from 1, each row linking to the one before it, its hash recomputed in
+Python (:func:`events.chain.shard_identity`, so a fault in the SQL that computed it shows here
+too), the payload against its stored digest (to tell a payload edit from an envelope edit), and
+the last row against ``shard_head``. Then the global positions: dense from 1 across the shards.
 
 The integrity chain (shard -1, :mod:`events.postgres.checkpoints`) is walked first, the same
 way; each ``journal.node_joined`` row adds a key to the recorded roster, and each
@@ -21,16 +22,20 @@ the chain ending before the witness does).
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
+
+from psycopg import sql
 
 from events.catalog import JournalNodeJoined, JournalSuperCheckpoint
 from events.chain import GENESIS, payload_digest, row_hash, stored_identity
 from events.checkpoint import CHECKPOINT_STREAM, Checkpoint, signature_valid
 from events.codec import decode
 from events.envelope import Head, StoredEvent
-from events.errors import JournalTampered, UnknownEventKind
+from events.errors import JournalTampered, JournalUnavailable, UnknownEventKind
 from events.note import CheckpointNote
 from events.postgres.checkpoints import (
     JOINED_KIND,
@@ -45,7 +50,13 @@ from events.postgres.reader import COLUMNS, to_event
 from events.postgres.schema import INTEGRITY_SHARD
 from events.sqlite.verify import Fault, VerifyReport
 
+log = logging.getLogger(__name__)
+
 BATCH = 20_000
+WORKERS = 4
+"""Connections walking shard chains at once (at most one per shard). The rows are decoded and
+hashed in Python, under the GIL: more connections overlap the server's reading with that work
+and no more (docs/benchmarks.md: ~1.6x over one at best on 2 cores)."""
 _HEADS = "SELECT shard, pos, hash FROM shard_head ORDER BY shard"
 _BOUNDS = "SELECT coalesce(min(position), 0), coalesce(max(position), 0), count(*) FROM events"
 START = Head(0, GENESIS)
@@ -75,6 +86,7 @@ def verify_database(
     *,
     roster: Collection[bytes] | None = None,
     witness: Sequence[CheckpointNote] | None = None,
+    workers: int = WORKERS,
 ) -> VerifyReport:
     """Verify the journal in the database ``dsn`` names against the ``roster`` of public keys
     the caller pinned (``None``: the roster the journal records) and the notes of a node's
@@ -82,7 +94,9 @@ def verify_database(
     :class:`events.JournalUnavailable` when it cannot read.
 
     The whole walk reads one snapshot (a read-only repeatable-read transaction, which takes no
-    transaction id and so holds no horizon): rows a node appends meanwhile are not half seen."""
+    transaction id and so holds no horizon; the shard walkers import it): rows a node appends
+    meanwhile are not half seen. The shard chains are walked by up to ``workers`` connections
+    at once (:class:`_Walks`); the report is the one a walk of shard after shard gives."""
     started = time.perf_counter()
     events = 0
     fault: Fault | None = None
@@ -99,10 +113,12 @@ def verify_database(
             integrity = heads.get(INTEGRITY_SHARD, Head(0, GENESIS))
             events += _walk(rows, shards, INTEGRITY_SHARD, integrity, signed.feed)
             signed.witnessed()
-            for shard in range(shards):
-                length = _walk(rows, shards, shard, heads.get(shard), signed.check(shard))
-                signed.beyond(shard, length)
-                events += length
+            (snapshot,) = rows("SELECT pg_export_snapshot()")[0]
+            walks = _Walks(dsn, str(snapshot), shards, heads, signed)
+            walks.run(rows, workers)
+            events += sum(walks.lengths[: walks.bound])
+            if walks.bound < shards:
+                raise _Found(walks.faults[walks.bound])
             low, high, count = rows(_BOUNDS)[0]
             if count and (low, high) != (1, count):
                 raise _Found(
@@ -140,6 +156,106 @@ def verify_database(
         unsigned_rows=max(0, covered - signed.size) if fault is None else 0,
         last_checkpoint_row=signed.row,
     )
+
+
+class _Stopped(Exception):
+    """A shard walk given up: a lower shard failed, or the walk as a whole ended."""
+
+
+class _Walks:
+    """The shard chains of one verification, walked by a few threads at once, each on its own
+    connection in the snapshot the verification exported.
+
+    Shards are handed out lowest first. The first fault in shard order is the one reported,
+    whichever walk finds one first: a fault in shard ``k`` lowers :attr:`bound` to ``k``, so
+    shards above it are not started and walks above it stop before their next batch, while
+    the walks below it go on (one of them may yet find a lower fault). An error (the database
+    gone) or the caller leaving stops every walk before its next batch."""
+
+    def __init__(
+        self, dsn: str, snapshot: str, shards: int, heads: dict[int, Head], signed: _Signed
+    ) -> None:
+        self.dsn, self.snapshot, self.shards = dsn, sql.Literal(snapshot), shards
+        self.heads, self.signed = heads, signed
+        self.lock = threading.Lock()
+        self.next = 0
+        self.bound = shards
+        """The lowest shard found faulty (``shards``: none yet)."""
+        self.faults: dict[int, Fault] = {}
+        self.lengths = [0] * shards
+        self.stopped = False
+        self.error: BaseException | None = None
+
+    def run(self, rows: Rows, workers: int) -> None:
+        """Walk every shard: on ``rows`` (the caller's connection, in this thread) and on up to
+        ``workers - 1`` more connections in threads of their own; returns once each thread
+        has ended, raising the first error one met."""
+        threads = [
+            threading.Thread(target=self._worker, name=f"verify-{n}", daemon=True)
+            for n in range(1, max(1, min(workers, self.shards)))
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            self._walk_all(rows)
+        except BaseException:  # the database gone, or the caller interrupted: stop them all
+            with self.lock:
+                self.stopped = True
+            raise
+        finally:
+            for thread in threads:
+                thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _worker(self) -> None:
+        try:
+            conn = connect(self.dsn, autocommit=False)
+        except JournalUnavailable as exc:  # no connection to spare: the others walk its shards
+            log.info("verify: walking with a connection fewer: %s", exc)
+            return
+        try:
+            with conn, failures(self.dsn, "cannot verify"):
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(self.snapshot))
+
+                def rows(sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+                    return conn.execute(sql, args).fetchall()
+
+                self._walk_all(rows)
+                conn.rollback()
+        except BaseException as exc:  # reported by run(), in the caller's thread
+            with self.lock:
+                self.stopped = True
+                self.error = self.error or exc
+
+    def _walk_all(self, rows: Rows) -> None:
+        while (shard := self._take()) is not None:
+
+            def batch(sql: str, args: tuple[Any, ...] = (), shard: int = shard) -> list[Any]:
+                if self.stopped or shard > self.bound:
+                    raise _Stopped
+                return rows(sql, args)
+
+            try:
+                length = _walk(
+                    batch, self.shards, shard, self.heads.get(shard), self.signed.check(shard)
+                )
+                self.signed.beyond(shard, length)
+                self.lengths[shard] = length
+            except _Stopped:
+                return
+            except _Found as found:
+                with self.lock:
+                    self.faults[shard] = found.fault
+                    self.bound = min(self.bound, shard)
+
+    def _take(self) -> int | None:
+        with self.lock:
+            if self.stopped or self.next >= self.bound:
+                return None
+            self.next += 1
+            return self.next - 1
 
 
 class _Signed:
