@@ -13,7 +13,8 @@ the run decider is asked what it would do next (:func:`actors.runs.decide.next_s
   unfinished tool invocations completed ``interrupted`` first, so its terminal event stays last
   in its tape. Each append states the seq its stream's folded state expects.
 
-``always`` grants are reloaded into the gate.
+``always`` grants are loaded into the gate, which follows the journal from then on
+(:meth:`~actors.approvals.gate.ToolGate.follow_grants`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import msgspec
 
 from actors.aggregate import fold
-from actors.approvals.always_grants import load as load_always_grants
 from actors.approvals.gate import ToolGate
 from actors.approvals.grants import Grant
 from actors.config import ActorsConfig
@@ -65,7 +65,8 @@ def recover(
     config: ActorsConfig,
     batching: Batching = SEQUENTIAL,
 ) -> RecoveryReport:
-    """Resolve in-flight runs, tools and approvals; reload ``always`` grants. ``batching``:
+    """Resolve in-flight runs, tools and approvals; load the ``always`` grants into ``gate``,
+    which follows the journal from then on. ``batching``:
     which calls the live runs batch (the same answer decides which runs resume)."""
     interrupted: list[str] = []
     approvals: list[str] = []
@@ -97,9 +98,7 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = load_always_grants(journal).active
-    for principal, tool in grants:
-        gate.grant_always(principal, tool)
+    grants = gate.follow_grants(journal).active
     return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
 
 
