@@ -12,8 +12,8 @@ import pytest
 
 from actors.approvals.gate import ToolGate
 from actors.approvals.grants import Grant
-from tests.actors.approvals.test_always_grants import decided, revoked
 from policies import PolicyEngine
+from tests.actors.approvals.test_always_grants import decided, revoked
 from tools import ToolCatalog, ToolsConfig, build_catalog
 
 OPS_POLICY = """

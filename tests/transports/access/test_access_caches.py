@@ -1,0 +1,82 @@
+"""The node's token book and ``always`` grants follow the journal, whoever appends to it: a
+record another writer appended (as another node on the same PostgreSQL would; on SQLite, an
+append through the journal object itself, in-process, past every API) is in force on this node
+without a restart. A real node, its real HTTP API and a real run of ``shell.run``.
+docs/scale-out.md, "Caches"."""
+
+from __future__ import annotations
+
+from actors.approvals.always_grants import GRANTS_STREAM
+from events import new_id
+from events.catalog import ApprovalResolved, GrantRevoked, TokenRevoked
+from tests.transports.http.httpkit import SHELL, HttpNode, eventually
+from tests.transports.http.test_http_grants import grant_always
+from transports.access.tokens import mint, token_stream
+
+
+def whoami(node: HttpNode, token: str) -> int:
+    return node.call("GET", "/v1/whoami", auth=f"Bearer {token}").status
+
+
+def test_a_token_another_writer_revokes_is_refused_here(node: HttpNode) -> None:
+    made = node.call("POST", "/v1/tokens", {"principal": "user:ann", "roles": ["operator"]})
+    token, token_id = made.json()["token"], made.json()["id"]
+    assert whoami(node, token) == 200
+    node.runtime.journal.append(
+        token_stream(token_id),
+        [TokenRevoked(token_id=token_id, reason="left")],
+        expected_seq=1,
+        principal="node:other",
+    )
+    assert eventually(lambda: whoami(node, token) == 401)
+    (listed,) = [t for t in node.call("GET", "/v1/tokens").json()["items"] if t["id"] == token_id]
+    assert listed["state"] == "revoked"
+    # and the revocation through this node's API now says so, appending nothing
+    again = node.call("DELETE", f"/v1/tokens/{token_id}")
+    assert again.status == 409, again
+    assert len(node.runtime.journal.read_stream(token_stream(token_id))) == 2
+
+
+def test_a_token_another_writer_creates_is_accepted_here(node: HttpNode) -> None:
+    token, created = mint("user:bea", ["viewer"], token_id=new_id())
+    assert whoami(node, token) == 401
+    node.runtime.journal.append(
+        token_stream(created.token_id), [created], expected_seq=0, principal="node:other"
+    )
+    assert eventually(lambda: whoami(node, token) == 200)
+
+
+def test_an_always_grant_another_writer_revokes_asks_again_here(node: HttpNode) -> None:
+    grant_always(node)
+    gate = node.runtime.node.services.gate
+    node.runtime.journal.append(
+        GRANTS_STREAM,
+        [GrantRevoked(principal="admin", tool="shell.run")],
+        expected_seq=node.runtime.journal.stream_next_seq(GRANTS_STREAM),
+        principal="node:other",
+    )
+    assert eventually(lambda: not gate.has_always("admin", "shell.run"))
+    again = node.start(SHELL)
+    assert node.pending_approval(again)
+
+
+def test_an_always_grant_another_writer_records_runs_without_asking_here(node: HttpNode) -> None:
+    approval_id = new_id()
+    allowed = ApprovalResolved(
+        approval_id=approval_id,
+        invocation_id=new_id(),
+        run_id=new_id(),
+        decision="allow",
+        scope="always",
+        decided_by="user:ops",
+        tool="shell.run",
+        grant_principal="admin",
+    )
+    node.runtime.journal.append(
+        f"approval/{approval_id}", [allowed], expected_seq=0, principal="node:other"
+    )
+    gate = node.runtime.node.services.gate
+    assert eventually(lambda: gate.has_always("admin", "shell.run"))
+    run_id = node.start(SHELL)
+    kinds = [event.event for event in node.finish(run_id)]
+    assert "tool.completed" in kinds and "tool.approval_requested" not in kinds
