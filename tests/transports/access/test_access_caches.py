@@ -1,17 +1,41 @@
 """The node's token book and ``always`` grants follow the journal, whoever appends to it: a
 record another writer appended (as another node on the same PostgreSQL would; on SQLite, an
 append through the journal object itself, in-process, past every API) is in force on this node
-without a restart. A real node, its real HTTP API and a real run of ``shell.run``.
-docs/scale-out.md, "Caches"."""
+without a restart. A real node, its real HTTP API and a real run of ``shell.run``, on the
+SQLite journal and on a throwaway PostgreSQL (the same in-process writer: a second node on one
+database waits for the cluster node). docs/scale-out.md, "Caches"."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from actors.approvals.always_grants import GRANTS_STREAM
 from events import new_id
 from events.catalog import ApprovalResolved, GrantRevoked, TokenRevoked
-from tests.transports.http.httpkit import SHELL, HttpNode, eventually
+from tests.transports.http.httpkit import SHELL, HttpNode, close_node, eventually, open_node
 from tests.transports.http.test_http_grants import grant_always
 from transports.access.tokens import mint, token_stream
+from transports.config import JournalConfig
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def node(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[HttpNode]:
+    """A node on each journal backend (postgres: a fresh schema of the session's server)."""
+    journal = JournalConfig()
+    if request.param == "postgres":
+        from events.postgres.database import initialise
+
+        dsn = request.getfixturevalue("postgres").database()
+        initialise(dsn, 4)
+        journal = JournalConfig(backend="postgres", dsn=dsn, shards=4)
+    running = open_node(data_dir, keepalive_s=0.3, journal=journal)
+    try:
+        yield running
+    finally:
+        close_node(running)
 
 
 def whoami(node: HttpNode, token: str) -> int:
