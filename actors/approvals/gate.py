@@ -106,11 +106,6 @@ class ToolGate:
             self._tail.sync()
         return self._grants
 
-    @property
-    def grants(self) -> AlwaysGrants:
-        """The ``always`` grants as folded now."""
-        return self._grants
-
     def has_always(self, principal: str, tool: str) -> bool:
         return (principal, tool) in self._grants.active
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from actors import tail
 from actors.approvals.always_grants import GRANTS_STREAM
 from events import new_id
 from events.catalog import ApprovalResolved, GrantRevoked, TokenRevoked
@@ -104,3 +105,36 @@ def test_an_always_grant_another_writer_records_runs_without_asking_here(node: H
     run_id = node.start(SHELL)
     kinds = [event.event for event in node.finish(run_id)]
     assert "tool.completed" in kinds and "tool.approval_requested" not in kinds
+
+
+def test_own_commands_are_in_force_when_they_answer_whatever_the_follower_does(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read-your-writes: a token created or revoked, an always grant given or revoked through
+    this node's API holds when the API answers, with the followers asleep after their first
+    read (what another writer appends meanwhile waits for them: the contract's lag)."""
+    monkeypatch.setattr(tail, "PAUSE_S", 3600.0)
+    node = open_node(data_dir, keepalive_s=0.3)
+    try:
+        made = node.call("POST", "/v1/tokens", {"principal": "user:cy", "roles": ["viewer"]})
+        token, token_id = made.json()["token"], made.json()["id"]
+        assert whoami(node, token) == 200
+        assert node.call("DELETE", f"/v1/tokens/{token_id}").status == 200
+        assert whoami(node, token) == 401
+
+        grant_always(node)  # asserts the gate holds it when the approval's answer came
+        gate = node.runtime.node.services.gate
+        revoked = node.call(
+            "POST", "/v1/grants/revoke", {"principal": "admin", "tool": "shell.run"}
+        )
+        assert revoked.status == 200, revoked
+        assert not gate.has_always("admin", "shell.run")
+
+        other, created = mint("user:dee", ["viewer"], token_id=new_id())
+        stream = token_stream(created.token_id)
+        node.runtime.journal.append(stream, [created], expected_seq=0, principal="node:other")
+        assert whoami(node, other) == 401  # not folded yet: the followers sleep
+        node.runtime.authority.tokens.sync()
+        assert whoami(node, other) == 200
+    finally:
+        close_node(node)
