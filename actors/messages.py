@@ -9,6 +9,7 @@ waiting on futures. All are frozen Structs; ``reply`` is an ordinary
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, Literal
 
@@ -336,6 +337,20 @@ class ToSession(msgspec.Struct, frozen=True):
 
     session_id: str
     message: Any
+
+
+class AdoptSessions(msgspec.Struct, frozen=True, kw_only=True):
+    """Node -> directory (a cluster node acquired ``shards``): learn the sessions in them, and
+    their keys, as they are in the journal now; reply when done."""
+
+    shards: frozenset[int]
+
+
+class DropSessions(msgspec.Struct, frozen=True, kw_only=True):
+    """Node -> directory (a cluster node lost shards): stop the live sessions ``session(id)``
+    picks, forget their cached states; reply when done."""
+
+    session: Callable[[str], bool]
 
 
 class CancelTool(msgspec.Struct, frozen=True):

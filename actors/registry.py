@@ -7,6 +7,7 @@ where to deliver a cancel or a decision. Everything it holds is also derivable f
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pykka
@@ -68,6 +69,11 @@ class LiveRegistry:
         """Live run id -> run actor."""
         with self._lock:
             return {run_id: ref for run_id, (_, ref) in self._runs.items()}
+
+    def live_runs_where(self, session: Callable[[str], bool]) -> dict[str, pykka.ActorRef[Any]]:
+        """Live run id -> run actor, of the sessions ``session(session_id)`` picks."""
+        with self._lock:
+            return {run_id: ref for run_id, (s, ref) in self._runs.items() if session(s)}
 
     def runs_awaiting_approval(self) -> set[str]:
         """Runs that have an approval pending."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,7 +16,7 @@ from actors.registry import LiveRegistry
 from actors.runs.context import TurnCache
 from actors.runs.decide import Batching
 from actors.tracing import Tracer
-from events import JournalPort
+from events import JournalPort, new_id
 from projections.memory.search import MemoryHit, MemoryItem
 from tools import ToolCatalog
 
@@ -96,6 +97,12 @@ class Services:
     """``[budgets]`` over the usage view (docs/usage.md): checked before a run is accepted and
     at each turn boundary, and by the watchdog for soft limits (None: nothing is checked)."""
     directory: pykka.ActorRef[Any] | None = None
+    new_session_id: Callable[[str | None], str] = lambda _key: new_id()
+    """The id of a session the directory creates (given its key, if any): a fresh ULID; in a
+    cluster, one whose shard this node owns (:mod:`transports.cluster.membership`)."""
+    elsewhere: Callable[[Any], Future[Any]] | None = None
+    """In a cluster, where a command for a session another node may own goes (the router):
+    the watchdog's acts, which run on one node for all (None: a lone node)."""
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
 

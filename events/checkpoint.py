@@ -150,6 +150,10 @@ class NodeKey:
         """The public key as a SubjectPublicKeyInfo PEM block (what an auditor pins)."""
         return public_pem(self.public_key)
 
+    def sign_bytes(self, data: bytes) -> bytes:
+        """An Ed25519 signature over ``data`` (a forwarded command: :mod:`transports.cluster`)."""
+        return self._key.sign(data)
+
     def sign(
         self, position: int, hash_: bytes, signed_at_ms: int, *, previous: int = 0
     ) -> Checkpoint:

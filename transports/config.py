@@ -131,6 +131,26 @@ class JournalConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     when it is set but cannot be used (docs/journal-format.md section 7)."""
 
 
+class ClusterConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[cluster]``: this node as one of several on one PostgreSQL journal (docs/scale-out.md).
+    Empty ``node``: a lone node (it holds every shard, the default)."""
+
+    node: Annotated[str, msgspec.Meta(pattern=r"^([a-z0-9][a-z0-9_.-]{0,62})?$")] = ""
+    """This node's name in the cluster (``REEL_CLUSTER_NODE``): unique among the nodes, the
+    same across its restarts. Needs ``[journal] backend = "postgres"``."""
+    ttl_s: Annotated[float, msgspec.Meta(ge=0.5, le=300)] = 5.0
+    """How long a renewal keeps this node's shards: a dead node's sessions move after about
+    this plus a quarter of it."""
+    ready_ticks: Annotated[int, msgspec.Meta(ge=1, le=100)] = 3
+    """Healthy renewals in a row before a node (new, restarted, back from a pause) gets shards."""
+    host: str = "127.0.0.1"
+    """Where the internal service (commands forwarded between nodes) listens."""
+    port: Annotated[int, msgspec.Meta(ge=0, le=65535)] = 8473
+    """Its port (0: any free one)."""
+    advertise: str = ""
+    """``host:port`` the other nodes dial to reach it (empty: ``host`` and the bound port)."""
+
+
 class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):
     key_file: str = ""
     """The file of the key the vault's values are encrypted with (``REEL_VAULT_KEY_FILE``);
@@ -302,6 +322,8 @@ class NodeConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True)
     sessions: SessionsConfig = SessionsConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     journal: JournalConfig = JournalConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    """``[cluster]``: several nodes on one PostgreSQL journal (docs/scale-out.md)."""
     tools: ToolsSection = ToolsSection()
     context: ContextSection = ContextSection()
     memory: MemoryConfig = MemoryConfig()

@@ -71,6 +71,9 @@ KINDS: Final[dict[str, Kind]] = {
     "events.redaction.vendor_rules.RulesError": "unusable",
     # actors
     "actors.errors.ActorsError": "internal",
+    "transports.cluster.errors.ClusterError": "unavailable",
+    "transports.cluster.errors.ClusterStartError": "unusable",
+    "transports.cluster.errors.ForwardRefused": "permission_denied",
     "actors.errors.InvalidCommand": "invalid_argument",
     "actors.errors.NotFound": "not_found",
     "actors.errors.Conflict": "conflict",

@@ -131,15 +131,16 @@ def configure(
 
 
 def outage_in_one_line(record: logging.LogRecord) -> bool:
-    """A journal that cannot be reached (a database restarting) is an operational condition,
-    not a defect: wherever it ends an actor or a thread, it is one warning line, its message
-    after the record's, without the traceback."""
+    """A journal that cannot be reached (a database restarting), and in a cluster a shard this
+    node no longer holds (handed over, or fenced), are operational conditions, not defects:
+    wherever they end an actor or a thread, each is one warning line, its message after the
+    record's, without the traceback."""
     if not record.exc_info:
         return True
-    from events.errors import JournalUnavailable  # here: most records carry no exception
+    from events.errors import Fenced, JournalUnavailable, ShardNotOwned  # most records have none
 
     exc = record.exc_info[1]
-    if isinstance(exc, JournalUnavailable):
+    if isinstance(exc, JournalUnavailable | ShardNotOwned | Fenced):
         record.msg, record.args = f"{record.getMessage().rstrip(':')}: {exc}", None
         record.exc_info, record.exc_text = None, None
         record.levelno, record.levelname = logging.WARNING, "WARNING"

@@ -75,6 +75,7 @@ from transports.telemetry import NodeTracer, open_tracer
 
 if TYPE_CHECKING:
     from transports.channels import ChannelHub
+    from transports.cluster.member import ClusterMember
 
 log = logging.getLogger("reel.usage")
 
@@ -121,6 +122,8 @@ class Runtime:
     """``[budgets]`` and ``[usage.prices]`` over :attr:`usage`."""
     tracer: NodeTracer | None = None
     """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
+    cluster: ClusterMember | None = None
+    """This node's part in a cluster (``[cluster]``, docs/scale-out.md); None: a lone node."""
 
     def principal_live(self, principal: str) -> bool:
         """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
@@ -141,6 +144,8 @@ class Runtime:
             self.node.drain(grace_s)  # answers of runs ending now still go out...
             if self.channels is not None:  # ...then connectors, followers, channel actors
                 self.channels.stop()
+            if self.cluster is not None:  # no more forwarded commands, nor shard changes
+                self.cluster.stop_serving()
             self.node.stop(grace_s)
             self.catalog.close()  # MCP servers stop once no run can call them
             if self.tracer is not None:  # the spans of runs that ended while draining go out
@@ -163,6 +168,8 @@ class Runtime:
                 self.usage.close()
             finally:
                 self.journal.close(checkpoint=sign)
+                if self.cluster is not None:  # its shards go to the others at their next tick
+                    self.cluster.leave()
 
 
 def may_run_in(
@@ -327,6 +334,7 @@ def open_journal(
     data_dir: Path,
     cfg: NodeConfig,
     on_tampered: Callable[[JournalTampered], None] | None = None,
+    cluster: ClusterMember | None = None,
 ) -> NodeJournal:
     """The data dir's journal opened for writing the node's way: its key, its witness
     (``[journal] witness``), the start-up check (``JournalTampered`` before anything is written
@@ -336,10 +344,11 @@ def open_journal(
     hears when it fails; without it (an offline command) the walk ends before this returns and a
     failure is the same ``JournalTampered``: nothing is appended to a journal the node refuses.
 
-    ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`).
+    ``[journal] backend = "postgres"``: the database ``dsn`` names instead (:func:`open_postgres`;
+    with ``cluster``, as one node of several).
     """
     if cfg.journal.backend == "postgres":
-        return open_postgres(cfg, data_dir)
+        return open_postgres(cfg, data_dir, cluster)
     witness = (
         Witness.open(Path(cfg.journal.witness), data_dir=data_dir) if cfg.journal.witness else None
     )
@@ -367,13 +376,16 @@ def open_journal(
     return journal
 
 
-def open_postgres(cfg: NodeConfig, data_dir: Path | None = None) -> NodeJournal:
+def open_postgres(
+    cfg: NodeConfig, data_dir: Path | None = None, cluster: ClusterMember | None = None
+) -> NodeJournal:
     """The PostgreSQL journal of ``[journal] dsn``. Given the node's ``data_dir``, it signs
     super-checkpoints with its ``node.key`` and appends them to the ``[journal] witness`` (as
     on SQLite), and opening it verifies everything first, the witness included; without one
     (a test) it signs nothing and every shard chain is walked here. A fault is
     ``JournalTampered``: nothing is appended to it. psycopg is imported only here. A ``shards``
-    that is not the database's is a ``ConfigError`` naming it."""
+    that is not the database's is a ``ConfigError`` naming it. With ``cluster`` the node first
+    registers and starts its leases (it appends only to the shards they give it)."""
     section = cfg.journal
     witness: Witness | None = None
     if data_dir is not None and section.witness:
@@ -401,9 +413,19 @@ def open_postgres(cfg: NodeConfig, data_dir: Path | None = None) -> NodeJournal:
                     f"was created with {shards} (the count is fixed at creation)"
                 )
         key = NodeKey.load_or_create(data_dir / "node.key") if data_dir is not None else None
-        journal = PostgresJournal(  # the writer lock first
-            section.dsn, node=os.uname().nodename, node_key=key, witness=witness
-        )
+        if cluster is not None:
+            assert key is not None, "a cluster node has a data dir"
+            journal = PostgresJournal(
+                section.dsn,
+                node=cluster.config.node,
+                leases=cluster.keeper(section.dsn, key),
+                node_key=key,
+                witness=witness,
+            )
+        else:
+            journal = PostgresJournal(  # the writer lock first
+                section.dsn, node=os.uname().nodename, node_key=key, witness=witness
+            )
     except BaseException:
         if witness is not None:
             witness.close(timeout=0)
@@ -478,7 +500,14 @@ def open_runtime(
     channels = channel_hub(cfg)  # a channel's config error stops here, nothing opened
     # The journal and the vault next: MCP servers start with the catalog, and the vault
     # handles in their env are decided (vault.use, on the journal) and resolved as they start.
-    journal = open_journal(data_dir, cfg, on_tampered)
+    cluster = join_cluster(cfg)
+    try:
+        journal = open_journal(data_dir, cfg, on_tampered, cluster)
+    except BaseException:
+        if cluster is not None:
+            cluster.stop_serving()
+            cluster.leave()
+        raise
     try:
         vault = open_vault(journal, data_dir, cfg.vault.key_file)
         catalog = build_catalog(
@@ -552,7 +581,7 @@ def open_runtime(
         node.services.tracer = tracer
         node.services.budgets = guard
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
-        node.start()  # recovery reads the journal (by kind, indexed), never the views
+        node.start(recover=cluster is None)  # recovery reads the journal, never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
         learning.start(node)
         schedules.start()  # after recovery: fired runs never answered are asked for again
@@ -565,11 +594,16 @@ def open_runtime(
             usage.close()
         memory.close()
         journal.close()
+        if cluster is not None:
+            cluster.stop_serving()
+            cluster.leave()
         catalog.close()
         if tracer is not None:
             tracer.close()
         raise
     views = Views(data_dir / "views.db", cfg.views)
+    if cluster is not None:
+        serve_cluster(cluster, node, journal, projector, views)
     authority = Authority(engine, tokens, views, journal)
     # The watchdog reads the views and the journal; it stops first when the node drains.
     node.watch(WatchReads(data_dir / "views.db", journal, journal, projector), cfg.watchdog)
@@ -590,6 +624,7 @@ def open_runtime(
         tracer=tracer,
         usage=usage,
         guard=guard,
+        cluster=cluster,
     )
     try:
         if channels is not None:
@@ -605,6 +640,45 @@ def open_runtime(
         runtime.close(0)
         raise
     return runtime
+
+
+def join_cluster(config: NodeConfig) -> ClusterMember | None:
+    """``[cluster]``'s member (its internal port bound), or None for a lone node; a ConfigError
+    naming the key when a cluster is asked for without the PostgreSQL journal."""
+    if not config.cluster.node:
+        return None
+    if config.journal.backend != "postgres":
+        raise ConfigError(
+            'config key cluster.node: a cluster needs [journal] backend = "postgres" '
+            "(REEL_JOURNAL_BACKEND)"
+        )
+    from transports.cluster.member import ClusterMember
+
+    return ClusterMember(config.cluster)
+
+
+def serve_cluster(
+    cluster: ClusterMember, node: Node, journal: NodeJournal, projector: Projector, views: Views
+) -> None:
+    """Start the cluster's internal service and router over the running node."""
+    from events.postgres.journal import PostgresJournal
+
+    assert isinstance(journal, PostgresJournal) and journal.node_key is not None
+
+    def session_of_approval(approval_id: str) -> str | None:
+        record = views.approval(approval_id)
+        if record is None:  # asked on a node whose views have not got there yet
+            projector.wait_for(journal.committed_position, 2.0)
+            record = views.approval(approval_id)
+        return record.session_id if record is not None else None
+
+    cluster.serve(
+        node,
+        journal,
+        journal.node_key,
+        visible=projector.wait_for,
+        session_of_approval=session_of_approval,
+    )
 
 
 def channel_hub(config: NodeConfig) -> ChannelHub | None:

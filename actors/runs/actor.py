@@ -103,7 +103,14 @@ from actors.runs.trace import Searched, context_spans, run_span, turn_span
 from actors.services import Services
 from actors.stream import OwnedStream, recorded
 from actors.tracing import new_span_id
-from events import ConcurrencyConflict, JournalUnavailable, new_id, redact_event
+from events import (
+    ConcurrencyConflict,
+    Fenced,
+    JournalUnavailable,
+    ShardNotOwned,
+    new_id,
+    redact_event,
+)
 from events.catalog import Event, RunCompleted, RunOutput, RunTurnCompleted, ToolCompleted
 from events.lifecycle import TERMINAL_EVENTS, RunStatus
 
@@ -231,7 +238,27 @@ class RunActor(pykka.ThreadingActor):
             self._contain(f"{type(exc).__name__}: {exc}")
             with contextlib.suppress(pykka.ActorDeadError):
                 self.stop()  # a second stop when the end was written: harmless
+        except (ShardNotOwned, Fenced) as exc:  # a cluster node lost the session's shard
+            log.warning(
+                "run %s: this node no longer holds its session's shard (%s); the shard's new "
+                "owner ends or resumes the run",
+                self.run_id,
+                exc,
+            )
+            self._abandon()
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.stop()
         return None
+
+    def _abandon(self) -> None:
+        """Stop the run's work here without writing anything: another node holds its shard
+        now, and its recovery decides the run's end (actors.system.recovery)."""
+        self._cancel_io()
+        for tool in self.tools.values():
+            tool.cancel.set()
+        if not self.ended:
+            self.ended = True
+            self.s.registry.run_ended(self.run_id)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, BeginRun):

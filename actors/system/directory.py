@@ -33,10 +33,12 @@ from actors.errors import (
 )
 from actors.identifiers import check_identifiers
 from actors.messages import (
+    AdoptSessions,
     BranchSession,
     CancelRun,
     CompactSession,
     CreateSession,
+    DropSessions,
     GetSessionState,
     Passivate,
     PassivationTick,
@@ -48,6 +50,7 @@ from actors.messages import (
     SessionIdle,
     SessionStopped,
     SetSessionPosture,
+    StallRun,
     StartRun,
     ToSession,
     reject,
@@ -56,7 +59,7 @@ from actors.messages import (
 from actors.services import Services
 from actors.sessions.actor import PassivationRefused, SessionActor
 from actors.sessions.state import SessionState
-from events import is_ulid, new_id
+from events import is_ulid
 from events.catalog import SessionCreated
 from projections.approvals import load_approvals
 
@@ -97,13 +100,42 @@ class SessionDirectory(pykka.ThreadingActor):
         self.last_active: dict[str, float] = {}
         self.states: OrderedDict[str, SessionState] = OrderedDict()
         """Folded states of passivated sessions, least recently stopped first."""
+        self.forgotten: set[str] = set()
+        """Actors of sessions this node stopped serving (a cluster's lost or re-acquired
+        shard): what they report as they stop is not kept."""
 
     def on_start(self) -> None:
+        self._learn(None)
+        self._schedule_tick()
+
+    def _learn(self, shards: frozenset[int] | None) -> None:
+        """Read the sessions (in ``shards``; None: all) from the journal: at start, and when a
+        cluster node acquires shards (their sessions were made by other nodes)."""
         for stored in self.s.journal.first_events("session/"):
+            if shards is not None and stored.shard not in shards:
+                continue
             event = stored.decode()
             if isinstance(event, SessionCreated):
                 self._remember(event.session_id, event.session_key)
-        self._schedule_tick()
+                if shards is not None:  # another node may have written it since we held it
+                    self._forget_state(event.session_id)
+
+    def _forget_state(self, session_id: str) -> None:
+        """Drop what this directory holds of a session's state (its live actor, its cached
+        fold): the next message folds its stream again."""
+        self.states.pop(session_id, None)
+        ref = self.live.pop(session_id, None)
+        if ref is not None:
+            self.forgotten.add(ref.actor_urn)  # its last state, told as it stops, is stale
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+
+    def _drop(self, message: DropSessions) -> None:
+        for session_id in [s for s in [*self.live, *self.states] if message.session(s)]:
+            self._forget_state(session_id)
+        for session_id in [s for s in self.stopping if message.session(s)]:
+            for buffered in self.stopping.pop(session_id):
+                reject(getattr(buffered, "reply", None), NodeDraining("the session moved"))
 
     def on_stop(self) -> None:
         for ref in list(self.live.values()):
@@ -113,6 +145,12 @@ class SessionDirectory(pykka.ThreadingActor):
     # --- routing ---------------------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, AdoptSessions):
+            self._learn(message.shards)
+            return None
+        if isinstance(message, DropSessions):
+            self._drop(message)
+            return None
         # a session key or channel the journal would refuse (keys it already holds still work)
         invalid = check_identifiers(message, known_keys=self.keys)
         if invalid is not None:
@@ -131,6 +169,13 @@ class SessionDirectory(pykka.ThreadingActor):
                 self._deliver(message.session_id, message)
         elif isinstance(message, CancelRun):
             self._cancel(message)
+        elif isinstance(message, StallRun):  # the watchdog of another node (a cluster's)
+            ref = self.s.registry.live_run(message.run_id)
+            if ref is None:
+                reject(message.reply, RunNotActive(f"run {message.run_id} is not running here"))
+            else:
+                _told(ref, msgspec.structs.replace(message, reply=None))
+                resolve(message.reply, True)
         elif isinstance(message, ResolveApproval):
             self._resolve_approval(message)
         elif isinstance(message, ToSession):
@@ -183,7 +228,7 @@ class SessionDirectory(pykka.ThreadingActor):
         if key is not None and key in self.keys:
             reject(message.reply, SessionKeyTaken(f"session_key {key!r} is already in use"))
             return
-        session_id = new_id()
+        session_id = self.s.new_session_id(key)
         self._remember(session_id, key)
         self.last_active[session_id] = time.monotonic()
         self.live[session_id] = SessionActor.start(self.s, session_id, message)
@@ -259,6 +304,9 @@ class SessionDirectory(pykka.ThreadingActor):
         )
 
     def _stopped(self, message: SessionStopped) -> None:
+        if message.urn in self.forgotten:
+            self.forgotten.discard(message.urn)
+            return
         live = self.live.get(message.session_id)
         if live is not None and message.urn and live.actor_urn != message.urn:
             return  # an older actor of a session already restarted: the new one stays

@@ -1,7 +1,8 @@
 """Node: composes and supervises the actor system of one data dir.
 
 ``start()`` recovers what a crash left in flight, starts the I/O loop and the session directory;
-``send()`` hands a command to the directory and returns its reply future; ``drain()`` stops
+``send()`` hands a command to the directory (or, in a cluster, to the ``router``: the node that
+owns the session's shard) and returns its reply future; ``drain()`` stops
 accepting work, lets live runs finish for a while, cancels the rest; ``stop()`` drains, stops
 every actor and signs a final checkpoint. ``watch()`` starts the watchdog (incidents), which the
 drain stops first.
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 import pykka
@@ -21,10 +23,11 @@ import pykka
 from actors.approvals.gate import ToolGate
 from actors.config import ActorsConfig
 from actors.io_loop import IoLoop
-from actors.messages import CancelRun
+from actors.messages import AdoptSessions, CancelRun, DropSessions
 from actors.provider import ModelProvider
 from actors.services import MemoryPort, Services
-from actors.system.recovery import RecoveryReport, recover
+from actors.system.recovery import RecoveryReport
+from actors.system.recovery import recover as recover_runs
 from actors.tasks.queue import TaskQueue, TasksConfig
 from actors.tasks.store import load_open_tasks
 from events import JournalPort
@@ -35,6 +38,12 @@ if TYPE_CHECKING:
     from actors.watchdog.checks import WatchdogConfig
 
 C = TypeVar("C", bound=msgspec.Struct)
+
+
+class Router(Protocol):
+    """Where a cluster node's commands go (:mod:`transports.cluster.router`)."""
+
+    def send(self, command: Any) -> Future[Any]: ...
 
 
 class Node:
@@ -72,11 +81,14 @@ class Node:
         """The background task queue: enqueue work, register handlers (actors.tasks.queue)."""
         self.services.tasks = self.tasks
         self.watchdog: pykka.ActorRef[Any] | None = None
+        self.router: Router | None = None
+        """In a cluster: sends each command to its session's owner (set by the composition)."""
         self._started = False
 
-    def start(self) -> RecoveryReport:
-        """Recover, then start the directory. Returns what recovery resolved."""
-        from actors.runs.actor import RunActor
+    def start(self, *, recover: bool = True) -> RecoveryReport:
+        """Recover, then start the directory. Returns what recovery resolved. ``recover=False``
+        (a cluster node, which owns no shard yet): only the ``always`` grants are loaded; each
+        shard is recovered as it is acquired (:meth:`recover_shards`)."""
         from actors.system.directory import SessionDirectory
 
         services = self.services
@@ -85,25 +97,69 @@ class Node:
         # (which lets go of the interpreter), side by side. Recovery appends to no task stream,
         # and nothing enqueues before the queue starts (the reflection feed starts after it).
         with ThreadPoolExecutor(1, thread_name_prefix="open-tasks") as reader:
-            reading = reader.submit(load_open_tasks, self.journal)
-            self.recovery = recover(
-                self.journal, services.gate, services.turns, services.config, services.batching()
+            reading = reader.submit(load_open_tasks, self.journal, None if recover else ())
+            self.recovery = recover_runs(
+                self.journal,
+                services.gate,
+                services.turns,
+                services.config,
+                services.batching(),
+                shards=None if recover else (),
             )
             open_tasks = reading.result()
         services.offer_tools()
         services.directory = SessionDirectory.start(services)
-        for run in self.recovery.resumed:
+        self._resume(self.recovery)
+        self.tasks.start(open_tasks)
+        self._started = True
+        return self.recovery
+
+    def _resume(self, report: RecoveryReport) -> None:
+        from actors.runs.actor import RunActor
+
+        for run in report.resumed:
             RunActor.start(
-                services,
+                self.services,
                 state=run.state,
                 prior=run.prior,
                 grants=run.grants,
                 postures=dict(run.postures),
                 invocations=run.invocations,
             )
-        self.tasks.start(open_tasks)
-        self._started = True
-        return self.recovery
+
+    def recover_shards(self, shards: Collection[int]) -> RecoveryReport:
+        """A cluster node acquired ``shards``: resolve what their runs left in flight exactly
+        as a start does, resume the runs waiting for a human, let the directory learn their
+        sessions, and take on their unfinished tasks. Call before routing any command to
+        them."""
+        services = self.services
+        report = recover_runs(
+            self.journal,
+            services.gate,
+            services.turns,
+            services.config,
+            services.batching(),
+            shards=frozenset(shards),
+            grants=False,
+        )
+        directory = services.directory
+        if directory is not None:
+            directory.ask(AdoptSessions(shards=frozenset(shards)))
+        self._resume(report)
+        self.tasks.adopt(load_open_tasks(self.journal, frozenset(shards)))
+        return report
+
+    def release_shards(self, session: Callable[[str], bool]) -> None:
+        """A cluster node lost the shards whose sessions ``session(id)`` picks (handed over,
+        or its lease could lapse): stop their runs and sessions where they stand. Their appends
+        would be refused anyway; the new owner's recovery ends or resumes what they left."""
+        directory = self.services.directory
+        if directory is not None:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                directory.ask(DropSessions(session=session), timeout=10)
+        for ref in self.services.registry.live_runs_where(session).values():
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
 
     def watch(self, port: WatchdogPort, config: WatchdogConfig, **options: Any) -> None:
         """Start the watchdog over ``port`` (call once the views follow the journal), in place
@@ -122,7 +178,15 @@ class Node:
                 watchdog.stop(block=True, timeout=10)
 
     def send(self, command: C) -> Future[Any]:
-        """Deliver a command (``StartRun``, ``CancelRun``, ...) and return its reply future."""
+        """Deliver a command (``StartRun``, ``CancelRun``, ...) and return its reply future; in
+        a cluster, to the node owning the session it names (:attr:`router`)."""
+        if self.router is not None:
+            return self.router.send(command)
+        return self.send_here(command)
+
+    def send_here(self, command: C) -> Future[Any]:
+        """Deliver a command to this node's own directory (a cluster's router does, for the
+        sessions this node owns)."""
         reply: Future[Any] = Future()
         directory = self.services.directory
         if directory is None:

@@ -15,9 +15,14 @@ the run decider is asked what it would do next (:func:`actors.runs.decide.next_s
 
 ``always`` grants are loaded into the gate, which follows the journal from then on
 (:meth:`~actors.approvals.gate.ToolGate.follow_grants`).
+
+A node of a cluster recovers shard by shard as it acquires them (``shards``): only the runs whose
+streams are in those shards (a session's runs live in its shard), the grants once at its start.
 """
 
 from __future__ import annotations
+
+from collections.abc import Container
 
 import msgspec
 
@@ -64,10 +69,14 @@ def recover(
     turns: TurnCache,
     config: ActorsConfig,
     batching: Batching = SEQUENTIAL,
+    shards: Container[int] | None = None,
+    grants: bool = True,
 ) -> RecoveryReport:
     """Resolve in-flight runs, tools and approvals; load the ``always`` grants into ``gate``,
-    which follows the journal from then on. ``batching``:
-    which calls the live runs batch (the same answer decides which runs resume)."""
+    which follows the journal from then on. ``batching``: which calls the live runs batch (the
+    same answer decides which runs resume). ``shards``: only the runs in these shards (a
+    cluster node acquiring them); ``grants=False``: leave the gate's grants as they are (it
+    follows them already)."""
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
@@ -77,7 +86,7 @@ def recover(
         kind_of(RunAccepted), tuple(TERMINAL_KINDS), "correlation_id"
     ):
         run_id = accepted.correlation_id
-        if run_id is None:
+        if run_id is None or (shards is not None and accepted.shard not in shards):
             continue
         tape = recorded(journal.read_correlated(run_id))
         state = fold(run_fold, tape)
@@ -98,8 +107,8 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    grants = gate.follow_grants(journal).active
-    return RecoveryReport(tuple(interrupted), tuple(approvals), len(grants), tuple(resumed))
+    active = gate.follow_grants(journal).active if grants else frozenset()
+    return RecoveryReport(tuple(interrupted), tuple(approvals), len(active), tuple(resumed))
 
 
 def _resume(

@@ -200,6 +200,19 @@ class TaskQueue:
         state: TaskState = reply.result(timeout)
         return state
 
+    def adopt(self, tasks: dict[str, TaskState]) -> None:
+        """Take on unfinished tasks another node left (a cluster node acquired their shards):
+        each is run, or reclaimed once its claim's lease lapses, by the same rules as at a
+        start. Starts the dispatcher if it is not running (unless the queue drained)."""
+        if not tasks:
+            return
+        dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
+        if dispatcher is None:
+            return
+        for state in tasks.values():
+            dispatcher.tell(Known(state))
+        dispatcher.tell(Wake())
+
     def reclaim(self, task_id: str, reason: str = "") -> None:
         """Look at ``task_id`` now (the watchdog's nudge): when its claim's lease has lapsed it
         is reclaimed at once, by the same rule as always. A live lease is never broken: its

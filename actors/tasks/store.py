@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import msgspec
@@ -83,13 +83,18 @@ def load_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
     return out
 
 
-def load_open_tasks(reader: JournalReadPort) -> dict[str, TaskState]:
+def load_open_tasks(
+    reader: JournalReadPort, shards: Container[int] | None = None
+) -> dict[str, TaskState]:
     """Every task not ended, folded, in enqueue order: the task streams holding none of the
     kinds that always end a task (found through the kind index; a ``task.failed`` one is
-    folded to see whether a retry follows), each read through the stream index."""
+    folded to see whether a retry follows), each read through the stream index. ``shards``:
+    only the tasks whose streams are in these (a cluster node acquiring them)."""
     out: dict[str, TaskState] = {}
     for enqueued in reader.open_events(kind_of(TaskEnqueued), ENDING_KINDS, "stream"):
         if not enqueued.stream.startswith(TASK_STREAM_PREFIX):
+            continue
+        if shards is not None and enqueued.shard not in shards:
             continue
         state = fold(task_state, recorded(reader.read_stream(enqueued.stream)))
         if state is not None and not state.status.terminal:

@@ -202,28 +202,29 @@ class WatchdogActor(pykka.ThreadingActor):
         finding = act.finding
         evidence = finding.evidence
         if act.action == "fail_run":
-            ref = self.s.registry.live_run(finding.subject)
-            if ref is None:
-                log.warning("watchdog: run %s has no live actor to stop", finding.subject)
-                return
             detail = (
                 f"no progress for {evidence.value:g} s (watchdog limit run_stall_s "
                 f"{evidence.limit:g} s)"
             )
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(StallRun(run_id=finding.subject, detail=detail, principal=PRINCIPAL))
-        elif act.action == "expire_approval":
-            directory = self.s.directory
-            if directory is not None:
+            stall = StallRun(run_id=finding.subject, detail=detail, principal=PRINCIPAL)
+            ref = self.s.registry.live_run(finding.subject)
+            if ref is not None:
                 with contextlib.suppress(pykka.ActorDeadError):
-                    directory.tell(
-                        ResolveApproval(
-                            approval_id=finding.subject,
-                            decision="deny",
-                            principal=PRINCIPAL,
-                            reason="expired",
-                        )
-                    )
+                    ref.tell(stall)
+            elif self.s.elsewhere is not None:  # a cluster: the run's node stops it
+                self.s.elsewhere(stall)
+            else:
+                log.warning("watchdog: run %s has no live actor to stop", finding.subject)
+        elif act.action == "expire_approval":
+            expire = ResolveApproval(
+                approval_id=finding.subject, decision="deny", principal=PRINCIPAL, reason="expired"
+            )
+            directory = self.s.directory
+            if self.s.elsewhere is not None:  # a cluster: the approval's node decides it
+                self.s.elsewhere(expire)
+            elif directory is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    directory.tell(expire)
         elif act.action == "reclaim_task":
             if self.reclaim_task is None:
                 log.warning("watchdog: no task queue to reclaim task %s", finding.subject)

@@ -57,9 +57,13 @@ class StreamHomes:
         self._remembered = remembered
         self._homes: dict[str, int] = {}
 
-    def shards_of(self, requests: Sequence[Placed], lookup: Lookup) -> list[int]:
+    def shards_of(
+        self, requests: Sequence[Placed], lookup: Lookup, place: Callable[[str], int] | None = None
+    ) -> list[int]:
         """Each request's shard, in order. Streams neither remembered nor new (``expected_seq``
-        0) are looked up in one call; those the database does not hold are new."""
+        0) are looked up in one call; those the database does not hold are new, and go to their
+        home's shard, or (no home) to ``place(stream)`` when given (a cluster node: a shard it
+        owns), else their name's."""
         if self.shards == 1:
             return [0] * len(requests)
         homes = self._homes
@@ -70,6 +74,8 @@ class StreamHomes:
             shard = homes.get(request.stream)
             if shard is None:
                 shard = found.get(request.stream)
+                if shard is None and request.home is None and place is not None:
+                    shard = place(request.stream)
                 if shard is None:
                     shard = shard_of(request.home or request.stream, self.shards)
                 self.remember(request.stream, shard)

@@ -17,7 +17,12 @@ refused (:class:`Fenced`). In a cluster (``leases``, a started
 a cluster never write one database at once) and appends to a shard with the token the keeper
 gives, asked for right before each statement: an append to a shard the node does not hold, or
 past its self-fencing deadline, fails :class:`ShardNotOwned` without reaching the database.
-Close the journal before draining the keeper, so what is queued is written first.
+Close the journal before draining the keeper, so what is queued is written first. Other nodes
+append too: a cluster journal's follower thread reads the database's last position every
+:data:`FOLLOW_S` and advances :attr:`committed_position` (waking ``wait_for`` and the listeners,
+the projector and every live stream among them) past rows any node committed. Positions are
+global, dense and in commit order (``shard_append`` takes them under the ``log_head`` row lock),
+so a reader paging by position behind that head misses nothing.
 
 Checkpoints, given the node's ``node_key``: opening verifies the whole journal
 (:func:`events.postgres.verify.verify_database`, with the witness's notes, each of which must be
@@ -62,7 +67,7 @@ from events.errors import (
 from events.ids import UlidGenerator
 from events.postgres.checkpoints import HEADS_SQL, sign
 from events.postgres.database import connect, failures, safe_dsn, upgrade
-from events.postgres.homes import StreamHomes
+from events.postgres.homes import StreamHomes, shard_of
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED, INTEGRITY_SHARD, LOCK_CLASS, WRITER_LOCK
 from events.postgres.verify import refusal, verify_database
@@ -76,7 +81,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Listener = Callable[[int], None]
+Elsewhere = Callable[[int, list[AppendRequest]], None]
+"""Hands appends to a shard another node holds to that node; settles their futures."""
 _STOP = object()
+FOLLOW_S = 0.02
+"""How often a cluster node's journal looks for rows other nodes committed (one indexed read of
+one row): the lag a live stream or a view on this node has behind an append on another."""
 _APPEND = "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
@@ -90,13 +100,15 @@ class _Sign:
 
 
 class _Queued:
-    """An append request, and what its stream is placed by if it creates it."""
+    """An append request, and what its stream is placed by if it creates it; ``forwarded``:
+    another node sent it here (it is never sent on again)."""
 
-    __slots__ = ("home", "request")
+    __slots__ = ("forwarded", "home", "request")
 
-    def __init__(self, request: AppendRequest, home: str | None) -> None:
+    def __init__(self, request: AppendRequest, home: str | None, forwarded: bool = False) -> None:
         self.request = request
         self.home = home
+        self.forwarded = forwarded
 
     @property
     def stream(self) -> str:
@@ -206,6 +218,16 @@ class PostgresJournal(PostgresReader):
         self._submit_guard = threading.Lock()
         self._writer = threading.Thread(target=self._run, name="journal-writer", daemon=True)
         self._writer.start()
+        self.elsewhere: Elsewhere | None = None
+        """A cluster node's way to append to a stream whose shard another node holds (set by
+        :mod:`transports.cluster`): only streams no session homes are sent (a token's, a
+        memory item's); a session's appends are its owner's alone, and fail ``ShardNotOwned``."""
+        self._follower: threading.Thread | None = None
+        if leases is not None:
+            self._follower = threading.Thread(
+                target=self._follow, name="journal-follower", daemon=True
+            )
+            self._follower.start()
 
     # --- appending ----------------------------------------------------------------------
 
@@ -270,6 +292,17 @@ class PostgresJournal(PostgresReader):
             home=home,
         ).result()
 
+    def submit_forwarded(self, request: AppendRequest) -> Future[AppendResult]:
+        """Queue an append another node prepared (checked, redacted, encoded) for a stream
+        whose shard this node holds; never sent on again (``ShardNotOwned`` when this node
+        does not hold it either)."""
+        future = request.future
+        with self._submit_guard:
+            if not self._accepting:
+                raise JournalClosed(f"journal {self.path} is closed")
+            self._queue.put(_Queued(request, None, forwarded=True))
+        return future
+
     def checkpoint(self) -> Checkpoint | None:
         """Sign a super-checkpoint over every shard's head now (after what was queued before
         this call). ``None`` without a node key, or when the heads are already signed."""
@@ -332,6 +365,8 @@ class PostgresJournal(PostgresReader):
                 self._queue.put(_Sign())
             self._queue.put(_STOP)
         self._writer.join()
+        if self._follower is not None:
+            self._follower.join()
         with self._committed:
             self._committed.notify_all()
         if self.witness is not None:
@@ -384,7 +419,9 @@ class PostgresJournal(PostgresReader):
         queued = [q for q in batch if q.request.future.set_running_or_notify_cancel()]
         live = [q.request for q in queued]
         try:
-            shards = self._homes.shards_of(queued, self._homes_in_database)
+            shards = self._homes.shards_of(
+                queued, self._homes_in_database, self._place if self.leases else None
+            )
         except (JournalError, psycopg.Error) as exc:
             error = (
                 exc
@@ -394,8 +431,34 @@ class PostgresJournal(PostgresReader):
             for request in live:
                 request.future.set_exception(error)
             return
+        elsewhere = self.elsewhere
+        if elsewhere is not None:
+            owned = self.leases.owned() if self.leases is not None else {}
+            sendable = {id(q.request) for q in queued if q.home is None and not q.forwarded}
+            kept: list[AppendRequest] = []
+            kept_shards: list[int] = []
+            away: dict[int, list[AppendRequest]] = {}
+            for request, shard in zip(live, shards, strict=True):
+                if shard not in owned and id(request) in sendable:
+                    away.setdefault(shard, []).append(request)
+                else:
+                    kept.append(request)
+                    kept_shards.append(shard)
+            for shard, requests in away.items():
+                elsewhere(shard, requests)
+            live, shards = kept, kept_shards
         for shard, requests in _runs_by_shard(live, shards):
             self._commit(shard, requests)
+
+    def _place(self, stream: str) -> int:
+        """A cluster node's shard for a new stream no session homes (an access decision, a
+        memory item, an incident): one this node owns, so that it can write it; its name's
+        shard while it owns none (the append is then refused)."""
+        assert self.leases is not None
+        owned = sorted(self.leases.owned())
+        if not owned:
+            return shard_of(stream, self.shards)
+        return owned[shard_of(stream, len(owned))]
 
     def _homes_in_database(self, streams: list[str]) -> dict[str, int]:
         """The shard each of ``streams`` the journal holds lives in (its ``stream_seq`` 0 row)."""
@@ -612,9 +675,30 @@ class PostgresJournal(PostgresReader):
             self._unsigned = self.node_key is not None
             self._advance(last)
 
+    def _follow(self) -> None:
+        """A cluster node's follower thread: advance past what other nodes committed."""
+        conn: psycopg.Connection[Any] | None = None
+        while self._accepting:
+            time.sleep(FOLLOW_S)
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    conn = connect(self.dsn)
+                row = conn.execute("SELECT position FROM log_head").fetchone()
+            except (psycopg.Error, JournalError):  # the database is away: look again later
+                time.sleep(1.0)
+                continue
+            if row is not None and int(row[0]) > self._committed_position:
+                self._advance(int(row[0]))
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def _advance(self, last: int) -> None:
-        """Rows up to ``last`` committed: wake the waiters, tell the listeners."""
+        """Rows up to ``last`` committed: wake the waiters, tell the listeners. Only forward:
+        the writer and (in a cluster) the follower both call it."""
         with self._committed:
+            if last <= self._committed_position:
+                return
             self._committed_position = last
             self._committed.notify_all()
             listeners = list(self._listeners)

@@ -67,6 +67,9 @@ class LeaseSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     ready_ticks: int = 3
     """Healthy renewals in a row before a node (new, restarted or back from a pause) is given
     shards."""
+    handover_wait_s: float = 60.0
+    """How long a shard placed on another node (a join rebalancing) stays while it has work in
+    flight here; then it is handed over anyway (the new owner ends or resumes that work)."""
 
     @property
     def tick_s(self) -> float:
@@ -97,10 +100,12 @@ class LeaseChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _REGISTER = (
-    "INSERT INTO nodes(node, incarnation, expires_at) "
-    "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second') "
+    "INSERT INTO nodes(node, incarnation, expires_at, address, public_key) "
+    "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second', %(address)s, "
+    "%(public_key)s) "
     "ON CONFLICT (node) DO UPDATE SET incarnation = nodes.incarnation + 1, "
-    "expires_at = excluded.expires_at, ready = false, "
+    "expires_at = excluded.expires_at, ready = false, address = excluded.address, "
+    "public_key = excluded.public_key, "
     "started_at = clock_timestamp() WHERE nodes.expires_at <= clock_timestamp() "
     "RETURNING incarnation"
 )
@@ -150,9 +155,15 @@ class LeaseKeeper:
         settings: LeaseSettings | None = None,
         on_acquired: Callable[[int, int], None] | None = None,
         on_change: Callable[[LeaseChange], None] | None = None,
+        busy: Callable[[int], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
         integrity: bool = False,
+        address: str = "",
+        public_key: bytes = b"",
     ) -> None:
+        """``address`` (``host:port``) and ``public_key``: where this node's internal service
+        listens and the key it signs forwarded commands with, published in its ``nodes`` row
+        for the other nodes (:mod:`transports.cluster`); empty for a keeper that serves none."""
         if not node or "\x00" in node:
             raise JournalError("node: a lease keeper needs a node name without NUL")
         self.dsn = dsn
@@ -160,7 +171,13 @@ class LeaseKeeper:
         self.settings = settings or LeaseSettings()
         self._on_acquired = on_acquired
         self._on_change = on_change
+        self._busy = busy
+        """Whether a shard placed on another node has work in flight here (a live run): it
+        is handed over once that ends, or after ``handover_wait_s`` regardless."""
+        self._moving_since: dict[int, float] = {}
         self._clock = clock
+        self.address = address
+        self.public_key = public_key
         self._integrity = integrity
         """Whether this node takes the integrity chain (shard -1) when it is free: a node that
         signs super-checkpoints (:mod:`events.postgres.journal`). Not placed: the first ready
@@ -171,6 +188,8 @@ class LeaseKeeper:
         self._deadline = float("-inf")
         self._incarnation = 0
         self._healthy = 0
+        self.renewals = 0
+        """Successful renewals since the keeper started (``/metrics``)."""
         self._refused: set[int] = set()
         """Shards whose chain failed verification here: not tried again by this incarnation."""
         self._stop = threading.Event()
@@ -314,7 +333,15 @@ class LeaseKeeper:
         """Register a new incarnation of this node (its earlier one's leases die with it);
         ``False`` while another process's row of the same name is live. :meth:`start` does
         this; a test that ticks by hand calls it itself."""
-        rows = self._sql(_REGISTER, {"node": self.node, "ttl": self.settings.ttl_s})
+        rows = self._sql(
+            _REGISTER,
+            {
+                "node": self.node,
+                "ttl": self.settings.ttl_s,
+                "address": self.address,
+                "public_key": self.public_key,
+            },
+        )
         if not rows:
             return False
         with self._lock:
@@ -347,6 +374,7 @@ class LeaseKeeper:
         with self._lock:  # a renewal sent past the deadline starts the healthy count again
             self._healthy = self._healthy + 1 if sent < self._deadline else 1
             self._deadline = deadline
+            self.renewals += 1
         self._emit("renewed", at=self._clock(), deadline=deadline, expires_at_ms=int(rows[0][0]))
         return True
 
@@ -378,11 +406,21 @@ class LeaseKeeper:
                 if self._clock() + self.settings.tick_s >= self._deadline:
                     break  # too close to fencing to take on more
                 self._acquire(shard)
-        for shard in sorted(self.owned()):
-            target = targets.get(shard)
-            if target is not None and target != self.node:
-                self._release(shard, f"placed on {target}")
-                break  # one at a time
+        now = self._clock()
+        moving = {
+            s: t for s in sorted(self.owned()) if (t := targets.get(s)) not in (None, self.node)
+        }
+        self._moving_since = {s: self._moving_since.get(s, now) for s in moving}
+        for shard, target in moving.items():
+            waited = now - self._moving_since[shard]
+            if (
+                self._busy is not None
+                and self._busy(shard)
+                and waited < self.settings.handover_wait_s
+            ):
+                continue  # its runs finish here first (a join must not cut them off)
+            self._release(shard, f"placed on {target}")
+            break  # one at a time
 
     def _acquire(self, shard: int) -> None:
         rows = self._sql(_ACQUIRE, {"node": self.node, "inc": self._incarnation, "shard": shard})

@@ -35,6 +35,25 @@ COLUMNS = (
 """The envelope columns, in :class:`StoredEvent` field order."""
 
 
+class Member(NamedTuple):
+    """A live node of a cluster as its ``nodes`` row shows it (:mod:`events.postgres.leases`)."""
+
+    node: str
+    incarnation: int
+    address: str
+    """``host:port`` of its internal service (empty: it serves none)."""
+    public_key: bytes
+    """The raw Ed25519 key it signs forwarded commands with."""
+
+
+_MEMBER = "n.node, n.incarnation, n.address, n.public_key"
+_LIVE = "n.expires_at > clock_timestamp()"
+
+
+def _member(row: tuple[Any, ...]) -> Member:
+    return Member(str(row[0]), int(row[1]), str(row[2]), bytes(row[3]))
+
+
 class LogKey(NamedTuple):
     """Where a row sorts in the horizon order: its transaction id, shard and shard position."""
 
@@ -166,6 +185,28 @@ class PostgresReader:
     def roster(self) -> set[bytes]:
         """The public keys of every node that joined (``journal.node_joined`` rows)."""
         return {joined(row).public_key for row in self._rows(OF_KIND_SQL, (JOINED_KIND,))}
+
+    def stream_shard(self, stream: str) -> int | None:
+        """The shard ``stream``'s rows are in (fixed by the append that created it), or
+        ``None`` while it has none."""
+        rows = self._rows(
+            "SELECT shard FROM events WHERE stream = %s AND stream_seq = 0", (stream,)
+        )
+        return int(rows[0][0]) if rows else None
+
+    def shard_owner(self, shard: int) -> Member | None:
+        """The live node holding ``shard``'s lease now, or ``None`` while it is free."""
+        rows = self._rows(
+            f"SELECT {_MEMBER} FROM shard_lease l JOIN nodes n ON n.node = l.node "
+            f"AND n.incarnation = l.incarnation AND {_LIVE} WHERE l.shard = %s",
+            (shard,),
+        )
+        return _member(rows[0]) if rows else None
+
+    def member(self, node: str) -> Member | None:
+        """``node``'s live row, or ``None`` when no node of that name is live."""
+        rows = self._rows(f"SELECT {_MEMBER} FROM nodes n WHERE n.node = %s AND {_LIVE}", (node,))
+        return _member(rows[0]) if rows else None
 
     def horizon(
         self, after: LogKey | None = None, limit: int = 1000

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
 the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1),
-4 the refusal of an append naming another shard than its stream's rows are in (``misplaced``).
+4 the refusal of an append naming another shard than its stream's rows are in (``misplaced``),
+5 each node's internal address and public key in its ``nodes`` row (forwarding, step 3).
 An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
 INTEGRITY_SHARD = -1
 """The shard of the integrity chain: the roster of node keys and the super-checkpoints over
@@ -114,8 +115,12 @@ CREATE TABLE IF NOT EXISTS nodes(
     ready boolean NOT NULL DEFAULT false,
     started_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS address text NOT NULL DEFAULT '';
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS public_key bytea NOT NULL DEFAULT ''::bytea;
 """
-"""Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`)."""
+"""Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`); version 5
+added where the node's internal service listens and the key it signs forwarded commands with
+(:mod:`transports.cluster`)."""
 
 INTEGRITY_ROWS = (
     f"INSERT INTO shard_lease(shard) VALUES ({INTEGRITY_SHARD}) ON CONFLICT DO NOTHING; "

@@ -195,6 +195,39 @@ def test_drain_hands_every_shard_over_at_once(dsn: str) -> None:
     b.stop()
 
 
+def test_a_join_takes_a_busy_shard_only_once_its_work_ends_or_the_wait_runs_out(
+    dsn: str,
+) -> None:
+    clock = LeaseClock()
+    busy = dict.fromkeys(range(SHARDS), True)  # every shard has a run working on a
+    a = LeaseKeeper(
+        dsn,
+        "a",
+        settings=LeaseSettings(ttl_s=2.0, ready_ticks=0, handover_wait_s=1.0),
+        clock=clock,
+        busy=lambda shard: busy[shard],
+    )
+    a.register()
+    a.tick()
+    b = keeper(dsn, "b")
+    b.register()
+    b.tick()  # b is placed some shards, all busy on a: a hands none over
+    for _ in range(3):
+        clock.now += 0.2
+        a.tick()
+    assert len(a.owned()) == SHARDS
+    targets = place(SHARDS, ["a", "b"])
+    first, second, *_ = sorted(s for s in range(SHARDS) if targets[s] == "b")
+    busy[first] = False  # its run ended
+    a.tick()
+    assert first not in a.owned() and len(a.owned()) == SHARDS - 1
+    clock.now += 1.0  # the others waited handover_wait_s: handed over anyway, one per tick
+    a.tick()
+    assert second not in a.owned() and len(a.owned()) == SHARDS - 2
+    a.stop()
+    b.stop()
+
+
 def test_a_lone_writer_and_a_cluster_exclude_each_other(dsn: str) -> None:
     a = keeper(dsn, "a")
     a.register()

@@ -34,7 +34,13 @@ Families:
 - ``reel_provider_circuit{endpoint,state}`` (gauge, 1 for the endpoint's state) and
   ``reel_provider_attempts_total{endpoint,outcome}`` (counter): each model endpoint's circuit
   breaker and its requests since the node started (only when the node fails over between
-  endpoints: docs/providers.md, "Failover").
+  endpoints: docs/providers.md, "Failover");
+- ``reel_cluster_shards{state}`` (gauge: ``held``, ``serving``),
+  ``reel_cluster_lease_renewals_total`` (counter), ``reel_cluster_lease_seconds_left``
+  (gauge: until the node fences itself unless a renewal comes),
+  ``reel_cluster_forwards_total{direction}`` (counter: ``sent`` to other nodes, ``served`` for
+  them): a cluster node's shards and forwarding (only with ``[cluster] node``;
+  docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
@@ -57,6 +63,9 @@ from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.providers import failover_of
 from transports.models.circuit import CIRCUIT_STATES
 from transports.models.failover import EndpointStatus
+
+if TYPE_CHECKING:
+    from transports.cluster.member import ClusterMember
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RUN_STATES = tuple(RunStatus)
@@ -268,6 +277,8 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
     failover = failover_of(runtime.node.services.provider)
     if failover is not None:
         lines += _provider_lines(failover.statuses())
+    if runtime.cluster is not None:
+        lines += _cluster_lines(runtime.cluster)
     witness = getattr(runtime.journal, "witness", None)
     if witness is not None:
         status = witness.status
@@ -290,6 +301,43 @@ def render(ctx: ApiContext, task_states: dict[str, int]) -> str:
             [f"reel_witness_pending {status.pending}"],
         )
     return "\n".join(lines) + "\n"
+
+
+def _cluster_lines(cluster: ClusterMember) -> list[str]:
+    figures = cluster.figures()
+    return [
+        *_family(
+            "reel_cluster_shards",
+            "gauge",
+            "Data shards this node holds a lease on, and those it serves (recovered).",
+            (
+                f'reel_cluster_shards{{state="held"}} {figures.held}',
+                f'reel_cluster_shards{{state="serving"}} {figures.serving}',
+            ),
+        ),
+        *_family(
+            "reel_cluster_lease_renewals_total",
+            "counter",
+            "Successful renewals of this node's leases since it started.",
+            [f"reel_cluster_lease_renewals_total {figures.renewals}"],
+        ),
+        *_family(
+            "reel_cluster_lease_seconds_left",
+            "gauge",
+            "Seconds until this node fences itself unless a renewal comes first.",
+            [f"reel_cluster_lease_seconds_left {_number(figures.seconds_left)}"],
+        ),
+        *_family(
+            "reel_cluster_forwards_total",
+            "counter",
+            "Commands and appends forwarded since the node started: sent to other nodes, served "
+            "for them.",
+            (
+                f'reel_cluster_forwards_total{{direction="sent"}} {figures.sent}',
+                f'reel_cluster_forwards_total{{direction="served"}} {figures.served}',
+            ),
+        ),
+    ]
 
 
 def _provider_lines(statuses: Sequence[EndpointStatus]) -> list[str]:

@@ -181,6 +181,11 @@ def _serve(
             journal_head=runtime.journal.committed_position,
             public_key=runtime.journal.node_key.origin if runtime.journal.node_key else None,
             witness=str(witness.path) if witness is not None else None,
+            cluster=(
+                {"node": cfg.cluster.node, "internal": runtime.cluster.address}
+                if runtime.cluster is not None
+                else None
+            ),
         ),
     )
     print(

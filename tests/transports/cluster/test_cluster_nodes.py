@@ -1,0 +1,249 @@
+"""Three ``reel node`` processes on one PostgreSQL journal (issue 24 step 3): any node accepts
+a command for any session and the session's owner runs it (forwarded over the internal
+service); a client reads what it just did on the node it asked; one node decides whether a
+session key is taken; an approval is decided through a third node; the owner killed with
+``kill -9`` while its run waits for a human costs its sessions seconds, and the survivor that
+takes its shard over resumes the wait."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from grpclib.client import Channel
+
+from events.postgres.homes import shard_of
+from tests.postgres_server import PostgresServer
+from tests.transports.node.test_daemon import reel
+from tests.transports.test_node_process import ServingNode
+from transports.grpc.client import RunStreamClient
+
+SHARDS = 8
+TTL_S = 2.0
+DEADLINE_S = 30.0
+ASKING = '/tool echo {"text": "cluster"}'
+"""A call that waits for a human (the nodes' config makes echo ask each time)."""
+
+
+def cluster_env(dsn: str, name: str) -> dict[str, str]:
+    return {
+        "REEL_JOURNAL_DSN": dsn,
+        "REEL_JOURNAL_BACKEND": "postgres",
+        "REEL_CLUSTER_NODE": name,
+        "REEL_CLUSTER_PORT": "0",
+        "REEL_CLUSTER_TTL_S": str(TTL_S),
+        "REEL_CLUSTER_READY_TICKS": "1",
+        "REEL_TOOLS_POSTURES": '{ echo = "ask_each_time" }',
+    }
+
+
+def owners(dsn: str) -> dict[int, str]:
+    """Each data shard's live owner, as the database has it."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT l.shard, l.node FROM shard_lease l JOIN nodes n ON n.node = l.node "
+            "AND n.incarnation = l.incarnation AND n.expires_at > clock_timestamp() "
+            "WHERE l.shard >= 0"
+        ).fetchall()
+    return {int(shard): str(node) for shard, node in rows}
+
+
+def owner_of(dsn: str, session_id: str) -> str:
+    """The node holding the session's shard (waiting out a hand-over in progress)."""
+    return str(until(lambda: owners(dsn).get(shard_of(session_id, SHARDS)), "an owner"))
+
+
+def until(check: Any, what: str, timeout: float = DEADLINE_S) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def run_state(node: ServingNode, run_id: str) -> dict[str, Any] | None:
+    status, run = node.http("GET", f"/v1/runs/{run_id}")
+    return run if status == 200 else None
+
+
+def ended(node: ServingNode, run_id: str) -> dict[str, Any]:
+    return dict(
+        until(
+            lambda: (
+                (r := run_state(node, run_id))
+                and r["state"] in ("done", "failed", "cancelled")
+                and r
+            ),
+            f"run {run_id} to end on {node.data.name}",
+        )
+    )
+
+
+def pending_approval(node: ServingNode, run_id: str) -> str:
+    def found() -> str | None:
+        status, page = node.http("GET", "/v1/approvals?state=pending")
+        assert status == 200, page
+        ids = [a["approval_id"] for a in page["items"] if a["run_id"] == run_id]
+        return ids[0] if ids else None
+
+    return str(until(found, f"run {run_id}'s approval on {node.data.name}"))
+
+
+LONG = "a long answer, streamed in several pieces " * 20
+
+
+async def stream_across(first: ServingNode, second: ServingNode, session_id: str) -> list[Any]:
+    """A run streamed from ``first`` for a few entries, then resumed on ``second``."""
+    got: list[Any] = []
+    channel = Channel(first.grpc_host, first.grpc_port)
+    async with RunStreamClient(channel, first.token, timeout=30) as stream:
+        await stream.start(LONG, session_id=session_id)
+        async for event in stream.events():
+            got.append(event)
+            if len(got) >= 2:
+                break
+    channel.close()
+    channel = Channel(second.grpc_host, second.grpc_port)
+    async with RunStreamClient(channel, second.token, timeout=30) as stream:
+        await stream.resume(got[0].run_id, got[-1].tape_seq)
+        async for event in stream.events():
+            got.append(event)
+    channel.close()
+    return got
+
+
+def metric_lines(node: ServingNode) -> dict[str, str]:
+    """``/metrics``' samples by name and labels."""
+    request = urllib.request.Request(
+        node.base + "/metrics", headers={"Authorization": f"Bearer {node.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        text = response.read().decode()
+    return dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+
+
+def send(node: ServingNode, session_id: str, text: str) -> str:
+    status, started = node.http("POST", f"/v1/sessions/{session_id}/messages", {"text": text})
+    assert status == 202, (node.data.name, session_id, text, started)
+    return str(started["run_id"])
+
+
+def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    dsn = postgres.database()
+    init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
+    assert init.returncode == 0, init.stderr
+    nodes: dict[str, ServingNode] = {}
+    try:
+        for name in ("n1", "n2", "n3"):
+            data = tmp_path / name
+            data.mkdir(mode=0o700)
+            nodes[name] = ServingNode(data, cluster_env(dsn, name))
+            assert nodes[name].ready["cluster"]["node"] == name
+        until(
+            lambda: len(owners(dsn)) == SHARDS and set(owners(dsn).values()) == set(nodes),
+            "every shard owned, by all three nodes",
+        )
+
+        # A session made on n1 lives on its shard's owner; another node runs a message for it.
+        status, session = nodes["n1"].http("POST", "/v1/sessions", {})
+        assert status == 201, session
+        session_id = session["session_id"]
+        owner = owner_of(dsn, session_id)
+        other, third = [n for n in nodes if n != owner][:2]
+        run_id = send(nodes[other], session_id, "hello from afar")
+        # read-your-writes: the node that forwarded it shows the run at once
+        assert run_state(nodes[other], run_id) is not None
+        first = ended(nodes[other], run_id)
+        assert first["state"] == "done", first
+
+        # A gRPC run stream begun on one node resumes on another from the client's tape_seq.
+        got = asyncio.run(stream_across(nodes[other], nodes[third], session_id))
+        assert [e.tape_seq for e in got] == list(range(len(got))), "a gap or a repeat"
+        assert got[-1].kind == "run.completed", [e.kind for e in got]
+
+        # An approval asked on the owner is decided through the third node.
+        run_id = send(nodes[other], session_id, ASKING)
+        approval_id = pending_approval(nodes[third], run_id)
+        status, decided = nodes[third].http(
+            "POST", f"/v1/approvals/{approval_id}", {"decision": "allow"}
+        )
+        assert status == 200, decided
+        done = ended(nodes[third], run_id)
+        assert done["state"] == "done" and "cluster" in done["answer"], done
+
+        # One node decides whether a key is taken, whichever node is asked.
+        status, keyed = nodes["n2"].http("POST", "/v1/sessions", {"session_key": "team-a"})
+        assert status == 201, keyed
+        status, again = nodes["n3"].http("POST", "/v1/sessions", {"session_key": "team-a"})
+        assert status == 200 and again["session_id"] == keyed["session_id"], again
+
+        # A memory item written through n1 lives in a shard n1 holds; deleting it through
+        # another node sends that append to n1 (the stream's shard is n1's).
+        status, item = nodes["n1"].http("POST", "/v1/memory", {"text": "the cluster fact"})
+        assert status == 201, item
+        elsewhere = next(n for n in nodes if n != "n1")
+        status, gone = nodes[elsewhere].http("DELETE", f"/v1/memory/{item['id']}")
+        assert status == 200, gone
+        with psycopg.connect(dsn) as conn:
+            placed = conn.execute(
+                "SELECT kind, shard FROM events WHERE stream = %s ORDER BY stream_seq",
+                (f"memory/{item['id']}",),
+            ).fetchall()
+        kinds = [kind for kind, _ in placed]
+        assert kinds == ["memory.item_written", "memory.item_deleted"], placed
+        assert len({shard for _, shard in placed}) == 1, placed
+
+        # The owner dies while its run waits for a human: a survivor takes the shard over,
+        # resumes the wait, and the decision through it lets the run finish.
+        owner = owner_of(dsn, session_id)  # placement may have moved it
+        other, third = [n for n in nodes if n != owner][:2]
+        run_id = send(nodes[other], session_id, ASKING)
+        approval_id = pending_approval(nodes[other], run_id)
+        assert owners(dsn).get(shard_of(session_id, SHARDS)) == owner
+        nodes[owner].process.kill()
+        killed = time.monotonic()
+        nodes[owner].finish()
+        while True:
+            status, decided = nodes[other].http(
+                "POST", f"/v1/approvals/{approval_id}", {"decision": "allow"}
+            )
+            if status == 200:
+                break
+            assert status == 503, decided
+            assert time.monotonic() - killed < DEADLINE_S, decided
+            time.sleep(0.1)
+        took = time.monotonic() - killed
+        # TTL + a tick + 1 s (issue 24), plus 2 s for a loaded test machine (2.22 s measured)
+        assert took < TTL_S * 1.25 + 1.0 + 2.0, took
+        done = ended(nodes[other], run_id)
+        assert done["state"] == "done", done
+        assert owner_of(dsn, session_id) != owner
+        later = ended(nodes[third], send(nodes[third], session_id, "still here?"))
+        assert later["state"] == "done", later
+        metrics = metric_lines(nodes[other])
+        assert 'reel_cluster_forwards_total{direction="sent"}' in metrics
+        assert int(metrics['reel_cluster_shards{state="held"}']) >= 1
+        assert int(metrics["reel_cluster_lease_renewals_total"]) > 0
+        print(f"the dead owner's session answered again after {took:.2f} s")
+    except BaseException:
+        for name, node in nodes.items():
+            print(f"--- {name}")
+            print("\n".join(str(line) for line in node.lines[-40:]))
+        raise
+    finally:
+        for node in nodes.values():
+            if node.process.poll() is None:
+                node.process.send_signal(signal.SIGINT)
+        for node in nodes.values():
+            node.finish()

@@ -1,0 +1,165 @@
+"""A node's part in a cluster, composed: its lease keeper, its membership, the internal service
+and the router (``[cluster]``; docs/scale-out.md).
+
+The order is the composition's (:mod:`transports.runtime`): :class:`ClusterMember` binds the
+internal port first (its address goes into the node's ``nodes`` row), :meth:`keeper` registers
+the node and starts its leases before the journal opens with them, :meth:`serve` starts the
+service and the router once the node and its views run; :meth:`stop_serving` before the node
+stops, :meth:`leave` after the journal closed (what was queued is written, then every shard is
+handed over at once).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from events.postgres.leases import LeaseKeeper, LeaseSettings
+from transports.cluster.errors import ClusterStartError
+from transports.cluster.membership import Membership
+from transports.cluster.router import Router
+from transports.cluster.service import ForwardService, close, serve
+from transports.cluster.targets import target
+from transports.listen import listening_socket
+
+if TYPE_CHECKING:
+    from grpclib.server import Server
+
+    from actors.system.node import Node
+    from events.checkpoint import NodeKey
+    from events.postgres.journal import PostgresJournal
+    from transports.config import ClusterConfig
+
+
+class Figures(NamedTuple):
+    """What ``/metrics`` shows of a cluster node."""
+
+    held: int
+    serving: int
+    renewals: int
+    seconds_left: float
+    sent: int
+    served: int
+
+
+class ClusterMember:
+    """This node as one of a cluster."""
+
+    def __init__(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.sock = listening_socket(
+            config.host, config.port, section="cluster", error=ClusterStartError
+        )
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        self.address = config.advertise or f"{host}:{self.sock.getsockname()[1]}"
+        """Where the other nodes reach this one's internal service."""
+        self.membership: Membership | None = None
+        self.router: Router | None = None
+        self.service: ForwardService | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._server: Server | None = None
+        self._node: Node | None = None
+        self._journal: PostgresJournal | None = None
+
+    def keeper(self, dsn: str, key: NodeKey) -> LeaseKeeper:
+        """Register this node and start its leases (it may wait out a TTL while its previous
+        process's row lives): the journal opens with what this returns."""
+        membership = Membership()
+        keeper = LeaseKeeper(
+            dsn,
+            self.config.node,
+            settings=LeaseSettings(ttl_s=self.config.ttl_s, ready_ticks=self.config.ready_ticks),
+            on_acquired=membership.on_acquired,
+            on_change=membership.on_change,
+            busy=membership.busy,
+            integrity=True,
+            address=self.address,
+            public_key=key.public_key,
+        )
+        membership.shards, membership.keeper = keeper.shards, keeper
+        self.membership, self._keeper = membership, keeper
+        keeper.start()
+        return keeper
+
+    def serve(
+        self,
+        node: Node,
+        journal: PostgresJournal,
+        key: NodeKey,
+        *,
+        visible: Callable[[int, float], object],
+        session_of_approval: Callable[[str], str | None],
+    ) -> None:
+        """Serve forwarded commands, route this node's own, and act on its leases from now on
+        (the shards it acquired meanwhile are recovered first)."""
+        membership, keeper = self.membership, self._keeper
+        assert membership is not None and keeper is not None
+
+        def shard_of_command(command: Any) -> int | None:
+            return target(command, journal, session_of_approval)
+
+        self.service = ForwardService(
+            member=journal.member,
+            target=shard_of_command,
+            ready=membership.ready,
+            send=node.send_here,
+            append=journal.submit_forwarded,
+            position=lambda: journal.committed_position,
+        )
+        self._server = node.io.submit(serve(self.service, self.sock)).result(10)
+        self.router = Router(
+            node=node,
+            membership=membership,
+            keeper=keeper,
+            key=key,
+            append_here=journal.submit_forwarded,
+            target=shard_of_command,
+            owner=journal.shard_owner,
+            any_owner=lambda: journal.shard_owner(random.randrange(journal.shards)),
+            visible=visible,
+        )
+        node.services.new_session_id = membership.new_session_id
+        node.router = self.router
+        node.services.elsewhere = self.router.send
+        journal.elsewhere = self.router.append_elsewhere
+        self._node, self._journal = node, journal
+        membership.start(node)
+
+    def figures(self) -> Figures:
+        keeper, membership = self._keeper, self.membership
+        held = len(keeper.owned()) if keeper is not None else 0
+        left = max(0.0, keeper.deadline - time.monotonic()) if keeper is not None else 0.0
+        return Figures(
+            held=held,
+            serving=len(membership.ready()) if membership is not None else 0,
+            renewals=keeper.renewals if keeper is not None else 0,
+            seconds_left=left if held else 0.0,
+            sent=self.router.forwarded if self.router is not None else 0,
+            served=self.service.served if self.service is not None else 0,
+        )
+
+    def stop_serving(self) -> None:
+        """Stop routing and serving (before the node stops: commands then meet its drain)."""
+        node = self._node
+        if node is None:
+            self.sock.close()
+            return
+        node.router = None
+        node.services.elsewhere = None
+        if self._journal is not None:
+            self._journal.elsewhere = None
+        if self.membership is not None:
+            self.membership.stop()
+        server, router = self._server, self.router
+        self._server = None
+        if server is not None:
+            node.io.submit(close(server)).result(10)
+        if router is not None:
+            node.io.submit(router.close()).result(10)
+
+    def leave(self) -> None:
+        """Hand every shard over (after the journal closed); without it they lapse in a TTL."""
+        if self._keeper is not None:
+            self._keeper.drain()
