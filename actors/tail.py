@@ -3,13 +3,13 @@ kinds into a cache from the last position it folded, on demand (:meth:`Tail.sync
 told to (:meth:`Tail.follow`), on a thread of its own as the journal commits.
 
 Two caches are read on every request or tool call and changed by rare records: the token book
-(``token.*``, :mod:`transports.access.tokens`) and the ``always`` grants (``approval.resolved``
-and ``grant.revoked``, :mod:`actors.approvals.always_grants`). Folded once at start and changed
-only by the node's own commands, a token revoked or a grant ended through another writer of the
-journal (another node on the same PostgreSQL) would stay in force here. So the journal is the
-one way either changes: the tail reads ``events_of_kinds(kinds, after_position)`` (the kind
-index: it costs what it returns, never a pass over run records) and folds each record with the
-cache's own fold.
+(``token.*``, :mod:`transports.access.tokens`) and the ``always`` grants
+(``tool.approval_resolved`` and ``grant.revoked``, :mod:`actors.approvals.always_grants`).
+Folded once at start and changed only by the node's own commands, a token revoked or a grant
+ended through another writer of the journal (another node on the same PostgreSQL) would stay in
+force here. So the journal is the one way either changes: the tail reads
+``events_of_kinds(kinds, after_position)`` (the kind index: it costs what it returns, never a
+pass over run records) and folds each record with the cache's own fold.
 
 The contract (docs/scale-out.md, "Caches"):
 
