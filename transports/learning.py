@@ -31,7 +31,7 @@ from actors.memory.items import (
     delete_item,
     submit_item,
 )
-from events import ConcurrencyConflict, JournalPort
+from events import ConcurrencyConflict, JournalPort, StoredEvent
 from projections import LearningView, Projector
 from projections.learning import Offered
 from projections.pool import ReaderLimits
@@ -125,8 +125,9 @@ class NodeLearning:
             description="learn from a completed run (docs/learning.md)",
         )
 
-    def start(self, node: Node) -> None:
-        """After ``node.start()``: enqueue a reflection per completed run (when enabled)."""
+    def start(self, node: Node, mine: Callable[[StoredEvent], bool] | None = None) -> None:
+        """After ``node.start()``: enqueue a reflection per completed run (when enabled);
+        ``mine``: in a cluster, the runs this node reflects on (those it serves)."""
         if self.settings.enabled and self.feed is None:
             # A model reflects on each run in a task of its own (its answer costs far more
             # than the task); the rules take the runs of a batch window together.
@@ -137,6 +138,7 @@ class NodeLearning:
                 node.io,
                 batch_s=0.0 if model else self.settings.batch_s,
                 max_attempts=self.settings.max_attempts,
+                mine=mine,
             )
 
     def stop(self) -> None:

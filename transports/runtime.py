@@ -57,6 +57,7 @@ from tools.shell import probe_ahead
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, follow_tokens
+from transports.cluster.singletons import SCHEDULES, WATCHDOG
 from transports.config import (
     ConfigError,
     NodeConfig,
@@ -560,6 +561,8 @@ def open_runtime(
             config=cfg.actors(),
             memory=memory.for_runs(),
             tasks=cfg.tasks,
+            # a cluster decides task leases on the database's clock, whatever this machine's
+            task_clock=cluster.keeper_of_leases.database_ms if cluster is not None else None,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
@@ -583,8 +586,12 @@ def open_runtime(
         learning.attach(node)  # before start: runs read the view, the queue runs reflections
         node.start(recover=cluster is None)  # recovery reads the journal, never the views
         projector.follow(journal)  # the views catch up on its thread while the node serves
-        learning.start(node)
-        schedules.start()  # after recovery: fired runs never answered are asked for again
+        learning.start(node, cluster.membership.serves if cluster and cluster.membership else None)
+        if cluster is None:
+            schedules.start()  # after recovery: fired runs never answered are asked for again
+        else:  # every node changes schedules; one fires them
+            schedules.book.reload = partial(load_schedules, journal)
+            cluster.run_while_held(SCHEDULES, schedules.start, schedules.stop)
     except BaseException:
         if schedules is not None:
             schedules.stop()
@@ -605,8 +612,24 @@ def open_runtime(
     if cluster is not None:
         serve_cluster(cluster, node, journal, projector, views)
     authority = Authority(engine, tokens, views, journal)
-    # The watchdog reads the views and the journal; it stops first when the node drains.
-    node.watch(WatchReads(data_dir / "views.db", journal, journal, projector), cfg.watchdog)
+    # The watchdog reads the views and the journal; it stops first when the node drains. In a
+    # cluster one node watches for all, on the database's clock.
+    reads = WatchReads(data_dir / "views.db", journal, journal, projector)
+    if cluster is None:
+        node.watch(reads, cfg.watchdog)
+    else:
+        keeper = cluster.keeper_of_leases
+        cluster.run_while_held(
+            WATCHDOG,
+            partial(
+                node.watch,
+                reads,
+                cfg.watchdog,
+                clock=keeper.database_ms,
+                holding=partial(keeper.holds, WATCHDOG),
+            ),
+            node.stop_watchdog,
+        )
     runtime = Runtime(
         data_dir=data_dir,
         config=cfg,
@@ -651,6 +674,11 @@ def join_cluster(config: NodeConfig) -> ClusterMember | None:
         raise ConfigError(
             'config key cluster.node: a cluster needs [journal] backend = "postgres" '
             "(REEL_JOURNAL_BACKEND)"
+        )
+    if config.channels:  # each node would connect and answer: not until they take turns
+        raise ConfigError(
+            f"config key channels.{next(iter(config.channels))}: chat channels do not run "
+            "in a cluster yet (docs/scale-out.md); run them on a lone node"
         )
     from transports.cluster.member import ClusterMember
 

@@ -32,7 +32,7 @@ import pykka
 from actors.io_loop import IoLoop, Timer
 from actors.learning.desk import BATCH_MAX_RUNS, TASK_KIND
 from actors.tasks.queue import TaskQueue
-from events import JournalPort, JournalUnavailable
+from events import JournalPort, JournalUnavailable, StoredEvent
 from events.catalog import RunCompleted, TaskEnqueued, kinds_of
 from events.errors import UNAVAILABLE_RETRY_S
 
@@ -85,8 +85,12 @@ class ReflectionFeed(pykka.ThreadingActor):
         *,
         batch_s: float = 0.0,
         max_attempts: int = 3,
+        mine: Callable[[StoredEvent], bool] | None = None,
     ) -> None:
+        """``mine``: in a cluster, whether a ``run.completed`` is this node's to reflect on
+        (its session's shard is served here); every node reads every node's runs."""
         super().__init__()
+        self.mine = mine
         self.journal = journal
         self.tasks = tasks
         self.io = io
@@ -173,7 +177,11 @@ class ReflectionFeed(pykka.ThreadingActor):
         completed = kinds_of(RunCompleted)
         for stored in self.journal.events_of_kinds(completed, after_position=self.seen):
             run_id = stored.correlation_id
-            if run_id is not None and (skip is None or run_id not in skip):
+            if (
+                run_id is not None
+                and (skip is None or run_id not in skip)
+                and (self.mine is None or self.mine(stored))
+            ):
                 self.gathered.append(run_id)
             self.seen = max(self.seen, stored.position)
         self.seen = max(self.seen, head)

@@ -81,10 +81,19 @@ class ScheduleBook:
         self.max_text_bytes = max_text_bytes
         self.changed: Callable[[], None] = lambda: None
         """Called after every change the API or the CLI made (the desk wakes up)."""
+        self.reload: Callable[[], Schedules] | None = None
+        """In a cluster, where other nodes change schedules too: the state read again from
+        the journal, before every decision (``None``: this book is the only writer)."""
 
     @property
     def state(self) -> Schedules:
         return self._state
+
+    def fresh(self) -> None:
+        """Read the schedules again when others may have changed them (:attr:`reload`); call
+        with :attr:`lock` held, before deciding."""
+        if self.reload is not None:
+            self._state = self.reload()
 
     def append(self, schedule_id: str, events: Sequence[Event], principal: str) -> list[Recorded]:
         """Append ``events`` to the schedule's stream at the seq its fold expects, and fold
@@ -122,6 +131,7 @@ class ScheduleBook:
     ) -> ScheduleInfo:
         """Make a schedule (``by`` is whoever asked; it runs as ``runs_as``)."""
         with self.lock:
+            self.fresh()
             event = decide.creation(
                 self._state,
                 schedule_id=new_id(),
@@ -142,18 +152,21 @@ class ScheduleBook:
 
     def pause(self, name: str, *, by: str) -> ScheduleInfo:
         with self.lock:
+            self.fresh()
             event = decide.pausing(self._state, name)
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
 
     def resume(self, name: str, *, by: str) -> ScheduleInfo:
         with self.lock:
+            self.fresh()
             event = decide.resuming(self._state, name, wall_ms())
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
 
     def delete(self, name: str, *, by: str) -> ScheduleInfo:
         with self.lock:
+            self.fresh()
             event = decide.deletion(self._state, name)
             self.append(event.schedule_id, [event], by)
             return self._changed(event.schedule_id)
@@ -161,6 +174,7 @@ class ScheduleBook:
     def fire_now(self, name: str, *, by: str, now_ms: int) -> tuple[Schedule, str]:
         """Record ``run-now``'s ``schedule.fired``; the schedule and the run id it chose."""
         with self.lock:
+            self.fresh()
             event = decide.run_now(self._state, name, run_id=new_id(), now_ms=now_ms)
             self.append(event.schedule_id, [event], by)
             return self._state.by_id[event.schedule_id], event.run_id
@@ -168,11 +182,15 @@ class ScheduleBook:
     def get(self, name: str) -> ScheduleInfo:
         """The schedule that exists under ``name`` (:class:`~actors.schedules.decide.
         UnknownSchedule` when none does)."""
-        return info_of(decide.existing(self._state, name))
+        with self.lock:
+            self.fresh()
+            return info_of(decide.existing(self._state, name))
 
     def list(self) -> list[ScheduleInfo]:
         """Every schedule that exists, by name."""
-        return [info_of(s) for s in self._state.live()]
+        with self.lock:
+            self.fresh()
+            return [info_of(s) for s in self._state.live()]
 
     def _changed(self, schedule_id: str) -> ScheduleInfo:
         self.changed()
@@ -240,8 +258,13 @@ class ScheduleDesk:
     # --- life -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Ask again for every run fired and never answered, then start firing."""
+        """Ask again for every run fired and never answered, then start firing. Again after
+        a :meth:`stop` too (a cluster node that holds the schedules' singleton again)."""
+        self._stopping = False
+        self._wake.clear()
         self.boot_ms = self._clock()
+        with self.book.lock:
+            self.book.fresh()
         for s in self.book.state.by_id.values():
             for run_id in s.pending:
                 self._ask(s, run_id)
@@ -285,6 +308,8 @@ class ScheduleDesk:
         decided and appended under the book's lock, so a pause the API appends meanwhile is
         either before the decision (nothing fires) or after the fire."""
         now = self._clock()
+        with self.book.lock:
+            self.book.fresh()
         for schedule_id in list(self.book.state.by_id):
             with self.book.lock:
                 s = self.book.state.by_id[schedule_id]

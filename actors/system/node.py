@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound=msgspec.Struct)
 
 
-class Router(Protocol):
+class CommandRouter(Protocol):
     """Where a cluster node's commands go (:mod:`transports.cluster.router`)."""
 
     def send(self, command: Any) -> Future[Any]: ...
@@ -60,10 +60,12 @@ class Node:
         config: ActorsConfig | None = None,
         memory: MemoryPort | None = None,
         tasks: TasksConfig | None = None,
+        task_clock: Callable[[], int] | None = None,
     ) -> None:
         """``memory``: the memory view runs search for auto-injection and ``@memory``
         references (None: runs are shown no memory). ``tasks``: the background task queue's
-        pool and leases (``node.tasks``, docs/tasks.md)."""
+        pool and leases (``node.tasks``, docs/tasks.md); ``task_clock``: now in epoch ms, by which
+        the queue sets and decides leases (a cluster: the database's; default the wall clock)."""
         self.journal = journal
         self.io = IoLoop()
         self.services = Services(
@@ -77,11 +79,15 @@ class Node:
             memory=memory,
         )
         self.recovery = RecoveryReport()
-        self.tasks = TaskQueue(journal, self.io, tasks)
+        self.tasks = (
+            TaskQueue(journal, self.io, tasks)
+            if task_clock is None
+            else TaskQueue(journal, self.io, tasks, clock=task_clock)
+        )
         """The background task queue: enqueue work, register handlers (actors.tasks.queue)."""
         self.services.tasks = self.tasks
         self.watchdog: pykka.ActorRef[Any] | None = None
-        self.router: Router | None = None
+        self.router: CommandRouter | None = None
         """In a cluster: sends each command to its session's owner (set by the composition)."""
         self._started = False
 

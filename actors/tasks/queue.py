@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Annotated, Any
 
@@ -46,7 +47,7 @@ from actors.tasks.handlers import (
     noop,
 )
 from actors.tasks.state import TaskState
-from actors.tasks.store import TaskTicket, enqueue, load_open_tasks, load_task
+from actors.tasks.store import TaskTicket, enqueue, load_open_tasks, load_task, now_ms
 from actors.tasks.workers import (
     CancelTask,
     Drain,
@@ -109,7 +110,18 @@ class TaskQueue:
     """The node's task queue. Not an actor: node code and transports call it from any thread
     (``cancel`` blocks until the cancel is recorded: never call it from an actor's handler)."""
 
-    def __init__(self, journal: JournalPort, io: IoLoop, config: TasksConfig | None = None):
+    def __init__(
+        self,
+        journal: JournalPort,
+        io: IoLoop,
+        config: TasksConfig | None = None,
+        *,
+        clock: Callable[[], int] = now_ms,
+    ):
+        """``clock``: now in epoch ms, by which every due time, expiry and lease is set and
+        decided: the node's wall clock alone; in a cluster the database's
+        (:meth:`events.postgres.leases.LeaseKeeper.database_ms`), so a node whose clock is
+        ahead reclaims no other node's claim early."""
         self.journal = journal
         self.io = io
         self.config = config or TasksConfig()
@@ -122,7 +134,7 @@ class TaskQueue:
         )
         self.node_id = new_id()
         """This process's incarnation (workers are ``<node_id>.<n>``)."""
-        self._shared = Shared(journal, self.registry, settings, self.node_id)
+        self._shared = Shared(journal, self.registry, settings, self.node_id, clock)
         self._dispatcher: pykka.ActorRef[Any] | None = None
         self._heartbeats: Heartbeats | None = None
         self._deferred = False
@@ -180,6 +192,7 @@ class TaskQueue:
             backoff_max_s=self.config.backoff_max_s,
             dedupe_key=dedupe_key,
             causation_id=causation_id,
+            clock=self._shared.clock,
         )
         if state is not None:
             dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)

@@ -60,7 +60,8 @@ class TaskTicket(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def now_ms() -> int:
-    """Wall-clock milliseconds: leases and due times are absolute, across restarts."""
+    """Wall-clock milliseconds: leases and due times are absolute, across restarts. The clock
+    of a node alone; a node of a cluster decides on the database's (``TaskQueue(clock=)``)."""
     return time.time_ns() // 1_000_000
 
 
@@ -142,13 +143,15 @@ def enqueue(
     backoff_max_s: float = 300.0,
     dedupe_key: str | None = None,
     causation_id: str | None = None,
+    clock: Callable[[], int] = now_ms,
 ) -> tuple[TaskTicket, TaskState | None]:
     """Append ``task.enqueued`` and return the ticket and the task's state (``None`` for a
     duplicate: the task enqueued with that ``dedupe_key`` before, which the caller may load).
 
     The task may start ``delay_s`` from now (or at ``not_before_ms``) and expires
-    ``expires_in_s`` from now (or at ``expires_at_ms``; neither: never). Bad input is
-    :class:`actors.InvalidCommand` naming the field; nothing is written then."""
+    ``expires_in_s`` from now (or at ``expires_at_ms``; neither: never), now by ``clock``
+    (epoch ms). Bad input is :class:`actors.InvalidCommand` naming the field; nothing is
+    written then."""
     problem = TASK_KIND.problem(kind, looks_secret) if isinstance(kind, str) else "must be text"
     if problem is not None:
         raise InvalidCommand("kind", problem)
@@ -167,7 +170,7 @@ def enqueue(
     _seconds("delay_s", delay_s)
     _seconds("backoff_base_s", backoff_base_s)
     _seconds("backoff_max_s", backoff_max_s)
-    now = now_ms()
+    now = clock()
     start_ms = not_before_ms if not_before_ms is not None else now + round(delay_s * 1000)
     _millis("not_before_ms", start_ms)
     expires = expires_at_ms

@@ -84,9 +84,12 @@ class WatchdogActor(pykka.ThreadingActor):
         *,
         clock: Callable[[], int] = wall_ms,
         reclaim_task: Callable[[str, str], None] | None = None,
+        holding: Callable[[], bool] | None = None,
     ) -> None:
         """``clock``: milliseconds since the epoch (what limits are measured against);
-        ``reclaim_task(task_id, reason)``: default the node's task queue's."""
+        ``reclaim_task(task_id, reason)``: default the node's task queue's; ``holding``: in a
+        cluster, whether this node still holds the watchdog's singleton lease, asked before
+        every look (a node frozen past its lease looks no more once it runs again)."""
         super().__init__()
         self.s = services
         self.port = port
@@ -94,6 +97,7 @@ class WatchdogActor(pykka.ThreadingActor):
         self.clock = clock
         tasks = services.tasks
         self.reclaim_task = reclaim_task or (tasks.reclaim if tasks is not None else None)
+        self.holding = holding
         self.state = Incidents()
         self.memory = Memory()
         self.acted: frozenset[str] = frozenset()
@@ -133,6 +137,8 @@ class WatchdogActor(pykka.ThreadingActor):
     def look(self) -> None:
         """Read, check, record, act. A port that cannot answer skips this look (logged): the
         incidents of what could not be read stay as they are."""
+        if self.holding is not None and not self.holding():
+            return
         try:
             snapshot = self._snapshot()
         except Exception:

@@ -23,6 +23,7 @@ from events.postgres.schema import (
     LOCK_CLASS,
     NODES,
     SCHEMA_VERSION,
+    SINGLETONS,
     create,
 )
 
@@ -123,9 +124,9 @@ def initialise(dsn: str, shards: int) -> bool:
 
 def upgrade(dsn: str) -> None:
     """Bring a journal an older reel created up to :data:`SCHEMA_VERSION` in place (``nodes``,
-    the liveness check in ``shard_append``, the integrity chain's rows: each statement a no-op
-    where it is there already); nothing when it is current. Run
-    by ``reel journal init`` and by every writer before it appends."""
+    the liveness check in ``shard_append``, the integrity chain's rows, ``singletons``: each
+    statement a no-op where it is there already); nothing when it is current. Run by ``reel
+    journal init`` and by every writer before it appends."""
     with connect(dsn, autocommit=False) as conn:
         with failures(dsn, "cannot upgrade"):
             conn.execute(f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, %s)", (INIT_LOCK,))
@@ -142,4 +143,5 @@ def _upgrade_locked(conn: psycopg.Connection[Any], dsn: str) -> None:
             conn.execute(NODES)
             conn.execute(FUNCTIONS)
             conn.execute(INTEGRITY_ROWS)
+            conn.execute(SINGLETONS)  # from 5 to 6
             conn.execute("UPDATE cluster SET schema_version = %s", (SCHEMA_VERSION,))

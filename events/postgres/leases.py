@@ -31,6 +31,15 @@ The integrity chain (shard -1: super-checkpoints, :mod:`events.postgres.checkpoi
 placed: a keeper made with ``integrity=True`` (a node that signs) takes it whenever it is free,
 and holds it like any shard until it drains, lapses or dies: the cluster's checkpointer.
 
+**Named singletons** (the watchdog, each channel connector: work one node of the cluster runs)
+are leases of the same kind in the ``singletons`` table: :meth:`LeaseKeeper.want_singleton`
+names one, and every tick a *ready* node that wants a free one takes it (first come, not
+placed), its token bumped. It is live while the node's row is (the one renewal keeps it),
+fenced on the same monotonic deadline (:meth:`LeaseKeeper.holds` is false past it), and freed
+by :meth:`LeaseKeeper.drain`. ``on_lost`` tells the holder to stop when it is released, fenced
+or found lapsed; the holder asks :meth:`LeaseKeeper.holds` before each thing it does, since a
+frozen node runs again before its tick thread has noticed.
+
 Everything that changes what the node believes it owns is reported to ``on_change`` with the
 monotonic time it took effect (the 3-process tests check from these that no two nodes ever
 believed they owned one shard at once).
@@ -43,7 +52,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 import psycopg
@@ -91,6 +100,8 @@ class LeaseChange(msgspec.Struct, frozen=True, kw_only=True):
     """``time.monotonic()`` when it took effect (for ``fenced``: the deadline that passed)."""
     incarnation: int
     shard: int | None = None
+    singleton: str | None = None
+    """For a named singleton's change: its name (``shard`` is then ``None``)."""
     token: int | None = None
     deadline: float | None = None
     """For ``renewed``: the new monotonic deadline."""
@@ -132,10 +143,38 @@ _RELEASE = (
     "UPDATE shard_lease SET node = NULL, token = token + 1 "
     "WHERE shard = %(shard)s AND node = %(node)s AND incarnation = %(inc)s AND token = %(token)s"
 )
+_SINGLETONS = (
+    "SELECT s.name, s.token, n.node IS NOT NULL AND s.node = %(node)s "
+    "AND s.incarnation = %(inc)s, n.node IS NOT NULL FROM singletons s "
+    "LEFT JOIN nodes n ON n.node = s.node AND n.incarnation = s.incarnation "
+    "AND n.expires_at > clock_timestamp() WHERE s.name = ANY(%(names)s)"
+)
+_TAKE_SINGLETON = (
+    "INSERT INTO singletons AS s(name, node, incarnation, token) "
+    "SELECT %(name)s, %(node)s, %(inc)s, 1 WHERE EXISTS (SELECT 1 FROM nodes m "
+    "WHERE m.node = %(node)s AND m.incarnation = %(inc)s AND m.expires_at > clock_timestamp() "
+    "AND m.ready) "
+    "ON CONFLICT (name) DO UPDATE SET node = excluded.node, "
+    "incarnation = excluded.incarnation, token = s.token + 1 "
+    "WHERE NOT EXISTS (SELECT 1 FROM nodes o WHERE o.node = s.node "
+    "AND o.incarnation = s.incarnation AND o.expires_at > clock_timestamp()) RETURNING s.token"
+)
+_FREE_SINGLETON = (
+    "UPDATE singletons SET node = NULL, token = token + 1 WHERE name = %(name)s "
+    "AND node = %(node)s AND incarnation = %(inc)s AND token = %(token)s"
+)
+_NOW = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 _LEAVE = (
     "UPDATE nodes SET expires_at = clock_timestamp() "
     "WHERE node = %(node)s AND incarnation = %(inc)s"
 )
+
+
+class Singleton(NamedTuple):
+    """What a node does when it gains or loses a named singleton (``want_singleton``)."""
+
+    on_gained: Callable[[int], None] | None
+    on_lost: Callable[[Change], None] | None
 
 
 class LeaseKeeper:
@@ -190,6 +229,12 @@ class LeaseKeeper:
         self._healthy = 0
         self.renewals = 0
         """Successful renewals since the keeper started (``/metrics``)."""
+        self._stamp: tuple[int, float] | None = None
+        """The database's clock at the last renewal (epoch ms) and the monotonic time its answer
+        arrived (:meth:`database_ms`)."""
+        self._wanted: dict[str, Singleton] = {}
+        self._singletons: dict[str, int] = {}
+        """The named singletons this node holds, with their tokens."""
         self._refused: set[int] = set()
         """Shards whose chain failed verification here: not tried again by this incarnation."""
         self._stop = threading.Event()
@@ -238,6 +283,59 @@ class LeaseKeeper:
         """The monotonic time this node's shards are fenced at unless a renewal comes first."""
         return self._deadline
 
+    # --- named singletons ---------------------------------------------------------------
+
+    def want_singleton(
+        self,
+        name: str,
+        *,
+        on_gained: Callable[[int], None] | None = None,
+        on_lost: Callable[[Change], None] | None = None,
+    ) -> None:
+        """Take the singleton ``name`` whenever it is free and this node is ready (before
+        :meth:`start` or any time after). ``on_gained(token)`` and ``on_lost(change)`` run on the
+        tick thread, so they must return at once (start or stop the work on a thread of its
+        own): ``on_gained`` once the lease is held (:meth:`holds` is true inside it); if it
+        raises the singleton is released. ``on_lost`` when it is released (drain, stop),
+        ``fenced`` (no renewal before the deadline) or ``lapsed`` (the database says another
+        holds it), each time after an ``on_gained``."""
+        if not name or "\x00" in name:
+            raise JournalError("name: a singleton needs a name without NUL")
+        with self._lock:
+            self._wanted[name] = Singleton(on_gained, on_lost)
+
+    def holds(self, name: str) -> bool:
+        """Whether this node holds the singleton ``name`` now: taken, and its deadline not yet
+        passed (whether or not the tick thread has noticed). Asked before each thing a
+        singleton's holder does."""
+        with self._lock:
+            return name in self._singletons and self._clock() < self._deadline
+
+    def singletons(self) -> list[str]:
+        """The named singletons this node holds now (``/metrics``)."""
+        with self._lock:
+            if self._clock() >= self._deadline:
+                return []
+            return sorted(self._singletons)
+
+    # --- the database's clock -----------------------------------------------------------
+
+    def database_ms(self) -> int:
+        """Now on the database's clock (epoch ms), without a statement: the time the last
+        renewal was stamped with, plus the monotonic time since its answer arrived. Never
+        ahead of the database (the stamp was taken before the answer left), behind by at most
+        the renewal's round trip; a node's own wall clock plays no part, so a node whose clock
+        is wrong decides lease expiries (the task queue's) as the others do. Before the first
+        renewal it asks the database."""
+        with self._lock:
+            stamp = self._stamp
+        if stamp is None:
+            with connect(self.dsn) as conn, failures(self.dsn):
+                row = conn.execute(_NOW).fetchone()
+            return int(row[0]) if row else 0
+        at_ms, received = stamp
+        return at_ms + int((self._clock() - received) * 1000)
+
     # --- life cycle ---------------------------------------------------------------------
 
     def start(self, timeout: float | None = None) -> None:
@@ -269,6 +367,7 @@ class LeaseKeeper:
         now = self._clock()
         for shard, token in sorted(owned.items()):
             self._emit("released", at=now, shard=shard, token=token, reason="drain")
+        self._lose_singletons("released", reason="drain")
         with contextlib.suppress(JournalError):  # unreachable: the TTL frees them instead
             self._sql(_LEAVE, {"node": self.node, "inc": self._incarnation})
         self._close()
@@ -278,6 +377,7 @@ class LeaseKeeper:
         self._halt()
         with self._lock:
             self._owned = {}
+        self._lose_singletons("released", reason="stop")
         self._close()
 
     def _halt(self) -> None:
@@ -302,7 +402,8 @@ class LeaseKeeper:
                     self._healthy = 0  # ready again only after ready_ticks good ones
             next_tick = started + self.settings.tick_s
             with self._lock:
-                wake = min(next_tick, self._deadline) if self._owned else next_tick
+                held = self._owned or self._singletons
+                wake = min(next_tick, self._deadline) if held else next_tick
             if self._stop.wait(max(0.0, wake - self._clock())):
                 return
             self._fence_if_late()
@@ -313,8 +414,10 @@ class LeaseKeeper:
         if not self._renew():
             return
         self._place()
+        self._tend_singletons()
 
     def _fence_if_late(self) -> None:
+        self._fence_singletons_if_late()
         with self._lock:
             if not self._owned or self._clock() < self._deadline:
                 return
@@ -368,10 +471,13 @@ class LeaseKeeper:
             now = self._clock()
             for shard, token in sorted(owned.items()):
                 self._emit("lapsed", at=now, shard=shard, token=token)
+            self._lose_singletons("lapsed")
             self.register()
             return False
         deadline = sent + self.settings.ttl_s - self.settings.margin_s
+        stamped = int(rows[0][0]) - round(self.settings.ttl_s * 1000), self._clock()
         with self._lock:  # a renewal sent past the deadline starts the healthy count again
+            self._stamp = stamped
             self._healthy = self._healthy + 1 if sent < self._deadline else 1
             self._deadline = deadline
             self.renewals += 1
@@ -475,6 +581,106 @@ class LeaseKeeper:
         self._sql(
             _RELEASE, {"node": self.node, "inc": self._incarnation, "shard": shard, "token": token}
         )
+
+    # --- the tick's named singletons --------------------------------------------------------
+
+    def _tend_singletons(self) -> None:
+        """Drop what the database says is no longer ours, free what is ours there but fenced
+        here, and take every wanted singleton that is free (the statement checks that this
+        node's row is live and ready, and that no live node holds it)."""
+        with self._lock:
+            wanted = sorted(self._wanted)
+        if not wanted:
+            return
+        rows = self._sql(
+            _SINGLETONS, {"names": wanted, "node": self.node, "inc": self._incarnation}
+        )
+        found = {
+            str(name): (int(token), bool(mine), bool(live)) for name, token, mine, live in rows
+        }
+        with self._lock:
+            lost = {n: t for n, t in self._singletons.items() if n not in found or not found[n][1]}
+            for name in lost:
+                del self._singletons[name]
+            unused = {
+                n: t for n, (t, mine, _) in found.items() if mine and n not in self._singletons
+            }
+        for name, token in sorted(lost.items()):  # taken by someone (our row was replaced)
+            self._lose_singleton(name, token, "lapsed", at=self._clock())
+        for name, token in sorted(unused.items()):  # ours there, fenced here: freed, taken again
+            self._free_singleton(name, token)
+        for name in wanted:
+            live = found.get(name, (0, False, False))[2]
+            if live and name not in unused:
+                continue  # held, here or elsewhere
+            if self._clock() + self.settings.tick_s >= self._deadline:
+                break  # too close to fencing to take on more
+            self._take_singleton(name)
+
+    def _take_singleton(self, name: str) -> None:
+        rows = self._sql(
+            _TAKE_SINGLETON, {"name": name, "node": self.node, "inc": self._incarnation}
+        )
+        if not rows:
+            return  # taken by another node first, or this one is not ready or lapsed meanwhile
+        token = int(rows[0][0])
+        with self._lock:
+            at = self._clock()
+            late = at >= self._deadline
+            if not late:
+                self._singletons[name] = token
+            wanted = self._wanted[name]
+        if late:  # fenced meanwhile: the next tick frees it (``unused``)
+            return
+        self._emit("acquired", at=at, singleton=name, token=token)
+        if wanted.on_gained is None:
+            return
+        try:
+            wanted.on_gained(token)
+        except Exception as exc:  # its holder could not start: not ours; another may try
+            log.error("singleton %s released: starting it failed: %r", name, exc)
+            with self._lock:
+                self._singletons.pop(name, None)
+            self._emit("released", at=self._clock(), singleton=name, token=token, reason=repr(exc))
+            self._free_singleton(name, token)
+
+    def _free_singleton(self, name: str, token: int) -> None:
+        """Free ``name`` in the database, its token bumped (only while ``token`` is ours)."""
+        self._sql(
+            _FREE_SINGLETON,
+            {"name": name, "node": self.node, "inc": self._incarnation, "token": token},
+        )
+
+    def _fence_singletons_if_late(self) -> None:
+        with self._lock:
+            if not self._singletons or self._clock() < self._deadline:
+                return
+            held, self._singletons = self._singletons, {}
+            deadline = self._deadline
+        for name, token in sorted(held.items()):
+            self._lose_singleton(
+                name, token, "fenced", at=deadline, reason="no renewal before the deadline"
+            )
+
+    def _lose_singletons(self, change: Change, reason: str = "") -> None:
+        with self._lock:
+            held, self._singletons = self._singletons, {}
+        now = self._clock()
+        for name, token in sorted(held.items()):
+            self._lose_singleton(name, token, change, at=now, reason=reason)
+
+    def _lose_singleton(
+        self, name: str, token: int, change: Change, *, at: float, reason: str = ""
+    ) -> None:
+        """Report the loss of ``name`` (already forgotten here) and tell its holder to stop."""
+        self._emit(change, at=at, singleton=name, token=token, reason=reason)
+        with self._lock:
+            wanted = self._wanted.get(name)
+        if wanted is not None and wanted.on_lost is not None:
+            try:
+                wanted.on_lost(change)
+            except Exception:  # a faulty holder must not stop the leases
+                log.exception("singleton %s: its on_lost failed", name)
 
     # --- plumbing -----------------------------------------------------------------------
 

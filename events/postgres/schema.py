@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
 the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1),
 4 the refusal of an append naming another shard than its stream's rows are in (``misplaced``),
-5 each node's internal address and public key in its ``nodes`` row (forwarding, step 3).
+5 each node's internal address and public key in its ``nodes`` row (forwarding, step 3),
+6 the ``singletons`` table (named singleton leases: the watchdog, channel connectors).
 An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
 INTEGRITY_SHARD = -1
 """The shard of the integrity chain: the roster of node keys and the super-checkpoints over
@@ -121,6 +122,18 @@ ALTER TABLE nodes ADD COLUMN IF NOT EXISTS public_key bytea NOT NULL DEFAULT '':
 """Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`); version 5
 added where the node's internal service listens and the key it signs forwarded commands with
 (:mod:`transports.cluster`)."""
+
+SINGLETONS = r"""
+CREATE TABLE IF NOT EXISTS singletons(
+    name text PRIMARY KEY,
+    node text,
+    incarnation bigint NOT NULL DEFAULT 0,
+    token bigint NOT NULL DEFAULT 0
+);
+"""
+"""Version 6's table: one row per named singleton a node ever wanted (made by the first to take
+it), held like a shard's lease: live exactly while the ``nodes`` row it names is live with that
+incarnation (:mod:`events.postgres.leases`)."""
 
 INTEGRITY_ROWS = (
     f"INSERT INTO shard_lease(shard) VALUES ({INTEGRITY_SHARD}) ON CONFLICT DO NOTHING; "
@@ -284,6 +297,7 @@ def create(conn: Any, shards: int) -> None:
     transaction (``conn`` is not in autocommit; the caller commits)."""
     conn.execute(TABLES)
     conn.execute(NODES)
+    conn.execute(SINGLETONS)
     conn.execute(FUNCTIONS)
     conn.execute(
         "INSERT INTO cluster(id, shards, schema_version) VALUES (1, %s, %s)",

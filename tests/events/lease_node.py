@@ -1,10 +1,13 @@
 """A node of a cluster, reduced to its journal: ``python -m tests.events.lease_node DSN NAME
-TTL_S LOG [KEYS]``. It holds leases (:class:`events.postgres.leases.LeaseKeeper`), appends to
-every shard it believes it owns every few milliseconds through the real :class:`PostgresJournal`,
-and writes one JSON line per lease change and per append outcome to LOG (flushed at once: a test
-reads it while the node runs, or after a SIGKILL). Given a directory KEYS, it signs: its key is
-``KEYS/NAME.key``, its witness ``KEYS/NAME.witness``, and it takes the integrity chain (shard
--1) when it is free, as the cluster's checkpointer.
+TTL_S LOG [KEYS] [--want=SINGLETON ...]``. It holds leases
+(:class:`events.postgres.leases.LeaseKeeper`), appends to every shard it believes it owns every
+few milliseconds through the real :class:`PostgresJournal`, and writes one JSON line per lease
+change and per append outcome to LOG (flushed at once: a test reads it while the node runs, or
+after a SIGKILL). Given a directory KEYS, it signs: its key is ``KEYS/NAME.key``, its witness
+``KEYS/NAME.witness``, and it takes the integrity chain (shard -1) when it is free, as the
+cluster's checkpointer. Each ``--want=NAME`` makes it want the named singleton NAME: it logs
+``gained`` and ``lost`` as its callbacks hear them, and while ``keeper.holds(NAME)`` a
+``working`` line every few milliseconds (what a watchdog would do).
 
 SIGUSR1 makes it behave as a zombie: it calls ``shard_append`` directly with every token it held
 before, skipping its own fence, and logs what the database said. SIGINT or SIGTERM: the journal
@@ -39,6 +42,8 @@ from events.witness import Witness
 from tests.events.postgres_raw import raw_append
 
 PAUSE_S = 0.1
+WORK_S = 0.02
+"""How often a singleton's holder works (logs ``working``)."""
 
 
 def probe_streams(shards: int) -> dict[int, str]:
@@ -53,7 +58,13 @@ def probe_streams(shards: int) -> dict[int, str]:
 
 class LeaseNode:
     def __init__(
-        self, dsn: str, name: str, ttl_s: float, out: IO[str], keys: Path | None = None
+        self,
+        dsn: str,
+        name: str,
+        ttl_s: float,
+        out: IO[str],
+        keys: Path | None = None,
+        wants: tuple[str, ...] = (),
     ) -> None:
         self.dsn = dsn
         self.name = name
@@ -68,6 +79,9 @@ class LeaseNode:
             on_change=self.change,
             integrity=keys is not None,
         )
+        self.stopping = threading.Event()
+        for singleton in wants:
+            self.want(singleton)
         self.keeper.start()
         self.journal = PostgresJournal(
             dsn,
@@ -77,7 +91,6 @@ class LeaseNode:
             witness=Witness.open(keys / f"{name}.witness") if keys else None,
         )
         self.streams = probe_streams(self.journal.shards)
-        self.stopping = threading.Event()
 
     def write(self, **line: Any) -> None:
         with self._out_lock:
@@ -88,6 +101,26 @@ class LeaseNode:
         if change.change == "acquired" and change.shard is not None and change.token is not None:
             self.held[change.incarnation, change.shard] = change.token
         self.write(**msgspec.to_builtins(change))
+
+    def want(self, singleton: str) -> None:
+        """Want ``singleton``, and work while holding it, as a watchdog would."""
+
+        def gained(token: int) -> None:
+            self.write(change="gained", singleton=singleton, token=token, at=time.monotonic())
+
+        def lost(change: str) -> None:
+            self.write(change="lost", singleton=singleton, why=change, at=time.monotonic())
+
+        def work() -> None:
+            while not self.stopping.wait(WORK_S):
+                # Held before and after the time is read: ``at`` lies inside the lease.
+                if self.keeper.holds(singleton):
+                    at = time.monotonic()
+                    if self.keeper.holds(singleton):
+                        self.write(change="working", singleton=singleton, at=at)
+
+        self.keeper.want_singleton(singleton, on_gained=gained, on_lost=lost)
+        threading.Thread(target=work, name=f"singleton-{singleton}", daemon=True).start()
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -139,9 +172,11 @@ class LeaseNode:
 
 
 def main(argv: list[str]) -> int:
-    dsn, name, ttl, path, *keys = argv
+    dsn, name, ttl, path, *rest = argv
+    wants = tuple(a.removeprefix("--want=") for a in rest if a.startswith("--want="))
+    keys = [a for a in rest if not a.startswith("--want=")]
     with open(path, "a", encoding="utf-8") as out:
-        node = LeaseNode(dsn, name, float(ttl), out, Path(keys[0]) if keys else None)
+        node = LeaseNode(dsn, name, float(ttl), out, Path(keys[0]) if keys else None, wants)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: node.stopping.set())
         signal.signal(signal.SIGUSR1, node.zombie)

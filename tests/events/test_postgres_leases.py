@@ -401,13 +401,16 @@ def nodes(dsn: str, tmp_path: Path) -> Iterator[Nodes]:
         group.close()
 
 
-def beliefs(lines: list[dict[str, Any]], end: float) -> list[tuple[int, float, float, int]]:
+def beliefs(
+    lines: list[dict[str, Any]], end: float, key: str = "shard"
+) -> list[tuple[Any, float, float, int]]:
     """From one node's log, each (shard, from, to, token) it believed it owned: from its
     ``acquired`` to the first of its release, fence or lapse, the deadline its last renewal set
-    (a frozen or dead node believes nothing past it), or ``end``."""
-    held: dict[int, tuple[float, int]] = {}
+    (a frozen or dead node believes nothing past it), or ``end``. ``key="singleton"``: the same
+    of the named singletons it held."""
+    held: dict[Any, tuple[float, int]] = {}
     deadline = float("inf")
-    spans: list[tuple[int, float, float, int]] = []
+    spans: list[tuple[Any, float, float, int]] = []
     for line in lines:
         kind = line["change"]
         if kind == "renewed":
@@ -415,11 +418,13 @@ def beliefs(lines: list[dict[str, Any]], end: float) -> list[tuple[int, float, f
                 spans += [(s, t0, deadline, tok) for s, (t0, tok) in held.items()]
                 held = {}
             deadline = line["deadline"]
+        elif line.get(key) is None:
+            continue
         elif kind == "acquired":
-            held[line["shard"]] = (line["at"], line["token"])
-        elif kind in ("released", "fenced", "lapsed") and line["shard"] in held:
-            t0, tok = held.pop(line["shard"])
-            spans.append((line["shard"], t0, min(line["at"], deadline), tok))
+            held[line[key]] = (line["at"], line["token"])
+        elif kind in ("released", "fenced", "lapsed") and line[key] in held:
+            t0, tok = held.pop(line[key])
+            spans.append((line[key], t0, min(line["at"], deadline), tok))
     spans += [(s, t0, min(end, deadline), tok) for s, (t0, tok) in held.items()]
     return spans
 

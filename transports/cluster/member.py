@@ -11,9 +11,12 @@ handed over at once).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.postgres.leases import LeaseKeeper, LeaseSettings
@@ -24,6 +27,8 @@ from transports.cluster.service import ForwardService, close, serve
 from transports.cluster.targets import target
 from transports.listen import listening_socket
 
+log = logging.getLogger("reel.cluster")
+
 if TYPE_CHECKING:
     from grpclib.server import Server
 
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
     from transports.config import ClusterConfig
 
 
-class Figures(NamedTuple):
+class ClusterFigures(NamedTuple):
     """What ``/metrics`` shows of a cluster node."""
 
     held: int
@@ -42,6 +47,7 @@ class Figures(NamedTuple):
     seconds_left: float
     sent: int
     served: int
+    singletons: tuple[str, ...]
 
 
 class ClusterMember:
@@ -62,6 +68,7 @@ class ClusterMember:
         self._server: Server | None = None
         self._node: Node | None = None
         self._journal: PostgresJournal | None = None
+        self._singleton_work = ThreadPoolExecutor(1, thread_name_prefix="cluster-singletons")
 
     def keeper(self, dsn: str, key: NodeKey) -> LeaseKeeper:
         """Register this node and start its leases (it may wait out a TTL while its previous
@@ -127,17 +134,43 @@ class ClusterMember:
         self._node, self._journal = node, journal
         membership.start(node)
 
-    def figures(self) -> Figures:
+    @property
+    def keeper_of_leases(self) -> LeaseKeeper:
+        """This node's lease keeper (once :meth:`keeper` made it)."""
+        assert self._keeper is not None
+        return self._keeper
+
+    def run_while_held(
+        self, name: str, start: Callable[[], object], stop: Callable[[], object]
+    ) -> None:
+        """Run ``start()`` whenever this node takes the singleton lease ``name``, ``stop()``
+        whenever it loses it (handed over, fenced, lapsed): work one node of the cluster does
+        for all (the watchdog, the schedules). Both run on one thread of their own, in order;
+        the keeper's tick never waits for them."""
+        keeper = self.keeper_of_leases
+
+        def gained(_token: int) -> None:
+            with contextlib.suppress(RuntimeError):  # the node stops serving: nothing starts
+                self._singleton_work.submit(_quietly, name, "start", start)
+
+        def lost(_change: object) -> None:
+            with contextlib.suppress(RuntimeError):  # stopped already, with the node
+                self._singleton_work.submit(_quietly, name, "stop", stop)
+
+        keeper.want_singleton(name, on_gained=gained, on_lost=lost)
+
+    def figures(self) -> ClusterFigures:
         keeper, membership = self._keeper, self.membership
         held = len(keeper.owned()) if keeper is not None else 0
         left = max(0.0, keeper.deadline - time.monotonic()) if keeper is not None else 0.0
-        return Figures(
+        return ClusterFigures(
             held=held,
             serving=len(membership.ready()) if membership is not None else 0,
             renewals=keeper.renewals if keeper is not None else 0,
             seconds_left=left if held else 0.0,
             sent=self.router.forwarded if self.router is not None else 0,
             served=self.service.served if self.service is not None else 0,
+            singletons=tuple(keeper.singletons()) if keeper is not None else (),
         )
 
     def stop_serving(self) -> None:
@@ -150,6 +183,7 @@ class ClusterMember:
         node.services.elsewhere = None
         if self._journal is not None:
             self._journal.elsewhere = None
+        self._singleton_work.shutdown(wait=True)
         if self.membership is not None:
             self.membership.stop()
         server, router = self._server, self.router
@@ -163,3 +197,13 @@ class ClusterMember:
         """Hand every shard over (after the journal closed); without it they lapse in a TTL."""
         if self._keeper is not None:
             self._keeper.drain()
+
+
+def _quietly(name: str, what: str, work: Callable[[], object]) -> None:
+    """A singleton's start or stop; a failure is logged, never kills the worker thread."""
+    try:
+        work()
+    except Exception:
+        log.exception("the %s singleton's %s failed", name, what)
+    else:
+        log.info("the %s singleton %s here", name, "started" if what == "start" else "stopped")

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from events import new_id
+from events import StoredEvent, new_id
 from events.postgres.homes import shard_of
 from transports.cluster.targets import key_shard
 
@@ -79,6 +79,10 @@ class Membership:
         registry = node.services.registry
         live = registry.live_runs_where(lambda s: shard_of(s, self.shards) == shard)
         return bool(live.keys() - registry.runs_awaiting_approval())
+
+    def serves(self, stored: StoredEvent) -> bool:
+        """Whether a row is in a shard this node serves now (its run is this node's)."""
+        return stored.shard in self.ready()
 
     def new_session_id(self, key: str | None) -> str:
         """The id of a session this node creates: in ``key``'s shard when it has a key (the

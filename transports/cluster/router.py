@@ -35,7 +35,7 @@ from events.envelope import AppendResult
 from events.errors import ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
-from transports.cluster.service import PATH, RawCodec
+from transports.cluster.service import PATH, MsgpackCodec
 from transports.cluster.targets import ANY_SHARD
 from transports.cluster.wire import FORWARDED, Answer, ForwardedAppend, outcome, sign
 
@@ -194,7 +194,7 @@ class Router:
         channel = self._channels.get(address)
         if channel is None:
             host, _, port = address.rpartition(":")
-            channel = Channel(host.strip("[]"), int(port), codec=RawCodec())
+            channel = Channel(host.strip("[]"), int(port), codec=MsgpackCodec())
             self._channels[address] = channel
         return channel
 

@@ -50,7 +50,7 @@ MAX_AGE_MS = 30_000
 MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 
-class RawCodec(CodecBase):
+class MsgpackCodec(CodecBase):
     """Bytes in, bytes out: the messages are msgpack made by :mod:`.wire`."""
 
     __content_subtype__ = "msgpack"
@@ -152,7 +152,7 @@ class ForwardService:
 
 async def serve(service: ForwardService, sock: socket.socket) -> Server:
     """Start serving ``service`` on the bound ``sock`` (on the node's I/O loop)."""
-    server = Server([service], codec=RawCodec())
+    server = Server([service], codec=MsgpackCodec())
     await server.start(sock=sock)
     return server
 

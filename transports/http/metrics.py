@@ -39,8 +39,9 @@ Families:
   ``reel_cluster_lease_renewals_total`` (counter), ``reel_cluster_lease_seconds_left``
   (gauge: until the node fences itself unless a renewal comes),
   ``reel_cluster_forwards_total{direction}`` (counter: ``sent`` to other nodes, ``served`` for
-  them): a cluster node's shards and forwarding (only with ``[cluster] node``;
-  docs/scale-out.md).
+  them), ``reel_cluster_singletons{name}`` (gauge, 1 where this node holds it: ``watchdog``,
+  ``schedules``): a cluster node's shards, forwarding and singletons (only with
+  ``[cluster] node``; docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from events.lifecycle import RunStatus
 from events.task_lifecycle import TaskStatus
 from projections.usage import total_cost
 from transports.build import version
+from transports.cluster.singletons import SINGLETONS
 from transports.http import tasks
 from transports.http.context import CONTEXT, ApiContext, permit
 from transports.http.providers import failover_of
@@ -335,6 +337,15 @@ def _cluster_lines(cluster: ClusterMember) -> list[str]:
             (
                 f'reel_cluster_forwards_total{{direction="sent"}} {figures.sent}',
                 f'reel_cluster_forwards_total{{direction="served"}} {figures.served}',
+            ),
+        ),
+        *_family(
+            "reel_cluster_singletons",
+            "gauge",
+            "The work one node does for the cluster (watchdog, schedules) this node holds.",
+            (
+                f'reel_cluster_singletons{{name="{name}"}} {int(name in figures.singletons)}'
+                for name in SINGLETONS
             ),
         ),
     ]

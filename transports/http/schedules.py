@@ -14,7 +14,7 @@ import asyncio
 
 from aiohttp import web
 
-from actors.schedules.decide import InvalidSchedule, check_name, check_timing, existing
+from actors.schedules.decide import InvalidSchedule, check_name, check_timing
 from transports.http.bodies import CreateScheduleRequest, ScheduleList
 from transports.http.context import CONTEXT, caller, permit
 from transports.http.failures import ApiError
@@ -96,7 +96,7 @@ async def _manage(request: web.Request, operation: str) -> str:
     """The caller, once Cedar permits ``schedule.manage`` on the named schedule (an unknown
     name is a 404 before the decision)."""
     name = _name(request)
-    schedule = existing(request.app[CONTEXT].runtime.schedules.book.state, name)
+    schedule = await asyncio.to_thread(request.app[CONTEXT].runtime.schedules.book.get, name)
     scope = (name, {"name": name, "runs_as": schedule.runs_as, "operation": operation})
     return (await permit(request, "schedule.manage", scope)).principal
 

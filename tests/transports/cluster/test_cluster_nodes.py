@@ -8,6 +8,7 @@ takes its shard over resumes the wait."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import signal
 import time
 import urllib.request
@@ -203,6 +204,35 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         kinds = [kind for kind, _ in placed]
         assert kinds == ["memory.item_written", "memory.item_deleted"], placed
         assert len({shard for _, shard in placed}) == 1, placed
+
+        # One node watches and fires schedules for all; a schedule made through one node is
+        # listed, fires once per due time, and is paused through another.
+        holders = {
+            name: sum(
+                int(metric_lines(node)[f'reel_cluster_singletons{{name="{name}"}}'])
+                for node in nodes.values()
+            )
+            for name in ("watchdog", "schedules")
+        }
+        assert holders == {"watchdog": 1, "schedules": 1}, holders
+        every = {"name": "tick", "every": "1s", "session_key": "ticks", "text": "tick"}
+        status, made = nodes["n1"].http("POST", "/v1/schedules", every)
+        assert status == 201, made
+        status, listed = nodes["n2"].http("GET", "/v1/schedules")
+        assert status == 200 and [s["name"] for s in listed["items"]] == ["tick"], listed
+        time.sleep(3.5)
+        status, paused = nodes["n3"].http("POST", "/v1/schedules/tick/pause", {})
+        assert status == 200, paused
+        with psycopg.connect(dsn) as conn:
+            fired = [
+                at
+                for (at,) in conn.execute(
+                    "SELECT recorded_at_ms FROM events WHERE kind = 'schedule.fired' "
+                    "ORDER BY position"
+                ).fetchall()
+            ]
+        assert len(fired) >= 2, fired
+        assert all(b - a >= 900 for a, b in itertools.pairwise(fired)), fired
 
         # The owner dies while its run waits for a human: a survivor takes the shard over,
         # resumes the wait, and the decision through it lets the run finish.
