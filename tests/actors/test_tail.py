@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from actors.approvals.always_grants import GRANTS_STREAM, KINDS
@@ -18,11 +19,12 @@ ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 REVOKED = GrantRevoked(principal="user:ann", tool="shell.run")
 
 
-def eventually(check: object, timeout: float = 10.0) -> bool:
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``check`` until true (a wait, not a timing assertion)."""
     deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not check() and time.monotonic() < deadline:
         time.sleep(0.01)
-    return bool(check())  # type: ignore[operator]
+    return check()
 
 
 def test_sync_loads_then_folds_what_was_committed_since_and_nothing_twice(tmp_path: Path) -> None:
@@ -58,7 +60,11 @@ def test_a_follower_folds_another_writers_records_and_ends_with_the_journal(
         assert thread.daemon and thread.name == "tail-grants"
         for seq in range(3):  # another writer: nothing here calls sync
             journal.append(GRANTS_STREAM, [REVOKED], expected_seq=seq, principal="node:b")
-            assert eventually(lambda n=seq + 1: len(folded) == n)
+
+            def caught_up(wanted: int = seq + 1) -> bool:
+                return len(folded) == wanted
+
+            assert eventually(caught_up)
         assert [r.event for r in folded] == [REVOKED] * 3
     finally:
         journal.close()
