@@ -56,7 +56,7 @@ from tools import ToolCatalog, build_catalog
 from tools.shell import probe_ahead
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
-from transports.access.tokens import TokenBook, load_tokens
+from transports.access.tokens import TokenBook, follow_tokens
 from transports.cluster.singletons import SCHEDULES, WATCHDOG
 from transports.config import (
     ConfigError,
@@ -97,8 +97,8 @@ class Runtime:
     views: Views
     authority: Authority
     """Who a bearer token speaks for and what Cedar lets it do: shared by HTTP and gRPC
-    (its token book is folded from the journal's ``token.*`` events at start and updated as
-    the API creates and revokes tokens)."""
+    (its token book is folded from the journal's ``token.*`` events at start and follows the
+    journal from then on, whoever appends: docs/scale-out.md, "Caches")."""
     memory: NodeMemory
     """The memory view (searched by runs, the memory tools and the API) and the journal that
     memory writes go to."""
@@ -544,7 +544,7 @@ def open_runtime(
         journal_tool_lists(
             catalog, journal, {name: set(s.tools) for name, s in cfg.mcp.servers.items()}
         )
-        tokens = load_tokens(journal, admin_token)
+        tokens = follow_tokens(journal, admin_token)
         gate.roles_of = lambda principal: tokens.roles_of(principal, int(time.time() * 1000))
         projector = Projector(
             journal, data_dir / "views.db", all_projections(embedder, memory.view.matrix)

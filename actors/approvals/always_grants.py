@@ -6,8 +6,9 @@ decided it on a stopped node) adds the grant of its tool to the run's principal;
 (``initial`` and a total ``apply`` over :class:`~actors.stream.Recorded`), with one writer of
 :data:`GRANTS_STREAM` at a time: the session directory while the node runs
 (:class:`~actors.messages.RevokeGrant`), ``reel approvals revoke`` on a data dir no node holds.
-Both decide with :func:`revoke` and append before anything else changes; recovery reloads the
-gate from :func:`load`.
+Both decide with :func:`revoke` and append before anything else changes. The node's gate folds
+every decision and revocation from the journal with :func:`apply`, whoever appended it
+(:meth:`~actors.approvals.gate.ToolGate.follow_grants`); :func:`load` folds them offline.
 """
 
 from __future__ import annotations

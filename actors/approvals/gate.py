@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
+from actors.approvals import always_grants
+from actors.approvals.always_grants import AlwaysGrants
 from actors.approvals.grants import Grant, covers
+from actors.stream import Recorded
+from actors.tail import Tail
+from events import JournalPort
 from policies import Decision, PolicyEngine, SecretRequest, ToolRequest, UsageToday
 from tools import Posture, ToolSpec
 from tools.handles import handles_of
@@ -36,7 +41,8 @@ class GateDecision(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolGate:
-    """Posture configuration, the policy engine and the ``always`` grants of this node."""
+    """Posture configuration, the policy engine and the ``always`` grants of this node (folded
+    from the journal, whoever appended them: :meth:`follow_grants`)."""
 
     def __init__(
         self,
@@ -51,8 +57,9 @@ class ToolGate:
         self.usage_of: Callable[[str], UsageToday] = lambda _principal: UsageToday()
         """A principal's usage so far today, Cedar's ``context.usage_today`` (set by the
         node's composition from the usage view; docs/usage.md)."""
-        self._always: set[tuple[str, str]] = set()
+        self._grants = AlwaysGrants()
         self._lock = threading.Lock()
+        self._tail: Tail | None = None
 
     def posture(self, spec: ToolSpec, overrides: Mapping[str, str] | None = None) -> Posture:
         """``disabled`` for a tool that cannot run here (`ToolSpec.unavailable`, which no
@@ -64,25 +71,47 @@ class ToolGate:
             return overrides[spec.name]  # type: ignore[return-value]
         return self._postures.get(spec.name, spec.default_posture)
 
-    def grant_always(self, principal: str, tool: str) -> None:
-        with self._lock:
-            self._always.add((principal, tool))
+    # --- the ``always`` grants: folded from the journal, the one way they change -------------
 
-    def revoke_always(self, principal: str, tool: str) -> bool:
+    def fold(self, rec: Recorded) -> None:
+        """Fold one record into the ``always`` grants (:func:`always_grants.apply`)."""
         with self._lock:
-            if (principal, tool) in self._always:
-                self._always.discard((principal, tool))
-                return True
-            return False
+            self._grants = always_grants.apply(self._grants, rec)
+
+    def follow_grants(self, journal: JournalPort) -> AlwaysGrants:
+        """Load the ``always`` grants from ``journal`` and keep them current as it commits,
+        whoever appends (:class:`actors.tail.Tail`); returns them as loaded. Again with the
+        same journal (a node started again in one process) it only syncs; with another, the
+        grants are loaded afresh and the first journal's follower folds into them no more."""
+        if self._tail is not None and self._tail.reader is journal:
+            return self.sync_grants()
+
+        def fold(rec: Recorded) -> None:
+            if self._tail is tail:
+                self.fold(rec)
+
+        tail = Tail(journal, always_grants.KINDS, fold, "always grants")
+        with self._lock:
+            self._grants, self._tail = AlwaysGrants(), tail
+        tail.sync()
+        tail.follow(journal)
+        return self._grants
+
+    def sync_grants(self) -> AlwaysGrants:
+        """The ``always`` grants with every decision and revocation the journal committed by
+        now folded in: what a command that appended one calls before it replies
+        (read-your-writes), and what a revocation decides on. Without :meth:`follow_grants`
+        the grants as folded."""
+        if self._tail is not None:
+            self._tail.sync()
+        return self._grants
 
     def has_always(self, principal: str, tool: str) -> bool:
-        with self._lock:
-            return (principal, tool) in self._always
+        return (principal, tool) in self._grants.active
 
     def always(self) -> frozenset[tuple[str, str]]:
         """The ``always`` grants in force now: (principal, tool) pairs."""
-        with self._lock:
-            return frozenset(self._always)
+        return self._grants.active
 
     def decide(
         self,

@@ -68,7 +68,7 @@ from actors.provider import ToolCall
 from actors.services import Services
 from actors.stream import OwnedStream, Recorded
 from actors.tracing import new_span_id, stream_span_id
-from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, new_id
+from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, JournalError, new_id
 from events.catalog import Event
 from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
 from tools.handles import handles_of
@@ -400,7 +400,10 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self._close_approval()
         self._trace_approval()
         if event.decision == "allow" and event.scope == "always" and event.tool:
-            self.s.gate.grant_always(self.principal, event.tool)
+            # In force on this node before the approver hears back; a read that fails leaves
+            # it to the gate's follower (a grant folded late asks for one approval more).
+            with contextlib.suppress(JournalError):
+                self.s.gate.sync_grants()
 
     def _on_cancel(self, reason: str) -> None:
         """The run is stopping: deny a pending approval and close the invocation now."""

@@ -103,19 +103,14 @@ class SessionDirectory(pykka.ThreadingActor):
         self.forgotten: set[str] = set()
         """Actors of sessions this node stopped serving (a cluster's lost or re-acquired
         shard): what they report as they stop is not kept."""
-        self.grants_next_seq = 0
-        """The next seq of the ``grants`` stream, which this actor alone writes while the
-        node runs."""
 
     def on_start(self) -> None:
         self._learn(None)
         self._schedule_tick()
 
     def _learn(self, shards: frozenset[int] | None) -> None:
-        """Read the sessions (in ``shards``; None: all) and the grants stream's next seq from
-        the journal: at start, and when a cluster node acquires shards (their sessions were
-        made by other nodes)."""
-        self.grants_next_seq = self.s.journal.stream_next_seq(GRANTS_STREAM)
+        """Read the sessions (in ``shards``; None: all) from the journal: at start, and when a
+        cluster node acquires shards (their sessions were made by other nodes)."""
         for stored in self.s.journal.first_events("session/"):
             if shards is not None and stored.shard not in shards:
                 continue
@@ -357,22 +352,23 @@ class SessionDirectory(pykka.ThreadingActor):
         self.s.io.call_later(self.s.config.passivate_check_s, tick)
 
     def _revoke(self, message: RevokeGrant) -> None:
-        """Decide on the gate's grants, append, then change the gate: a revocation the journal
-        did not take changes nothing (the caller hears why)."""
+        """Decide on the grants the journal holds now, append, and reply once the gate folded
+        the revocation (the gate changes only from the journal): a revocation the journal did
+        not take changes nothing (the caller hears why)."""
         gate = self.s.gate
         try:
-            event = revoke(gate.always(), message.principal, message.tool)
-            result = self.s.journal.append(
+            grants = gate.sync_grants()
+            event = revoke(grants.active, message.principal, message.tool)
+            self.s.journal.append(
                 GRANTS_STREAM,
                 [event],
-                expected_seq=self.grants_next_seq,
+                expected_seq=grants.next_seq,
                 principal=message.revoked_by,
             )
+            gate.sync_grants()
         except Exception as exc:
             reject(message.reply, exc)
             return
-        self.grants_next_seq = result.next_seq
-        gate.revoke_always(message.principal, message.tool)
         resolve(message.reply, event)
 
     # --- runs and approvals ----------------------------------------------------------------

@@ -13,7 +13,8 @@ the run decider is asked what it would do next (:func:`actors.runs.decide.next_s
   unfinished tool invocations completed ``interrupted`` first, so its terminal event stays last
   in its tape. Each append states the seq its stream's folded state expects.
 
-``always`` grants are reloaded into the gate.
+``always`` grants are loaded into the gate, which follows the journal from then on
+(:meth:`~actors.approvals.gate.ToolGate.follow_grants`).
 
 A node of a cluster recovers shard by shard as it acquires them (``shards``): only the runs whose
 streams are in those shards (a session's runs live in its shard), the grants once at its start.
@@ -26,7 +27,6 @@ from collections.abc import Container
 import msgspec
 
 from actors.aggregate import fold
-from actors.approvals.always_grants import load as load_always_grants
 from actors.approvals.gate import ToolGate
 from actors.approvals.grants import Grant
 from actors.config import ActorsConfig
@@ -72,10 +72,11 @@ def recover(
     shards: Container[int] | None = None,
     grants: bool = True,
 ) -> RecoveryReport:
-    """Resolve in-flight runs, tools and approvals; reload ``always`` grants. ``batching``:
-    which calls the live runs batch (the same answer decides which runs resume). ``shards``:
-    only the runs in these shards (a cluster node acquiring them); ``grants=False``: leave the
-    gate's grants as they are."""
+    """Resolve in-flight runs, tools and approvals; load the ``always`` grants into ``gate``,
+    which follows the journal from then on. ``batching``: which calls the live runs batch (the
+    same answer decides which runs resume). ``shards``: only the runs in these shards (a
+    cluster node acquiring them); ``grants=False``: leave the gate's grants as they are (it
+    follows them already)."""
     interrupted: list[str] = []
     approvals: list[str] = []
     resumed: list[Resumed] = []
@@ -106,9 +107,7 @@ def recover(
             )
             approvals.extend(e.approval_id for e in events if isinstance(e, ApprovalResolved))
         interrupted.append(run_id)
-    active = load_always_grants(journal).active if grants else frozenset()
-    for principal, tool in active:
-        gate.grant_always(principal, tool)
+    active = gate.follow_grants(journal).active if grants else frozenset()
     return RecoveryReport(tuple(interrupted), tuple(approvals), len(active), tuple(resumed))
 
 

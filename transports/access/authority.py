@@ -21,11 +21,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from typing import TypeVar
 
-from actors.stream import Recorded
-from events import AppendResult, JournalError, JournalPort, new_id
+from events import JournalError, JournalPort, new_id
 from events.catalog import AccessDecided
 from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
 from projections import Views
@@ -92,23 +90,17 @@ class Authority:
     def authenticate(self, token: str | None) -> Credentials | None:
         """Who ``token`` speaks for, or None (the same for every kind of bad token). An API
         token's use is recorded at most hourly (``token.used``, by its principal), submitted and
-        never waited for: no request waits on it, and the book folds it once durable."""
+        never waited for: no request waits on it, and the book's tail folds it once committed."""
         if not token:
             return None
         now_ms = int(time.time() * 1000)
         who = self.tokens.authenticate(token, now_ms)
         if who is not None and (used := self.tokens.use_to_record(who, now_ms)) is not None:
-            book, stream, principal = self.tokens, use_stream(used.token_id), who.principal
-
-            def fold(done: Future[AppendResult]) -> None:
-                if done.exception() is None:
-                    book.fold(Recorded(used, stream, done.result().recorded_at_ms, principal))
-
             # Closing: a last use goes unrecorded, and the request goes on.
             with contextlib.suppress(JournalError):
                 self.journal.submit(
-                    stream, [used], expected_seq=None, principal=principal
-                ).add_done_callback(fold)
+                    use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
+                )
         return who
 
     # --- may they ---------------------------------------------------------------------------

@@ -4,10 +4,13 @@ an :class:`actors.aggregate.Aggregate` over every token's streams, held by a :cl
 A token is ``reel_<token_id>_<secret>``: the id finds its record, the secret (256 random bits)
 proves possession. The journal keeps the token's id, principal, roles, expiry and SHA-256
 digest (``token.created``), its revocation (``token.revoked``) and, at most hourly, its use
-(``token.used``), never the token, so the
-auth view is a fold like every other view and a node learns about a new or revoked token as
-soon as the event is appended. The data dir's ``admin.token`` stays outside the journal: it
-is the principal ``admin`` with the role ``admin``, so a fresh node is reachable with one file.
+(``token.used``), never the token, so the auth view is a fold like every other view. The node's
+book follows the journal (:func:`follow_tokens`, :class:`actors.tail.Tail`): a token created or
+revoked through any writer of the journal (another node, on PostgreSQL) is folded here once this
+node's journal sees the commit, and a command of this node that appended one folds it before it
+replies; nothing else changes the book (docs/scale-out.md, "Caches"). The data dir's
+``admin.token`` stays outside the journal: it is the principal ``admin`` with the role
+``admin``, so a fresh node is reachable with one file.
 
 Authentication answers the same ``None`` for an unknown, malformed, expired or revoked token,
 so a caller cannot tell which (no oracle); comparison is constant-time.
@@ -33,6 +36,7 @@ from transports.access.token_info import CreatedToken, TokenInfo
 
 if TYPE_CHECKING:
     from actors.stream import Recorded
+    from actors.tail import Tail
 
 ADMIN_PRINCIPAL = "admin"
 """The principal of the data dir's ``admin.token``."""
@@ -234,13 +238,15 @@ class _Folded:
         self.asked: dict[str, int] = {}
         """Token id -> when a ``token.used`` was last asked for (before it is folded)."""
         self.lock = threading.Lock()
+        self.tail: Tail | None = None
+        """What folds the journal's ``token.*`` records in (:func:`load_tokens`)."""
 
 
 class TokenBook:
     """The auth view: the folded :class:`Tokens`, plus the admin token.
 
-    Thread-safe: the transports authenticate from many threads while the node folds new
-    records in as they are appended (:meth:`fold`)."""
+    Thread-safe: the transports authenticate from many threads while the book's tail folds
+    new records in as the journal commits them (:meth:`fold`, :meth:`sync`)."""
 
     def __init__(self, admin_token: str, tokens: Tokens | None = None) -> None:
         self._admin = admin_token
@@ -264,6 +270,14 @@ class TokenBook:
         """Fold one record into the book (:func:`apply`)."""
         with self._folded.lock:
             self._folded.tokens = apply(self._folded.tokens, rec)
+
+    def sync(self) -> None:
+        """Fold every ``token.*`` record the journal committed by now (a book made by
+        :func:`load_tokens`; else nothing): what a command that appended one calls before it
+        replies. Raises what reading the journal raises."""
+        tail = self._folded.tail
+        if tail is not None:
+            tail.sync()
 
     def records(self) -> list[TokenRecord]:
         """Every token ever created, oldest first."""
@@ -336,12 +350,23 @@ def use_stream(token_id: str) -> str:
 
 
 def load_tokens(reader: JournalReadPort, admin_token: str) -> TokenBook:
-    """The auth view folded from every ``token.*`` event of the journal."""
-    from actors.aggregate import fold  # the fold's machinery, not what a client command needs
-    from actors.stream import recorded
-    from transports.access import tokens  # this module: the aggregate the fold takes
+    """The auth view folded from every ``token.*`` event of the journal; :meth:`TokenBook.sync`
+    folds what ``reader`` committed since."""
+    from actors.tail import Tail  # the fold's machinery, not what a client command needs
 
-    return TokenBook(admin_token, fold(tokens, recorded(reader.events_of_kinds(TOKEN_KINDS))))
+    book = TokenBook(admin_token)
+    book._folded.tail = tail = Tail(reader, TOKEN_KINDS, book.fold, "token book")
+    tail.sync()
+    return book
+
+
+def follow_tokens(journal: JournalPort, admin_token: str) -> TokenBook:
+    """The node's auth view: :func:`load_tokens`, kept current as ``journal`` commits, whoever
+    appends (until it closes)."""
+    book = load_tokens(journal, admin_token)
+    assert book._folded.tail is not None
+    book._folded.tail.follow(journal)
+    return book
 
 
 def create_token(
@@ -354,18 +379,17 @@ def create_token(
     expires_at_ms: int | None = None,
     note: str = "",
 ) -> tuple[str, TokenRecord]:
-    """Mint a token, append its ``token.created`` (by ``created_by``), fold it into ``book``
-    as the journal stores it (a secret in its note redacted, so the answer and a list say what
-    a restart's fold would); the token is returned once and stored nowhere."""
+    """Mint a token, append its ``token.created`` (by ``created_by``) and bring ``book`` up to
+    date with the journal (:meth:`TokenBook.sync`: the record as stored, a secret in its note
+    redacted); the token is returned once and stored nowhere."""
     token, created = mint(
         principal, roles, token_id=new_id(), expires_at_ms=expires_at_ms, note=note
     )
-    from actors.stream import Recorded
     from events.redaction.redact import redact_event  # see validate_roles
 
     stream, clean = token_stream(created.token_id), redact_event(created)
-    result = journal.append(stream, [clean], expected_seq=0, principal=created_by)
-    book.fold(Recorded(clean, stream, result.recorded_at_ms, created_by))
+    journal.append(stream, [clean], expected_seq=0, principal=created_by)
+    book.sync()
     record = book.get(created.token_id)
     assert record is not None
     return token, record
@@ -385,19 +409,19 @@ def revocation(state: Tokens, token_id: str, reason: str) -> TokenRevoked:
 def revoke_token(
     journal: JournalPort, book: TokenBook, token_id: str, *, revoked_by: str, reason: str = ""
 ) -> TokenRecord:
-    """Append ``token.revoked`` (by ``revoked_by``) and fold it into ``book``.
+    """Append ``token.revoked`` (by ``revoked_by``) and bring ``book`` up to date with the
+    journal: the token is refused on this node when this returns.
 
     Raises :class:`UnknownToken` or :class:`TokenAlreadyRevoked`."""
-    from actors.stream import Recorded
     from events.redaction.redact import redact_event  # see validate_roles
 
+    book.sync()  # decided on what the journal holds now: another writer may have revoked it
     revoked = redact_event(revocation(book.tokens, token_id, reason))
-    stream = token_stream(token_id)
     try:
-        result = journal.append(stream, [revoked], expected_seq=1, principal=revoked_by)
+        journal.append(token_stream(token_id), [revoked], expected_seq=1, principal=revoked_by)
     except ConcurrencyConflict as exc:
         raise TokenAlreadyRevoked(f"token {token_id} is already revoked") from exc
-    book.fold(Recorded(revoked, stream, result.recorded_at_ms, revoked_by))
+    book.sync()
     updated = book.get(token_id)
     assert updated is not None
     return updated

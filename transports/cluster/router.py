@@ -14,7 +14,8 @@ writer), its answer settling the append's future.
 
 After a forwarded command answers, the router waits (at most :data:`VISIBLE_S`) until this
 node's views include what the owner had committed by then: a client that starts a run through
-this node then reads it here (read-your-writes).
+this node then reads it here (read-your-writes); after a revocation or an approval's decision
+it also brings this node's ``always`` grants up to date (docs/scale-out.md, "Caches").
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from grpclib.client import Channel, UnaryUnaryMethod
 
+from actors.messages import ResolveApproval, RevokeGrant
 from events.envelope import AppendResult
 from events.errors import ShardNotOwned
 from events.sqlite.journal import AppendRequest
@@ -107,6 +109,8 @@ class Router:
                 continue  # the shard moved (here, perhaps): look again
             if answer.position:
                 await asyncio.to_thread(self._visible, answer.position, VISIBLE_S)
+                if isinstance(command, (RevokeGrant, ResolveApproval)):  # and its always grants
+                    await asyncio.to_thread(self._node.services.gate.sync_grants)
             return outcome(answer)
 
     def append_elsewhere(self, shard: int, requests: list[AppendRequest]) -> None:

@@ -11,14 +11,16 @@ from events.catalog import ApprovalResolved, GrantRevoked, SessionCreated
 ID = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
-def decided(decision: str = "allow", scope: str = "always", principal: str = "ops") -> Recorded:
+def decided(
+    decision: str = "allow", scope: str = "always", principal: str = "ops", tool: str = "shell.run"
+) -> Recorded:
     event = ApprovalResolved(
         approval_id=ID,
         invocation_id=ID,
         run_id=ID,
         decision=decision,  # type: ignore[arg-type]
         scope=scope,  # type: ignore[arg-type]
-        tool="shell.run",
+        tool=tool,
         grant_principal=principal,
     )
     return Recorded(event, f"invocation/{ID}", 1)

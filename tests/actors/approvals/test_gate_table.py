@@ -13,6 +13,7 @@ import pytest
 from actors.approvals.gate import ToolGate
 from actors.approvals.grants import Grant
 from policies import PolicyEngine
+from tests.actors.approvals.test_always_grants import decided, revoked
 from tools import ToolCatalog, ToolsConfig, build_catalog
 
 OPS_POLICY = """
@@ -86,7 +87,7 @@ def test_decision_table(
     spec = catalog.spec(tool)
     gate = ToolGate(engines[operator])
     if grant == "always":
-        gate.grant_always(principal, tool)
+        gate.fold(decided(principal=principal, tool=tool))
     overrides = {tool: posture} if posture is not None else None
     decision = gate.decide(
         spec,
@@ -109,10 +110,10 @@ def test_grant_for_another_principal_does_not_apply(
     catalog: ToolCatalog, engines: dict[bool, PolicyEngine]
 ) -> None:
     gate = ToolGate(engines[False])
-    gate.grant_always("alice", "shell.run")
+    gate.fold(decided(principal="alice"))
     decision = gate.decide(catalog.spec("shell.run"), principal="bob", session_id="s", run_id="r")
     assert decision.outcome == "approval_required"
-    assert gate.revoke_always("alice", "shell.run")
+    gate.fold(revoked(principal="alice"))
     again = gate.decide(catalog.spec("shell.run"), principal="alice", session_id="s", run_id="r")
     assert again.outcome == "approval_required"
 

@@ -1,7 +1,8 @@
 """Revoking an ``always`` grant on a running node (``RevokeGrant``, the session directory):
 decided on the gate's grants by their aggregate (actors/approvals/always_grants.py), appended to
-``grants``, and only then taken off the gate, so a revocation the journal refuses changes
-nothing; what the live gate holds is what the journal folds to."""
+``grants``, and folded into the gate from the journal (the gate changes no other way: a
+revocation the journal refuses changes nothing) before the reply; what the live gate holds is
+what the journal folds to."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import pytest
 from actors import GrantNotActive, InvalidCommand
 from actors.approvals.always_grants import GRANTS_STREAM, load
 from actors.messages import ResolveApproval, RevokeGrant
-from events import ConcurrencyConflict
-from events.catalog import ApprovalRequested, GrantRevoked, RunCompleted
+from events.catalog import ApprovalRequested, GrantRevoked
 from tests.actors.nodekit import NodeKit
 
 SHELL = '/tool shell.run {"argv": ["echo", "granted"]}'
@@ -52,15 +52,18 @@ def test_no_grant_to_revoke_changes_nothing(kit: NodeKit) -> None:
     assert kit.gate.has_always("carol", "shell.run")
 
 
-def test_a_revocation_the_journal_refuses_leaves_the_grant(kit: NodeKit) -> None:
-    """Another writer took the stream's next seq: the directory's append is refused, and the
-    gate still holds the grant (it used to drop it first, then fail to record why)."""
+def test_a_revocation_decides_on_what_the_journal_holds(kit: NodeKit) -> None:
+    """Another writer (another node) appended to the grants stream: the directory decides on the
+    journal as it is now. A grant it revoked is not active here (nothing appended); this node's
+    revocation takes the stream's next seq (the directory used to count the seqs itself, and a
+    revocation after another writer's conflicted)."""
     grant_always(kit, "carol")
-    intruder = GrantRevoked(principal="erin", tool="shell.run")
-    kit.journal.append(GRANTS_STREAM, [intruder], expected_seq=0, principal="intruder")
-    with pytest.raises(ConcurrencyConflict):
-        kit.ask(RevokeGrant(principal="carol", tool="shell.run"))
-    assert kit.gate.has_always("carol", "shell.run")
-    ticket, end = kit.run(f"still\n{SHELL}", principal="carol")
-    assert isinstance(end, RunCompleted)
-    assert "tool.approval_requested" not in kit.kinds(ticket.run_id)
+    grant_always(kit, "dave")
+    other = GrantRevoked(principal="dave", tool="shell.run")
+    kit.journal.append(GRANTS_STREAM, [other], expected_seq=0, principal="node:other")
+    with pytest.raises(GrantNotActive, match="dave has no always grant"):
+        kit.ask(RevokeGrant(principal="dave", tool="shell.run"))
+    kit.ask(RevokeGrant(principal="carol", tool="shell.run"))
+    rows = kit.journal.read_stream(GRANTS_STREAM)
+    assert [(r.stream_seq, r.principal) for r in rows] == [(0, "node:other"), (1, "operator")]
+    assert kit.gate.always() == frozenset() == load(kit.journal).active
