@@ -1,10 +1,10 @@
 """``bench/cluster.py --phase nodes`` and ``--phase takeover``: real ``reel node`` processes.
 
 ``nodes``: the run workload of ``bench/runs.py`` (the deterministic provider, one ``echo`` tool
-call, two turns a run) sent through real node processes: one node on SQLite, then 1, 2 and 3
-nodes on one throwaway PostgreSQL. ``--clients`` sessions each run one run after another (a
-closed loop), each run sent to a random node over gRPC and followed on its ``RunStream`` to its
-end (a subscription: nothing polls). Printed per setup: runs/s, latency p50/p99 and what
+call, two turns a run) sent through real node processes: one node on SQLite, one lone node on a
+throwaway PostgreSQL, then 2 and 3 nodes of a cluster on it. ``--clients`` sessions each run one
+run after another (a closed loop), each run sent to a random node over gRPC and followed on its
+``RunStream`` to its end (a subscription: nothing polls). Printed per setup: runs/s, latency p50/p99 and what
 predicts capacity on separate machines, the CPU seconds per 1,000 runs spent by the nodes and
 by PostgreSQL (every process of its cluster, from ``/proc``). On 2 cores more nodes cannot go
 faster. Target: one node on PostgreSQL >= 0.5x one node on SQLite in runs per CPU second.
@@ -141,7 +141,8 @@ def phase_nodes(args: Any) -> dict[str, Any]:
                     create(conn, SHARDS)
                 env |= {"REEL_JOURNAL_BACKEND": "postgres", "REEL_JOURNAL_DSN": dsn}
                 env |= {"REEL_CLUSTER_PORT": "0", "REEL_CLUSTER_READY_TICKS": "1"}
-            names = [f"n{i}" for i in range(count)] if backend == "postgres" else [""]
+            # one node on postgres runs alone (it holds every shard, nothing to forward)
+            names = [f"n{i}" for i in range(count)] if count > 1 else [""]
             nodes = start_nodes(work, env, names)
             try:
                 drive(nodes, args.clients, args.clients * 2)  # warm-up, and placement settles
