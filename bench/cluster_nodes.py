@@ -2,12 +2,13 @@
 
 ``nodes``: the run workload of ``bench/runs.py`` (the deterministic provider, one ``echo`` tool
 call, two turns a run) sent through real node processes: one node on SQLite, one lone node on a
-throwaway PostgreSQL, then 2 and 3 nodes of a cluster on it. ``--clients`` sessions each run one
-run after another (a closed loop), each run sent to a random node over gRPC and followed on its
-``RunStream`` to its end (a subscription: nothing polls). Printed per setup: runs/s, latency
-p50/p99 and what predicts capacity on separate machines, the CPU seconds per 1,000 runs spent by the nodes and
-by PostgreSQL (every process of its cluster, from ``/proc``). On 2 cores more nodes cannot go
-faster. Target: one node on PostgreSQL >= 0.5x one node on SQLite in runs per CPU second.
+throwaway PostgreSQL, then 2 and 3 nodes of a cluster on it. ``--clients`` sessions each run
+one run after another (a closed loop), each run sent to a random node over gRPC and followed on
+its ``RunStream`` to its end (a subscription: nothing polls). Printed per setup: runs/s,
+latency p50/p99 and what predicts capacity on separate machines, the CPU seconds per 1,000 runs
+spent by the nodes and by PostgreSQL (every process of its cluster, from ``/proc``). On 2 cores
+more nodes cannot go faster. Target: one node on PostgreSQL >= 0.5x one node on SQLite in runs
+per CPU second.
 
 ``takeover``: three nodes at ``--ttl`` (2 and 5 s); ``--kills`` times, the node holding a
 session's shard is killed with SIGKILL and the time until a command for that session succeeds
