@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import signal
 import statistics
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 from grpclib.client import Channel
 
 from tests.postgres_server import PostgresServer
+from tests.transports.cluster.nodes import owners, stop_all
 from tests.transports.test_node_process import ServingNode
 from transports.grpc.client import RunStreamClient
 
@@ -154,10 +154,7 @@ def phase_nodes(args: Any) -> dict[str, Any]:
                 wall, latencies = drive(nodes, args.clients, args.runs)
                 node_cpu, pg_cpu = cpu_of(pids) - node_cpu, cpu_of(pg) - pg_cpu
             finally:
-                for node in nodes:
-                    node.process.send_signal(signal.SIGINT)
-                for node in nodes:
-                    node.finish()
+                stop_all(nodes)
             results[label] = {
                 "runs_per_s": args.runs / wall,
                 "p50_ms": statistics.median(latencies) * 1000,
@@ -184,18 +181,6 @@ def phase_nodes(args: Any) -> dict[str, Any]:
     )
     results["ratio"] = ratio
     return results
-
-
-def owners(dsn: str) -> dict[int, str]:
-    import psycopg
-
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT l.shard, l.node FROM shard_lease l JOIN nodes n ON n.node = l.node "
-            "AND n.incarnation = l.incarnation AND n.expires_at > clock_timestamp() "
-            "WHERE l.shard >= 0"
-        ).fetchall()
-    return {int(s): str(n) for s, n in rows}
 
 
 def phase_takeover(args: Any) -> dict[str, Any]:
@@ -258,11 +243,7 @@ def phase_takeover(args: Any) -> dict[str, Any]:
                     time.sleep(ttl)  # it is placed shards again
                     print(f"  TTL {ttl:g} s kill {kill + 1}: {times[-1]:.2f} s", flush=True)
             finally:
-                for node in nodes.values():
-                    if node.process.poll() is None:
-                        node.process.send_signal(signal.SIGINT)
-                for node in nodes.values():
-                    node.finish()
+                stop_all(nodes.values())
             bound = ttl * 1.25
             median = statistics.median(times)
             worst = max(times)

@@ -5,18 +5,17 @@ node asked when it answers. Each node kept both caches as it folded them at its 
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 
 from tests.postgres_server import PostgresServer
-from tests.transports.cluster.test_cluster_nodes import (
+from tests.transports.cluster.nodes import (
     ASKING,
     DEADLINE_S,
     SHARDS,
-    cluster_env,
     owner_of,
     owners,
+    running,
     send,
     until,
 )
@@ -74,12 +73,7 @@ def test_tokens_and_grants_changed_through_one_node_hold_on_the_other(
     dsn = postgres.database()
     init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
     assert init.returncode == 0, init.stderr
-    nodes: dict[str, ServingNode] = {}
-    try:
-        for name in ("n1", "n2"):
-            data = tmp_path / name
-            data.mkdir(mode=0o700)
-            nodes[name] = ServingNode(data, cluster_env(dsn, name))
+    with running(dsn, tmp_path, ("n1", "n2")) as nodes:
         until(
             lambda: len(owners(dsn)) == SHARDS and set(owners(dsn).values()) == set(nodes),
             "every shard owned, by both nodes",
@@ -120,14 +114,3 @@ def test_tokens_and_grants_changed_through_one_node_hold_on_the_other(
         assert status == 200, gone
         assert asks(n2, send(n2, there, ASKING))  # in force where it was revoked
         until_asks(n1, here, True, "n1 to ask again after the revocation through n2")
-    except BaseException:
-        for name, node in nodes.items():
-            print(f"--- {name}")
-            print("\n".join(str(line) for line in node.lines[-40:]))
-        raise
-    finally:
-        for node in nodes.values():
-            if node.process.poll() is None:
-                node.process.send_signal(signal.SIGINT)
-        for node in nodes.values():
-            node.finish()

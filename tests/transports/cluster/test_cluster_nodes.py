@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import signal
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -20,82 +18,24 @@ from grpclib.client import Channel
 
 from events.postgres.homes import shard_of
 from tests.postgres_server import PostgresServer
+from tests.transports.cluster.nodes import (
+    ASKING,
+    DEADLINE_S,
+    SHARDS,
+    TTL_S,
+    ended,
+    metric_lines,
+    owner_of,
+    owners,
+    pending_approval,
+    run_state,
+    running,
+    send,
+    until,
+)
 from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import ServingNode
 from transports.grpc.client import RunStreamClient
-
-SHARDS = 8
-TTL_S = 2.0
-DEADLINE_S = 30.0
-ASKING = '/tool echo {"text": "cluster"}'
-"""A call that waits for a human (the nodes' config makes echo ask each time)."""
-
-
-def cluster_env(dsn: str, name: str) -> dict[str, str]:
-    return {
-        "REEL_JOURNAL_DSN": dsn,
-        "REEL_JOURNAL_BACKEND": "postgres",
-        "REEL_CLUSTER_NODE": name,
-        "REEL_CLUSTER_PORT": "0",
-        "REEL_CLUSTER_TTL_S": str(TTL_S),
-        "REEL_CLUSTER_READY_TICKS": "1",
-        "REEL_TOOLS_POSTURES": '{ echo = "ask_each_time" }',
-    }
-
-
-def owners(dsn: str) -> dict[int, str]:
-    """Each data shard's live owner, as the database has it."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT l.shard, l.node FROM shard_lease l JOIN nodes n ON n.node = l.node "
-            "AND n.incarnation = l.incarnation AND n.expires_at > clock_timestamp() "
-            "WHERE l.shard >= 0"
-        ).fetchall()
-    return {int(shard): str(node) for shard, node in rows}
-
-
-def owner_of(dsn: str, session_id: str) -> str:
-    """The node holding the session's shard (waiting out a hand-over in progress)."""
-    return str(until(lambda: owners(dsn).get(shard_of(session_id, SHARDS)), "an owner"))
-
-
-def until(check: Any, what: str, timeout: float = DEADLINE_S) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def run_state(node: ServingNode, run_id: str) -> dict[str, Any] | None:
-    status, run = node.http("GET", f"/v1/runs/{run_id}")
-    return run if status == 200 else None
-
-
-def ended(node: ServingNode, run_id: str) -> dict[str, Any]:
-    return dict(
-        until(
-            lambda: (
-                (r := run_state(node, run_id))
-                and r["state"] in ("done", "failed", "cancelled")
-                and r
-            ),
-            f"run {run_id} to end on {node.data.name}",
-        )
-    )
-
-
-def pending_approval(node: ServingNode, run_id: str) -> str:
-    def found() -> str | None:
-        status, page = node.http("GET", "/v1/approvals?state=pending")
-        assert status == 200, page
-        ids = [a["approval_id"] for a in page["items"] if a["run_id"] == run_id]
-        return ids[0] if ids else None
-
-    return str(until(found, f"run {run_id}'s approval on {node.data.name}"))
-
 
 LONG = "a long answer, streamed in several pieces " * 20
 
@@ -120,37 +60,15 @@ async def stream_across(first: ServingNode, second: ServingNode, session_id: str
     return got
 
 
-def metric_lines(node: ServingNode) -> dict[str, str]:
-    """``/metrics``' samples by name and labels."""
-    request = urllib.request.Request(
-        node.base + "/metrics", headers={"Authorization": f"Bearer {node.token}"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        text = response.read().decode()
-    return dict(
-        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
-    )
-
-
-def send(node: ServingNode, session_id: str, text: str) -> str:
-    status, started = node.http("POST", f"/v1/sessions/{session_id}/messages", {"text": text})
-    assert status == 202, (node.data.name, session_id, text, started)
-    return str(started["run_id"])
-
-
 def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     dsn = postgres.database()
     init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
     assert init.returncode == 0, init.stderr
-    nodes: dict[str, ServingNode] = {}
-    try:
-        for name in ("n1", "n2", "n3"):
-            data = tmp_path / name
-            data.mkdir(mode=0o700)
-            nodes[name] = ServingNode(data, cluster_env(dsn, name))
-            assert nodes[name].ready["cluster"]["node"] == name
+    with running(dsn, tmp_path, ("n1", "n2", "n3")) as nodes:
+        for name, node in nodes.items():
+            assert node.ready["cluster"]["node"] == name
         until(
             lambda: len(owners(dsn)) == SHARDS and set(owners(dsn).values()) == set(nodes),
             "every shard owned, by all three nodes",
@@ -266,14 +184,3 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert int(metrics['reel_cluster_shards{state="held"}']) >= 1
         assert int(metrics["reel_cluster_lease_renewals_total"]) > 0
         print(f"the dead owner's session answered again after {took:.2f} s")
-    except BaseException:
-        for name, node in nodes.items():
-            print(f"--- {name}")
-            print("\n".join(str(line) for line in node.lines[-40:]))
-        raise
-    finally:
-        for node in nodes.values():
-            if node.process.poll() is None:
-                node.process.send_signal(signal.SIGINT)
-        for node in nodes.values():
-            node.finish()
