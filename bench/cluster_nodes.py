@@ -23,6 +23,7 @@ import asyncio
 import os
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -153,6 +154,11 @@ def phase_nodes(args: Any) -> dict[str, Any]:
                 node_cpu, pg_cpu = cpu_of(pids), cpu_of(pg)
                 wall, latencies = drive(nodes, args.clients, args.runs)
                 node_cpu, pg_cpu = cpu_of(pids) - node_cpu, cpu_of(pg) - pg_cpu
+            except BaseException:
+                for node in nodes:  # what the nodes said, for whoever reads the failure
+                    print(f"--- {node.data.name} (exit {node.process.poll()})", file=sys.stderr)
+                    print("\n".join(str(line) for line in node.lines[-30:]), file=sys.stderr)
+                raise
             finally:
                 stop_all(nodes)
             results[label] = {
