@@ -419,7 +419,7 @@ def open_postgres(
             journal = PostgresJournal(
                 section.dsn,
                 node=cluster.config.node,
-                leases=cluster.keeper(section.dsn, key),
+                leases=cluster.join(section.dsn, key),
                 node_key=key,
                 witness=witness,
             )
@@ -562,7 +562,7 @@ def open_runtime(
             memory=memory.for_runs(),
             tasks=cfg.tasks,
             # a cluster decides task leases on the database's clock, whatever this machine's
-            task_clock=cluster.keeper_of_leases.database_ms if cluster is not None else None,
+            task_clock=cluster.keeper.database_ms if cluster is not None else None,
         )
         learning = NodeLearning(data_dir / "views.db", journal, projector, cfg.learning, cfg.views)
         node.services.vault = vault
@@ -618,7 +618,7 @@ def open_runtime(
     if cluster is None:
         node.watch(reads, cfg.watchdog)
     else:
-        keeper = cluster.keeper_of_leases
+        keeper = cluster.keeper
         cluster.run_while_held(
             WATCHDOG,
             partial(

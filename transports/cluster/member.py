@@ -2,7 +2,7 @@
 and the router (``[cluster]``; docs/scale-out.md).
 
 The order is the composition's (:mod:`transports.runtime`): :class:`ClusterMember` binds the
-internal port first (its address goes into the node's ``nodes`` row), :meth:`keeper` registers
+internal port first (its address goes into the node's ``nodes`` row), :meth:`join` registers
 the node and starts its leases before the journal opens with them, :meth:`serve` starts the
 service and the router once the node and its views run; :meth:`stop_serving` before the node
 stops, :meth:`leave` after the journal closed (what was queued is written, then every shard is
@@ -70,7 +70,7 @@ class ClusterMember:
         self._journal: PostgresJournal | None = None
         self._singleton_work = ThreadPoolExecutor(1, thread_name_prefix="cluster-singletons")
 
-    def keeper(self, dsn: str, key: NodeKey) -> LeaseKeeper:
+    def join(self, dsn: str, key: NodeKey) -> LeaseKeeper:
         """Register this node and start its leases (it may wait out a TTL while its previous
         process's row lives): the journal opens with what this returns."""
         membership = Membership()
@@ -135,8 +135,8 @@ class ClusterMember:
         membership.start(node)
 
     @property
-    def keeper_of_leases(self) -> LeaseKeeper:
-        """This node's lease keeper (once :meth:`keeper` made it)."""
+    def keeper(self) -> LeaseKeeper:
+        """This node's lease keeper (once :meth:`join` made it)."""
         assert self._keeper is not None
         return self._keeper
 
@@ -147,7 +147,7 @@ class ClusterMember:
         whenever it loses it (handed over, fenced, lapsed): work one node of the cluster does
         for all (the watchdog, the schedules). Both run on one thread of their own, in order;
         the keeper's tick never waits for them."""
-        keeper = self.keeper_of_leases
+        keeper = self.keeper
 
         def gained(_token: int) -> None:
             with contextlib.suppress(RuntimeError):  # the node stops serving: nothing starts
