@@ -85,14 +85,14 @@ class ApiContext:
 
     async def caught_up(self, latest: bool = False) -> bool:
         """Wait until the views include every committed event (bounded by ``freshness_s``).
-        ``latest``: every event committed anywhere by now, the database asked once (a
-        cluster node learns other nodes' commits by polling: a session made through another
-        node a moment ago is found here too)."""
+        ``latest``: every event committed on any node of a cluster by now
+        (:meth:`Runtime.latest_position`)."""
         runtime = self.runtime
-        journal = runtime.journal
-        position = journal.committed_position
-        if latest:
-            position = max(position, (await asyncio.to_thread(journal.head)).position)
+        position = (
+            await runtime.latest_position(self.freshness_s)
+            if latest
+            else runtime.journal.committed_position
+        )
         return await views_reach(runtime.projector, position, self.freshness_s)
 
     async def fresh(self, read: Callable[[], R | None]) -> R | None:
