@@ -6,7 +6,10 @@ second: a dead owner's shards are taken over in the TTL and a tick): a shard wit
 an owner not yet serving it (``ShardNotOwned``), an owner that refuses the connection (nothing
 was sent) — each is looked up again after a pause. Once a command was sent, a lost connection
 or no answer in time is :class:`ForwardFailed` ("may or may not have run"), never retried here:
-a client retries a command that names its ids (a ``run_id``) safely.
+a client retries a command that names its ids (a ``run_id``) safely. A node whose own
+``nodes`` row lapsed (the database away past the TTL) forwards nothing until its keeper
+registers it again (the owner would refuse it); a forward the owner refuses anyway is
+:class:`ForwardFailed` too (503: the client's request was not at fault, unlike a 403).
 
 Appends to a stream no session homes (a token's, a memory item's) whose shard another node
 holds are sent to that node the same way (:meth:`Router.append_elsewhere`, from the journal's
@@ -149,7 +152,10 @@ class Router:
             self._any_owner if shard is ANY_SHARD else partial(self._owner, shard)
         )
         what = f"shard {shard}" if shard is not ANY_SHARD else "any shard"
-        if owner is None or owner.node == self._keeper.node or not owner.address:
+        # This node's own row lapsed (the database away past the TTL): the owner would refuse
+        # the forward (no live node of this incarnation) until the keeper registers again.
+        lapsed = time.monotonic() >= self._keeper.deadline
+        if owner is None or owner.node == self._keeper.node or not owner.address or lapsed:
             if time.monotonic() >= give_up:
                 raise ForwardFailed(f"no node serves {what} now; try again shortly")
             await asyncio.sleep(PAUSE_S)
@@ -165,6 +171,9 @@ class Router:
         if answer.error.endswith(":ShardNotOwned") and time.monotonic() < give_up:
             await asyncio.sleep(PAUSE_S)
             return None
+        if answer.error.endswith(":ForwardRefused"):  # this node's forward, not the client
+            why = "; ".join(map(str, answer.error_args))
+            raise ForwardFailed(f"node {owner.node} refused this node's forward: {why}")
         return answer
 
     async def _forward(self, owner: Member, command: Any) -> Answer:
