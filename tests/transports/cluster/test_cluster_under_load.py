@@ -50,6 +50,8 @@ from tests.transports.test_node_process import ServingNode
 from transports.grpc.client import auth_metadata
 
 CLIENTS = 4
+OUTAGE_S = 3.0
+"""How long PostgreSQL stays away: past the TTL, so every lease lapses and is taken anew."""
 ENDED = ("done", "failed", "cancelled")
 WAIT_S = 45.0
 """How long a run may take to end or to ask, on a loaded 2-core machine."""
@@ -362,10 +364,10 @@ def test_a_postgres_crash_under_load_loses_nothing_the_cluster_acknowledged(
     tmp_path: Path,
 ) -> None:
     """PostgreSQL stopped as by a power cut (``pg_ctl stop -m immediate``) while clients send
-    runs to three nodes, and started again a second later: every node lives on; what it
-    refused meanwhile was a 503; every acknowledged run is in the journal and ends; the nodes
-    serve again without a restart, log no error and stop cleanly; every chain and witness
-    verifies."""
+    runs to three nodes, and started again :data:`OUTAGE_S` later (every lease lapsed, and is
+    taken anew): every node lives on; what it refused meanwhile was a 503, and a read that
+    found nothing a 404; every acknowledged run is in the journal and ends; the nodes serve
+    again without a restart, log no error and stop cleanly; every chain and witness verifies."""
     server = PostgresServer()  # its own: this test crashes it
     nodes: dict[str, ServingNode] = {}
     load = Load()
@@ -404,7 +406,7 @@ def test_a_postgres_crash_under_load_loses_nothing_the_cluster_acknowledged(
         ]
         for reader in readers:
             reader.start()
-        time.sleep(1.0)  # the outage: clients keep sending
+        time.sleep(OUTAGE_S)  # the outage: clients keep sending
         server.start()
         for reader in readers:
             reader.join(WAIT_S)
