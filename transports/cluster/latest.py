@@ -33,7 +33,10 @@ class LatestCommit:
         with self._lock:
             ask = self._waiting
             if ask is None or ask.running() or ask.done():
-                ask = self._waiting = self._thread.submit(self._head)
+                try:
+                    ask = self._waiting = self._thread.submit(self._head)
+                except RuntimeError:  # closed: the node is stopping
+                    return None
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(ask)), timeout)
         except (JournalError, TimeoutError):
