@@ -13,6 +13,9 @@ through the survivors:
   survivor matches its views; and the survivors' views are identical table by table, but for
   ``projection_checkpoints`` (the position each node folded to: the node stopped last appended
   its final super-checkpoint after the first had stopped).
+
+And the same cluster under load across a PostgreSQL crash (``pg_ctl stop -m immediate``) and
+start, the database away past the TTL.
 """
 
 from __future__ import annotations
@@ -92,9 +95,11 @@ def settle(nodes: dict[str, ServingNode], load: Load, run_id: str) -> str:
     """Wait until ``run_id`` ends, deciding its approval (allow) through a random live node
     when it asks; its final state."""
     deadline = time.monotonic() + WAIT_S
+    seen: Any = None
     while time.monotonic() < deadline:
         node = random.choice(alive(nodes, load))
         status, run = call(node, "GET", f"/v1/runs/{run_id}")
+        seen = (node.data.name, status, run)
         if status == 200 and run["state"] in ENDED:
             return str(run["state"])
         status, page = call(node, "GET", "/v1/approvals?state=pending")
@@ -108,7 +113,7 @@ def settle(nodes: dict[str, ServingNode], load: Load, run_id: str) -> str:
                         {"decision": "allow"},
                     )
         time.sleep(0.1)
-    raise AssertionError(f"run {run_id} neither ended nor could be approved in {WAIT_S} s")
+    raise AssertionError(f"run {run_id} neither ended nor could be approved in {WAIT_S} s: {seen}")
 
 
 def client(nodes: dict[str, ServingNode], load: Load, session_id: str, seed: int) -> None:
