@@ -3,8 +3,9 @@ on the node that does, over the internal service (:mod:`.service`).
 
 A move in progress is waited out, within :attr:`Router.patience` (the TTL, a tick and a
 second: a dead owner's shards are taken over in the TTL and a tick): a shard with no live owner,
-an owner not yet serving it (``ShardNotOwned``), an owner that refuses the connection (nothing
-was sent) — each is looked up again after a pause. Once a command was sent, a lost connection
+an owner not yet serving it (``ShardNotOwned``), a shard taken over while the command ran here
+or there (``Fenced``: nothing written), an owner that refuses the connection (nothing was
+sent) — each is looked up again after a pause. Once a command was sent, a lost connection
 or no answer in time is :class:`ForwardFailed` ("may or may not have run"), never retried here:
 a client retries a command that names its ids (a ``run_id``) safely. A node whose own
 ``nodes`` row lapsed (the database away past the TTL) forwards nothing until its keeper
@@ -33,7 +34,7 @@ import msgspec
 from grpclib.client import Channel, UnaryUnaryMethod
 
 from events.envelope import AppendResult
-from events.errors import ShardNotOwned
+from events.errors import Fenced, ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 from transports.cluster.service import PATH, MsgpackCodec
@@ -100,7 +101,7 @@ class Router:
             if (shard is ANY_SHARD and ready) or shard in ready:
                 try:
                     return await asyncio.wrap_future(self._node.send_here(command))
-                except ShardNotOwned:  # lost the shard meanwhile: nothing was written
+                except (ShardNotOwned, Fenced):  # lost the shard meanwhile: nothing written
                     if time.monotonic() >= give_up:
                         raise
                     await asyncio.sleep(PAUSE_S)
@@ -168,7 +169,8 @@ class Router:
             self._drop_channel(owner.address)
             await asyncio.sleep(PAUSE_S)
             return None
-        if answer.error.endswith(":ShardNotOwned") and time.monotonic() < give_up:
+        moved = answer.error.endswith((":ShardNotOwned", ":Fenced"))  # nothing written
+        if moved and time.monotonic() < give_up:
             await asyncio.sleep(PAUSE_S)
             return None
         if answer.error.endswith(":ForwardRefused"):  # this node's forward, not the client
