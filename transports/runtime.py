@@ -57,6 +57,7 @@ from tools.shell import probe_ahead
 from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, follow_tokens
+from transports.cluster.latest import LatestCommit
 from transports.cluster.singletons import SCHEDULES, WATCHDOG
 from transports.config import (
     ConfigError,
@@ -125,10 +126,22 @@ class Runtime:
     """Where runs' spans go (``[telemetry]``, docs/telemetry.md); None: no telemetry."""
     cluster: ClusterMember | None = None
     """This node's part in a cluster (``[cluster]``, docs/scale-out.md); None: a lone node."""
+    latest: LatestCommit | None = None
+    """A cluster node's asker of the database's last commit (:meth:`latest_position`)."""
 
     def principal_live(self, principal: str) -> bool:
         """Whether ``principal`` holds a live token now (what a schedule's runs need: roles)."""
         return bool(self.authority.tokens.roles_of(principal, int(time.time() * 1000)))
+
+    async def latest_position(self, timeout: float) -> int:
+        """The last position committed on any node: a lone node's journal knows; a cluster
+        node asks the database (:mod:`transports.cluster.latest`), and when it does not answer
+        within ``timeout`` (away: reads answer from the views), what this node knows."""
+        known = self.journal.committed_position
+        if self.latest is None:
+            return known
+        head = await self.latest.position(timeout)
+        return known if head is None else max(known, head)
 
     @property
     def catalog(self) -> ToolCatalog:
@@ -168,6 +181,8 @@ class Runtime:
                 self.incidents.close()
                 self.usage.close()
             finally:
+                if self.latest is not None:
+                    self.latest.close()
                 self.journal.close(checkpoint=sign)
                 if self.cluster is not None:  # its shards go to the others at their next tick
                     self.cluster.leave()
@@ -648,6 +663,7 @@ def open_runtime(
         usage=usage,
         guard=guard,
         cluster=cluster,
+        latest=None if cluster is None else LatestCommit(journal),
     )
     try:
         if channels is not None:

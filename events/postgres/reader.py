@@ -35,6 +35,11 @@ COLUMNS = (
 """The envelope columns, in :class:`StoredEvent` field order."""
 
 
+POOL_WAIT_S = 5.0
+"""How long a read waits for a pooled connection (the database away: every connection is
+being opened again) before it is ``JournalUnavailable``, rather than psycopg_pool's 30 s."""
+
+
 class Member(NamedTuple):
     """A live node of a cluster as its ``nodes`` row shows it (:mod:`events.postgres.leases`)."""
 
@@ -111,7 +116,7 @@ class PostgresReader:
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         if self._closed:
             raise JournalClosed(f"journal {self.path} is closed")
-        with failures(self.dsn), self._pool.connection() as conn:
+        with failures(self.dsn), self._pool.connection(timeout=POOL_WAIT_S) as conn:
             return conn.execute(sql, args).fetchall()
 
     def _events(self, sql: str, args: tuple[Any, ...] = ()) -> list[StoredEvent]:

@@ -12,7 +12,9 @@ against the key the sender's ``nodes`` row publishes.
 * :mod:`.wire`: the forwarded command and its answer on the wire, signed;
 * :mod:`.router`: sends a command here or to its owner, retrying a move, then waits until this
   node's views show what the command wrote (read-your-writes);
-* :mod:`.service`: the internal service that runs forwarded commands.
+* :mod:`.service`: the internal service that runs forwarded commands;
+* :mod:`.latest`: the last position committed on any node, asked of the database by a read that
+  found nothing (a row another node committed a moment ago).
 
 Exceptions (:mod:`.errors`)::
 

@@ -121,8 +121,12 @@ class Membership:
             for what, shard in batch:
                 if (what, shard) == _STOP:
                     return
-                (recover if what == "acquired" else drop).add(shard)
-                (drop if what == "acquired" else recover).discard(shard)
+                if what == "acquired":
+                    recover.add(shard)
+                else:  # dropped even when acquired again in this batch (a lease lapsed and
+                    # taken anew): what ran under the old token stops before the recovery
+                    drop.add(shard)
+                    recover.discard(shard)
             try:
                 self._act(recover, drop)
             except Exception as exc:  # the database away: try again while the shard is ours

@@ -3,10 +3,14 @@ on the node that does, over the internal service (:mod:`.service`).
 
 A move in progress is waited out, within :attr:`Router.patience` (the TTL, a tick and a
 second: a dead owner's shards are taken over in the TTL and a tick): a shard with no live owner,
-an owner not yet serving it (``ShardNotOwned``), an owner that refuses the connection (nothing
-was sent) — each is looked up again after a pause. Once a command was sent, a lost connection
+an owner not yet serving it (``ShardNotOwned``), a shard taken over while the command ran here
+or there (``Fenced``: nothing written), an owner that refuses the connection (nothing was
+sent) — each is looked up again after a pause. Once a command was sent, a lost connection
 or no answer in time is :class:`ForwardFailed` ("may or may not have run"), never retried here:
-a client retries a command that names its ids (a ``run_id``) safely.
+a client retries a command that names its ids (a ``run_id``) safely. A node whose own
+``nodes`` row lapsed (the database away past the TTL) forwards nothing until its keeper
+registers it again (the owner would refuse it); a forward the owner refuses anyway is
+:class:`ForwardFailed` too (503: the client's request was not at fault, unlike a 403).
 
 Appends to a stream no session homes (a token's, a memory item's) whose shard another node
 holds are sent to that node the same way (:meth:`Router.append_elsewhere`, from the journal's
@@ -32,7 +36,7 @@ from grpclib.client import Channel, UnaryUnaryMethod
 
 from actors.messages import ResolveApproval, RevokeGrant
 from events.envelope import AppendResult
-from events.errors import ShardNotOwned
+from events.errors import Fenced, ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 from transports.cluster.service import PATH, MsgpackCodec
@@ -99,7 +103,7 @@ class Router:
             if (shard is ANY_SHARD and ready) or shard in ready:
                 try:
                     return await asyncio.wrap_future(self._node.send_here(command))
-                except ShardNotOwned:  # lost the shard meanwhile: nothing was written
+                except (ShardNotOwned, Fenced):  # lost the shard meanwhile: nothing written
                     if time.monotonic() >= give_up:
                         raise
                     await asyncio.sleep(PAUSE_S)
@@ -153,7 +157,10 @@ class Router:
             self._any_owner if shard is ANY_SHARD else partial(self._owner, shard)
         )
         what = f"shard {shard}" if shard is not ANY_SHARD else "any shard"
-        if owner is None or owner.node == self._keeper.node or not owner.address:
+        # This node's own row lapsed (the database away past the TTL): the owner would refuse
+        # the forward (no live node of this incarnation) until the keeper registers again.
+        lapsed = time.monotonic() >= self._keeper.deadline
+        if owner is None or owner.node == self._keeper.node or not owner.address or lapsed:
             if time.monotonic() >= give_up:
                 raise ForwardFailed(f"no node serves {what} now; try again shortly")
             await asyncio.sleep(PAUSE_S)
@@ -166,9 +173,13 @@ class Router:
             self._drop_channel(owner.address)
             await asyncio.sleep(PAUSE_S)
             return None
-        if answer.error.endswith(":ShardNotOwned") and time.monotonic() < give_up:
+        moved = answer.error.endswith((":ShardNotOwned", ":Fenced"))  # nothing written
+        if moved and time.monotonic() < give_up:
             await asyncio.sleep(PAUSE_S)
             return None
+        if answer.error.endswith(":ForwardRefused"):  # this node's forward, not the client
+            why = "; ".join(map(str, answer.error_args))
+            raise ForwardFailed(f"node {owner.node} refused this node's forward: {why}")
         return answer
 
     async def _forward(self, owner: Member, command: Any) -> Answer:

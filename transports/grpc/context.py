@@ -48,10 +48,11 @@ class ServiceContext:
     """Tasks serving long-lived streams (the server waits for them to end when closing)."""
 
     async def catch_up(self) -> None:
-        """Wait (briefly) until the views include everything the journal has committed: a row
-        a client just learned about (a run id from StartRun) is then readable."""
+        """Wait (briefly) until the views include everything committed by now, on any node of
+        a cluster (:meth:`Runtime.latest_position`): a row a client just learned about (a run
+        id from StartRun, through this node or another) is then readable."""
         runtime = self.runtime
-        target = runtime.journal.committed_position
+        target = await runtime.latest_position(CATCH_UP_S)
         if runtime.projector.position >= target:
             return
         await asyncio.to_thread(runtime.projector.wait_for, target, CATCH_UP_S)

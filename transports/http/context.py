@@ -67,7 +67,7 @@ class ApiContext:
         try:
             return build()
         except AccessError:
-            await self.caught_up()
+            await self.caught_up(latest=True)
         return build()
 
     def readable(
@@ -83,20 +83,25 @@ class ApiContext:
                 continue
         return out
 
-    async def caught_up(self) -> bool:
-        """Wait until the views include every committed event (bounded by ``freshness_s``)."""
+    async def caught_up(self, latest: bool = False) -> bool:
+        """Wait until the views include every committed event (bounded by ``freshness_s``).
+        ``latest``: every event committed on any node of a cluster by now
+        (:meth:`Runtime.latest_position`)."""
         runtime = self.runtime
-        return await views_reach(
-            runtime.projector, runtime.journal.committed_position, self.freshness_s
+        position = (
+            await runtime.latest_position(self.freshness_s)
+            if latest
+            else runtime.journal.committed_position
         )
+        return await views_reach(runtime.projector, position, self.freshness_s)
 
     async def fresh(self, read: Callable[[], R | None]) -> R | None:
-        """``read()``; on a miss while the views lag the journal, wait for them and read again
-        (a run started over gRPC a moment ago is found over HTTP too)."""
+        """``read()``; on a miss, wait for the views to include every event committed by now
+        (on any node) and read again (a run started over gRPC a moment ago, or through
+        another node, is found over HTTP too)."""
         row = read()
-        runtime = self.runtime
-        if row is None and runtime.projector.position < runtime.journal.committed_position:
-            await self.caught_up()
+        if row is None:
+            await self.caught_up(latest=True)
             row = read()
         return row
 
