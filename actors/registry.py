@@ -7,7 +7,7 @@ where to deliver a cancel or a decision. Everything it holds is also derivable f
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import pykka
@@ -87,6 +87,11 @@ class LiveRegistry:
     def approval_closed(self, approval_id: str) -> None:
         with self._lock:
             self._approvals.pop(approval_id, None)
+
+    def approvals_of(self, run_ids: Collection[str]) -> dict[str, pykka.ActorRef[Any]]:
+        """Pending approval id -> tool actor, of the runs ``run_ids``."""
+        with self._lock:
+            return {a: ref for a, (run, ref) in self._approvals.items() if run in run_ids}
 
     def approval(self, approval_id: str) -> pykka.ActorRef[Any] | None:
         with self._lock:

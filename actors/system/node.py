@@ -163,7 +163,14 @@ class Node:
         if directory is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 directory.ask(DropSessions(session=session), timeout=10)
-        for ref in self.services.registry.live_runs_where(session).values():
+        registry = self.services.registry
+        runs = registry.live_runs_where(session)
+        for ref in runs.values():
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+        for approval_id, ref in registry.approvals_of(runs.keys()).items():
+            # the tool actor waiting for a human: the new owner's recovery waits again
+            registry.approval_closed(approval_id)
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(block=True, timeout=5)
 
