@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 
 from actors.stream import Recorded
-from events import JournalClosed, JournalPort, JournalReadPort, JournalUnavailable
+from events import AppendResult, JournalClosed, JournalPort, JournalReadPort, JournalUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,14 @@ class Tail:
         Raises what the read raises (a :class:`events.JournalError`), or
         :class:`events.JournalUnavailable` when another sync held the tail for
         :data:`SYNC_WAIT_S`."""
+        return self._catch_up(None, "")
+
+    def written(self, result: AppendResult, principal: str) -> int:
+        """:meth:`sync`, the writer's own append ``result`` folded as it wrote it (by
+        ``principal``: the live fold, not its rows read back). Raises as :meth:`sync`."""
+        return self._catch_up(result, principal)
+
+    def _catch_up(self, result: AppendResult | None, principal: str) -> int:
         if not self._lock.acquire(timeout=SYNC_WAIT_S):
             raise JournalUnavailable(
                 f"the {self.name} could not be brought up to date with the journal within "
@@ -90,7 +98,12 @@ class Tail:
         try:
             rows = self.reader.events_of_kinds(self.kinds, after_position=self.position)
             for row in rows:
-                self._fold(Recorded.of(row))
+                at = -1 if result is None or result.duplicate else row.position
+                if result is not None and result.first_position <= at <= result.last_position:
+                    event = result.events[at - result.first_position]
+                    self._fold(Recorded(event, result.stream, result.recorded_at_ms, principal))
+                else:
+                    self._fold(Recorded.of(row))
                 self.position = row.position
             return len(rows)
         finally:

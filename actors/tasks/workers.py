@@ -57,7 +57,8 @@ from actors.tasks.handlers import (
 )
 from actors.tasks.state import TaskState
 from actors.tasks.store import load_open_tasks, load_task, now_ms, write
-from events import AppendRejected, JournalError, JournalPort
+from events import AppendRejected, JournalError, JournalPort, JournalUnavailable
+from events.errors import UNAVAILABLE_RETRY_S
 from events.task_lifecycle import TaskStatus
 
 log = logging.getLogger("reel.tasks")
@@ -241,6 +242,18 @@ class TaskDispatcher(pykka.ThreadingActor):
         return ref
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            return self._receive(message)
+        except JournalUnavailable as exc:  # a database restarting: look again soon, not die
+            log.warning("the task dispatcher waits for the journal: %s", exc)
+            reply = getattr(message, "reply", None)
+            if isinstance(reply, Future) and not reply.done():
+                reply.set_exception(exc)
+            ref = self.actor_ref
+            self.io.call_later(UNAVAILABLE_RETRY_S, lambda: _wake(ref))
+            return None
+
+    def _receive(self, message: Any) -> Any:
         if isinstance(message, Known):
             self._track(message.state)
         elif isinstance(message, Finished):
@@ -566,3 +579,8 @@ class Heartbeats:
             if not holds(entry.state, entry.worker, entry.attempt):
                 lost = entry.state.status is not TaskStatus.CANCELLED
                 entry.interrupt("lost" if lost else "cancelled")
+
+
+def _wake(ref: pykka.ActorRef[Any]) -> None:
+    with contextlib.suppress(pykka.ActorDeadError):
+        ref.tell(Wake())

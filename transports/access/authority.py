@@ -21,9 +21,10 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from typing import TypeVar
 
-from events import JournalError, JournalPort, new_id
+from events import AppendResult, JournalError, JournalPort, new_id
 from events.catalog import AccessDecided
 from policies import ACTIONS, AccessRequest, Decision, PolicyEngine
 from projections import Views
@@ -97,10 +98,17 @@ class Authority:
         who = self.tokens.authenticate(token, now_ms)
         if who is not None and (used := self.tokens.use_to_record(who, now_ms)) is not None:
             # Closing: a last use goes unrecorded, and the request goes on.
+            book, principal = self.tokens, who.principal
+
+            def fold(done: Future[AppendResult]) -> None:  # the writer's own fold, when durable
+                if done.exception() is None:
+                    with contextlib.suppress(JournalError):
+                        book.written(done.result(), principal)
+
             with contextlib.suppress(JournalError):
                 self.journal.submit(
-                    use_stream(used.token_id), [used], expected_seq=None, principal=who.principal
-                )
+                    use_stream(used.token_id), [used], expected_seq=None, principal=principal
+                ).add_done_callback(fold)
         return who
 
     # --- may they ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
-from events import JournalPort, JournalReadPort, new_id
+from events import AppendResult, JournalPort, JournalReadPort, new_id
 from events.catalog import TOKEN_KINDS, TokenCreated, TokenRevoked, TokenUsed
 from events.errors import ConcurrencyConflict
 from events.fields import PRINCIPAL
@@ -279,6 +279,18 @@ class TokenBook:
         if tail is not None:
             tail.sync()
 
+    def written(self, result: AppendResult, principal: str) -> None:
+        """:meth:`sync`, with this node's own append ``result`` folded as written (by
+        ``principal``); a book without a tail folds just that."""
+        tail = self._folded.tail
+        if tail is not None:
+            tail.written(result, principal)
+            return
+        from actors.stream import Recorded  # here: the CLI reads this module without the actors
+
+        for event in result.events:
+            self.fold(Recorded(event, result.stream, result.recorded_at_ms, principal))
+
     def records(self) -> list[TokenRecord]:
         """Every token ever created, oldest first."""
         records = self.tokens.records.values()
@@ -388,8 +400,7 @@ def create_token(
     from events.redaction.redact import redact_event  # see validate_roles
 
     stream, clean = token_stream(created.token_id), redact_event(created)
-    journal.append(stream, [clean], expected_seq=0, principal=created_by)
-    book.sync()
+    book.written(journal.append(stream, [clean], expected_seq=0, principal=created_by), created_by)
     record = book.get(created.token_id)
     assert record is not None
     return token, record
@@ -418,10 +429,12 @@ def revoke_token(
     book.sync()  # decided on what the journal holds now: another writer may have revoked it
     revoked = redact_event(revocation(book.tokens, token_id, reason))
     try:
-        journal.append(token_stream(token_id), [revoked], expected_seq=1, principal=revoked_by)
+        result = journal.append(
+            token_stream(token_id), [revoked], expected_seq=1, principal=revoked_by
+        )
     except ConcurrencyConflict as exc:
         raise TokenAlreadyRevoked(f"token {token_id} is already revoked") from exc
-    book.sync()
+    book.written(result, revoked_by)
     updated = book.get(token_id)
     assert updated is not None
     return updated
