@@ -19,20 +19,15 @@ from typing import Any, TypeVar
 import msgspec
 
 from actors.messages import (
-    BranchSession,
     CancelRun,
-    CompactSession,
     CreateSession,
-    GetSessionState,
-    ResetSession,
     ResolveApproval,
     ResolveSession,
-    RestoreSession,
     RevokeGrant,
-    SetSessionPosture,
     StallRun,
     StartRun,
 )
+from actors.system.directory import SESSION_COMMANDS
 from events.checkpoint import NodeKey
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
@@ -43,12 +38,7 @@ FORWARDED: dict[str, type[msgspec.Struct]] = {
         StartRun,
         CreateSession,
         ResolveSession,
-        ResetSession,
-        BranchSession,
-        GetSessionState,
-        SetSessionPosture,
-        CompactSession,
-        RestoreSession,
+        *SESSION_COMMANDS,
         CancelRun,
         StallRun,
         ResolveApproval,

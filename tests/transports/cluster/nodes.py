@@ -110,8 +110,13 @@ def send(node: ServingNode, session_id: str, text: str) -> str:
 
 @contextlib.contextmanager
 def running(dsn: str, root: Path, names: Iterable[str]) -> Iterator[dict[str, ServingNode]]:
-    """The nodes ``names`` started one after another (each a data dir of its own under
-    ``root``), stopped together at the end; on a failure their last log lines are printed."""
+    """A journal of :data:`SHARDS` shards made in ``dsn``, then the nodes ``names`` started one
+    after another (each a data dir of its own under ``root``), stopped together at the end; on
+    a failure their last log lines are printed."""
+    from tests.transports.node.test_daemon import reel
+
+    init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
+    assert init.returncode == 0, init.stderr
     nodes: dict[str, ServingNode] = {}
     try:
         for name in names:

@@ -19,7 +19,6 @@ from tests.transports.cluster.nodes import (
     send,
     until,
 )
-from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import ServingNode
 
 
@@ -71,8 +70,6 @@ def test_tokens_and_grants_changed_through_one_node_hold_on_the_other(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     dsn = postgres.database()
-    init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
-    assert init.returncode == 0, init.stderr
     with running(dsn, tmp_path, ("n1", "n2")) as nodes:
         until(
             lambda: len(owners(dsn)) == SHARDS and set(owners(dsn).values()) == set(nodes),

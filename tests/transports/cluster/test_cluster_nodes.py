@@ -33,7 +33,6 @@ from tests.transports.cluster.nodes import (
     send,
     until,
 )
-from tests.transports.node.test_daemon import reel
 from tests.transports.test_node_process import ServingNode
 from transports.grpc.client import RunStreamClient
 
@@ -64,8 +63,6 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     dsn = postgres.database()
-    init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
-    assert init.returncode == 0, init.stderr
     with running(dsn, tmp_path, ("n1", "n2", "n3")) as nodes:
         for name, node in nodes.items():
             assert node.ready["cluster"]["node"] == name

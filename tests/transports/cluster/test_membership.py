@@ -27,7 +27,7 @@ class Keeper:
         return {SHARD: 8}
 
 
-class Node:
+class RecordingNode:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self.calls: list[tuple[str, Any]] = []
@@ -50,7 +50,7 @@ def test_a_shard_lapsed_and_taken_anew_in_one_batch_is_dropped_then_recovered() 
     membership.on_acquired(SHARD, 7)
     membership.on_change(LeaseChange(change="lapsed", at=0.0, incarnation=1, shard=SHARD))
     membership.on_acquired(SHARD, 8)  # all three queued before the thread looks: one batch
-    node = Node(session_id)
+    node = RecordingNode(session_id)
     membership.start(cast(Any, node))
     try:
         assert node.recovered.wait(10)
