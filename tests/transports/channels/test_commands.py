@@ -134,8 +134,11 @@ def test_status_stop_and_reset(data_dir: Path, receiver: Receiver) -> None:
         reset = say(node, "!reel reset")
         assert reset["detail"].startswith("Session reset")
         session_id = run_of(node, run_id)["session_id"]
-        session = node.call("GET", f"/v1/sessions/{session_id}").json()
-        assert session["resets"] == 1
+        # the reset is durable when the command answers; the view folds it a moment later
+        session = eventually(
+            lambda: (s := node.call("GET", f"/v1/sessions/{session_id}").json())["resets"] and s
+        )
+        assert session and session["resets"] == 1, session
         # in a shared group session, bob neither owns the session nor started alice's run
         room: dict[str, Any] = {"is_direct": False, "conversation": "room", "mentions_agent": True}
         room_run = say(node, WRITE, **room)["run_id"]
