@@ -40,7 +40,7 @@ from events.errors import Fenced, ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 from transports.cluster.service import PATH, MsgpackCodec
-from transports.cluster.targets import ANY_SHARD
+from transports.cluster.targets import ANY_SHARD, served
 from transports.cluster.wire import FORWARDED, Answer, ForwardedAppend, outcome, sign
 
 if TYPE_CHECKING:
@@ -99,8 +99,7 @@ class Router:
         give_up = time.monotonic() + self.patience
         while True:
             shard = await asyncio.to_thread(self._target, command)
-            ready = self._membership.ready()
-            if (shard is ANY_SHARD and ready) or shard in ready:
+            if served(shard, self._membership.ready()):
                 try:
                     return await asyncio.wrap_future(self._node.send_here(command))
                 except (ShardNotOwned, Fenced):  # lost the shard meanwhile: nothing written

@@ -34,7 +34,7 @@ from events.errors import ShardNotOwned
 from events.postgres.reader import Member
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardRefused
-from transports.cluster.targets import ANY_SHARD
+from transports.cluster.targets import served
 from transports.cluster.wire import (
     Answer,
     Forward,
@@ -112,8 +112,7 @@ class ForwardService:
             return failure_of(ForwardRefused("not a forwarded command this node can read"))
         except Exception as exc:  # the journal away while looking the shard up
             return failure_of(exc)
-        ready = self._ready()
-        if (shard is ANY_SHARD and not ready) or (shard is not ANY_SHARD and shard not in ready):
+        if not served(shard, self._ready()):
             return failure_of(ShardNotOwned(f"shard {shard} is not served here now"))
         self.served += 1
         try:

@@ -39,6 +39,12 @@ ANY_SHARD = None
 """The target of a command that makes a new session without a key: any shard this node owns."""
 
 
+def served(shard: int | None, ready: frozenset[int]) -> bool:
+    """Whether a command for ``shard`` runs here, ``ready`` being the shards this node serves
+    (:data:`ANY_SHARD`: when it serves one)."""
+    return bool(ready) if shard is ANY_SHARD else shard in ready
+
+
 def key_shard(key: str, shards: int) -> int:
     """The shard deciding whether session key ``key`` is taken (and holding its session)."""
     return shard_of("key/" + key, shards)
