@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,6 +38,7 @@ from events import (
     Witness,
     verify,
 )
+from events.errors import ShardNotOwned
 from events.port import NodeJournal
 from policies import AccessRequest, PolicyEngine
 from projections import (
@@ -51,6 +53,7 @@ from projections import (
     all_projections,
     make_embedder,
 )
+from projections.records import ApprovalRecord
 from projections.usage import UsageProjection, UsageTotals
 from tools import ToolCatalog, build_catalog
 from tools.shell import probe_ahead
@@ -58,7 +61,7 @@ from transports.access.auth import load_or_create_token
 from transports.access.authority import Authority
 from transports.access.tokens import TokenBook, follow_tokens
 from transports.cluster.latest import LatestCommit
-from transports.cluster.singletons import SCHEDULES, WATCHDOG
+from transports.cluster.singletons import SCHEDULES, WATCHDOG, channel_named, channel_singleton
 from transports.config import (
     ConfigError,
     NodeConfig,
@@ -625,7 +628,7 @@ def open_runtime(
         raise
     views = Views(data_dir / "views.db", cfg.views)
     if cluster is not None:
-        serve_cluster(cluster, node, journal, projector, views)
+        serve_cluster(cluster, node, journal, projector, views, channels)
     authority = Authority(engine, tokens, views, journal)
     # The watchdog reads the views and the journal; it stops first when the node drains. In a
     # cluster one node watches for all, on the database's clock.
@@ -674,7 +677,17 @@ def open_runtime(
                 views_path=data_dir / "views.db",
                 authority=authority,
                 views_limits=cfg.views,
+                run=cluster is None,
             )
+        if channels is not None and cluster is not None:  # each on one node at a time
+            assert cluster.router is not None
+            channels.elsewhere = cluster.router.send
+            for name in channels.configs:
+                cluster.run_while_held(
+                    channel_singleton(name),
+                    partial(channels.start_channel, name),
+                    partial(channels.stop_channel, name, 0.0),  # the next holder answers
+                )
     except BaseException:
         runtime.close(0)
         raise
@@ -691,37 +704,52 @@ def join_cluster(config: NodeConfig) -> ClusterMember | None:
             'config key cluster.node: a cluster needs [journal] backend = "postgres" '
             "(REEL_JOURNAL_BACKEND)"
         )
-    if config.channels:  # each node would connect and answer: not until they take turns
-        raise ConfigError(
-            f"config key channels.{next(iter(config.channels))}: chat channels do not run "
-            "in a cluster yet (docs/scale-out.md); run them on a lone node"
-        )
     from transports.cluster.member import ClusterMember
 
     return ClusterMember(config.cluster)
 
 
 def serve_cluster(
-    cluster: ClusterMember, node: Node, journal: NodeJournal, projector: Projector, views: Views
+    cluster: ClusterMember,
+    node: Node,
+    journal: NodeJournal,
+    projector: Projector,
+    views: Views,
+    channels: ChannelHub | None,
 ) -> None:
-    """Start the cluster's internal service and router over the running node."""
+    """Start the cluster's internal service and router over the running node: the node's own
+    commands and, for the channels running here, the channels' requests."""
+    from actors.channels.requests import CHANNEL_REQUESTS
     from events.postgres.journal import PostgresJournal
 
     assert isinstance(journal, PostgresJournal) and journal.node_key is not None
 
-    def session_of_approval(approval_id: str) -> str | None:
+    def approval(approval_id: str) -> ApprovalRecord | None:
         record = views.approval(approval_id)
         if record is None:  # asked on a node whose views have not got there yet
             projector.wait_for(journal.committed_position, 2.0)
             record = views.approval(approval_id)
-        return record.session_id if record is not None else None
+        return record
+
+    def here(command: Any) -> Future[Any]:
+        if isinstance(command, CHANNEL_REQUESTS):
+            if channels is None:  # configured on the sender, not here: its config differs
+                raise ShardNotOwned("no channel runs on this node")
+            return channels.run_here(command)
+        return node.send_here(command)
+
+    def running(singleton: str) -> bool:
+        channel = channel_named(singleton)
+        return channels is not None and channel is not None and channels.running(channel)
 
     cluster.serve(
         node,
         journal,
         journal.node_key,
         visible=projector.wait_for,
-        session_of_approval=session_of_approval,
+        approval=approval,
+        here=here,
+        running=running,
     )
 
 

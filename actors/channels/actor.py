@@ -78,7 +78,7 @@ from actors.errors import NodeDraining
 from actors.log_fields import fields
 from actors.messages import ResolveApproval, RunTicket, StartRun, reject, resolve
 from actors.stream import Recorded, recorded
-from events import Event, JournalPort, new_id, redact_event
+from events import Event, JournalPort, StoredEvent, new_id, redact_event
 from events.catalog import (
     ChannelCursorSaved,
     ChannelMessageRefused,
@@ -110,6 +110,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def state_of(name: str, stream: Sequence[StoredEvent]) -> ChannelState:
+    """Channel ``name``'s state, folded from its stream's rows (``channel/<name>``)."""
+    own = recorded(row for row in stream if row.kind in STATE_KINDS)
+    empty = ChannelState(channel=name)
+    return fold(router, own, empty) or empty
+
+
 # --- the actor ---------------------------------------------------------------------------------
 
 
@@ -136,8 +143,7 @@ class ChannelActor(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         stream = self.journal.read_stream(stream_of(self.name))
-        own = recorded(row for row in stream if row.kind in STATE_KINDS)
-        self.state = fold(router, own, self.state) or self.state
+        self.state = state_of(self.name, stream)
         self.backlog = backlog(stream)
         registry = self.node.services.registry
         for pending in self.state.pending.values():

@@ -87,6 +87,12 @@ _STOP = object()
 FOLLOW_S = 0.02
 """How often a cluster node's journal looks for rows other nodes committed (one indexed read of
 one row): the lag a live stream or a view on this node has behind an append on another."""
+HORIZON_EVERY_S = 1.0
+"""How often the follower also reads the horizon lag (:attr:`PostgresJournal.horizon_lag_s`)."""
+_HORIZON_LAG = (
+    "SELECT coalesce(extract(epoch FROM max(clock_timestamp() - xact_start)), 0)::float8 "
+    "FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND datname = current_database()"
+)
 _APPEND = "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 
 
@@ -223,6 +229,16 @@ class PostgresJournal(PostgresReader):
         :mod:`transports.cluster`): only streams no session homes are sent (a token's, a
         memory item's); a session's appends are its owner's alone, and fail ``ShardNotOwned``."""
         self._follower: threading.Thread | None = None
+        self.followed_at = time.monotonic()
+        """When the follower last read the database's head (monotonic): how stale this node's
+        knowledge of other nodes' commits may be (``/metrics``)."""
+        self.horizon_lag_s = 0.0
+        """The age of the oldest write transaction open in the database, as the follower last
+        read it (every :data:`HORIZON_EVERY_S`): one left open holds back the snapshot horizon
+        every horizon reader waits on, and once it holds ``log_head``'s lock every append of
+        every node (``idle_in_transaction_session_timeout`` ends it). Transactions of other
+        roles count only where reel's role may read their ``pg_stat_activity`` rows
+        (``pg_read_all_stats``)."""
         if leases is not None:
             self._follower = threading.Thread(
                 target=self._follow, name="journal-follower", daemon=True
@@ -678,12 +694,18 @@ class PostgresJournal(PostgresReader):
     def _follow(self) -> None:
         """A cluster node's follower thread: advance past what other nodes committed."""
         conn: psycopg.Connection[Any] | None = None
+        horizon_due = 0.0
         while self._accepting:
             time.sleep(FOLLOW_S)
             try:
                 if conn is None or conn.closed or conn.broken:
                     conn = connect(self.dsn)
                 row = conn.execute("SELECT position FROM log_head").fetchone()
+                self.followed_at = now = time.monotonic()
+                if now >= horizon_due:
+                    horizon_due = now + HORIZON_EVERY_S
+                    lag = conn.execute(_HORIZON_LAG).fetchone()
+                    self.horizon_lag_s = float(lag[0]) if lag is not None else 0.0
             except (psycopg.Error, JournalError):  # the database is away: look again later
                 time.sleep(1.0)
                 continue

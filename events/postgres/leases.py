@@ -311,6 +311,11 @@ class LeaseKeeper:
         with self._lock:
             return name in self._singletons and self._clock() < self._deadline
 
+    def wanted(self) -> list[str]:
+        """The named singletons this node takes whenever they are free (``/metrics``)."""
+        with self._lock:
+            return sorted(self._wanted)
+
     def singletons(self) -> list[str]:
         """The named singletons this node holds now (``/metrics``)."""
         with self._lock:

@@ -208,6 +208,16 @@ class PostgresReader:
         )
         return _member(rows[0]) if rows else None
 
+    def singleton_holder(self, name: str) -> Member | None:
+        """The live node holding the named singleton ``name`` now, or ``None`` while nobody
+        does (never taken, released, or its holder's row lapsed)."""
+        rows = self._rows(
+            f"SELECT {_MEMBER} FROM singletons s JOIN nodes n ON n.node = s.node "
+            f"AND n.incarnation = s.incarnation AND {_LIVE} WHERE s.name = %s",
+            (name,),
+        )
+        return _member(rows[0]) if rows else None
+
     def member(self, node: str) -> Member | None:
         """``node``'s live row, or ``None`` when no node of that name is live."""
         rows = self._rows(f"SELECT {_MEMBER} FROM nodes n WHERE n.node = %s AND {_LIVE}", (node,))

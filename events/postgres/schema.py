@@ -22,12 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The PostgreSQL schema's version, kept in ``cluster.schema_version``: 2 added ``nodes`` and
 the liveness check in ``shard_append``, 3 the integrity chain's lease and head rows (shard -1),
 4 the refusal of an append naming another shard than its stream's rows are in (``misplaced``),
 5 each node's internal address and public key in its ``nodes`` row (forwarding, step 3),
-6 the ``singletons`` table (named singleton leases: the watchdog, channel connectors).
+6 the ``singletons`` table (named singleton leases: the watchdog, channel connectors),
+7 the idempotency key checked under ``log_head``'s lock (one key appended in two shards at
+once: the second is a duplicate, not a ``unique_violation``).
 An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
 INTEGRITY_SHARD = -1
 """The shard of the integrity chain: the roster of node keys and the super-checkpoints over
@@ -210,6 +212,13 @@ BEGIN
     SELECT pos, hash INTO v_pos, v_hash FROM shard_head WHERE shard = p_shard;
     FOR i IN 1 .. coalesce(array_length(p_streams, 1), 0) LOOP
         o_request := i - 1;
+        IF p_keys[i] IS NOT NULL AND NOT v_locked THEN
+            -- A key is read under log_head's lock, which every insert takes: an append of the
+            -- same key to another shard (another advisory lock) has committed or not begun to
+            -- insert, and this statement's next snapshot sees its key.
+            SELECT position INTO v_gpos FROM log_head FOR UPDATE;
+            v_locked := true;
+        END IF;
         IF p_keys[i] IS NOT NULL THEN
             SELECT * INTO v_key FROM idempotency WHERE key = p_keys[i];
             IF FOUND THEN

@@ -4,16 +4,30 @@ the lease nodes (tests/events/lease_node.py) use it to show the database itself 
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import psycopg
 
 
 def raw_append(
-    dsn: str, shard: int, token: int, *, stream: str = "zombie", principal: str = "system"
+    dsn: str,
+    shard: int,
+    token: int,
+    *,
+    stream: str = "zombie",
+    principal: str = "system",
+    key: str | None = None,
+    conn: psycopg.Connection[Any] | None = None,
 ) -> tuple[str, int]:
-    """One ``run.output`` row for ``stream`` in ``shard`` under ``token``: its outcome (``ok``,
-    ``conflict``, ``misplaced``...) and first seq (for ``misplaced``: the stream's shard);
-    raises :class:`psycopg.Error` (its ``sqlstate`` says why) when the database refuses it."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    """One ``run.output`` row for ``stream`` in ``shard`` under ``token`` (with idempotency
+    key ``key``), on ``conn`` when given (its transaction, left open) else on a connection of
+    its own: its outcome (``ok``, ``conflict``, ``misplaced``, ``duplicate``) and first seq (for
+    ``misplaced``: the stream's shard); raises :class:`psycopg.Error` (its ``sqlstate`` says
+    why) when the database refuses it."""
+    with contextlib.ExitStack() as stack:
+        if conn is None:
+            conn = stack.enter_context(psycopg.connect(dsn, autocommit=True))
         row = conn.execute(
             "SELECT * FROM shard_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (
@@ -25,7 +39,7 @@ def raw_append(
                 [principal],
                 [None],
                 [None],
-                [None],
+                [key],
                 ["01J"],
                 ["run.output"],
                 [1],

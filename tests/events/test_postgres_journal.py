@@ -143,6 +143,39 @@ def test_a_stale_token_is_refused_and_nothing_is_written(dsn: str) -> None:
     assert verify_database(dsn).ok
 
 
+def test_one_key_appended_in_two_shards_at_once_is_a_duplicate_the_second_time(
+    dsn: str,
+) -> None:
+    """Two appends with one idempotency key into two shards (two advisory locks), the first's
+    transaction still open when the second arrives: the second waits for it and answers a
+    duplicate of it, never a ``unique_violation``."""
+    holder = PostgresJournal(dsn)  # holds the leases whose tokens the raw appends use
+    try:
+        tokens = dict(holder._tokens)
+        first, second = 0, 1
+        with psycopg.connect(dsn) as conn:  # a transaction left open after its append
+            assert raw_append(dsn, first, tokens[first], stream="a", key="k", conn=conn)[0] == "ok"
+            answers: list[tuple[str, int] | BaseException] = []
+
+            def racing() -> None:
+                try:
+                    answers.append(raw_append(dsn, second, tokens[second], stream="b", key="k"))
+                except BaseException as exc:
+                    answers.append(exc)
+
+            thread = threading.Thread(target=racing)
+            thread.start()
+            thread.join(0.5)
+            assert thread.is_alive(), f"the second append did not wait for the first: {answers}"
+            conn.commit()
+            thread.join(10)
+        assert answers == [("duplicate", 0)], answers
+        assert holder.read_stream("b") == [] and len(holder.read_stream("a")) == 1
+    finally:
+        holder.close()
+    assert verify_database(dsn).ok
+
+
 def test_a_second_writer_is_refused_while_one_holds_the_journal(journal: PostgresJournal) -> None:
     with pytest.raises(JournalLocked, match="another reel node"):
         PostgresJournal(journal.dsn)

@@ -193,7 +193,7 @@ def test_a_version_5_journal_is_upgraded_to_hold_singletons(dsn: str) -> None:
     upgrade(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT schema_version FROM cluster").fetchone() == (SCHEMA_VERSION,)
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     k = keeper(dsn, "a")
     Holder(k)
     k.register()

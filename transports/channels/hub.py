@@ -10,6 +10,12 @@
   acknowledgement while it runs, a prompt when it waits for an approval, the answer split to
   the platform's limit when it ends), ``!reel`` commands (each a Cedar decision for the
   sender), and notices (pairing). Outcomes go back to the actor to be recorded.
+- In a cluster each channel runs on one node at a time, the holder of its singleton lease
+  (docs/scale-out.md, "Chat channels"): :meth:`ChannelHub.start_channel` when the node takes the
+  lease (the actor folds the stream and carries out the backlog, the connector resumes from the
+  saved cursor), :meth:`ChannelHub.stop_channel` when it loses it. A message or a pairing code
+  asked of any other node goes to that one (:attr:`ChannelHub.elsewhere`, the cluster's router,
+  with a request of :mod:`actors.channels.requests`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -28,15 +35,17 @@ import msgspec
 import pykka
 
 from actors import Node
-from actors.channels.actor import ChannelActor
+from actors.channels.actor import ChannelActor, state_of
 from actors.channels.config import ChannelConfig
 from actors.channels.message import InboundMessage, OutboundMessage, check_inbound, split_text
 from actors.channels.messages import Deliver, MintCode, Record, ResumeChannel
-from actors.channels.records import record_command, record_reply
+from actors.channels.records import record_command, record_reply, stream_of
+from actors.channels.requests import MintPairCode, RouteInbound, channel_of
 from actors.channels.results import MintedCode, RouteResult
 from actors.channels.router import Command
 from events import JournalPort
 from events.catalog import ApprovalRequested, ChannelCursorSaved, ChannelRunStarted, kind_of
+from events.errors import ShardNotOwned
 from projections import Projector, Views
 from projections.follow import Signal, follow_tape
 from projections.pool import ReaderLimits
@@ -93,13 +102,22 @@ class ChannelHub:
             except ConnectorError as exc:
                 raise ConfigError(f"config key channels.{name}.{exc}") from None
         self.actors: dict[str, pykka.ActorRef[Any]] = {}
+        """The channels running here, by name (started: :meth:`start_channel`)."""
         self.signal: Signal | None = None
+        self.elsewhere: Callable[[RouteInbound | MintPairCode], Future[Any]] | None = None
+        """In a cluster, where a request for a channel not running here goes (the router: to the
+        node running it); ``None``: such a request is refused (:class:`UnknownChannel`)."""
         self._unlisten: Callable[[], None] | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: dict[asyncio.Task[Any], str] = {}
+        """The work on the loop, with the channel it is for (see :meth:`stop_channel`)."""
         self._answering: dict[asyncio.Task[Any], str] = {}
         """The tasks following a run to answer it, with the run's id (see :meth:`stop`)."""
-        self._resumed = asyncio.Event()
-        """Set on the loop once every channel actor was told to :class:`ResumeChannel`."""
+        self._turns = threading.Lock()
+        """Held while a channel starts or stops (a lease's change and a stop take turns)."""
+        self._closing = False
+        self._resumed: dict[str, asyncio.Event] = {}
+        """Each running channel's: set on the loop once its actor was told to
+        :class:`ResumeChannel`."""
         self._views: Views | None = None
         self._node: Node | None = None
         self._journal: JournalPort | None = None
@@ -148,55 +166,97 @@ class ChannelHub:
         views_path: Path,
         authority: Authority,
         views_limits: ReaderLimits | None = None,
+        run: bool = True,
     ) -> None:
-        """Start each channel's actor (it folds its stream) and connector, on ``node``."""
+        """Bind the hub to ``node`` and, with ``run``, start every channel here (a lone node;
+        a cluster node starts each when it takes the channel's lease)."""
         self._node, self._journal, self._projector = node, journal, projector
         self._authority = authority
         self._views = Views(views_path, views_limits)
-        io = node.io
-        self.signal = Signal(io.loop)
+        self.signal = Signal(node.io.loop)
         self._unlisten = projector.listen(self.signal.notify)
-        for name, config in self.configs.items():
-            self.actors[name] = ChannelActor.start(name, config, node, journal, self)
-        for name, connector in self.connectors.items():
+        if run:
+            for name in self.configs:
+                self.start_channel(name)
+
+    def start_channel(self, name: str) -> None:
+        """Run channel ``name`` here: its actor folds its stream, its connector starts (from
+        the cursor the stream saved), then the actor carries out what was left undone (the
+        backlog of a stop, or of another node that ran the channel before)."""
+        with self._turns:
+            if self._node is not None and not self._closing and name not in self.actors:
+                self._start_channel(name)
+
+    def _start_channel(self, name: str) -> None:
+        node, io = self.node, self.node.io
+        resumed = asyncio.Event()
+        self._resumed[name] = resumed
+        ref = ChannelActor.start(name, self.configs[name], node, self.journal, self)
+        self.actors[name] = ref
+        connector = self.connectors[name]
+        try:
             if isinstance(connector, Resumable):
-                cursor = self.actors[name].proxy().state.get(timeout=30).cursor
+                cursor = ref.proxy().state.get(timeout=30).cursor
                 connector.resume(cursor, self._cursor_saver(name))
             io.submit(connector.start(self._inbound)).result(timeout=30)
-            log.info("channel %s (%s) started", name, connector.kind)
-        for ref in self.actors.values():
-            ref.tell(ResumeChannel())
-        io.loop.call_soon_threadsafe(self._resumed.set)
+        except BaseException:
+            self.actors.pop(name, None)
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                ref.stop(block=True, timeout=5)
+            raise
+        log.info("channel %s (%s) started", name, connector.kind)
+        ref.tell(ResumeChannel())
+        io.loop.call_soon_threadsafe(resumed.set)
+
+    def running(self, name: str) -> bool:
+        """Whether channel ``name`` runs on this node now."""
+        return name in self.actors
 
     def stop(self, grace_s: float = FINISH_ANSWERS_S) -> None:
-        """Let the answers of runs that have ended go out (at most ``grace_s``), then stop
-        the connectors (no more messages in), the followers, then the actors. Runs still
-        waiting (for an approval, say) are answered after the next start."""
+        """Stop every channel running here (:meth:`stop_channel`), then let go of the node."""
         if self._node is None:
             return
-        io = self._node.io
-        with contextlib.suppress(Exception):
-            io.submit(self._finish_answers(grace_s)).result(timeout=grace_s + 5)
-        for connector in self.connectors.values():
-            with contextlib.suppress(Exception):
-                io.submit(connector.stop()).result(timeout=10)
-
-        async def cancel_tasks() -> None:
-            for task in list(self._tasks):
-                task.cancel()
-
-        with contextlib.suppress(Exception):
-            io.submit(cancel_tasks()).result(timeout=5)
+        self._closing = True  # a lease taken meanwhile starts nothing
+        for name in list(self.actors):
+            self.stop_channel(name, grace_s)
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
-        for ref in self.actors.values():
-            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
-                ref.stop(block=True, timeout=5)
-        self.actors.clear()
         if self._views is not None:
             self._views.close()
         self._node = None
+
+    def stop_channel(self, name: str, grace_s: float = FINISH_ANSWERS_S) -> None:
+        """Let the answers of the channel's runs that have ended go out (at most ``grace_s``;
+        0 when the channel moves to another node, which answers them), then stop its
+        connector (no more messages in), its followers, then its actor. Runs still waiting
+        (for an approval, say) are answered by whoever runs the channel next."""
+        with self._turns:
+            self._stop_channel(name, grace_s)
+
+    def _stop_channel(self, name: str, grace_s: float) -> None:
+        ref = self.actors.get(name)
+        if ref is None or self._node is None:
+            return
+        io = self._node.io
+        if grace_s > 0:
+            with contextlib.suppress(Exception):
+                io.submit(self._finish_answers(name, grace_s)).result(timeout=grace_s + 5)
+        with contextlib.suppress(Exception):
+            io.submit(self.connectors[name].stop()).result(timeout=10)
+
+        async def cancel_tasks() -> None:
+            for task, channel in list(self._tasks.items()):
+                if channel == name:
+                    task.cancel()
+
+        with contextlib.suppress(Exception):
+            io.submit(cancel_tasks()).result(timeout=5)
+        del self.actors[name]
+        with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+            ref.stop(block=True, timeout=5)
+        self._resumed.pop(name, None)
+        log.info("channel %s stopped", name)
 
     # --- the entry point ---------------------------------------------------------------------
 
@@ -219,7 +279,7 @@ class ChannelHub:
         principal = check_inbound(message, config.max_message_bytes)
         ref = self.actors.get(message.channel)
         if ref is None:
-            raise UnknownChannel(f"channel {message.channel!r} is not running")
+            return self._elsewhere(RouteInbound(message=message, until_run=until_run))
         reply: Future[RouteResult] = Future()
         ref.tell(Deliver(message=message, principal=principal, reply=reply, until_run=until_run))
         return reply
@@ -232,16 +292,41 @@ class ChannelHub:
         """A connector's hand-in: done once the decision is durable (docs/channels.md,
         "Nothing lost across a stop"). Held until every channel was told to resume, so the
         backlog of the last stop is asked for before anything heard since."""
-        await self._resumed.wait()
+        resumed = self._resumed.get(message.channel)
+        if resumed is not None:
+            await resumed.wait()
         return await asyncio.wrap_future(self.receive(message, until_run=False))
 
     def mint_code(self, channel: str, ttl_ms: int, principal: str) -> Future[MintedCode]:
         """A new single-use pairing code for ``channel`` (recorded as minted by
         ``principal``; only its scrypt digest is stored)."""
         self.config(channel)
+        ref = self.actors.get(channel)
+        if ref is None:
+            request = MintPairCode(channel=channel, ttl_ms=ttl_ms, principal=principal)
+            return self._elsewhere(request)
         reply: Future[MintedCode] = Future()
-        self.actors[channel].tell(MintCode(ttl_ms=ttl_ms, principal=principal, reply=reply))
+        ref.tell(MintCode(ttl_ms=ttl_ms, principal=principal, reply=reply))
         return reply
+
+    def run_here(self, request: RouteInbound | MintPairCode) -> Future[Any]:
+        """Carry out ``request`` on this node, which runs its channel (the cluster's router
+        and internal service call this): :class:`ShardNotOwned` when it does not (any more),
+        so the sender looks for the channel's node again."""
+        channel = channel_of(request)
+        if channel not in self.actors:
+            raise ShardNotOwned(f"channel {channel!r} does not run on this node now")
+        if isinstance(request, RouteInbound):
+            return self.receive(request.message, request.until_run)
+        return self.mint_code(request.channel, request.ttl_ms, request.principal)
+
+    def _elsewhere(self, request: RouteInbound | MintPairCode) -> Future[Any]:
+        """``request``, for a channel not running here: to the node running it (a cluster),
+        else refused."""
+        channel = channel_of(request)
+        if self.elsewhere is None:
+            raise UnknownChannel(f"channel {channel!r} is not running")
+        return self.elsewhere(request)
 
     def describe(self) -> list[ChannelInfo]:
         now = int(time.time() * 1000)
@@ -249,7 +334,11 @@ class ChannelHub:
         for name, config in sorted(self.configs.items()):
             state = None
             with contextlib.suppress(Exception):
-                state = self.actors[name].proxy().state.get(timeout=2)
+                ref = self.actors.get(name)
+                if ref is not None:
+                    state = ref.proxy().state.get(timeout=2)
+                else:  # runs on another node of a cluster: its stream tells the same
+                    state = state_of(name, self.journal.read_stream(stream_of(name)))
             out.append(
                 ChannelInfo(
                     name=name,
@@ -272,20 +361,24 @@ class ChannelHub:
 
     # --- called by the actors (any thread) -----------------------------------------------------
 
-    async def _finish_answers(self, grace_s: float) -> None:
-        """Wait for the followers of runs the drain ended: their answers may not have gone out
-        yet (a run leaves the registry just before its end is appended, and the views follow
-        the journal). A run waiting for a human is not waited for."""
+    async def _finish_answers(self, channel: str, grace_s: float) -> None:
+        """Wait for the followers of ``channel``'s runs the drain ended: their answers may not
+        have gone out yet (a run leaves the registry just before its end is appended, and the
+        views follow the journal). A run waiting for a human is not waited for."""
         waiting = self.node.services.registry.runs_awaiting_approval()
-        ending = [task for task, run_id in self._answering.items() if run_id not in waiting]
+        ending = [
+            task
+            for task, run_id in self._answering.items()
+            if run_id not in waiting and self._tasks.get(task) == channel
+        ]
         if ending:
             await asyncio.wait(ending, timeout=grace_s)
 
-    def _spawn(self, coro: Any, run_id: str = "") -> None:
+    def _spawn(self, channel: str, coro: Any, run_id: str = "") -> None:
         async def tracked() -> None:
             task = asyncio.current_task()
             if task is not None:
-                self._tasks.add(task)
+                self._tasks[task] = channel
                 if run_id:
                     self._answering[task] = run_id
             try:
@@ -296,7 +389,7 @@ class ChannelHub:
                 log.exception("channel work failed")
             finally:
                 if task is not None:
-                    self._tasks.discard(task)
+                    self._tasks.pop(task, None)
                     self._answering.pop(task, None)
 
         self.node.io.submit(tracked())
@@ -323,9 +416,10 @@ class ChannelHub:
         if not connector.can_reply:
             return
         self._spawn(
+            channel,
             self._send(
                 connector, message.conversation, message.thread, message.message_id, text, ""
-            )
+            ),
         )
 
     def pairing_decided(
@@ -340,7 +434,7 @@ class ChannelHub:
             text = f"Pairing approved: you can talk to the agent here until {until}."
         else:
             text = "Pairing was not approved."
-        self._spawn(self._send(connector, conversation, None, "", text, ""))
+        self._spawn(channel, self._send(connector, conversation, None, "", text, ""))
 
     def can_reply(self, channel: str) -> bool:
         """Whether ``channel``'s connector can send replies at all."""
@@ -349,7 +443,9 @@ class ChannelHub:
     def follow(self, channel: str, started: ChannelRunStarted, ack: InboundMessage | None) -> None:
         """Follow a run an accepted message started and answer in its conversation;
         ``ack``: the message to acknowledge while it runs (None when resuming after a restart)."""
-        self._spawn(self._follow(channel, self.connectors[channel], started, ack), started.run_id)
+        self._spawn(
+            channel, self._follow(channel, self.connectors[channel], started, ack), started.run_id
+        )
 
     def run_command(
         self,
@@ -361,7 +457,7 @@ class ChannelHub:
         reply: Future[RouteResult],
     ) -> None:
         """Carry out a ``!reel`` command; ``reply`` gets the decision with the answer."""
-        self._spawn(self._command(channel, message, principal, decision, result, reply))
+        self._spawn(channel, self._command(channel, message, principal, decision, result, reply))
 
     # --- on the loop ---------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from events.postgres.leases import LeaseKeeper, LeaseSettings
@@ -24,7 +24,7 @@ from transports.cluster.errors import ClusterStartError
 from transports.cluster.membership import Membership
 from transports.cluster.router import Router
 from transports.cluster.service import ForwardService, close, serve
-from transports.cluster.targets import target
+from transports.cluster.targets import ANY_SHARD, Target, target
 from transports.listen import listening_socket
 
 log = logging.getLogger("reel.cluster")
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from actors.system.node import Node
     from events.checkpoint import NodeKey
     from events.postgres.journal import PostgresJournal
+    from events.postgres.reader import Member
+    from projections.records import ApprovalRecord
     from transports.config import ClusterConfig
 
 
@@ -48,6 +50,13 @@ class ClusterFigures(NamedTuple):
     sent: int
     served: int
     singletons: tuple[str, ...]
+    """The singletons this node holds."""
+    wanted: tuple[str, ...]
+    """The singletons this node takes when they are free (its watchdog, schedules, channels)."""
+    horizon_lag_s: float
+    """The age of the oldest write transaction open in the database."""
+    follow_age_s: float
+    """Seconds since this node last read the database's head (other nodes' commits)."""
 
 
 class ClusterMember:
@@ -97,21 +106,36 @@ class ClusterMember:
         key: NodeKey,
         *,
         visible: Callable[[int, float], object],
-        session_of_approval: Callable[[str], str | None],
+        approval: Callable[[str], ApprovalRecord | None],
+        here: Callable[[Any], Future[Any]] | None = None,
+        running: Callable[[str], bool] = lambda _name: False,
     ) -> None:
         """Serve forwarded commands, route this node's own, and act on its leases from now on
-        (the shards it acquired meanwhile are recovered first)."""
+        (the shards it acquired meanwhile are recovered first). ``approval(id)``: an
+        approval's record (where its decision runs); ``here(command)``: runs a command on
+        this node (default: the node's own directory; the composition adds the channels'
+        requests); ``running(name)``: whether the work of singleton ``name`` runs here now
+        (a channel's, whose requests then run here)."""
         membership, keeper = self.membership, self._keeper
         assert membership is not None and keeper is not None
+        run_here = here or node.send_here
 
-        def shard_of_command(command: Any) -> int | None:
-            return target(command, journal, session_of_approval)
+        def target_of(command: Any) -> Target:
+            return target(command, journal, approval)
+
+        def owner(where: Target) -> Member | None:
+            if isinstance(where, str):
+                return journal.singleton_holder(where)
+            if where is ANY_SHARD:
+                return journal.shard_owner(random.randrange(journal.shards))
+            return journal.shard_owner(where)
 
         self.service = ForwardService(
             member=journal.member,
-            target=shard_of_command,
+            target=target_of,
             ready=membership.ready,
-            send=node.send_here,
+            running=running,
+            send=run_here,
             append=journal.submit_forwarded,
             position=lambda: journal.committed_position,
         )
@@ -121,10 +145,11 @@ class ClusterMember:
             membership=membership,
             keeper=keeper,
             key=key,
+            here=run_here,
+            running=running,
             append_here=journal.submit_forwarded,
-            target=shard_of_command,
-            owner=journal.shard_owner,
-            any_owner=lambda: journal.shard_owner(random.randrange(journal.shards)),
+            target=target_of,
+            owner=owner,
             visible=visible,
         )
         node.services.new_session_id = membership.new_session_id
@@ -160,7 +185,7 @@ class ClusterMember:
         keeper.want_singleton(name, on_gained=gained, on_lost=lost)
 
     def figures(self) -> ClusterFigures:
-        keeper, membership = self._keeper, self.membership
+        keeper, membership, journal = self._keeper, self.membership, self._journal
         held = len(keeper.owned()) if keeper is not None else 0
         left = max(0.0, keeper.deadline - time.monotonic()) if keeper is not None else 0.0
         return ClusterFigures(
@@ -171,6 +196,9 @@ class ClusterMember:
             sent=self.router.forwarded if self.router is not None else 0,
             served=self.service.served if self.service is not None else 0,
             singletons=tuple(keeper.singletons()) if keeper is not None else (),
+            wanted=tuple(keeper.wanted()) if keeper is not None else (),
+            horizon_lag_s=journal.horizon_lag_s if journal is not None else 0.0,
+            follow_age_s=time.monotonic() - journal.followed_at if journal is not None else 0.0,
         )
 
     def stop_serving(self) -> None:

@@ -1,5 +1,6 @@
-"""Where a cluster node's commands run: here when this node serves the command's shard, else
-on the node that does, over the internal service (:mod:`.service`).
+"""Where a cluster node's commands run: here when this node serves the command's shard (or,
+for a channel's request, runs the channel), else on the node that does, over the internal
+service (:mod:`.service`).
 
 A move in progress is waited out, within :attr:`Router.patience` (the TTL, a tick and a
 second: a dead owner's shards are taken over in the TTL and a tick): a shard with no live owner,
@@ -28,7 +29,6 @@ import asyncio
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -40,7 +40,7 @@ from events.errors import Fenced, ShardNotOwned
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardFailed
 from transports.cluster.service import PATH, MsgpackCodec
-from transports.cluster.targets import ANY_SHARD, served
+from transports.cluster.targets import Target, describe, served
 from transports.cluster.wire import FORWARDED, Answer, ForwardedAppend, outcome, sign
 
 if TYPE_CHECKING:
@@ -67,20 +67,25 @@ class Router:
         membership: Membership,
         keeper: LeaseKeeper,
         key: NodeKey,
+        here: Callable[[Any], Future[Any]],
+        running: Callable[[str], bool],
         append_here: Callable[[AppendRequest], Future[AppendResult]],
-        target: Callable[[Any], int | None],
-        owner: Callable[[int], Member | None],
-        any_owner: Callable[[], Member | None],
+        target: Callable[[Any], Target],
+        owner: Callable[[Target], Member | None],
         visible: Callable[[int, float], object],
     ) -> None:
+        """``here(command)`` runs a command on this node; ``running(name)``: whether singleton
+        ``name``'s work runs here; ``owner(target)``: the live node serving ``target`` (any
+        node serving a shard, for :data:`ANY_SHARD`)."""
         self._node = node
+        self._here = here
+        self._running = running
         self._membership = membership
         self._keeper = keeper
         self._key = key
         self._append_here = append_here
         self._target = target
         self._owner = owner
-        self._any_owner = any_owner
         self._visible = visible
         self._channels: dict[str, Channel] = {}
         settings = keeper.settings
@@ -98,16 +103,16 @@ class Router:
     async def _route(self, command: Any) -> Any:
         give_up = time.monotonic() + self.patience
         while True:
-            shard = await asyncio.to_thread(self._target, command)
-            if served(shard, self._membership.ready()):
+            where = await asyncio.to_thread(self._target, command)
+            if served(where, self._membership.ready(), self._running):
                 try:
-                    return await asyncio.wrap_future(self._node.send_here(command))
+                    return await asyncio.wrap_future(self._here(command))
                 except (ShardNotOwned, Fenced):  # lost the shard meanwhile: nothing written
                     if time.monotonic() >= give_up:
                         raise
                     await asyncio.sleep(PAUSE_S)
                     continue
-            answer = await self._at_owner(shard, command, give_up)
+            answer = await self._at_owner(where, command, give_up)
             if answer is None:
                 continue  # the shard moved (here, perhaps): look again
             if answer.position:
@@ -147,15 +152,13 @@ class Router:
                 assert isinstance(result, AppendResult)
                 return result
 
-    async def _at_owner(self, shard: int | None, command: Any, give_up: float) -> Answer | None:
-        """``command``'s answer from the node holding ``shard`` (any node serving one, for
-        :data:`ANY_SHARD`); ``None`` after a pause when there is none to ask now (or it has
-        not taken the shard yet): the caller looks again. :class:`ForwardFailed` once
-        :attr:`patience` is spent, or when a sent command was not answered."""
-        owner = await asyncio.to_thread(
-            self._any_owner if shard is ANY_SHARD else partial(self._owner, shard)
-        )
-        what = f"shard {shard}" if shard is not ANY_SHARD else "any shard"
+    async def _at_owner(self, where: Target, command: Any, give_up: float) -> Answer | None:
+        """``command``'s answer from the node serving ``where`` (a shard, any shard, a
+        singleton); ``None`` after a pause when there is none to ask now (or it has not taken
+        the lease yet): the caller looks again. :class:`ForwardFailed` once :attr:`patience`
+        is spent, or when a sent command was not answered."""
+        owner = await asyncio.to_thread(self._owner, where)
+        what = describe(where)
         # This node's own row lapsed (the database away past the TTL): the owner would refuse
         # the forward (no live node of this incarnation) until the keeper registers again.
         lapsed = time.monotonic() >= self._keeper.deadline

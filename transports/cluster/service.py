@@ -34,7 +34,7 @@ from events.errors import ShardNotOwned
 from events.postgres.reader import Member
 from events.sqlite.journal import AppendRequest
 from transports.cluster.errors import ForwardRefused
-from transports.cluster.targets import served
+from transports.cluster.targets import Target, describe, served
 from transports.cluster.wire import (
     Answer,
     Forward,
@@ -64,8 +64,10 @@ class MsgpackCodec(CodecBase):
 
 class ForwardService:
     """Runs forwarded commands on this node. ``member(node)``: the sender's live row;
-    ``target(command)``: its shard; ``ready()``: the shards served here; ``send``: this node's
-    own directory (:meth:`actors.system.node.Node.send_here`); ``append``: its journal's
+    ``target(command)``: where it runs (:mod:`.targets`); ``ready()``: the shards served here;
+    ``running(name)``: whether singleton ``name``'s work (a channel) runs here; ``send``: runs
+    a command here (the node's own directory, :meth:`actors.system.node.Node.send_here`, or a
+    channel's hub); ``append``: this node's journal's
     (:meth:`events.postgres.journal.PostgresJournal.submit_forwarded`); ``position()``: how far
     this node's journal has committed."""
 
@@ -73,8 +75,9 @@ class ForwardService:
         self,
         *,
         member: Callable[[str], Member | None],
-        target: Callable[[Any], int | None],
+        target: Callable[[Any], Target],
         ready: Callable[[], frozenset[int]],
+        running: Callable[[str], bool],
         send: Callable[[Any], Future[Any]],
         append: Callable[[AppendRequest], Future[AppendResult]],
         position: Callable[[], int],
@@ -83,6 +86,7 @@ class ForwardService:
         self._append = append
         self._target = target
         self._ready = ready
+        self._running = running
         self._send = send
         self._position = position
         self._seen: dict[bytes, float] = {}
@@ -105,15 +109,15 @@ class ForwardService:
             command = command_of(forward)
             if isinstance(command, ForwardedAppend):
                 return await self._append_here(command)
-            shard = await asyncio.to_thread(self._target, command)
+            where = await asyncio.to_thread(self._target, command)
         except ForwardRefused as exc:
             return failure_of(exc)
         except (msgspec.ValidationError, msgspec.DecodeError, KeyError):
             return failure_of(ForwardRefused("not a forwarded command this node can read"))
         except Exception as exc:  # the journal away while looking the shard up
             return failure_of(exc)
-        if not served(shard, self._ready()):
-            return failure_of(ShardNotOwned(f"shard {shard} is not served here now"))
+        if not served(where, self._ready(), self._running):
+            return failure_of(ShardNotOwned(f"{describe(where)} is not served here now"))
         self.served += 1
         try:
             value = await asyncio.wrap_future(self._send(command))

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from actors.channels.requests import CHANNEL_REQUESTS
 from actors.messages import (
     CancelRun,
     CreateSession,
@@ -43,15 +44,17 @@ FORWARDED: dict[str, type[msgspec.Struct]] = {
         StallRun,
         ResolveApproval,
         RevokeGrant,
+        *CHANNEL_REQUESTS,
     )
 }
-"""The commands a node forwards to a session's owner: every command a transport sends, and
-the watchdog's (which runs on one node of a cluster)."""
+"""The commands a node forwards: to a session's owner every command a transport sends, and
+the watchdog's (which runs on one node of a cluster); to the node running a channel, the
+channel's requests."""
 
 LOCAL_FIELDS = frozenset({"reply", "then"})
 """Fields that never travel: the caller's reply future, and a follow-up only the directory sets."""
 
-REEL_PACKAGES = ("actors.", "events.", "transports.cluster.")
+REEL_PACKAGES = ("actors.", "events.", "transports.cluster.", "transports.channels.")
 """Where a class named on the wire may come from: an answer never names another module."""
 
 

@@ -40,8 +40,10 @@ Families:
   (gauge: until the node fences itself unless a renewal comes),
   ``reel_cluster_forwards_total{direction}`` (counter: ``sent`` to other nodes, ``served`` for
   them), ``reel_cluster_singletons{name}`` (gauge, 1 where this node holds it: ``watchdog``,
-  ``schedules``): a cluster node's shards, forwarding and singletons (only with
-  ``[cluster] node``; docs/scale-out.md).
+  ``schedules``, ``channel:<name>``), ``reel_cluster_horizon_lag_seconds`` (gauge: the age of
+  the oldest write transaction open in the database), ``reel_cluster_follow_age_seconds``
+  (gauge: since the node last read the database's head): a cluster node's shards, forwarding,
+  singletons and lag (only with ``[cluster] node``; docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -340,12 +342,27 @@ def _cluster_lines(cluster: ClusterMember) -> list[str]:
             ),
         ),
         *_family(
+            "reel_cluster_horizon_lag_seconds",
+            "gauge",
+            "The age of the oldest write transaction open in the journal's database: one left "
+            "open stalls every node's readers and appends (alarm well above a second).",
+            [f"reel_cluster_horizon_lag_seconds {_number(figures.horizon_lag_s)}"],
+        ),
+        *_family(
+            "reel_cluster_follow_age_seconds",
+            "gauge",
+            "Seconds since this node last read the database's head: how stale its knowledge of "
+            "other nodes' commits may be (the database away: it grows).",
+            [f"reel_cluster_follow_age_seconds {_number(figures.follow_age_s)}"],
+        ),
+        *_family(
             "reel_cluster_singletons",
             "gauge",
-            "The work one node does for the cluster (watchdog, schedules) this node holds.",
+            "The work one node does for the cluster (watchdog, schedules, each chat channel) "
+            "this node holds.",
             (
                 f'reel_cluster_singletons{{name="{name}"}} {int(name in figures.singletons)}'
-                for name in SINGLETONS
+                for name in sorted({*SINGLETONS, *figures.wanted})
             ),
         ),
     ]

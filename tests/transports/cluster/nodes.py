@@ -109,10 +109,18 @@ def send(node: ServingNode, session_id: str, text: str) -> str:
 
 
 @contextlib.contextmanager
-def running(dsn: str, root: Path, names: Iterable[str]) -> Iterator[dict[str, ServingNode]]:
+def running(
+    dsn: str,
+    root: Path,
+    names: Iterable[str],
+    *,
+    config: str = "",
+    env: dict[str, str] | None = None,
+) -> Iterator[dict[str, ServingNode]]:
     """A journal of :data:`SHARDS` shards made in ``dsn``, then the nodes ``names`` started one
-    after another (each a data dir of its own under ``root``), stopped together at the end; on
-    a failure their last log lines are printed."""
+    after another (each a data dir of its own under ``root``, with ``config`` as its
+    config.toml and ``env`` added to the cluster's), stopped together at the end; on a failure
+    their last log lines are printed."""
     from tests.transports.node.test_daemon import reel
 
     init = reel("journal", "init", "--shards", str(SHARDS), env={"REEL_JOURNAL_DSN": dsn})
@@ -122,7 +130,9 @@ def running(dsn: str, root: Path, names: Iterable[str]) -> Iterator[dict[str, Se
         for name in names:
             data = root / name
             data.mkdir(mode=0o700)
-            nodes[name] = ServingNode(data, cluster_env(dsn, name))
+            if config:
+                (data / "config.toml").write_text(config)
+            nodes[name] = ServingNode(data, {**cluster_env(dsn, name), **(env or {})})
         yield nodes
     except BaseException:
         for name, node in nodes.items():

@@ -181,3 +181,28 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert int(metrics['reel_cluster_shards{state="held"}']) >= 1
         assert int(metrics["reel_cluster_lease_renewals_total"]) > 0
         print(f"the dead owner's session answered again after {took:.2f} s")
+
+
+def test_an_open_write_transaction_shows_as_horizon_lag(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """``reel_cluster_horizon_lag_seconds`` is the age of the oldest write transaction open in
+    the database (the alarm an operator sets: one left open stalls every reader); it falls back
+    once the transaction ends. ``reel_cluster_follow_age_seconds`` stays below a second on a
+    node that reads the database."""
+    dsn = postgres.database()
+    with running(dsn, tmp_path, ("n1",)) as nodes:
+        node = nodes["n1"]
+
+        def lag() -> float:
+            return float(metric_lines(node)["reel_cluster_horizon_lag_seconds"])
+
+        with psycopg.connect(dsn) as conn:  # a transaction holding an xid, left open
+            conn.execute("SELECT pg_current_xact_id()")
+            held = time.monotonic()
+            until(lambda: lag() >= 1.5, "the open transaction's age in /metrics")
+            seen = lag()
+            assert seen <= time.monotonic() - held + 0.5, seen
+            conn.commit()
+        until(lambda: lag() < 1.0, "the lag to fall once the transaction ended")
+        assert float(metric_lines(node)["reel_cluster_follow_age_seconds"]) < 1.0

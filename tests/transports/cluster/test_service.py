@@ -33,6 +33,7 @@ def service(sent: list[Any], ready: frozenset[int] = frozenset({SHARD})) -> Forw
         member=lambda node: Member(node, 2, "127.0.0.1:1", KEY.public_key) if node == "a" else None,
         target=lambda _command: SHARD,
         ready=lambda: ready,
+        running=lambda _name: False,
         send=send,
         append=lambda _request: Future(),
         position=lambda: 42,
