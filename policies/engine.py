@@ -107,6 +107,7 @@ class PolicyEngine:
         self._schema = loaded.schema
         self._policy_set = loaded.policy_set
         self._sources = loaded.sources
+        self._digest = loaded.digest
         self._by_id = {source.policy_id: source for source in loaded.sources}
         self._base_entities = cedarpy.Entities.from_json_str("[]", loaded.schema)
         self._tools: dict[tuple[str, tuple[str, ...], str, str], _ToolFacts] = {}
@@ -124,6 +125,11 @@ class PolicyEngine:
         cedarpy's message; the node must not start when it does.
         """
         return cls(load_policies(operator_dir))
+
+    @property
+    def digest(self) -> str:
+        """The loaded schema's and policies' digest (:attr:`LoadedPolicies.digest`)."""
+        return self._digest
 
     @property
     def policy_ids(self) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ Every file is parsed and validated on its own, so an error names the file it is 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Final
@@ -51,6 +52,9 @@ class LoadedPolicies(msgspec.Struct, frozen=True, kw_only=True):
     schema: cedarpy.Schema
     policy_set: cedarpy.PolicySet
     sources: tuple[PolicySource, ...]
+    digest: str = ""
+    """SHA-256 (hex) of the schema and the policy set as loaded (each policy by its stable id,
+    formatting aside): two nodes enforce the same policies exactly when their digests match."""
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> cedarpy.Schema:
@@ -89,6 +93,7 @@ def load_policies(operator_dir: Path | None) -> LoadedPolicies:
     duplicate id, template) or :class:`PolicyLoadError` (unreadable file), each naming
     the file.
     """
+    schema_text = _read(SCHEMA_PATH)
     schema = load_schema()
     static: dict[str, Any] = {}
     sources: list[PolicySource] = []
@@ -115,7 +120,12 @@ def load_policies(operator_dir: Path | None) -> LoadedPolicies:
         policy_set = cedarpy.PolicySet.from_json_str(document)
     except ValueError as exc:  # pragma: no cover - every part parsed on its own above
         raise PolicyLoadError(BASELINE_DIR, f"combined policy set does not build: {exc}") from exc
-    return LoadedPolicies(schema=schema, policy_set=policy_set, sources=tuple(sources))
+    digest = hashlib.sha256(
+        schema_text.encode() + b"\x00" + json.dumps(static, sort_keys=True).encode()
+    ).hexdigest()
+    return LoadedPolicies(
+        schema=schema, policy_set=policy_set, sources=tuple(sources), digest=digest
+    )
 
 
 def _read(path: Path) -> str:

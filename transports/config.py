@@ -149,6 +149,9 @@ class ClusterConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     """Its port (0: any free one)."""
     advertise: str = ""
     """``host:port`` the other nodes dial to reach it (empty: ``host`` and the bound port)."""
+    allow_config_change: bool = False
+    """Join even when a live node runs another config or policies (its ``config_hash``
+    differs): only while rolling a change through the nodes one at a time."""
 
 
 class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -519,7 +519,7 @@ def open_runtime(
     channels = channel_hub(cfg)  # a channel's config error stops here, nothing opened
     # The journal and the vault next: MCP servers start with the catalog, and the vault
     # handles in their env are decided (vault.use, on the journal) and resolved as they start.
-    cluster = join_cluster(cfg)
+    cluster = join_cluster(cfg, engine.digest)
     try:
         journal = open_journal(data_dir, cfg, on_tampered, cluster)
     except BaseException:
@@ -694,9 +694,10 @@ def open_runtime(
     return runtime
 
 
-def join_cluster(config: NodeConfig) -> ClusterMember | None:
+def join_cluster(config: NodeConfig, policies_digest: str) -> ClusterMember | None:
     """``[cluster]``'s member (its internal port bound), or None for a lone node; a ConfigError
-    naming the key when a cluster is asked for without the PostgreSQL journal."""
+    naming the key when a cluster is asked for without the PostgreSQL journal.
+    ``policies_digest``: the loaded policies' (part of the node's ``config_hash``)."""
     if not config.cluster.node:
         return None
     if config.journal.backend != "postgres":
@@ -704,9 +705,10 @@ def join_cluster(config: NodeConfig) -> ClusterMember | None:
             'config key cluster.node: a cluster needs [journal] backend = "postgres" '
             "(REEL_JOURNAL_BACKEND)"
         )
+    from transports.cluster.config_hash import config_hash
     from transports.cluster.member import ClusterMember
 
-    return ClusterMember(config.cluster)
+    return ClusterMember(config.cluster, config_hash(config, policies_digest))
 
 
 def serve_cluster(

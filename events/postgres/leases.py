@@ -111,12 +111,12 @@ class LeaseChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 _REGISTER = (
-    "INSERT INTO nodes(node, incarnation, expires_at, address, public_key) "
+    "INSERT INTO nodes(node, incarnation, expires_at, address, public_key, config_hash) "
     "VALUES (%(node)s, 1, clock_timestamp() + %(ttl)s * interval '1 second', %(address)s, "
-    "%(public_key)s) "
+    "%(public_key)s, %(config_hash)s) "
     "ON CONFLICT (node) DO UPDATE SET incarnation = nodes.incarnation + 1, "
     "expires_at = excluded.expires_at, ready = false, address = excluded.address, "
-    "public_key = excluded.public_key, "
+    "public_key = excluded.public_key, config_hash = excluded.config_hash, "
     "started_at = clock_timestamp() WHERE nodes.expires_at <= clock_timestamp() "
     "RETURNING incarnation"
 )
@@ -125,6 +125,10 @@ _RENEW = (
     "ready = %(ready)s "
     "WHERE node = %(node)s AND incarnation = %(inc)s AND expires_at > clock_timestamp() "
     "RETURNING (extract(epoch FROM expires_at) * 1000)::bigint"
+)
+_OTHER_CONFIGS = (
+    "SELECT node, config_hash FROM nodes WHERE expires_at > clock_timestamp() "
+    "AND node <> %(node)s AND config_hash <> '' AND config_hash <> %(config_hash)s ORDER BY node"
 )
 _TARGETS = "SELECT node FROM nodes WHERE expires_at > clock_timestamp() AND ready"
 _LEASES = (
@@ -199,10 +203,12 @@ class LeaseKeeper:
         integrity: bool = False,
         address: str = "",
         public_key: bytes = b"",
+        config_hash: str = "",
     ) -> None:
-        """``address`` (``host:port``) and ``public_key``: where this node's internal service
-        listens and the key it signs forwarded commands with, published in its ``nodes`` row
-        for the other nodes (:mod:`transports.cluster`); empty for a keeper that serves none."""
+        """``address`` (``host:port``), ``public_key`` and ``config_hash``: where this node's
+        internal service listens, the key it signs forwarded commands with and the digest of
+        its shared config, published in its ``nodes`` row for the other nodes
+        (:mod:`transports.cluster`); empty for a keeper that serves none."""
         if not node or "\x00" in node:
             raise JournalError("node: a lease keeper needs a node name without NUL")
         self.dsn = dsn
@@ -217,6 +223,7 @@ class LeaseKeeper:
         self._clock = clock
         self.address = address
         self.public_key = public_key
+        self.config_hash = config_hash
         self._integrity = integrity
         """Whether this node takes the integrity chain (shard -1) when it is free: a node that
         signs super-checkpoints (:mod:`events.postgres.journal`). Not placed: the first ready
@@ -437,6 +444,12 @@ class LeaseKeeper:
                 reason="no renewal before the deadline",
             )
 
+    def other_configs(self) -> list[tuple[str, str]]:
+        """The live nodes but this one whose ``config_hash`` is another than this node's, with
+        theirs (a node that publishes none is not counted)."""
+        rows = self._sql(_OTHER_CONFIGS, {"node": self.node, "config_hash": self.config_hash})
+        return [(str(node), str(digest)) for node, digest in rows]
+
     def register(self) -> bool:
         """Register a new incarnation of this node (its earlier one's leases die with it);
         ``False`` while another process's row of the same name is live. :meth:`start` does
@@ -448,6 +461,7 @@ class LeaseKeeper:
                 "ttl": self.settings.ttl_s,
                 "address": self.address,
                 "public_key": self.public_key,
+                "config_hash": self.config_hash,
             },
         )
         if not rows:

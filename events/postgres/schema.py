@@ -29,7 +29,7 @@ the liveness check in ``shard_append``, 3 the integrity chain's lease and head r
 5 each node's internal address and public key in its ``nodes`` row (forwarding, step 3),
 6 the ``singletons`` table (named singleton leases: the watchdog, channel connectors),
 7 the idempotency key checked under ``log_head``'s lock (one key appended in two shards at
-once: the second is a duplicate, not a ``unique_violation``).
+once: the second is a duplicate, not a ``unique_violation``) and each node's ``config_hash``.
 An older journal is upgraded in place by :func:`events.postgres.database.upgrade`."""
 INTEGRITY_SHARD = -1
 """The shard of the integrity chain: the roster of node keys and the super-checkpoints over
@@ -120,10 +120,12 @@ CREATE TABLE IF NOT EXISTS nodes(
 );
 ALTER TABLE nodes ADD COLUMN IF NOT EXISTS address text NOT NULL DEFAULT '';
 ALTER TABLE nodes ADD COLUMN IF NOT EXISTS public_key bytea NOT NULL DEFAULT ''::bytea;
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS config_hash text NOT NULL DEFAULT '';
 """
 """Version 2's table: one row per node of a cluster (:mod:`events.postgres.leases`); version 5
 added where the node's internal service listens and the key it signs forwarded commands with
-(:mod:`transports.cluster`)."""
+(:mod:`transports.cluster`), version 7 the digest of its shared config and policies
+(:mod:`transports.cluster.config_hash`)."""
 
 SINGLETONS = r"""
 CREATE TABLE IF NOT EXISTS singletons(

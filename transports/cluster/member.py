@@ -25,6 +25,7 @@ from transports.cluster.membership import Membership
 from transports.cluster.router import Router
 from transports.cluster.service import ForwardService, close, serve
 from transports.cluster.targets import ANY_SHARD, Target, target
+from transports.config import ConfigError
 from transports.listen import listening_socket
 
 log = logging.getLogger("reel.cluster")
@@ -62,8 +63,11 @@ class ClusterFigures(NamedTuple):
 class ClusterMember:
     """This node as one of a cluster."""
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, config_hash: str = "") -> None:
+        """``config_hash``: the digest of this node's shared config and policies
+        (:mod:`.config_hash`), published in its ``nodes`` row and compared at :meth:`join`."""
         self.config = config
+        self.config_hash = config_hash
         self.sock = listening_socket(
             config.host, config.port, section="cluster", error=ClusterStartError
         )
@@ -93,7 +97,25 @@ class ClusterMember:
             integrity=True,
             address=self.address,
             public_key=key.public_key,
+            config_hash=self.config_hash,
         )
+        differing = keeper.other_configs()
+        if differing and not self.config.allow_config_change:
+            keeper.stop()  # registered nothing, holds nothing
+            other, theirs = differing[0]
+            raise ConfigError(
+                f"config key cluster.allow_config_change: node {other} runs another config or "
+                f"policies (config_hash {theirs[:12]}, this node's {self.config_hash[:12]}); "
+                "every node of a cluster runs the same (docs/scale-out.md)"
+            )
+        for other, theirs in differing:
+            log.warning(
+                "node %s runs another config or policies (config_hash %s, this node's %s): "
+                "joining anyway (cluster.allow_config_change)",
+                other,
+                theirs[:12],
+                self.config_hash[:12],
+            )
         membership.shards, membership.keeper = keeper.shards, keeper
         self.membership, self._keeper = membership, keeper
         keeper.start()
