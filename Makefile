@@ -100,6 +100,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict $(TYPED)
 
 # REEL_REQUIRE_SANDBOX: the hostile shell cases fail (not skip) where bubblewrap cannot run.
+# REEL_REQUIRE_FAKETIME: the faketime node tests fail (not skip) without the libfaketime package.
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on
 # the nodes it starts. --dist loadscope keeps a module's tests on one worker, so a module's shared
 # node, homeserver or browser starts once; a session fixture (a corpus, a pristine journal, a
@@ -108,7 +109,7 @@ PYTEST_WORKERS ?= 2
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
 SUITE_NEEDS = $(STAMP) $(DEBIAN_NEEDS) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 pytest: $(SUITE_NEEDS)
-	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q $(PYTEST_XDIST)
+	REEL_REQUIRE_SANDBOX=1 REEL_REQUIRE_FAKETIME=1 $(BIN)/pytest -q $(PYTEST_XDIST)
 
 # What the suite needs is installed first, all at once (the venvs, npm packages and apt-get wait
 # mostly on the network and the disk: on a fresh clone this took 3.6 minutes one at a time), each
@@ -122,7 +123,7 @@ test:
 # redaction corpus secret, the other real nodes refusing a tampered journal, the variants of the
 # restart-equivalence families.
 test-slow: $(SUITE_NEEDS)
-	REEL_REQUIRE_SANDBOX=1 $(BIN)/pytest -q -m slow $(PYTEST_XDIST)
+	REEL_REQUIRE_SANDBOX=1 REEL_REQUIRE_FAKETIME=1 $(BIN)/pytest -q -m slow $(PYTEST_XDIST)
 
 # Regenerate proto/reel/v1/_generated from proto/reel/v1/*.proto (betterproto2 via grpcio-tools).
 proto: $(STAMP)

@@ -5,10 +5,10 @@ AHEAD_S [--wall]``. It waits until it holds every shard, writes one JSON line wi
 the task queue on the database's clock (with ``--wall``: on its own wall clock, as every node did
 before) until SIGTERM or SIGINT.
 
-The wall clock is moved here, before the node starts (``time.time`` and ``time.time_ns``), not
-by ``faketime``: libfaketime 0.9.10 breaks Python 3.11's sleeps (``time.sleep`` hangs with the
-monotonic clock faked, fails EINVAL without). What a node with a wrong clock gets wrong is what
-it reads off its wall clock, and reel reads it through these two.
+Its wall clock is moved one of two ways. Started under libfaketime (tests/faketime.py, AHEAD_S
+0), the whole process's ``CLOCK_REALTIME`` runs ahead, whoever reads it. With AHEAD_S not 0 it
+is moved here, before the node starts (``time.time`` and ``time.time_ns``: reel reads its wall
+clock through these two), which needs no preload.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ TASKS = TasksConfig(workers=1, heartbeat_s=0.2, lease_s=1.0)
 
 def main(argv: list[str]) -> int:
     dsn, name, log, ahead, *rest = argv
-    wall, wall_ns = time.time, time.time_ns
-    time.time = lambda: wall() + float(ahead)
-    time.time_ns = lambda: wall_ns() + int(float(ahead) * 1e9)
+    if float(ahead):
+        wall, wall_ns = time.time, time.time_ns
+        time.time = lambda: wall() + float(ahead)
+        time.time_ns = lambda: wall_ns() + int(float(ahead) * 1e9)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
