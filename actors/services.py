@@ -102,7 +102,8 @@ class Services:
     cluster, one whose shard this node owns (:mod:`transports.cluster.membership`)."""
     elsewhere: Callable[[Any], Future[Any]] | None = None
     """In a cluster, where a command for a session another node may own goes (the router):
-    the watchdog's acts, which run on one node for all (None: a lone node)."""
+    the watchdog's acts, which run on one node for all, and the session a branch with a key
+    makes, which the key's shard's owner creates (None: a lone node)."""
     tool_definitions: tuple[ToolDefinition, ...] = ()
     draining: bool = False
 

@@ -13,6 +13,8 @@ import contextlib
 import logging
 import time
 from collections import deque
+from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -29,6 +31,7 @@ from actors.messages import (
     GetSessionState,
     GrantAdded,
     Passivate,
+    Reply,
     ResetSession,
     ResolveSession,
     RestoreSession,
@@ -353,17 +356,27 @@ class SessionActor(pykka.ThreadingActor):
         except InvalidCommand as exc:
             reject(message.reply, exc)
             return
-        self._tell_directory(
-            CreateSession(
-                session_key=message.session_key,
-                label=message.label,
-                parent_session_id=self.session_id,
-                branched_from_run_id=base[-1] if base else None,
-                history=base,
-                principal=message.principal,
-                reply=message.reply,
-            )
+        create = CreateSession(
+            session_key=message.session_key,
+            label=message.label,
+            parent_session_id=self.session_id,
+            branched_from_run_id=base[-1] if base else None,
+            history=base,
+            principal=message.principal,
+            reply=message.reply,
         )
+        elsewhere = self.s.elsewhere
+        if message.session_key is None or elsewhere is None:
+            self._tell_directory(create)
+            return
+        # In a cluster the key's shard decides whether it is taken and holds the new session:
+        # its owner creates it, here or on another node (the router's choice).
+        try:
+            created = elsewhere(msgspec.structs.replace(create, reply=None))
+        except Exception as exc:  # the node stopping: its loop is gone
+            reject(message.reply, exc)
+            return
+        created.add_done_callback(partial(_settle, message.reply))
 
     # --- compaction (actors/sessions/compaction.py decides; docs/context.md)
     # --------------------------
@@ -535,6 +548,15 @@ class SessionActor(pykka.ThreadingActor):
         if directory is not None:
             with contextlib.suppress(pykka.ActorDeadError):
                 directory.tell(message)
+
+
+def _settle(reply: Reply, done: Future[Any]) -> None:
+    """Complete ``reply`` as ``done`` ended."""
+    error = done.exception()
+    if error is not None:
+        reject(reply, error)
+    else:
+        resolve(reply, done.result())
 
 
 def _outcome(planned: CompactionPlan, status: str, method: CompactionMethod) -> CompactionOutcome:

@@ -34,6 +34,7 @@ from tests.transports.cluster.nodes import (
     until,
 )
 from tests.transports.test_node_process import ServingNode
+from transports.cluster.targets import key_shard
 from transports.grpc.client import RunStreamClient
 
 LONG = "a long answer, streamed in several pieces " * 20
@@ -103,6 +104,22 @@ def test_three_nodes_serve_every_session_and_a_killed_owner_costs_seconds(
         assert status == 201, keyed
         status, again = nodes["n3"].http("POST", "/v1/sessions", {"session_key": "team-a"})
         assert status == 200 and again["session_id"] == keyed["session_id"], again
+
+        # A branch naming a key whose shard another node owns than the parent's: that node
+        # makes it (and decides the key), whichever node was asked.
+        held = owners(dsn)
+        key = next(
+            k
+            for k in (f"branch-{i}" for i in itertools.count())
+            if held[key_shard(k, SHARDS)] != owner_of(dsn, session_id)
+        )
+        status, branch = nodes[third].http(
+            "POST", f"/v1/sessions/{session_id}/branch", {"session_key": key}
+        )
+        assert status == 201 and branch["parent_session_id"] == session_id, branch
+        assert owner_of(dsn, branch["session_id"]) == held[key_shard(key, SHARDS)]
+        status, same = nodes[other].http("POST", "/v1/sessions", {"session_key": key})
+        assert status == 200 and same["session_id"] == branch["session_id"], same
 
         # A memory item written through n1 lives in a shard n1 holds; deleting it through
         # another node sends that append to n1 (the stream's shard is n1's).
