@@ -127,7 +127,11 @@ def test_each_channel_runs_on_one_node_and_a_survivor_takes_it_over(
         asked = next(n for n in nodes if n != pair)
         status, minted = nodes[asked].http("POST", "/v1/channels/pair/pair-codes", {})
         assert status == 201, minted
-        alice = {"sender": "@alice:localhost", "is_direct": True, "conversation": "dm-alice"}
+        alice: dict[str, Any] = {
+            "sender": "@alice:localhost",
+            "is_direct": True,
+            "conversation": "dm-alice",
+        }
         status, routed = nodes[asked].http(
             "POST", "/v1/channels/pair/messages", message(f"pair {minted['code']}", **alice)
         )
