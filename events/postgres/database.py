@@ -59,7 +59,7 @@ def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
     """A connection to the journal database, or :class:`JournalUnavailable` in one line."""
     with failures(dsn):
         return psycopg.connect(
-            dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None
+            dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S
         )
 
 

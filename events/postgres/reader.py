@@ -101,7 +101,7 @@ class PostgresReader:
             dsn,
             min_size=1,
             max_size=max_connections,
-            kwargs={"autocommit": True, "prepare_threshold": None},
+            kwargs={"autocommit": True},
             name="reel-journal",
             open=False,
         )
