@@ -250,11 +250,11 @@ def one_setup(
         after = thread_cpu(pids[0])
         stop_spies(spies)
         if args.py_spy:
-            names = thread_names(args.py_spy, pids[0])
+            named = thread_names(args.py_spy, pids[0])
             spent = sorted(((after[t] - threads.get(t, 0.0), t) for t in after), reverse=True)
             for seconds, tid in spent[:12]:
                 per = seconds / args.runs * 1000
-                print(f"  {per:6.2f} CPU s/1000 runs  {names.get(tid, tid)}", flush=True)
+                print(f"  {per:6.2f} CPU s/1000 runs  {named.get(tid, tid)}", flush=True)
             print(f"  py-spy profiles in {work}", flush=True)
     except BaseException:
         for node in nodes:  # what the nodes said, for whoever reads the failure
