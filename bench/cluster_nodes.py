@@ -8,7 +8,11 @@ its ``RunStream`` to its end (a subscription: nothing polls). Printed per setup:
 latency p50/p99 and what predicts capacity on separate machines, the CPU seconds per 1,000 runs
 spent by the nodes and by PostgreSQL (every process of its cluster, from ``/proc``). On 2 cores
 more nodes cannot go faster. Target: one node on PostgreSQL >= 0.5x one node on SQLite in runs
-per CPU second.
+per CPU second. ``--node-counts`` picks the PostgreSQL setups (``1``: the target's alone),
+``--node-rounds`` repeats them, SQLite and PostgreSQL alternating, and prints medians;
+``--py-spy PATH`` prints each thread's CPU of the (first) node and leaves a raw py-spy profile
+per node in the work dir (it slows the nodes: the per-run figures of pollers grow);
+``--log-statements`` prints the statements per run PostgreSQL ran, by text.
 
 ``takeover``: three nodes at ``--ttl`` (2 and 5 s); ``--kills`` times, the node holding a
 session's shard is killed with SIGKILL and the time until a command for that session succeeds
