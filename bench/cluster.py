@@ -387,6 +387,17 @@ def main(argv: list[str] | None = None) -> int:
     nodes.add_argument("--runs", type=int, default=200)
     nodes.add_argument("--ttl", type=float, nargs="+", default=[2.0, 5.0])
     nodes.add_argument("--kills", type=int, default=20)
+    nodes.add_argument(
+        "--node-counts", default="1,2,3", help="nodes: PostgreSQL setups, after one on SQLite"
+    )
+    nodes.add_argument(
+        "--node-rounds", type=int, default=1, help="nodes: every setup this many times, alternated"
+    )
+    nodes.add_argument(
+        "--log-statements", action="store_true", help="nodes: count PostgreSQL's statements"
+    )
+    nodes.add_argument("--skip-sqlite", action="store_true", help="nodes: PostgreSQL only")
+    nodes.add_argument("--py-spy", default=None, help="nodes: py-spy binary; profiles each node")
     verify = parser.add_argument_group("verify")
     verify.add_argument("--rows", type=int, default=200_000)
     verify.add_argument("--verify-shards", type=int, default=16)

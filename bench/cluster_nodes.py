@@ -8,7 +8,11 @@ its ``RunStream`` to its end (a subscription: nothing polls). Printed per setup:
 latency p50/p99 and what predicts capacity on separate machines, the CPU seconds per 1,000 runs
 spent by the nodes and by PostgreSQL (every process of its cluster, from ``/proc``). On 2 cores
 more nodes cannot go faster. Target: one node on PostgreSQL >= 0.5x one node on SQLite in runs
-per CPU second.
+per CPU second. ``--node-counts`` picks the PostgreSQL setups (``1``: the target's alone),
+``--node-rounds`` repeats them, SQLite and PostgreSQL alternating, and prints medians;
+``--py-spy PATH`` prints each thread's CPU of the (first) node and leaves a raw py-spy profile
+per node in the work dir (it slows the nodes: the per-run figures of pollers grow);
+``--log-statements`` prints the statements per run PostgreSQL ran, by text.
 
 ``takeover``: three nodes at ``--ttl`` (2 and 5 s); ``--kills`` times, the node holding a
 session's shard is killed with SIGKILL and the time until a command for that session succeeds
@@ -20,9 +24,12 @@ against TTL + tick.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +37,7 @@ from typing import Any
 
 from grpclib.client import Channel
 
+from events.postgres.reader import COLUMNS
 from tests.postgres_server import PostgresServer
 from tests.transports.cluster.nodes import owners, stop_all
 from tests.transports.test_node_process import ServingNode
@@ -117,73 +125,194 @@ def drive(nodes: list[ServingNode], clients: int, runs: int) -> tuple[float, lis
     return time.perf_counter() - started, latencies
 
 
-def phase_nodes(args: Any) -> dict[str, Any]:
-    root = Path(args.dir)
-    results: dict[str, Any] = {}
-    setups: list[tuple[str, int]] = [
-        ("sqlite", 1),
-        ("postgres", 1),
-        ("postgres", 2),
-        ("postgres", 3),
+def spy(pids: list[int], out: Path, py_spy: str | None) -> list[subprocess.Popen[bytes]]:
+    """``py-spy record`` on each of ``pids`` into ``out`` (none without ``py_spy``)."""
+    if not py_spy:
+        return []
+    return [
+        subprocess.Popen(
+            [
+                py_spy,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "200",
+                "--format",
+                "raw",
+                "--threads",
+                "--output",
+                str(out.with_suffix(f".{pid}.txt")),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for pid in pids
     ]
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds each thread of ``pid`` has used so far, by thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def thread_names(py_spy: str, pid: int) -> dict[int, str]:
+    """Each Python thread's name by thread id (``py-spy dump``)."""
+    done = subprocess.run(
+        [py_spy, "dump", "--nonblocking", "--pid", str(pid)], capture_output=True, text=True
+    )
+    names = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("Thread "):
+            tid, _, rest = line[len("Thread ") :].partition(" ")
+            with contextlib.suppress(ValueError):
+                names[int(tid, 0)] = rest.split('"')[1] if '"' in rest else rest
+    return names
+
+
+def statements_logged(server: PostgresServer, on: bool) -> None:
+    """Log every statement the server runs (``log_statement``), or stop."""
+    import psycopg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET log_statement = '{'all' if on else 'none'}'")
+        conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.5)
+
+
+def count_statements(server: PostgresServer, runs: int, since: int) -> None:
+    """Print the statements per run the server logged, by their first words."""
+    import collections
+    import re
+
+    counts: collections.Counter[str] = collections.Counter()
+    with (server.root / "log").open("rb") as log:
+        log.seek(since)
+        text = log.read().decode(errors="replace")
+    for line in text.splitlines():
+        found = re.search(r"LOG:  (?:statement|execute [^:]*): (.*)", line)
+        if found:
+            text = " ".join(found.group(1).split()).replace(COLUMNS, "<columns>")
+            counts[text[:150]] += 1
+    total = sum(counts.values())
+    print(f"  {total / runs:.1f} statements per run", flush=True)
+    for text, n in counts.most_common(15):
+        print(f"  {n / runs:6.2f}/run  {text}", flush=True)
+
+
+def stop_spies(spies: list[subprocess.Popen[bytes]]) -> None:
+    for process in spies:
+        process.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+    for process in spies:
+        process.wait(timeout=60)
+
+
+def one_setup(
+    server: PostgresServer, args: Any, backend: str, count: int, work: Path
+) -> dict[str, float]:
+    """One setup measured: a warm-up, then ``args.runs`` runs; its figures."""
+    work.mkdir(parents=True)
+    env = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+    if backend == "postgres":
+        dsn = server.database()
+        import psycopg
+
+        from events.postgres.schema import create
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            create(conn, SHARDS)
+        env |= {"REEL_JOURNAL_BACKEND": "postgres", "REEL_JOURNAL_DSN": dsn}
+        env |= {"REEL_CLUSTER_PORT": "0", "REEL_CLUSTER_READY_TICKS": "1"}
+    # one node on postgres runs alone (it holds every shard, nothing to forward)
+    names = [f"n{i}" for i in range(count)] if count > 1 else [""]
+    nodes = start_nodes(work, env, names)
+    try:
+        drive(nodes, args.clients, args.clients * 2)  # warm-up, and placement settles
+        time.sleep(2.0)
+        pids = [n.process.pid for n in nodes]
+        pg = postgres_pids(server) if backend == "postgres" else []  # its backends now
+        spies = spy(pids, work / "profile", args.py_spy)
+        node_cpu, pg_cpu = cpu_of(pids), cpu_of(pg)
+        wall, latencies = drive(nodes, args.clients, args.runs)
+        threads = thread_cpu(pids[0])
+        since = (server.root / "log").stat().st_size
+        if args.log_statements and backend == "postgres":
+            statements_logged(server, True)
+        wall, latencies = drive(nodes, args.clients, args.runs)
+        if args.log_statements and backend == "postgres":
+            statements_logged(server, False)
+            count_statements(server, args.runs, since)
+        node_cpu, pg_cpu = cpu_of(pids) - node_cpu, cpu_of(pg) - pg_cpu
+        after = thread_cpu(pids[0])
+        stop_spies(spies)
+        if args.py_spy:
+            named = thread_names(args.py_spy, pids[0])
+            spent = sorted(((after[t] - threads.get(t, 0.0), t) for t in after), reverse=True)
+            for seconds, tid in spent[:12]:
+                per = seconds / args.runs * 1000
+                print(f"  {per:6.2f} CPU s/1000 runs  {named.get(tid, tid)}", flush=True)
+            print(f"  py-spy profiles in {work}", flush=True)
+    except BaseException:
+        for node in nodes:  # what the nodes said, for whoever reads the failure
+            print(f"--- {node.data.name} (exit {node.process.poll()})", file=sys.stderr)
+            print("\n".join(str(line) for line in node.lines[-30:]), file=sys.stderr)
+        raise
+    finally:
+        stop_all(nodes)
+    return {
+        "runs_per_s": args.runs / wall,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": sorted(latencies)[int(0.99 * (len(latencies) - 1))] * 1000,
+        "node_cpu_s_per_1000": node_cpu / args.runs * 1000,
+        "db_cpu_s_per_1000": pg_cpu / args.runs * 1000,
+    }
+
+
+def phase_nodes(args: Any) -> dict[str, Any]:
+    """Each setup ``--node-rounds`` times, SQLite and PostgreSQL alternating (the load drifts
+    on both alike); the medians of each figure, and the ratio of the medians."""
+    root = Path(args.dir)
+    counts = [int(c) for c in args.node_counts.split(",")]
+    setups: list[tuple[str, int]] = [("sqlite", 1)] * (not args.skip_sqlite)
+    setups += [("postgres", c) for c in counts]
+    rounds: dict[str, list[dict[str, float]]] = {}
     server = PostgresServer()
     try:
-        for backend, count in setups:
-            label = f"{count} node{'s' if count > 1 else ''} on {backend}"
-            work = root / f"{backend}-{count}"
-            work.mkdir(parents=True)
-            env = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
-            if backend == "postgres":
-                dsn = server.database()
-                import psycopg
-
-                from events.postgres.schema import create
-
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    create(conn, SHARDS)
-                env |= {"REEL_JOURNAL_BACKEND": "postgres", "REEL_JOURNAL_DSN": dsn}
-                env |= {"REEL_CLUSTER_PORT": "0", "REEL_CLUSTER_READY_TICKS": "1"}
-            # one node on postgres runs alone (it holds every shard, nothing to forward)
-            names = [f"n{i}" for i in range(count)] if count > 1 else [""]
-            nodes = start_nodes(work, env, names)
-            try:
-                drive(nodes, args.clients, args.clients * 2)  # warm-up, and placement settles
-                time.sleep(2.0)
-                pids = [n.process.pid for n in nodes]
-                pg = postgres_pids(server) if backend == "postgres" else []  # its backends now
-                node_cpu, pg_cpu = cpu_of(pids), cpu_of(pg)
-                wall, latencies = drive(nodes, args.clients, args.runs)
-                node_cpu, pg_cpu = cpu_of(pids) - node_cpu, cpu_of(pg) - pg_cpu
-            except BaseException:
-                for node in nodes:  # what the nodes said, for whoever reads the failure
-                    print(f"--- {node.data.name} (exit {node.process.poll()})", file=sys.stderr)
-                    print("\n".join(str(line) for line in node.lines[-30:]), file=sys.stderr)
-                raise
-            finally:
-                stop_all(nodes)
-            results[label] = {
-                "runs_per_s": args.runs / wall,
-                "p50_ms": statistics.median(latencies) * 1000,
-                "p99_ms": sorted(latencies)[int(0.99 * (len(latencies) - 1))] * 1000,
-                "node_cpu_s_per_1000": node_cpu / args.runs * 1000,
-                "db_cpu_s_per_1000": pg_cpu / args.runs * 1000,
-            }
-            r = results[label]
-            print(
-                f"{label:22s} {r['runs_per_s']:7.1f} runs/s  p50 {r['p50_ms']:6.1f} ms  "
-                f"p99 {r['p99_ms']:6.1f} ms  CPU s/1000 runs: nodes {r['node_cpu_s_per_1000']:6.1f}"
-                f"  postgres {r['db_cpu_s_per_1000']:6.1f}",
-                flush=True,
-            )
+        for round_ in range(args.node_rounds):
+            for backend, count in setups:
+                label = f"{count} node{'s' if count > 1 else ''} on {backend}"
+                work = root / f"{backend}-{count}-{round_}"
+                r = one_setup(server, args, backend, count, work)
+                rounds.setdefault(label, []).append(r)
+                print(
+                    f"{label:22s} {r['runs_per_s']:7.1f} runs/s  p50 {r['p50_ms']:6.1f} ms  "
+                    f"p99 {r['p99_ms']:6.1f} ms  CPU s/1000 runs: nodes "
+                    f"{r['node_cpu_s_per_1000']:6.1f}  postgres {r['db_cpu_s_per_1000']:6.1f}",
+                    flush=True,
+                )
     finally:
         server.stop()
-    base = results["1 node on sqlite"]
+    results: dict[str, Any] = {
+        label: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        for label, runs in rounds.items()
+    }
+    base = results.get("1 node on sqlite")
+    if base is None or "1 node on postgres" not in results:
+        return results
     one = results["1 node on postgres"]
     ratio = base["node_cpu_s_per_1000"] / (one["node_cpu_s_per_1000"] + one["db_cpu_s_per_1000"])
     verdict = "PASS" if ratio >= 0.5 else "MISS"
     print(
         f"one node on postgres: {ratio:.2f}x the runs per CPU second of one on sqlite "
-        f"(target >= 0.5x): {verdict}"
+        f"(target >= 0.5x, medians of {args.node_rounds} rounds): {verdict}"
     )
     results["ratio"] = ratio
     return results

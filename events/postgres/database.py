@@ -56,11 +56,11 @@ def _scrub(message: str, dsn: str) -> str:
 
 
 def connect(dsn: str, *, autocommit: bool = True) -> psycopg.Connection[Any]:
-    """A connection to the journal database, or :class:`JournalUnavailable` in one line."""
+    """A connection to the journal database, or :class:`JournalUnavailable` in one line.
+    psycopg prepares a statement it runs a few times on it (``shard_append``, the reads): the
+    server parses and plans each once per connection, not at every call."""
     with failures(dsn):
-        return psycopg.connect(
-            dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S, prepare_threshold=None
-        )
+        return psycopg.connect(dsn, autocommit=autocommit, connect_timeout=CONNECT_TIMEOUT_S)
 
 
 @contextlib.contextmanager

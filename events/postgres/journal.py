@@ -566,7 +566,7 @@ class PostgresJournal(PostgresReader):
             [encode(event)],
         )
         with failures(self.dsn, "cannot append to"):
-            row = self._wconn.execute(_APPEND, args).fetchone()
+            row = self._wconn.execute(_APPEND, args, binary=True).fetchone()
         assert row is not None
         _, _, first, last, seq, _, at_ms, ids = row
         self._advance(int(last))
@@ -630,7 +630,7 @@ class PostgresJournal(PostgresReader):
         try:
             if self._wconn.broken or self._wconn.closed:  # the server restarted, say
                 self._wconn = connect(self.dsn)
-            rows = self._wconn.execute(_APPEND, args).fetchall()
+            rows = self._wconn.execute(_APPEND, args, binary=True).fetchall()
         except JournalUnavailable as exc:
             for request in requests:
                 request.future.set_exception(exc)

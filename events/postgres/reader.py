@@ -5,7 +5,9 @@ under the ``log_head`` row lock), so every reader of reel pages by position exac
 SQLite. :meth:`PostgresReader.horizon` is the order several nodes will fold in (SCALE-OUT.md,
 "Reading"): log keys ``(xid, shard, shard_pos)`` below ``pg_snapshot_xmin(pg_current_snapshot())``,
 the oldest transaction still open, so a row committed later can never sort before one already
-read. Connections come from a psycopg-pool pool, borrowed per query.
+read. Connections come from a psycopg-pool pool, borrowed per query. Rows come in binary
+(the server sends ``bytea`` as it is and integers as 8 bytes: no hex text to write there and
+parse here for each payload and hash), and psycopg prepares a statement it has run a few times.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class PostgresReader:
             dsn,
             min_size=1,
             max_size=max_connections,
-            kwargs={"autocommit": True, "prepare_threshold": None},
+            kwargs={"autocommit": True},
             name="reel-journal",
             open=False,
         )
@@ -117,7 +119,7 @@ class PostgresReader:
         if self._closed:
             raise JournalClosed(f"journal {self.path} is closed")
         with failures(self.dsn), self._pool.connection(timeout=POOL_WAIT_S) as conn:
-            return conn.execute(sql, args).fetchall()
+            return conn.execute(sql, args, binary=True).fetchall()
 
     def _events(self, sql: str, args: tuple[Any, ...] = ()) -> list[StoredEvent]:
         return [to_event(row) for row in self._rows(sql, args)]

@@ -1,4 +1,5 @@
-"""One structured log line (JSON) per run state change, read from the journal after each commit.
+"""One structured log line (JSON) per run state change, read from the journal after commits
+(at most once per :data:`PAUSE_S`, only the rows of the run state kinds).
 
 The line's ``ts`` is when the journal recorded the change, not when the line was written."""
 
@@ -21,6 +22,13 @@ log = logging.getLogger("reel.runs")
 
 ACCEPTED = kind_of(RunAccepted)
 """The one state line that names the session."""
+
+PAUSE_S = 0.05
+"""The logger reads at most once per this long (a line is up to that late): a busy node's
+commits come faster, and one read each is a statement each on PostgreSQL."""
+
+RUN_STATE_KINDS = tuple(sorted(STATUS_OF_KIND))
+"""The kinds that change a run's state: what the logger reads."""
 
 
 def log_run_state(line: dict[str, Any]) -> None:
@@ -59,25 +67,30 @@ class RunStateLogger:
     def _follow(self) -> None:
         while not self._stop.is_set():
             head = self.journal.wait_for(self.position, timeout=0.5)
+            if head <= self.position:
+                continue
             try:
                 self._emit_until(head)
             except JournalUnavailable as exc:  # a database restarting: read again shortly
                 log.warning("run states wait for the journal: %s", exc)
                 self._stop.wait(UNAVAILABLE_RETRY_S)
+                continue
+            self._stop.wait(PAUSE_S)  # the commits of the pause are read together
+        with contextlib.suppress(JournalUnavailable):  # what the last pause held back
+            self._emit_until(self.journal.committed_position)
 
     def _emit_until(self, head: int) -> None:
-        """A line for each run state change from :attr:`position` to ``head``."""
-        while self.position < head:
-            batch = self.journal.read(after_position=self.position, limit=1000)
-            if not batch:
-                break
-            for stored in batch:
-                state = STATUS_OF_KIND.get(stored.kind)
-                if state is not None:
-                    self.emit(
-                        self._line(stored.kind, state, stored.decode(), stored.recorded_at_ms)
-                    )
-            self.position = batch[-1].position
+        """A line for each run state change from :attr:`position` to ``head`` (and any
+        committed past it): only those rows are read, through the kind index, not every row
+        of every run (on PostgreSQL each row read is decoded by the client)."""
+        if self.position >= head:
+            return
+        last = head
+        for stored in self.journal.events_of_kinds(RUN_STATE_KINDS, self.position):
+            state = STATUS_OF_KIND[stored.kind]
+            self.emit(self._line(stored.kind, state, stored.decode(), stored.recorded_at_ms))
+            last = max(last, stored.position)
+        self.position = last
 
     @staticmethod
     def _line(kind: str, state: str, event: Any, at_ms: int) -> dict[str, Any]:

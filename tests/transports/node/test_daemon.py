@@ -321,3 +321,28 @@ def test_client_commands_find_a_node_on_ports_only_it_knows(
     assert json.loads((data_dir / "node.json").read_text())["pid"] == again.process.pid
     again.process.send_signal(signal.SIGTERM)
     assert again.finish() == 0
+
+
+def test_run_state_lines_committed_before_stop_are_all_written(tmp_path: Path) -> None:
+    """The logger reads at most once per pause: what the last pause held back is written at
+    stop, and rows of other kinds make no line."""
+    with Journal(tmp_path / "journal.db") as journal:
+        lines: list[dict[str, Any]] = []
+        logger = RunStateLogger(journal, lines.append)
+        logger.start()
+        runs = []
+        for _ in range(5):
+            session_id, run_id = new_id(), new_id()
+            stream = f"session/{session_id}"
+            journal.append(stream, [SessionCreated(session_id=session_id)], expected_seq=0)
+            journal.append(
+                stream,
+                [RunAccepted(run_id=run_id, session_id=session_id, text="x")],
+                expected_seq=1,
+                correlation_id=run_id,
+            )
+            runs.append((run_id, session_id))
+        logger.stop()
+    assert [(r["run_id"], r["session_id"], r["state"]) for r in lines] == [
+        (run_id, session_id, "accepted") for run_id, session_id in runs
+    ]
