@@ -241,7 +241,6 @@ def one_setup(
         pg = postgres_pids(server) if backend == "postgres" else []  # its backends now
         spies = spy(pids, work / "profile", args.py_spy)
         node_cpu, pg_cpu = cpu_of(pids), cpu_of(pg)
-        wall, latencies = drive(nodes, args.clients, args.runs)
         threads = thread_cpu(pids[0])
         since = (server.root / "log").stat().st_size
         if args.log_statements and backend == "postgres":

@@ -1,0 +1,73 @@
+"""A Matrix channel in a cluster (issue 24 step 5): two ``reel node`` processes on one PostgreSQL
+journal configure the same bot; only the holder of the channel's singleton lease syncs and
+answers. Killed with ``kill -9``, the survivor takes the channel over, logs the bot in, resumes
+the sync from the cursor the journal saved and answers what was said meanwhile, once; what the
+dead node answered is not answered again. A real Synapse, real nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+import psycopg
+
+from tests.postgres_server import PostgresServer
+from tests.transports.channels_matrix.kit import Person, run, unique
+from tests.transports.channels_matrix.synapse import Homeserver
+from tests.transports.channels_matrix.test_matrix_restart import PASSWORD_ENV, config_toml
+from tests.transports.cluster.nodes import running, until
+
+
+def holder(dsn: str) -> str | None:
+    """The live node running channel ``mx``, as the database has it."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT s.node FROM singletons s JOIN nodes n ON n.node = s.node "
+            "AND n.incarnation = s.incarnation AND n.expires_at > clock_timestamp() "
+            "WHERE s.name = 'channel:mx'"
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def routed(dsn: str) -> int:
+    """How many messages ``channel.message_routed`` recorded (a repeat records nothing)."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM events WHERE stream = 'channel/mx' "
+            "AND kind = 'channel.message_routed'"
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_survivor_takes_the_bot_over_and_answers_once(
+    homeserver: Homeserver, postgres: PostgresServer, tmp_path: Path
+) -> None:
+    dsn = postgres.database()
+    password = secrets.token_hex(16)
+    bot = homeserver.register(unique("reelbot"), password)
+    person = Person(homeserver, "cluster")
+    config = config_toml(homeserver, bot)
+    with running(dsn, tmp_path, ("n1", "n2"), config=config, env={PASSWORD_ENV: password}) as nodes:
+        first = str(until(lambda: holder(dsn), "a node running channel mx"))
+        survivor = next(name for name in nodes if name != first)
+        room: dict[str, str] = {}
+
+        async def conversation() -> None:
+            async with person:
+                room["id"] = await person.room([bot], direct=True)
+                await person.joined(room["id"], bot)
+                await person.say(room["id"], "first question")
+                await person.reply_containing(room["id"], bot, "first question")
+                await asyncio.to_thread(nodes[first].kill)
+                await person.say(room["id"], "asked after the death")
+                await person.reply_containing(room["id"], bot, "asked after the death")
+                await asyncio.sleep(2.0)  # time for a second answer, were one coming
+                await person.sync()
+
+        run(conversation(), 120)
+        assert holder(dsn) == survivor
+    answers = person.texts_from(room["id"], bot)
+    assert len([a for a in answers if "first question" in a]) == 1, answers
+    assert len([a for a in answers if "asked after the death" in a]) == 1, answers
+    assert routed(dsn) == 2
