@@ -16,18 +16,7 @@ from tests.postgres_server import PostgresServer
 from tests.transports.channels_matrix.kit import Person, run, unique
 from tests.transports.channels_matrix.synapse import Homeserver
 from tests.transports.channels_matrix.test_matrix_restart import PASSWORD_ENV, config_toml
-from tests.transports.cluster.nodes import running, until
-
-
-def holder(dsn: str) -> str | None:
-    """The live node running channel ``mx``, as the database has it."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT s.node FROM singletons s JOIN nodes n ON n.node = s.node "
-            "AND n.incarnation = s.incarnation AND n.expires_at > clock_timestamp() "
-            "WHERE s.name = 'channel:mx'"
-        ).fetchone()
-    return str(row[0]) if row else None
+from tests.transports.cluster.nodes import holder, running, until
 
 
 def routed(dsn: str) -> int:
@@ -49,7 +38,7 @@ def test_a_survivor_takes_the_bot_over_and_answers_once(
     person = Person(homeserver, "cluster")
     config = config_toml(homeserver, bot)
     with running(dsn, tmp_path, ("n1", "n2"), config=config, env={PASSWORD_ENV: password}) as nodes:
-        first = str(until(lambda: holder(dsn), "a node running channel mx"))
+        first = str(until(lambda: holder(dsn, "channel:mx"), "a node running channel mx"))
         survivor = next(name for name in nodes if name != first)
         room: dict[str, str] = {}
 
@@ -66,7 +55,7 @@ def test_a_survivor_takes_the_bot_over_and_answers_once(
                 await person.sync()
 
         run(conversation(), 120)
-        assert holder(dsn) == survivor
+        assert holder(dsn, "channel:mx") == survivor
     answers = person.texts_from(room["id"], bot)
     assert len([a for a in answers if "first question" in a]) == 1, answers
     assert len([a for a in answers if "asked after the death" in a]) == 1, answers

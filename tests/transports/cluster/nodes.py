@@ -47,6 +47,18 @@ def owners(dsn: str) -> dict[int, str]:
     return {int(shard): str(node) for shard, node in rows}
 
 
+def holder(dsn: str, singleton: str) -> str | None:
+    """The live node holding the singleton lease ``singleton``, as the database has it."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT s.node FROM singletons s JOIN nodes n ON n.node = s.node "
+            "AND n.incarnation = s.incarnation AND n.expires_at > clock_timestamp() "
+            "WHERE s.name = %s",
+            (singleton,),
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
 def owner_of(dsn: str, session_id: str) -> str:
     """The node holding the session's shard (waiting out a hand-over in progress)."""
     return str(until(lambda: owners(dsn).get(shard_of(session_id, SHARDS)), "an owner"))

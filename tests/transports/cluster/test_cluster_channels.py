@@ -28,6 +28,7 @@ from tests.transports.cluster.nodes import (
     SHARDS,
     TTL_S,
     ended,
+    holder,
     metric_lines,
     owners,
     pending_approval,
@@ -45,18 +46,6 @@ def channels(receiver: Receiver) -> str:
         f'dm_policy = "{policy}"\noutbound_url = "{receiver.url}"\n\n'
         for name, policy in (("hook", "allow"), ("pair", "pairing"))
     )
-
-
-def holder(dsn: str, channel: str) -> str | None:
-    """The live node holding ``channel``'s singleton lease, as the database has it."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT s.node FROM singletons s JOIN nodes n ON n.node = s.node "
-            "AND n.incarnation = s.incarnation AND n.expires_at > clock_timestamp() "
-            "WHERE s.name = %s",
-            (f"channel:{channel}",),
-        ).fetchone()
-    return str(row[0]) if row else None
 
 
 def webhook(node: ServingNode, channel: str, body: dict[str, Any]) -> tuple[int, Any]:
@@ -101,8 +90,8 @@ def test_each_channel_runs_on_one_node_and_a_survivor_takes_it_over(
             lambda: len(owners(dsn)) == SHARDS and set(owners(dsn).values()) == set(nodes),
             "every shard owned, by both nodes",
         )
-        hook = until(lambda: holder(dsn, "hook"), "a node running channel hook")
-        pair = until(lambda: holder(dsn, "pair"), "a node running channel pair")
+        hook = until(lambda: holder(dsn, "channel:hook"), "a node running channel hook")
+        pair = until(lambda: holder(dsn, "channel:pair"), "a node running channel pair")
         for name in ("hook", "pair"):
             held = [
                 int(metric_lines(n)[f'reel_cluster_singletons{{name="channel:{name}"}}'])
@@ -191,4 +180,4 @@ def test_each_channel_runs_on_one_node_and_a_survivor_takes_it_over(
         assert len(replies_to(receiver, "evt-3")) == 1, replies_to(receiver, "evt-3")
         status, repeated = webhook(survivor, "hook", direct("hello", "evt-1"))
         assert status == 200 and repeated["duplicate"], repeated
-        assert holder(dsn, "hook") == elsewhere
+        assert holder(dsn, "channel:hook") == elsewhere
