@@ -213,12 +213,16 @@ class ChannelHub:
         return name in self.actors
 
     def stop(self, grace_s: float = FINISH_ANSWERS_S) -> None:
-        """Stop every channel running here (:meth:`stop_channel`), then let go of the node."""
+        """Let the answers of every channel's runs that have ended go out (at most ``grace_s``
+        for all), stop every channel running here (:meth:`stop_channel`), then let go of the
+        node."""
         if self._node is None:
             return
         self._closing = True  # a lease taken meanwhile starts nothing
+        with contextlib.suppress(Exception):
+            self._node.io.submit(self._finish_answers(None, grace_s)).result(timeout=grace_s + 5)
         for name in list(self.actors):
-            self.stop_channel(name, grace_s)
+            self.stop_channel(name, 0.0)
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
@@ -290,7 +294,7 @@ class ChannelHub:
 
     async def _inbound(self, message: InboundMessage) -> RouteResult:
         """A connector's hand-in: done once the decision is durable (docs/channels.md,
-        "Nothing lost across a stop"). Held until every channel was told to resume, so the
+        "Nothing lost across a stop"). Held until its channel was told to resume, so the
         backlog of the last stop is asked for before anything heard since."""
         resumed = self._resumed.get(message.channel)
         if resumed is not None:
@@ -361,15 +365,16 @@ class ChannelHub:
 
     # --- called by the actors (any thread) -----------------------------------------------------
 
-    async def _finish_answers(self, channel: str, grace_s: float) -> None:
-        """Wait for the followers of ``channel``'s runs the drain ended: their answers may not
-        have gone out yet (a run leaves the registry just before its end is appended, and the
-        views follow the journal). A run waiting for a human is not waited for."""
+    async def _finish_answers(self, channel: str | None, grace_s: float) -> None:
+        """Wait for the followers of ``channel``'s runs (every channel's: ``None``) the drain
+        ended: their answers may not have gone out yet (a run leaves the registry just before
+        its end is appended, and the views follow the journal). A run waiting for a human is
+        not waited for."""
         waiting = self.node.services.registry.runs_awaiting_approval()
         ending = [
             task
             for task, run_id in self._answering.items()
-            if run_id not in waiting and self._tasks.get(task) == channel
+            if run_id not in waiting and channel in (None, self._tasks.get(task))
         ]
         if ending:
             await asyncio.wait(ending, timeout=grace_s)
