@@ -245,6 +245,9 @@ class SessionStopped(msgspec.Struct, frozen=True):
     state: SessionState | None = None
     """The folded state of a passivated session (kept by the directory for the next wake-up);
     None after a failure (the next wake-up folds the stream again)."""
+    unmade: bool = False
+    """The session was never made (the journal refused its ``session.created``): the directory
+    forgets its id and key."""
 
 
 class SessionIdle(msgspec.Struct, frozen=True):

@@ -21,7 +21,7 @@ import msgspec
 import pykka
 
 from actors.aggregate import fold
-from actors.errors import BudgetExceeded, Conflict, InvalidCommand, UnknownRun
+from actors.errors import BudgetExceeded, Conflict, InvalidCommand, UnknownRun, UnknownSession
 from actors.messages import (
     BranchSession,
     CancelRun,
@@ -118,13 +118,32 @@ class SessionActor(pykka.ThreadingActor):
         self.queue: deque[_Queued] = deque()
         self.writing: str | None = None
         """The compaction whose summary the model is writing (no second one meanwhile)."""
+        self.unmade = False
+        """The journal refused ``session.created``: the session does not exist."""
 
     # --- pykka hooks -----------------------------------------------------------------------
 
     def on_start(self) -> None:
+        try:
+            self._start()
+        except Exception as exc:
+            # pykka calls no on_failure for a start that failed: tell the directory, and answer
+            # what was delivered meanwhile (handed back, it would only fail the same way)
+            self._refuse_inbox(exc)
+            self._tell_directory(
+                SessionStopped(self.session_id, urn=self.actor_urn, unmade=self.unmade)
+            )
+            raise
+
+    def _start(self) -> None:
         if self.create is not None:
             c = self.create
-            self._append(created(self.session_id, c), principal=c.principal)
+            try:
+                self._append(created(self.session_id, c), principal=c.principal)
+            except Exception as exc:  # nothing was created: its callers hear why
+                self.unmade = True
+                reject(c.reply, exc)
+                raise
             if c.then is None:
                 resolve(c.reply, msgspec.structs.replace(self._info(), created=True))
                 self._report_idle()
@@ -132,9 +151,16 @@ class SessionActor(pykka.ThreadingActor):
             stored = self.s.journal.read_stream(self.stream)
             self.state = fold(session_state, recorded(stored))
             if self.state is None:
-                raise LookupError(f"session {self.session_id} has no events")
+                self.unmade = True
+                raise UnknownSession(f"no session with id {self.session_id!r}")
         live = self.s.registry.live_runs_of(self.session_id)
         self.active = live[0] if live else None
+
+    def _refuse_inbox(self, error: Exception) -> None:
+        """Answer every command already delivered with ``error``."""
+        while not self.actor_inbox.empty():
+            message = self.actor_inbox.get().message
+            reject(getattr(message, "reply", None), error)
 
     def on_stop(self) -> None:
         self._tell_directory(SessionStopped(self.session_id, self.actor_urn, self.state))
@@ -148,7 +174,9 @@ class SessionActor(pykka.ThreadingActor):
             envelope = self.actor_inbox.get()
             if isinstance(envelope.message, msgspec.Struct):  # ours, not pykka's own
                 leftovers.append(envelope.message)
-        self._tell_directory(SessionStopped(self.session_id, urn=self.actor_urn))
+        self._tell_directory(
+            SessionStopped(self.session_id, urn=self.actor_urn, unmade=self.unmade)
+        )
         for message in leftovers:
             self._tell_directory(ToSession(self.session_id, message))
 

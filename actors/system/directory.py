@@ -178,8 +178,14 @@ class SessionDirectory(pykka.ThreadingActor):
                 resolve(message.reply, True)
         elif isinstance(message, ResolveApproval):
             self._resolve_approval(message)
-        elif isinstance(message, ToSession):
-            self._deliver(message.session_id, message.message)
+        elif isinstance(message, ToSession):  # handed back by a session that failed
+            if message.session_id in self.index:
+                self._deliver(message.session_id, message.message)
+            else:  # it was never made (its creation refused)
+                reject(
+                    getattr(message.message, "reply", None),
+                    UnknownSession(f"no session with id {message.session_id!r}"),
+                )
         elif isinstance(message, SessionStopped):
             self._stopped(message)
         elif isinstance(message, SessionIdle):
@@ -308,6 +314,10 @@ class SessionDirectory(pykka.ThreadingActor):
             self.forgotten.discard(message.urn)
             return
         live = self.live.get(message.session_id)
+        if message.unmade:  # its key is free again; its id names nothing
+            self.index.discard(message.session_id)
+            for key in [k for k, s in self.keys.items() if s == message.session_id]:
+                del self.keys[key]
         if live is not None and message.urn and live.actor_urn != message.urn:
             return  # an older actor of a session already restarted: the new one stays
         self.live.pop(message.session_id, None)

@@ -28,7 +28,7 @@ from actors.messages import (
 from actors.sessions.actor import SessionActor
 from actors.sessions.state import SessionState
 from actors.system import directory
-from events import new_id
+from events import JournalUnavailable, new_id
 from events.catalog import RunCompleted
 from tests.actors.conftest import MakeNode
 from tests.actors.nodekit import DEADLINE_S, NodeKit
@@ -305,3 +305,29 @@ def test_a_run_asked_for_again_by_its_id_starts_once(kit: NodeKit) -> None:
     with pytest.raises(InvalidCommand) as refused:
         kit.start_run("hi", session_key="again", run_id="not-a-ulid")
     assert refused.value.field == "run_id"
+
+
+def test_a_session_whose_creation_cannot_be_recorded_answers_its_callers(
+    kit: NodeKit, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal refuses ``session.created`` (the database away, the shard moved to
+    another node): whoever asked for the session, and the run it was made for, hear why
+    instead of waiting for ever; the key stays free and the next creation works."""
+    appended = SessionActor._append
+    refused = [True]
+
+    def refusing(self: SessionActor, *events: Any, **kwargs: Any) -> Any:
+        if refused and self.state is None:
+            raise JournalUnavailable("the journal is not available")
+        return appended(self, *events, **kwargs)
+
+    monkeypatch.setattr(SessionActor, "_append", refusing)
+    with pytest.raises(JournalUnavailable):
+        kit.ask(ResolveSession(session_key="lost", create=True), timeout=10)
+    with pytest.raises(JournalUnavailable):
+        kit.ask(StartRun(text="hi", session_key="lost-too", create=True), timeout=10)
+    refused.clear()
+    made = kit.ask(ResolveSession(session_key="lost", create=True))
+    assert made.created and made.session_key == "lost"
+    ticket = kit.start_run("hi", session_key="lost-too", create=True)
+    assert ticket.session_created
