@@ -101,7 +101,13 @@ config = NodeConfig(tools=ToolsSection(shell_allowlist=("echo",)))
 rt = open_runtime(Path(sys.argv[1]), config=config)
 t = rt.node.ask(StartRun(text="/sleep 30000", create=True))
 a = rt.node.ask(StartRun(text='/tool shell.run {"argv": ["echo", "x"]}', create=True))
-rt.projector.wait_for(rt.journal.committed_position, timeout=5)
+deadline = time.monotonic() + 30  # both at the state the crash is to find them in
+while time.monotonic() < deadline:
+    rt.projector.wait_for(rt.journal.committed_position, timeout=1)
+    states = [getattr(rt.views.run(r), "state", None) for r in (t.run_id, a.run_id)]
+    if states == ["in_progress", "awaiting_approval"]:
+        break
+    time.sleep(0.02)
 print(t.run_id, a.run_id, flush=True)
 time.sleep(60)
 """

@@ -86,7 +86,8 @@ def test_long_answers_are_split_to_the_platform_limit(data_dir: Path, receiver: 
         raw = json.dumps(message(words, is_direct=True)).encode()
         decision = post_webhook(node, "hook", raw, signature(raw)).json()
         run_of(node, decision["run_id"])
-        parts = receiver.wait(6)
+        parts = receiver.wait(receiver.wait(1)[0].body["parts"])  # every part, not the first 6
+        assert len(parts) >= 6
         assert all(p.signed for p in parts)
         assert all(len(p.body["text"]) <= 40 for p in parts)
         assert [p.body["part"] for p in parts] == list(range(1, len(parts) + 1))
