@@ -40,6 +40,14 @@ class LiveRegistry:
         with self._lock:
             self._queued[run_id] = session_id
 
+    def run_dropped(self, run_id: str) -> None:
+        """Stop routing to a run this node no longer runs, without counting it ended: a
+        cluster node that lost its shard (the new owner's recovery ends or resumes it, and if
+        the shard comes back here, this node's does, and registers it again)."""
+        with self._lock:
+            self._runs.pop(run_id, None)
+            self._queued.pop(run_id, None)
+
     def run_ended(self, run_id: str) -> None:
         with self._lock:
             self._runs.pop(run_id, None)
@@ -69,6 +77,11 @@ class LiveRegistry:
         """Live run id -> run actor."""
         with self._lock:
             return {run_id: ref for run_id, (_, ref) in self._runs.items()}
+
+    def queued_runs_where(self, session: Callable[[str], bool]) -> list[str]:
+        """Queued run ids of the sessions ``session(session_id)`` picks."""
+        with self._lock:
+            return [run_id for run_id, s in self._queued.items() if session(s)]
 
     def live_runs_where(self, session: Callable[[str], bool]) -> dict[str, pykka.ActorRef[Any]]:
         """Live run id -> run actor, of the sessions ``session(session_id)`` picks."""

@@ -258,7 +258,7 @@ class RunActor(pykka.ThreadingActor):
             tool.cancel.set()
         if not self.ended:
             self.ended = True
-            self.s.registry.run_ended(self.run_id)
+            self.s.registry.run_dropped(self.run_id)
 
     def _receive(self, message: Any) -> None:
         if isinstance(message, BeginRun):

@@ -165,9 +165,12 @@ class Node:
                 directory.ask(DropSessions(session=session), timeout=10)
         registry = self.services.registry
         runs = registry.live_runs_where(session)
-        for ref in runs.values():
+        for run_id, ref in runs.items():
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 ref.stop(block=True, timeout=5)
+            registry.run_dropped(run_id)  # not live here: the session must not wait on it
+        for run_id in registry.queued_runs_where(session):  # their sessions stopped with them
+            registry.run_dropped(run_id)
         for approval_id, ref in registry.approvals_of(runs.keys()).items():
             # the tool actor waiting for a human: the new owner's recovery waits again
             registry.approval_closed(approval_id)

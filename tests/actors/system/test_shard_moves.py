@@ -11,7 +11,7 @@ from typing import Any
 from actors.messages import GetSessionState
 from actors.sessions.state import SessionState
 from actors.tasks.store import enqueue
-from events.catalog import RunCompleted, SessionReset
+from events.catalog import RunCompleted, RunFailed, SessionReset
 from tests.actors.nodekit import NodeKit
 from tests.actors.taskkit import TaskKit
 
@@ -52,3 +52,20 @@ def test_a_shard_acquired_brings_its_unfinished_tasks_to_this_queue(tmp_path: Pa
         assert ran == [{"n": 1}]
     finally:
         kit.close()
+
+
+def test_a_session_whose_shard_came_back_runs_again_after_a_run_it_lost(kit: NodeKit) -> None:
+    """A run working when its shard left stops where it stands (the new owner's recovery ends
+    it); when the shard comes back, neither the session nor the registry still counts it as
+    live: the session's next run starts instead of queueing behind it for ever."""
+    ticket = kit.start_run("/sleep 20000")
+    session_id = ticket.session_id
+    kit.wait_for_kind(ticket.run_id, "run.started")
+    registry = kit.node.services.registry
+    kit.node.release_shards(lambda s: s == session_id)
+    assert registry.live_runs_of(session_id) == []
+    kit.node.recover_shards({0})  # the lost run was doing machine work: it ends interrupted
+    end = kit.wait_for_end(ticket.run_id)
+    assert isinstance(end, RunFailed) and end.reason == "interrupted", end
+    _, later = kit.run("and now?", session_id=session_id)
+    assert isinstance(later, RunCompleted), later
