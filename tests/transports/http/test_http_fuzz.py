@@ -183,16 +183,19 @@ def test_fuzzed_bodies_to_every_post_route(node: HttpNode, records: Records) -> 
 
 
 HEADER_BYTES = st.binary(min_size=1, max_size=40).filter(lambda b: b"\r\n" not in b)
+CANARY = b"zq7-canary-3kx"
+"""Inside every fuzzed header value: an echo of the value shows as this text in the body. (The
+value itself can be one byte, a space say, which any error message holds.)"""
 
 
 def test_fuzzed_header_lines_never_echo_the_request(node: HttpNode, records: Records) -> None:
     token = node.token.encode()
 
     @FUZZ
-    @given(name=HEADER_BYTES, value=HEADER_BYTES, before=st.booleans())
-    def fuzz(name: bytes, value: bytes, before: bool) -> None:
+    @given(name=HEADER_BYTES, left=HEADER_BYTES, right=HEADER_BYTES, before=st.booleans())
+    def fuzz(name: bytes, left: bytes, right: bytes, before: bool) -> None:
         auth = b"Authorization: Bearer " + token + b"\r\n"
-        odd = name + b": " + value + b"\r\n"
+        odd = name + b": " + left + CANARY + right + b"\r\n"
         raw = node.raw(
             b"GET /v1/sessions?limit=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
             + (odd + auth if before else auth + odd)
@@ -202,7 +205,7 @@ def test_fuzzed_header_lines_never_echo_the_request(node: HttpNode, records: Rec
         assert status < 500, raw
         body = raw.partition(b"\r\n\r\n")[2]
         if status >= 400:
-            assert token not in raw and value not in body, raw
+            assert token not in raw and CANARY not in body, raw
 
     fuzz()
     assert not records.faults(), records.text()
