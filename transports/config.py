@@ -152,6 +152,10 @@ class ClusterConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     allow_config_change: bool = False
     """Join even when a live node runs another config or policies (its ``config_hash``
     differs): only while rolling a change through the nodes one at a time."""
+    retry_start_s: Annotated[float, msgspec.Meta(ge=1, le=3600)] = 30.0
+    """How long a node leaves alone a singleton whose work failed to start on it (a chat
+    channel whose homeserver refused the bot): it gives the lease back at once, another node
+    may try meanwhile, and this one tries again after this long."""
 
 
 class VaultConfig(_Strict, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -242,6 +242,11 @@ class LeaseKeeper:
         self._wanted: dict[str, Singleton] = {}
         self._singletons: dict[str, int] = {}
         """The named singletons this node holds, with their tokens."""
+        self._given_back: dict[str, int] = {}
+        """Singletons whose work could not start here, with their tokens: freed by the next
+        tick (:meth:`give_back`)."""
+        self._paused: dict[str, float] = {}
+        """Singletons this node does not take again before the time given (after a give-back)."""
         self._refused: set[int] = set()
         """Shards whose chain failed verification here: not tried again by this incarnation."""
         self._stop = threading.Event()
@@ -310,6 +315,16 @@ class LeaseKeeper:
             raise JournalError("name: a singleton needs a name without NUL")
         with self._lock:
             self._wanted[name] = Singleton(on_gained, on_lost)
+
+    def give_back(self, name: str, token: int, pause_s: float) -> None:
+        """Free the singleton ``name`` held here under ``token`` (the next tick does it), and
+        take it again no sooner than ``pause_s`` from now: its work could not start here
+        (started on a thread of its own, after ``on_gained`` returned), so another node may
+        try. ``on_lost`` is not called (nothing runs). Any thread; returns at once."""
+        with self._lock:
+            if self._singletons.get(name) == token:
+                self._given_back[name] = token
+            self._paused[name] = self._clock() + pause_s
 
     def holds(self, name: str) -> bool:
         """Whether this node holds the singleton ``name`` now: taken, and its deadline not yet
@@ -609,6 +624,13 @@ class LeaseKeeper:
         node's row is live and ready, and that no live node holds it)."""
         with self._lock:
             wanted = sorted(self._wanted)
+            given_back, self._given_back = self._given_back, {}
+            for name, token in given_back.items():
+                if self._singletons.get(name) == token:
+                    del self._singletons[name]
+        for name, token in sorted(given_back.items()):
+            self._emit("released", at=self._clock(), singleton=name, token=token, reason="failed")
+            self._free_singleton(name, token)
         if not wanted:
             return
         rows = self._sql(
@@ -632,6 +654,8 @@ class LeaseKeeper:
             live = found.get(name, (0, False, False))[2]
             if live and name not in unused:
                 continue  # held, here or elsewhere
+            if self._clock() < self._paused.get(name, float("-inf")):
+                continue  # given back: another node's turn to try
             if self._clock() + self.settings.tick_s >= self._deadline:
                 break  # too close to fencing to take on more
             self._take_singleton(name)

@@ -186,6 +186,41 @@ def test_a_holder_that_cannot_start_releases_it(dsn: str) -> None:
     assert a.lost == []  # it never ran
 
 
+def test_a_holder_whose_work_failed_later_gives_it_back_and_waits_its_pause(dsn: str) -> None:
+    """``give_back``: the work started after ``on_gained`` returned (on a thread of its own)
+    and failed. The next tick frees it for another node; this one takes it again only after the
+    pause. A stale token (the lease lost and taken again meanwhile) frees nothing."""
+    clock = LeaseClock()
+    k = keeper(dsn, "a", clock)
+    a = Holder(k)
+    k.register()
+    k.tick()
+    assert a.gained == [1]
+    k.give_back(WATCHDOG, 0, pause_s=0.0)  # not its token: nothing freed
+    k.tick()
+    assert k.holds(WATCHDOG) and holder_row(dsn) == ("a", 1)
+    k.give_back(WATCHDOG, 1, pause_s=10.0)
+    assert k.holds(WATCHDOG)  # until the tick frees it
+    k.tick()
+    assert not k.holds(WATCHDOG) and holder_row(dsn) == (None, 2) and a.lost == []
+    clock.now += 5.0
+    k.tick()  # paused: free, and not taken
+    assert holder_row(dsn) == (None, 2) and a.gained == [1]
+    other = keeper(dsn, "b")
+    b = Holder(other)
+    other.register()
+    other.tick()  # another node's turn
+    assert b.gained == [3]
+    other.give_back(WATCHDOG, 3, pause_s=10.0)
+    other.tick()
+    assert holder_row(dsn) == (None, 4)
+    clock.now += 5.0  # a's pause is over: it takes it again
+    k.tick()
+    assert k.holds(WATCHDOG) and a.gained == [1, 5]
+    k.stop()
+    other.stop()
+
+
 def test_a_version_5_journal_is_upgraded_to_hold_singletons(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE singletons")

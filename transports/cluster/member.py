@@ -193,12 +193,18 @@ class ClusterMember:
         """Run ``start()`` whenever this node takes the singleton lease ``name``, ``stop()``
         whenever it loses it (handed over, fenced, lapsed): work one node of the cluster does
         for all (the watchdog, the schedules). Both run on one thread of their own, in order;
-        the keeper's tick never waits for them."""
+        the keeper's tick never waits for them. A ``start()`` that raises gives the lease
+        back: another node may try, this one again after ``retry_start_s``."""
         keeper = self.keeper
+        retry_s = self.config.retry_start_s
 
-        def gained(_token: int) -> None:
+        def gained(token: int) -> None:
+            def starting() -> None:
+                if not _quietly(name, "start", start):
+                    keeper.give_back(name, token, retry_s)
+
             with contextlib.suppress(RuntimeError):  # the node stops serving: nothing starts
-                self._singleton_work.submit(_quietly, name, "start", start)
+                self._singleton_work.submit(starting)
 
         def lost(_change: object) -> None:
             with contextlib.suppress(RuntimeError):  # stopped already, with the node
@@ -249,11 +255,17 @@ class ClusterMember:
             self._keeper.drain()
 
 
-def _quietly(name: str, what: str, work: Callable[[], object]) -> None:
-    """A singleton's start or stop; a failure is logged, never kills the worker thread."""
+def _quietly(name: str, what: str, work: Callable[[], object]) -> bool:
+    """A singleton's start or stop; a failure is logged (False), never kills the worker
+    thread. A refusal the operator must act on (a ``ConfigError`` naming the key) is one line;
+    anything else comes with its traceback."""
     try:
         work()
+    except ConfigError as exc:
+        log.error("the %s singleton's %s failed: %s", name, what, exc)
+        return False
     except Exception:
         log.exception("the %s singleton's %s failed", name, what)
-    else:
-        log.info("the %s singleton %s here", name, "started" if what == "start" else "stopped")
+        return False
+    log.info("the %s singleton %s here", name, "started" if what == "start" else "stopped")
+    return True

@@ -146,6 +146,12 @@ class Homeserver:
             self._admin_token = str(reply["access_token"])
         return self._admin_token
 
+    def set_password(self, user_id: str, password: str) -> None:
+        """Give ``user_id`` a new password (Synapse's admin API), its devices logged out."""
+        url = f"{self.base_url}/_synapse/admin/v1/reset_password/{urllib.parse.quote(user_id)}"
+        body = {"new_password": password, "logout_devices": True}
+        _request("POST", url, body, token=self.admin_token())
+
     def override_ratelimit(self, user_id: str, per_second: int, burst: int) -> None:
         """Give ``user_id`` its own message rate limit (Synapse's admin API; whole numbers,
         0 and 0 for none), so one user can be exempt from a limit everyone else meets."""

@@ -2,7 +2,8 @@
 journal configure the same bot; only the holder of the channel's singleton lease syncs and
 answers. Killed with ``kill -9``, the survivor takes the channel over, logs the bot in, resumes
 the sync from the cursor the journal saved and answers what was said meanwhile, once; what the
-dead node answered is not answered again. A real Synapse, real nodes."""
+dead node answered is not answered again. A bot the homeserver refuses is given back by each
+node in turn and started once the homeserver takes it. A real Synapse, real nodes."""
 
 from __future__ import annotations
 
@@ -60,3 +61,44 @@ def test_a_survivor_takes_the_bot_over_and_answers_once(
     assert len([a for a in answers if "first question" in a]) == 1, answers
     assert len([a for a in answers if "asked after the death" in a]) == 1, answers
     assert routed(dsn) == 2
+
+
+START_FAILED = "the channel:mx singleton's start failed"
+
+
+def test_a_refused_bot_is_given_back_by_each_node_then_runs_once_accepted(
+    homeserver: Homeserver, postgres: PostgresServer, tmp_path: Path
+) -> None:
+    """The holder whose connector cannot start frees the lease (a lone node would refuse to
+    start): the other node tries, then each waits ``retry_start_s``; nobody holds the channel
+    meanwhile and both keep serving. Once the homeserver takes the password, a node runs it."""
+    dsn = postgres.database()
+    password = secrets.token_hex(16)
+    bot = homeserver.register(unique("reelbot"), secrets.token_hex(16))  # not the configured one
+    person = Person(homeserver, "refused")
+    config = config_toml(homeserver, bot) + "\n[cluster]\nretry_start_s = 10\n"
+    with running(dsn, tmp_path, ("n1", "n2"), config=config, env={PASSWORD_ENV: password}) as nodes:
+
+        def failed(name: str) -> bool:
+            return any(START_FAILED in line for line in list(nodes[name].lines))
+
+        until(lambda: failed("n1") and failed("n2"), "both nodes failing to start the bot")
+        until(lambda: holder(dsn, "channel:mx") is None, "the last to fail giving the bot back")
+        for node in nodes.values():
+            assert node.http("GET", "/healthz")[0] == 200
+            refusal = next(line for line in list(node.lines) if START_FAILED in line)
+            assert "config key channels.mx.password_env" in refusal, refusal
+            assert "Traceback" not in refusal and password not in refusal, refusal
+        homeserver.set_password(bot, password)
+        until(lambda: holder(dsn, "channel:mx"), "a node running the bot once accepted")
+        room: dict[str, str] = {}
+
+        async def conversation() -> None:
+            async with person:
+                room["id"] = await person.room([bot], direct=True)
+                await person.joined(room["id"], bot)
+                await person.say(room["id"], "are you there now")
+                await person.reply_containing(room["id"], bot, "are you there now")
+
+        run(conversation(), 120)
+    assert routed(dsn) == 1
