@@ -233,8 +233,18 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
     """Indices of the detectors that can match in ``text`` (literals are looked for in the
     whole text: context included), in priority order; and the windows around token runs, the
     only places a vendor rule is looked for."""
-    chosen = {i for i in _INDEX.always if len(text) - start >= _ALL[i].min_length}
-    for found in {found for _, found in _INDEX.literals.iter(lowered)}:
+    # Loops, not set comprehensions: a comprehension is a call (a frame) in Python 3.11, and
+    # most text finds no literal at all.
+    chosen: set[int] = set()
+    size = len(text) - start
+    for i in _INDEX.always:
+        if size >= _ALL[i].min_length:
+            chosen.add(i)
+    seen: set[_Found] = set()
+    for _, found in _INDEX.literals.iter(lowered):
+        if found in seen:
+            continue
+        seen.add(found)
         chosen.update(found.enables)
         for hint in found.exact:
             if hint in text:
