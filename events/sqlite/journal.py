@@ -650,8 +650,7 @@ class Journal(JournalReader):
                 if isinstance(request, _CheckpointRequest):
                     checkpoints.append(request)
                     continue
-                future = request._future  # request.start(), without the call: usually none
-                if future is not None and not future.set_running_or_notify_cancel():
+                if not request.start():
                     continue
                 key = request.idempotency_key
                 if key is not None:
@@ -664,9 +663,7 @@ class Journal(JournalReader):
                 stream = request.stream
                 seq = batch_next.get(stream)
                 if seq is None:
-                    seq = self._stream_next.get(stream)  # _next_seq's own first test, inline
-                    if seq is None:
-                        seq = self._next_seq(stream)
+                    seq = self._next_seq(stream)
                 if request.expected_seq is not None and request.expected_seq != seq:
                     outcomes.append(
                         (request, ConcurrencyConflict(stream, request.expected_seq, seq))
@@ -728,14 +725,7 @@ class Journal(JournalReader):
                     batch_keys[key] = result
                     keys.append((key, stream, first_position, position, first_seq, seq - 1))
                 outcomes.append((request, result))
-            signed = None
-            # _maybe_sign's due test first, inline: a commit seldom signs.
-            if (
-                checkpoints
-                or position - self._last_checkpoint_row >= self._checkpoint_every_events
-                or time.monotonic() - self._last_checkpoint_time >= self._checkpoint_every_s
-            ):
-                signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
+            signed = self._maybe_sign(position, prev, now_ms, forced=bool(checkpoints))
             if signed is not None:
                 # The checkpoint is the next link of the chain: a row like any other, in this
                 # same transaction, right after the row it signs. Not redacted: the writer's
