@@ -161,6 +161,17 @@ class Shared:
                     return entry, ref
         return None
 
+    def free(self, entry: Running, index: int) -> bool:
+        """Make worker ``index`` idle after ``entry``'s attempt ended the task, which the
+        dispatcher never knew of (taken by :meth:`take`), without a word to the dispatcher;
+        False, doing nothing, when tasks it holds wait for a worker: tell it then."""
+        with self.guard:
+            if self.unplaced:
+                return False
+            self.running.pop(entry.task_id, None)
+            self.idle.append(index)
+            return True
+
     def give_back(self, entry: Running) -> None:
         """Undo :meth:`take` for an entry that was not claimed (its lock held)."""
         index = int(entry.worker.rsplit(".", 1)[1])
@@ -380,18 +391,24 @@ class TaskDispatcher(pykka.ThreadingActor):
             with shared.guard:
                 if not shared.idle:  # an enqueue took the last one meanwhile
                     self.ready.appendleft((generation, task_id))
+                    self._count()  # under the same hold: a worker freed later tells us
                     break
                 index = shared.idle.pop()
                 entry = Running(state, f"{shared.node_id}.{index}")
                 shared.running[task_id] = entry
             self._worker(index).tell(RunTask(entry))
         with shared.guard:
-            shared.unplaced += len(self.ready) - self.held - self.placing
-        self.held, self.placing = len(self.ready), 0
+            self._count()
         if self.waiting and self.waiting[0][0] <= clock():
             self.actor_ref.tell(Wake())  # settled or re-tracked tasks to look at now
         else:
             self._arm()
+
+    def _count(self) -> None:
+        """Bring :attr:`Shared.unplaced` up to date with ``ready`` and the enqueues' ``Known``
+        taken since the last count (hold the guard)."""
+        self.shared.unplaced += len(self.ready) - self.held - self.placing
+        self.held, self.placing = len(self.ready), 0
 
     def _settle(self, state: TaskState) -> None:
         try:
@@ -486,8 +503,10 @@ class TaskWorker(pykka.ThreadingActor):
                 self._attempt(entry, message.claimed)
             except Exception as exc:  # journal closed while stopping, or a bug: never lose a worker
                 log.warning("task %s: attempt stopped: %s", entry.task_id, exc)
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.dispatcher.tell(Finished(self.index, entry.state))
+            quiet = message.claimed and entry.state.status.terminal
+            if not (quiet and self.shared.free(entry, self.index)):
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.dispatcher.tell(Finished(self.index, entry.state))
         return None
 
     def _attempt(self, entry: Running, claimed_already: bool) -> None:
