@@ -210,10 +210,12 @@ class TaskQueue:
         stream = task_stream(event.task_id)
         if self._dispatcher is not None:
             now = shared.clock()
-            state = task_state.initial(Recorded(event, stream, now, principal))
+            # What the task would be once enqueued now: to decide the claim, never kept (the
+            # worker's state is the fold of what the journal stores).
+            would_be = task_state.start(event, principal, now)
             taken = None
-            if state is not None and isinstance(next_action(state, now), Claim):
-                taken = shared.take(state)
+            if isinstance(next_action(would_be, now), Claim):
+                taken = shared.take(would_be)
             if taken is not None:
                 return self._enqueue_claimed(event, principal, causation_id, now, *taken)
         result = self.journal.append(
