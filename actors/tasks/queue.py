@@ -36,7 +36,9 @@ import msgspec
 import pykka
 
 from actors.io_loop import IoLoop
-from actors.tasks.decide import TaskNotActive, UnknownTask
+from actors.stream import Recorded
+from actors.tasks import state as task_state
+from actors.tasks.decide import Claim, TaskNotActive, UnknownTask, claimed, next_action
 from actors.tasks.handlers import (
     Handler,
     HandlerRegistry,
@@ -46,21 +48,34 @@ from actors.tasks.handlers import (
     TaskInterrupted,
     noop,
 )
-from actors.tasks.state import TaskState
-from actors.tasks.store import TaskTicket, enqueue, load_open_tasks, load_task, now_ms
+from actors.tasks.state import TaskState, apply
+from actors.tasks.store import (
+    TaskTicket,
+    enqueued,
+    enqueued_event,
+    idempotency_key,
+    load_open_tasks,
+    load_task,
+    now_ms,
+)
 from actors.tasks.workers import (
+    NODE,
     CancelTask,
     Drain,
     Heartbeats,
     Known,
     PoolSettings,
     Ready,
+    Running,
+    RunTask,
     Shared,
     TaskDispatcher,
     Wake,
     cancel_task,
 )
-from events import JournalPort, new_id
+from events import AppendResult, ConcurrencyConflict, JournalError, JournalPort, new_id
+from events.catalog import TaskEnqueued
+from events.task_lifecycle import task_stream
 from projections.tasks import TaskRecord
 
 __all__ = [
@@ -178,11 +193,10 @@ class TaskQueue:
         who asked for it; ``causation_id`` what caused it (a run id, say). A ``dedupe_key``
         already used returns that task's ticket with ``duplicate=True`` and enqueues nothing.
         Bad input raises :class:`actors.InvalidCommand` naming the field."""
-        ticket, state = enqueue(
-            self.journal,
+        shared = self._shared
+        event = enqueued_event(
             kind,
             payload,
-            principal=principal,
             delay_s=delay_s,
             not_before_ms=not_before_ms,
             expires_in_s=expires_in_s,
@@ -191,14 +205,106 @@ class TaskQueue:
             backoff_base_s=self.config.backoff_base_s,
             backoff_max_s=self.config.backoff_max_s,
             dedupe_key=dedupe_key,
-            causation_id=causation_id,
-            clock=self._shared.clock,
+            clock=shared.clock,
         )
+        stream = task_stream(event.task_id)
+        if self._dispatcher is not None:
+            now = shared.clock()
+            # What the task would be once enqueued now: to decide the claim, never kept (the
+            # worker's state is the fold of what the journal stores).
+            would_be = task_state.start(event, principal, now)
+            taken = None
+            if isinstance(next_action(would_be, now), Claim):
+                taken = shared.take(would_be)
+            if taken is not None:
+                return self._enqueue_claimed(event, principal, causation_id, now, *taken)
+        result = self.journal.append(
+            stream,
+            [event],
+            expected_seq=0,
+            principal=principal,
+            causation_id=causation_id,
+            idempotency_key=idempotency_key(dedupe_key),
+        )
+        ticket, state = enqueued(event, result, principal)
         if state is not None:
-            dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
-            if dispatcher is not None:
-                dispatcher.tell(Known(state))
+            self._tell_dispatcher(state)
         return ticket
+
+    def _tell_dispatcher(self, state: TaskState) -> None:
+        dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
+        if dispatcher is not None:
+            with self._shared.guard:
+                self._shared.unplaced += 1
+            dispatcher.tell(Known(state, counted=True))
+
+    def _enqueue_claimed(
+        self,
+        event: TaskEnqueued,
+        principal: str,
+        causation_id: str | None,
+        now: int,
+        entry: Running,
+        worker: pykka.ActorRef[Any],
+    ) -> TaskTicket:
+        """Enqueue ``event`` and its claim by ``entry``'s idle worker (taken by
+        :meth:`Shared.take`) as two appends submitted together, so the journal commits them in
+        one transaction as a rule (in two when its writer takes the first alone: the same
+        outcome); the worker is told to run the task once both are committed. When the claim
+        is not committed (a duplicate ``dedupe_key``: the stream is not this task's), the
+        worker is given back and the task goes to the dispatcher as any enqueue does."""
+        shared = self._shared
+        stream = task_stream(event.task_id)
+        try:
+            first = self.journal.submit(
+                stream,
+                [event],
+                expected_seq=0,
+                principal=principal,
+                causation_id=causation_id,
+                idempotency_key=idempotency_key(event.dedupe_key),
+            )
+        except BaseException:
+            self._give_back(entry)
+            raise
+        second: Future[AppendResult] | None = None
+        claim = claimed(entry.state, now, entry.worker, shared.settings.lease_ms)
+        if claim is not None:
+            # Never committed before the enqueue: it expects the stream to hold it already.
+            with contextlib.suppress(JournalError):
+                second = self.journal.submit(stream, [claim], expected_seq=1, principal=NODE)
+        try:
+            result = first.result()
+        except BaseException:
+            self._give_back(entry)
+            raise
+        ticket, state = enqueued(event, result, principal)
+        try:
+            if second is None or state is None:
+                raise ConcurrencyConflict(stream, 1, 0)  # not claimed (a duplicate's stream)
+            won = second.result()
+        except JournalError:
+            self._give_back(entry)
+            if state is not None:
+                self._tell_dispatcher(state)
+            return ticket
+        entry.state = apply(state, Recorded(won.events[0], stream, won.recorded_at_ms, NODE))
+        entry.lock.release()
+        try:
+            worker.tell(RunTask(entry, claimed=True))
+        except pykka.ActorDeadError:  # the node stopped meanwhile: the claim lapses, is reclaimed
+            with shared.guard:
+                shared.running.pop(entry.task_id, None)
+        return ticket
+
+    def _give_back(self, entry: Running) -> None:
+        """The worker :meth:`_enqueue_claimed` took is idle again; the dispatcher looks at
+        its due tasks (one may wait for it)."""
+        self._shared.give_back(entry)
+        dispatcher = self._dispatcher
+        if dispatcher is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                dispatcher.tell(Wake())
 
     def cancel(
         self, task_id: str, *, by: str, reason: str = "", timeout: float = 30.0

@@ -28,6 +28,7 @@ from actors.stream import Recorded, recorded
 from actors.tasks import state as task_state
 from actors.tasks.state import TaskState, apply
 from events import (
+    AppendResult,
     ConcurrencyConflict,
     Event,
     JournalPort,
@@ -152,6 +153,67 @@ def enqueue(
     ``expires_in_s`` from now (or at ``expires_at_ms``; neither: never), now by ``clock``
     (epoch ms). Bad input is :class:`actors.InvalidCommand` naming the field; nothing is
     written then."""
+    event = enqueued_event(
+        kind,
+        payload,
+        delay_s=delay_s,
+        not_before_ms=not_before_ms,
+        expires_in_s=expires_in_s,
+        expires_at_ms=expires_at_ms,
+        max_attempts=max_attempts,
+        backoff_base_s=backoff_base_s,
+        backoff_max_s=backoff_max_s,
+        dedupe_key=dedupe_key,
+        clock=clock,
+    )
+    stream = task_stream(event.task_id)
+    result = journal.append(
+        stream,
+        [event],
+        expected_seq=0,
+        principal=principal,
+        causation_id=causation_id,
+        idempotency_key=idempotency_key(dedupe_key),
+    )
+    return enqueued(event, result, principal)
+
+
+def idempotency_key(dedupe_key: str | None) -> str | None:
+    """The enqueue append's idempotency key for ``dedupe_key``."""
+    return None if dedupe_key is None else IDEMPOTENCY_PREFIX + dedupe_key
+
+
+def enqueued(
+    event: TaskEnqueued, result: AppendResult, principal: str
+) -> tuple[TaskTicket, TaskState | None]:
+    """The ticket and the folded state of ``event``'s committed append (``result``); the
+    state is ``None`` for a duplicate (the ticket names the task enqueued before)."""
+    if result.duplicate:
+        first = result.stream.removeprefix(TASK_STREAM_PREFIX)
+        return TaskTicket(task_id=first, duplicate=True), None
+    stored = result.events[0]  # as the journal stored it (redacted): what a reader folds
+    stream = task_stream(event.task_id)
+    return TaskTicket(task_id=event.task_id), task_state.initial(
+        Recorded(stored, stream, result.recorded_at_ms, principal)
+    )
+
+
+def enqueued_event(
+    kind: str,
+    payload: Any = None,
+    *,
+    delay_s: float = 0.0,
+    not_before_ms: int | None = None,
+    expires_in_s: float | None = None,
+    expires_at_ms: int | None = None,
+    max_attempts: int = 3,
+    backoff_base_s: float = 1.0,
+    backoff_max_s: float = 300.0,
+    dedupe_key: str | None = None,
+    clock: Callable[[], int] = now_ms,
+) -> TaskEnqueued:
+    """The ``task.enqueued`` :func:`enqueue` appends, its input checked (as :func:`enqueue`
+    says); appends nothing."""
     problem = TASK_KIND.problem(kind, looks_secret) if isinstance(kind, str) else "must be text"
     if problem is not None:
         raise InvalidCommand("kind", problem)
@@ -181,7 +243,7 @@ def enqueue(
         _millis("expires_at_ms", expires)
         if expires <= start_ms:
             raise InvalidCommand("expires_at_ms", "must be after the time the task may start")
-    event = TaskEnqueued(
+    return TaskEnqueued(
         task_id=new_id(),
         task_kind=kind,
         payload=payload,
@@ -191,22 +253,6 @@ def enqueue(
         backoff_base_ms=round(backoff_base_s * 1000),
         backoff_max_ms=round(backoff_max_s * 1000),
         dedupe_key=dedupe_key,
-    )
-    stream = task_stream(event.task_id)
-    result = journal.append(
-        stream,
-        [event],
-        expected_seq=0,
-        principal=principal,
-        causation_id=causation_id,
-        idempotency_key=None if dedupe_key is None else IDEMPOTENCY_PREFIX + dedupe_key,
-    )
-    if result.duplicate:
-        first = result.stream.removeprefix(TASK_STREAM_PREFIX)
-        return TaskTicket(task_id=first, duplicate=True), None
-    stored = result.events[0]  # as the journal stored it (redacted): what a reader folds
-    return TaskTicket(task_id=event.task_id), task_state.initial(
-        Recorded(stored, stream, result.recorded_at_ms, principal)
     )
 
 

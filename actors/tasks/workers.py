@@ -125,10 +125,60 @@ class Shared:
         self.clock = clock
         self.running: dict[str, Running] = {}
         self.guard = threading.Lock()
+        """Guards :attr:`running` and the worker pool below (the dispatcher and any thread
+        enqueuing take workers from it)."""
+        self.workers: list[pykka.ActorRef[Any] | None] = []
+        """By index; None until the dispatcher first hands an attempt to it."""
+        self.idle: list[int] = []
+        """Indexes of the workers with no attempt."""
+        self.draining = False
+        self.unplaced = 0
+        """Enqueued tasks told to the dispatcher and not yet looked at by it, plus the due
+        tasks it holds for want of a worker: an enqueue takes no worker they need
+        (:meth:`take`)."""
 
     def running_now(self) -> list[Running]:
         with self.guard:
             return list(self.running.values())
+
+    def take(self, state: TaskState) -> tuple[Running, pykka.ActorRef[Any]] | None:
+        """An idle started worker for ``state``, a task being enqueued and due now, with its
+        entry in :attr:`running` (its lock held: release it once the claim is folded in).
+        None when the pool drains, or when the idle workers are not more than the tasks the
+        dispatcher has yet to place (:attr:`unplaced`): a task taken here never makes one
+        known before it wait for a worker (with one worker, tasks run in enqueue order)."""
+        with self.guard:
+            if self.draining or len(self.idle) <= self.unplaced:
+                return None
+            for position in range(len(self.idle) - 1, -1, -1):
+                index = self.idle[position]
+                ref = self.workers[index]
+                if ref is not None:
+                    del self.idle[position]
+                    entry = Running(state, f"{self.node_id}.{index}")
+                    entry.lock.acquire()
+                    self.running[state.task_id] = entry
+                    return entry, ref
+        return None
+
+    def free(self, entry: Running, index: int) -> bool:
+        """Make worker ``index`` idle after ``entry``'s attempt ended the task, which the
+        dispatcher never knew of (taken by :meth:`take`), without a word to the dispatcher;
+        False, doing nothing, when tasks it holds wait for a worker: tell it then."""
+        with self.guard:
+            if self.unplaced:
+                return False
+            self.running.pop(entry.task_id, None)
+            self.idle.append(index)
+            return True
+
+    def give_back(self, entry: Running) -> None:
+        """Undo :meth:`take` for an entry that was not claimed (its lock held)."""
+        index = int(entry.worker.rsplit(".", 1)[1])
+        with self.guard:
+            self.running.pop(entry.task_id, None)
+            self.idle.append(index)
+        entry.lock.release()
 
 
 # --- messages --------------------------------------------------------------------------------
@@ -138,12 +188,16 @@ class Known(msgspec.Struct, frozen=True):
     """Queue -> dispatcher: a task was enqueued (or changed outside the pool)."""
 
     state: TaskState
+    counted: bool = False
+    """Counted in :attr:`Shared.unplaced` (an enqueue's)."""
 
 
 class RunTask(msgspec.Struct, frozen=True):
-    """Dispatcher -> worker: claim and run this task."""
+    """Dispatcher -> worker: claim and run this task (queue -> worker: run this task, its
+    claim by this worker committed with its enqueue: ``claimed``)."""
 
     entry: Any  # Running
+    claimed: bool = False
 
 
 class Finished(msgspec.Struct, frozen=True):
@@ -204,20 +258,23 @@ class TaskDispatcher(pykka.ThreadingActor):
         """Heap of (when to look again, generation, task id)."""
         self.ready: deque[tuple[int, str]] = deque()
         """(generation, task id) of due tasks waiting for a worker, in due order."""
-        self.workers: list[pykka.ActorRef[Any] | None] = []
-        """By index; None until the first attempt handed to it."""
-        self.idle: list[int] = []
         self.timer: Timer | None = None
         self.timer_at: int | None = None
         self.draining = False
         self.counter = 0
+        self.held = 0
+        """``len(ready)`` as last counted in :attr:`Shared.unplaced`."""
+        self.placing = 0
+        """Enqueues' ``Known`` taken since then (counted in :attr:`Shared.unplaced` until a
+        pass has placed them: handed to a worker, held in ``ready``, or waiting)."""
 
     # --- pykka hooks ---------------------------------------------------------------------
 
     def on_start(self) -> None:
         count = self.shared.settings.workers
-        self.workers = [None] * count
-        self.idle = list(reversed(range(count)))
+        with self.shared.guard:
+            self.shared.workers = [None] * count
+            self.shared.idle = list(reversed(range(count)))
         open_tasks, self.open_tasks = self.open_tasks, None
         if open_tasks is None:
             open_tasks = load_open_tasks(self.shared.journal)
@@ -228,17 +285,19 @@ class TaskDispatcher(pykka.ThreadingActor):
     def on_stop(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
-        for ref in self.workers:
+        for ref in self.shared.workers:
             if ref is not None:
                 with contextlib.suppress(pykka.ActorDeadError):
                     ref.stop(block=False)
 
     def _worker(self, index: int) -> pykka.ActorRef[Any]:
         """Worker ``index``, started on first use (and the heartbeats with the first one)."""
-        ref = self.workers[index]
+        ref = self.shared.workers[index]
         if ref is None:
             self.heartbeats.start()
-            ref = self.workers[index] = TaskWorker.start(index, self.shared, self.actor_ref)
+            ref = TaskWorker.start(index, self.shared, self.actor_ref)
+            with self.shared.guard:
+                self.shared.workers[index] = ref
         return ref
 
     def on_receive(self, message: Any) -> Any:
@@ -255,11 +314,12 @@ class TaskDispatcher(pykka.ThreadingActor):
 
     def _receive(self, message: Any) -> Any:
         if isinstance(message, Known):
+            self.placing += message.counted  # uncounted with the pass below, atomically
             self._track(message.state)
         elif isinstance(message, Finished):
             with self.shared.guard:
                 self.shared.running.pop(message.state.task_id, None)
-            self.idle.append(message.worker)
+                self.shared.idle.append(message.worker)
             self._track(message.state)
         elif isinstance(message, Wake):
             self.timer_at = None
@@ -267,6 +327,8 @@ class TaskDispatcher(pykka.ThreadingActor):
             self._cancel(message)
         elif isinstance(message, Drain):
             self.draining = True
+            with self.shared.guard:
+                self.shared.draining = True
         elif isinstance(message, Ready):
             return True
         self._dispatch()
@@ -317,7 +379,8 @@ class TaskDispatcher(pykka.ThreadingActor):
                 self._track(state)
             else:  # Expire, GiveUp: nothing runs; the dispatcher records why
                 self._settle(state)
-        while self.ready and self.idle and not self.draining:
+        shared = self.shared
+        while self.ready and not self.draining:
             generation, task_id = self.ready.popleft()
             state = self._current(generation, task_id)
             if state is None:
@@ -325,15 +388,27 @@ class TaskDispatcher(pykka.ThreadingActor):
             if not isinstance(next_action(state, clock()), Claim):
                 self._track(state)  # looked at again on the next pass
                 continue
-            index = self.idle.pop()
-            entry = Running(state, f"{self.shared.node_id}.{index}")
-            with self.shared.guard:
-                self.shared.running[task_id] = entry
+            with shared.guard:
+                if not shared.idle:  # an enqueue took the last one meanwhile
+                    self.ready.appendleft((generation, task_id))
+                    self._count()  # under the same hold: a worker freed later tells us
+                    break
+                index = shared.idle.pop()
+                entry = Running(state, f"{shared.node_id}.{index}")
+                shared.running[task_id] = entry
             self._worker(index).tell(RunTask(entry))
+        with shared.guard:
+            self._count()
         if self.waiting and self.waiting[0][0] <= clock():
             self.actor_ref.tell(Wake())  # settled or re-tracked tasks to look at now
         else:
             self._arm()
+
+    def _count(self) -> None:
+        """Bring :attr:`Shared.unplaced` up to date with ``ready`` and the enqueues' ``Known``
+        taken since the last count (hold the guard)."""
+        self.shared.unplaced += len(self.ready) - self.held - self.placing
+        self.held, self.placing = len(self.ready), 0
 
     def _settle(self, state: TaskState) -> None:
         try:
@@ -425,21 +500,27 @@ class TaskWorker(pykka.ThreadingActor):
         if isinstance(message, RunTask):
             entry: Running = message.entry
             try:
-                self._attempt(entry)
+                self._attempt(entry, message.claimed)
             except Exception as exc:  # journal closed while stopping, or a bug: never lose a worker
                 log.warning("task %s: attempt stopped: %s", entry.task_id, exc)
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.dispatcher.tell(Finished(self.index, entry.state))
+            quiet = message.claimed and entry.state.status.terminal
+            if not (quiet and self.shared.free(entry, self.index)):
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.dispatcher.tell(Finished(self.index, entry.state))
         return None
 
-    def _attempt(self, entry: Running) -> None:
+    def _attempt(self, entry: Running, claimed_already: bool) -> None:
         shared = self.shared
         journal, clock, me = shared.journal, shared.clock, entry.worker
         lease_ms = shared.settings.lease_ms
         with entry.lock:
-            entry.state = write(
-                journal, entry.state, lambda s: claimed(s, clock(), me, lease_ms), principal=NODE
-            )
+            if not claimed_already:
+                entry.state = write(
+                    journal,
+                    entry.state,
+                    lambda s: claimed(s, clock(), me, lease_ms),
+                    principal=NODE,
+                )
             state = entry.state
             attempt = state.attempt
             if not holds(state, me, attempt):

@@ -271,6 +271,78 @@ def test_a_dedupe_key_enqueues_once(kits: list[TaskKit], tmp_path: Path) -> None
     assert kit.kinds(first.task_id).count("task.enqueued") == 1
 
 
+def idle_pool(kit: TaskKit) -> None:
+    """Run one task to its end and wait until its worker is idle again (started, free)."""
+    ticket = kit.queue.enqueue("noop", {})
+    kit.wait_for_end(ticket.task_id)
+    deadline = time.monotonic() + 5
+    while kit.queue.running() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert kit.queue.running() == 0
+
+
+def test_an_enqueue_finding_an_idle_worker_commits_its_claim_with_it(
+    kits: list[TaskKit], tmp_path: Path
+) -> None:
+    """The enqueue and the idle worker's claim are submitted together: the claim is durable
+    when ``enqueue`` returns, and the journal commits both in one transaction as a rule (its
+    writer may take the first alone; five tries, one shared commit at least)."""
+    kit = make(kits, tmp_path / "n")
+    together: list[bool] = []
+    for _ in range(5):
+        idle_pool(kit)
+        heads: list[int] = []
+        unlisten = kit.journal.listen(heads.append)
+        ticket = kit.queue.enqueue("noop", {}, principal="user:alice")
+        assert kit.kinds(ticket.task_id)[:2] == ["task.enqueued", "task.claimed"]
+        unlisten()
+        state = kit.wait_for_end(ticket.task_id)
+        assert (state.status, state.attempt, state.result) == (
+            TaskStatus.SUCCEEDED,
+            1,
+            {"ok": True},
+        )
+        rows = kit.rows(ticket.task_id)
+        assert [r.kind for r in rows] == ["task.enqueued", "task.claimed", "task.succeeded"]
+        assert [r.principal for r in rows] == ["user:alice", "node", "node"]
+        claim = rows[1].decode()
+        assert isinstance(claim, TaskClaimed) and claim.worker.startswith(kit.queue.node_id)
+        together.append(not any(rows[0].position <= h < rows[1].position for h in heads))
+    assert any(together), together
+
+
+def test_a_duplicate_enqueue_finding_an_idle_worker_gives_it_back(
+    kits: list[TaskKit], tmp_path: Path
+) -> None:
+    kit = make(kits, tmp_path / "n", config=TasksConfig(workers=1, lease_s=5.0))
+    idle_pool(kit)
+    first = kit.queue.enqueue("noop", {"run_id": "r1"}, dedupe_key="reflection:r1")
+    kit.wait_for_end(first.task_id)
+    idle_pool(kit)
+    again = kit.queue.enqueue("noop", {"run_id": "r1"}, dedupe_key="reflection:r1")
+    assert (again.task_id, again.duplicate) == (first.task_id, True)
+    assert kit.kinds(first.task_id) == ["task.enqueued", "task.claimed", "task.succeeded"]
+    assert kit.queue.running() == 0
+    after = kit.queue.enqueue("noop", {})  # the one worker is free for it
+    assert kit.wait_for_end(after.task_id).status is TaskStatus.SUCCEEDED
+
+
+def test_with_one_worker_tasks_start_in_enqueue_order(kits: list[TaskKit], tmp_path: Path) -> None:
+    """An enqueue takes an idle worker only when the tasks the dispatcher has yet to place
+    leave one free: it never overtakes them."""
+    started: list[int] = []
+
+    def note(payload: Any, context: TaskContext) -> Any:
+        started.append(payload["i"])
+        return {}
+
+    kit = make(kits, tmp_path / "n", config=TasksConfig(workers=1), handlers={"note": note})
+    tickets = [kit.queue.enqueue("note", {"i": i}) for i in range(40)]
+    for ticket in tickets:
+        assert kit.wait_for_end(ticket.task_id).status is TaskStatus.SUCCEEDED
+    assert started == list(range(40))
+
+
 @pytest.mark.parametrize(
     ("kind", "options", "field"),
     [
