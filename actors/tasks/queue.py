@@ -51,6 +51,7 @@ from actors.tasks.handlers import (
 from actors.tasks.state import TaskState, apply
 from actors.tasks.store import (
     TaskTicket,
+    append_enqueued,
     enqueued,
     enqueued_event,
     idempotency_key,
@@ -207,7 +208,6 @@ class TaskQueue:
             dedupe_key=dedupe_key,
             clock=shared.clock,
         )
-        stream = task_stream(event.task_id)
         if self._dispatcher is not None:
             now = shared.clock()
             # What the task would be once enqueued now: to decide the claim, never kept (the
@@ -218,15 +218,7 @@ class TaskQueue:
                 taken = shared.take(would_be)
             if taken is not None:
                 return self._enqueue_claimed(event, principal, causation_id, now, *taken)
-        result = self.journal.append(
-            stream,
-            [event],
-            expected_seq=0,
-            principal=principal,
-            causation_id=causation_id,
-            idempotency_key=idempotency_key(dedupe_key),
-        )
-        ticket, state = enqueued(event, result, principal)
+        ticket, state = append_enqueued(self.journal, event, principal, causation_id)
         if state is not None:
             self._tell_dispatcher(state)
         return ticket

@@ -166,14 +166,21 @@ def enqueue(
         dedupe_key=dedupe_key,
         clock=clock,
     )
-    stream = task_stream(event.task_id)
+    return append_enqueued(journal, event, principal, causation_id)
+
+
+def append_enqueued(
+    journal: JournalPort, event: TaskEnqueued, principal: str, causation_id: str | None
+) -> tuple[TaskTicket, TaskState | None]:
+    """Append ``event`` (made by :func:`enqueued_event`) as its task's first event, and
+    return what :func:`enqueue` does."""
     result = journal.append(
-        stream,
+        task_stream(event.task_id),
         [event],
         expected_seq=0,
         principal=principal,
         causation_id=causation_id,
-        idempotency_key=idempotency_key(dedupe_key),
+        idempotency_key=idempotency_key(event.dedupe_key),
     )
     return enqueued(event, result, principal)
 
