@@ -2,7 +2,8 @@
 
 A thin shell around :mod:`actors.invocations.state` (the state) and
 :mod:`actors.invocations.decide` (the events): ``tool.proposed`` -> argument validation -> posture
-+ Cedar + grants (the gate) -> ``tool.decided`` -> (sensitive and not granted)
++ Cedar + grants (the gate) -> ``tool.decided``, committed with the proposal -> (sensitive and
+not granted)
 ``tool.approval_requested``, a decision or the time-out ``tool.approval_resolved``, then the run's
 :class:`Proceed` -> execution in the tool's runtime with a deadline and the run's cancel event ->
 ``tool.completed``. Every append is reported to the run (:class:`ToolAppended`), which folds it.
@@ -69,7 +70,7 @@ from actors.services import Services
 from actors.stream import OwnedStream, Recorded
 from actors.tracing import new_span_id, stream_span_id
 from events import MAX_PAYLOAD_BYTES, AppendRejected, ConcurrencyConflict, JournalError, new_id
-from events.catalog import Event
+from events.catalog import Event, ToolProposed
 from tools import ExecutionContext, InvalidArguments, ToolResult, ToolSpec, UnknownTool
 from tools.handles import handles_of
 from tools.subjects import arguments_digest
@@ -121,8 +122,13 @@ class ToolInvocationActor(pykka.ThreadingActor):
         """Set once the call before this one in its batch recorded its result (None: alone)."""
         self.done = done or threading.Event()
         self.unreported: tuple[Recorded, ...] = ()
-        """Appended, not yet told to the run: ``tool.proposed`` goes with what is decided next
-        (one message, not two; the run has nothing to do with a proposal alone)."""
+        """Appended, not yet told to the run (one message for a step, not one per append)."""
+        self.held: ToolProposed | None = None
+        """``tool.proposed``, built and not yet appended: it is committed with what is decided
+        next (the decision, or the refusal of an unknown tool or bad arguments), one commit
+        where there were two. Nothing outside this actor acts on a proposal alone, and a
+        crash before that commit leaves what a crash before the proposal's own commit left: a
+        turn's call with no invocation, which the run starts again."""
         self.out = OwnedStream(
             services.journal,
             self.state.stream,
@@ -192,11 +198,11 @@ class ToolInvocationActor(pykka.ThreadingActor):
         self._close_approval()
         error = f"the tool invocation failed internally ({getattr(exc_type, '__name__', 'error')})"
         with contextlib.suppress(Exception):
-            if self.state.proposed is None:
-                self._append(
-                    propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
+            if self.state.proposed is None and self.held is None:
+                self.held = propose(
+                    self.state, self.call, run_id=self.run_id, session_id=self.session_id
                 )
-            self._complete(refused(self.state, error, "internal_error"))
+            self._complete(refused(self._deciding(), error, "internal_error"))
         self._report()  # what was appended reaches the run even when the rest could not be
         self.finished = True
         self.done.set()
@@ -206,16 +212,28 @@ class ToolInvocationActor(pykka.ThreadingActor):
 
     # --- journal ---------------------------------------------------------------------------
 
-    def _append(self, *events: Event, principal: str | None = None, report: bool = True) -> None:
-        """Append, fold, and report to the run (with what was held back: ``report`` False).
+    def _append(self, *events: Event, principal: str | None = None) -> None:
+        """Append (after the held proposal, in the same commit), fold, and report to the run.
         ``principal``: who caused the events when it is not the run's principal (an approver,
-        the node)."""
-        records = self.out.append(self.state.next_seq, *events, principal=principal)
+        the node); a held proposal is never appended with one, only ever with what the gate
+        decided on the run's behalf."""
+        held = () if self.held is None else (self.held,)
+        self.held = None
+        assert not held or principal is None, "a proposal is the run principal's"
+        records = self.out.append(self.state.next_seq, *held, *events, principal=principal)
         for rec in records:
             self.state = apply(self.state, rec)
         self.unreported += tuple(records)
-        if report:
-            self._report()
+        self._report()
+
+    def _deciding(self) -> InvocationState:
+        """The state the next events are decided from: the folded one, naming the held
+        proposal as its ``proposed`` (as built; the journal redacts it and what is decided from
+        it in the same append). Not a fold and never kept: the actor folds only what the
+        journal returns."""
+        if self.held is None:
+            return self.state
+        return msgspec.structs.replace(self.state, proposed=self.held)
 
     def _report(self) -> None:
         """Tell the run what it has not been told yet."""
@@ -228,7 +246,8 @@ class ToolInvocationActor(pykka.ThreadingActor):
         the call before it in its batch recorded its own."""
         self._close_approval()
         if self.after is not None:
-            self._report()  # the proposal is not kept from the run while this call waits its turn
+            if self.held is not None:  # not kept from the run while this call waits its turn
+                self._append()
             self.after.wait()
         self._append(*events, principal=principal)
         self.finished = True
@@ -272,25 +291,29 @@ class ToolInvocationActor(pykka.ThreadingActor):
         try:
             self.spec = self.s.catalog.spec(name)
         except UnknownTool:
-            self._complete(*unknown_tool(self.state, self.s.catalog.names()))
+            self._complete(*unknown_tool(self._deciding(), self.s.catalog.names()))
             return False
         try:
             self.args = self.s.catalog.validate(name, self.call.arguments or "{}")
         except InvalidArguments as exc:
-            self._complete(refused(self.state, f"invalid arguments for {name}: {exc}", "invalid"))
+            self._complete(
+                refused(self._deciding(), f"invalid arguments for {name}: {exc}", "invalid")
+            )
             return False
         vault = self.s.vault
         for handle in handles_of(self.args):
             if vault is None or not vault.has(handle):
                 self._complete(
-                    refused(self.state, f"vault handle {handle[:64]!r} names no secret", "invalid")
+                    refused(
+                        self._deciding(), f"vault handle {handle[:64]!r} names no secret", "invalid"
+                    )
                 )
                 return False
         return True
 
     def _propose(self) -> None:
         proposed = propose(self.state, self.call, run_id=self.run_id, session_id=self.session_id)
-        self._append(proposed, report=False)
+        self.held = proposed
         if self._load_spec():
             self._decide()
 
@@ -325,7 +348,7 @@ class ToolInvocationActor(pykka.ThreadingActor):
             self.routed = approval_id
             self.s.registry.approval_pending(approval_id, self.run_id, self.actor_ref)
         events = judged(
-            self.state,
+            self._deciding(),
             decision,
             risk=self.spec.risk,
             approval_id=approval_id,

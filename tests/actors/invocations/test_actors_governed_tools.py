@@ -82,6 +82,21 @@ def test_a_sensitive_tool_waits_for_approval_then_runs(kit: NodeKit) -> None:
     assert kit.node.services.registry.pending_approvals() == []
 
 
+def test_a_request_shows_the_arguments_as_the_proposal_stores_them(kit: NodeKit) -> None:
+    """The proposal is committed with its decision and request, which are decided from it
+    before it is stored: a secret in the arguments is redacted alike in both, never kept."""
+    secret = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
+    ticket = kit.start_run(f'run it\n/tool shell.run {{"argv": ["echo", "{secret}"]}}')
+    request = approval_of(kit, ticket.run_id)
+    (proposed,) = kit.events(ticket.run_id, "tool.proposed")
+    assert request.arguments == proposed.arguments
+    assert secret not in json.dumps(request.arguments)
+    assert request.arguments["argv"][0] == "echo"
+    assert resolve(kit, request.approval_id, "deny") is True
+    kit.wait_for_end(ticket.run_id)
+    assert all(secret.encode() not in row.payload for row in kit.stored(ticket.run_id))
+
+
 def _shell(*argv: str) -> str:
     import json
 

@@ -218,9 +218,10 @@ def test_the_default_provider_is_named_on_run_started(make_node: MakeNode) -> No
 
 
 def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: NodeKit) -> None:
-    """``run.started`` with ``run.context_assembled``, and a turn's last ``run.output`` with
-    ``run.turn_completed`` and ``run.completed``, each land in one commit (one fsync, not one
-    per event); the tape is the same events in the same order."""
+    """``run.started`` with ``run.context_assembled``, ``tool.proposed`` with
+    ``tool.decided``, and a turn's last ``run.output`` with ``run.turn_completed`` and
+    ``run.completed``, each land in one commit (one fsync, not one per event); the tape is the
+    same events in the same order."""
     heads: list[int] = []
     unsubscribe = kit.journal.listen(heads.append)
     try:
@@ -236,10 +237,30 @@ def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: Nod
         return min(head for head in heads if head >= position)
 
     assert commit_of(at["run.started"]) == commit_of(at["run.context_assembled"])
+    assert commit_of(at["tool.proposed"]) == commit_of(at["tool.decided"])
+    assert commit_of(at["tool.decided"]) < commit_of(at["tool.completed"])
     assert commit_of(at["run.output"]) == commit_of(last_turn) == commit_of(at["run.completed"])
     kinds = [row.kind for row in stored]
     assert kinds[-3:] == ["run.output", "run.turn_completed", "run.completed"]
     assert end.answer.endswith(stored[-3].decode().text)  # type: ignore[attr-defined]
+
+
+def test_a_call_refused_before_the_gate_is_one_commit_with_its_proposal(kit: NodeKit) -> None:
+    """An unknown tool's proposal, decision and refusal are one commit, in that order on the
+    tool's stream, and the run goes on with the refusal."""
+    heads: list[int] = []
+    unsubscribe = kit.journal.listen(heads.append)
+    try:
+        ticket, end = kit.run("/tool no.such.tool {}")
+    finally:
+        unsubscribe()
+    assert isinstance(end, RunCompleted)
+    tool_rows = [row for row in kit.stored(ticket.run_id) if row.stream.startswith("tool/")]
+    assert [row.kind for row in tool_rows] == ["tool.proposed", "tool.decided", "tool.completed"]
+    assert [row.stream_seq for row in tool_rows] == [0, 1, 2]
+    commits = {min(head for head in heads if head >= row.position) for row in tool_rows}
+    assert len(commits) == 1
+    assert tool_rows[2].decode().error_kind == "unknown_tool"  # type: ignore[attr-defined]
 
 
 class WordsProvider:
