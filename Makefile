@@ -104,12 +104,13 @@ typecheck: $(STAMP)
 # The suite runs in PYTEST_WORKERS processes (pytest-xdist): most of its time is spent waiting on
 # the nodes it starts. --dist loadscope keeps a module's tests on one worker, so a module's shared
 # node, homeserver or browser starts once; a session fixture (a corpus, a pristine journal, a
-# PostgreSQL server) is built once per worker that needs it.
+# PostgreSQL server) is built once per worker that needs it. The 30 slowest tests are listed at
+# the end: the suite is kept under 15 minutes in CI.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
 SUITE_NEEDS = $(STAMP) $(DEBIAN_NEEDS) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)
 pytest: $(SUITE_NEEDS)
-	REEL_REQUIRE_SANDBOX=1 REEL_REQUIRE_FAKETIME=1 $(BIN)/pytest -q $(PYTEST_XDIST)
+	REEL_REQUIRE_SANDBOX=1 REEL_REQUIRE_FAKETIME=1 $(BIN)/pytest -q $(PYTEST_XDIST) --durations=30
 
 # What the suite needs is installed first, all at once (the venvs, npm packages and apt-get wait
 # mostly on the network and the disk: on a fresh clone this took 3.6 minutes one at a time), each

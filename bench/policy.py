@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 import cedarpy
+import msgspec
 
 from policies import PolicyEngine, ToolRequest
 from policies.loader import load_policies
@@ -78,6 +79,7 @@ def main() -> None:
             "session_id": request.session_id,
             "run_id": request.run_id,
             "channel": {"__entity": {"type": "Channel", "id": request.channel}},
+            "usage_today": msgspec.to_builtins(request.usage_today),
         }
         return entities, {
             "principal": {"type": "Principal", "id": request.principal},
