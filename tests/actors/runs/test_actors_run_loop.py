@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import pytest
 
 from actors import ActorsConfig, RunBudgets
-from actors.messages import ProviderItems, ToolAppended
+from actors.messages import ProviderItems, RunTicket, ToolAppended
 from actors.provider import (
     ProviderError,
     ProviderEvent,
@@ -217,25 +217,30 @@ def test_the_default_provider_is_named_on_run_started(make_node: MakeNode) -> No
     assert (started.max_turns, started.max_tool_calls) == (4, 8)
 
 
+def run_counting_commits(
+    kit: NodeKit, text: str
+) -> tuple[RunTicket, RunCompleted, Callable[[int], int]]:
+    """Run ``text`` to completion while noting the journal's head after each commit; the
+    ticket, the end, and the commit (its head) a position was written in."""
+    heads: list[int] = []
+    unsubscribe = kit.journal.listen(heads.append)
+    try:
+        ticket, end = kit.run(text)
+    finally:
+        unsubscribe()
+    assert isinstance(end, RunCompleted)
+    return ticket, end, lambda position: min(head for head in heads if head >= position)
+
+
 def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: NodeKit) -> None:
     """``run.started`` with ``run.context_assembled``, ``tool.proposed`` with
     ``tool.decided``, and a turn's last ``run.output`` with ``run.turn_completed`` and
     ``run.completed``, each land in one commit (one fsync, not one per event); the tape is the
     same events in the same order."""
-    heads: list[int] = []
-    unsubscribe = kit.journal.listen(heads.append)
-    try:
-        ticket, end = kit.run('hello\n/tool echo {"text": "hi"}')
-    finally:
-        unsubscribe()
-    assert isinstance(end, RunCompleted)
+    ticket, end, commit_of = run_counting_commits(kit, 'hello\n/tool echo {"text": "hi"}')
     stored = kit.stored(ticket.run_id)
     at = {row.kind: row.position for row in stored if row.kind != "run.turn_completed"}
     last_turn = max(row.position for row in stored if row.kind == "run.turn_completed")
-
-    def commit_of(position: int) -> int:
-        return min(head for head in heads if head >= position)
-
     assert commit_of(at["run.started"]) == commit_of(at["run.context_assembled"])
     assert commit_of(at["tool.proposed"]) == commit_of(at["tool.decided"])
     assert commit_of(at["tool.decided"]) < commit_of(at["tool.completed"])
@@ -248,18 +253,11 @@ def test_a_step_whose_next_event_is_decided_from_the_last_is_one_commit(kit: Nod
 def test_a_call_refused_before_the_gate_is_one_commit_with_its_proposal(kit: NodeKit) -> None:
     """An unknown tool's proposal, decision and refusal are one commit, in that order on the
     tool's stream, and the run goes on with the refusal."""
-    heads: list[int] = []
-    unsubscribe = kit.journal.listen(heads.append)
-    try:
-        ticket, end = kit.run("/tool no.such.tool {}")
-    finally:
-        unsubscribe()
-    assert isinstance(end, RunCompleted)
+    ticket, _, commit_of = run_counting_commits(kit, "/tool no.such.tool {}")
     tool_rows = [row for row in kit.stored(ticket.run_id) if row.stream.startswith("tool/")]
     assert [row.kind for row in tool_rows] == ["tool.proposed", "tool.decided", "tool.completed"]
     assert [row.stream_seq for row in tool_rows] == [0, 1, 2]
-    commits = {min(head for head in heads if head >= row.position) for row in tool_rows}
-    assert len(commits) == 1
+    assert len({commit_of(row.position) for row in tool_rows}) == 1
     assert tool_rows[2].decode().error_kind == "unknown_tool"  # type: ignore[attr-defined]
 
 
