@@ -36,7 +36,7 @@ from grpclib.const import Cardinality, Handler
 from grpclib.server import Server, Stream
 
 from actors.messages import StartRun
-from bench.grpc_stream import LoopThread, _port
+from bench.grpc_stream import LoopThread, server_port
 from proto.reel.v1 import Envelope, JournalStub, ReadJournalRequest
 from transports.grpc import start_grpc
 from transports.grpc.client import auth_metadata
@@ -133,7 +133,7 @@ def main() -> int:
         head = runtime.journal.committed_position
         echo_loop = LoopThread()
         echo: Server = echo_loop.run(_echo_server(envelope_message(runtime.journal.read(0, 1)[0])))
-        echo_port: int = echo_loop.run(_port(echo))
+        echo_port: int = echo_loop.run(server_port(echo))
         print(f"backlog {head} entries; {args.followers} followers on {args.channels} channels")
         maxima: dict[str, list[float]] = {"ceiling": [], "reel": []}
         for round_ in range(args.rounds):

@@ -180,7 +180,7 @@ def main() -> int:
 
     echo_loop = LoopThread()
     echo: Server = echo_loop.run(_echo_server(tapes))
-    echo_port = echo_loop.run(_port(echo))
+    echo_port = echo_loop.run(server_port(echo))
 
     def reel_one(channel: Channel, i: int) -> Awaitable[int]:
         return reel_stream(channel, token, run_ids[i % len(run_ids)])
@@ -232,7 +232,8 @@ async def _echo_server(tapes: list[list[TapeEvent]]) -> Server:
     return server
 
 
-async def _port(server: Server) -> int:
+async def server_port(server: Server) -> int:
+    """The port a started grpclib ``server`` listens on (the ceilings bind port 0)."""
     assert isinstance(server._server, asyncio.Server)  # grpclib's, private: bench only
     return int(server._server.sockets[0].getsockname()[1])
 

@@ -352,7 +352,9 @@ class TestTokenAggregate(AggregateConformance[Tokens]):
     aggregate = tokens
     kinds_on_tape = kinds(TokenCreated, TokenUsed, TokenRevoked)
     refusals = (TokenAlreadyRevoked,)
-    read_back_kinds = kinds(TokenUsed)  # submitted per request, never waited for (authority.py)
+    # Every kind: the book's follower may read a row back before its writer's own fold
+    # (Tail.written then folds nothing twice); token.used is also never waited for.
+    read_back_kinds = kinds(TokenCreated, TokenUsed, TokenRevoked)
 
     def key(self, state: Tokens) -> str:
         return "tokens"

@@ -116,9 +116,10 @@ def first(runtime: Runtime, run_id: str, kind: str) -> StoredEvent | None:
 
 
 def views_caught_up(runtime: Runtime) -> bool:
-    return runtime.projector.wait_for(runtime.journal.committed_position, 10) >= (
-        runtime.journal.committed_position
-    )
+    """Whether the views reach the journal's head, read from the file: a row is readable
+    before ``committed_position`` (set after the commit's callers are answered) includes it."""
+    head = runtime.journal.head().position
+    return runtime.projector.wait_for(head, 10) >= head
 
 
 # --- runs -------------------------------------------------------------------------------------
