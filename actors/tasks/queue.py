@@ -224,11 +224,18 @@ class TaskQueue:
         return ticket
 
     def _tell_dispatcher(self, state: TaskState) -> None:
+        """Hand a durable task to the dispatcher. One that stopped meanwhile (the node is
+        stopping: :meth:`stop` passes through a moment where it is dead but still named) is
+        not an error: the task is in the journal, and the next start folds it."""
         dispatcher = self._dispatcher or self._start_dispatcher(None, lazily=True)
         if dispatcher is not None:
             with self._shared.guard:
                 self._shared.unplaced += 1
-            dispatcher.tell(Known(state, counted=True))
+            try:
+                dispatcher.tell(Known(state, counted=True))
+            except pykka.ActorDeadError:
+                with self._shared.guard:
+                    self._shared.unplaced -= 1
 
     def _enqueue_claimed(
         self,
@@ -304,12 +311,16 @@ class TaskQueue:
         """Record ``task.cancelled`` by ``by`` and set the running handler's cancel flag;
         returns the task after it. :class:`UnknownTask`, :class:`TaskNotActive`."""
         dispatcher = self._dispatcher
-        if dispatcher is None:
-            return cancel_task(self._shared, task_id, by, reason, {})
-        reply: Future[Any] = Future()
-        dispatcher.tell(CancelTask(task_id=task_id, by=by, reason=reason, reply=reply))
-        state: TaskState = reply.result(timeout)
-        return state
+        if dispatcher is not None:
+            reply: Future[Any] = Future()
+            try:
+                dispatcher.tell(CancelTask(task_id=task_id, by=by, reason=reason, reply=reply))
+            except pykka.ActorDeadError:  # it stopped meanwhile: no attempt runs here any more
+                pass
+            else:
+                state: TaskState = reply.result(timeout)
+                return state
+        return cancel_task(self._shared, task_id, by, reason, {})
 
     def adopt(self, tasks: dict[str, TaskState]) -> None:
         """Take on unfinished tasks another node left (a cluster node acquired their shards):

@@ -389,6 +389,33 @@ def test_a_drain_is_a_barrier_for_what_the_dispatcher_was_told(tmp_path: Path) -
             kit.close()
 
 
+def test_an_enqueue_or_cancel_while_the_queue_stops_is_answered_as_ever(
+    kits: list[TaskKit], tmp_path: Path
+) -> None:
+    """``stop`` drains, then stops the dispatcher, which is dead a moment before the queue
+    forgets it. An enqueue in that moment (the learning feed's last reflections while the node
+    stops: CI saw it raise) returns its ticket like any other: the task is in the journal, and
+    the next start runs it. A cancel then is recorded as ever."""
+    root = tmp_path / "n"
+    first = TaskKit(root)
+    try:
+        first.wait_for_end(first.queue.enqueue("noop", {}).task_id)  # the dispatcher runs
+        later = first.queue.enqueue("noop", {}, delay_s=60)
+        first.queue.drain()
+        dispatcher = first.queue._dispatcher  # the moment inside stop(), held open
+        assert dispatcher is not None
+        dispatcher.stop()
+        ticket = first.queue.enqueue("noop", {"late": True}, principal="user:alice")
+        assert first.kinds(ticket.task_id) == ["task.enqueued"]
+        cancelled = first.queue.cancel(later.task_id, by="user:alice")
+        assert cancelled.status is TaskStatus.CANCELLED
+        assert first.kinds(later.task_id) == ["task.enqueued", "task.cancelled"]
+    finally:
+        first.close()
+    kit = make(kits, root)
+    assert kit.wait_for_end(ticket.task_id).status is TaskStatus.SUCCEEDED
+
+
 def task_threads() -> list[str]:
     return sorted(
         t.name
