@@ -38,7 +38,7 @@ from tests.events.test_postgres_leases import Nodes
 from tests.postgres_server import PostgresServer
 from tests.processes import REEL
 from transports.config import JournalConfig, NodeConfig
-from transports.runtime import open_postgres
+from transports.journal_open import open_postgres
 
 SHARDS = 4
 WAIT_S = 30.0

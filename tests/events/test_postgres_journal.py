@@ -37,7 +37,7 @@ from tests.events.postgres_raw import raw_append
 from tests.postgres_server import PostgresServer
 from tests.processes import REEL
 from transports.config import ConfigError, JournalConfig, NodeConfig
-from transports.runtime import open_postgres
+from transports.journal_open import open_postgres
 
 SHARDS = 4
 

@@ -3,7 +3,7 @@
 ``reel chat --local`` opens a whole node (:func:`transports.runtime.open_runtime`); every other
 command that appends to a data dir no node holds (``reel approvals``, ``memory``, ``sessions
 restore``, ``tasks cancel``, ``tokens``, ``learning``) takes the journal from
-:func:`journal_writer`. Both open it as ``reel node`` does (:func:`transports.runtime.
+:func:`journal_writer`. Both open it as ``reel node`` does (:func:`transports.journal_open.
 open_journal`: its key, the witness of its config, the start-up check, then every row), before the
 first append: a journal the node refuses is refused with the node's own line (exit 2) and
 nothing is written to it or to its witness. A command that fails appends nothing either: no
@@ -48,7 +48,7 @@ def journal_writer(
     from events.errors import JournalLocked
     from transports.cli.data_dir import node_config
     from transports.config import load_config
-    from transports.runtime import open_journal
+    from transports.journal_open import open_journal
 
     config = load_config(node_config(data_dir))
     if config.journal.backend != "sqlite":

@@ -25,7 +25,7 @@ from proto.reel.v1 import (
 from transports.grpc.context import ServiceContext
 from transports.grpc.records import checkpoint_message, envelope_message, verify_message
 from transports.grpc.status import beyond_head, invalid
-from transports.runtime import verify_own
+from transports.journal_open import verify_own
 
 READ_BATCH = 1000
 

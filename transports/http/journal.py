@@ -13,7 +13,7 @@ from transports.http.bodies import JournalHead, VerifyRequest
 from transports.http.context import CONTEXT, permit
 from transports.http.inputs import LIST_CAP, after_seq, page_limit, read_body
 from transports.http.replies import json_reply
-from transports.runtime import verify_own
+from transports.journal_open import verify_own
 
 routes = web.RouteTableDef()
 
