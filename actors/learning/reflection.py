@@ -32,7 +32,7 @@ import pykka
 from actors.io_loop import IoLoop, Timer
 from actors.learning.desk import BATCH_MAX_RUNS, TASK_KIND
 from actors.tasks.queue import TaskQueue
-from events import JournalPort, JournalUnavailable, StoredEvent
+from events import JournalError, JournalPort, JournalUnavailable, StoredEvent
 from events.catalog import RunCompleted, TaskEnqueued, kinds_of
 from events.errors import UNAVAILABLE_RETRY_S
 
@@ -128,6 +128,8 @@ class ReflectionFeed(pykka.ThreadingActor):
         try:
             self._scan()
             self._flush()
+        except JournalError as exc:  # closing, or away: the next start catches up (_CatchUp)
+            log.warning("the reflection feed could not enqueue a last time: %r", exc)
         except Exception:
             log.warning("the reflection feed could not enqueue a last time", exc_info=True)
 
@@ -212,7 +214,10 @@ class ReflectionFeed(pykka.ThreadingActor):
             )
         except JournalUnavailable:
             raise  # retried by on_receive once the journal is back (duplicates are deduped)
-        except Exception:  # the journal is closing, or refused it: no run is affected
+        except JournalError as exc:  # the journal is closing, or refused it: no run is affected
+            log.warning("could not enqueue the reflection of runs %s: %r", run_ids, exc)
+            return
+        except Exception:  # a defect: its traceback is the report
             log.warning("could not enqueue the reflection of runs %s", run_ids, exc_info=True)
             return
         if not ticket.duplicate:

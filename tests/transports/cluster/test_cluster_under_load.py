@@ -64,7 +64,7 @@ WAIT_S = 45.0
 KNOWN_GAP = "could not enqueue the reflection of runs"
 """Every node's learning desk enqueues each run's reflection task (the task queue is not
 cluster-aware yet): two nodes enqueueing one into two shards at once collide on its idempotency
-key inside ``shard_append``, a warning with a traceback on the loser."""
+key inside ``shard_append``, a warning on the loser."""
 
 
 @dataclass
