@@ -88,7 +88,6 @@ def start(options: NodeOptions) -> int:
     ``--provider`` not in :data:`PROVIDERS` (after the config is read: a config error is told
     first), ConfigError and whatever else ``serve`` raises when the node cannot start."""
     from transports.config import load_config
-    from transports.node.daemon import serve
 
     data_dir = resolve(options.data)
     config_file = chosen_config(data_dir, options.config)
@@ -100,4 +99,6 @@ def start(options: NodeOptions) -> int:
         cfg = msgspec.structs.replace(
             cfg, provider=msgspec.structs.replace(cfg.provider, kind=provider)
         )
+    from transports.node.daemon import serve  # after the config: a bad one is told at once
+
     return serve(data_dir, config=cfg, config_path=config_file)
