@@ -9,6 +9,8 @@ on exceptions.
 - Whatever else a handler lets through gets the status of its kind
   (:func:`~transports.grpc.status.to_grpc_error`); an unexpected one is INTERNAL without
   details (logged with its traceback: it is a bug), never grpclib's UNKNOWN.
+- Sending stops once the connection is gone (a handler that sends without waiting would write
+  on, and asyncio logs a warning per write).
 - A call the client cancelled (or dropped with its connection) ends by its CancelledError,
   however its handler ended: grpclib logs "Failed to handle cancellation" with a traceback for
   a cancelled handler that returns or raises anything else (a ``finally`` that awaits and
@@ -41,7 +43,8 @@ MethodFunc = Callable[[Any], Coroutine[Any, Any, None]]
 
 class CheckedStream:
     """A server stream whose receiving side turns every unreadable request into
-    INVALID_ARGUMENT (and one log line); everything else is the wrapped stream's."""
+    INVALID_ARGUMENT (and one log line), and whose sending side stops at a lost connection;
+    everything else is the wrapped stream's."""
 
     def __init__(self, stream: Any, method: str, unary_request: bool) -> None:
         self._stream = stream
@@ -75,6 +78,15 @@ class CheckedStream:
             raise self._refuse("the call carries no request message")
         self._received += message is not None
         return message
+
+    async def send_message(self, message: Any, **kwargs: Any) -> None:
+        """Send, unless the connection is gone: a handler that sends page after page without
+        waiting (a follower's backlog) would write to a dead socket until its task is cancelled,
+        and asyncio logs "socket.send() raised exception." for each write after the fourth.
+        Its end is a client gone (:class:`StreamTerminatedError`), as grpclib's own."""
+        if self._stream._stream._transport.is_closing():  # the test grpclib's Stream makes too
+            raise StreamTerminatedError("Connection lost")
+        await self._stream.send_message(message, **kwargs)
 
     def _refuse(self, problem: str) -> GRPCError:
         log.warning("refused a request to %s: %s", self._method, problem)

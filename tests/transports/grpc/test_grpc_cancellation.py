@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from grpclib.client import Channel
 from grpclib.const import Cardinality, Handler, Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 from grpclib.server import Server
 
@@ -142,3 +142,73 @@ def test_a_handler_that_does_not_end_by_its_cancellation_logs_no_traceback(
         asyncio.run(asyncio.wait_for(scenario(), 30))
     assert not log.faults(), log.text()
     assert any(r.getMessage().startswith("Request was cancelled") for r in log.records), log.text()
+
+
+def test_a_handler_sending_to_a_connection_gone_stops_without_a_warning_per_write() -> None:
+    """A handler that sends without waiting (a follower paging through a backlog) while its
+    client's connection is gone: without the guard's check every write after the fourth logged
+    asyncio's "socket.send() raised exception." (bench/followers.py printed ~2,000 of them). The
+    handler is held past the client's close, then sends two messages with a pause between them
+    for the peer's reset to arrive, then a page of 200."""
+
+    async def scenario() -> tuple[int, BaseException | None]:
+        closed = asyncio.Event()
+        sent = 0
+        ended: list[BaseException | None] = []
+
+        async def handler(stream: Any) -> None:
+            nonlocal sent
+            await stream.recv_message()
+            await stream.send_message(HealthCheckResponse())
+            await closed.wait()
+            try:
+                await stream.send_message(HealthCheckResponse())  # the peer answers with a reset
+                time.sleep(0.1)  # blocking: the loop must not hear of the close meanwhile
+                for _ in range(200):
+                    await stream.send_message(HealthCheckResponse())
+                    sent += 1
+            except BaseException as exc:
+                ended.append(exc)
+                raise
+            ended.append(None)
+
+        class Service:
+            def __mapping__(self) -> dict[str, Handler]:
+                return {
+                    "/test.Page/Flood": Handler(
+                        handler, Cardinality.UNARY_STREAM, HealthCheckRequest, HealthCheckResponse
+                    )
+                }
+
+        server = Server([Service()])
+        guard_calls(server, {"/test.Page/Flood": Cardinality.UNARY_STREAM})
+        await server.start("127.0.0.1", 0)
+        assert isinstance(server._server, asyncio.Server)
+        port = server._server.sockets[0].getsockname()[1]
+        channel = Channel("127.0.0.1", port)
+        try:
+            async with channel.request(
+                "/test.Page/Flood",
+                Cardinality.UNARY_STREAM,
+                HealthCheckRequest,
+                HealthCheckResponse,
+            ) as call:
+                await call.send_message(HealthCheckRequest(), end=True)
+                await call.recv_message()
+                channel.close()  # the connection, not the stream: as a process that exits
+                await asyncio.sleep(0)  # the socket closes
+                closed.set()
+                await asyncio.sleep(0.5)  # the server's handler ends
+        except (StreamTerminatedError, ConnectionError):
+            pass
+        finally:
+            server.close()
+            await server.wait_closed()
+        return sent, ended[0] if ended else None
+
+    with Records() as log:
+        sent, ended = asyncio.run(asyncio.wait_for(scenario(), 30))
+    flood = [r for r in log.records if "socket.send() raised exception" in r.getMessage()]
+    assert flood == [], f"{len(flood)} warnings after {sent} sends"
+    assert sent < 200 and isinstance(ended, StreamTerminatedError | asyncio.CancelledError), ended
+    assert not log.faults(), log.text()
