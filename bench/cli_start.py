@@ -9,8 +9,9 @@ Every figure is measured in the same run, rounds alternating between the command
 - ``help``: ``reel --help``;
 - ``client``: ``reel tokens list`` against a running node (started by this script on a
   temporary data dir, on ports of the kernel's choosing; it finds it through ``node.json``);
-- ``offline``: ``reel tokens list`` and ``reel journal verify`` on the same data dir once the
-  node has stopped (they open the journal themselves).
+- ``offline``: ``reel tokens list``, ``reel journal verify``, ``reel schedules list`` and
+  ``reel tokens create`` (a writer: it opens the journal as the node does, then appends) on the
+  same data dir once the node has stopped (they open the journal themselves).
 
 Each figure is the median over ``--rounds`` of the wall time and of the CPU time (user + system,
 from ``wait4``) of the child; the ratio is to the ceiling's median wall time. Targets (issue 23:
@@ -119,6 +120,11 @@ def main() -> None:
                 "ceiling (offline rounds)": [sys.executable, "-c", "pass"],
                 "offline: tokens list": [str(REEL), "tokens", "list", "--data", str(data)],
                 "offline: journal verify": [str(REEL), "journal", "verify", "--data", str(data)],
+                "offline: schedules list": [str(REEL), "schedules", "list", "--data", str(data)],
+                "offline: tokens create": [
+                    *(str(REEL), "tokens", "create", "--principal", "user:bench"),
+                    *("--role", "viewer", "--data", str(data)),
+                ],
             },
             env,
             args.rounds,
