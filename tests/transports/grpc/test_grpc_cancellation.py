@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,42 @@ async def _replace_with_bug(stream: Any) -> None:
         raise RuntimeError("a cleanup that fails") from None
 
 
+METHOD = "/test.Guarded/Call"
+
+
+@contextlib.asynccontextmanager
+async def guarded_call(
+    handler: Callable[[Any], Awaitable[None]],
+) -> AsyncIterator[tuple[Any, Channel]]:
+    """A bare grpclib server whose one server-streaming method is ``handler``, its calls
+    guarded as reel's (:func:`guard_calls`): yields a call to it, its request sent, and the
+    channel of its own it runs on. The server is closed after the block, then the channel."""
+
+    class Service:
+        def __mapping__(self) -> dict[str, Handler]:
+            return {
+                METHOD: Handler(
+                    handler, Cardinality.UNARY_STREAM, HealthCheckRequest, HealthCheckResponse
+                )
+            }
+
+    server = Server([Service()])
+    guard_calls(server, {METHOD: Cardinality.UNARY_STREAM})
+    await server.start("127.0.0.1", 0)
+    assert isinstance(server._server, asyncio.Server)
+    channel = Channel("127.0.0.1", server._server.sockets[0].getsockname()[1])
+    try:
+        async with channel.request(
+            METHOD, Cardinality.UNARY_STREAM, HealthCheckRequest, HealthCheckResponse
+        ) as call:
+            await call.send_message(HealthCheckRequest(), end=True)
+            yield call, channel
+    finally:
+        server.close()
+        await server.wait_closed()
+        channel.close()
+
+
 @pytest.mark.parametrize("after", [_swallow, _replace_with_status, _replace_with_bug])
 def test_a_handler_that_does_not_end_by_its_cancellation_logs_no_traceback(
     after: Callable[[Any], Awaitable[None]],
@@ -107,36 +143,11 @@ def test_a_handler_that_does_not_end_by_its_cancellation_logs_no_traceback(
             ready.set()
             await after(stream)
 
-        class Service:
-            def __mapping__(self) -> dict[str, Handler]:
-                return {
-                    "/test.Cancel/Wait": Handler(
-                        handler, Cardinality.UNARY_STREAM, HealthCheckRequest, HealthCheckResponse
-                    )
-                }
-
-        server = Server([Service()])
-        guard_calls(server, {"/test.Cancel/Wait": Cardinality.UNARY_STREAM})
-        await server.start("127.0.0.1", 0)
-        assert isinstance(server._server, asyncio.Server)
-        port = server._server.sockets[0].getsockname()[1]
-        channel = Channel("127.0.0.1", port)
-        try:
-            async with channel.request(
-                "/test.Cancel/Wait",
-                Cardinality.UNARY_STREAM,
-                HealthCheckRequest,
-                HealthCheckResponse,
-            ) as call:
-                await call.send_message(HealthCheckRequest(), end=True)
-                await call.recv_message()
-                await ready.wait()
-                await call.cancel()
+        async with guarded_call(handler) as (call, _channel):
+            await call.recv_message()
+            await ready.wait()
+            await call.cancel()
             await asyncio.sleep(0.2)  # the server's handler hears the reset and ends
-        finally:
-            channel.close()
-            server.close()
-            await server.wait_closed()
 
     with Records() as log:
         asyncio.run(asyncio.wait_for(scenario(), 30))
@@ -172,38 +183,13 @@ def test_a_handler_sending_to_a_connection_gone_stops_without_a_warning_per_writ
                 raise
             ended.append(None)
 
-        class Service:
-            def __mapping__(self) -> dict[str, Handler]:
-                return {
-                    "/test.Page/Flood": Handler(
-                        handler, Cardinality.UNARY_STREAM, HealthCheckRequest, HealthCheckResponse
-                    )
-                }
-
-        server = Server([Service()])
-        guard_calls(server, {"/test.Page/Flood": Cardinality.UNARY_STREAM})
-        await server.start("127.0.0.1", 0)
-        assert isinstance(server._server, asyncio.Server)
-        port = server._server.sockets[0].getsockname()[1]
-        channel = Channel("127.0.0.1", port)
-        try:
-            async with channel.request(
-                "/test.Page/Flood",
-                Cardinality.UNARY_STREAM,
-                HealthCheckRequest,
-                HealthCheckResponse,
-            ) as call:
-                await call.send_message(HealthCheckRequest(), end=True)
+        with contextlib.suppress(StreamTerminatedError, ConnectionError):
+            async with guarded_call(handler) as (call, channel):
                 await call.recv_message()
                 channel.close()  # the connection, not the stream: as a process that exits
                 await asyncio.sleep(0)  # the socket closes
                 closed.set()
                 await asyncio.sleep(0.5)  # the server's handler ends
-        except (StreamTerminatedError, ConnectionError):
-            pass
-        finally:
-            server.close()
-            await server.wait_closed()
         return sent, ended[0] if ended else None
 
     with Records() as log:
