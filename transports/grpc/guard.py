@@ -84,7 +84,7 @@ class CheckedStream:
         waiting (a follower's backlog) would write to a dead socket until its task is cancelled,
         and asyncio logs "socket.send() raised exception." for each write after the fourth.
         Its end is a client gone (:class:`StreamTerminatedError`), as grpclib's own."""
-        if self._stream._stream._transport.is_closing():  # the test grpclib's Stream makes too
+        if self._stream._stream._transport.is_closing():  # as grpclib's own Stream tests it
             raise StreamTerminatedError("Connection lost")
         await self._stream.send_message(message, **kwargs)
 
