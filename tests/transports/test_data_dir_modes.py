@@ -148,3 +148,48 @@ def test_the_operator_s_config_keeps_its_mode(tmp_path: Path) -> None:
         open_runtime(data).close(grace_s=0)
     assert mode(data / "config.toml") == 0o644
     assert warnings_naming(log, data) == []
+
+
+@pytest.mark.parametrize("command", [("memory", "list"), ("tokens", "list"), ("node",)])
+def test_a_dir_of_other_files_is_refused_and_left_as_it_was(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """``--data`` naming a dir of someone's files (a home, /tmp, mistyped) is refused in one
+    line, exit 2, before anything in it changes: tightening it would take every file in it
+    from the other users (this session's own /tmp was made 1700 so, once)."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o1777)
+    os.chmod(home, 0o1777)  # the umask may have narrowed it
+    (home / ".profile").write_text("x")
+    os.chmod(home / ".profile", 0o644)
+    (home / "src").mkdir(mode=0o755)
+    env = {**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
+    done = subprocess.run(
+        [REEL, *command, "--data", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("reel: error: data dir ") and ".profile" in line, line
+    assert mode(home) == 0o1777
+    assert mode(home / ".profile") == 0o644
+    assert sorted(p.name for p in home.iterdir()) == [".profile", "src"]
+
+
+def test_a_dir_of_dirs_only_or_with_a_config_is_a_data_dir(tmp_path: Path) -> None:
+    """A volume's root (``lost+found``) and a dir an operator made with its config in it are
+    data dirs as before: the node opens them."""
+    volume = tmp_path / "volume"
+    (volume / "lost+found").mkdir(parents=True)
+    open_runtime(volume, config=NodeConfig()).close(grace_s=0)
+    assert "journal.db" in open_files(volume)
+    configured = tmp_path / "configured"
+    configured.mkdir()
+    (configured / "config.toml").write_text("[runs]\nmax_turns = 4\n")
+    (configured / "notes.txt").write_text("the operator's own")
+    open_runtime(configured).close(grace_s=0)
+    assert "journal.db" in open_files(configured)

@@ -8,6 +8,11 @@ directly in it (the journal and views with their SQLite ``-wal``/``-shm`` files,
 token, ``node.json``, the lock), with one warning naming the path and what was wider. The files
 reel creates later are 0600 from the start (SQLite's side files take their database's mode).
 
+A dir that holds files but nothing of a data dir's (:data:`DATA_DIR_NAMES`) is refused
+instead (``ConfigError``, exit 2), before anything in it changes: ``--data ~`` or ``--data
+/tmp``, mistyped, would otherwise take every file in it from the other users (``/tmp`` itself
+made 0700 stops every other program on the machine).
+
 Left as they are: ``node.key``, whose loader refuses a key others could read (it may have been
 copied: the operator replaces it or tightens it knowingly); the operator's own files
 (``config.toml``, what is in ``plugins/`` and ``policies/``: the dirs are created 0700); and the
@@ -22,6 +27,8 @@ import os
 import stat
 from pathlib import Path
 
+from transports.config import ConfigError
+
 log = logging.getLogger("reel.node")
 
 DIR_MODE = 0o700
@@ -33,15 +40,27 @@ LEFT_ALONE = frozenset({"node.key", "config.toml"})
 config is the operator's file."""
 
 
+DATA_DIR_NAMES = frozenset(
+    {
+        *("journal.db", "journal.db.lock", "views.db", "node.key", "node.json", "admin.token"),
+        *("config.toml", "vault", "vault.key", "workspace", "plugins", "policies"),
+    }
+)
+"""What reel or its operator puts in a data dir: a dir holding one of them is a data dir."""
+
+
 def make_private(data_dir: Path) -> None:
     """Create ``data_dir`` 0700, or make an existing one private (one warning when it was not).
-    A mode that cannot be changed (another user's dir) is warned about, never fatal."""
+    A mode that cannot be changed (another user's dir) is warned about, never fatal. A dir
+    that holds files and none of :data:`DATA_DIR_NAMES` is a ``ConfigError`` naming it, and
+    nothing in it is changed."""
     try:
         data_dir.mkdir(parents=True, mode=DIR_MODE)
         return
     except FileExistsError:
         if not data_dir.is_dir():
             return  # not a dir: opening the journal in it says so
+    _refuse_a_foreign_dir(data_dir)
     wider: list[str] = []
     try:
         _tighten(data_dir, "the dir", wider)
@@ -66,3 +85,22 @@ def _tighten(path: Path, shown: str, wider: list[str]) -> None:
     if mode & OPEN_BITS:
         os.chmod(path, mode & ~OPEN_BITS)
         wider.append(f"{shown} was {mode:04o}")
+
+
+def _refuse_a_foreign_dir(data_dir: Path) -> None:
+    """A ``ConfigError`` when ``data_dir`` holds files (an empty dir, or one of dirs only, such
+    as a volume's ``lost+found``, is a new data dir) and none of :data:`DATA_DIR_NAMES`."""
+    try:
+        with os.scandir(data_dir) as entries:
+            names = {e.name: e.is_dir(follow_symlinks=False) for e in entries}
+    except OSError:
+        return  # unreadable: making it private warns, opening the journal says why
+    if DATA_DIR_NAMES.isdisjoint(names):
+        files = sorted(name for name, is_dir in names.items() if not is_dir)
+        if files:
+            shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+            raise ConfigError(
+                f"data dir {data_dir}: holds files that are not reel's ({shown}) and no "
+                "journal, key or config: not made private, nothing written; name a new or "
+                "empty dir, or one a node has used"
+            )
