@@ -27,7 +27,9 @@ import os
 import stat
 from pathlib import Path
 
+from transports.cli.last_chat import LAST_CHAT
 from transports.config import ConfigError
+from transports.node.node_file import NODE_FILE
 
 log = logging.getLogger("reel.node")
 
@@ -42,8 +44,8 @@ config is the operator's file."""
 
 DATA_DIR_NAMES = frozenset(
     {
-        *("journal.db", "journal.db.lock", "views.db", "node.key", "node.json", "admin.token"),
-        *("config.toml", "vault", "vault.key", "workspace", "plugins", "policies"),
+        *("journal.db", "journal.db.lock", "views.db", "node.key", "admin.token", NODE_FILE),
+        *("config.toml", "vault", "vault.key", "workspace", "plugins", "policies", LAST_CHAT),
     }
 )
 """What reel or its operator puts in a data dir: a dir holding one of them is a data dir."""
