@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator
-from typing import cast
+from typing import Any, cast
 
+import pytest
 from grpclib.client import Channel
 
 from actors.messages import StartRun
@@ -81,13 +82,36 @@ SHARERS = 50
 """Readers of one backlog on one HTTP/2 connection: the client sees the server's send order."""
 
 
-def test_readers_of_a_backlog_are_served_in_turn_not_one_after_another(node: GrpcNode) -> None:
+def test_readers_of_a_backlog_are_served_in_turn_not_one_after_another(
+    node: GrpcNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Many streams paging through one backlog take turns, page by page: every stream has its
     first entry before any stream has its last. A server that sent each stream's backlog in one
     go (no turn between pages, or a read queue) serves the last stream after the others' whole
-    backlogs. Order, not time: the figure for 500 followers is ``bench/followers.py``'s."""
-    for _ in range(20):  # a backlog of a few hundred events: many pages for every reader
+    backlogs. Order, not time: the figure for 500 followers is ``bench/followers.py``'s.
+
+    Every reader is let past its authorization only once all have arrived: on a loaded machine
+    the first readers' requests could otherwise be served whole (five pages of 1, 4, 16, 64 and
+    the rest) before the last ones reached the server, and that is arrival, not order."""
+    for _ in range(20):  # a backlog of ~140 events: five pages for every reader
         node.runtime.node.ask(StartRun(text="backlog", create=True))
+    ctx = node.server._ctx
+    assert ctx is not None  # the server runs
+    authorize = ctx.permit
+    arrived = 0
+    everyone = asyncio.Event()  # used on the server's loop only
+
+    async def permit_once_all_arrived(action: str, scope: Any = None) -> Any:
+        nonlocal arrived
+        who = await authorize(action, scope)
+        if action == "journal.read":
+            arrived += 1
+            if arrived >= SHARERS:
+                everyone.set()
+            await everyone.wait()
+        return who
+
+    monkeypatch.setattr(ctx, "permit", permit_once_all_arrived)
     head = node.runtime.journal.committed_position
     received = 0
     firsts: list[int] = []
