@@ -52,6 +52,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from actors import Node, ToolGate
@@ -91,21 +92,30 @@ def queue_round(work: Path, tasks: int, workers: int) -> tuple[float, list[Store
         tasks=TasksConfig(workers=workers),
     )
     node.start()
+    committed = threading.Event()
+    unlisten = journal.listen(lambda _head: committed.set())  # on the writer: a flag only
     try:
         started = time.perf_counter()
         tickets = [node.tasks.enqueue("noop").task_id for _ in range(tasks)]
-        # Tasks run in enqueue order, so the last is among the last to end: wait for it (a
-        # cheap probe of one stream's length), then make sure every task has ended.
+        # Tasks run in enqueue order, so the last is among the last to end: wait for it (one
+        # stream's length, read after a commit, never polled), then for every task's end.
         last = f"task/{tickets[-1]}"
         deadline = started + 300
-        while journal.stream_next_seq(last) < 3:
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the last task did not end")
-            time.sleep(0.001)
-        while len(journal.events_of_kinds(("task.succeeded",))) < tasks:
-            time.sleep(0.001)
+
+        def after_commits(done: Callable[[], bool], what: str) -> None:
+            while not done():
+                if not committed.wait(max(deadline - time.perf_counter(), 0)):
+                    raise RuntimeError(f"{what} within 300 s")
+                committed.clear()
+
+        after_commits(lambda: journal.stream_next_seq(last) >= 3, "the last task did not end")
+        after_commits(
+            lambda: len(journal.events_of_kinds(("task.succeeded",))) >= tasks,
+            "not every task succeeded",
+        )
         elapsed = time.perf_counter() - started
     finally:
+        unlisten()
         node.stop(grace_s=1.0)
     written = journal.events_of_kinds(tuple(sorted(TASK_KINDS)))
     journal.close(checkpoint=False)
