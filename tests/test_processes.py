@@ -1,14 +1,20 @@
 """tests/processes.py: a process started under :func:`spawned` does not outlive its block, even
-when the test fails before the process said it was ready, and even when it ignores SIGINT."""
+when the test fails before the process said it was ready, and even when it ignores SIGINT; a
+``reel`` command line run by :func:`run` (a forked child of tests/zygote.py) answers as a
+spawned one."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from tests import processes
+from tests.events.journal_testkit import build_journal
 
 SILENT = "import time; time.sleep(120)"
 """A child that never prints a ready line (a node hanging at start)."""
@@ -47,3 +53,75 @@ def test_stop_fails_the_test_rather_than_hang_on_a_child_that_will_not_stop() ->
         with pytest.raises(AssertionError, match=r"did not stop within 0\.5 s"):
             processes.stop(child, timeout=0.5)
         assert child.returncode == -9
+
+
+def untimed(text: str) -> str:
+    """``text`` without ``journal verify``'s line of seconds."""
+    return re.sub(r"(?m)^  time .*$", "", text)
+
+
+def test_a_forked_reel_answers_as_a_spawned_one(tmp_path: Path) -> None:
+    """The same command lines through :func:`processes.run` and a plain ``subprocess.run``:
+    the same exit codes, output and error lines, its environment and directory its own."""
+    data = tmp_path / "data"
+    build_journal(data, runs=1)
+    lines = (
+        ["--version"],
+        ["journal", "verify", "--data", str(data)],
+        ["tokens", "list", "--data", str(data), "--json"],
+        ["no-such-command"],
+        ["journal", "verify"],  # REEL_DATA from the environment, relative to the directory
+    )
+    env = {**os.environ, "REEL_DATA": "data"}
+    for argv in lines:
+        forked = processes.run(
+            [processes.REEL, *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        spawned = subprocess.run(
+            [processes.REEL, *argv], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+        assert (forked.returncode, untimed(forked.stdout), forked.stderr) == (
+            spawned.returncode,
+            untimed(spawned.stdout),
+            spawned.stderr,
+        ), argv
+    assert (
+        processes.run([processes.REEL, "journal", "verify"], env=env, cwd=tmp_path).returncode == 0
+    )
+
+
+def test_a_forked_reel_reads_its_input_and_is_killed_at_its_timeout(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    build_journal(data, runs=1)
+    vault_set = [processes.REEL, "vault", "set", "api_key", "--data", str(data)]
+    short = processes.run(vault_set, input="", capture_output=True, text=True)
+    assert short.returncode == 2 and "is 0 characters" in short.stderr
+    done = processes.run(vault_set, input="s3cret-value\n", capture_output=True, text=True)
+    assert done.returncode == 0 and "revision 1" in done.stdout, done
+    listed = subprocess.run(
+        [processes.REEL, "vault", "list", "--data", str(data)], capture_output=True, text=True
+    )
+    assert "api_key" in listed.stdout, listed
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.run(
+            [processes.REEL, "chat", "--local", "--data", str(data)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            timeout=0.05,
+        )
+    with pytest.raises(subprocess.CalledProcessError) as failed:
+        processes.run([processes.REEL, "no-such-command"], check=True, capture_output=True)
+    assert failed.value.returncode == 2 and b"no-such-command" in failed.value.stderr
+
+
+def test_an_environment_read_at_import_gets_a_plain_process(tmp_path: Path) -> None:
+    """``PYTHONPATH`` is read when the interpreter starts: a command line that sets it runs in
+    an interpreter that read it, not in a child of one that did not."""
+    (tmp_path / "sitecustomize.py").write_text("print('site read', flush=True)\n")
+    done = processes.run(
+        [processes.REEL, "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert done.returncode == 0 and done.stdout.startswith("site read\n"), done

@@ -203,7 +203,7 @@ def daemons() -> Iterator[Callable[[Path], RestartableNode]]:
 
 
 def reel(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args], capture_output=True, text=True, check=False, timeout=60
     )
 

@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from events import JournalReader, NodeKey
 from events.catalog import RunOutput
 from events.codec import encode
+from tests import processes
 from tests.events.journal_testkit import (
     JOURNAL,
     KEY,
@@ -41,7 +42,7 @@ FORGED = RunOutput(run_id="x", turn=0, text="history, rewritten")
 
 
 def reel(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *map(str, args)],
         capture_output=True,
         text=True,

@@ -14,6 +14,7 @@ import pytest
 
 from events import MARKER, Journal, NodeKey, Witness
 from events.catalog import RunAccepted
+from tests import processes
 from tests.events.journal_testkit import build_journal
 
 VERIFIER = Path(__file__).with_name("independent_verify.py")
@@ -41,7 +42,7 @@ class Exported:
                 correlation_id="",  # present but empty: not the absent marker
             )
         self.path = root / "export.ndjson"
-        done = subprocess.run(
+        done = processes.run(
             [str(REEL), "journal", "export", "--data", str(data), "--out", str(self.path)],
             capture_output=True,
             text=True,

@@ -33,6 +33,7 @@ from events.postgres.leases import LeaseKeeper, LeaseSettings
 from events.postgres.reader import PostgresReader
 from events.postgres.verify import verify_database, verify_shard
 from events.witness import Witness, read_notes
+from tests import processes
 from tests.events.postgres_raw import delete_last_row, rewrite_shard
 from tests.events.test_postgres_leases import Nodes
 from tests.postgres_server import PostgresServer
@@ -78,7 +79,7 @@ def fill(journal: PostgresJournal, streams: int = 8, each: int = 3) -> None:
 
 
 def reel(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(REEL), "journal", *args], capture_output=True, text=True, timeout=60)
+    return processes.run([str(REEL), "journal", *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from events.postgres.journal import PostgresJournal
 from events.postgres.reader import PostgresReader
 from events.postgres.schema import FENCED
 from events.postgres.verify import verify_database
+from tests import processes
 from tests.events.postgres_raw import raw_append
 from tests.postgres_server import PostgresServer
 from tests.processes import REEL
@@ -346,7 +347,7 @@ def test_init_fixes_the_shard_count(dsn: str) -> None:
     assert initialise(dsn, SHARDS) is False  # already there: nothing to do
     with pytest.raises(ShardsFixed, match=r"^shards: .* created with 4 shards"):
         initialise(dsn, 8)
-    cli = subprocess.run(
+    cli = processes.run(
         [str(REEL), "journal", "init", "--dsn", dsn, "--shards", "8"],
         capture_output=True,
         text=True,

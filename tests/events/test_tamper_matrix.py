@@ -314,7 +314,7 @@ def test_a_real_node_refuses_to_start_and_sign(
             )
         )
     before = journal_copy.read_bytes()
-    done = subprocess.run(
+    done = processes.run(
         [str(REEL), "node", "--data", str(data)],
         capture_output=True,
         text=True,
@@ -345,7 +345,7 @@ def test_a_real_node_stops_serving_a_journal_edited_between_checkpoints(
     witness.write_bytes(pristine.witness.read_bytes())
     with tamper(journal_copy) as conn:
         alter_payload(conn)
-    done = subprocess.run(
+    done = processes.run(
         [str(REEL), "node", "--data", str(journal_copy.parent)],
         capture_output=True,
         text=True,
@@ -398,7 +398,7 @@ def test_a_real_node_writes_its_witness(tmp_path: Path) -> None:
             ready = node.stdout.readline()
             assert ready.startswith("reel node ready"), ready
             address = ready.split("gRPC ")[1].split()[0]
-            over_grpc = subprocess.run(
+            over_grpc = processes.run(
                 [str(REEL), "chat", "--data", str(data), "--address", address, "say hi"],
                 capture_output=True,
                 text=True,
@@ -406,7 +406,7 @@ def test_a_real_node_writes_its_witness(tmp_path: Path) -> None:
                 timeout=60,
             )
             assert over_grpc.returncode == 0, over_grpc.stdout + over_grpc.stderr
-            chat = subprocess.run(
+            chat = processes.run(
                 [str(REEL), "chat", "--local", "--data", str(tmp_path / "other"), "hello"],
                 capture_output=True,
                 text=True,

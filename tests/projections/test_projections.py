@@ -19,6 +19,7 @@ from events.catalog import RunAccepted
 from projections import Projector, Views, compare, rebuild
 from projections.runs import RunsProjection
 from projections.usage import UsageProjection
+from tests import processes
 from transports.config import NodeConfig, ToolsSection
 from transports.runtime import Runtime, open_runtime
 
@@ -271,13 +272,13 @@ def test_reel_replay_reports_identical_then_differences(tmp_path: Path) -> None:
         workload(rt)
     finally:
         rt.close(grace_s=0)
-    ok = subprocess.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
+    ok = processes.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert "views identical" in ok.stdout
     conn = apsw.Connection(str(tmp_path / "views.db"))
     conn.execute("UPDATE runs SET state = 'done' WHERE state = 'failed'")
     conn.close()
-    bad = subprocess.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
+    bad = processes.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
     assert bad.returncode == 1
     assert "1 difference:" in bad.stdout and "runs [" in bad.stdout
     assert '"state":"done"' in bad.stdout and '"state":"failed"' in bad.stdout
@@ -293,13 +294,13 @@ def test_reel_replay_refuses_a_tampered_journal(tmp_path: Path) -> None:
     conn.execute("DROP TRIGGER events_append_only_update")
     conn.execute("UPDATE events SET principal = 'mallory' WHERE position = 3")
     conn.close()
-    out = subprocess.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
+    out = processes.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 1
     assert "altered_envelope at position 3" in out.stdout
 
 
 def test_reel_replay_without_views_is_a_clear_error(tmp_path: Path) -> None:
-    out = subprocess.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
+    out = processes.run([REEL, "replay", "--data", str(tmp_path)], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "reel: error:" in out.stderr
 

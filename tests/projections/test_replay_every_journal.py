@@ -21,6 +21,7 @@ import pytest
 
 from actors.messages import CancelRun, ResetSession, ResolveApproval, StartRun
 from events import JournalReader
+from tests import processes
 from tests.events.journal_testkit import all_events
 from tests.projections.test_projections import CONFIG, pending_approval, wait_run
 from transports.runtime import open_runtime
@@ -32,7 +33,7 @@ IDENTICAL = "views identical to a replay from position 0"
 
 
 def reel(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [REEL, *args, "--data", str(data)], capture_output=True, text=True, timeout=60
     )
 

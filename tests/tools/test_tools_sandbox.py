@@ -23,6 +23,7 @@ import pytest
 
 from actors import ToolGate
 from policies import PolicyEngine
+from tests import processes
 from tests.tools import unprivileged
 from tests.tools.sandboxkit import survivors, unique_seconds, wait_for_survivors
 from tools import ExecutionContext, ToolCatalog, ToolResult, ToolsConfig
@@ -439,14 +440,14 @@ def test_reel_tools_shows_why_shell_run_is_disabled(tmp_path: Path) -> None:
         'postures = { "shell.run" = "always_allow" }\n'
     )
     reel = str(Path(sys.executable).with_name("reel"))
-    text = subprocess.run(
+    text = processes.run(
         [reel, "tools", "--data", str(tmp_path)], capture_output=True, text=True, timeout=60
     )
     assert text.returncode == 0, text.stderr
     (line,) = [row for row in text.stdout.splitlines() if row.startswith("shell.run")]
     assert "posture=disabled" in line
     assert "unavailable: bubblewrap ('/nonexistent/bwrap') was not found" in line
-    as_json = subprocess.run(
+    as_json = processes.run(
         [reel, "tools", "--data", str(tmp_path), "--json"],
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import processes
 from transports import build
 from transports.build import head_commit, version
 
@@ -77,7 +78,7 @@ def test_no_commit_where_there_is_no_git(tmp_path: Path) -> None:
 
 
 def test_reel_version_prints_it_and_exits_0() -> None:
-    done = subprocess.run(
+    done = processes.run(
         [str(REEL), "--version"], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stdout, done.stderr) == (0, f"reel {version()}\n", "")

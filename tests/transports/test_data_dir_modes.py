@@ -16,6 +16,7 @@ import pytest
 
 from actors.messages import StartRun
 from events import CheckpointKeyError
+from tests import processes
 from tests.transports.records import Records
 from transports.config import NodeConfig
 from transports.runtime import Runtime, open_runtime
@@ -164,7 +165,7 @@ def test_a_dir_of_other_files_is_refused_and_left_as_it_was(
     os.chmod(home / ".profile", 0o644)
     (home / "src").mkdir(mode=0o755)
     env = {**os.environ, "REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
-    done = subprocess.run(
+    done = processes.run(
         [REEL, *command, "--data", str(home)],
         capture_output=True,
         text=True,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from actors.tasks.store import enqueue
 from events import Journal, JournalReader, NodeKey, StoredEvent
 from events.catalog import TaskClaimed, TaskHeartbeat, TaskSucceeded
 from events.task_lifecycle import task_stream
+from tests import processes
 from tests.actors.test_restart_equivalence import REEL, RestartableNode, reel
 from tests.actors.test_restart_equivalence import daemons as daemons  # the fixture
 
@@ -88,7 +88,7 @@ def test_a_task_killed_mid_attempt_runs_again_and_succeeds_once(
     second = daemons(data)
     rows = wait_for(data, task_id, "task.succeeded")
     port = str(urlsplit(second.url).port)
-    online = subprocess.run(
+    online = processes.run(
         [str(REEL), "tasks", "show", task_id, "--json", "--data", str(data)],
         capture_output=True,
         text=True,

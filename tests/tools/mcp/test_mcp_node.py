@@ -44,7 +44,7 @@ command = "no-such-mcp-server"
 
 
 def _reel(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [processes.REEL, *(str(a) for a in args)],
         capture_output=True,
         text=True,

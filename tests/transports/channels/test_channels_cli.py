@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests import processes
 from tests.transports.channels.kit import (
     SECRET,
     SECRET_ENV,
@@ -27,7 +28,7 @@ def reel(*args: str, port: int | None = None) -> subprocess.CompletedProcess[str
     env = {**os.environ, SECRET_ENV: SECRET}
     if port is not None:
         env["REEL_HTTP_PORT"] = str(port)
-    return subprocess.run([REEL, *args], capture_output=True, text=True, timeout=60, env=env)
+    return processes.run([REEL, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_an_operator_pairs_a_sender_from_the_command_line(data_dir: Path) -> None:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests import processes
 from tests.processes import REEL, spawned, stop
 
 
@@ -56,7 +57,7 @@ def reel(
     stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """One ``reel`` command as a user types it (stdin: ``stdin``, else /dev/null)."""
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args],
         cwd=cwd,
         env=env if env is not None else environment(),

@@ -32,7 +32,7 @@ time.sleep(60)
 
 
 def reel(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([REEL, *args], capture_output=True, text=True, timeout=60)
+    return processes.run([REEL, *args], capture_output=True, text=True, timeout=60)
 
 
 def node_died_waiting(data: Path) -> str:

@@ -24,7 +24,7 @@ RUN_LINE = re.compile(r"^run ([0-9A-Z]{26}) \(session ([0-9A-Z]{26})\)$", re.MUL
 def chat(
     data: Path, *args: str, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [str(REEL), "chat", "--local", "--data", str(data), *args],
         input=stdin,
         capture_output=True,
@@ -110,14 +110,14 @@ def test_end_of_input_at_the_prompt_is_no_decision(shell_data: Path) -> None:
     match = re.search(r"approval ([0-9A-Z]{26}) left pending: nobody answered", done.stdout)
     assert match, done.stdout
     assert "approval: deny" not in done.stdout
-    listed = subprocess.run(
+    listed = processes.run(
         [str(REEL), "approvals", "list", "--data", str(shell_data)],
         capture_output=True,
         text=True,
         check=False,
     )
     assert match.group(1) in listed.stdout and "pending" in listed.stdout, listed
-    approved = subprocess.run(
+    approved = processes.run(
         [str(REEL), "approvals", "approve", match.group(1), "--data", str(shell_data)],
         capture_output=True,
         text=True,

@@ -3,11 +3,12 @@ never an "internal error"."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import processes
 
 REEL = Path(sys.executable).with_name("reel")
 
@@ -38,7 +39,7 @@ def test_bad_input_is_exit_2_and_one_line(tmp_path: Path, args: list[str]) -> No
     filled = [
         a.replace("{missing}", str(tmp_path / "missing")).replace("{data}", str(data)) for a in args
     ]
-    done = subprocess.run(
+    done = processes.run(
         [str(REEL), *filled],
         capture_output=True,
         text=True,

@@ -65,7 +65,7 @@ def reel(
     running: RunningClientEnv, *args: str, token: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = running.env if token is None else {**running.env, "REEL_TOKEN": token}
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args, "--data", str(running.data)],
         capture_output=True,
         text=True,

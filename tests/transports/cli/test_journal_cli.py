@@ -15,13 +15,14 @@ import pytest
 from events import Journal, JournalReader, NodeKey, load_public_key
 from events.catalog import RunAccepted, RunCompleted, RunOutput, ToolProposed
 from events.note import verifier_key
+from tests import processes
 
 REEL = Path(sys.executable).with_name("reel")
 SECRET = "ghp_R2d2C3poBb8Ee7Yy6Uu5Ii4Oo3Pp2Qq1Ww0X"
 
 
 def reel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args],
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from events import JournalReader
 from events.catalog import MemoryItemDeleted
 from projections import EmbedderUnavailable, make_embedder
+from tests import processes
 from tests.events.decoded import decoded
 from tests.transports.http.httpkit import close_node
 from tests.transports.http.test_http_memory import STAGING, memory_node, token_for
@@ -27,7 +28,7 @@ PORTS = {"REEL_HTTP_PORT": "0", "REEL_GRPC_PORT": "0"}
 
 
 def reel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [REEL, *args],
         capture_output=True,
         text=True,

@@ -32,6 +32,7 @@ from cryptography.hazmat.primitives import serialization
 from events import Journal, JournalReader
 from events.catalog import RunOutput, SessionCreated
 from events.codec import encode
+from tests import processes
 from tests.events.journal_testkit import (
     KEY,
     build_journal,
@@ -126,7 +127,7 @@ def reel(
     else:
         env.pop("REEL_JOURNAL_WITNESS", None)
         env["REEL_CONFIG"] = str(config)
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args, "--data", str(stopped.data)],
         capture_output=True,
         text=True,

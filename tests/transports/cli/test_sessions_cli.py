@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from actors.messages import GetSessionState
 from events import JournalReader
+from tests import processes
 from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from transports.cli.errors import EXIT_DENIED, CliError
 from transports.cli.main import app
@@ -27,7 +28,7 @@ MANUAL = ContextSection(budget_tokens=600, compact_at=0.0)
 
 
 def reel(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [REEL, *args, "--data", str(data)], capture_output=True, text=True, timeout=60
     )
 

@@ -15,6 +15,7 @@ import pytest
 
 from actors.tasks.store import enqueue
 from events import Journal, JournalReader, NodeKey
+from tests import processes
 from tests.transports.http.httpkit import HttpNode, close_node, eventually, open_node
 from transports.cli.errors import EXIT_DENIED
 
@@ -23,7 +24,7 @@ UNKNOWN = "01ARZ3NDEKTSV4RRFFQ69G5FAV"
 
 
 def reel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [REEL, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
     )
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from events import JournalReader
+from tests import processes
 
 REEL = str(Path(sys.executable).with_name("reel"))
 
@@ -26,7 +27,7 @@ APPROVAL_CONTEXT = [
 
 
 def reel(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([REEL, *args], capture_output=True, text=True, timeout=60)
+    return processes.run([REEL, *args], capture_output=True, text=True, timeout=60)
 
 
 def check(data: Path, *args: str) -> subprocess.CompletedProcess[str]:

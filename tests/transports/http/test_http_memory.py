@@ -3,7 +3,6 @@ secrets, auto-injection into a run, and replay. Real journal, views (FTS5, sqlit
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ import pytest
 from events import JournalReader
 from events.catalog import AccessDecided
 from events.redaction.redact import MARKER
+from tests import processes
 from tests.events.decoded import decoded
 from tests.transports.http.httpkit import HttpNode, HttpReply, close_node
 from tests.transports.http.test_http_openapi import check
@@ -362,7 +362,7 @@ def test_reel_replay_reports_identical_views_with_memory(data_dir: Path) -> None
         node.finish(node.start("which editor?"))
     finally:
         close_node(node)
-    done = subprocess.run(
+    done = processes.run(
         [REEL, "replay", "--data", str(data_dir)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stdout + done.stderr

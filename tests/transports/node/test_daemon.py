@@ -106,7 +106,7 @@ def start(daemons: list[Daemon], data: Path, env: dict[str, str] | None = None) 
 
 
 def reel(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [str(REEL), *args],
         capture_output=True,
         text=True,

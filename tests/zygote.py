@@ -1,0 +1,142 @@
+"""A process that has imported the ``reel`` command once and forks a child per command line
+(:func:`tests.processes.run`'s server; run as a script, never imported by a test).
+
+Why: the suite runs ``reel ...`` about five hundred times, and each start spent half a second or
+more importing the CLI and what its commands use before doing anything: a quarter of the
+suite's worker time. A forked child of this process is a real process running the real
+``reel`` entry point, with its own argv, environment, working directory and standard streams,
+and exits with the code the command's own would; only the import is shared. What an import
+reads at import time (the interpreter's ``PYTHON*`` variables, the locale, typer's terminal
+switches) is this process's; :func:`tests.processes.run` starts a plain process when a command
+line's environment differs from it there.
+
+Protocol, one ``SOCK_SEQPACKET`` connection per command line on the listening socket whose fd
+is the first argument: the client sends one JSON message (``argv``, ``env``, ``cwd``)
+with three file descriptors (the child's stdin, stdout and stderr); the server answers
+``{"pid": N}`` once the child runs and ``{"status": S}`` (a ``waitpid`` status) when it
+ended. The server exits when the second argument's fd (a pipe from the test process) reaches
+end of file: when the test process ends, however it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+
+def preload() -> None:
+    """Import what ``reel``'s commands import: the entry point, every command's module, the
+    offline journal, ``chat --local``'s composition and the node's."""
+    from transports.cli.commands import COMMANDS
+
+    importlib.import_module("transports.cli.main")
+    importlib.import_module("transports.cli.group")
+    for target, _ in COMMANDS.values():
+        importlib.import_module(target.split(":")[0])
+    for name in ("transports.journal_open", "transports.runtime", "transports.node.daemon"):
+        importlib.import_module(name)
+    assert threading.active_count() == 1, "an import started a thread: forking would copy it"
+    # What is imported stays shared: no collection in a child walks (and so copies) it.
+    gc.collect()
+    gc.freeze()
+
+
+def serve(listen_fd: int, control_fd: int) -> list[str]:
+    """Answer command lines until the test process goes; returns (in a forked child only)
+    the child's argv, its streams, directory and environment already in place."""
+    listener = socket.socket(fileno=listen_fd)
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w.fileno())
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(control_fd, selectors.EVENT_READ, "control")
+    selector.register(wake_r, selectors.EVENT_READ, "reap")
+    waiting: dict[int, socket.socket] = {}
+    while True:
+        for key, _ in selector.select():
+            if key.data == "control":
+                os._exit(0)
+            if key.data == "reap":
+                try:
+                    while wake_r.recv(4096):
+                        pass
+                except BlockingIOError:
+                    pass
+                _reap(waiting)
+            elif key.data == "accept":
+                conn, _ = listener.accept()
+                selector.register(conn, selectors.EVENT_READ, "request")
+            else:
+                conn = key.fileobj  # type: ignore[assignment]
+                selector.unregister(conn)
+                message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+                if not message or len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    continue
+                request = json.loads(message)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    for own in (listener, wake_r, wake_w, conn, *waiting.values()):
+                        own.close()
+                    selector.close()
+                    os.close(control_fd)
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for target, fd in enumerate(fds):
+                        os.dup2(fd, target)
+                        os.close(fd)
+                    os.chdir(request["cwd"])
+                    os.environ.clear()
+                    os.environ.update(request["env"])
+                    return list(request["argv"])
+                for fd in fds:
+                    os.close(fd)
+                waiting[pid] = conn
+                _send(conn, {"pid": pid})
+                _reap(waiting)
+
+
+def _reap(waiting: dict[int, socket.socket]) -> None:
+    """Tell each ended child's client its status."""
+    while waiting:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = waiting.pop(pid, None)
+        if conn is not None:
+            _send(conn, {"status": status})
+            conn.close()
+
+
+def _send(conn: socket.socket, message: dict[str, int]) -> None:
+    with contextlib.suppress(OSError):  # the client went (its test failed or timed out)
+        conn.send(json.dumps(message).encode())
+
+
+if __name__ == "__main__":
+    # As the ``reel`` script's own: its directory first on the path, not this file's.
+    sys.path[0] = str(Path(sys.executable).parent)
+    preload()
+    sys.argv = serve(int(sys.argv[1]), int(sys.argv[2]))
+    from transports.cli.main import main
+
+    main()  # it ends in sys.exit
