@@ -80,6 +80,8 @@ IMPORT_TIME_ENV = (
     "PYTHON",
     "LANG",
     "LC_",
+    "LD_",
+    "FAKETIME",
     "TERMINAL_WIDTH",
     "FORCE_COLOR",
     "PY_COLORS",
@@ -87,8 +89,9 @@ IMPORT_TIME_ENV = (
     "TYPER_",
     "_TYPER_",
 )
-"""Environment variables (names or prefixes) read when the interpreter starts or a module is
-imported: a command line whose values differ from the forking process's runs as a plain
+"""Environment variables (names or prefixes) read when a process starts (the interpreter's, the
+locale, the dynamic loader's, libfaketime's) or a module is imported (typer's terminal
+switches): a command line whose values differ from the forking process's runs as a plain
 process (:func:`run`)."""
 
 _FORKED_KWARGS = frozenset(

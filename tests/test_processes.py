@@ -93,7 +93,7 @@ def test_a_forked_reel_answers_as_a_spawned_one(tmp_path: Path) -> None:
 def test_a_forked_reel_reads_its_input_and_is_killed_at_its_timeout(tmp_path: Path) -> None:
     data = tmp_path / "data"
     build_journal(data, runs=1)
-    vault_set = [processes.REEL, "vault", "set", "api_key", "--data", str(data)]
+    vault_set = [str(processes.REEL), "vault", "set", "api_key", "--data", str(data)]
     short = processes.run(vault_set, input="", capture_output=True, text=True)
     assert short.returncode == 2 and "is 0 characters" in short.stderr
     done = processes.run(vault_set, input="s3cret-value\n", capture_output=True, text=True)
