@@ -28,7 +28,6 @@ import stat
 from pathlib import Path
 
 from transports.cli.last_chat import LAST_CHAT
-from transports.config import ConfigError
 from transports.node.node_file import NODE_FILE
 
 log = logging.getLogger("reel.node")
@@ -100,6 +99,10 @@ def _refuse_a_foreign_dir(data_dir: Path) -> None:
     if DATA_DIR_NAMES.isdisjoint(names):
         files = sorted(name for name, is_dir in names.items() if not is_dir)
         if files:
+            # Imported here: transports.config imports every section's settings (0.15 s), and
+            # every client command makes its data dir private (`reel tokens list`: row 16).
+            from transports.config import ConfigError
+
             shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
             raise ConfigError(
                 f"data dir {data_dir}: holds files that are not reel's ({shown}) and no "
