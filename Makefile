@@ -110,6 +110,7 @@ typecheck: $(STAMP)
 # view's fold), so two stay the default. The 30 slowest tests are listed at the end. A `reel`
 # command line a test runs to its end is a child forked from a process that imported the CLI
 # once (tests/zygote.py via tests/processes.py's run()): 2026-11-29, pytest 15:01 -> 12:20.
+# TESTS_NO_ZYGOTE=1 makes every such command line a plain process again.
 PYTEST_WORKERS ?= 2
 PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadscope
 SUITE_NEEDS = $(STAMP) $(DEBIAN_NEEDS) $(SYNAPSE_STAMP) $(OPENAPI_STAMP) $(MCP_SERVERS_STAMP) $(MCP_NPM_STAMP)

@@ -3,14 +3,17 @@
 The journal stamps every row with a ULID whose order matches position order, so the generator is
 monotonic: within one millisecond (or if the clock steps back) it increments the previous value.
 Randomness comes from a Mersenne Twister seeded from the OS: ids must be unique and ordered, not
-secret (nothing in reel uses an id as a credential).
+secret (nothing in reel uses an id as a credential). A forked child reseeds every generator (as
+the stdlib's ``random`` does its own): a copy of the parent's state would make the parent's ids.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
+import weakref
 
 from ulid import ULID
 
@@ -41,6 +44,10 @@ def _encode_time(stamp: int) -> str:
     )
 
 
+_LIVE: weakref.WeakSet[UlidGenerator] = weakref.WeakSet()
+"""Every generator alive, reseeded in a forked child (:func:`os.register_at_fork`)."""
+
+
 class UlidGenerator:
     """Monotonic ULIDs; safe to share between threads."""
 
@@ -52,6 +59,12 @@ class UlidGenerator:
         self._time_text = ""
         """The encoded time field of the last id (its first 10 characters), kept for the next
         ids of the same millisecond: only their random part is encoded."""
+        _LIVE.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a random state of its own, and a lock no parent thread holds."""
+        self._lock = threading.Lock()
+        self._random.seed()
 
     def new(self, now_ms: int | None = None) -> str:
         """A ULID greater than every one this generator returned before."""
@@ -83,6 +96,12 @@ class UlidGenerator:
         )
 
 
+def _reseed_after_fork() -> None:
+    for generator in list(_LIVE):
+        generator._after_fork()
+
+
+os.register_at_fork(after_in_child=_reseed_after_fork)
 _default = UlidGenerator()
 
 

@@ -15,19 +15,22 @@ interpreter that imports it again, half a second or more sooner per command.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import locale
 import os
+import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tests import zygote
 
@@ -80,8 +83,13 @@ IMPORT_TIME_ENV = (
     "PYTHON",
     "LANG",
     "LC_",
+    "TZ",
     "LD_",
     "FAKETIME",
+    "GLIBC_",
+    "MALLOC_",
+    "OPENSSL_",
+    "SSL_",
     "TERMINAL_WIDTH",
     "FORCE_COLOR",
     "PY_COLORS",
@@ -90,9 +98,14 @@ IMPORT_TIME_ENV = (
     "_TYPER_",
 )
 """Environment variables (names or prefixes) read when a process starts (the interpreter's, the
-locale, the dynamic loader's, libfaketime's) or a module is imported (typer's terminal
-switches): a command line whose values differ from the forking process's runs as a plain
-process (:func:`run`)."""
+locale, the time zone, the dynamic loader's, libc's, libfaketime's) or a module is imported
+(OpenSSL's CA store for aiohttp's TLS contexts, typer's terminal switches): a command line whose
+values differ from the forking process's runs as a plain process (:func:`run`)."""
+
+ALWAYS_SPAWN = "TESTS_NO_ZYGOTE"
+"""Set (to anything) in the suite's environment, :func:`run` starts every command line as a
+plain process: the fork's shortcut checked against the real thing (a command that leans on a
+module only the zygote imported would fail here)."""
 
 _FORKED_KWARGS = frozenset(
     {
@@ -113,14 +126,42 @@ _FORKED_KWARGS = frozenset(
 
 def run(argv: Sequence[str | Path], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     """``subprocess.run(argv, **kwargs)``; a ``reel`` command line is run by a child of
-    :mod:`tests.zygote` when its arguments and environment allow (the same exit code, output
-    and :class:`subprocess.TimeoutExpired`), any other as ``subprocess.run`` would."""
+    :mod:`tests.zygote` when its arguments and environment allow (the same exit code, output,
+    :class:`subprocess.TimeoutExpired` and :class:`subprocess.CalledProcessError`; the child
+    killed if the wait ends any other way), any other as ``subprocess.run``."""
     args = [str(a) for a in argv]
     env = dict(os.environ if kwargs.get("env") is None else kwargs["env"])
-    if args[0] != str(REEL) or not kwargs.keys() <= _FORKED_KWARGS or not _same_imports(env):
+    if (
+        os.environ.get(ALWAYS_SPAWN)
+        or args[0] != str(REEL)
+        or not _forkable(kwargs)
+        or not _same_imports(env)
+    ):
         return subprocess.run(args, **kwargs)
     kwargs.pop("env", None)
     return _Forks.get().run(args, env, **kwargs)
+
+
+def _forkable(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the fork does with these arguments what ``subprocess.run`` would; a combination
+    ``subprocess.run`` refuses (``input`` with ``stdin``, ``capture_output`` with ``stdout``, a
+    ``str`` input to a bytes process, a ``cwd`` that is no directory...) goes to it, to be
+    refused in its own words."""
+    text = kwargs.get("text") or kwargs.get("universal_newlines")
+    given = kwargs.get("input")
+    timeout = kwargs.get("timeout")
+    cwd = kwargs.get("cwd")
+    return (
+        kwargs.keys() <= _FORKED_KWARGS
+        and not (given is not None and kwargs.get("stdin") is not None)
+        and not (
+            kwargs.get("capture_output")
+            and (kwargs.get("stdout"), kwargs.get("stderr")) != (None, None)
+        )
+        and not (given is not None and isinstance(given, str) != bool(text))
+        and not (timeout is not None and timeout <= 0)
+        and (cwd is None or os.path.isdir(cwd))
+    )
 
 
 def _same_imports(env: Mapping[str, str]) -> bool:
@@ -176,25 +217,43 @@ class _Forks:
         stdin: Any = None,
         stdout: Any = None,
         stderr: Any = None,
-        **_: Any,
     ) -> subprocess.CompletedProcess[Any]:
+        """As ``subprocess.run``: captured output read from pipes until every holder closed
+        them (a process the command left behind holding one keeps the call waiting, as it
+        would), the exit status told by the zygote."""
         text = text or universal_newlines
         if capture_output:
             stdout = stderr = subprocess.PIPE
+        deadline = None if timeout is None else time.monotonic() + timeout
         with ExitStack() as stack:
-            files: list[IO[bytes]] = []
+            theirs: list[int] = []  # the child's ends, closed here once it has them
 
-            def file_for(how: Any, own: int, readable: bool) -> int:
+            @stack.callback
+            def close_theirs() -> None:
+                for fd in theirs:
+                    os.close(fd)
+
+            def opened(path: str, flags: int) -> int:
+                fd = os.open(path, flags)
+                theirs.append(fd)
+                return fd
+
+            def end(how: Any, inherited: int, reading: bool) -> tuple[int, int | None]:
+                """The child's fd for one stream, and this side's read end if captured."""
                 if how is None:
-                    return own
+                    return inherited, None
                 if how == subprocess.DEVNULL:
-                    devnull = stack.enter_context(open(os.devnull, "rb" if readable else "wb"))
-                    return devnull.fileno()
+                    return opened(os.devnull, os.O_RDONLY if reading else os.O_WRONLY), None
                 if how == subprocess.PIPE:
-                    temp = stack.enter_context(tempfile.TemporaryFile())
-                    files.append(temp)
-                    return temp.fileno()
-                return how if isinstance(how, int) else int(how.fileno())
+                    read, write = os.pipe()
+                    stack.callback(os.close, read)
+                    if reading:  # nothing to write: the child reads its end of file
+                        os.close(write)
+                        theirs.append(read)
+                        return read, None
+                    theirs.append(write)
+                    return write, read
+                return (how if isinstance(how, int) else int(how.fileno())), None
 
             if input is not None:
                 feed = stack.enter_context(tempfile.TemporaryFile())
@@ -202,40 +261,100 @@ class _Forks:
                 feed.seek(0)
                 in_fd = feed.fileno()
             else:
-                in_fd = file_for(stdin, 0, readable=True)
-            out_fd = file_for(stdout, 1, readable=False)
-            out_file = files[-1] if stdout == subprocess.PIPE else None
-            err_fd = out_fd if stderr == subprocess.STDOUT else file_for(stderr, 2, readable=False)
-            err_file = files[-1] if stderr == subprocess.PIPE else None
+                in_fd, _ = end(stdin, 0, reading=True)
+            out_fd, out_read = end(stdout, 1, reading=False)
+            if stderr == subprocess.STDOUT:
+                err_fd, err_read = out_fd, None
+            else:
+                err_fd, err_read = end(stderr, 2, reading=False)
             conn = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
             conn.connect(self.address)
-            request = {"argv": args, "env": env, "cwd": str(cwd or os.getcwd())}
+            mask = os.umask(0o077)
+            os.umask(mask)
+            request = {
+                "argv": args,
+                "env": env,
+                "cwd": os.path.abspath(cwd or os.getcwd()),
+                "umask": mask,
+            }
             socket.send_fds(conn, [json.dumps(request).encode()], [in_fd, out_fd, err_fd])
-            pid = json.loads(conn.recv(4096))["pid"]
-            conn.settimeout(timeout)
-            timed_out = False
+            for fd in theirs:
+                os.close(fd)
+            theirs.clear()
+            pid = self._answer(conn, "pid")
+            output = {fd: bytearray() for fd in (out_read, err_read) if fd is not None}
             try:
-                answer = conn.recv(4096)
-            except TimeoutError:
-                timed_out = True
-                os.kill(pid, signal.SIGKILL)
-                conn.settimeout(None)
-                answer = conn.recv(4096)
-            code = os.waitstatus_to_exitcode(json.loads(answer)["status"])
-
-            def read(file: IO[bytes] | None) -> str | bytes | None:
-                if file is None:
-                    return None
-                file.seek(0)
-                data = file.read()
-                if not text:
-                    return data
-                encoding = locale.getpreferredencoding(False)
-                return data.decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
-
-            out, err = read(out_file), read(err_file)
-        if timed_out:
-            raise subprocess.TimeoutExpired(args, timeout or 0.0, output=out, stderr=err)
+                status = self._collect(conn, output, deadline)
+            except BaseException:  # as subprocess.run: killed, and reaped before it raises
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    conn.settimeout(10)
+                    conn.recv(4096)
+                raise
+            finally:
+                captured = [
+                    None if fd is None else _decoded(bytes(output[fd]), text)
+                    for fd in (out_read, err_read)
+                ]
+            if status is None:  # the deadline passed: killed, then reaped
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._answer(conn, "status")
+                raise subprocess.TimeoutExpired(
+                    args,
+                    timeout or 0.0,
+                    output=None if out_read is None else bytes(output[out_read]),
+                    stderr=None if err_read is None else bytes(output[err_read]),
+                )
+        code = os.waitstatus_to_exitcode(status)
+        out, err = captured
         if check and code:
             raise subprocess.CalledProcessError(code, args, output=out, stderr=err)
         return subprocess.CompletedProcess(args, code, out, err)
+
+    @staticmethod
+    def _answer(conn: socket.socket, field: str) -> int:
+        """The zygote's next answer's ``field``; an ended zygote is an error, not a hang."""
+        conn.settimeout(None)
+        message = conn.recv(4096)
+        if not message:
+            raise RuntimeError(f"tests/zygote.py ended before it told the {field}")
+        return int(json.loads(message)[field])
+
+    @staticmethod
+    def _collect(
+        conn: socket.socket, output: dict[int, bytearray], deadline: float | None
+    ) -> int | None:
+        """Read the captured streams to their ends and the child's status; None when the
+        deadline passed first."""
+        status: int | None = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(conn, selectors.EVENT_READ)
+            for fd in output:
+                selector.register(fd, selectors.EVENT_READ)
+            while len(selector.get_map()) > 0:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                for key, _ in selector.select(left):
+                    if key.fileobj is conn:
+                        selector.unregister(conn)
+                        status = _Forks._answer(conn, "status")
+                        continue
+                    chunk = os.read(key.fd, 1 << 16)
+                    if chunk:
+                        output[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+        assert status is not None
+        return status
+
+
+def _decoded(data: bytes, text: bool) -> str | bytes:
+    """Captured bytes as ``subprocess.run`` hands them back: text in the locale's encoding with
+    universal newlines, or the bytes."""
+    if not text:
+        return data
+    decoded = data.decode(locale.getpreferredencoding(False))
+    return decoded.replace("\r\n", "\n").replace("\r", "\n")

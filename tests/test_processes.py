@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,6 +91,22 @@ def test_a_forked_reel_answers_as_a_spawned_one(tmp_path: Path) -> None:
     )
 
 
+def interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def running_in(directory: Path) -> list[int]:
+    """The processes whose working directory is ``directory`` (gone once reaped)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cwd").readlink() == directory:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_a_forked_reel_reads_its_input_and_is_killed_at_its_timeout(tmp_path: Path) -> None:
     data = tmp_path / "data"
     build_journal(data, runs=1)
@@ -102,13 +119,34 @@ def test_a_forked_reel_reads_its_input_and_is_killed_at_its_timeout(tmp_path: Pa
         [processes.REEL, "vault", "list", "--data", str(data)], capture_output=True, text=True
     )
     assert "api_key" in listed.stdout, listed
-    with pytest.raises(subprocess.TimeoutExpired):
-        processes.run(
-            [processes.REEL, "chat", "--local", "--data", str(data)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            timeout=0.05,
-        )
+    waiting = tmp_path / "waiting"  # the directory the waiting command alone runs in
+    waiting.mkdir()
+    read, write = os.pipe()  # a secret that never ends: the command reads on
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            processes.run(
+                vault_set,
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                cwd=waiting,
+                timeout=2,
+            )
+        assert not running_in(waiting)  # killed, not left waiting
+        signal.signal(signal.SIGALRM, interrupt)
+        signal.setitimer(signal.ITIMER_REAL, 2)
+        with pytest.raises(KeyboardInterrupt):  # Ctrl-C, or pytest-timeout, during the wait
+            processes.run(
+                vault_set,
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                cwd=waiting,
+            )
+        assert not running_in(waiting)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        os.close(read)
+        os.close(write)
     with pytest.raises(subprocess.CalledProcessError) as failed:
         processes.run([processes.REEL, "no-such-command"], check=True, capture_output=True)
     assert failed.value.returncode == 2 and b"no-such-command" in failed.value.stderr

@@ -1,17 +1,28 @@
 """A process that has imported the ``reel`` command once and forks a child per command line
-(:func:`tests.processes.run`'s server; run as a script, never imported by a test).
+(:func:`tests.processes.run`'s server; run as a script, imported only for its path).
 
 Why: the suite runs ``reel ...`` about five hundred times, and each start spent half a second or
 more importing the CLI and what its commands use before doing anything: a quarter of the
 suite's worker time. A forked child of this process is a real process running the real
-``reel`` entry point, with its own argv, environment, working directory and standard streams,
-and exits with the code the command's own would; only the import is shared. What an import
-reads at import time (the interpreter's ``PYTHON*`` variables, the locale, typer's terminal
-switches) is this process's; :func:`tests.processes.run` starts a plain process when a command
-line's environment differs from it there.
+``reel`` entry point, with its own argv, environment, working directory, umask and standard
+streams, and exits as the command's own would (``sys.exit``, atexit, thread
+joins); only the import is shared. What differs, and how it is met:
+
+- what is read when a process starts or a module is imported (``PYTHON*``, the locale, ``TZ``,
+  the loader's and libc's variables, OpenSSL's CA store, typer's terminal switches) is this
+  process's: :func:`tests.processes.run` spawns a plain process when a command line's
+  environment differs from it there (``IMPORT_TIME_ENV``);
+- random state copied by the fork: the stdlib's ``random`` and reel's id generators
+  (``events/ids.py``) reseed in a child; the string hash seed is this process's, shared by
+  its children;
+- every command module is imported already, so a command that leans on a module it does not
+  import itself would pass here: ``TESTS_NO_ZYGOTE=1 make pytest`` runs the suite with plain
+  processes (``tests/transports/cli/test_cli_imports.py`` checks imports with its own);
+- a child's parent is this process and its ``/proc/PID/cmdline`` this script's: no converted
+  call looks at either.
 
 Protocol, one ``SOCK_SEQPACKET`` connection per command line on the listening socket whose fd
-is the first argument: the client sends one JSON message (``argv``, ``env``, ``cwd``)
+is the first argument: the client sends one JSON message (``argv``, ``env``, ``cwd``, ``umask``)
 with three file descriptors (the child's stdin, stdout and stderr); the server answers
 ``{"pid": N}`` once the child runs and ``{"status": S}`` (a ``waitpid`` status) when it
 ended. The server exits when the second argument's fd (a pipe from the test process) reaches
@@ -30,6 +41,7 @@ import signal
 import socket
 import sys
 import threading
+import traceback
 from pathlib import Path
 
 
@@ -52,7 +64,7 @@ def preload() -> None:
 
 def serve(listen_fd: int, control_fd: int) -> list[str]:
     """Answer command lines until the test process goes; returns (in a forked child only)
-    the child's argv, its streams, directory and environment already in place."""
+    the child's argv, its streams, directory, umask and environment already in place."""
     listener = socket.socket(fileno=listen_fd)
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
@@ -63,7 +75,8 @@ def serve(listen_fd: int, control_fd: int) -> list[str]:
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(control_fd, selectors.EVENT_READ, "control")
     selector.register(wake_r, selectors.EVENT_READ, "reap")
-    waiting: dict[int, socket.socket] = {}
+    waiting: dict[int, socket.socket] = {}  # a child's pid: its client's connection
+    pending: set[socket.socket] = set()  # accepted, its request not read yet
     while True:
         for key, _ in selector.select():
             if key.data == "control":
@@ -77,9 +90,11 @@ def serve(listen_fd: int, control_fd: int) -> list[str]:
                 _reap(waiting)
             elif key.data == "accept":
                 conn, _ = listener.accept()
+                pending.add(conn)
                 selector.register(conn, selectors.EVENT_READ, "request")
             else:
                 conn = key.fileobj  # type: ignore[assignment]
+                pending.discard(conn)
                 selector.unregister(conn)
                 message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
                 if not message or len(fds) != 3:
@@ -92,19 +107,25 @@ def serve(listen_fd: int, control_fd: int) -> list[str]:
                 sys.stderr.flush()
                 pid = os.fork()
                 if pid == 0:
-                    for own in (listener, wake_r, wake_w, conn, *waiting.values()):
-                        own.close()
-                    selector.close()
-                    os.close(control_fd)
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    for target, fd in enumerate(fds):
-                        os.dup2(fd, target)
-                        os.close(fd)
-                    os.chdir(request["cwd"])
-                    os.environ.clear()
-                    os.environ.update(request["env"])
-                    return list(request["argv"])
+                    try:
+                        for own in (listener, wake_r, wake_w, conn, *waiting.values(), *pending):
+                            own.close()
+                        selector.close()
+                        os.close(control_fd)
+                        signal.set_wakeup_fd(-1)
+                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                        for target, fd in enumerate(fds):
+                            os.dup2(fd, target)
+                            os.close(fd)
+                        os.chdir(request["cwd"])
+                        os.umask(request["umask"])
+                        os.environ.clear()
+                        os.environ.update(request["env"])
+                        return list(request["argv"])
+                    except BaseException:  # the command never ran: say why, as exec would
+                        traceback.print_exc()
+                        sys.stderr.flush()
+                        os._exit(127)
                 for fd in fds:
                     os.close(fd)
                 waiting[pid] = conn

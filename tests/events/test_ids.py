@@ -5,11 +5,13 @@ encoded time of the last id: a carry must not leave it stale)."""
 
 from __future__ import annotations
 
+import os
 import random
+import time
 
 from ulid import ULID
 
-from events.ids import UlidGenerator, encode_ulid
+from events.ids import UlidGenerator, encode_ulid, new_id
 
 
 class _AllOnes(random.Random):
@@ -45,3 +47,26 @@ def test_a_carry_into_the_time_field_is_encoded() -> None:
     assert second[:10] != first[:10]
     assert _value(third) == (8 << 80) | ((1 << 80) - 1)
     assert first < second < third
+
+
+def test_a_forked_child_makes_ids_of_its_own() -> None:
+    """A child forked from a process that made ids (the suite's CLI zygote, tests/zygote.py, is
+    one) draws its random parts afresh: a copy of the parent's state made the parent's next ids
+    in every child, in the same millisecond, whatever generator (the module's or a journal's)."""
+    own = UlidGenerator()
+    own.new(7)
+    new_id()
+    # The ids compared are of a later millisecond than the last: none is the last one plus 1.
+    time.sleep(0.002)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then gone without pytest's teardown
+        os.close(read)
+        os.write(write, f"{own.new(8)} {new_id()}".encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        child_own, child_default = answer.read().split()
+    assert os.waitpid(pid, 0)[1] == 0
+    assert child_own[10:] != own.new(8)[10:]
+    assert child_default[10:] != new_id()[10:]
