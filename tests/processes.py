@@ -246,11 +246,11 @@ class _Forks:
                     return opened(os.devnull, os.O_RDONLY if reading else os.O_WRONLY), None
                 if how == subprocess.PIPE:
                     read, write = os.pipe()
-                    stack.callback(os.close, read)
                     if reading:  # nothing to write: the child reads its end of file
                         os.close(write)
                         theirs.append(read)
                         return read, None
+                    stack.callback(os.close, read)
                     theirs.append(write)
                     return write, read
                 return (how if isinstance(how, int) else int(how.fileno())), None

@@ -89,6 +89,16 @@ def test_a_forked_reel_answers_as_a_spawned_one(tmp_path: Path) -> None:
     assert (
         processes.run([processes.REEL, "journal", "verify"], env=env, cwd=tmp_path).returncode == 0
     )
+    # Streams given other ways: an empty stdin pipe, stderr into stdout, bytes.
+    vault_set = [str(processes.REEL), "vault", "set", "api_key", "--data", str(data)]
+    forked_b = processes.run(
+        vault_set, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    spawned_b = subprocess.run(
+        vault_set, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert (forked_b.returncode, forked_b.stdout) == (spawned_b.returncode, spawned_b.stdout)
+    assert forked_b.returncode == 2 and b"is 0 characters" in forked_b.stdout
 
 
 def interrupt(*_: object) -> None:
