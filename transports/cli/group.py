@@ -11,10 +11,9 @@ from typing import Annotated
 
 import typer
 import typer.main
-from typer._click import Context, HelpFormatter
-from typer._click.core import Command
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
-from typer._click.utils import make_default_short_help
+from click import Context, HelpFormatter
+from click.core import Command
+from click.exceptions import NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from transports.build import version
@@ -53,8 +52,9 @@ class _Commands(TyperGroup):
 
     def format_commands(self, ctx: Context, formatter: HelpFormatter) -> None:
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        # A stand-in command per summary: click's own shortening, the module not imported.
         rows = [
-            (name, make_default_short_help(summary, limit))
+            (name, Command(name, help=summary).get_short_help_str(limit))
             for name, (_, summary) in COMMANDS.items()
         ]
         with formatter.section("Commands"):

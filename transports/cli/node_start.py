@@ -1,8 +1,8 @@
 """``reel node`` from its options to a serving node, with or without typer.
 
 Start-up is a target for ``reel node`` (issue 23: ready within a second at a million events), and
-typer costs it a tenth of that or more: importing typer, and the pydantic adapters it builds for
-each option before the command runs. So a command line of only ``--data``, ``--config`` and
+typer costs it a twentieth of that or more: importing typer and click, and building the command
+tree before the command runs. So a command line of only ``--data``, ``--config`` and
 ``--provider`` (each once, with a value) is read here, and :func:`start` runs the node without
 importing typer. Anything else (``--help``, another or a repeated option, a value typer would
 refuse) goes through typer as before (``transports.cli.node_cmd``, which calls the same

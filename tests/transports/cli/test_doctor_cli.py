@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from events import JournalReader
 from tests.transports.http.httpkit import close_node, open_node

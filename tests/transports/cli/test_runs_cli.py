@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from tests.transports.http.httpkit import HttpNode, close_node, open_node
 from transports.cli.errors import CliError

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from events import JournalReader
 from tests.transports.http.httpkit import SHELL, close_node, eventually, open_node

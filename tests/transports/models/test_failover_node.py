@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from click.testing import Result
+from typer.testing import CliRunner
 
 from events.catalog import AccessDecided
 from tests.transports.cli.nodekit import bare_environment, reel
