@@ -269,13 +269,11 @@ class _Forks:
                 err_fd, err_read = end(stderr, 2, reading=False)
             conn = stack.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET))
             conn.connect(self.address)
-            mask = os.umask(0o077)
-            os.umask(mask)
             request = {
                 "argv": args,
                 "env": env,
                 "cwd": os.path.abspath(cwd or os.getcwd()),
-                "umask": mask,
+                "umask": _umask(),
             }
             socket.send_fds(conn, [json.dumps(request).encode()], [in_fd, out_fd, err_fd])
             for fd in theirs:
@@ -349,6 +347,15 @@ class _Forks:
                         selector.unregister(key.fd)
         assert status is not None
         return status
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (``os.umask`` would, for a moment, for
+    every thread)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    raise RuntimeError("no Umask line in /proc/self/status")
 
 
 def _decoded(data: bytes, text: bool) -> str | bytes:

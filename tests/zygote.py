@@ -2,11 +2,11 @@
 (:func:`tests.processes.run`'s server; run as a script, imported only for its path).
 
 Why: the suite runs ``reel ...`` about five hundred times, and each start spent half a second or
-more importing the CLI and what its commands use before doing anything: a quarter of the
+more importing the CLI and what its commands use before doing anything: a fifth of the
 suite's worker time. A forked child of this process is a real process running the real
 ``reel`` entry point, with its own argv, environment, working directory, umask and standard
-streams, and exits as the command's own would (``sys.exit``, atexit, thread
-joins); only the import is shared. What differs, and how it is met:
+streams, and exits as the command's own would (``sys.exit``, atexit, thread joins); only the
+import is shared. What differs, and how it is met:
 
 - what is read when a process starts or a module is imported (``PYTHON*``, the locale, ``TZ``,
   the loader's and libc's variables, OpenSSL's CA store, typer's terminal switches) is this
