@@ -89,6 +89,9 @@ def test_a_forked_reel_answers_as_a_spawned_one(tmp_path: Path) -> None:
     assert (
         processes.run([processes.REEL, "journal", "verify"], env=env, cwd=tmp_path).returncode == 0
     )
+    if not os.environ.get(processes.ALWAYS_SPAWN):  # the forks were the zygote's
+        forks = processes._Forks._one
+        assert forks is not None and forks.server.poll() is None
     # Streams given other ways: an empty stdin pipe, stderr into stdout, bytes.
     vault_set = [str(processes.REEL), "vault", "set", "api_key", "--data", str(data)]
     forked_b = processes.run(
