@@ -92,8 +92,6 @@ def queue_round(work: Path, tasks: int, workers: int) -> tuple[float, list[Store
         tasks=TasksConfig(workers=workers),
     )
     node.start()
-    committed = threading.Event()
-    unlisten = journal.listen(lambda _head: committed.set())  # on the writer: a flag only
     try:
         started = time.perf_counter()
         tickets = [node.tasks.enqueue("noop").task_id for _ in range(tasks)]
@@ -103,10 +101,12 @@ def queue_round(work: Path, tasks: int, workers: int) -> tuple[float, list[Store
         deadline = started + 300
 
         def after_commits(done: Callable[[], bool], what: str) -> None:
+            seen = journal.committed_position  # read before done(): no commit goes unseen
             while not done():
-                if not committed.wait(max(deadline - time.perf_counter(), 0)):
+                head = journal.wait_for(seen, max(deadline - time.perf_counter(), 0))
+                if head == seen:
                     raise RuntimeError(f"{what} within 300 s")
-                committed.clear()
+                seen = head
 
         after_commits(lambda: journal.stream_next_seq(last) >= 3, "the last task did not end")
         after_commits(
@@ -115,7 +115,6 @@ def queue_round(work: Path, tasks: int, workers: int) -> tuple[float, list[Store
         )
         elapsed = time.perf_counter() - started
     finally:
-        unlisten()
         node.stop(grace_s=1.0)
     written = journal.events_of_kinds(tuple(sorted(TASK_KINDS)))
     journal.close(checkpoint=False)

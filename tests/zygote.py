@@ -42,7 +42,9 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 
 def preload() -> None:
@@ -82,11 +84,9 @@ def serve(listen_fd: int, control_fd: int) -> list[str]:
             if key.data == "control":
                 os._exit(0)
             if key.data == "reap":
-                try:
+                with contextlib.suppress(BlockingIOError):  # drained: the wake-ups are read
                     while wake_r.recv(4096):
                         pass
-                except BlockingIOError:
-                    pass
                 _reap(waiting)
             elif key.data == "accept":
                 conn, _ = listener.accept()
@@ -107,30 +107,38 @@ def serve(listen_fd: int, control_fd: int) -> list[str]:
                 sys.stderr.flush()
                 pid = os.fork()
                 if pid == 0:
-                    try:
-                        for own in (listener, wake_r, wake_w, conn, *waiting.values(), *pending):
-                            own.close()
-                        selector.close()
-                        os.close(control_fd)
-                        signal.set_wakeup_fd(-1)
-                        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                        for target, fd in enumerate(fds):
-                            os.dup2(fd, target)
-                            os.close(fd)
-                        os.chdir(request["cwd"])
-                        os.umask(request["umask"])
-                        os.environ.clear()
-                        os.environ.update(request["env"])
-                        return list(request["argv"])
-                    except BaseException:  # the command never ran: say why, as exec would
-                        traceback.print_exc()
-                        sys.stderr.flush()
-                        os._exit(127)
+                    selector.close()
+                    os.close(control_fd)
+                    owned = (listener, wake_r, wake_w, conn, *waiting.values(), *pending)
+                    return _become(request, fds, owned)
                 for fd in fds:
                     os.close(fd)
                 waiting[pid] = conn
                 _send(conn, {"pid": pid})
                 _reap(waiting)
+
+
+def _become(request: dict[str, Any], fds: list[int], owned: Iterable[socket.socket]) -> list[str]:
+    """In a forked child: the server's sockets closed, its signal handling undone, the
+    request's streams, directory, umask and environment in place; returns its argv. A failure
+    here is the command never run: told on its stderr, exit 127 (as a failed exec)."""
+    try:
+        for own in owned:
+            own.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.umask(request["umask"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        return list(request["argv"])
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(127)
 
 
 def _reap(waiting: dict[int, socket.socket]) -> None:
