@@ -40,6 +40,7 @@ import msgspec
 import pykka
 
 from actors import Node
+from actors.actor_threads import PooledActor
 from actors.aggregate import fold
 from actors.channels import pairing, results, router
 from actors.channels.config import ChannelConfig, duration_ms
@@ -120,9 +121,7 @@ def state_of(name: str, stream: Sequence[StoredEvent]) -> ChannelState:
 # --- the actor ---------------------------------------------------------------------------------
 
 
-class ChannelActor(pykka.ThreadingActor):
-    use_daemon_thread = True
-
+class ChannelActor(PooledActor):
     def __init__(
         self, name: str, config: ChannelConfig, node: Node, journal: JournalPort, hub: ChannelEdge
     ) -> None:

@@ -32,6 +32,7 @@ import msgspec
 import pykka
 
 from actors import checkpoints
+from actors.actor_threads import PooledActor
 from actors.approvals.grants import Grant, check_decision
 from actors.errors import ApprovalAlreadyResolved, InvalidCommand
 from actors.invocations.decide import (
@@ -80,10 +81,8 @@ TOOL_OUTPUT_BUDGET = MAX_PAYLOAD_BYTES - 16 * 1024
 limit, with room for its other fields (ids, tool name, error text)."""
 
 
-class ToolInvocationActor(pykka.ThreadingActor):
+class ToolInvocationActor(PooledActor):
     """Owns the stream ``tool/<invocation_id>``."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,

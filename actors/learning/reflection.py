@@ -29,6 +29,7 @@ from typing import Any
 
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.io_loop import IoLoop, Timer
 from actors.learning.desk import BATCH_MAX_RUNS, TASK_KIND
 from actors.tasks.queue import TaskQueue
@@ -72,10 +73,8 @@ class _CatchUp:
     """Start: enqueue what a stop or crash left without a reflection."""
 
 
-class ReflectionFeed(pykka.ThreadingActor):
+class ReflectionFeed(PooledActor):
     """Enqueues reflections of completed runs (see the module docstring)."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,

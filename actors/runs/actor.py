@@ -28,6 +28,7 @@ from typing import Any
 
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.aggregate import fold
 from actors.approvals.grants import Grant
 from actors.errors import RunNotActive
@@ -150,11 +151,9 @@ class _Tool:
         """Set once the call's result is on the journal (or its actor is gone)."""
 
 
-class RunActor(pykka.ThreadingActor):
+class RunActor(PooledActor):
     """One run's loop. Started by its session after ``run.accepted`` is durable, or by the node
     for a run that a restart found waiting for a human."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.aggregate import fold
 from actors.errors import BudgetExceeded, Conflict, InvalidCommand, UnknownRun, UnknownSession
 from actors.messages import (
@@ -95,10 +96,8 @@ class _Queued(msgspec.Struct, frozen=True):
         return self.accepted.event.run_id
 
 
-class SessionActor(pykka.ThreadingActor):
+class SessionActor(PooledActor):
     """Owns ``session/<session_id>``. Started (and restarted) only by the directory."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,

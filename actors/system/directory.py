@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.approvals.always_grants import GRANTS_STREAM, revoke
 from actors.errors import (
     ApprovalAlreadyResolved,
@@ -83,10 +84,8 @@ SESSION_COMMANDS = (
 """Commands naming an existing session, delivered to it as they are."""
 
 
-class SessionDirectory(pykka.ThreadingActor):
+class SessionDirectory(PooledActor):
     """The front door of the actor system."""
-
-    use_daemon_thread = True
 
     def __init__(self, services: Services) -> None:
         super().__init__()

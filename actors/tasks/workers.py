@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.io_loop import IoLoop, Timer
 from actors.tasks.decide import (
     Claim,
@@ -232,10 +233,8 @@ class Ready(msgspec.Struct, frozen=True):
 # --- the dispatcher --------------------------------------------------------------------------
 
 
-class TaskDispatcher(pykka.ThreadingActor):
+class TaskDispatcher(PooledActor):
     """Finds due tasks and hands them to idle workers; see the module docstring."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,
@@ -485,10 +484,8 @@ def cancel_task(
 # --- the workers -----------------------------------------------------------------------------
 
 
-class TaskWorker(pykka.ThreadingActor):
+class TaskWorker(PooledActor):
     """Claims and runs one task at a time on its own thread; see the module docstring."""
-
-    use_daemon_thread = True
 
     def __init__(self, index: int, shared: Shared, dispatcher: pykka.ActorRef[Any]) -> None:
         super().__init__()

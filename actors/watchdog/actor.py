@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import msgspec
 import pykka
 
+from actors.actor_threads import PooledActor
 from actors.aggregate import fold
 from actors.io_loop import Timer
 from actors.log_fields import fields
@@ -71,10 +72,8 @@ def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class WatchdogActor(pykka.ThreadingActor):
+class WatchdogActor(PooledActor):
     """Looks at the node every ``config.interval_s``; see the module docstring."""
-
-    use_daemon_thread = True
 
     def __init__(
         self,

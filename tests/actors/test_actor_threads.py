@@ -1,0 +1,86 @@
+"""Actors on kept threads (actors/actor_threads.py): a stopped actor's thread runs the next
+actor's loop as a fresh thread would, and the pool keeps only a few waiting."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pykka
+import pytest
+
+from actors.actor_threads import IDLE_KEEP, PooledActor, idle_actor_threads
+
+MARK: contextvars.ContextVar[str] = contextvars.ContextVar("MARK", default="unset")
+
+
+class Probe(PooledActor):
+    """Tells what its thread looks like from inside, and leaves a mark in its context."""
+
+    def on_receive(self, message: Any) -> Any:
+        if message == "mark":
+            MARK.set("left by an earlier actor")
+        me = threading.current_thread()
+        return me.ident, me.name, me.daemon, MARK.get()
+
+
+class Failing(PooledActor):
+    def on_start(self) -> None:
+        raise RuntimeError("on_start fails")
+
+
+def wait_until(check: Callable[[], bool], what: str, limit_s: float = 10.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {limit_s} s for {what}")
+        time.sleep(0.005)
+
+
+def idle_names() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "actor-idle"]
+
+
+@pytest.fixture(autouse=True)
+def _stop_probes() -> Iterator[None]:
+    yield
+    for ref in pykka.ActorRegistry.get_by_class(Probe):
+        ref.stop()
+
+
+def test_the_next_actor_runs_on_a_stopped_actors_thread_as_on_a_fresh_one() -> None:
+    first = Probe.start()
+    ident, name, daemon, _ = first.ask("mark")
+    assert name.startswith("Probe-") and daemon
+    first.stop()
+    wait_until(lambda: idle_actor_threads() >= 1, "the thread to wait for the next actor")
+    assert "actor-idle" in idle_names()
+
+    seen = [Probe.start() for _ in range(IDLE_KEEP)]
+    answers = [ref.ask("look") for ref in seen]
+    assert ident in {a[0] for a in answers}, "no actor ran on the stopped actor's thread"
+    for _, name, daemon, mark in answers:
+        assert name.startswith("Probe-") and name != "actor-idle" and daemon
+        assert mark == "unset", "a context variable outlived the actor that set it"
+    assert len({a[1] for a in answers}) == len(answers)  # each actor has a name of its own
+
+
+def test_a_burst_leaves_no_more_than_the_kept_threads_waiting() -> None:
+    before = threading.active_count()
+    burst = [Probe.start() for _ in range(IDLE_KEEP + 6)]
+    assert len({ref.ask("look")[0] for ref in burst}) == len(burst)  # all live at once
+    for ref in burst:
+        ref.stop()
+    wait_until(lambda: idle_actor_threads() == IDLE_KEEP, "the burst's threads to settle")
+    wait_until(lambda: threading.active_count() <= before + IDLE_KEEP, "the rest to end")
+    assert len(idle_names()) == IDLE_KEEP
+
+
+def test_an_actor_that_fails_to_start_leaves_its_thread_to_the_next() -> None:
+    failing = Failing.start()
+    wait_until(lambda: not failing.is_alive(), "the failing actor to stop")
+    probe = Probe.start()
+    assert probe.ask("look")[1].startswith("Probe-")
