@@ -40,6 +40,15 @@ def wait_until(check: Callable[[], bool], what: str, limit_s: float = 10.0) -> N
         time.sleep(0.005)
 
 
+Look = tuple[int, str, bool, str]
+
+
+def look(ref: pykka.ActorRef[Any], message: str = "look") -> Look:
+    """The probe's thread id, thread name, daemon flag and the mark in its context."""
+    answer: Look = ref.ask(message, block=True)
+    return answer
+
+
 def idle_names() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name == "actor-idle"]
 
@@ -53,14 +62,14 @@ def _stop_probes() -> Iterator[None]:
 
 def test_the_next_actor_runs_on_a_stopped_actors_thread_as_on_a_fresh_one() -> None:
     first = Probe.start()
-    ident, name, daemon, _ = first.ask("mark")
+    ident, name, daemon, _ = look(first, "mark")
     assert name.startswith("Probe-") and daemon
     first.stop()
     wait_until(lambda: idle_actor_threads() >= 1, "the thread to wait for the next actor")
     assert "actor-idle" in idle_names()
 
     seen = [Probe.start() for _ in range(IDLE_KEEP)]
-    answers = [ref.ask("look") for ref in seen]
+    answers = [look(ref) for ref in seen]
     assert ident in {a[0] for a in answers}, "no actor ran on the stopped actor's thread"
     for _, name, daemon, mark in answers:
         assert name.startswith("Probe-") and name != "actor-idle" and daemon
@@ -71,7 +80,7 @@ def test_the_next_actor_runs_on_a_stopped_actors_thread_as_on_a_fresh_one() -> N
 def test_a_burst_leaves_no_more_than_the_kept_threads_waiting() -> None:
     before = threading.active_count()
     burst = [Probe.start() for _ in range(IDLE_KEEP + 6)]
-    assert len({ref.ask("look")[0] for ref in burst}) == len(burst)  # all live at once
+    assert len({look(ref)[0] for ref in burst}) == len(burst)  # all live at once
     for ref in burst:
         ref.stop()
     wait_until(lambda: idle_actor_threads() == IDLE_KEEP, "the burst's threads to settle")
@@ -83,4 +92,4 @@ def test_an_actor_that_fails_to_start_leaves_its_thread_to_the_next() -> None:
     failing = Failing.start()
     wait_until(lambda: not failing.is_alive(), "the failing actor to stop")
     probe = Probe.start()
-    assert probe.ask("look")[1].startswith("Probe-")
+    assert look(probe)[1].startswith("Probe-")
