@@ -10,7 +10,8 @@ at most :data:`IDLE_KEEP` of them waiting, so a node's thread count still follow
 actors (a burst's threads end with it).
 
 The contract is pykka's: one thread runs an actor's loop from ``on_start`` to its stop, and
-nothing else meanwhile. What a fresh thread would give the loop, a reused one gives too: the
+nothing else meanwhile; its inbox is a ``queue.SimpleQueue`` (what pykka asks of an inbox: put,
+get, empty). What a fresh thread would give the loop, a reused one gives too: the
 loop runs in an empty :mod:`contextvars` context, and the thread carries the actor's name (as
 pykka names it, ``RunActor-12``) while it runs it, ``actor-idle`` while it waits. Every reel
 actor ran on a daemon thread, and pool threads are daemons. reel keeps nothing in
@@ -25,8 +26,13 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import pykka
+
+if TYPE_CHECKING:
+    from pykka._actor import ActorInbox
+    from pykka._envelope import Envelope
 
 IDLE_KEEP = 4
 """Threads kept waiting for an actor at most: a sequential run needs two at once (the run's and
@@ -86,6 +92,13 @@ class PooledActor(pykka.ThreadingActor):
     """A pykka threading actor whose loop runs on a kept thread (see the module)."""
 
     use_daemon_thread = True
+
+    @staticmethod
+    def _create_actor_inbox() -> ActorInbox:
+        # Every message passes through it: the C queue takes a lock where ``queue.Queue``
+        # takes a lock and notifies a ``Condition`` in Python, on both sides of each hand-off.
+        inbox: queue.SimpleQueue[Envelope[Any]] = queue.SimpleQueue()
+        return inbox
 
     def _start_actor_loop(self) -> None:
         _THREADS.run(f"{type(self).__name__}-{next(_names)}", self._actor_loop)
