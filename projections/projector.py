@@ -44,6 +44,14 @@ from projections.usage import UsageProjection
 
 VIEWS_APPLICATION_ID = 0x7265656D  # "reem": reel views
 
+LINGER_S = 0.01
+"""How long the following projector, woken by a commit, lets more commits gather before it
+reads them. A batch has a cost of its own whatever it holds (the journal read, a views.db
+transaction, the checkpoints' row, the listeners' wake-ups), and a run commits six times in a
+few milliseconds: folded one commit at a time the views took a sequential run's CPU from 6 to
+13 ms. A reader that waits for a position (read-your-writes: :meth:`Projector.wait_for`,
+:meth:`Projector.hurry`) cuts the wait short; only streams following the views see it."""
+
 
 def all_projections(
     embedder: Embedder | None = None, matrix: VectorMatrix | None = None
@@ -112,6 +120,7 @@ class Projector:
         self._cond = threading.Condition()
         self._listeners: list[Callable[[int], None]] = []
         self._wake = threading.Event()
+        self._hurry = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -271,6 +280,9 @@ class Projector:
                 self._caught_up()
             self._wake.wait(timeout=0.5)
             self._wake.clear()
+            if not self._catching_up:  # let the burst gather, unless a reader waits (LINGER_S)
+                self._hurry.wait(LINGER_S)
+                self._hurry.clear()
         self._caught_up()
 
     def _caught_up(self) -> None:
@@ -282,6 +294,8 @@ class Projector:
         """Block until the views include ``position`` (or ``timeout``, which is not counted
         while the start-up catch-up lasts); returns the view position."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self.position < position:
+            self.hurry()
         with self._cond:
             while self.position < position and not self._stop.is_set():
                 if self._catching_up:
@@ -293,6 +307,10 @@ class Projector:
                     break
                 self._cond.wait(left)
             return self.position
+
+    def hurry(self) -> None:
+        """A reader waits for a position: the next batch is read without lingering."""
+        self._hurry.set()
 
     def wait_caught_up(self) -> None:
         """Return once the start-up catch-up ended (at once when there is none, or it failed:
@@ -326,6 +344,7 @@ class Projector:
         behind = self._catching_up
         self._stop.set()
         self._wake.set()
+        self._hurry.set()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

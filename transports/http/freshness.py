@@ -27,6 +27,7 @@ async def views_reach(projector: Projector, position: int, timeout: float) -> bo
     counted while :attr:`Projector.catching_up`)."""
     if projector.position >= position:
         return True
+    projector.hurry()
     loop = asyncio.get_running_loop()
     reached = asyncio.Event()
 
