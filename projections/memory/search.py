@@ -332,8 +332,10 @@ class MemoryView(PooledReader):
         match = fts_match(terms)
         now = self.clock() if now_ms is None else now_ms
         pool = min(max(self.pool, k), VEC_MAX_K)
-        qvec = self.embedder.embed_query(query)
         with self._read() as conn:
+            if not conn.execute("SELECT EXISTS (SELECT 1 FROM memory_items)").get:
+                return []  # an empty memory, every run's until one is written: nothing to embed
+            qvec = self.embedder.embed_query(query)
             indexed = conn.execute("SELECT fingerprint, changed_at FROM memory_index").fetchone()
             use_vectors = (
                 indexed is not None and indexed[0] == self.embedder.fingerprint and any(qvec)

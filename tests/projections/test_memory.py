@@ -88,6 +88,28 @@ def test_an_empty_index_an_empty_query_and_k_zero_give_nothing(
     v.close()
 
 
+def test_a_search_of_an_empty_memory_embeds_nothing(
+    journal: Journal, views: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every run searches memory before its first turn, and most nodes have none: the query
+    is embedded (and matched) only once an item exists."""
+    fold(journal, views)
+    v = view(views)
+    embedded: list[str] = []
+    embed = v.embedder.embed_query
+
+    def counted(text: str) -> list[float]:
+        embedded.append(text)
+        return embed(text)
+
+    monkeypatch.setattr(v.embedder, "embed_query", counted)
+    assert v.search("anything at all") == [] and embedded == []
+    write(journal, "m1", "something to find", scope="global")
+    fold(journal, views)
+    assert ids(v.search("something")) == ["m1"] and embedded == ["something"]
+    v.close()
+
+
 def test_recency_halves_every_half_life_and_ranks_equal_matches(
     journal: Journal, views: Path
 ) -> None:
