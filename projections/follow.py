@@ -32,10 +32,17 @@ TAPE_PAGE = 500
 
 
 class Signal:
-    """One shared wake-up signal, notified from any thread, awaited on ``loop``."""
+    """One shared wake-up signal, notified from any thread, awaited on ``loop``.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    ``hurry`` is called whenever a follower is about to wait (the projector's
+    :meth:`~projections.Projector.hurry` for a signal of its batches): while someone follows,
+    the views are read as each commit lands rather than after the projector's linger."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, hurry: Callable[[], None] | None = None
+    ) -> None:
         self._loop = loop
+        self._hurry = hurry
         self._future: asyncio.Future[int] | None = None
         self.position = 0
         """The last position reported."""
@@ -54,6 +61,8 @@ class Signal:
 
     def changed(self) -> asyncio.Future[int]:
         """A future resolved by the next notification (loop thread only)."""
+        if self._hurry is not None:
+            self._hurry()
         if self._future is None or self._future.done():
             self._future = self._loop.create_future()
         return self._future

@@ -49,8 +49,10 @@ LINGER_S = 0.01
 reads them. A batch has a cost of its own whatever it holds (the journal read, a views.db
 transaction, the checkpoints' row, the listeners' wake-ups), and a run commits six times in a
 few milliseconds: folded one commit at a time the views took a sequential run's CPU from 6 to
-13 ms. A reader that waits for a position (read-your-writes: :meth:`Projector.wait_for`,
-:meth:`Projector.hurry`) cuts the wait short; only streams following the views see it."""
+13 ms. Anyone waiting for the views cuts it short (:meth:`Projector.hurry`): a reader waiting
+for its own write (:meth:`Projector.wait_for`, the HTTP reads) and a stream following them
+(SSE, ``RunStream``, a channel's replies: :class:`projections.follow.Signal`). So it saves the
+folding of what nobody watches, and costs a watcher nothing."""
 
 
 def all_projections(
@@ -309,7 +311,8 @@ class Projector:
             return self.position
 
     def hurry(self) -> None:
-        """A reader waits for a position: the next batch is read without lingering."""
+        """Someone waits for the views (a position, the next batch): the next commit is read
+        without lingering. Any thread."""
         self._hurry.set()
 
     def wait_caught_up(self) -> None:

@@ -1,6 +1,7 @@
 """The following projector lets a burst of commits gather before it reads them (LINGER_S),
-and a reader waiting for a position never waits for that: projections/projector.py, and the
-HTTP reads' read-your-writes (transports/http/freshness.py)."""
+and a reader waiting for a position, or a stream following the views, never waits for that:
+projections/projector.py, the HTTP reads' read-your-writes (transports/http/freshness.py) and
+the followers' signal (projections/follow.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from events import Journal
 from events.catalog import RunAccepted
 from projections import Projector
 from projections import projector as projector_module
+from projections.follow import Signal
 from projections.runs import RunsProjection
 from transports.http.freshness import views_reach
 
@@ -75,6 +77,28 @@ def test_an_http_read_waiting_for_its_write_does_not_wait_for_the_linger(
     started = time.monotonic()
     assert asyncio.run(views_reach(following, last, 10))
     assert time.monotonic() - started < 5
+
+
+def test_a_stream_following_the_views_does_not_wait_for_the_linger(
+    journal: Journal, following: Projector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SSE, RunStream and a channel's replies wait on a :class:`Signal` of the projector's
+    batches: while one waits, each commit is read as it lands."""
+    monkeypatch.setattr(projector_module, "LINGER_S", 60.0)
+
+    async def follow() -> float:
+        signal = Signal(asyncio.get_running_loop(), following.hurry)
+        unsubscribe = following.listen(signal.notify)
+        try:
+            changed = signal.changed()  # a follower about to wait
+            accept(journal, 1)
+            started = time.monotonic()
+            await asyncio.wait_for(changed, 10)
+            return time.monotonic() - started
+        finally:
+            unsubscribe()
+
+    assert asyncio.run(follow()) < 5
 
 
 def test_closing_does_not_wait_for_the_linger(

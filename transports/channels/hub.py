@@ -173,7 +173,7 @@ class ChannelHub:
         self._node, self._journal, self._projector = node, journal, projector
         self._authority = authority
         self._views = Views(views_path, views_limits)
-        self.signal = Signal(node.io.loop)
+        self.signal = Signal(node.io.loop, projector.hurry)
         self._unlisten = projector.listen(self.signal.notify)
         if run:
             for name in self.configs:

@@ -19,7 +19,7 @@ from transports.runtime import Runtime
 def follow_run(runtime: Runtime, run_id: str, after_seq: int = -1) -> Iterator[Event]:
     """Yield the run's tape events in order, ending after its terminal event."""
     loop = asyncio.new_event_loop()
-    signal = Signal(loop)
+    signal = Signal(loop, runtime.projector.hurry)
     unsubscribe = runtime.projector.listen(signal.notify)
     views = runtime.views
     pages = follow_tape(views, run_id, after_seq, signal, views.tape)

@@ -96,7 +96,7 @@ class GrpcServer:
             runtime=runtime,
             authority=self._authority,
             views=Views(runtime.views.path, runtime.views.limits),
-            applied=Signal(loop),
+            applied=Signal(loop, runtime.projector.hurry),
             committed=Signal(loop),
             shutdown=loop.create_future(),
         )

@@ -50,7 +50,7 @@ def build_app(
     unsubscribe: list[Callable[[], None]] = []
 
     async def follow_projector(_app: web.Application) -> None:
-        ctx.applied = Signal(asyncio.get_running_loop())
+        ctx.applied = Signal(asyncio.get_running_loop(), runtime.projector.hurry)
         unsubscribe.append(runtime.projector.listen(ctx.applied.notify))
 
     async def end_streams(_app: web.Application) -> None:
