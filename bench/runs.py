@@ -570,6 +570,16 @@ def settle_threads(quiet_s: float = 0.5, limit_s: float = 10.0) -> int:
     return last
 
 
+def kept_actor_threads() -> tuple[int, int]:
+    """Actor threads waiting for an actor now, and how many the node keeps at most
+    (``actors/actor_threads.py``); (0, 0) for a checkout from before it kept any."""
+    try:
+        from actors.actor_threads import IDLE_KEEP, idle_actor_threads
+    except ImportError:
+        return 0, 0
+    return idle_actor_threads(), IDLE_KEEP
+
+
 def phase_idle(work: Path, count: int) -> dict[str, Any]:
     """``count`` sessions created (pipelined) and left idle under the checkout's shipped
     settings; threads and RSS before and once the live session count settles, and a few random
@@ -614,7 +624,9 @@ def phase_idle(work: Path, count: int) -> dict[str, Any]:
             sample[slot] = info.session_id
 
     with Sampler() as sampler:
-        fixed_threads = threading.active_count()
+        kept_before, keep = kept_actor_threads()
+        # The node's own threads, and as many waiting actor threads as it may keep.
+        fixed_threads = threading.active_count() - kept_before + keep
         rss_before = rss_mib()
         started = time.perf_counter()
         window: deque[Future[Any]] = deque()
@@ -814,7 +826,8 @@ def main_report(args: argparse.Namespace, work: Path) -> None:
         allowed = idle["fixed_threads"] + idle["live_runs"]
         print(
             f"{verdict(idle['after_threads'] <= allowed)}      {name}, {when}: live threads <= "
-            f"live runs ({idle['live_runs']}) + the node's fixed {idle['fixed_threads']}, "
+            f"live runs ({idle['live_runs']}) + the node's fixed {idle['fixed_threads']} "
+            f"(with the actor threads it keeps waiting), "
             f"whatever the count: {idle['after_threads']:,}"
         )
 
