@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -81,6 +82,15 @@ class _ActorThreads:
 
 
 _THREADS = _ActorThreads(IDLE_KEEP)
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of its parent's threads: none of them waits for its actors."""
+    global _THREADS
+    _THREADS = _ActorThreads(IDLE_KEEP)
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def idle_actor_threads() -> int:

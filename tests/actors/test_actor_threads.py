@@ -4,6 +4,7 @@ actor's loop as a fresh thread would, and the pool keeps only a few waiting."""
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -93,3 +94,21 @@ def test_an_actor_that_fails_to_start_leaves_its_thread_to_the_next() -> None:
     wait_until(lambda: not failing.is_alive(), "the failing actor to stop")
     probe = Probe.start()
     assert look(probe)[1].startswith("Probe-")
+
+
+def test_a_forked_child_runs_its_actors_on_threads_of_its_own() -> None:
+    """The parent's waiting threads do not exist in a child: it must not hand them actors."""
+    first = Probe.start()
+    look(first)
+    first.stop()
+    wait_until(lambda: idle_actor_threads() >= 1, "a thread to wait for the next actor")
+    pid = os.fork()
+    if pid == 0:  # the child: answer within 5 s or fail
+        try:
+            child = Probe.start()
+            answered = child.ask("look", block=True, timeout=5)[1].startswith("Probe-")
+            os._exit(0 if answered else 1)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
