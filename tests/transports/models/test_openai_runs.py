@@ -87,7 +87,9 @@ def test_a_llama_cpp_python_tool_loop_completes(open_node: Any, strict_model: Fa
     assert completed["ok"] and json.loads(completed["output"]) == {"text": "ping"}
     (done,) = events["run.completed"]
     assert (done["turns"], done["tool_calls"]) == (2, 1)
-    _, second = (r.body for r in strict_model.requests)
+    # The run's two turns come first: with a model, reflection asks it about the completed run
+    # too (learning's "auto" extractor), at a moment this test does not control.
+    _, second = (r.body for r in strict_model.requests[:2])
     assistant, result = second["messages"][-2:]
     assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "call__0_echo_c1"
     assert result == {
