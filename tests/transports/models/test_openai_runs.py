@@ -70,6 +70,13 @@ def run(node: HttpNode, text: str) -> dict[str, list[dict[str, Any]]]:
     return by_kind
 
 
+def turns(model: FakeOpenAI) -> list[dict[str, Any]]:
+    """What the run's turns sent the model. With a model, reflection asks it about a completed
+    run too (learning's "auto" extractor), whenever its task gets to it: that request offers
+    no tools (actors/learning/rules.py's ``model_request``)."""
+    return [r.body for r in model.requests if r.body.get("tools")]
+
+
 def echo_call(model: FakeOpenAI, pieces: list[str]) -> list[bytes]:
     stream: list[bytes] = model.llama_cpp_python_tool_stream("echo", "call__0_echo_c1", pieces)
     return stream
@@ -87,9 +94,7 @@ def test_a_llama_cpp_python_tool_loop_completes(open_node: Any, strict_model: Fa
     assert completed["ok"] and json.loads(completed["output"]) == {"text": "ping"}
     (done,) = events["run.completed"]
     assert (done["turns"], done["tool_calls"]) == (2, 1)
-    # The run's two turns come first: with a model, reflection asks it about the completed run
-    # too (learning's "auto" extractor), at a moment this test does not control.
-    _, second = (r.body for r in strict_model.requests[:2])
+    _, second = turns(strict_model)
     assistant, result = second["messages"][-2:]
     assert assistant["content"] == "" and assistant["tool_calls"][0]["id"] == "call__0_echo_c1"
     assert result == {
@@ -164,7 +169,7 @@ def test_without_streaming_usage_and_calls_are_recorded(
     assert second_turn["completion_tokens"] > 0  # the fake's whole echo reports usage too
     (done,) = events["run.completed"]
     assert done["prompt_tokens"] == 150 + second_turn["prompt_tokens"]
-    assert all(r.body["stream"] is False for r in strict_model.requests)
+    assert all(body["stream"] is False for body in turns(strict_model))
 
 
 def test_the_provider_options_reach_the_server(open_node: Any, strict_model: FakeOpenAI) -> None:
@@ -174,7 +179,7 @@ def test_the_provider_options_reach_the_server(open_node: Any, strict_model: Fak
 
     assert "run.completed" in run(node, "call echo with ping")
 
-    first, second = (r.body for r in strict_model.requests)
+    first, second = turns(strict_model)
     assert first["tool_choice"] == {"type": "function", "function": {"name": "echo"}}
     assert "tool_choice" not in second  # after the result, the answer is the model's to give
     for body in (first, second):
