@@ -17,13 +17,15 @@ releases only text whose verdict can no longer change; the rest is held back:
   key that names a secret in any language, ``Bearer``, ``Basic``, ``Authorization``,
   ``Cookie``, the programs whose flags take a password, a vendor's name, ``-----BEGIN``) until
   :data:`~events.redaction.detectors.REACH` characters have followed it, the farthest its value can
-  end; a key block waits for its own END line (:attr:`~events.redaction.detectors.Detector.end`).
+  end; a key block waits for its own END line (:attr:`~events.redaction.detectors.Detector.end`);
+* nor at the space inside a trigger word the held text ends part-way through (``mot de``
+  before ``passe`` arrives: released, the key's first word would leave its value unrecognised).
 
 So ordinary prose flows with a few words of delay (a scan every SCAN_STEP characters, and on
 the run's 50 ms flush tick), and text near a trigger waits up to REACH (320) characters.
 Released text is exactly what :func:`events.redaction.redact.redact_text` makes of the whole text
-(the property tests check every split point of the corpus), and :meth:`StreamRedactor.finish`
-releases the rest at the end of the turn.
+(the tests check every split point of the corpus, also with a release at it after prose), and
+:meth:`StreamRedactor.finish` releases the rest at the end of the turn.
 
 **Memory is bounded** by ``max_hold`` (64 KiB of held text by default): past it, a match that
 is still open is replaced by the marker right away and its remaining input is dropped until it
@@ -68,17 +70,48 @@ def _trigger_words() -> re.Pattern[str]:
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
+@cache
+def _split_trigger_starts() -> tuple[frozenset[str], int]:
+    """The beginnings (every proper prefix) of the trigger words with a space inside
+    (``mot de passe``, ``پاس ورڈ``), and the longest one's length."""
+    starts = {
+        word[:end]
+        for d in detectors()
+        for word in d.trigger
+        if any(c in _SPACES for c in word)
+        for end in range(1, len(word))
+    }
+    return frozenset(starts), max(map(len, starts), default=0)
+
+
+def _unfinished_trigger(buf: str, start: int) -> int | None:
+    """Where a trigger word with a space inside starts when the text ends part-way through it
+    (``... mot de `` before ``passe`` arrives), at or after ``start``: cut at that space, the
+    key's first word would be released and its value, arriving later, read without it."""
+    starts, longest = _split_trigger_starts()
+    at = max(start, len(buf) - longest)
+    tail = buf[at:].lower()
+    if len(tail) != len(buf) - at:  # lower-casing changed the length (rare Unicode): hold it
+        return at
+    return next((at + i for i in range(len(tail)) if tail[i:] in starts), None)
+
+
 def _first_trigger(buf: str, start: int) -> int | None:
     """Where the first construct that may span whitespace starts at or after ``start``: the
-    start of the key run (``DB_PASSWORD``) around the first trigger word."""
+    start of the key run (``DB_PASSWORD``) around the first trigger word, or around a trigger
+    word the text ends part-way through."""
     lowered = buf[start:].lower()
     if len(lowered) == len(buf) - start:
         found = _trigger_words().search(lowered)
     else:  # lower-casing changed the length (rare Unicode)
         found = re.compile(_trigger_words().pattern, re.IGNORECASE).search(buf[start:])
-    if found is None:
+    starts = [start + found.start()] if found is not None else []
+    unfinished = _unfinished_trigger(buf, start)
+    if unfinished is not None:
+        starts.append(unfinished)
+    if not starts:
         return None
-    at = start + found.start()
+    at = min(starts)
     while at > 0 and buf[at - 1] in _KEY_CHARS:
         at -= 1
     return at

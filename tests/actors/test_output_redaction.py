@@ -7,8 +7,9 @@ chunks joined, and both are exactly the whole text redacted."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 import pytest
@@ -21,17 +22,21 @@ from tests.events.redaction_corpus import SECRETS, Secret
 from transports.models import DeterministicProvider
 
 PLAY = "play script "
+PAUSE_S = 0.15
+"""A piece ``None`` in a script: the model pauses this long (three of the run's 50 ms flush
+ticks, each of which releases what the redactor can release)."""
 
 
 class ChunkedProvider(DeterministicProvider):
     """The deterministic provider, except that ``play script N`` streams script N: the text
-    pieces it was given, one delta each (a model may stream any sizes, down to one character)."""
+    pieces it was given, one delta each (a model may stream any sizes, down to one character);
+    a piece ``None`` is a pause of :data:`PAUSE_S`."""
 
     def __init__(self) -> None:
         super().__init__(name="chunked")
-        self.scripts: list[list[str]] = []
+        self.scripts: list[Sequence[str | None]] = []
 
-    def add(self, pieces: list[str]) -> str:
+    def add(self, pieces: Sequence[str | None]) -> str:
         self.scripts.append(pieces)
         return f"{PLAY}{len(self.scripts) - 1}"
 
@@ -42,7 +47,10 @@ class ChunkedProvider(DeterministicProvider):
                 yield item
             return
         for piece in self.scripts[int(content.removeprefix(PLAY))]:
-            yield TextDelta(text=piece)
+            if piece is None:
+                await asyncio.sleep(PAUSE_S)
+            else:
+                yield TextDelta(text=piece)
         yield Usage(prompt_tokens=1, completion_tokens=1)
         yield TurnEnd(finish_reason="stop")
 
@@ -67,7 +75,7 @@ def journal_bytes(root: Path) -> bytes:
     return b"".join(p.read_bytes() for p in root.iterdir() if p.name.startswith("journal.db"))
 
 
-def play_all(make_node: MakeNode, cases: list[tuple[Secret, list[str]]]) -> Path:
+def play_all(make_node: MakeNode, cases: Sequence[tuple[Secret, Sequence[str | None]]]) -> Path:
     """Run every case through one node (all at once), check each run, close the node; returns
     the node's directory."""
     provider = ChunkedProvider()
@@ -97,6 +105,25 @@ def assert_no_split_point_lets_a_secret_in(make_node: MakeNode, every: bool) -> 
 def test_no_split_point_near_a_secret_lets_it_into_the_journal(make_node: MakeNode) -> None:
     """Every corpus secret, cut where a verdict is made and one character at a time."""
     assert_no_split_point_lets_a_secret_in(make_node, every=False)
+
+
+def test_a_pause_at_any_space_after_prose_lets_no_secret_in(make_node: MakeNode) -> None:
+    """A paragraph, then each corpus secret cut after each of its spaces with the model pausing
+    there: the run's flush ticks release text at the cut (a short text alone is held whole to
+    the end, so the cases above release nothing before it). ``... kata `` then ``sandi: value``
+    leaked so until the redactor held an unfinished trigger word."""
+    prose = "The deployment finished without errors and every health check answered in time. " * 2
+    cases: list[tuple[Secret, list[str | None]]] = []
+    for secret in SECRETS:
+        whole = Secret(secret.shape, prose + secret.text, secret.values)
+        for k, char in enumerate(whole.text):
+            if char == " " and k >= len(prose) - 1:
+                cases.append((whole, [whole.text[: k + 1], None, whole.text[k + 1 :]]))
+    root = play_all(make_node, cases)
+    raw = journal_bytes(root)
+    for secret in SECRETS:
+        for value in secret.values:
+            assert value.encode() not in raw, f"{secret.shape}: {value!r} reached the journal"
 
 
 @pytest.mark.slow
