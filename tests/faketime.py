@@ -13,6 +13,15 @@ Only this package's library is used, never a system one, so what runs is what is
 built for x86-64 Linux: elsewhere ``ld.so`` ignores it and the clock is not moved, so a test must
 check the clock its process reports, not trust the preload. ``make test`` sets
 ``REEL_REQUIRE_FAKETIME=1``: there a missing library fails the test instead of skipping it.
+
+A process under this library starts without the shell sandbox (``REEL_TOOLS_SHELL_BWRAP``
+pointed nowhere, so ``shell.run`` is unavailable there). The library's ``pthread_cond_init``
+takes a process-wide rwlock of its own (``monotonic_conds_lock``); a fork while another thread
+holds it copies it held, and a child that runs ``preexec_fn`` (the sandbox probe a root node
+starts with) re-creates Python's GIL with ``pthread_cond_init`` first and waits forever: a
+`reel node` printed nothing, about one start in 15 beside a CPU hog (``gdb`` on the child:
+``PyOS_AfterFork_Child`` -> ``recreate_gil`` -> libfaketime's ``pthread_cond_init`` ->
+``pthread_rwlock_wrlock``). Without the library ``pthread_cond_init`` takes no lock.
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ def library() -> Path | None:
 
 def shifted(ahead_s: int) -> dict[str, str]:
     """This environment for a process whose wall clock runs ``ahead_s`` seconds ahead under
-    libfaketime. Skips (or, under ``REEL_REQUIRE_FAKETIME=1``, fails) without the library."""
+    libfaketime, without the shell sandbox (see the module docstring). Skips (or, under
+    ``REEL_REQUIRE_FAKETIME=1``, fails) without the library."""
     found = library()
     if found is None:
         reason = "the libfaketime package (dev extra) is not installed"
@@ -51,4 +61,5 @@ def shifted(ahead_s: int) -> dict[str, str]:
         "LD_PRELOAD": f"{found}:{preload}" if preload else str(found),
         "FAKETIME": f"{ahead_s:+d}s",
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "REEL_TOOLS_SHELL_BWRAP": "/nonexistent/bwrap",  # no probe: see the module docstring
     }
