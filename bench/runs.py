@@ -10,7 +10,9 @@ Each phase runs in its own child process (``--phase``), so its thread count and 
   ``run.completed`` (timed by a callback on that append's commit future, in the writer
   thread). The driver is one thread: it learns of ends by that subscription, never by reading
   the journal, and sends each session's next run at once (a closed loop; nothing is queued
-  behind a live run); a run that has not ended within two minutes fails the phase.
+  behind a live run); a run that has not ended within two minutes fails the phase. Each
+  phase prints its commits a run (the journal's listener, called once per commit): a
+  sequential run waits for each of its commits' fsync in turn, a closed loop shares them.
   ``paced``: the same sessions with runs offered at 150 runs/s in total, for latency at the
   target load (a closed loop of 100 sessions has latency = 100 / throughput by Little's law,
   whatever the system does).
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import heapq
+import itertools
 import json
 import os
 import random
@@ -453,10 +456,20 @@ def phase_runs(
     warm = warm_up(journal, node)
     driver = Driver(journal, node, sessions, runs_each, rate)
     rss_before = rss_mib()
+    # Commits counted by the journal's listener (called once per commit, by whichever thread
+    # committed): a sequential run waits for each of its commits' fsync in turn.
+    commits = itertools.count()
+
+    def committed_one(_head: int) -> None:
+        next(commits)
+
+    unlisten = journal.listen(committed_one)
     cpu_before = cpu_s()
     with Sampler() as sampler:
         elapsed = driver.run()
     cpu = cpu_s() - cpu_before
+    unlisten()
+    committed = next(commits)
     peak_rss = peak_rss_mib()
     latencies = driver.latencies()
     open_fds = len(os.listdir("/proc/self/fd"))
@@ -489,6 +502,7 @@ def phase_runs(
         "p99_s": percentile(latencies, 99),
         "max_s": max(latencies, default=float("nan")),
         "events": len(events),
+        "commits": committed,
         "kinds": kinds,
         "payload_bytes": sum(len(e.payload) for e in events),
         "ceiling_events_per_s": ceiling_rate,
@@ -749,7 +763,7 @@ def report_runs(name: str, r: dict[str, Any]) -> None:
         what,
         f"{r['runs_per_s']:,.1f} runs/s",
         f"{ratio}p50 {r['p50_s'] * 1000:.1f} ms   p99 {r['p99_s'] * 1000:.1f} ms   "
-        f"max {r['max_s'] * 1000:.1f} ms   ({ends})",
+        f"max {r['max_s'] * 1000:.1f} ms   ({ends}; {r['commits'] / r['runs']:.2f} commits a run)",
     )
     show(
         "",
