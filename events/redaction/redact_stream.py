@@ -60,10 +60,10 @@ the end of the turn. So a model streaming a word per delta costs a scan every fe
 def _trigger_words() -> re.Pattern[str]:
     """Where a match that may span whitespace can start (or the first whitespace-free run it
     lies in): every detector's trigger words (:attr:`events.redaction.detectors.Detector.trigger`),
-    plain words in the lower-cased text, and ``\\u``/``\\x`` escapes (a key spelt with them is read
+    plain words in the case-folded text, and ``\\u``/``\\x`` escapes (a key spelt with them is read
     through them). Holding at a few more places than needed costs latency only. Compiled on
     first use, as the detectors are."""
-    words = {w for d in detectors() for w in d.trigger}
+    words = {w.casefold() for d in detectors() for w in d.trigger}
     return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
 
 
@@ -73,13 +73,13 @@ _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 @cache
 def _split_trigger_starts() -> tuple[frozenset[str], int]:
     """The beginnings (every proper prefix) of the trigger words with a space inside
-    (``mot de passe``, ``پاس ورڈ``), and the longest one's length."""
+    (``mot de passe``, ``پاس ورڈ``), case-folded, and the longest one's length."""
     starts = {
-        word[:end]
+        word.casefold()[:end]
         for d in detectors()
         for word in d.trigger
         if any(c in _SPACES for c in word)
-        for end in range(1, len(word))
+        for end in range(1, len(word.casefold()))
     }
     return frozenset(starts), max(map(len, starts), default=0)
 
@@ -90,8 +90,10 @@ def _unfinished_trigger(buf: str, start: int) -> int | None:
     key's first word would be released and its value, arriving later, read without it."""
     starts, longest = _split_trigger_starts()
     at = max(start, len(buf) - longest)
-    tail = buf[at:].lower()
-    if len(tail) != len(buf) - at:  # lower-casing changed the length (rare Unicode): hold it
+    # Case-folded, not lower-cased: a cut word's last capital sigma lower-cases as a final
+    # one (``ΠΡΌΣ`` -> ``πρός``), which no prefix of ``πρόσβασης`` is.
+    tail = buf[at:].casefold()
+    if len(tail) != len(buf) - at:  # case-folding changed the length (``ß``): hold it
         return at
     return next((at + i for i in range(len(tail)) if tail[i:] in starts), None)
 
@@ -100,10 +102,10 @@ def _first_trigger(buf: str, start: int) -> int | None:
     """Where the first construct that may span whitespace starts at or after ``start``: the
     start of the key run (``DB_PASSWORD``) around the first trigger word, or around a trigger
     word the text ends part-way through."""
-    lowered = buf[start:].lower()
-    if len(lowered) == len(buf) - start:
-        found = _trigger_words().search(lowered)
-    else:  # lower-casing changed the length (rare Unicode)
+    folded = buf[start:].casefold()  # a capital sigma folds one way, cut or not
+    if len(folded) == len(buf) - start:
+        found = _trigger_words().search(folded)
+    else:  # case-folding changed the length (``ß``)
         found = re.compile(_trigger_words().pattern, re.IGNORECASE).search(buf[start:])
     starts = [start + found.start()] if found is not None else []
     unfinished = _unfinished_trigger(buf, start)

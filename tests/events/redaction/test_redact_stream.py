@@ -4,13 +4,14 @@ redacted at once, so no secret survives a chunk boundary; held text stays bounde
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from events import MARKER
-from events.redaction.detectors import REACH
+from events.redaction.detectors import LOCAL_PASSWORD_WORDS, REACH
 from events.redaction.redact import redact_text
 from events.redaction.redact_stream import SCAN_STEP, StreamRedactor, redact_chunks
 from tests.events.redaction_corpus import HARMLESS, SECRETS
@@ -49,6 +50,27 @@ def test_every_split_point_after_prose_with_a_release_there(text: str) -> None:
         ]
         got = ("".join(t for t, _ in out), sum(n for _, n in out))
         assert got == want, f"split at {k - len(PROSE) - 1} of {text!r}"
+
+
+SPACED_KEYS = [w for w in LOCAL_PASSWORD_WORDS if " " in w]
+
+
+@pytest.mark.parametrize("case", [str.lower, str.upper, str.title], ids=["lower", "upper", "title"])
+@pytest.mark.parametrize("key", SPACED_KEYS)
+def test_a_key_of_two_words_cut_anywhere_before_its_value(
+    key: str, case: Callable[[str], str]
+) -> None:
+    """A key with a space inside, in any case, cut at every point up to its value with a
+    release there: the value is redacted. (Upper-case Greek cut inside its second word:
+    ``ΠΡΌΣ`` lower-cases to ``πρός``, a final sigma, which begins no key; case-folded it does.)"""
+    text = f"{PROSE} {case(key)}: Xq7-canary-19Lp and the rest"
+    want = redact_text(text)
+    assert "canary" not in want[0]
+    for k in range(len(PROSE), len(text) - len("canary-19Lp and the rest")):
+        redactor = StreamRedactor()
+        steps = [redactor.feed(text[:k]), redactor.release(), redactor.feed(text[k:])]
+        steps.append(redactor.finish())
+        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"cut at {k}"
 
 
 @st.composite
