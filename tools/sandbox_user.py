@@ -51,6 +51,11 @@ _MS_BIND = 0x1000
 _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
 _libc = ctypes.CDLL(None, use_errno=True)
+_unshare = _libc.unshare
+_mount = _libc.mount
+"""Looked up here, in the node: `launcher`'s steps run between fork and exec, where only
+async-signal-safe calls are safe with other threads about, and a first ``_libc.mount`` there
+would run ``dlsym`` (the dynamic loader's lock, which another thread may hold at the fork)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,8 +112,8 @@ def launcher(
             raise
 
     def _enter() -> None:
-        _check(_libc.unshare(_CLONE_NEWNS), "unshare")
-        _check(_libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+        _check(_unshare(_CLONE_NEWNS), "unshare")
+        _check(_mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
         # A descriptor from the node's mount namespace cannot be bind-mounted here: open the
         # same path in this namespace and prove it is the same directory.
         path = os.readlink(f"/proc/self/fd/{workspace_fd}")
@@ -118,7 +123,7 @@ def launcher(
             if (want.st_dev, want.st_ino) != (got.st_dev, got.st_ino):
                 raise OSError(f"the workspace moved while the sandbox started: {path}")
             source = f"/proc/self/fd/{here}".encode()
-            _check(_libc.mount(source, stage.encode(), None, _MS_BIND, None), "bind")
+            _check(_mount(source, stage.encode(), None, _MS_BIND, None), "bind")
         finally:
             os.close(here)
             os.close(workspace_fd)

@@ -395,6 +395,16 @@ def test_a_root_node_gives_the_workspace_to_the_sandbox_user(tmp_path: Path) -> 
     assert "Permission denied" in text(done)
 
 
+def test_the_launcher_looks_up_no_symbol_between_fork_and_exec() -> None:
+    """A root node's child runs `tools.sandbox_user.launcher` between fork and exec, where a
+    first ``CDLL`` attribute would run ``dlsym`` (not async-signal-safe: the loader's lock may
+    be held by another thread at the fork). ctypes keeps a looked-up function on the library
+    object, so the node's own copy holds both before any fork."""
+    from tools import sandbox_user
+
+    assert {"unshare", "mount"} <= set(vars(sandbox_user._libc))
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to create another user's files")
 def test_files_of_other_users_keep_their_owner(tmp_path: Path) -> None:
     node = Caller("this-process", tmp_path, tmp_path)
