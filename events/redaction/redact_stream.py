@@ -30,8 +30,11 @@ Released text is exactly what :func:`events.redaction.redact.redact_text` makes 
 **Memory is bounded** by ``max_hold`` (64 KiB of held text by default): past it, a match that
 is still open is replaced by the marker right away and its remaining input is dropped until it
 ends (a key block at its END line, a header or key/value at the end of its line, a token at
-the next space); held text without an open match is released up to REACH characters before
-its end. Either way the stream may then redact more than the whole text would, never less.
+the next space; a key block whose BEGIN line starts in what is dropped, at its own END line;
+after a trigger word in what is dropped, REACH characters from the word and then the next
+space, as far as what the word begins can run); held text without an open match is released
+up to REACH characters before its end. Either way the stream may then redact more than the
+whole text would, never less.
 """
 
 from __future__ import annotations
@@ -141,9 +144,13 @@ class StreamRedactor:
         """The END line of that block (or of the block being swallowed)."""
         self._block_searched = 0
         self._swallow: str | None = None
-        """After giving up on an open match: what ends it (``block``, ``line``, ``space``)."""
+        """After giving up on an open match: what ends it (``block``, ``line``, ``space``; or
+        ``reach``: a trigger word was in what was dropped, see ``_reach_left``)."""
         self._tail = ""
-        """While swallowing a block: its last characters (an END line may be split)."""
+        """While swallowing a block: its last characters (an END line may be split); else the
+        last REACH characters dropped (a trigger word there may own what follows)."""
+        self._owed = 0
+        """While swallowing to a trigger word's reach: characters still to drop."""
         self._held_at_scan = 0
         """How much was held after the last scan (a new scan waits for SCAN_STEP more)."""
 
@@ -202,6 +209,7 @@ class StreamRedactor:
         self._block_searched = 0
         self._swallow = None
         self._tail = ""
+        self._owed = 0
         self._held_at_scan = 0
 
     # --- internals -----------------------------------------------------------------------
@@ -299,7 +307,9 @@ class StreamRedactor:
         buf, pos = self._buf, self._pos
         spans = scan(buf[:start], pos)[0] if start > pos else []
         text = apply_spans(buf, spans, pos, start) + MARKER
-        self._tail = buf[-_END_OVERLAP:] if ends == "block" else ""
+        # A block: its last characters (an END line may be split). Otherwise what is dropped
+        # (a key block's BEGIN line may be split, a trigger word may own what follows).
+        self._tail = buf[-_END_OVERLAP:] if ends == "block" else buf[start:][-REACH:]
         self._buf, self._pos = "", 0
         self._block_at = None
         self._swallow = ends
@@ -317,13 +327,33 @@ class StreamRedactor:
                 return ""
             rest = text[found.end() :]
         else:
-            stops = "\r\n" if self._swallow == "line" else None
-            index = next(
-                (i for i, c in enumerate(delta) if (c in stops if stops else c.isspace())), -1
-            )
-            if index < 0:
+            if self._swallow == "reach":  # to the first space ``_owed`` characters on
+                skip = min(self._owed, len(delta))
+                self._owed -= skip
+                stop = next((i for i in range(skip, len(delta)) if delta[i].isspace()), -1)
+            else:
+                stops = "\r\n" if self._swallow == "line" else None
+                stop = next(
+                    (i for i, c in enumerate(delta) if (c in stops if stops else c.isspace())), -1
+                )
+            dropped = self._tail + (delta if stop < 0 else delta[:stop])
+            opened = _opened_block(dropped)
+            if opened is not None:  # its body goes on past this line: drop to its END line
+                self._tail, self._block_end = opened
+                self._swallow = "block"
+                return self._swallowed(delta[stop:] if stop >= 0 else "")
+            if stop < 0:
+                self._tail = dropped[-REACH:]
                 return ""
-            rest = delta[index:]
+            if self._swallow != "line" and _block_may_begin(dropped):
+                # A BEGIN line has spaces in it: drop to the end of its line, then look again.
+                self._swallow, self._tail = "line", dropped[-REACH:]
+                return self._swallowed(delta[stop:])
+            owed = _reach_left(dropped)
+            if owed > 0:  # a trigger word in what is dropped: its construct may go on
+                self._swallow, self._owed, self._tail = "reach", owed, dropped[-REACH:]
+                return self._swallowed(delta[stop:])
+            rest = delta[stop:]
         self._swallow = None
         self._tail = ""
         return rest
@@ -334,6 +364,48 @@ class StreamRedactor:
         self._buf = self._buf[keep:]
         self._pos = cut - keep
         return keep
+
+
+def _opened_block(dropped: str) -> tuple[str, Expression] | None:
+    """A key block that begins in ``dropped`` (text a give-up swallows to the end of its line
+    or token) and is still open at its end: the block so far and its END line. Swallowed to the
+    line's end alone, the block's BEGIN line would go and its body come out as plain text."""
+    for guard in scan(dropped, 0)[1]:
+        detector = detectors()[guard.detector]
+        if detector.multiline and guard.end >= len(dropped) and detector.end is not None:
+            return dropped[guard.start :], detector.end
+    return None
+
+
+def _reach_left(dropped: str) -> int:
+    """How far past the end of ``dropped`` a construct begun by a trigger word in it may still
+    run (REACH from the word's start; 0: none). Dropped only to the end of its line or token,
+    ``machine host`` would leave ``login u`` / ``password VALUE`` on the next lines as prose."""
+    at = max(0, len(dropped) - REACH)
+    folded = dropped[at:].casefold()
+    if len(folded) != len(dropped) - at:  # case-folding changed the length: assume the worst
+        return REACH
+    starts = [found.start() for found in _trigger_words().finditer(folded)]
+    unfinished = _unfinished_trigger(dropped, at)
+    if unfinished is not None:
+        starts.append(unfinished - at)
+    return REACH - (len(folded) - max(starts)) if starts else 0
+
+
+@cache
+def _block_words() -> tuple[str, ...]:
+    """The first word of every key block's trigger (``-----begin``, ``----``,
+    ``putty-user-key-file``), case-folded."""
+    words = {w.casefold().split()[0] for d in detectors() if d.multiline for w in d.trigger}
+    return tuple(sorted(words))
+
+
+def _block_may_begin(dropped: str) -> bool:
+    """Whether the last whitespace-free run of ``dropped`` holds a key block trigger's first
+    word: a token swallowed to the next space may run into a BEGIN line, which goes on after
+    that space."""
+    runs = dropped[-_END_OVERLAP:].split()
+    return bool(runs) and any(word in runs[-1].casefold() for word in _block_words())
 
 
 def redact_chunks(chunks: list[str]) -> tuple[str, int]:

@@ -207,6 +207,65 @@ def test_a_growing_token_past_max_hold_is_replaced_whole() -> None:
     assert "A1b2C3d4" not in "".join(out)
 
 
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+    "MIIEcanaryBodyLine0123456789abcdef\n-----END RSA PRIVATE KEY-----"
+)
+SSH2 = (
+    "---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: x\n"
+    "AAAAB3canaryBodyLine0123456789\n---- END SSH2 ENCRYPTED PRIVATE KEY ----"
+)
+
+
+@pytest.mark.parametrize("block", [PEM, SSH2], ids=["pem", "ssh2"])
+@pytest.mark.parametrize(
+    "before",
+    ["Cookie: session=" + "a1" * 400 + " ", "Cookie: session=" + "a1" * 400, "sk-" + "Ab9_" * 200],
+    ids=["header, space", "header, glued", "token, glued"],
+)
+@pytest.mark.parametrize("step", [1, 13, 200])
+def test_a_key_block_begun_in_what_a_give_up_drops_is_dropped_to_its_end(
+    block: str, before: str, step: int
+) -> None:
+    """Past ``max_hold`` an open header is dropped to the end of its line, a token to the next
+    space. A key block whose BEGIN line starts in what is dropped goes on past that line (or
+    that space: a BEGIN line has spaces): dropped to the stop alone, its body came out as
+    prose. Now it is dropped to its END line, and what follows comes out."""
+    text = before + block + "\nafter the key"
+    assert "canary" not in redact_text(text)[0]
+    redactor = StreamRedactor(max_hold=2 * REACH)
+    out: list[str] = []
+    for at in range(0, len(text), step):
+        out += [redactor.feed(text[at : at + step])[0], redactor.release()[0]]
+    out.append(redactor.finish()[0])
+    assert "canary" not in "".join(out)
+    assert "".join(out).endswith(f"{MARKER}\nafter the key")
+
+
+@pytest.mark.parametrize(
+    "before",
+    ["Cookie: session=" + "a1" * 400 + " ", "sk-" + "Ab9_" * 200 + " "],
+    ids=["header", "token"],
+)
+@pytest.mark.parametrize("step", [1, 13, 200])
+def test_what_a_dropped_trigger_word_owns_on_the_next_lines_is_dropped(
+    before: str, step: int
+) -> None:
+    """A netrc entry (``machine``, then ``login`` and ``password`` on the lines after) whose
+    first line a give-up dropped: its password came out as prose. What follows a trigger word
+    in dropped text is dropped to the word's reach (REACH), then to the next space."""
+    netrc = "machine api.example.test\n  login alice\n  password Nc-canary-69"
+    text = " ".join([before + netrc, PROSE, PROSE, PROSE])  # the last 300 and more come out
+    assert "canary" not in redact_text(text)[0]
+    redactor = StreamRedactor(max_hold=2 * REACH)
+    out: list[str] = []
+    for at in range(0, len(text), step):
+        out += [redactor.feed(text[at : at + step])[0], redactor.release()[0]]
+    out.append(redactor.finish()[0])
+    assert "canary" not in "".join(out)
+    assert "".join(out).endswith("on Monday morning.")
+
+
 def test_reset_forgets_what_was_held() -> None:
     redactor = StreamRedactor()
     redactor.feed("my password is ")
