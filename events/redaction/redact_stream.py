@@ -30,9 +30,10 @@ Released text is exactly what :func:`events.redaction.redact.redact_text` makes 
 **Memory is bounded** by ``max_hold`` (64 KiB of held text by default): past it, a match that
 is still open is replaced by the marker right away and its remaining input is dropped until it
 ends (a key block at its END line, a header or key/value at the end of its line, a token at
-the next space; a key block whose BEGIN line starts in what is dropped, at its own END line;
-after a trigger word in what is dropped, REACH characters from the word and then the next
-space, as far as what the word begins can run); held text without an open match is released
+the next space; what is dropped is looked at as it goes: a key block begun in it is dropped
+to its own END line, a header still open in it to its line's end, and after a trigger word in
+it the drop goes on REACH characters from the word and then to the next space, as far as what
+the word begins can run); held text without an open match is released
 up to REACH characters before its end. Either way the stream may then redact more than the
 whole text would, never less.
 """
@@ -272,16 +273,8 @@ class StreamRedactor:
         size = len(buf)
         open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
         if open_guards:
-            first = open_guards[0]
-            detector = detectors()[first.detector]
-            if detector.multiline:
-                self._block_end = detector.end
-                ends = "block"
-            elif detector.ends_at_line_end:
-                ends = "line"
-            else:
-                ends = "space"
-            return self._give_up(first.start, ends)
+            ends = self._swallow_to(open_guards) or "space"
+            return self._give_up(open_guards[0].start, ends)
         # A run without whitespace: cut REACH characters before the end, outside every match.
         spans, guards = scan(buf, pos)
         cut = self._forced_cut(buf, pos, guards)
@@ -315,18 +308,34 @@ class StreamRedactor:
         self._swallow = ends
         return text, len(spans) + 1
 
+    def _swallow_to(self, open_guards: list[Guard]) -> str | None:
+        """What ends the most far-reaching of the matches still open at the end of dropped
+        text: a key block's END line (any open guard a block: its END is set), else a line
+        break (any a header or key/value), else None (tokens: the next space)."""
+        for guard in open_guards:
+            detector = detectors()[guard.detector]
+            if detector.multiline:
+                self._block_end = detector.end
+                return "block"
+        if any(detectors()[g.detector].ends_at_line_end for g in open_guards):
+            return "line"
+        return None
+
     def _swallowed(self, delta: str) -> str:
-        """While swallowing: drop ``delta`` up to the end of the given-up match; returns what
-        follows it (redacted as usual from there), or "" while the match goes on."""
-        if self._swallow == "block":
-            text = self._tail + delta
-            assert self._block_end is not None
-            found = self._block_end.compiled().search(text)
-            if found is None:
-                self._tail = text[-_END_OVERLAP:]
-                return ""
-            rest = text[found.end() :]
-        else:
+        """While swallowing: drop ``delta`` up to the end of what was given up; returns what
+        follows it (redacted as usual from there), or "" while it goes on. What is dropped is
+        looked at as it goes: a match still open at its end (a key block, a header), a BEGIN
+        line a token runs into, or a trigger word whose construct may go on, is dropped too."""
+        while True:
+            if self._swallow == "block":
+                text = self._tail + delta
+                assert self._block_end is not None
+                found = self._block_end.compiled().search(text)
+                if found is None:
+                    self._tail = text[-_END_OVERLAP:]
+                    return ""
+                rest = text[found.end() :]
+                break
             if self._swallow == "reach":  # to the first space ``_owed`` characters on
                 skip = min(self._owed, len(delta))
                 self._owed -= skip
@@ -337,23 +346,25 @@ class StreamRedactor:
                     (i for i, c in enumerate(delta) if (c in stops if stops else c.isspace())), -1
                 )
             dropped = self._tail + (delta if stop < 0 else delta[:stop])
-            opened = _opened_block(dropped)
-            if opened is not None:  # its body goes on past this line: drop to its END line
-                self._tail, self._block_end = opened
-                self._swallow = "block"
-                return self._swallowed(delta[stop:] if stop >= 0 else "")
+            still = [g for g in scan(dropped, 0)[1] if g.end >= len(dropped)]
+            mode = self._swallow_to(sorted(still, key=lambda g: g.start))
+            delta = "" if stop < 0 else delta[stop:]
+            if mode == "block":  # its body goes on past this line: drop to its END line
+                self._swallow, self._tail = "block", dropped[-_END_OVERLAP:]
+                continue
+            self._tail = dropped[-REACH:]
             if stop < 0:
-                self._tail = dropped[-REACH:]
                 return ""
-            if self._swallow != "line" and _block_may_begin(dropped):
-                # A BEGIN line has spaces in it: drop to the end of its line, then look again.
-                self._swallow, self._tail = "line", dropped[-REACH:]
-                return self._swallowed(delta[stop:])
+            if self._swallow != "line" and (mode == "line" or _block_may_begin(dropped)):
+                # A header goes on to its line's end; so does a BEGIN line (it has spaces).
+                self._swallow = "line"
+                continue
             owed = _reach_left(dropped)
             if owed > 0:  # a trigger word in what is dropped: its construct may go on
-                self._swallow, self._owed, self._tail = "reach", owed, dropped[-REACH:]
-                return self._swallowed(delta[stop:])
-            rest = delta[stop:]
+                self._swallow, self._owed = "reach", owed
+                continue
+            rest = delta
+            break
         self._swallow = None
         self._tail = ""
         return rest
@@ -364,17 +375,6 @@ class StreamRedactor:
         self._buf = self._buf[keep:]
         self._pos = cut - keep
         return keep
-
-
-def _opened_block(dropped: str) -> tuple[str, Expression] | None:
-    """A key block that begins in ``dropped`` (text a give-up swallows to the end of its line
-    or token) and is still open at its end: the block so far and its END line. Swallowed to the
-    line's end alone, the block's BEGIN line would go and its body come out as plain text."""
-    for guard in scan(dropped, 0)[1]:
-        detector = detectors()[guard.detector]
-        if detector.multiline and guard.end >= len(dropped) and detector.end is not None:
-            return dropped[guard.start :], detector.end
-    return None
 
 
 def _reach_left(dropped: str) -> int:

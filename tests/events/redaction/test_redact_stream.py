@@ -266,6 +266,51 @@ def test_what_a_dropped_trigger_word_owns_on_the_next_lines_is_dropped(
     assert "".join(out).endswith("on Monday morning.")
 
 
+def feed_all(redactor: StreamRedactor, pieces: list[str]) -> str:
+    """Each piece fed with the flush tick's release after it, then the end of the turn."""
+    out = [redactor.feed(piece)[0] + redactor.release()[0] for piece in pieces]
+    return "".join(out) + redactor.finish()[0]
+
+
+def test_a_header_that_begins_in_what_a_trigger_word_drops_is_dropped_to_its_line_end() -> None:
+    """Dropping to a trigger word's reach (``cookie`` in prose) ran into a ``Cookie:`` header
+    on the next line: its start dropped, the rest of its line (longer than REACH) came out.
+    A header still open at the end of what is dropped is dropped to its line's end."""
+    cookies = "; ".join(f"p{i}=v{i}" for i in range(50))
+    text = (
+        f"Authorization: Bearer {'Zz9-' * 200} the cookie\nCookie: {cookies}; sid=Ss-canary-1\nok"
+    )
+    assert "canary" not in redact_text(text)[0]
+    out = feed_all(
+        StreamRedactor(max_hold=2 * REACH), [text[i : i + 20] for i in range(0, len(text), 20)]
+    )
+    assert "canary" not in out and out.endswith("\nok")
+
+
+def test_a_key_block_anywhere_in_a_given_up_line_is_dropped_to_its_end() -> None:
+    """The give-up looked at the first match still open only; a BEGIN line more than REACH
+    before the end of the held text, behind a header, was forgotten and the body came out."""
+    pieces = [
+        "word " * 30 + " ",
+        "Cookie: s=a1 -----BEGIN RSA PRIVATE KEY----- " + "x " * 400,
+        "\nMIIEcanary\n-----END RSA PRIVATE KEY-----\nok",
+    ]
+    assert "canary" not in redact_text("".join(pieces))[0]
+    out = feed_all(StreamRedactor(max_hold=2 * REACH), pieces)
+    assert "canary" not in out and out.endswith("\nok")
+
+
+def test_a_long_delta_while_dropping_to_a_reach_does_not_recurse() -> None:
+    """Each trigger word's reach was one more call deep: 360 KB of ``password `` in one delta
+    raised RecursionError."""
+    redactor = StreamRedactor(max_hold=2 * REACH)
+    redactor.feed("word " * 30)
+    redactor.release()
+    redactor.feed("sk-" + "Ab9_" * 200)
+    assert redactor.feed("password " * 40000) == ("", 0)
+    assert redactor.finish()[0] == ""
+
+
 def test_reset_forgets_what_was_held() -> None:
     redactor = StreamRedactor()
     redactor.feed("my password is ")
