@@ -207,6 +207,12 @@ def test_a_growing_token_past_max_hold_is_replaced_whole() -> None:
     assert "A1b2C3d4" not in "".join(out)
 
 
+def feed_all(redactor: StreamRedactor, pieces: list[str]) -> str:
+    """Each piece fed with the flush tick's release after it, then the end of the turn."""
+    out = [redactor.feed(piece)[0] + redactor.release()[0] for piece in pieces]
+    return "".join(out) + redactor.finish()[0]
+
+
 PEM = (
     "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
     "MIIEcanaryBodyLine0123456789abcdef\n-----END RSA PRIVATE KEY-----"
@@ -233,13 +239,9 @@ def test_a_key_block_begun_in_what_a_give_up_drops_is_dropped_to_its_end(
     prose. Now it is dropped to its END line, and what follows comes out."""
     text = before + block + "\nafter the key"
     assert "canary" not in redact_text(text)[0]
-    redactor = StreamRedactor(max_hold=2 * REACH)
-    out: list[str] = []
-    for at in range(0, len(text), step):
-        out += [redactor.feed(text[at : at + step])[0], redactor.release()[0]]
-    out.append(redactor.finish()[0])
-    assert "canary" not in "".join(out)
-    assert "".join(out).endswith(f"{MARKER}\nafter the key")
+    pieces = [text[at : at + step] for at in range(0, len(text), step)]
+    out = feed_all(StreamRedactor(max_hold=2 * REACH), pieces)
+    assert "canary" not in out and out.endswith(f"{MARKER}\nafter the key")
 
 
 @pytest.mark.parametrize(
@@ -257,19 +259,9 @@ def test_what_a_dropped_trigger_word_owns_on_the_next_lines_is_dropped(
     netrc = "machine api.example.test\n  login alice\n  password Nc-canary-69"
     text = " ".join([before + netrc, PROSE, PROSE, PROSE])  # the last 300 and more come out
     assert "canary" not in redact_text(text)[0]
-    redactor = StreamRedactor(max_hold=2 * REACH)
-    out: list[str] = []
-    for at in range(0, len(text), step):
-        out += [redactor.feed(text[at : at + step])[0], redactor.release()[0]]
-    out.append(redactor.finish()[0])
-    assert "canary" not in "".join(out)
-    assert "".join(out).endswith("on Monday morning.")
-
-
-def feed_all(redactor: StreamRedactor, pieces: list[str]) -> str:
-    """Each piece fed with the flush tick's release after it, then the end of the turn."""
-    out = [redactor.feed(piece)[0] + redactor.release()[0] for piece in pieces]
-    return "".join(out) + redactor.finish()[0]
+    pieces = [text[at : at + step] for at in range(0, len(text), step)]
+    out = feed_all(StreamRedactor(max_hold=2 * REACH), pieces)
+    assert "canary" not in out and out.endswith("on Monday morning.")
 
 
 def test_a_header_that_begins_in_what_a_trigger_word_drops_is_dropped_to_its_line_end() -> None:
