@@ -270,8 +270,7 @@ class StreamRedactor:
 
     def _overflow(self, buf: str, pos: int, guards: list[Guard]) -> tuple[str, int]:
         """Held text passed ``max_hold`` with no place to cut."""
-        size = len(buf)
-        open_guards = sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
+        open_guards = _open_at_end(guards, len(buf))
         if open_guards:
             ends = self._swallow_to(open_guards) or "space"
             return self._give_up(open_guards[0].start, ends)
@@ -346,8 +345,7 @@ class StreamRedactor:
                     (i for i, c in enumerate(delta) if (c in stops if stops else c.isspace())), -1
                 )
             dropped = self._tail + (delta if stop < 0 else delta[:stop])
-            still = [g for g in scan(dropped, 0)[1] if g.end >= len(dropped)]
-            mode = self._swallow_to(sorted(still, key=lambda g: g.start))
+            mode = self._swallow_to(_open_at_end(scan(dropped, 0)[1], len(dropped)))
             delta = "" if stop < 0 else delta[stop:]
             if mode == "block":  # its body goes on past this line: drop to its END line
                 self._swallow, self._tail = "block", dropped[-_END_OVERLAP:]
@@ -375,6 +373,11 @@ class StreamRedactor:
         self._buf = self._buf[keep:]
         self._pos = cut - keep
         return keep
+
+
+def _open_at_end(guards: list[Guard], size: int) -> list[Guard]:
+    """The guards of matches still open at the end of a text of ``size``, first-starting first."""
+    return sorted((g for g in guards if g.end >= size), key=lambda g: g.start)
 
 
 def _reach_left(dropped: str) -> int:

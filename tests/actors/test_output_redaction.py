@@ -75,6 +75,13 @@ def journal_bytes(root: Path) -> bytes:
     return b"".join(p.read_bytes() for p in root.iterdir() if p.name.startswith("journal.db"))
 
 
+def assert_no_corpus_value_in_the_journal(root: Path) -> None:
+    raw = journal_bytes(root)
+    for secret in SECRETS:
+        for value in secret.values:
+            assert value.encode() not in raw, f"{secret.shape}: {value!r} reached the journal"
+
+
 def play_all(make_node: MakeNode, cases: Sequence[tuple[Secret, Sequence[str | None]]]) -> Path:
     """Run every case through one node (all at once), check each run, close the node; returns
     the node's directory."""
@@ -96,10 +103,7 @@ def play_all(make_node: MakeNode, cases: Sequence[tuple[Secret, Sequence[str | N
 def assert_no_split_point_lets_a_secret_in(make_node: MakeNode, every: bool) -> None:
     cases = [(secret, pieces) for secret in SECRETS for pieces in splits(secret, every)]
     root = play_all(make_node, cases)
-    raw = journal_bytes(root)
-    for secret in SECRETS:
-        for value in secret.values:
-            assert value.encode() not in raw, f"{secret.shape}: {value!r} reached the journal"
+    assert_no_corpus_value_in_the_journal(root)
 
 
 def test_no_split_point_near_a_secret_lets_it_into_the_journal(make_node: MakeNode) -> None:
@@ -120,10 +124,7 @@ def test_a_pause_at_any_space_after_prose_lets_no_secret_in(make_node: MakeNode)
             if char == " " and k >= len(prose) - 1:
                 cases.append((whole, [whole.text[: k + 1], None, whole.text[k + 1 :]]))
     root = play_all(make_node, cases)
-    raw = journal_bytes(root)
-    for secret in SECRETS:
-        for value in secret.values:
-            assert value.encode() not in raw, f"{secret.shape}: {value!r} reached the journal"
+    assert_no_corpus_value_in_the_journal(root)
 
 
 @pytest.mark.slow
