@@ -331,10 +331,11 @@ _NOT_CJK = "\u3000-\u30ff\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
 _QUOTED_VALUE = (
     # "value" / 'value' (JSON escapes inside), \"value\" (JSON inside a JSON string), and a
     # quote left open to the end of its line (output cut short, or still streaming).
-    r"\\+\"(?P<eq>(?:[^\"\\\r\n]|\\\\[^\"\r\n]){1,200})\\+\""
+    r"\\{1,31}\"(?P<eq>(?:[^\"\\\r\n]|\\\\[^\"\r\n]){1,200})\\{1,31}\""
     r"|\"(?P<dq>(?:[^\"\\\r\n]|\\[^\"\r\n]){1,200})\""
     r"|'(?P<sq>[^'\\\r\n]{1,200})'"
-    r"|\\*[\"'](?P<open>[^\"'\\\r\n]{1,200})(?=[\r\n]|\Z)"
+    r"|\\{0,31}(?P<oq>[\"'])(?P<open>(?:(?!(?P=oq))[^\\\r\n]|\\[^\r\n]|\\(?=[\r\n]|\Z)){1,200})"
+    r"(?=[\r\n]|\Z)"
 )
 _BARE_VALUE = r"(?P<bare>[^\s\"'&,;}\]\\\u3000-\u303f\uff0c\uff1b]+)"
 _PROSE_VERB = (
@@ -346,7 +347,7 @@ _PROSE_VERB = (
 def _pair(key: str) -> Expression:
     """``key = value`` (every separator and quoting) or, in prose, ``key is value``."""
     return Expression(
-        key + r"(?P<sep>\\*[\"']?[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])[ \t]{0,4})"
+        key + r"(?P<sep>\\{0,31}[\"']?[ \t]{0,4}(?::=|=>|[:=\uff1a\uff1d])[ \t]{0,4})"
         r"(?:" + _QUOTED_VALUE + "|" + _BARE_VALUE + r")"
         r"|"
         + key.replace("?P<key>", "?P<key2>")
@@ -358,7 +359,7 @@ def _pair(key: str) -> Expression:
         + _PROSE_VERB
         + r"(?P<said>[^\s\"'`"
         + _NOT_CJK
-        + r"]*[^\s\"'`.,;:!?)"
+        + r"]{0,200}[^\s\"'`.,;:!?)"
         + _NOT_CJK
         + r"])",
         re.IGNORECASE,
@@ -426,8 +427,16 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
 
 PAIR_WORDS = ("passw", "passphrase", "pwd", "pass", "auth", "secret", "token", "credential", "key")
 """Literals one of which every key of an English pair contains (lower-cased)."""
-LOCAL_WORDS = ("parola", *(w.lower() for w in LOCAL_PASSWORD_WORDS))
-"""The same for the other languages."""
+LOCAL_WORDS = (
+    "parola",
+    *dict.fromkeys(
+        unicodedata.normalize(form, w.lower())
+        for w in LOCAL_PASSWORD_WORDS
+        for form in ("NFC", "NFD")
+    ),
+)
+"""The same for the other languages, composed and not (``lösenord`` as ``o`` and a combining
+diaeresis: the expressions hold both forms, so their literals must)."""
 
 
 _Trie = dict[str, "_Trie"]
@@ -464,7 +473,7 @@ def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
     value = value.strip()
     if not value or _placeholder_or_code(value, ""):
         return False
-    if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2")):
+    if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2", "q3")):
         return credential_like(value)
     return value.lower() not in _STOPWORDS
 
@@ -474,8 +483,8 @@ def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
 _FLAG_STRONG = r"password|passwd|passphrase|pwd|api-?key|apikey|storepass|keypass|client-secret"
 _FLAG_WEAK = r"pass|token|secret"
 _FLAG = Expression(
-    r"(?<![\w-])--?(?:[a-z0-9]{1,24}-){0,4}(?:(?P<strong>" + _FLAG_STRONG + r")|(?P<weak>"
-    r"" + _FLAG_WEAK + r"))(?![\w-])(?:[ \t]*=[ \t]*|[ \t]+)"
+    r"(?<![\w-])--?(?:[a-z0-9]{1,16}-){0,4}(?:(?P<strong>" + _FLAG_STRONG + r")|(?P<weak>"
+    r"" + _FLAG_WEAK + r"))(?![\w-])(?:[ \t]{0,8}=[ \t]{0,8}|[ \t]{1,8})"
     r"(?:\"(?P<q1>[^\"\r\n]{1,200})\"|'(?P<q2>[^'\r\n]{1,200})'|(?P<v>[^\s\"'-][^\s\"']*))",
     re.IGNORECASE,
 )
@@ -490,24 +499,25 @@ def _accept_flag(match: re.Match[str], value: str) -> bool:
 _CMD_GAP = r"[^\n;|&]{0,160}?"
 """From a program's name to one of its flags: the same command (no line break, ``;``, ``|``)."""
 _CLI_SHORT = Expression(
-    r"\bsshpass\b" + _CMD_GAP + r"(?<![\w-])-p[ \t]*(?P<a>[^\s-]\S*)"
-    r"|\b(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]+registry)[ \t]+login\b"
+    r"\bsshpass\b" + _CMD_GAP + r"(?<![\w-])-p[ \t]{0,8}(?P<a>[^\s-]\S*)"
+    r"|\b(?:docker|podman|nerdctl|buildah|skopeo|oras|helm[ \t]{1,8}registry)[ \t]{1,8}login\b"
     + _CMD_GAP
-    + r"(?<![\w-])-p[ \t]+(?P<b>[^\s-]\S*)"
-    r"|\b(?:mysql\w*|mariadb[\w-]*)\b" + _CMD_GAP + r"(?<![\w-])-p(?P<c>[^\s-]\S*)"
-    r"|\bredis-cli\b" + _CMD_GAP + r"(?<![\w-])-a[ \t]+(?P<d>[^\s-]\S*)"
-    r"|\b(?:zip|unzip)\b" + _CMD_GAP + r"(?<![\w-])-P[ \t]+(?P<e>[^\s-]\S*)"
+    + r"(?<![\w-])-p[ \t]{1,8}(?P<b>[^\s-]\S*)"
+    r"|\b(?:mysql\w{0,32}|mariadb[\w-]{0,32})\b" + _CMD_GAP + r"(?<![\w-])-p(?P<c>[^\s-]\S*)"
+    r"|\bredis-cli\b" + _CMD_GAP + r"(?<![\w-])-a[ \t]{1,8}(?P<d>[^\s-]\S*)"
+    r"|\b(?:zip|unzip)\b" + _CMD_GAP + r"(?<![\w-])-P[ \t]{1,8}(?P<e>[^\s-]\S*)"
     r"|\b(?:7z|7za|7zr|rar|unrar)\b" + _CMD_GAP + r"(?<![\w-])-p(?P<f>[^\s-]\S*)"
     r"|\b(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b"
     + _CMD_GAP
-    + r"(?<![\w-])-p[ \t]+(?P<g>[^\s-]\S*)"
-    r"|\b(?:sqlcmd|bcp|osql|isql)\b" + _CMD_GAP + r"(?<![\w-])-P[ \t]*(?P<h>[^\s-]\S*)"
-    r"|\bldap\w+\b" + _CMD_GAP + r"(?<![\w-])-w[ \t]+(?P<i>[^\s-]\S*)"
+    + r"(?<![\w-])-p[ \t]{1,8}(?P<g>[^\s-]\S*)"
+    r"|\b(?:sqlcmd|bcp|osql|isql)\b" + _CMD_GAP + r"(?<![\w-])-P[ \t]{0,8}(?P<h>[^\s-]\S*)"
+    r"|\bldap\w{1,32}\b" + _CMD_GAP + r"(?<![\w-])-w[ \t]{1,8}(?P<i>[^\s-]\S*)"
     r"|\b(?:smbclient|rpcclient|smbmap|smbget)\b" + _CMD_GAP + r"(?<![\w-])(?:-U|--user)"
-    r"(?:[ \t]+|=)[^\s%]+%(?P<j>\S+)"
+    r"(?:[ \t]{1,8}|=)[^\s%]{1,64}%(?P<j>\S+)"
     r"|\b\w*freerdp\b" + _CMD_GAP + r"[/-]p:(?P<k>\S+)"
-    r"|\bhtpasswd\b(?:[ \t]+-\w+)*?[ \t]+-\w*b\w*(?:[ \t]+-\w+)*[ \t]+\S+[ \t]+\S+[ \t]+(?P<l>\S+)"
-    r"|(?<![\w-])-pass(?:in|out)?[ \t]+pass:(?P<m>\S+)"
+    r"|\bhtpasswd\b(?:[ \t]{1,4}-\w{1,8}){0,3}?[ \t]{1,4}-\w{0,8}b\w{0,8}"
+    r"(?:[ \t]{1,4}-\w{1,8}){0,3}[ \t]{1,4}\S{1,100}[ \t]{1,4}\S{1,64}[ \t]{1,4}(?P<l>\S+)"
+    r"|(?<![\w-])-pass(?:in|out)?[ \t]{1,8}pass:(?P<m>\S+)"
 )
 """Short flags that take a password, only after the programs that use them that way (``-p``
 is a port to ssh and docker run, a pipe to unzip)."""
@@ -541,8 +551,8 @@ CLI_COMMANDS = (
     "-pass",
 )
 _USER_PASSWORD = Expression(
-    r"(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]*=[ \t]*|[ \t]+)[\"']?"
-    r"(?P<user>[^\s:\"'/@]+):(?P<v>[^\s\"']+)"
+    r"(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]{0,8}=[ \t]{0,8}|[ \t]{1,8})[\"']?"
+    r"(?P<user>[^\s:\"'/@]{1,64}):(?P<v>[^\s\"']+)"
 )
 
 
@@ -560,9 +570,10 @@ _XML_WORD = (
     r"credentials?|access[_-]?key|private[_-]?key|client[_-]?secret|" + _LOCAL + r")s?)"
 )
 _XML = Expression(
-    r"<(?P<tag>" + _XML_WORD + r")(?:[ \t][^<>]{0,200})?>(?P<q1>[^<]{1,200})</(?P=tag)[ \t]*>"
-    r"|\"" + _XML_WORD + r"\"[ \t]+value[ \t]*=[ \t]*\"(?P<q2>[^\"\r\n]{1,200})\""
-    r"|\"" + _XML_WORD + r"\"[^<>\r\n]{0,100}?>(?P<v>[^<\r\n]{1,200})<",
+    r"<(?P<tag>" + _XML_WORD + r")(?:[ \t][^<>]{0,200})?>"
+    r"(?:(?P<q1>[^<]{1,200})</(?P=tag)[ \t]{0,8}>|(?P<q3>[^<]{1,200})(?:</?[^<>]{0,70})?\Z)"
+    r"|\"" + _XML_WORD + r"\"[ \t]{1,8}value[ \t]{0,8}=[ \t]{0,8}\"(?P<q2>[^\"\r\n]{1,200})\""
+    r"|\"" + _XML_WORD + r"\"[^<>\r\n]{0,100}?>(?P<v>[^<\r\n]{1,200})(?:<|\Z)",
     re.IGNORECASE,
 )
 """``<password>x</password>``, ``<add key="DbPassword" value="x"/>``, ``<entry
@@ -579,20 +590,21 @@ def _accept_xml(match: re.Match[str], value: str) -> bool:
 
 
 _SQL = Expression(
-    r"\bidentified[ \t]+by(?:[ \t]+password)?[ \t]+(?:'(?P<a>[^'\r\n]{1,200})'"
+    r"\bidentified[ \t]{1,8}by(?:[ \t]{1,8}password)?[ \t]{1,8}(?:'(?P<a>[^'\r\n]{1,200})'"
     r"|\"(?P<b>[^\"\r\n]{1,200})\")"
-    r"|(?<=with[ \t])(?:encrypted[ \t]+)?password[ \t]+'(?P<c>[^'\r\n]{1,200})'"
-    r"|(?<=encrypted[ \t])password[ \t]+'(?P<d>[^'\r\n]{1,200})'",
+    r"|(?<=with[ \t])(?:encrypted[ \t]{1,8})?password[ \t]{1,8}'(?P<c>[^'\r\n]{1,200})'"
+    r"|(?<=encrypted[ \t])password[ \t]{1,8}'(?P<d>[^'\r\n]{1,200})'",
     re.IGNORECASE,
 )
 """``CREATE USER .. IDENTIFIED BY 'x'``, ``ALTER ROLE .. WITH PASSWORD 'x'``."""
 _NETRC = Expression(
-    r"\bmachine[ \t]+\S+(?:\s+login[ \t]+\S+)?(?:\s+account[ \t]+\S+)?\s+password[ \t]+(?P<v>\S+)"
+    r"\bmachine[ \t]{1,8}\S{1,64}(?:\s{1,12}login[ \t]{1,8}\S{1,64})?"
+    r"(?:\s{1,12}account[ \t]{1,8}\S{1,64})?\s{1,12}password[ \t]{1,8}(?P<v>\S+)"
 )
 """``machine host login user password x`` (.netrc)."""
 _YAML_BLOCK = Expression(
-    _KEY + r"[ \t]*:[ \t]*[|>][-+0-9]*[ \t]*(?:#[^\r\n]*)?\r?\n"
-    r"(?P<v>(?P<ind>[ \t]+)\S[^\r\n]*(?:\r?\n(?:(?P=ind)[^\r\n]*|[ \t]*(?=\r?\n)))*)",
+    _KEY + r"[ \t]{0,8}:[ \t]{0,8}[|>][-+0-9]{0,4}[ \t]{0,8}(?:#[^\r\n]{0,100})?\r?\n"
+    r"(?P<v>(?P<ind>[ \t]{1,32})\S[^\r\n]*(?:\r?\n(?:(?P=ind)[^\r\n]*|[ \t]*(?=\r?\n)))*)",
     re.IGNORECASE,
 )
 """A YAML block scalar under a secret's key (``password: |`` then indented lines)."""
@@ -676,7 +688,8 @@ def build() -> tuple[Detector, ...]:
         Detector(
             "signify_minisign_secret_key",
             Expression(
-                r"untrusted comment:[^\r\n]*secret key[^\r\n]*\r?\n(?P<v>[A-Za-z0-9+/=]{20,})"
+                r"untrusted comment:[^\r\n]{0,120}secret key[^\r\n]{0,120}\r?\n"
+                r"(?P<v>[A-Za-z0-9+/=]{20,})"
             ),
             ("untrusted comment",),
             groups=("v",),
@@ -745,8 +758,8 @@ def build() -> tuple[Detector, ...]:
         Detector(
             "authorization",
             Expression(
-                r"\b(?:proxy-)?authorization\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
-                r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]*[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
+                r"\b(?:proxy-)?authorization\\{0,31}[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\{0,31}[\"']?"
+                r"(?P<v>(?:[A-Za-z][A-Za-z0-9-]{0,31}[ \t]{1,4})?[A-Za-z0-9._~+/=:-]{8,})",
                 re.IGNORECASE,
             ),
             ("authorization",),
@@ -776,10 +789,10 @@ def build() -> tuple[Detector, ...]:
         Detector(
             "cookie",
             Expression(
-                r"\b(?:set-)?cookie\\*[\"']?[ \t]{0,4}:[ \t]{0,4}"
+                r"\b(?:set-)?cookie\\{0,31}[\"']?[ \t]{0,4}:[ \t]{0,4}"
                 # name=value pairs: the first name is one short word, so "Cookie: chocolate chip"
                 # is prose, and the verdict never waits past REACH for an "=".
-                r"(?:\"(?P<q>[^\s\";=]{1,128}=[^\"\r\n]*)\"|(?P<v>[^\s\";=]{1,128}=[^\r\n]*))",
+                r"(?:\"(?P<q>[^\s\";=]{1,64}=[^\"\r\n]{0,160})\"|(?P<v>[^\s\";=]{1,128}=[^\r\n]*))",
                 re.IGNORECASE,
             ),
             ("cookie",),
@@ -820,7 +833,7 @@ def build() -> tuple[Detector, ...]:
             "xml",
             _XML,
             PAIR_WORDS + LOCAL_WORDS,
-            groups=("q1", "q2", "v"),
+            groups=("q1", "q2", "q3", "v"),
             accept=_accept_xml,
             trigger=PAIR_WORDS + LOCAL_WORDS,
         ),
@@ -872,5 +885,8 @@ def build() -> tuple[Detector, ...]:
 
 
 REACH = 320
-"""The farthest a construct other than a key block ends from its trigger word: a key with
-prefixes (64), a separator (8), a quoted value (200 + quotes), with room to spare."""
+"""The most characters any construct other than a key block needs, from its trigger word, before
+it matches at all (a quoted value is matched while still open, so its closing quote does not
+count): streaming holds text after a trigger word this long. Every gap in an expression that
+can hold whitespace is bounded for it (``[ \t]{1,8}``, a host of at most 64 characters), and
+``tests/events/redaction/test_reach.py`` reads every expression to hold them to it."""

@@ -221,7 +221,7 @@ _FIRST_RUN = Expression(
 """From a text's start, past the shorter runs without backtracking, to the first
 :data:`~events.redaction.vendor_rules.RUN` characters of its first token run: most text has
 none, and this tells in one pass (half what :data:`_RUN` takes to find none)."""
-_REACH_BACK = 128
+REACH_BACK = 128
 """How far before a token run a vendor rule's match can start (``adafruit_io_key = ``): its
 keyword is looked for there, and its expression tried from there to the next whitespace after
 the run (the rule's own expression decides; the window only bounds where it is tried)."""
@@ -255,12 +255,12 @@ def _detectors_for(text: str, lowered: str, start: int) -> tuple[list[int], list
         runs = [m.span() for m in _RUN.compiled().finditer(text, first.end() - vendor_rules.RUN)]
     windows: list[Span] = []
     if runs:  # the vendor rules' keywords, near a token run
-        near = " ".join(lowered[max(0, s - _REACH_BACK) : e] for s, e in runs)
+        near = " ".join(lowered[max(0, s - REACH_BACK) : e] for s, e in runs)
         for enables in {enables for _, enables in _INDEX.gated.iter(near)}:
             chosen.update(enables)
         for s, e in runs:
             space = _SPACE.search(text, e)
-            window = (max(0, s - _REACH_BACK), len(text) if space is None else space.end())
+            window = (max(0, s - REACH_BACK), len(text) if space is None else space.end())
             if windows and window[0] <= windows[-1][1]:
                 windows[-1] = (windows[-1][0], max(windows[-1][1], window[1]))
             else:

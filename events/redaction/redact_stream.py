@@ -44,12 +44,15 @@ import re
 from functools import cache
 
 from events.redaction.detectors import MARKER, REACH, Expression, trie
-from events.redaction.redact import Guard, apply_spans, detectors, scan
+from events.redaction.escapes import unescaped
+from events.redaction.redact import REACH_BACK, Guard, apply_spans, detectors, scan
 
 MAX_HOLD_CHARS = 64 * 1024
 """Held text past which the redactor stops waiting (see the module docstring)."""
-CONTEXT_CHARS = 8
-"""Released text kept for look-behinds (``\\b``, "not after a letter") at the next cut."""
+CONTEXT_CHARS = REACH_BACK
+"""Released text kept as context for the next cut: for look-behinds (``\\b``, "not after a
+letter") and for a vendor rule's keyword, which may be up to REACH_BACK characters before its
+token (``Our sourcegraph token:`` released, then ``3f2a…``: the rule needs ``sourcegraph``)."""
 _END_OVERLAP = 128
 """Characters kept while waiting for a key block's END line split across deltas."""
 _SPACES = " \n\t\r\x0b\x0c"
@@ -105,7 +108,35 @@ def _unfinished_trigger(buf: str, start: int) -> int | None:
 def _first_trigger(buf: str, start: int) -> int | None:
     """Where the first construct that may span whitespace starts at or after ``start``: the
     start of the key run (``DB_PASSWORD``) around the first trigger word, or around a trigger
-    word the text ends part-way through."""
+    word the text ends part-way through; in the text as written and as a reader sees it
+    through its escapes (``mot de \\u0070asse``, which :func:`~events.redaction.redact.scan`
+    reads too), an escape the text ends part-way through left out."""
+    found = _first_trigger_in(buf, start)
+    region = buf[start:]
+    if "\\" not in region:
+        return found
+    partial = _PARTIAL_ESCAPE.search(region)
+    if partial is not None:
+        region = region[: partial.start()]
+    view = unescaped(region)
+    if view is None and partial is None:
+        return found
+    text = region if view is None else view.text
+    seen = _first_trigger_in(text, 0)
+    if seen is None:
+        return found
+    at = start + (seen if view is None else view.start(seen))
+    while at > 0 and buf[at - 1] in _KEY_CHARS:
+        at -= 1
+    return at if found is None else min(found, at)
+
+
+_PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
+"""An escape the text ends part-way through (``\\``, ``\\u00``): what it stands for is not
+known yet."""
+
+
+def _first_trigger_in(buf: str, start: int) -> int | None:
     folded = buf[start:].casefold()  # a capital sigma folds one way, cut or not
     if len(folded) == len(buf) - start:
         found = _trigger_words().search(folded)

@@ -329,3 +329,74 @@ def test_issue_21_shapes_stream_exactly_like_the_whole_text(text: str) -> None:
     assert whole[1] >= 1
     assert redact_chunks(list(text)) == whole
     assert redact_chunks([text[i : i + 5] for i in range(0, len(text), 5)]) == whole
+
+
+WIDEST = {
+    # Each construct with its gaps at (or near) the most its expression allows: test_reach.py
+    # holds every expression to REACH. Before, a quoted value with escapes (no match until its
+    # closing quote) and an element with long attributes released their start while the rest
+    # was still arriving, and the value went out as prose; so did the unbounded gaps.
+    "netrc": "machine "
+    + "h" * 64
+    + "\n"
+    + " " * 11
+    + "login "
+    + "u" * 64
+    + "\n"
+    + " " * 11
+    + "password Nc-canary-69",
+    "flag": "run --a-b-c-password" + " " * 8 + '"Xq7 canary 9 Lp"',
+    "user": "curl -u " + "u" * 64 + ":Xq7-canary-9Lp",
+    "sshpass": "sshpass " + "x " * 79 + "-p" + " " * 8 + "Xq7-canary-9Lp",
+    "sql": "CREATE USER bob IDENTIFIED" + " " * 8 + "BY" + " " * 8 + "'Xq7 canary 9Lp'",
+    "minisign": "untrusted comment: "
+    + "note " * 20
+    + "secret key "
+    + "x" * 100
+    + "\nRWRTcanaryAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+    "yaml": "password: |  # " + "c " * 45 + "\n    Xq7-canary-9Lp\n    second line\nnext: 1",
+    "escaped value": 'password: "' + "\\u0041\\u0042 " * 30 + 'canary"',
+    "json in json": '{\\"password\\": \\"' + "a\\\\nb " * 30 + 'canary\\"}',
+    "xml": '<password note="' + "n" * 140 + '">' + "canary word " * 16 + "</password>",
+    "xml entry": '<entry key="db.password"' + " " * 90 + ">" + "canary word " * 16 + "<",
+    "cookie": 'Cookie: "' + "s" * 60 + "=" + "canary " * 22 + '"',
+}
+
+
+@pytest.mark.parametrize("text", WIDEST.values(), ids=WIDEST.keys())
+@pytest.mark.parametrize("step", [1, 7])
+def test_constructs_at_their_widest_stream_as_the_whole_text(text: str, step: int) -> None:
+    whole = PROSE + " " + text + " and then more words of prose"
+    want = redact_text(whole)
+    assert "canary" not in want[0]
+    pieces = [whole[i : i + step] for i in range(0, len(whole), step)]
+    assert feed_all(StreamRedactor(), pieces) == want[0]
+
+
+@pytest.mark.parametrize("escape", ["\\u0070", "\\x70", "\\\\u0070"])
+def test_a_key_spelt_with_an_escape_cut_anywhere_before_its_value(escape: str) -> None:
+    """``mot de `` | ``\\u0070asse: V``: the unfinished key is read through its escapes, and
+    an escape the text ends part-way through (``mot de \\u00``) holds what comes before it."""
+    text = f"{PROSE} mot de {escape}asse: Xq7-canary-19Lp and the rest"
+    want = redact_text(text)
+    assert "canary" not in want[0]
+    for k in range(len(PROSE), len(text) - len("canary-19Lp and the rest")):
+        redactor = StreamRedactor()
+        steps = [redactor.feed(text[:k]), redactor.release(), redactor.feed(text[k:])]
+        steps.append(redactor.finish())
+        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"cut at {k}"
+
+
+def test_a_vendor_keyword_released_before_its_token_still_names_it() -> None:
+    """A vendor rule whose keyword is not in its match (``sourcegraph`` before a bare 40-hex
+    token) needs the keyword within REACH_BACK before the token: that much released text is
+    kept as context, so a cut between them changes nothing."""
+    head = PROSE + " Our sourcegraph token:\n"
+    token = "3f2a9b7c1d0e4f5a6b7c8d9e0f1a2b3c4d5e6f70"
+    want = redact_text(head + token + " ok")
+    assert token not in want[0]
+    redactor = StreamRedactor()
+    out = [redactor.feed(head)[0], redactor.release()[0]]
+    assert "sourcegraph" in "".join(out)  # released before the token arrived
+    out += [redactor.feed(token + " ok")[0], redactor.finish()[0]]
+    assert "".join(out) == want[0]

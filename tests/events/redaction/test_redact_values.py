@@ -10,6 +10,7 @@ changed."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 import msgspec
@@ -17,8 +18,10 @@ import pytest
 
 from events import MARKER, Journal, NodeKey
 from events.catalog import ToolCompleted, ToolProposed
+from events.redaction.detectors import LOCAL_PASSWORD_WORDS
 from events.redaction.escapes import unescaped
 from events.redaction.redact import MAX_DEPTH, redact_event, redact_text, redact_value
+from events.redaction.redact_stream import redact_chunks
 
 CONFIG = (
     "# app.ini\nhost=db.internal\nuser=app\npassword=Fin2-canary-a1\n"
@@ -193,3 +196,15 @@ def test_a_command_inside_another_ones_gap_loses_its_password(text: str) -> None
     command lying in that gap is still found (hypothesis found the first case)."""
     redacted, _ = redact_text(text)
     assert not [w for w in ("My5qlCanary41", "Zip-canary-50", "Ssh-canary-7") if w in redacted]
+
+
+@pytest.mark.parametrize("word", LOCAL_PASSWORD_WORDS)
+def test_a_key_in_another_language_is_one_composed_or_not(word: str) -> None:
+    """``lösenord`` with ``ö`` as ``o`` and a combining diaeresis (NFD, as macOS file names and
+    some keyboards give it) is the same key: until 2026-11-29 the expressions held both forms
+    but the literals that gate them only the composed one, and 9 of these words' values went
+    out whole, streamed or not."""
+    for form in ("NFC", "NFD"):
+        text = f"then {unicodedata.normalize(form, word)}: Xq7-canary-19Lp and more"
+        assert "canary" not in redact_text(text)[0], form
+        assert "canary" not in redact_chunks(list(text))[0], form
