@@ -514,7 +514,7 @@ _CLI_SHORT = Expression(
     r"|\bldap\w{1,32}\b" + _CMD_GAP + r"(?<![\w-])-w[ \t]{1,8}(?P<i>[^\s-]\S*)"
     r"|\b(?:smbclient|rpcclient|smbmap|smbget)\b" + _CMD_GAP + r"(?<![\w-])(?:-U|--user)"
     r"(?:[ \t]{1,8}|=)[^\s%]{1,64}%(?P<j>\S+)"
-    r"|\b\w*freerdp\b" + _CMD_GAP + r"[/-]p:(?P<k>\S+)"
+    r"|\b\w{0,32}freerdp\b" + _CMD_GAP + r"[/-]p:(?P<k>\S+)"
     r"|\bhtpasswd\b(?:[ \t]{1,4}-\w{1,8}){0,3}?[ \t]{1,4}-\w{0,8}b\w{0,8}"
     r"(?:[ \t]{1,4}-\w{1,8}){0,3}[ \t]{1,4}\S{1,100}[ \t]{1,4}\S{1,64}[ \t]{1,4}(?P<l>\S+)"
     r"|(?<![\w-])-pass(?:in|out)?[ \t]{1,8}pass:(?P<m>\S+)"

@@ -366,7 +366,14 @@ def _scan(text: str, start: int) -> tuple[list[Span], list[Guard]]:
         elif detector.run:
             for lo, hi in windows:
                 if hi > start:
-                    _search(text, index, max(lo, start), hi, found, guards)
+                    # From the window's start, even in the context before ``start``: a vendor
+                    # rule's match may begin with its keyword in text already released and
+                    # replace a token after it (``yandex: t1.…``, whose token can be longer
+                    # than streaming holds the keyword for); what it replaces before ``start``
+                    # is not reported.
+                    more: list[Span] = []
+                    _search(text, index, lo, hi, more, guards)
+                    found.extend((max(s, start), e) for s, e in more if e > start)
         else:
             _search(text, index, start, size, found, guards)
     return _merged(found), guards

@@ -105,30 +105,32 @@ def _unfinished_trigger(buf: str, start: int) -> int | None:
     return next((at + i for i in range(len(tail)) if tail[i:] in starts), None)
 
 
-def _first_trigger(buf: str, start: int) -> int | None:
+def _first_trigger(buf: str, start: int, back: int | None = None) -> int | None:
     """Where the first construct that may span whitespace starts at or after ``start``: the
     start of the key run (``DB_PASSWORD``) around the first trigger word, or around a trigger
     word the text ends part-way through; in the text as written and as a reader sees it
     through its escapes (``mot de \\u0070asse``, which :func:`~events.redaction.redact.scan`
-    reads too), an escape the text ends part-way through left out."""
-    found = _first_trigger_in(buf, start)
+    reads too), an escape the text ends part-way through left out. ``back``: look at most
+    this far before the word for its run's start (no match starts farther before its trigger
+    word than REACH, ``tests/events/redaction/test_reach.py``; a forced cut in a long run must
+    not walk back over all of it)."""
+    found = _trigger_start(buf, start)
     region = buf[start:]
-    if "\\" not in region:
-        return found
-    partial = _PARTIAL_ESCAPE.search(region)
-    if partial is not None:
-        region = region[: partial.start()]
-    view = unescaped(region)
-    if view is None and partial is None:
-        return found
-    text = region if view is None else view.text
-    seen = _first_trigger_in(text, 0)
-    if seen is None:
-        return found
-    at = start + (seen if view is None else view.start(seen))
-    while at > 0 and buf[at - 1] in _KEY_CHARS:
-        at -= 1
-    return at if found is None else min(found, at)
+    if "\\" in region:
+        partial = _PARTIAL_ESCAPE.search(region)
+        if partial is not None:
+            region = region[: partial.start()]
+        view = unescaped(region)
+        seen = _trigger_start(region if view is None else view.text, 0)
+        if seen is not None and (view is not None or partial is not None):
+            at = start + (seen if view is None else view.start(seen))
+            found = at if found is None else min(found, at)
+    if found is None:
+        return None
+    floor = 0 if back is None else max(0, found - back)
+    while found > floor and buf[found - 1] in _KEY_CHARS:
+        found -= 1
+    return found
 
 
 _PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
@@ -136,7 +138,9 @@ _PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
 known yet."""
 
 
-def _first_trigger_in(buf: str, start: int) -> int | None:
+def _trigger_start(buf: str, start: int) -> int | None:
+    """Where the first trigger word at or after ``start`` starts, or one the text ends
+    part-way through."""
     folded = buf[start:].casefold()  # a capital sigma folds one way, cut or not
     if len(folded) == len(buf) - start:
         found = _trigger_words().search(folded)
@@ -146,12 +150,7 @@ def _first_trigger_in(buf: str, start: int) -> int | None:
     unfinished = _unfinished_trigger(buf, start)
     if unfinished is not None:
         starts.append(unfinished)
-    if not starts:
-        return None
-    at = min(starts)
-    while at > 0 and buf[at - 1] in _KEY_CHARS:
-        at -= 1
-    return at
+    return min(starts, default=None)
 
 
 class StreamRedactor:
@@ -315,7 +314,7 @@ class StreamRedactor:
 
     def _forced_cut(self, buf: str, pos: int, guards: list[Guard]) -> int:
         cut = len(buf) - REACH
-        trigger = _first_trigger(buf, max(pos, cut))
+        trigger = _first_trigger(buf, max(pos, cut), back=REACH)
         if trigger is not None:
             cut = min(cut, trigger)
         for guard in sorted(guards, key=lambda g: g.start, reverse=True):
@@ -326,8 +325,15 @@ class StreamRedactor:
     def _give_up(self, start: int, ends: str) -> tuple[str, int]:
         """Release the held text before ``start``, the marker for everything from ``start``
         on, and drop input until what ``ends`` names (``block``: the END line; ``line``: a line
-        break; ``space``: any whitespace)."""
+        break; ``space``: any whitespace). A match the start falls inside (``token=Xq7ab`` glued
+        to a BEGIN line: its value runs to the next space) is given up from its own start."""
         buf, pos = self._buf, self._pos
+        inside = scan(buf, pos)[1]
+        while (
+            earlier := min((g.start for g in inside if g.start < start < g.end), default=None)
+        ) is not None:
+            start = earlier
+        start = max(start, pos)
         spans = scan(buf[:start], pos)[0] if start > pos else []
         text = apply_spans(buf, spans, pos, start) + MARKER
         # A block: its last characters (an END line may be split). Otherwise what is dropped

@@ -30,7 +30,9 @@ UNBOUNDED_VENDOR_RULES = {
     "authorization and bearer detectors find the header itself",
     "gitleaks:curl-auth-user": "`curl` then anything on up to six lines; reel's own "
     "`-u user:password` detector finds the flag itself",
-    "gitleaks:yandex-access-token": "a token of unbounded length after its keyword",
+    "gitleaks:yandex-access-token": "a token of unbounded length after its keyword, which "
+    "is at most 37 characters before the token: the match is found from the context streaming "
+    "keeps (REACH_BACK, test_a_vendor_token_longer_than_reach_after_its_keyword_is_redacted)",
     "gitleaks:private-key": "a key block to the next `KEY-----`; reel's own key block detectors "
     "have the same trigger and hold the block to its END line",
 }
@@ -180,6 +182,24 @@ def held_span(detector: Detector) -> float:
     return worst
 
 
+def lead_span(detector: Detector) -> float:
+    """The most characters a match can start before its first character that is not optional
+    (``DB_`` before ``PASSWORD``, ``wl`` before ``freerdp``): how far streaming looks back from
+    a trigger word for the start of its run when it must cut inside a long one."""
+    tree = _Tree(detector.expression.source, detector.expression.flags)
+    items = list(tree.parsed)
+    if len(items) == 1 and str(items[0][0]) == "BRANCH":
+        alternatives = [list(b) for b in items[0][1][1]]
+    else:
+        alternatives = [items]
+    worst = 0.0
+    for alternative in alternatives:
+        flat = _flat(alternative)
+        start = next((i for i, item in enumerate(flat) if tree.width([item])[0] > 0), 0)
+        worst = max(worst, tree.width(flat[:start])[1])
+    return worst
+
+
 def _streamed() -> list[Detector]:
     return [d for d in detectors() if d.trigger and not d.multiline]
 
@@ -191,6 +211,15 @@ def test_every_match_takes_shape_within_reach_of_its_trigger(detector: Detector)
         assert span > REACH, f"{detector.name} is bounded now: take it off the list"
         return
     assert span <= REACH, f"{detector.name} can need {span} characters before it matches"
+
+
+@pytest.mark.parametrize("detector", _streamed(), ids=lambda d: d.name)
+def test_no_match_starts_more_than_reach_before_its_trigger(detector: Detector) -> None:
+    """Past its bound, streaming cuts inside a long run without whitespace at most REACH
+    before a trigger word (redact_stream's forced cut): a match starting farther back would
+    be cut in two. (``\\w*freerdp`` could; a run holding a trigger word was held whole, past
+    the bound, until 2026-11-29.)"""
+    assert lead_span(detector) <= REACH
 
 
 def test_the_measure_sees_an_unbounded_gap() -> None:

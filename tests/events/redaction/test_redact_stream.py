@@ -197,6 +197,39 @@ def test_a_long_run_without_whitespace_is_released_past_max_hold() -> None:
     assert "".join(out) == "ab" * 50_000 + f" {MARKER} done"
 
 
+@pytest.mark.parametrize("unit", ["a" * 300 + "-token", "a" * 200 + ".key.", "x" * 40 + "password"])
+def test_a_long_run_holding_trigger_words_is_released_past_max_hold(unit: str) -> None:
+    """A trigger word in a long run without whitespace: the run's start was looked for back
+    over the whole run, so nothing was ever cut and everything was held (38 KB held at a
+    640-character bound, quadratic CPU) until 2026-11-29. No match starts more than REACH
+    before its trigger word (test_reach.py), so the cut looks back that far only."""
+    blob = unit * 300
+    redactor = StreamRedactor(max_hold=2 * REACH)
+    out, held = [], 0
+    for i in range(0, len(blob), 64):
+        out.append(redactor.feed(blob[i : i + 64])[0])
+        held = max(held, redactor.held)
+    out.append(redactor.finish()[0])
+    assert held <= 2 * REACH + 64
+    assert len("".join(out)) > len(blob) // 2  # released, not swallowed
+
+
+def test_a_give_up_inside_a_match_gives_up_the_whole_match() -> None:
+    """Past the bound a key block is given up from its BEGIN line; a value glued in front of
+    it (``token=Xq7ab-----BEGIN``: the value runs to the next space) went out as far as the
+    BEGIN line until 2026-11-29; the give-up starts at the match it falls inside."""
+    text = (
+        PROSE
+        + " token=Xq7ab-----BEGIN RSA PRIVATE KEY-----\n"
+        + "MIIEAAAA\n" * 100
+        + "-----END RSA PRIVATE KEY-----\nok"
+    )
+    got = feed_all(
+        StreamRedactor(max_hold=2 * REACH), [text[i : i + 10] for i in range(0, len(text), 10)]
+    )
+    assert got == f"{PROSE} {MARKER}\nok"  # key and all: more than the whole text, never less
+
+
 def test_a_growing_token_past_max_hold_is_replaced_whole() -> None:
     token = "sk-" + "A1b2C3d4" * 1000  # 8 KB of one token
     redactor = StreamRedactor(max_hold=1024)
@@ -400,3 +433,16 @@ def test_a_vendor_keyword_released_before_its_token_still_names_it() -> None:
     assert "sourcegraph" in "".join(out)  # released before the token arrived
     out += [redactor.feed(token + " ok")[0], redactor.finish()[0]]
     assert "".join(out) == want[0]
+
+
+def test_a_vendor_token_longer_than_reach_after_its_keyword_is_redacted() -> None:
+    """``yandex: t1.…`` with a token of ~350 characters: streaming releases the keyword once
+    REACH characters follow it, before the token has its shape; the rule's match begins in the
+    released context (kept for REACH_BACK characters) and is still found there."""
+    token = "t1." + "9euelZqXnJqPk5KM" * 16 + "." + "Vs7c" * 21 + "Ab"
+    text = f"{PROSE} yandex: {token} and more"
+    want = redact_text(text)
+    assert token not in want[0]
+    for step in (1, 5):
+        pieces = [text[i : i + step] for i in range(0, len(text), step)]
+        assert feed_all(StreamRedactor(), pieces) == want[0]
