@@ -473,7 +473,7 @@ def _secret_value(match: re.Match[str], value: str, weak: bool) -> bool:
     value = value.strip()
     if not value or _placeholder_or_code(value, ""):
         return False
-    if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2", "q3")):
+    if weak or not any(g in match.groupdict() and match.group(g) for g in ("q1", "q2")):
         return credential_like(value)
     return value.lower() not in _STOPWORDS
 
@@ -577,13 +577,18 @@ _XML = Expression(
     re.IGNORECASE,
 )
 """``<password>x</password>``, ``<add key="DbPassword" value="x"/>``, ``<entry
-key="db.password">x</entry>``."""
+key="db.password">x</entry>``; an element still open at the end of the text (``q3``: output cut
+short, or still streaming: only one word that looks like a credential counts, ``Bearer <token>.
+Missing, expired`` is prose)."""
 
 
 _XML_STRONG = Expression(r"passw|passphrase|pwd|key|" + _LOCAL, re.IGNORECASE)
 
 
 def _accept_xml(match: re.Match[str], value: str) -> bool:
+    if match.group("q3") is not None:  # an element left open: one credential-like word only
+        word = value.strip()
+        return bool(word) and len(word.split()) == 1 and _secret_value(match, word, weak=True)
     text = match.group()
     weak = _XML_STRONG.compiled().search(text) is None
     return _secret_value(match, value, weak=weak)

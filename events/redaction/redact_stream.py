@@ -121,10 +121,11 @@ def _first_trigger(buf: str, start: int, back: int | None = None) -> int | None:
         if partial is not None:
             region = region[: partial.start()]
         view = unescaped(region)
-        seen = _trigger_start(region if view is None else view.text, 0)
-        if seen is not None and (view is not None or partial is not None):
-            at = start + (seen if view is None else view.start(seen))
-            found = at if found is None else min(found, at)
+        if view is not None or partial is not None:
+            seen = _trigger_start(region if view is None else view.text, 0)
+            if seen is not None:
+                at = start + (seen if view is None else view.start(seen))
+                found = at if found is None else min(found, at)
     if found is None:
         return None
     floor = 0 if back is None else max(0, found - back)
