@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -60,7 +61,7 @@ from transports.cli.errors import (
 )
 from transports.cli.grant_menu import cancels, known, menu, pick
 from transports.cli.node_address import grpc_address
-from transports.cli.node_api import node_token
+from transports.cli.node_api import held, node_token
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
 from transports.cli.render import Terminal, context_line, done_line, shorten
 from transports.grpc.client import (
@@ -70,6 +71,7 @@ from transports.grpc.client import (
 )
 from transports.grpc.errors import GrpcClientError
 from transports.grpc.tape import MATCH_NAMES, MATCHES, SCOPE_NAMES, SCOPES
+from transports.node.node_file import read_addresses
 
 
 class GrantOptionView(NamedTuple):
@@ -134,7 +136,7 @@ def chat_over_grpc(
         _check_usage(message, session, key, new, approve, deny, resume, after)
         data_dir = resolve(data)
         token = node_token(data_dir, token_file)
-        where = address or grpc_address(data_dir)
+        where = address or _held_node_address(data_dir)
         chat = _Chat(where, token, stdout, ask, approve=approve, deny=deny)
         if resume is None and session is None and key is None and not new:
             chat.remembered = session = last_chat.remembered(data_dir)
@@ -149,6 +151,21 @@ def chat_over_grpc(
     except _Failure as failure:
         print(f"reel: error: {failure}", file=stderr)
         return failure.code
+
+
+def _held_node_address(data_dir: Path) -> str:
+    """Where to chat without ``--address``: the node's published address (``node.json``);
+    ``REEL_GRPC_PORT`` / ``REEL_GRPC_HOST`` or the config when no node holds the data dir (a
+    node configured elsewhere). A holder that published nothing is starting or has no API, and
+    the config's port is not guessed for it: whoever listens there would get this data dir's
+    token (docs/operations.md)."""
+    named = os.environ.get("REEL_GRPC_PORT") or os.environ.get("REEL_GRPC_HOST")
+    if read_addresses(data_dir) is None and not named and held(data_dir):
+        raise CliError(
+            f"a node holds {data_dir} but its API cannot be reached: it has written no "
+            "node.json (it is still starting, or runs without an API; --address names one)"
+        )
+    return grpc_address(data_dir)
 
 
 def _check_usage(

@@ -1,9 +1,13 @@
 """Client commands asking a running node's HTTP API, when the node holds the data dir.
 
-The node's address comes from the ``node.json`` it wrote, else the data dir's config and
-``REEL_HTTP_PORT`` / ``REEL_HTTP_HOST`` (:func:`~transports.cli.node_address.http_base`); the
-token from ``--token-file``, else ``REEL_TOKEN``, else the data dir's ``admin.token``. The token
-is sent, never printed.
+The node's address comes from the ``node.json`` it wrote once it listened, else from
+``REEL_HTTP_PORT`` / ``REEL_HTTP_HOST`` when the caller sets one (it points the command at a
+node itself), never from the config alone: the data dir is known to be held (:func:`online`), a
+holder with an API writes ``node.json``, and an address guessed from the config (the default
+port) could be another node's or any local process's, which would be sent this data dir's
+token. A holder without ``node.json`` is starting, or runs without an API: the command says so.
+The token comes from ``--token-file``, else ``REEL_TOKEN``, else the data dir's ``admin.token``;
+it is sent, never printed.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from urllib.parse import urlsplit
 from transports.cli.errors import NO_OPTIONS, CliError, refusal
 from transports.cli.node_address import http_base
 from transports.failures import ALL_KINDS, Kind
+from transports.node.node_file import read_addresses
 
 
 def node_token(data_dir: Path, token_file: Path | None) -> str:
@@ -72,6 +77,13 @@ def text(data_dir: Path, token_file: Path | None, path: str) -> str:
 def _request(
     data_dir: Path, token_file: Path | None, method: str, path: str, body: Any
 ) -> tuple[int, bytes]:
+    explicit = os.environ.get("REEL_HTTP_PORT") or os.environ.get("REEL_HTTP_HOST")
+    if read_addresses(data_dir) is None and not explicit:
+        raise CliError(
+            f"a node holds {data_dir} but its API cannot be reached: it has written no "
+            "node.json (it is still starting, or runs without an API; REEL_HTTP_PORT names "
+            "one)"
+        )
     base = http_base(data_dir)
     parts = urlsplit(base)
     token = node_token(data_dir, token_file)

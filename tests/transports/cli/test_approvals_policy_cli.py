@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from actors.messages import ResolveApproval, StartRun
 from events.catalog import ApprovalRequested, ToolCompleted
 from tests import processes
 from tests.events.decoded import decoded
+from tests.transports.cli.nodekit import bare_environment
 from transports.config import NodeConfig, ToolsSection
 from transports.runtime import open_runtime
 
@@ -135,6 +141,58 @@ def test_deciding_while_a_node_without_an_api_holds_the_data_dir_says_so(tmp_pat
         assert "a node holds" in out.stderr and "cannot be reached" in out.stderr
         child.kill()
         child.wait()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["approvals", "approve", "01ARZ3NDEKTSV4RRFFQ69G5FAV"], ["chat", "hello"]],
+    ids=["http", "grpc"],
+)
+def test_a_holder_without_an_api_is_not_guessed_at_the_configured_port(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """The data dir's holder wrote no node.json; another process listens on the ports its
+    config names. The command must not connect there (it would send this data dir's admin
+    token to whoever listens): it says the holder has no API, and the listener hears nothing."""
+    heard: list[bytes] = []
+    listeners = [socket.create_server(("127.0.0.1", 0)) for _ in range(2)]
+
+    def listen(server: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.settimeout(2)
+                    heard.append(conn.recv(4096))
+
+    for server in listeners:
+        threading.Thread(target=listen, args=(server,), daemon=True).start()
+    http_port, grpc_port = (s.getsockname()[1] for s in listeners)
+    (tmp_path / "config.toml").write_text(
+        f"{CONFIG_TOML}[http]\nport = {http_port}\n[grpc]\nport = {grpc_port}\n"
+    )
+    try:
+        with processes.spawned(
+            [sys.executable, "-c", CHILD, tmp_path], stdout=subprocess.PIPE, text=True
+        ) as child:
+            assert child.stdout is not None
+            child.stdout.readline()
+            out = processes.run(
+                [REEL, *command, "--data", tmp_path],
+                env=bare_environment(),  # no REEL_*_PORT: nothing names an address
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            child.kill()
+            child.wait()
+    finally:
+        for server in listeners:
+            server.close()
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "no node.json" in out.stderr
+    assert heard == []
 
 
 def test_revoke_an_always_grant(tmp_path: Path) -> None:
