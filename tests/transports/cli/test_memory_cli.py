@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -224,6 +225,12 @@ def test_the_configured_real_model_indexes_and_replays(
         assert node.runtime.memory.view.embedder.name == "e5-small"
         made = node.call("POST", "/v1/memory", {"text": STAGING, "scope": "global"})
         assert made.status == 201
+        # The write waits for the views at most 2 s (its reply's item is null past that); the
+        # first fold with a real model loads it, which a loaded machine can make longer.
+        deadline = time.monotonic() + 30
+        while node.runtime.memory.view.get(made.json()["id"]) is None:
+            assert time.monotonic() < deadline, "the write never reached the memory view"
+            time.sleep(0.05)
         # A paraphrase that shares no content word with the item: found by meaning.
         hits = node.call("GET", "/v1/memory?q=which+release+of+our+pre-production+db").json()
         assert hits["hits"][0]["item"]["item_id"] == made.json()["id"]
