@@ -99,6 +99,9 @@ class Detector(NamedTuple):
     (0: not known): text without such a run skips the detector (the vendor rules)."""
     end: Expression | None = None
     """For a ``multiline`` block: what ends it (its END line); streaming waits for it."""
+    continues: bool = False
+    """A match may go on at the next line (a YAML block scalar's next indented line): streaming
+    holds it while only whitespace follows it, not only while it reaches the end."""
     overlaps: bool = False
     """A match runs from a word to its value across a gap (a program's name, then its flag)
     where another match can start: the search goes on one character after a match's start,
@@ -403,6 +406,12 @@ def _accept_pair(match: re.Match[str], value: str) -> bool:
     key = match.group("key") or match.group("key2")
     if _placeholder_or_code(value, key):
         return False
+    opened = match.group("open")
+    if opened is not None and any(c in opened for c in "\"'\\"):
+        # A quote left open whose text holds a quote or an escape: matched so that a stream
+        # holds it while it arrives (_QUOTED_VALUE), a secret only in the plain form
+        # (``'pass': 'The "pass" statement\n'`` is documentation).
+        return False
     if match.group("said") is not None:  # prose
         return credential_like(value)
     sep = match.group("sep")
@@ -551,16 +560,25 @@ CLI_COMMANDS = (
     "-pass",
 )
 _USER_PASSWORD = Expression(
-    r"(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]{0,8}=[ \t]{0,8}|[ \t]{1,8})[\"']?"
-    r"(?P<user>[^\s:\"'/@]{1,64}):(?P<v>[^\s\"']+)"
+    r"(?<![\w-])(?:-u|--user|--proxy-user)(?:[ \t]{0,8}=[ \t]{0,8}|[ \t]{1,8})"
+    # "user:pass word" or user:'pass word': the whole credential, quotes and all, as
+    # gitleaks' curl-auth-user rule replaces it (a stream may see only this rule: curl can be
+    # far before its -u)
+    r"(?:(?P<q>\"(?P<qu>[^\s:\"/@]{1,64}):[^\"\r\n]{1,200}\""
+    r"|'(?P<su>[^\s:'/@]{1,64}):[^'\r\n]{1,200}')"
+    r"|(?P<w>(?P<wu>[^\s:\"'/@]{1,64}):(?:\"[^\"\r\n]{1,200}\"|'[^'\r\n]{1,200}'))"
+    r"|[\"']?(?P<user>[^\s:\"'/@]{1,64}):(?P<v>[^\s\"']+))"
 )
 
 
 def _accept_user_password(match: re.Match[str], value: str) -> bool:
     """``-u user:password``; not ``-u 1000:1000`` (a uid and gid), nor a placeholder."""
-    if match.group("user").isdigit() and value.isdigit():
+    user = next(u for u in match.group("qu", "su", "wu", "user") if u is not None)
+    secret = value if match.group("v") is not None else value.partition(":")[2]
+    secret = secret.strip("\"'")  # of a quoted credential (``"user:pass"``, ``user:'pass'``)
+    if user.isdigit() and secret.isdigit():
         return False
-    return not _placeholder_or_code(value, "")
+    return not _placeholder_or_code(secret, "")
 
 
 # --- other syntaxes ---------------------------------------------------------------------------
@@ -577,18 +595,22 @@ _XML = Expression(
     re.IGNORECASE,
 )
 """``<password>x</password>``, ``<add key="DbPassword" value="x"/>``, ``<entry
-key="db.password">x</entry>``; an element still open at the end of the text (``q3``: output cut
-short, or still streaming: only one word that looks like a credential counts, ``Bearer <token>.
-Missing, expired`` is prose)."""
+key="db.password">x</entry>``; an element still open at the end of the text (``q3``, and ``v``
+without its ``<``) matches so that a stream holds it while it arrives, and is refused as a secret
+(:func:`_accept_xml`)."""
 
 
 _XML_STRONG = Expression(r"passw|passphrase|pwd|key|" + _LOCAL, re.IGNORECASE)
 
 
 def _accept_xml(match: re.Match[str], value: str) -> bool:
-    if match.group("q3") is not None:  # an element left open: one credential-like word only
-        word = value.strip()
-        return bool(word) and len(word.split()) == 1 and _secret_value(match, word, weak=True)
+    if match.group("q3") is not None or (
+        match.group("v") is not None and not match.group().endswith("<")
+    ):
+        # Open at the end of the text: matched so that a stream holds it while it arrives,
+        # never a secret by itself (``postgres://<user>:<password>@host``, ``(?P<token>…)``,
+        # ``echo "password" > file`` end so).
+        return False
     text = match.group()
     weak = _XML_STRONG.compiled().search(text) is None
     return _secret_value(match, value, weak=weak)
@@ -628,7 +650,7 @@ def _token(name: str, pattern: str, *hints: str, flags: int = 0) -> Detector:
     return Detector(name, Expression(pattern, flags), tuple(h.lower() for h in hints))
 
 
-_PRIVATE_BLOCK_END = r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+_PRIVATE_BLOCK_END = r"(?i:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)"
 _SSH2_END = r"---- END SSH2 (?:ENCRYPTED )?PRIVATE KEY ----"
 _OPENVPN_END = r"-----END OpenVPN Static key V1-----"
 _PUTTY_END = r"\n[ \t]*Private-(?:MAC|Hash):[ \t]*[0-9A-Fa-f]+(?=\r?\n)"
@@ -663,7 +685,9 @@ def build() -> tuple[Detector, ...]:
     return (
         _block(
             "private_key_block",
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+            # As gitleaks' private-key rule reads it (any case, ``_`` and ``-`` in the type,
+            # doubled spaces): a stream holds every block that rule redacts.
+            r"(?i:-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)",
             _PRIVATE_BLOCK_END,
             "private key",
             "-----begin",
@@ -831,6 +855,7 @@ def build() -> tuple[Detector, ...]:
             PAIR_WORDS + LOCAL_WORDS,
             groups=("v",),
             accept=_accept_yaml_block,
+            continues=True,
             anchor=_anchor(PAIR_WORDS + LOCAL_WORDS),
             trigger=PAIR_WORDS + LOCAL_WORDS,
         ),
@@ -865,7 +890,7 @@ def build() -> tuple[Detector, ...]:
             "cli_user_password",
             _USER_PASSWORD,
             ("-u", "--user", "--proxy-user"),
-            groups=("v",),
+            groups=("q", "w", "v"),
             accept=_accept_user_password,
             trigger=("-u",),
         ),

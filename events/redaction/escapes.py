@@ -18,7 +18,11 @@ import bisect
 import re
 from typing import NamedTuple
 
-_ESCAPE = re.compile(r"\\+(?:u(?P<u>[0-9A-Fa-f]{4})|x(?P<x>[0-9A-Fa-f]{2})|(?P<c>[nrtbfv0\"'/]))")
+_ESCAPE = re.compile(
+    # Only from the start of a run of backslashes: a run without an escape letter after it is
+    # read once, not once from each of its backslashes (quadratic: 8,000 took 1.7 s).
+    r"(?<!\\)\\+(?:u(?P<u>[0-9A-Fa-f]{4})|x(?P<x>[0-9A-Fa-f]{2})|(?P<c>[nrtbfv0\"'/]))"
+)
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
 
 

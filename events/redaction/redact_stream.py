@@ -57,6 +57,8 @@ _END_OVERLAP = 128
 """Characters kept while waiting for a key block's END line split across deltas."""
 _SPACES = " \n\t\r\x0b\x0c"
 """Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
+_SPACE = re.compile(r"[ \n\t\r\x0b\x0c]")
+"""One of :data:`_SPACES`."""
 SCAN_STEP = 128
 """Held characters that make :meth:`StreamRedactor.feed` look for text to release (a scan of
 what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms flush tick) or
@@ -132,6 +134,19 @@ def _first_trigger(buf: str, start: int, back: int | None = None) -> int | None:
     while found > floor and buf[found - 1] in _KEY_CHARS:
         found -= 1
     return found
+
+
+def _reach_start(buf: str, pos: int) -> int:
+    """Where the last REACH characters of the held text begin, counted as written and as a
+    reader sees them through their escapes, whichever begins earlier: a construct is REACH
+    wide in the view (a host of 60 ``\\u4f8b`` is 360 characters as written, 60 as read)."""
+    start = max(pos, len(buf) - REACH)
+    if "\\" not in buf[pos:]:
+        return start
+    view = unescaped(buf[pos:])
+    if view is None:
+        return start
+    return min(start, pos + view.start(max(0, len(view.text) - REACH)))
 
 
 _PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
@@ -248,6 +263,11 @@ class StreamRedactor:
 
     def _release(self, *, final: bool) -> tuple[str, int]:
         buf, pos = self._buf, self._pos
+        if not final and self.held <= self.max_hold and _SPACE.search(buf, pos) is None:
+            # No whitespace held: no place to cut, so nothing to scan for (a long run of
+            # escapes was scanned whole every SCAN_STEP characters: 81 s for 200 KB).
+            self._held_at_scan = self.held
+            return "", 0
         spans, guards = scan(buf, pos)
         size = len(buf)
         cut = size if final else self._cut(buf, pos, guards)
@@ -272,9 +292,11 @@ class StreamRedactor:
         size = len(buf)
         limit = size if limit is None else limit
         for guard in guards:
-            if guard.end >= size:
+            if guard.end >= size or (
+                detectors()[guard.detector].continues and not buf[guard.end :].strip()
+            ):
                 limit = min(limit, guard.start)
-        trigger = _first_trigger(buf, max(pos, size - REACH))
+        trigger = _first_trigger(buf, _reach_start(buf, pos))
         if trigger is not None:
             limit = min(limit, trigger)
         inside = [(g.start, g.end) for g in guards if g.start < limit]

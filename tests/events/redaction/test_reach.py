@@ -29,7 +29,8 @@ UNBOUNDED_VENDOR_RULES = {
     "gitleaks:curl-auth-header": "`curl` then anything on up to six lines; reel's own "
     "authorization and bearer detectors find the header itself",
     "gitleaks:curl-auth-user": "`curl` then anything on up to six lines; reel's own "
-    "`-u user:password` detector finds the flag itself",
+    "`-u user:password` detector finds the flag itself, quoted credentials whole as this rule "
+    "does (an unquoted one keeps its user in a stream: docs/redaction.md)",
     "gitleaks:yandex-access-token": "a token of unbounded length after its keyword, which "
     "is at most 37 characters before the token: the match is found from the context streaming "
     "keeps (REACH_BACK, test_a_vendor_token_longer_than_reach_after_its_keyword_is_redacted)",

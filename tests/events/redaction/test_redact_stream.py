@@ -4,6 +4,7 @@ redacted at once, so no secret survives a chunk boundary; held text stays bounde
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 
 import pytest
@@ -453,11 +454,51 @@ def test_a_vendor_token_longer_than_reach_after_its_keyword_is_redacted() -> Non
     [
         "Every route needs `Authorization: Bearer <token>`: the content of `admin.token`",
         "a token made by `reel tokens create` (`reel_<id>_<secret>`, a named one)",
+        'echo "password" > pass.txt',
+        'def __eq__(self, other: "Token") -> bool:  # type: ignore[override]',
+        "Set DATABASE_URL=postgres://<user>:<password>@localhost:5432/mydb",
+        'r"(?P<token>[A-Za-z0-9]+)"',
+        "'pass': 'The \\\"pass\\\" statement\\n'",
     ],
 )
 def test_text_that_only_looks_open_is_kept(text: str) -> None:
     """An element or a quote left open at the end of the text is matched so that a stream
-    holds it while it arrives; as a secret it counts only as one word that looks like one
-    (the docs' own ``Bearer <token>`` lost their rest to a first form of it)."""
+    holds it while it arrives, and refused as a secret (first forms of it took the rest of
+    these texts: found in reel's docs and by a helper's run over 4.5 million lines of code)."""
     assert redact_text(text) == (text, 0)
     assert redact_chunks(list(text)) == (text, 0)
+
+
+P2 = "The service answered every health check and the team agreed to ship it on Monday. " * 2
+SPLIT_CASES = {
+    # found by a helper's attack on the streaming redactor (2026-11-29); each leaked or differed
+    # from the whole text at some split point before its fix
+    "escaped netrc": json.dumps({"netrc": "machine " + "例" * 60 + " login bob password Xq7c9Lp"}),
+    "escaped xml": json.dumps(
+        {"x": '<password note="' + "é" * 55 + ' x">Xq7canary19Lp</password>'}
+    ),
+    "long yaml block": "private_key: |\n"
+    + "".join(f"  MIIEvQIBADANBgkqhkiG9w0BAQEFAASC{i:02d}Xq7canary\n" for i in range(12))
+    + "next: 1\n",
+    "lower-case key block": "-----begin private key-----\n"
+    + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCXq7canary\n" * 10
+    + "-----end private key-----\nok",
+    "key block, odd type": "-----BEGIN EC_PARAMS PRIVATE KEY-----\n"
+    + "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCXq7canary\n" * 10
+    + "-----END EC_PARAMS PRIVATE KEY-----\nok",
+    "curl -u quoted, far": "curl -X POST https://ci.example.com/api/jobs -d '"
+    + "runs the whole suite " * 16
+    + '\' -u "admin:correct horse battery staple" done.',
+}
+
+
+@pytest.mark.parametrize("text", SPLIT_CASES.values(), ids=SPLIT_CASES.keys())
+def test_found_by_attack_every_split_with_a_release_is_the_whole_text(text: str) -> None:
+    whole = P2 + text
+    want = redact_text(whole)
+    assert want[1] > 0
+    for k in range(len(P2), len(whole)):
+        redactor = StreamRedactor()
+        steps = [redactor.feed(whole[:k]), redactor.release(), redactor.feed(whole[k:])]
+        steps.append(redactor.finish())
+        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"split at {k}"
