@@ -50,6 +50,13 @@ class _Tree:
     def __init__(self, source: str, flags: int) -> None:
         self.parsed = sre_parse.parse(source, flags)
 
+    def alternatives(self) -> list[Items]:
+        """The expression's top-level alternatives (itself, when it has none)."""
+        items = list(self.parsed)
+        if len(items) == 1 and str(items[0][0]) == "BRANCH":
+            return [list(branch) for branch in items[0][1][1]]
+        return [items]
+
     def width(self, items: Items) -> tuple[int, float]:
         low, high = sre_parse.SubPattern(self.parsed.state, list(items)).getwidth()
         return low, float("inf") if high >= sre_constants.MAXREPEAT else high
@@ -166,13 +173,8 @@ def held_span(detector: Detector) -> float:
     first character that is not optional (the trigger word, or its run), before it matches;
     0 when no match can hold whitespace before its last character."""
     tree = _Tree(detector.expression.source, detector.expression.flags)
-    items = list(tree.parsed)
-    if len(items) == 1 and str(items[0][0]) == "BRANCH":
-        alternatives = [list(b) for b in items[0][1][1]]
-    else:
-        alternatives = [items]
     worst = 0.0
-    for alternative in alternatives:
+    for alternative in tree.alternatives():
         flat = _flat(alternative)
         while flat and _done_at_end(tree, *flat[-1]):
             flat.pop()  # a whitespace only at the end is never cut inside
@@ -188,13 +190,8 @@ def lead_span(detector: Detector) -> float:
     (``DB_`` before ``PASSWORD``, ``wl`` before ``freerdp``): how far streaming looks back from
     a trigger word for the start of its run when it must cut inside a long one."""
     tree = _Tree(detector.expression.source, detector.expression.flags)
-    items = list(tree.parsed)
-    if len(items) == 1 and str(items[0][0]) == "BRANCH":
-        alternatives = [list(b) for b in items[0][1][1]]
-    else:
-        alternatives = [items]
     worst = 0.0
-    for alternative in alternatives:
+    for alternative in tree.alternatives():
         flat = _flat(alternative)
         start = next((i for i, item in enumerate(flat) if tree.width([item])[0] > 0), 0)
         worst = max(worst, tree.width(flat[:start])[1])

@@ -56,6 +56,14 @@ def test_every_split_point_after_prose_with_a_release_there(text: str) -> None:
 SPACED_KEYS = [w for w in LOCAL_PASSWORD_WORDS if " " in w]
 
 
+def cut_with_a_release(text: str, k: int) -> tuple[str, int]:
+    """``text`` fed in two pieces cut at ``k``, the flush tick's release between them."""
+    redactor = StreamRedactor()
+    steps = [redactor.feed(text[:k]), redactor.release(), redactor.feed(text[k:])]
+    steps.append(redactor.finish())
+    return "".join(t for t, _ in steps), sum(n for _, n in steps)
+
+
 @pytest.mark.parametrize("case", [str.lower, str.upper, str.title], ids=["lower", "upper", "title"])
 @pytest.mark.parametrize("key", SPACED_KEYS)
 def test_a_key_of_two_words_cut_anywhere_before_its_value(
@@ -68,10 +76,7 @@ def test_a_key_of_two_words_cut_anywhere_before_its_value(
     want = redact_text(text)
     assert "canary" not in want[0]
     for k in range(len(PROSE), len(text) - len("canary-19Lp and the rest")):
-        redactor = StreamRedactor()
-        steps = [redactor.feed(text[:k]), redactor.release(), redactor.feed(text[k:])]
-        steps.append(redactor.finish())
-        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"cut at {k}"
+        assert cut_with_a_release(text, k) == want, f"cut at {k}"
 
 
 @st.composite
@@ -415,10 +420,7 @@ def test_a_key_spelt_with_an_escape_cut_anywhere_before_its_value(escape: str) -
     want = redact_text(text)
     assert "canary" not in want[0]
     for k in range(len(PROSE), len(text) - len("canary-19Lp and the rest")):
-        redactor = StreamRedactor()
-        steps = [redactor.feed(text[:k]), redactor.release(), redactor.feed(text[k:])]
-        steps.append(redactor.finish())
-        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"cut at {k}"
+        assert cut_with_a_release(text, k) == want, f"cut at {k}"
 
 
 def test_a_vendor_keyword_released_before_its_token_still_names_it() -> None:
@@ -498,7 +500,4 @@ def test_found_by_attack_every_split_with_a_release_is_the_whole_text(text: str)
     want = redact_text(whole)
     assert want[1] > 0
     for k in range(len(P2), len(whole)):
-        redactor = StreamRedactor()
-        steps = [redactor.feed(whole[:k]), redactor.release(), redactor.feed(whole[k:])]
-        steps.append(redactor.finish())
-        assert ("".join(t for t, _ in steps), sum(n for _, n in steps)) == want, f"split at {k}"
+        assert cut_with_a_release(whole, k) == want, f"split at {k}"
