@@ -44,7 +44,7 @@ import re
 from functools import cache
 
 from events.redaction.detectors import MARKER, REACH, Expression, trie
-from events.redaction.escapes import unescaped
+from events.redaction.escapes import ESCAPE, unescaped
 from events.redaction.redact import REACH_BACK, Guard, apply_spans, detectors, scan
 
 MAX_HOLD_CHARS = 64 * 1024
@@ -74,6 +74,12 @@ def _trigger_words() -> re.Pattern[str]:
     first use, as the detectors are."""
     words = {w.casefold() for d in detectors() for w in d.trigger}
     return re.compile(trie(words) + r"|\\u[0-9a-f]{4}|\\x[0-9a-f]{2}")
+
+
+@cache
+def _longest_trigger() -> int:
+    """The longest trigger word (case-folded), in characters as read."""
+    return max(len(w.casefold()) for d in detectors() for w in d.trigger)
 
 
 _KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -117,16 +123,20 @@ def _first_trigger(buf: str, start: int, back: int | None = None) -> int | None:
     word than REACH, ``tests/events/redaction/test_reach.py``; a forced cut in a long run must
     not walk back over all of it)."""
     found = _trigger_start(buf, start)
-    region = buf[start:]
-    if "\\" in region:
-        partial = _PARTIAL_ESCAPE.search(region)
-        if partial is not None:
-            region = region[: partial.start()]
+    if "\\" in buf[start:]:
+        # Every escape is a trigger itself (:func:`_trigger_words`), so a word read through
+        # one includes the first escape or the unfinished one at the end: only the text
+        # around it, a word's length either side (six times that as written), is read so.
+        partial = _PARTIAL_ESCAPE.search(buf, start)
+        end = len(buf) if partial is None else partial.start()
+        first = end if found is None else min(found, end)
+        lo = max(start, first - _longest_trigger())
+        region = buf[lo : min(end, first + 6 * _longest_trigger())]
         view = unescaped(region)
         if view is not None or partial is not None:
             seen = _trigger_start(region if view is None else view.text, 0)
             if seen is not None:
-                at = start + (seen if view is None else view.start(seen))
+                at = lo + (seen if view is None else view.start(seen))
                 found = at if found is None else min(found, at)
     if found is None:
         return None
@@ -141,12 +151,22 @@ def _reach_start(buf: str, pos: int) -> int:
     reader sees them through their escapes, whichever begins earlier: a construct is REACH
     wide in the view (a host of 60 ``\\u4f8b`` is 360 characters as written, 60 as read)."""
     start = max(pos, len(buf) - REACH)
-    if "\\" not in buf[pos:]:
-        return start
-    view = unescaped(buf[pos:])
-    if view is None:
-        return start
-    return min(start, pos + view.start(max(0, len(view.text) - REACH)))
+    if "\\" not in buf[start:]:
+        return start  # no escape in the last REACH as written: as read, the same span
+    # Counted back from the end over the escapes of a tail that covers REACH at 8 to 1 (an
+    # escape is at most 6 characters as written, more only behind a run of backslashes: then
+    # everything held is looked at).
+    tail = max(pos, len(buf) - 8 * REACH)
+    need, at = REACH, len(buf)
+    for found in reversed(list(ESCAPE.finditer(buf, tail))):
+        plain = at - found.end()
+        if plain >= need:
+            return min(start, at - need)
+        need -= plain + 1
+        at = found.start()
+        if need <= 0:
+            return min(start, at)
+    return min(start, at - need) if at - need >= tail else pos
 
 
 _PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
