@@ -917,6 +917,7 @@ def build() -> tuple[Detector, ...]:
 REACH = 320
 """The most characters any construct other than a key block needs, from its trigger word, before
 it matches at all (a quoted value is matched while still open, so its closing quote does not
-count): streaming holds text after a trigger word this long. Every gap in an expression that
-can hold whitespace is bounded for it (``[ \t]{1,8}``, a host of at most 64 characters), and
+count): streaming holds text after a trigger word this long, counted as written and as read
+through escapes (the detectors read both). Every gap in an expression that can hold
+whitespace is bounded for it (``[ \t]{1,8}``, a host of at most 64 characters), and
 ``tests/events/redaction/test_reach.py`` reads every expression to hold them to it."""
