@@ -770,7 +770,10 @@ def build() -> tuple[Detector, ...]:
         Detector(
             "url_password",
             Expression(
-                r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"
+                # The scheme's last 32 characters at most, wherever its run starts: past the
+                # hold bound a run is cut REACH before its end, and ``x`` * 700 glued to
+                # ``redis://:pw@host`` lost the scheme's start to the cut, then its password.
+                r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s/?#:@]*:(?P<v>[^\s/?#@]+(?:@[^\s/?#@]+)*)@"
             ),
             ("://",),
             groups=("v",),

@@ -220,6 +220,16 @@ def test_a_long_run_holding_trigger_words_is_released_past_max_hold(unit: str) -
     assert len("".join(out)) > len(blob) // 2  # released, not swallowed
 
 
+def test_a_url_glued_to_a_long_word_keeps_its_password_past_max_hold() -> None:
+    """``x`` * 700 glued to ``redis://:pw@host``, one character at a time at a 640-character
+    bound: the forced cut (REACH before the end) split the scheme from its run's start, and the
+    password went out (a helper's fuzz: every leak it found past the bound on 2026-11-29). A
+    scheme is read as its last 32 characters now, wherever its run starts."""
+    text = "x" * 700 + "redis://:r3dis-canary@cache.internal:6379/0 done"
+    assert "canary" not in redact_text(text)[0]
+    assert "canary" not in feed_all(StreamRedactor(max_hold=2 * REACH), list(text))
+
+
 def test_a_give_up_inside_a_match_gives_up_the_whole_match() -> None:
     """Past the bound a key block is given up from its BEGIN line; a value glued in front of
     it (``token=Xq7ab-----BEGIN``: the value runs to the next space) went out as far as the
