@@ -23,6 +23,9 @@ ESCAPE = re.compile(
     # read once, not once from each of its backslashes (quadratic: 8,000 took 1.7 s).
     r"(?<!\\)\\+(?:u(?P<u>[0-9A-Fa-f]{4})|x(?P<x>[0-9A-Fa-f]{2})|(?P<c>[nrtbfv0\"'/]))"
 )
+PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
+"""An escape a text ends part-way through (``\\``, ``\\u00``): what it stands for is not known
+yet (streaming text may be cut there)."""
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "v": "\v", "0": "\0"}
 
 

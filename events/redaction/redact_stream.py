@@ -44,7 +44,7 @@ import re
 from functools import cache
 
 from events.redaction.detectors import MARKER, REACH, Expression, trie
-from events.redaction.escapes import ESCAPE, unescaped
+from events.redaction.escapes import ESCAPE, PARTIAL_ESCAPE, unescaped
 from events.redaction.redact import REACH_BACK, Guard, apply_spans, detectors, scan
 
 MAX_HOLD_CHARS = 64 * 1024
@@ -57,8 +57,7 @@ _END_OVERLAP = 128
 """Characters kept while waiting for a key block's END line split across deltas."""
 _SPACES = " \n\t\r\x0b\x0c"
 """Where text may be cut (other Unicode spaces are treated as part of a word: fewer cuts)."""
-_SPACE = re.compile(r"[ \n\t\r\x0b\x0c]")
-"""One of :data:`_SPACES`."""
+_SPACE = re.compile(f"[{re.escape(_SPACES)}]")
 SCAN_STEP = 128
 """Held characters that make :meth:`StreamRedactor.feed` look for text to release (a scan of
 what is held); fewer wait for :meth:`StreamRedactor.release` (the run's 50 ms flush tick) or
@@ -127,7 +126,7 @@ def _first_trigger(buf: str, start: int, back: int | None = None) -> int | None:
         # Every escape is a trigger itself (:func:`_trigger_words`), so a word read through
         # one includes the first escape or the unfinished one at the end: only the text
         # around it, a word's length either side (six times that as written), is read so.
-        partial = _PARTIAL_ESCAPE.search(buf, start)
+        partial = PARTIAL_ESCAPE.search(buf, start)
         end = len(buf) if partial is None else partial.start()
         first = end if found is None else min(found, end)
         lo = max(start, first - _longest_trigger())
@@ -167,11 +166,6 @@ def _reach_start(buf: str, pos: int) -> int:
         if need <= 0:
             return min(start, at)
     return min(start, at - need) if at - need >= tail else pos
-
-
-_PARTIAL_ESCAPE = re.compile(r"\\+(?:u[0-9A-Fa-f]{0,3}|x[0-9A-Fa-f]?)?\Z")
-"""An escape the text ends part-way through (``\\``, ``\\u00``): what it stands for is not
-known yet."""
 
 
 def _trigger_start(buf: str, start: int) -> int | None:
@@ -293,7 +287,7 @@ class StreamRedactor:
         cut = size if final else self._cut(buf, pos, guards)
         if cut <= pos and not final:
             if size - pos > self.max_hold:
-                return self._overflow(buf, pos, guards)
+                return self._overflow(buf, pos, spans, guards)
             self._note_block(guards, size, 0)
             self._held_at_scan = self.held
             return "", 0
@@ -341,14 +335,16 @@ class StreamRedactor:
                 self._block_searched = self._block_at
                 return
 
-    def _overflow(self, buf: str, pos: int, guards: list[Guard]) -> tuple[str, int]:
-        """Held text passed ``max_hold`` with no place to cut."""
+    def _overflow(
+        self, buf: str, pos: int, spans: list[tuple[int, int]], guards: list[Guard]
+    ) -> tuple[str, int]:
+        """Held text passed ``max_hold`` with no place to cut (``spans`` and ``guards``: its
+        scan)."""
         open_guards = _open_at_end(guards, len(buf))
         if open_guards:
             ends = self._swallow_to(open_guards) or "space"
-            return self._give_up(open_guards[0].start, ends)
+            return self._give_up(open_guards[0].start, ends, guards)
         # A run without whitespace: cut REACH characters before the end, outside every match.
-        spans, guards = scan(buf, pos)
         cut = self._forced_cut(buf, pos, guards)
         done = [(s, e) for s, e in spans if e <= cut]
         text = apply_spans(buf, done, pos, cut)
@@ -365,13 +361,14 @@ class StreamRedactor:
                 cut = guard.start
         return max(cut, pos)
 
-    def _give_up(self, start: int, ends: str) -> tuple[str, int]:
+    def _give_up(self, start: int, ends: str, guards: list[Guard] | None = None) -> tuple[str, int]:
         """Release the held text before ``start``, the marker for everything from ``start``
         on, and drop input until what ``ends`` names (``block``: the END line; ``line``: a line
         break; ``space``: any whitespace). A match the start falls inside (``token=Xq7ab`` glued
-        to a BEGIN line: its value runs to the next space) is given up from its own start."""
+        to a BEGIN line: its value runs to the next space) is given up from its own start.
+        ``guards``: the held text's scan, when the caller has it."""
         buf, pos = self._buf, self._pos
-        inside = scan(buf, pos)[1]
+        inside = scan(buf, pos)[1] if guards is None else guards
         while (
             earlier := min((g.start for g in inside if g.start < start < g.end), default=None)
         ) is not None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
 import threading
@@ -60,7 +59,7 @@ from transports.cli.errors import (
     CliError,
 )
 from transports.cli.grant_menu import cancels, known, menu, pick
-from transports.cli.node_address import grpc_address
+from transports.cli.node_address import grpc_address, require_published
 from transports.cli.node_api import held, node_token
 from transports.cli.prompt import NO_ANSWER_HELP, read_line
 from transports.cli.render import Terminal, context_line, done_line, shorten
@@ -71,7 +70,6 @@ from transports.grpc.client import (
 )
 from transports.grpc.errors import GrpcClientError
 from transports.grpc.tape import MATCH_NAMES, MATCHES, SCOPE_NAMES, SCOPES
-from transports.node.node_file import read_addresses
 
 
 class GrantOptionView(NamedTuple):
@@ -159,12 +157,7 @@ def _held_node_address(data_dir: Path) -> str:
     node configured elsewhere). A holder that published nothing is starting or has no API, and
     the config's port is not guessed for it: whoever listens there would get this data dir's
     token (docs/operations.md)."""
-    named = os.environ.get("REEL_GRPC_PORT") or os.environ.get("REEL_GRPC_HOST")
-    if read_addresses(data_dir) is None and not named and held(data_dir):
-        raise CliError(
-            f"a node holds {data_dir} but its API cannot be reached: it has written no "
-            "node.json (it is still starting, or runs without an API; --address names one)"
-        )
+    require_published(data_dir, "GRPC", "--address", held=lambda: held(data_dir))
     return grpc_address(data_dir)
 
 

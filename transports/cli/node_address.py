@@ -7,9 +7,12 @@ reached on loopback."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from transports.cli.errors import CliError
 from transports.node.node_file import read_addresses
 
 if TYPE_CHECKING:
@@ -47,3 +50,22 @@ def http_base(data_dir: Path) -> str:
         return f"http://{_host(running.http_host)}:{running.http_port}"
     http = _config(data_dir).http
     return f"http://{_host(http.host)}:{http.port}"
+
+
+def require_published(
+    data_dir: Path,
+    listener: Literal["HTTP", "GRPC"],
+    hint: str,
+    held: Callable[[], bool] = lambda: True,
+) -> None:
+    """Refuse (:class:`CliError`) to guess a held data dir's address: when its node published
+    none (``node.json``), ``REEL_<listener>_PORT`` / ``_HOST`` name none in the caller's
+    environment, and ``held()`` (a node holds the data dir). Such a holder is starting or runs
+    without an API, and whoever listens on the config's port would be sent this data dir's
+    token. ``hint``: what names an address instead."""
+    named = os.environ.get(f"REEL_{listener}_PORT") or os.environ.get(f"REEL_{listener}_HOST")
+    if read_addresses(data_dir) is None and not named and held():
+        raise CliError(
+            f"a node holds {data_dir} but its API cannot be reached: it has written no "
+            f"node.json (it is still starting, or runs without an API; {hint} names one)"
+        )

@@ -21,9 +21,8 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from transports.cli.errors import NO_OPTIONS, CliError, refusal
-from transports.cli.node_address import http_base
+from transports.cli.node_address import http_base, require_published
 from transports.failures import ALL_KINDS, Kind
-from transports.node.node_file import read_addresses
 
 
 def node_token(data_dir: Path, token_file: Path | None) -> str:
@@ -77,13 +76,7 @@ def text(data_dir: Path, token_file: Path | None, path: str) -> str:
 def _request(
     data_dir: Path, token_file: Path | None, method: str, path: str, body: Any
 ) -> tuple[int, bytes]:
-    explicit = os.environ.get("REEL_HTTP_PORT") or os.environ.get("REEL_HTTP_HOST")
-    if read_addresses(data_dir) is None and not explicit:
-        raise CliError(
-            f"a node holds {data_dir} but its API cannot be reached: it has written no "
-            "node.json (it is still starting, or runs without an API; REEL_HTTP_PORT names "
-            "one)"
-        )
+    require_published(data_dir, "HTTP", "REEL_HTTP_PORT")
     base = http_base(data_dir)
     parts = urlsplit(base)
     token = node_token(data_dir, token_file)
