@@ -17,6 +17,15 @@ go to Cedar in one batch; that is only a speed-up, the answer is the same.
 Everything Cedar needs that does not change per call is built once: the schema, the
 policy set, the entity set (actions plus one Tool entity per tool declaration, cached),
 and the fixed part of each tool's context.
+
+A decision is remembered by everything it can depend on (``PolicyEngine._memo_key``): the
+tool's declaration, the principal, its roles, ``approved``, and those per-call context fields
+(``session_id``, ``run_id``, ``usage_today``, ``channel``) that a loaded policy reads
+(:mod:`policies.context_reads`). With the baseline policies, which read none of them, a
+session's repeated calls of a tool are decided by Cedar once; an operator policy that reads
+``context.usage_today`` puts it in the key, and one that reads the context whole turns the
+memo off. Cedar evaluation is a pure function of the policy set, the entities and the
+request, so a remembered decision is the one Cedar would give again.
 """
 
 from __future__ import annotations
@@ -95,12 +104,20 @@ class _ToolFacts(msgspec.Struct, frozen=True):
 
 _encode = msgspec.json.Encoder().encode
 
+_PER_CALL_FIELDS: Final = ("session_id", "run_id", "usage_today", "channel")
+"""The ``tool.execute`` context's fields that are not derived from the tool's declaration,
+the principal, its roles or ``approved`` (``stranger`` and the MCP server and tool are): by
+the same names in :class:`ToolRequest` and in the context (:class:`_CallFields`)."""
+_DECISION_MEMO_LIMIT: Final = 8192
+"""Decisions kept at most: a key per (tool, principal, roles, approved) when the policies
+read no per-call field; cleared when full."""
+
 
 class PolicyEngine:
     """Answers policy questions from a policy set parsed once at start.
 
-    Build it with :meth:`load`. It is immutable apart from an internal cache of tool
-    declarations and is safe to share between threads.
+    Build it with :meth:`load`. It is immutable apart from internal caches (tool
+    declarations, decisions) and is safe to share between threads.
     """
 
     def __init__(self, loaded: LoadedPolicies) -> None:
@@ -115,6 +132,14 @@ class PolicyEngine:
         """A tool's entities plus a principal with its roles as parents, by (the tool's
         declaration, principal, roles)."""
         self._access = AccessControl(loaded.policy_set, loaded.schema)
+        reads = loaded.context_reads
+        self._per_call: tuple[str, ...] | None = (
+            None if reads is None else tuple(f for f in _PER_CALL_FIELDS if f in reads)
+        )
+        """The per-call request fields a policy reads (None: a policy reads the context whole,
+        and no decision is memoized)."""
+        self._decisions: dict[tuple[Any, ...], Decision] = {}
+        """``tool.execute`` decisions by everything they can depend on (:meth:`_memo_key`)."""
 
     @classmethod
     def load(cls, operator_dir: Path | None = None) -> PolicyEngine:
@@ -153,6 +178,47 @@ class PolicyEngine:
         """
         facts = self._facts(request)
         entities = self._entities_for(facts, request)
+        key = self._memo_key(request)
+        if key is not None:
+            known = self._decisions.get(key)
+            if known is not None:
+                return known
+        decision = self._decide(facts, entities, request)
+        if key is not None:
+            if len(self._decisions) >= _DECISION_MEMO_LIMIT:
+                self._decisions.clear()
+            self._decisions[key] = decision
+        return decision
+
+    def _memo_key(self, request: ToolRequest) -> tuple[Any, ...] | None:
+        """What a ``tool.execute`` decision can depend on: the policies are fixed, the entities
+        follow from the tool's declaration, the principal and its roles, and the context from
+        those, ``approved`` and the per-call fields; of these last, only the ones a policy reads
+        (``session_id``, ``run_id``, ``usage_today``, ``channel``) are in the key. None: not
+        memoized (a policy reads the context whole, or a field is unhashable: the request is
+        then refused by the full path, which names the field)."""
+        per_call = self._per_call
+        if per_call is None:
+            return None
+        key = (
+            request.tool,
+            request.capabilities,
+            request.risk,
+            request.posture,
+            request.principal,
+            request.roles,
+            request.approved,
+            *(getattr(request, field) for field in per_call),
+        )
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def _decide(
+        self, facts: _ToolFacts, entities: cedarpy.Entities, request: ToolRequest
+    ) -> Decision:
         fields = _encode(_call_fields(request)).decode()
         principal = {"type": "Principal", "id": request.principal}
         context = facts.context_approved if request.approved else facts.context_unapproved

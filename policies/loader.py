@@ -22,6 +22,7 @@ from typing import Any, Final
 import cedarpy
 import msgspec
 
+from policies.context_reads import context_reads
 from policies.errors import PolicyLoadError, PolicyParseError, PolicyValidationError
 
 BASELINE_DIR: Final[Path] = Path(__file__).resolve().parent
@@ -55,6 +56,9 @@ class LoadedPolicies(msgspec.Struct, frozen=True, kw_only=True):
     digest: str = ""
     """SHA-256 (hex) of the schema and the policy set as loaded (each policy by its stable id,
     formatting aside): two nodes enforce the same policies exactly when their digests match."""
+    context_reads: frozenset[str] | None = None
+    """The context attributes the policies read (:func:`policies.context_reads.context_reads`);
+    None when one of them uses the context whole (then no decision is memoized)."""
 
 
 def load_schema(path: Path = SCHEMA_PATH) -> cedarpy.Schema:
@@ -124,7 +128,11 @@ def load_policies(operator_dir: Path | None) -> LoadedPolicies:
         schema_text.encode() + b"\x00" + json.dumps(static, sort_keys=True).encode()
     ).hexdigest()
     return LoadedPolicies(
-        schema=schema, policy_set=policy_set, sources=tuple(sources), digest=digest
+        schema=schema,
+        policy_set=policy_set,
+        sources=tuple(sources),
+        digest=digest,
+        context_reads=context_reads(static.values()),
     )
 
 

@@ -72,5 +72,5 @@ def test_describe_lists_outcome_policies_and_reason(
 
 def test_public_names_are_complete() -> None:
     public = {name for name in vars(policies) if not name.startswith("_")}
-    modules = {"access", "decision", "engine", "errors", "loader", "request"}
+    modules = {"access", "context_reads", "decision", "engine", "errors", "loader", "request"}
     assert set(policies.__all__) == public - modules
