@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
+import apsw
 from msgspec.structs import replace
 
 from events.catalog import Event, JournalCheckpoint, kind_of
@@ -92,6 +93,7 @@ class _Append:
 
     __slots__ = (
         "_future",
+        "_started",
         "causation_id",
         "correlation_id",
         "events",
@@ -125,6 +127,7 @@ class _Append:
         self.causation_id = causation_id
         self.idempotency_key = idempotency_key
         self._future: Future[AppendResult] | None = None
+        self._started: bool | None = None
         self.outcome: AppendResult | BaseException | None = None
         """Set once, by whoever committed (or failed) the request."""
         self.submitted = time.perf_counter()
@@ -137,8 +140,11 @@ class _Append:
         return self._future
 
     def start(self) -> bool:
-        """Whether to write it (False: its future was cancelled before the commit began)."""
-        return self._future is None or self._future.set_running_or_notify_cancel()
+        """Whether to write it (False: its future was cancelled before the commit began). Asked
+        again when a commit is made over (:meth:`Journal._commit`), it answers the same."""
+        if self._started is None:
+            self._started = self._future is None or self._future.set_running_or_notify_cancel()
+        return self._started
 
     def settle(self, outcome: AppendResult | BaseException) -> None:
         """Record the outcome (once) and resolve the future, if any and not cancelled. A result
@@ -633,7 +639,15 @@ class Journal(JournalReader):
             self._stream_next[stream] = seq
         return seq
 
-    def _commit(self, batch: list[_Append | _CheckpointRequest]) -> None:
+    def _commit(self, batch: list[_Append | _CheckpointRequest], *, careful: bool = False) -> None:
+        """Write ``batch`` in one transaction and settle each request.
+
+        A stream the writer does not remember is read from the file for its next seq, except
+        when the request expects 0 (a new stream: every run and tool call has one): then no
+        read is made and the stream's unique index ``(stream, stream_seq)`` is the check. If the
+        stream did exist, the insert fails, nothing of the transaction is kept, and the batch
+        is made over ``careful``ly (every unknown stream read), where that request gets its
+        :class:`ConcurrencyConflict` and the others commit as they would have."""
         now_ms = time.time_ns() // 1_000_000
         at = recorded_at(now_ms)
         new_id = self._ids.new
@@ -645,6 +659,8 @@ class Journal(JournalReader):
         checkpoints: list[_CheckpointRequest] = []
         batch_next: dict[str, int] = {}
         batch_keys: dict[str, AppendResult] = {}
+        assumed = False
+        """A stream was taken for new without reading it (the index checks it)."""
         try:
             for request in batch:
                 if isinstance(request, _CheckpointRequest):
@@ -663,7 +679,11 @@ class Journal(JournalReader):
                 stream = request.stream
                 seq = batch_next.get(stream)
                 if seq is None:
-                    seq = self._next_seq(stream)
+                    if careful or request.expected_seq != 0 or stream in self._stream_next:
+                        seq = self._next_seq(stream)
+                    else:
+                        seq = 0  # new, as the index will tell: see the docstring
+                        assumed = True
                 if request.expected_seq is not None and request.expected_seq != seq:
                     outcomes.append(
                         (request, ConcurrencyConflict(stream, request.expected_seq, seq))
@@ -761,9 +781,12 @@ class Journal(JournalReader):
                     if keys:
                         cursor.executemany("INSERT INTO idempotency VALUES (?,?,?,?,?,?)", keys)
                     cursor.execute("COMMIT")
-                except BaseException:
+                except BaseException as exc:
                     if not self._wconn.getautocommit():
                         self._wconn.execute("ROLLBACK")
+                    if assumed and isinstance(exc, apsw.ConstraintError):
+                        self._commit(batch, careful=True)  # a stream taken for new was not
+                        return
                     raise
         except BaseException as exc:  # nothing of this batch was committed
             self._stream_next.clear()
@@ -774,6 +797,8 @@ class Journal(JournalReader):
                 else:
                     request.future.set_exception(error)
             return
+        if len(self._stream_next) + len(batch_next) > STREAM_SEQS:
+            self._stream_next.clear()  # new streams taken without a read are counted here
         self._stream_next.update(batch_next)
         self._head_position, self._head_hash = position, prev
         if signed is not None:

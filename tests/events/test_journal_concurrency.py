@@ -193,6 +193,26 @@ def test_the_writer_remembers_a_bounded_number_of_streams_and_reads_a_forgotten_
     assert [e.stream_seq for e in journal.read_stream("run/first")] == [0, 1, 2, 3, 4]
 
 
+def test_a_stream_taken_for_new_that_exists_is_refused_alone(journal: Journal) -> None:
+    """An append expecting 0 to a stream the writer does not remember is written without
+    reading the stream (a new run's, a new call's), the unique index checking it: when the
+    stream existed after all, the transaction is made over with every stream read, so that
+    request alone is refused, the rest of its batch commits, and no position is lost."""
+    journal.append("run/old", [out("a")], expected_seq=0)
+    journal._stream_next.clear()  # as after a restart, or once it was forgotten
+    with journal._commit_lock:  # hold the writer off: the requests below form one batch
+        batch = [
+            journal.submit(stream, [out(stream)], expected_seq=seq)
+            for stream, seq in [("run/new-1", 0), ("run/old", 0), ("run/new-2", 0)]
+        ]
+    with pytest.raises(ConcurrencyConflict) as caught:
+        batch[1].result(timeout=10)
+    assert (caught.value.expected_seq, caught.value.actual_seq) == (0, 1)
+    assert [f.result(timeout=10).first_position for f in (batch[0], batch[2])] == [2, 3]
+    assert journal.append("run/old", [out("b")], expected_seq=1).first_position == 4
+    assert [r.position for r in journal.read(0)] == [1, 2, 3, 4]
+
+
 def test_a_submit_its_writer_committed_before_it_returned_still_resolves(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
