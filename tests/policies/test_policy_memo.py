@@ -33,7 +33,8 @@ def test_the_attributes_read_are_found_however_written() -> None:
       context.usage_today.runs > 3 && [context.session_id].contains("s")
     };
     """
-    assert reads_of(text) == frozenset({"posture", "run_id", "channel", "usage_today", "session_id"})
+    expected = {"posture", "run_id", "channel", "usage_today", "session_id"}
+    assert reads_of(text) == frozenset(expected)
 
 
 @pytest.mark.parametrize(
