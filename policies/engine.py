@@ -179,10 +179,12 @@ class PolicyEngine:
         facts = self._facts(request)
         entities = self._entities_for(facts, request)
         key = self._memo_key(request)
-        if key is not None:
-            known = self._decisions.get(key)
-            if known is not None:
-                return known
+        try:
+            known = None if key is None else self._decisions.get(key)
+        except TypeError:  # unhashable: ``roles=[]``, which the full path takes as no roles
+            key = known = None
+        if known is not None:
+            return known
         decision = self._decide(facts, entities, request)
         if key is not None:
             if len(self._decisions) >= _DECISION_MEMO_LIMIT:
@@ -195,12 +197,11 @@ class PolicyEngine:
         follow from the tool's declaration, the principal and its roles, and the context from
         those, ``approved`` and the per-call fields; of these last, only the ones a policy reads
         (``session_id``, ``run_id``, ``usage_today``, ``channel``) are in the key. None: not
-        memoized (a policy reads the context whole, or a field is unhashable: the request is
-        then refused by the full path, which names the field)."""
+        memoized (a policy reads the context whole)."""
         per_call = self._per_call
         if per_call is None:
             return None
-        key = (
+        return (
             request.tool,
             request.capabilities,
             request.risk,
@@ -210,11 +211,6 @@ class PolicyEngine:
             request.approved,
             *(getattr(request, field) for field in per_call),
         )
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
 
     def _decide(
         self, facts: _ToolFacts, entities: cedarpy.Entities, request: ToolRequest

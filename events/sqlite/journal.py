@@ -628,15 +628,14 @@ class Journal(JournalReader):
         return bool(batch)
 
     def _next_seq(self, stream: str) -> int:
+        """The stream's next seq as committed: remembered, else read (a commit remembers what
+        it wrote)."""
         seq = self._stream_next.get(stream)
         if seq is None:
             value = self._wconn.execute(
                 "SELECT max(stream_seq) FROM events WHERE stream = ?", (stream,)
             ).get
             seq = 0 if value is None else int(value) + 1
-            if len(self._stream_next) >= STREAM_SEQS:
-                self._stream_next.clear()  # committed values only: the batch's are its own
-            self._stream_next[stream] = seq
         return seq
 
     def _commit(self, batch: list[_Append | _CheckpointRequest], *, careful: bool = False) -> None:
@@ -659,8 +658,7 @@ class Journal(JournalReader):
         checkpoints: list[_CheckpointRequest] = []
         batch_next: dict[str, int] = {}
         batch_keys: dict[str, AppendResult] = {}
-        assumed = False
-        """A stream was taken for new without reading it (the index checks it)."""
+        assumed = False  # a stream was taken for new without a read (the index checks it)
         try:
             for request in batch:
                 if isinstance(request, _CheckpointRequest):
@@ -798,7 +796,7 @@ class Journal(JournalReader):
                     request.future.set_exception(error)
             return
         if len(self._stream_next) + len(batch_next) > STREAM_SEQS:
-            self._stream_next.clear()  # new streams taken without a read are counted here
+            self._stream_next.clear()  # the bound (STREAM_SEQS): forgotten all at once
         self._stream_next.update(batch_next)
         self._head_position, self._head_hash = position, prev
         if signed is not None:
